@@ -1,0 +1,1 @@
+"""Inference back ends behind one protocol (engines/base.py)."""

@@ -1,0 +1,113 @@
+"""The engine protocol: load a model, build a context, run one timed test, report timestamps.
+
+Engines know nothing of sweeps, stores or plots. They raise the typed errors below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class EngineError(Exception):
+    """Base of every engine error; str() is one line a user can read."""
+
+
+class EngineUnavailable(EngineError):
+    """The back end's library is not installed or cannot start."""
+
+
+class ModelLoadError(EngineError):
+    """The model file could not be loaded (unsupported architecture, corrupt tensors, ...)."""
+
+
+class ContextAllocError(EngineError):
+    """The context (KV cache, compute buffers) could not be allocated: out of memory."""
+
+
+class DecodeError(EngineError):
+    """A decode call failed mid-run."""
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    model_path: str
+    n_gpu_layers: int = 0
+    use_mmap: bool = True
+    main_gpu: int = 0
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    n_ctx: int
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_threads: int = 0  # 0: engine default
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: bool = False
+    n_seq_max: int = 1
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One timed run: fill ``n_depth`` tokens untimed, prefill ``n_prompt``, then ``n_gen`` decode steps.
+
+    With ``n_parallel`` > 1 every sequence gets the same prompt length and all decode together.
+    """
+
+    n_prompt: int
+    n_gen: int
+    n_depth: int = 0
+    n_parallel: int = 1
+    prompt_tokens: tuple[int, ...] | None = None  # None: random token ids, like llama-bench
+    seed: int = 42
+
+
+@dataclass
+class RunTimings:
+    """Timestamps (time.perf_counter_ns) of one run; the caller derives every rate from them."""
+
+    start_ns: int  # request start: just before the first prompt batch is submitted
+    prefill_end_ns: int  # first token available (prompt evaluated and first token sampled)
+    token_ns: list[int] = field(default_factory=list)  # after each decode step (all sequences)
+    engine_counters: dict[str, float] = field(default_factory=dict)  # the engine's own perf counters
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str
+    version: str
+    build_commit: str
+    backends: str  # e.g. "CPU", "CUDA"
+    gpu_offload: bool  # whether this build can offload layers at all
+    system_info: str = ""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    load_ms: float
+    n_gpu_layers_effective: int
+    n_vocab: int
+    n_layer: int
+    size_bytes: int
+    n_params: int
+    description: str
+
+
+TokenCallback = Callable[[int, int], None]  # (token_index, n_past) after each decode step
+
+
+class Engine(Protocol):
+    def info(self) -> EngineInfo: ...
+
+    def load(self, cfg: LoadConfig) -> LoadedModel: ...
+
+    def new_context(self, cfg: ContextConfig) -> None: ...
+
+    def run(self, spec: RunSpec, on_token: TokenCallback | None = None) -> RunTimings: ...
+
+    def tokenize(self, text: str) -> list[int]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,332 @@
+"""The llama.cpp engine, through llama-cpp-python's low-level C API. The only importer of llama_cpp.
+
+Timing follows llama-bench: the prompt goes in ``n_batch``-sized llama_decode calls with logits for
+the last token only, then one llama_decode per generated token. We also sample (greedy, in C) so
+the first token is really available when TTFT is stamped. Batches are built before the clock
+starts; the timed path is llama_decode, the sampler and perf_counter_ns.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import random
+import re
+import time
+from pathlib import Path
+
+from engines.base import (
+    ContextAllocError,
+    ContextConfig,
+    DecodeError,
+    EngineInfo,
+    EngineUnavailable,
+    LoadConfig,
+    LoadedModel,
+    ModelLoadError,
+    RunSpec,
+    RunTimings,
+    TokenCallback,
+)
+
+try:
+    import llama_cpp as lc
+except Exception as e:  # pragma: no cover - depends on the install
+    raise EngineUnavailable(f"llama-cpp-python is not usable: {e}") from e
+
+GGML_TYPES: dict[str, int] = {
+    "f32": lc.GGML_TYPE_F32,
+    "f16": lc.GGML_TYPE_F16,
+    "bf16": 30,  # GGML_TYPE_BF16
+    "q8_0": lc.GGML_TYPE_Q8_0,
+    "q4_0": lc.GGML_TYPE_Q4_0,
+    "q4_1": lc.GGML_TYPE_Q4_1,
+    "q5_0": lc.GGML_TYPE_Q5_0,
+    "q5_1": lc.GGML_TYPE_Q5_1,
+}
+
+_LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
+_log_lines: collections.deque[tuple[int, str]] = collections.deque(maxlen=400)
+_log_file = None
+_backend_ready = False
+
+
+@lc.llama_log_callback
+def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:  # pragma: no cover - C callback
+    msg = text.decode("utf-8", "replace") if text else ""
+    _log_lines.append((level, msg))
+    if _log_file is not None:
+        _log_file.write(msg)
+
+
+def _init_backend(log_path: str | None = None) -> None:
+    """Start llama.cpp once per process, with its log captured instead of printed."""
+    global _backend_ready, _log_file
+    if _backend_ready:
+        return
+    if log_path:
+        _log_file = open(log_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - process lifetime
+    lc.llama_log_set(_on_log, ctypes.c_void_p(0))
+    lc.llama_backend_init()
+    _backend_ready = True
+
+
+def log_text() -> str:
+    """Everything llama.cpp logged lately (for reading buffer sizes and error causes)."""
+    return "".join(m for _, m in _log_lines)
+
+
+def _last_error(default: str) -> str:
+    """The most telling recent llama.cpp error line, without its function-name prefixes."""
+    for level, msg in reversed(_log_lines):
+        text = msg.strip()
+        if level == _LOG_ERROR or "error" in text.lower() or "failed" in text.lower():
+            while re.match(r"^[a-z_0-9:]+: ", text):
+                text = text.split(": ", 1)[1]
+            if text:
+                return text
+    return default
+
+
+def _ggml_build() -> tuple[str, str]:
+    """(commit, version) of the ggml this llama-cpp-python was built with."""
+    try:
+        lib = ctypes.CDLL(str(Path(lc.__file__).parent / "lib" / "libggml-base.so"))
+        lib.ggml_commit.restype = ctypes.c_char_p
+        lib.ggml_version.restype = ctypes.c_char_p
+        return lib.ggml_commit().decode(), lib.ggml_version().decode()
+    except (OSError, AttributeError):
+        return "unknown", "unknown"
+
+
+def _backends(system_info: str, gpu_offload: bool) -> str:
+    if not gpu_offload:
+        return "CPU"
+    for name in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL", "MUSA", "CANN"):
+        if name.lower() in system_info.lower():
+            return f"{name},CPU"
+    return "GPU,CPU"
+
+
+class LlamaCppEngine:
+    """Engine over llama.cpp; one model and one context at a time."""
+
+    def __init__(self, log_path: str | None = None) -> None:
+        _init_backend(log_path)
+        self._model = None
+        self._ctx = None
+        self._vocab = None
+        self._sampler = None
+        self._ctx_cfg: ContextConfig | None = None
+        self._n_vocab = 0
+
+    # --- facts -------------------------------------------------------------------------------
+    def info(self) -> EngineInfo:
+        commit, version = _ggml_build()
+        system_info = lc.llama_print_system_info().decode("utf-8", "replace").strip()
+        gpu = bool(lc.llama_supports_gpu_offload())
+        return EngineInfo(
+            name="llama.cpp",
+            version=f"llama-cpp-python {lc.__version__}, ggml {version}",
+            build_commit=commit,
+            backends=_backends(system_info, gpu),
+            gpu_offload=gpu,
+            system_info=system_info,
+        )
+
+    # --- model and context -----------------------------------------------------------------------
+    def load(self, cfg: LoadConfig) -> LoadedModel:
+        self.close()
+        path = Path(cfg.model_path)
+        if not path.is_file():
+            raise ModelLoadError(f"{path}: file not found")
+        params = lc.llama_model_default_params()
+        params.n_gpu_layers = cfg.n_gpu_layers
+        params.main_gpu = cfg.main_gpu
+        params.load_mode = lc.LLAMA_LOAD_MODE_MMAP if cfg.use_mmap else lc.LLAMA_LOAD_MODE_NONE
+        _log_lines.clear()
+        t0 = time.perf_counter_ns()
+        model = lc.llama_model_load_from_file(str(path).encode("utf-8"), params)
+        load_ms = (time.perf_counter_ns() - t0) / 1e6
+        if not model:
+            raise ModelLoadError(f"{path}: llama.cpp could not load it: {_last_error('unknown reason')}")
+        self._model = model
+        self._vocab = lc.llama_model_get_vocab(model)
+        self._n_vocab = lc.llama_vocab_n_tokens(self._vocab)
+        n_layer = lc.llama_model_n_layer(model)
+        desc = ctypes.create_string_buffer(256)
+        lc.llama_model_desc(model, desc, ctypes.sizeof(desc))
+        gpu = bool(lc.llama_supports_gpu_offload())
+        ngl = cfg.n_gpu_layers if cfg.n_gpu_layers >= 0 else n_layer + 1
+        return LoadedModel(
+            load_ms=load_ms,
+            n_gpu_layers_effective=min(ngl, n_layer + 1) if gpu else 0,
+            n_vocab=self._n_vocab,
+            n_layer=n_layer,
+            size_bytes=int(lc.llama_model_size(model)),
+            n_params=int(lc.llama_model_n_params(model)),
+            description=desc.value.decode("utf-8", "replace"),
+        )
+
+    def new_context(self, cfg: ContextConfig) -> None:
+        if self._model is None:
+            raise ModelLoadError("no model loaded")
+        self._free_context()
+        params = lc.llama_context_default_params()
+        params.n_ctx = cfg.n_ctx
+        params.n_batch = cfg.n_batch
+        params.n_ubatch = cfg.n_ubatch
+        params.n_seq_max = cfg.n_seq_max
+        threads = cfg.n_threads or (os.cpu_count() or 1)
+        params.n_threads = threads
+        params.n_threads_batch = threads
+        params.type_k = GGML_TYPES[cfg.type_k]
+        params.type_v = GGML_TYPES[cfg.type_v]
+        fa = lc.LLAMA_FLASH_ATTN_TYPE_ENABLED if cfg.flash_attn else lc.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.flash_attn_type = fa
+        params.no_perf = False
+        _log_lines.clear()
+        ctx = lc.llama_init_from_model(self._model, params)
+        if not ctx:
+            raise ContextAllocError(
+                f"cannot allocate a context of {cfg.n_ctx} tokens (type_k={cfg.type_k}, type_v={cfg.type_v}, "
+                f"flash_attn={int(cfg.flash_attn)}): {_last_error('out of memory or unsupported settings')}"
+            )
+        self._ctx = ctx
+        self._ctx_cfg = cfg
+        self._sampler = lc.llama_sampler_init_greedy()
+
+    def tokenize(self, text: str) -> list[int]:
+        if self._vocab is None:
+            raise ModelLoadError("no model loaded")
+        data = text.encode("utf-8")
+        n_max = len(data) + 16
+        buf = (lc.llama_token * n_max)()
+        n = lc.llama_tokenize(self._vocab, data, len(data), buf, n_max, True, False)
+        if n < 0:
+            buf = (lc.llama_token * -n)()
+            n = lc.llama_tokenize(self._vocab, data, len(data), buf, -n, True, False)
+        return list(buf[:n])
+
+    # --- the timed run ---------------------------------------------------------------------------
+    def _batches(self, items: list[tuple[int, int, int, bool]], size: int) -> list[lc.llama_batch]:
+        """Pre-built llama_batch chunks of (token, pos, seq, want_logits)."""
+        out = []
+        for start in range(0, len(items), size):
+            chunk = items[start : start + size]
+            b = lc.llama_batch_init(len(chunk), 0, 1)
+            for i, (tok, pos, seq, want) in enumerate(chunk):
+                b.token[i] = tok
+                b.pos[i] = pos
+                b.n_seq_id[i] = 1
+                b.seq_id[i][0] = seq
+                b.logits[i] = 1 if want else 0
+            b.n_tokens = len(chunk)
+            out.append(b)
+        return out
+
+    def _decode_all(self, batches: list[lc.llama_batch], what: str) -> None:
+        for b in batches:
+            rc = lc.llama_decode(self._ctx, b)
+            if rc != 0:
+                raise DecodeError(f"llama_decode failed during {what} (code {rc}): {_last_error('no detail')}")
+
+    def run(self, spec: RunSpec, on_token: TokenCallback | None = None) -> RunTimings:
+        if self._ctx is None or self._ctx_cfg is None:
+            raise DecodeError("no context")
+        ctx, cfg, n_seq = self._ctx, self._ctx_cfg, spec.n_parallel
+        rng = random.Random(spec.seed)
+        n_vocab = self._n_vocab
+
+        def rand_tokens(n: int) -> list[int]:
+            return [rng.randrange(n_vocab) for _ in range(n)]
+
+        lc.llama_memory_clear(lc.llama_get_memory(ctx), True)  # no prefix-cache hit can fake a fast TTFT
+        lc.llama_sampler_reset(self._sampler)
+        if spec.n_depth:
+            depth_items = [(t, pos, s, False) for s in range(n_seq) for pos, t in enumerate(rand_tokens(spec.n_depth))]
+            depth_batches = self._batches(depth_items, cfg.n_batch)
+            try:
+                self._decode_all(depth_batches, f"the depth fill of {spec.n_depth} tokens")
+            finally:
+                for b in depth_batches:
+                    lc.llama_batch_free(b)
+            lc.llama_synchronize(ctx)
+
+        prompt_items: list[tuple[int, int, int, bool]] = []
+        for s in range(n_seq):
+            toks = list(spec.prompt_tokens[: spec.n_prompt]) if spec.prompt_tokens else rand_tokens(spec.n_prompt)
+            for i, t in enumerate(toks):
+                prompt_items.append((t, spec.n_depth + i, s, i == len(toks) - 1))
+        prompt_batches = self._batches(prompt_items, cfg.n_batch)
+        step = lc.llama_batch_init(n_seq, 0, 1)
+        first = rand_tokens(n_seq)  # used when there is no prompt (a pure decode test)
+        n_past = spec.n_depth + spec.n_prompt
+        token_ns: list[int] = []
+        try:
+            lc.llama_perf_context_reset(ctx)
+            start_ns = time.perf_counter_ns()
+            cur: list[int] = list(first)
+            done = 0
+            for b in prompt_batches:
+                rc = lc.llama_decode(ctx, b)
+                if rc != 0:
+                    raise DecodeError(f"llama_decode failed during the prompt (code {rc}): {_last_error('no detail')}")
+                for i in range(b.n_tokens):
+                    if b.logits[i]:
+                        cur[prompt_items[done + i][2]] = lc.llama_sampler_sample(self._sampler, ctx, i)
+                done += b.n_tokens
+            prefill_end_ns = time.perf_counter_ns()
+            for s in range(n_seq):
+                step.pos[s] = 0
+                step.n_seq_id[s] = 1
+                step.seq_id[s][0] = s
+                step.logits[s] = 1
+            step.n_tokens = n_seq
+            for k in range(spec.n_gen):
+                for s in range(n_seq):
+                    step.token[s] = cur[s]
+                    step.pos[s] = n_past
+                rc = lc.llama_decode(ctx, step)
+                if rc != 0:
+                    raise DecodeError(f"llama_decode failed at decode step {k} (code {rc}): {_last_error('no detail')}")
+                for s in range(n_seq):
+                    cur[s] = lc.llama_sampler_sample(self._sampler, ctx, s)
+                token_ns.append(time.perf_counter_ns())
+                n_past += 1
+                if on_token is not None:
+                    on_token(k, n_past)
+            perf = lc.llama_perf_context(ctx)
+        finally:
+            for b in prompt_batches:
+                lc.llama_batch_free(b)
+            lc.llama_batch_free(step)
+        return RunTimings(
+            start_ns=start_ns,
+            prefill_end_ns=prefill_end_ns,
+            token_ns=token_ns,
+            engine_counters={
+                "t_p_eval_ms": perf.t_p_eval_ms,
+                "n_p_eval": perf.n_p_eval,
+                "t_eval_ms": perf.t_eval_ms,
+                "n_eval": perf.n_eval,
+            },
+        )
+
+    # --- cleanup ---------------------------------------------------------------------------------
+    def _free_context(self) -> None:
+        if self._sampler is not None:
+            lc.llama_sampler_free(self._sampler)
+            self._sampler = None
+        if self._ctx is not None:
+            lc.llama_free(self._ctx)
+            self._ctx = None
+            self._ctx_cfg = None
+
+    def close(self) -> None:
+        self._free_context()
+        if self._model is not None:
+            lc.llama_model_free(self._model)
+            self._model = None
+            self._vocab = None

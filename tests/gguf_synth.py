@@ -1,0 +1,244 @@
+"""Small but structurally real GGUF models for tests, and broken files for the error paths.
+
+A synthetic model is llama-shaped: token_embd, per layer attn_norm/attn_q/attn_k/attn_v/attn_output and
+ffn_norm/ffn_gate/ffn_up/ffn_down, then output_norm and output, with a tiny SentencePiece-style vocabulary,
+so llama.cpp could in principle load it. Norms are always F32 (as llama.cpp writes them); the 2-D weights
+use ``tensor_dtype``. Defaults give a file of about 100 KB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+TENSOR_DTYPES: dict[str, gguf.GGMLQuantizationType] = {
+    "F32": gguf.GGMLQuantizationType.F32,
+    "F16": gguf.GGMLQuantizationType.F16,
+    "Q8_0": gguf.GGMLQuantizationType.Q8_0,
+}
+FILE_TYPE_FOR_DTYPE: dict[str, int] = {
+    "F32": int(gguf.LlamaFileType.ALL_F32),
+    "F16": int(gguf.LlamaFileType.MOSTLY_F16),
+    "Q8_0": int(gguf.LlamaFileType.MOSTLY_Q8_0),
+}
+
+_U32 = gguf.GGUFValueType.UINT32
+
+
+def _value_type(value: object) -> tuple[gguf.GGUFValueType, gguf.GGUFValueType | None]:
+    """(GGUF type, array item type) for a Python value of extra_kv."""
+
+    def scalar_type(v: object) -> gguf.GGUFValueType:
+        if isinstance(v, bool):
+            return gguf.GGUFValueType.BOOL
+        if isinstance(v, int):
+            return _U32
+        if isinstance(v, float):
+            return gguf.GGUFValueType.FLOAT32
+        if isinstance(v, str):
+            return gguf.GGUFValueType.STRING
+        raise TypeError(f"no GGUF type for {v!r}")
+
+    if isinstance(value, list | tuple):
+        return gguf.GGUFValueType.ARRAY, scalar_type(value[0])
+    return scalar_type(value), None
+
+
+def _per_layer(value: int | Sequence[int], n_layer: int, what: str) -> list[int]:
+    if isinstance(value, int):
+        return [value] * n_layer
+    values = [int(v) for v in value]
+    if len(values) != n_layer:
+        raise ValueError(f"{what}: {len(values)} values for {n_layer} layers")
+    return values
+
+
+def synthetic_tensor_shapes(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int | Sequence[int] = 4,
+    n_head_kv: int | Sequence[int] = 2,
+    n_ff: int | Sequence[int] = 128,
+    n_vocab: int = 256,
+    key_length: int | None = None,
+    value_length: int | None = None,
+) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> numpy shape (rows, columns) of the synthetic model, in file order."""
+    heads = _per_layer(n_head, n_layer, "n_head")
+    kv_heads = _per_layer(n_head_kv, n_layer, "n_head_kv")
+    ffs = _per_layer(n_ff, n_layer, "n_ff")
+    head_dim_default = n_embd // heads[0]
+    hd_k = key_length or head_dim_default
+    hd_v = value_length or head_dim_default
+    shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (n_vocab, n_embd)}
+    for i in range(n_layer):
+        shapes[f"blk.{i}.attn_norm.weight"] = (n_embd,)
+        shapes[f"blk.{i}.attn_q.weight"] = (heads[i] * hd_k, n_embd)
+        shapes[f"blk.{i}.attn_k.weight"] = (kv_heads[i] * hd_k, n_embd)
+        shapes[f"blk.{i}.attn_v.weight"] = (kv_heads[i] * hd_v, n_embd)
+        shapes[f"blk.{i}.attn_output.weight"] = (n_embd, heads[i] * hd_v)
+        shapes[f"blk.{i}.ffn_norm.weight"] = (n_embd,)
+        shapes[f"blk.{i}.ffn_gate.weight"] = (ffs[i], n_embd)
+        shapes[f"blk.{i}.ffn_up.weight"] = (ffs[i], n_embd)
+        shapes[f"blk.{i}.ffn_down.weight"] = (n_embd, ffs[i])
+    shapes["output_norm.weight"] = (n_embd,)
+    shapes["output.weight"] = (n_vocab, n_embd)
+    return shapes
+
+
+def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
+    """A SentencePiece ("llama") vocabulary: <unk>, <s>, </s>, byte tokens, then plain pieces."""
+    tokens = ["<unk>", "<s>", "</s>"]
+    types = [int(gguf.TokenType.UNKNOWN), int(gguf.TokenType.CONTROL), int(gguf.TokenType.CONTROL)]
+    for b in range(min(256, max(0, n_vocab - len(tokens)))):
+        tokens.append(f"<0x{b:02X}>")
+        types.append(int(gguf.TokenType.BYTE))
+    while len(tokens) < n_vocab:
+        tokens.append(f"\u2581tok{len(tokens)}")
+        types.append(int(gguf.TokenType.NORMAL))
+    scores = [-float(i) for i in range(n_vocab)]
+    return tokens[:n_vocab], scores, types[:n_vocab]
+
+
+def write_synthetic_gguf(
+    path: str | Path,
+    *,
+    arch: str = "llama",
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int | Sequence[int] = 4,
+    n_head_kv: int | Sequence[int] = 2,
+    n_ff: int | Sequence[int] = 128,
+    n_vocab: int = 256,
+    n_ctx_train: int = 512,
+    key_length: int | None = None,
+    value_length: int | None = None,
+    sliding_window: int | None = None,
+    swa_pattern: int | Sequence[bool] | None = None,
+    tensor_dtype: str = "F16",
+    name: str | None = "synthetic",
+    file_type: int | None = None,
+    omit_keys: Iterable[str] = (),
+    extra_kv: Mapping[str, object] | None = None,
+    seed: int = 0,
+) -> Path:
+    """Write a small llama-shaped GGUF model with random weights and return its path.
+
+    ``n_head``/``n_head_kv``/``n_ff`` may be one value per layer (written as arrays). ``file_type`` None
+    derives ``general.file_type`` from ``tensor_dtype``; a negative value leaves the key out. ``omit_keys``
+    drops metadata keys, given in full or without the ``{arch}.`` prefix (e.g. "block_count"); ``extra_kv``
+    adds or replaces keys (full names; int -> UINT32, float -> FLOAT32, str, bool, lists of those -> arrays).
+    """
+    if tensor_dtype not in TENSOR_DTYPES:
+        raise ValueError(f"tensor_dtype {tensor_dtype!r} not in {sorted(TENSOR_DTYPES)}")
+    qtype = TENSOR_DTYPES[tensor_dtype]
+    path = Path(path)
+    omitted = {k if k.startswith(("general.", "tokenizer.", f"{arch}.")) else f"{arch}.{k}" for k in omit_keys}
+    overrides = dict(extra_kv or {})
+    rng = np.random.default_rng(seed)
+
+    writer = gguf.GGUFWriter(path, arch)
+
+    def put(key: str, value: object, vtype: gguf.GGUFValueType = _U32, sub: gguf.GGUFValueType | None = None) -> None:
+        if key in omitted or key in overrides:
+            return
+        if isinstance(value, Sequence) and not isinstance(value, str):
+            if sub is None:
+                sub = gguf.GGUFValueType.BOOL if all(isinstance(v, bool) for v in value) else _U32
+            writer.add_key_value(key, list(value), gguf.GGUFValueType.ARRAY, sub_type=sub)
+        else:
+            writer.add_key_value(key, value, vtype)
+
+    if "general.architecture" in omitted or "general.architecture" in overrides:
+        writer.kv_data[0].pop("general.architecture", None)  # the writer adds it on creation
+    if name is not None:
+        put("general.name", name, gguf.GGUFValueType.STRING)
+    ftype = FILE_TYPE_FOR_DTYPE[tensor_dtype] if file_type is None else file_type
+    if ftype >= 0:
+        put("general.file_type", ftype)
+    put(f"{arch}.block_count", n_layer)
+    put(f"{arch}.context_length", n_ctx_train)
+    put(f"{arch}.embedding_length", n_embd)
+    put(f"{arch}.feed_forward_length", n_ff)
+    put(f"{arch}.attention.head_count", n_head)
+    put(f"{arch}.attention.head_count_kv", n_head_kv)
+    put(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5, gguf.GGUFValueType.FLOAT32)
+    put(f"{arch}.rope.freq_base", 10000.0, gguf.GGUFValueType.FLOAT32)
+    put(f"{arch}.vocab_size", n_vocab)
+    if key_length is not None:
+        put(f"{arch}.attention.key_length", key_length)
+    if value_length is not None:
+        put(f"{arch}.attention.value_length", value_length)
+    if sliding_window is not None:
+        put(f"{arch}.attention.sliding_window", sliding_window)
+    if swa_pattern is not None:
+        put(f"{arch}.attention.sliding_window_pattern", swa_pattern)
+    put("general.quantization_version", gguf.GGML_QUANT_VERSION)
+    tokens, scores, token_types = _vocab(n_vocab)
+    put("tokenizer.ggml.model", "llama", gguf.GGUFValueType.STRING)
+    put("tokenizer.ggml.tokens", tokens, sub=gguf.GGUFValueType.STRING)
+    put("tokenizer.ggml.scores", scores, sub=gguf.GGUFValueType.FLOAT32)
+    put("tokenizer.ggml.token_type", token_types, sub=gguf.GGUFValueType.INT32)
+    put("tokenizer.ggml.unknown_token_id", 0)
+    put("tokenizer.ggml.bos_token_id", 1)
+    put("tokenizer.ggml.eos_token_id", 2)
+    for key, value in overrides.items():
+        writer.add_key_value(key, list(value) if isinstance(value, tuple) else value, *_value_type(value))
+
+    shapes = synthetic_tensor_shapes(
+        n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff, n_vocab=n_vocab,
+        key_length=key_length, value_length=value_length,
+    )
+    for tensor_name, shape in shapes.items():
+        if len(shape) == 1:
+            writer.add_tensor(tensor_name, np.ones(shape, dtype=np.float32))
+            continue
+        data = (rng.standard_normal(shape) * 0.02).astype(np.float32)
+        if qtype == gguf.GGMLQuantizationType.F32:
+            writer.add_tensor(tensor_name, data)
+        elif qtype == gguf.GGMLQuantizationType.F16:
+            writer.add_tensor(tensor_name, data.astype(np.float16))
+        else:
+            writer.add_tensor(tensor_name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Broken files
+
+
+def write_not_gguf(path: str | Path) -> Path:
+    """A text file that is not GGUF."""
+    path = Path(path)
+    path.write_text("this is not a model\njust some text\n", encoding="utf-8")
+    return path
+
+
+def write_zero_bytes(path: str | Path) -> Path:
+    """An empty file."""
+    path = Path(path)
+    path.write_bytes(b"")
+    return path
+
+
+def write_truncated_gguf(path: str | Path, fraction: float = 0.5, **synth_kwargs: object) -> Path:
+    """A real synthetic model cut to ``fraction`` of its bytes (a half-finished download)."""
+    path = Path(path)
+    write_synthetic_gguf(path, **synth_kwargs)  # type: ignore[arg-type]
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * fraction)])
+    return path
+
+
+def write_unknown_arch_gguf(path: str | Path, arch: str = "nosucharch", **synth_kwargs: object) -> Path:
+    """A well-formed model whose architecture no llama.cpp knows; its keys use that architecture's prefix."""
+    return write_synthetic_gguf(path, arch=arch, **synth_kwargs)  # type: ignore[arg-type]
