@@ -28,3 +28,11 @@ def make_gguf(tmp_path: Path) -> Callable[..., Path]:
         return write_synthetic_gguf(tmp_path / filename, **kwargs)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own data dir (results store, probe cache, settings), never the user's."""
+    path = tmp_path_factory.mktemp("data")
+    monkeypatch.setenv("GGUF_WORKBENCH_DATA_DIR", str(path))
+    return path

@@ -154,7 +154,10 @@ class Progress:
                        + ", ".join(p for p in parts if p), final=True)
         elif isinstance(ev, TestFailed):
             self.done += 1
-            self._line(f"{self._bar()} test {ev.test_index + 1}: FAILED: {ev.reason}", final=True)
+            if self.enabled:
+                self._line(f"{self._bar()} test {ev.test_index + 1}: FAILED: {ev.reason}", final=True)
+            else:  # failures are always told, even with --quiet
+                print(f"gguf-bench: test {ev.test_index + 1} failed: {ev.reason}", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

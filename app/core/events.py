@@ -53,6 +53,7 @@ class ModelLoaded(Event):
 
 @dataclass(frozen=True)
 class TestStarted(Event):
+    __test__ = False  # not a pytest test class
     type: ClassVar[str] = "test_started"
     test_index: int
     test: dict[str, Any]
@@ -94,6 +95,7 @@ class PhaseResult(Event):
 
 @dataclass(frozen=True)
 class TestFinished(Event):
+    __test__ = False  # not a pytest test class
     type: ClassVar[str] = "test_finished"
     test_index: int
     row: dict[str, Any]
@@ -101,6 +103,7 @@ class TestFinished(Event):
 
 @dataclass(frozen=True)
 class TestFailed(Event):
+    __test__ = False  # not a pytest test class
     type: ClassVar[str] = "test_failed"
     test_index: int
     reason: str

@@ -57,7 +57,9 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "aliases": (list,),
     "notes": (str,),
 }
-_POSITIVE = ("vram_gib", "memory_bus_bits", "memory_data_rate_gbps", "peak_bandwidth_gbps", "fp16_tensor_tflops", "tdp_w")
+_POSITIVE = (
+    "vram_gib", "memory_bus_bits", "memory_data_rate_gbps", "peak_bandwidth_gbps", "fp16_tensor_tflops", "tdp_w"
+)
 _NOISE_WORDS = frozenset({"nvidia", "geforce", "amd", "radeon", "apple", "gpu"})
 
 
@@ -125,7 +127,9 @@ def cpu_profile(name: str, bandwidth_gbps: float, gflops: float, ram_bytes: int)
 
 
 def _type_name(types: tuple[type, ...]) -> str:
-    return " or ".join("number" if t is float else {int: "integer", str: "string", list: "array"}[t] for t in types)
+    if float in types:
+        return "a number"
+    return {int: "an integer", str: "a string", list: "an array"}[types[0]]
 
 
 def _check_entry(entry: object, where: str) -> HardwareProfile:
@@ -230,7 +234,8 @@ def load_profiles(dirs: list[Path] | None = None) -> list[HardwareProfile]:
                 for n in p.names():
                     other = in_dir.get(n.casefold())
                     if other is not None and other is not p:
-                        raise ProfileError(f"{p.path}: gpu {p.name!r}: name or alias {n!r} already used in {other.path}")
+                        msg = f"{p.path}: gpu {p.name!r}: name or alias {n!r} already used in {other.path}"
+                        raise ProfileError(msg)
                     in_dir[n.casefold()] = p
                 by_name.pop(p.name.casefold(), None)  # a later directory replaces a same-named profile
                 by_name[p.name.casefold()] = p
@@ -257,6 +262,7 @@ def find_profile(query: str, profiles: Sequence[HardwareProfile]) -> HardwarePro
     "4060" is ambiguous and raises ProfileError listing the candidates.
     """
     q = query.strip()
+    user_hint = "<data dir>/hardware"
     if not q:
         raise ProfileError("empty hardware profile name")
     stages = (
@@ -272,7 +278,7 @@ def find_profile(query: str, profiles: Sequence[HardwareProfile]) -> HardwarePro
         if len(found) > 1:
             names = ", ".join(p.name for p in found)
             raise ProfileError(f"hardware profile {query!r} is ambiguous: {names}")
-    raise ProfileError(f"no hardware profile matches {query!r} (add a [[gpu]] table to a TOML file in the user hardware dir)")
+    raise ProfileError(f"no hardware profile matches {query!r} (add a [[gpu]] table to a TOML file in {user_hint})")
 
 
 def match_nvml_name(nvml_name: str, profiles: Sequence[HardwareProfile]) -> HardwareProfile | None:

@@ -30,7 +30,7 @@ FIELDS: tuple[str, ...] = (
     "tpot_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms",
     "llama_prefill_tps", "llama_decode_tps", "unstable", "unstable_metrics",
     "ttft_samples_ms", "prefill_samples_tps", "decode_samples_tps",
-    "warmup_ttft_ms", "warmup_decode_tps",
+    "warmup_ttft_ms", "warmup_decode_tps", "prompt_file",
 )
 
 
@@ -60,6 +60,7 @@ def base_row(test: TestSpec, test_index: int, run_id: str = "") -> dict[str, Any
         "use_mmap": 1,
         "n_parallel": test.n_parallel,
         "n_repetitions": test.repetitions,
+        "prompt_file": os.path.basename(test.prompt_file) if test.prompt_file else "",
         "test_time": now_iso(),
     }
 
