@@ -48,6 +48,7 @@ class ContextConfig:
     type_v: str = "f16"
     flash_attn: bool = False
     n_seq_max: int = 1
+    swa_full: bool = False  # llama-bench and the llama.cpp CLI use a window-sized cache for sliding-window layers
 
 
 @dataclass(frozen=True)

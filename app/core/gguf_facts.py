@@ -195,9 +195,11 @@ def _facts_from_reader(p: Path, file_bytes: int, reader: gguf.GGUFReader) -> Mod
     weight_bytes = 0
     data_end = reader.data_offset
     token_embd_shape: list[int] | None = None
+    tensor_bytes: dict[str, int] = {}
     for t in reader.tensors:
         n_elements = int(t.n_elements)
         n_bytes = int(t.n_bytes)
+        tensor_bytes[str(t.name)] = n_bytes
         n_params += n_elements
         weight_bytes += n_bytes
         stat = tensor_types.setdefault(t.tensor_type.name, [0, 0, 0])
@@ -274,6 +276,7 @@ def _facts_from_reader(p: Path, file_bytes: int, reader: gguf.GGUFReader) -> Mod
         n_expert=n_expert,
         n_expert_used=n_expert_used,
         extra=extra,
+        tensor_bytes=tensor_bytes,
     )
 
 

@@ -262,7 +262,6 @@ def find_profile(query: str, profiles: Sequence[HardwareProfile]) -> HardwarePro
     "4060" is ambiguous and raises ProfileError listing the candidates.
     """
     q = query.strip()
-    user_hint = "<data dir>/hardware"
     if not q:
         raise ProfileError("empty hardware profile name")
     stages = (
@@ -278,7 +277,7 @@ def find_profile(query: str, profiles: Sequence[HardwareProfile]) -> HardwarePro
         if len(found) > 1:
             names = ", ".join(p.name for p in found)
             raise ProfileError(f"hardware profile {query!r} is ambiguous: {names}")
-    raise ProfileError(f"no hardware profile matches {query!r} (add a [[gpu]] table to a TOML file in {user_hint})")
+    raise ProfileError(f"no hardware profile matches {query!r} (add a [[gpu]] table to <data dir>/hardware/*.toml)")
 
 
 def match_nvml_name(nvml_name: str, profiles: Sequence[HardwareProfile]) -> HardwareProfile | None:

@@ -42,6 +42,7 @@ class ModelFacts:
     n_expert: int = 0
     n_expert_used: int = 0
     extra: dict[str, object] = field(default_factory=dict)
+    tensor_bytes: dict[str, int] = field(default_factory=dict, repr=False)  # tensor name -> bytes (not in JSON)
 
     @property
     def bits_per_weight(self) -> float:
@@ -66,6 +67,7 @@ class ModelFacts:
     def to_json_dict(self) -> dict[str, object]:
         """The ``inspect --json`` document."""
         d = asdict(self)
+        d.pop("tensor_bytes", None)
         d["tensor_types"] = {k: asdict(v) for k, v in self.tensor_types.items()}
         d["swa_layers"] = list(self.swa_layers)
         d["bits_per_weight"] = round(self.bits_per_weight, 4)

@@ -30,7 +30,16 @@ FIELDS: tuple[str, ...] = (
     "tpot_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms",
     "llama_prefill_tps", "llama_decode_tps", "unstable", "unstable_metrics",
     "ttft_samples_ms", "prefill_samples_tps", "decode_samples_tps",
-    "warmup_ttft_ms", "warmup_decode_tps", "prompt_file",
+    "warmup_ttft_ms", "warmup_decode_tps", "prompt_file", "n_ctx",
+    # memory and energy, measured in the worker
+    "mem_measured_bytes", "mem_source", "mem_rss_delta_bytes", "vram_delta_bytes", "mem_peak_rss_bytes",
+    "vram_peak_bytes", "power_avg_w_prefill", "power_avg_w_decode", "energy_j_prefill", "energy_j_decode",
+    "energy_j_per_token",
+    # predicted from the GGUF's metadata and the hardware, beside the measurement
+    "hw_profile", "pred_bandwidth_gbps", "pred_tflops", "pred_decode_ceiling_tps", "pred_prefill_ceiling_tps",
+    "pred_ttft_ms", "decode_achieved_frac", "prefill_achieved_frac", "effective_bandwidth_gbps",
+    "pred_weight_bytes", "pred_kv_bytes", "pred_compute_buffer_bytes", "pred_mem_bytes",
+    "expected_decode_tps", "expected_prefill_tps", "calibrated_from",
 )
 
 
@@ -61,6 +70,7 @@ def base_row(test: TestSpec, test_index: int, run_id: str = "") -> dict[str, Any
         "n_parallel": test.n_parallel,
         "n_repetitions": test.repetitions,
         "prompt_file": os.path.basename(test.prompt_file) if test.prompt_file else "",
+        "n_ctx": test.n_ctx,
         "test_time": now_iso(),
     }
 

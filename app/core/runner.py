@@ -26,6 +26,7 @@ from app.core.events import (
 )
 from app.core.plan import TestSpec
 from app.core.results import base_row, summarise_phases
+from app.core.telemetry_summary import TestTelemetry
 from engines.base import ContextConfig, Engine, EngineError, LoadConfig, LoadedModel, ModelLoadError, RunSpec
 
 Emit = Callable[[Event], None]
@@ -39,8 +40,10 @@ def _now() -> int:
 class Runner:
     """Runs tests in order on one engine, reusing the loaded model and context where settings allow."""
 
-    def __init__(self, engine: Engine, emit: Emit, run_id: str = "", token_ticks: bool = True) -> None:
+    def __init__(self, engine: Engine, emit: Emit, run_id: str = "", token_ticks: bool = True,
+                 telemetry_interval_s: float | None = 0.1) -> None:
         self.engine = engine
+        self.telemetry = TestTelemetry(emit, telemetry_interval_s)
         self.emit = emit
         self.run_id = run_id
         self.token_ticks = token_ticks
@@ -70,11 +73,15 @@ class Runner:
                 "this llama-cpp-python build has no GPU backend (CPU only): -ngl is recorded as requested, "
                 "every layer runs on the CPU, and rows say backends=CPU, n_gpu_layers_effective=0")))
         n_ok = n_failed = 0
-        for i, test in enumerate(tests, start=first_index):
-            if self.run_test(i, test):
-                n_ok += 1
-            else:
-                n_failed += 1
+        self.telemetry.start()
+        try:
+            for i, test in enumerate(tests, start=first_index):
+                if self.run_test(i, test):
+                    n_ok += 1
+                else:
+                    n_failed += 1
+        finally:
+            self.telemetry.stop()
         self.engine.close()
         self.emit(SweepFinished(t_ns=_now(), n_ok=n_ok, n_failed=n_failed))
         return n_ok, n_failed
@@ -135,6 +142,7 @@ class Runner:
     def run_test(self, index: int, test: TestSpec) -> bool:
         self.emit(TestStarted(t_ns=_now(), test_index=index, test=test.to_dict()))
         row = base_row(test, index, self.run_id)
+        self.telemetry.begin_test()
         try:
             self._prepare(test)
             prompt = self._prompt_tokens(test)
@@ -158,6 +166,7 @@ class Runner:
         row.update(self._row_facts())
         row.update(summarise_phases(test, starts, prefill_ends, tokens))
         row.update(_engine_rates(counters))
+        row.update(self.telemetry.end_test(test))
         wt = warm.prefill_end_ns - warm.start_ns
         row["warmup_ttft_ms"] = wt / 1e6 if test.n_prompt else None
         row["warmup_decode_tps"] = (len(warm.token_ns) / ((warm.token_ns[-1] - warm.prefill_end_ns) / 1e9)
@@ -174,6 +183,8 @@ class Runner:
                 self.emit(TokenTick(t_ns=_now(), test_index=index, rep=rep, token_index=k, n_past=n_past,
                                     n_seq=spec.n_parallel))
         t = self.engine.run(spec, on_token)
+        if rep >= 0:
+            self.telemetry.add_phases(t, spec.n_gen * spec.n_parallel)
         if spec.n_prompt:
             self.emit(PhaseResult(t_ns=_now(), test_index=index, rep=rep, phase="prefill",
                                   n_tokens=spec.n_prompt * spec.n_parallel, start_ns=t.start_ns,

@@ -55,7 +55,7 @@ class SweepSession:
         self.run_id = new_run_id()
         self.sweep_name = sweep_name
         self.command = command
-        self.machine = machine if machine is not None else _machine_facts()
+        self.machine = machine if machine is not None else machine_facts_for_run()
         self.token_ticks = token_ticks
         self.extra_row = extra_row
         self.rows: dict[int, dict[str, Any]] = {}
@@ -145,7 +145,7 @@ class SweepSession:
             next_index = failed_index + 1
 
 
-def _machine_facts() -> dict[str, Any]:
+def machine_facts_for_run() -> dict[str, Any]:
     """CPU, RAM, OS and GPU facts for the run record (GPU through NVML where present)."""
     from app.telemetry.host import machine_facts
 

@@ -147,6 +147,11 @@ class ResultStore:
         cur = self._db.execute("SELECT row_json FROM results WHERE run_id = ? ORDER BY test_index", (run_id,))
         return [json.loads(r[0]) for r in cur]
 
+    def recent_rows(self, limit: int = 500) -> list[dict[str, Any]]:
+        """The newest rows of every run, newest first (for calibration)."""
+        cur = self._db.execute("SELECT row_json FROM results ORDER BY rowid DESC LIMIT ?", (limit,))
+        return [json.loads(r[0]) for r in cur]
+
     def run_info(self, run_id: str) -> dict[str, Any]:
         row = self._db.execute(
             "SELECT run_id, created_at, finished_at, status, sweep_name, command, n_tests, machine_json, "

@@ -1,0 +1,296 @@
+"""Compare view: model files (predicted) and past runs (measured) overlaid, one colour each, plus a ratio table."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QIcon, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.store import ResultStore, StoreError
+from app.gui.panels.library import human_bytes
+from app.gui.plots import color, line, make_plot, short_model
+from app.gui.predictions import Predictor
+
+
+@dataclass
+class CompareItem:
+    kind: str  # "model" (predicted) | "run" (measured)
+    label: str
+    path: str = ""
+    run_id: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def ok_rows(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r.get("status") == "ok"]
+
+
+def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> CompareItem:
+    models = sorted({str(r.get("model_filename", "")) for r in rows})
+    settings = _distinct_settings(rows)
+    label = f"run {run_id[:15]}" + (f" {sweep_name}" if sweep_name else "") + f": {', '.join(models)}" + \
+        (f" ({settings})" if settings else "")
+    path = next((str(r.get("model_path")) for r in rows if r.get("model_path")), "")
+    return CompareItem("run", label, path=path, run_id=run_id, rows=rows)
+
+
+def _distinct_settings(rows: list[dict[str, Any]]) -> str:
+    parts = []
+    for key, short in (("n_threads", "t"), ("type_k", "kv "), ("n_gpu_layers", "ngl"), ("flash_attn", "fa")):
+        vals = sorted({str(r.get(key)) for r in rows if r.get(key) is not None})
+        if len(vals) == 1:
+            parts.append(f"{short}{vals[0]}")
+    return " ".join(parts)
+
+
+def _mean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+class CompareWindow(QWidget):
+    """Pick two or more model files or past runs; TTFT and decode curves overlaid; ratios against the first."""
+
+    def __init__(self, predictor: Predictor, request_facts: Callable[[str], None] | None = None,
+                 store_path: str | Path | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent, Qt.WindowType.Window)
+        self.setWindowTitle("GGUF Workbench — compare")
+        self.resize(1280, 820)
+        self.predictor = predictor
+        self.request_facts = request_facts or (lambda _p: None)
+        self.store_path = store_path
+        self.items: list[CompareItem] = []
+        self.list = QListWidget(self)
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.list.setWordWrap(True)
+        add_model = QPushButton("Add model file…", self)
+        add_model.clicked.connect(self._ask_model)
+        add_run = QPushButton("Add past run…", self)
+        add_run.clicked.connect(self._ask_run)
+        remove = QPushButton("Remove", self)
+        remove.clicked.connect(self._remove_selected)
+        left = QWidget(self)
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addWidget(QLabel("<b>Compared</b> (the first is the baseline)", left))
+        ll.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        for b in (add_model, add_run, remove):
+            row.addWidget(b)
+        ll.addLayout(row)
+        self.note = QLabel(left)
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color:#555")
+        ll.addWidget(self.note)
+
+        self.ttft = make_plot("Time to first token", "prompt length (tokens)", "TTFT (ms)", 1)
+        self.decode = make_plot("Decode speed", "position in context (tokens)", "decode speed (tok/s)", 1)
+        self.table = QTableWidget(self)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        plots = QWidget(self)
+        pl = QHBoxLayout(plots)
+        pl.setContentsMargins(0, 0, 0, 0)
+        pl.addWidget(self.ttft)
+        pl.addWidget(self.decode)
+        right = QSplitter(Qt.Orientation.Vertical, self)
+        right.addWidget(plots)
+        right.addWidget(self.table)
+        right.setStretchFactor(0, 3)
+        right.setStretchFactor(1, 1)
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 4)
+        split.setSizes([300, 980])
+        lay = QVBoxLayout(self)
+        lay.addWidget(split)
+
+    # --- items ----------------------------------------------------------------------------------
+    def add_model(self, path: str) -> None:
+        self._add(CompareItem("model", f"model {os.path.basename(path)} (predicted)", path=path))
+
+    def add_run(self, run_id: str) -> bool:
+        try:
+            with ResultStore(self.store_path) as store:
+                rows = store.rows(run_id)
+                info = store.run_info(run_id)
+        except StoreError as e:
+            self.note.setText(str(e))
+            return False
+        if not rows:
+            self.note.setText(f"run {run_id} has no results")
+            return False
+        self._add(run_item(run_id, rows, str(info.get("sweep_name") or "")))
+        return True
+
+    def _add(self, item: CompareItem) -> None:
+        self.items.append(item)
+        if item.path:
+            self.request_facts(item.path)
+        self.refresh()
+
+    def _remove_selected(self) -> None:
+        rows = sorted({self.list.row(i) for i in self.list.selectedItems()}, reverse=True)
+        for r in rows:
+            del self.items[r]
+        self.refresh()
+
+    def _ask_model(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Compare model files", str(Path.home()), "GGUF (*.gguf)")
+        for f in files:
+            self.add_model(f)
+
+    def _ask_run(self) -> None:
+        from app.gui.history import HistoryDialog
+
+        dlg = HistoryDialog(self, self.store_path)
+        if dlg.exec() and dlg.chosen:
+            for rid in dlg.chosen:
+                self.add_run(rid)
+
+    # --- drawing --------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        self.list.clear()
+        for k, it in enumerate(self.items):
+            pix = QPixmap(14, 14)
+            pix.fill(QColor(color(k)))
+            QListWidgetItem(QIcon(pix), it.label, self.list)
+        for w in (self.ttft, self.decode):
+            w.getPlotItem().clear()
+        prompt = self.reference_prompt()
+        xmax_p = max([float(r.get("n_prompt") or 0) for it in self.items for r in it.rows] + [prompt]) * 1.1
+        xmax_d = max([float((r.get("n_depth") or 0) + (r.get("n_prompt") or 0) + (r.get("n_gen") or 0))
+                      for it in self.items for r in it.rows] + [prompt + 128]) * 1.05
+        for k, it in enumerate(self.items):
+            c = color(k)
+            name = _short_label(it)
+            if it.kind == "run":
+                self._run_curves(it, c, name)
+            else:
+                settings = {"type_k": "f16", "n_gpu_layers": 999}
+                xs = np.linspace(1, xmax_p, 40)
+                ys = self.predictor.ttft_curve(it.path, xs, 0, **settings)
+                if ys is not None:
+                    self.ttft.getPlotItem().addItem(_named(line(f"{name} (predicted)", c, 2.0, dashed=True), xs, ys))
+                xd = np.linspace(0, xmax_d, 40)
+                yd = self.predictor.decode_curve(it.path, xd, **settings)
+                if yd is not None:
+                    self.decode.getPlotItem().addItem(_named(line(f"{name} (ceiling)", c, 2.0, dashed=True), xd, yd))
+        self._fill_table(prompt)
+        prof = self.predictor.profile.name if self.predictor.profile else "no profile"
+        self.note.setText(f"Solid: measured (runs). Dashed: predicted ceilings for {prof} (model files). "
+                          f"Ratios are against the first entry; TTFT at {prompt} prompt tokens.")
+
+    def _run_curves(self, it: CompareItem, c: str, name: str) -> None:
+        rows = it.ok_rows()
+        by_p: dict[int, list[float]] = {}
+        by_d: dict[float, list[float]] = {}
+        for r in rows:
+            if r.get("ttft_ms") is not None and not r.get("n_depth"):
+                by_p.setdefault(int(r["n_prompt"]), []).append(float(r["ttft_ms"]))
+            if r.get("decode_tps") is not None:
+                pos = float((r.get("n_depth") or 0) + (r.get("n_prompt") or 0) + (r.get("n_gen") or 0) / 2)
+                by_d.setdefault(pos, []).append(float(r["decode_tps"]))
+        for plot, data, label in ((self.ttft, by_p, "measured"), (self.decode, by_d, "measured")):
+            xs = np.array(sorted(data), dtype=float)
+            ys = np.array([statistics.fmean(data[x]) for x in sorted(data)], dtype=float)
+            item = pg.PlotDataItem(xs, ys, pen=pg.mkPen(c, width=2), symbol="o", symbolSize=8,
+                                   symbolBrush=pg.mkBrush(c), symbolPen=pg.mkPen("w"), name=f"{name} ({label})")
+            plot.getPlotItem().addItem(item)
+
+    def reference_prompt(self) -> int:
+        counts = Counter(int(r.get("n_prompt") or 0) for it in self.items if it.kind == "run"
+                         for r in it.ok_rows() if r.get("ttft_ms") is not None)
+        counts.pop(0, None)
+        return counts.most_common(1)[0][0] if counts else 512
+
+    def figures(self, it: CompareItem, prompt: int) -> dict[str, float | None]:
+        """Decode tok/s (empty context), TTFT ms at ``prompt``, file size, KV bytes per token."""
+        facts = self.predictor.facts.get(it.path)
+        if it.kind == "run":
+            rows = it.ok_rows()
+            d0 = [r for r in rows if not r.get("n_depth")] or rows
+            decode = _mean([r.get("decode_tps") for r in d0])
+            pts = sorted((int(r["n_prompt"]), float(r["ttft_ms"])) for r in d0 if r.get("ttft_ms") is not None)
+            same = [t for p, t in pts if p == prompt]
+            ttft = _mean(same) if same else (float(np.interp(prompt, [p for p, _ in pts], [t for _, t in pts]))
+                                             if pts else None)
+            size = next((float(r["model_size"]) for r in rows if r.get("model_size")), None)
+            type_k = next((str(r.get("type_k")) for r in rows if r.get("type_k")), "f16")
+        else:
+            p = self.predictor.predict(it.path, n_ctx=prompt + 256, n_prompt=prompt, n_gen=0)
+            decode = p.decode_ceiling_empty_tps if p else None
+            ttft = p.ttft_ms if p else None
+            size, type_k = None, "f16"
+        if size is None and facts is not None:
+            size = float(facts.file_bytes)
+        kv = facts.kv_bytes_per_token(type_k) if facts is not None else None
+        return {"decode": decode, "ttft": ttft, "size": size, "kv": kv}
+
+    def _fill_table(self, prompt: int) -> None:
+        headers = ["", "kind", "decode tok/s", "× decode", f"TTFT ms @{prompt}", "× TTFT", "size", "× size",
+                   "KV / token", "× KV"]
+        self.table.clear()
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+        self.table.setRowCount(len(self.items))
+        figs = [self.figures(it, prompt) for it in self.items]
+        base = figs[0] if figs else {}
+        for r, (it, f) in enumerate(zip(self.items, figs, strict=True)):
+            pix = QPixmap(12, 12)
+            pix.fill(QColor(color(r)))
+            first = QTableWidgetItem(QIcon(pix), _short_label(it))
+            first.setToolTip(it.label)
+            cells = [first, QTableWidgetItem("measured" if it.kind == "run" else "predicted")]
+            for key, fmt in (("decode", "{:,.1f}"), ("ttft", "{:,.1f}"), ("size", None), ("kv", None)):
+                v = f.get(key)
+                text = "—" if v is None else (human_bytes(v) if fmt is None else fmt.format(v))
+                if key == "kv" and v is not None and v < 1024:
+                    text = f"{v:.0f} B"
+                cells.append(QTableWidgetItem(text))
+                b = base.get(key)
+                cells.append(QTableWidgetItem("—" if v is None or not b else f"{v / b:.2f}×"))
+            for c, cell in enumerate(cells):
+                if c >= 2:
+                    cell.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(r, c, cell)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in range(1, len(headers)):
+            self.table.horizontalHeader().setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+
+
+def _short_label(it: CompareItem) -> str:
+    if it.kind == "model":
+        return short_model(it.path)
+    settings = _distinct_settings(it.rows)
+    return f"{it.run_id[:15]}" + (f" {settings}" if settings else "")
+
+
+def _named(item: pg.PlotDataItem, xs: np.ndarray, ys: np.ndarray) -> pg.PlotDataItem:
+    item.setData(xs, ys)
+    return item

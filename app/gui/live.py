@@ -1,0 +1,279 @@
+"""The session model the window draws from: events in, arrays and rows out. No Qt here.
+
+The bridge appends events from the sweep thread to a queue; the window's 10 Hz timer hands them to
+:meth:`LiveSession.extend` on the GUI thread, then redraws from the arrays. A recorded event stream, or the
+rows of a past run, fill the same model, so the plots never know where the numbers came from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.core.events import (
+    Event,
+    ModelLoaded,
+    Notice,
+    PhaseResult,
+    RepetitionStarted,
+    SweepFinished,
+    SweepStarted,
+    TelemetrySample,
+    TestFailed,
+    TestFinished,
+    TestStarted,
+    TokenTick,
+    WorkerError,
+)
+
+#: Telemetry readings the timeline keeps (the sampler's names).
+TELEMETRY_KEYS: tuple[str, ...] = (
+    "rss_bytes", "cpu_pct", "vram_used_bytes", "process_vram_bytes", "gpu_util_pct", "power_w",
+)
+
+
+class Series:
+    """A growable float64 array (amortised O(1) append, zero-copy view)."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._a = np.empty(capacity, dtype=np.float64)
+        self.n = 0
+
+    def append(self, value: float) -> None:
+        if self.n == self._a.size:
+            self._a = np.resize(self._a, self._a.size * 2)
+        self._a[self.n] = value
+        self.n += 1
+
+    def view(self) -> np.ndarray:
+        return self._a[: self.n]
+
+    def __len__(self) -> int:
+        return self.n
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    start_ns: int
+    end_ns: int
+    phase: str  # "prefill" | "decode"
+    test_index: int
+    rep: int
+
+
+def test_label(test: dict[str, Any]) -> str:
+    """Short name of a test: ``model p128 n32 d0 ngl99 f16 fa0``."""
+    name = os.path.basename(str(test.get("model_path", "")))
+    if name.lower().endswith(".gguf"):
+        name = name[:-5]
+    par = f" x{test.get('n_parallel')}" if int(test.get("n_parallel", 1) or 1) > 1 else ""
+    return (f"{name} p{test.get('n_prompt')} n{test.get('n_gen')} d{test.get('n_depth')} "
+            f"ngl{test.get('n_gpu_layers')} {test.get('type_k')} fa{int(bool(test.get('flash_attn', 0)))}{par}")
+
+
+class LiveSession:
+    """Everything one sweep (live, replayed or re-opened) has told so far."""
+
+    def __init__(self, title: str = "") -> None:
+        self.title = title
+        self.run_id = ""
+        self.t0_ns: int | None = None
+        self.last_ns: int | None = None
+        self.n_tests = 0
+        self.tests: dict[int, dict[str, Any]] = {}
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.test_start_ns: dict[int, int] = {}
+        self.test_end_ns: dict[int, int] = {}
+        self.current: int | None = None
+        self.current_rep = -1
+        self.current_token = 0
+        self.loads: list[ModelLoaded] = []
+        self.notices: list[str] = []
+        self.errors: list[str] = []
+        self.started = False
+        self.finished = False
+        self.cancelled = False
+        # per decoded token of timed repetitions (warmups kept out)
+        self.tok_t_ns = Series()
+        self.tok_pos = Series()
+        self.tok_rate = Series()  # tokens/s per sequence
+        self.tok_itl_ms = Series()
+        self.tok_test = Series()
+        self.tok_rep_start = Series()  # 1.0 on the first kept token of a repetition (a break in the lines)
+        self._last_tick: tuple[tuple[int, int], int] | None = None
+        self.phases: list[PhaseSpan] = []
+        self.tel_t_ns = Series()
+        self.tel: dict[str, Series] = {k: Series() for k in TELEMETRY_KEYS}
+        self.version = 0  # bumps on every change: the window redraws only when it moved
+        self.rows_version = 0
+
+    # --- feeding ------------------------------------------------------------------------------
+    def extend(self, events: Iterable[Event]) -> int:
+        n = 0
+        for ev in events:
+            self.apply(ev)
+            n += 1
+        return n
+
+    def apply(self, ev: Event) -> None:
+        """Fold one event into the model."""
+        self.version += 1
+        if ev.t_ns:
+            if self.t0_ns is None:
+                self.t0_ns = ev.t_ns
+            self.last_ns = ev.t_ns if self.last_ns is None else max(self.last_ns, ev.t_ns)
+        if isinstance(ev, TokenTick):
+            self._tick(ev)
+        elif isinstance(ev, TelemetrySample):
+            self.tel_t_ns.append(ev.t_ns)
+            for k in TELEMETRY_KEYS:
+                v = ev.values.get(k)
+                self.tel[k].append(np.nan if v is None else float(v))
+        elif isinstance(ev, PhaseResult):
+            if ev.rep >= 0:
+                self.phases.append(PhaseSpan(ev.start_ns, ev.end_ns, ev.phase, ev.test_index, ev.rep))
+        elif isinstance(ev, RepetitionStarted):
+            self.current_rep, self.current_token = ev.rep, 0
+        elif isinstance(ev, TestStarted):
+            self.current, self.current_rep, self.current_token = ev.test_index, -1, 0
+            self.tests[ev.test_index] = dict(ev.test)
+            self.test_start_ns[ev.test_index] = ev.t_ns
+        elif isinstance(ev, (TestFinished, TestFailed)):
+            self.add_row(ev.row)
+            if ev.t_ns:
+                self.test_end_ns[ev.test_index] = ev.t_ns
+            if isinstance(ev, TestFailed):
+                self.errors.append(f"test {ev.test_index + 1} failed: {ev.reason}")
+            self.current = None
+        elif isinstance(ev, SweepStarted):
+            if not self.started:  # a restarted worker sends another SweepStarted for the tests left
+                self.started = True
+                self.n_tests = ev.n_tests
+                for i, t in enumerate(ev.tests):
+                    self.tests.setdefault(i, dict(t))
+        elif isinstance(ev, ModelLoaded):
+            self.loads.append(ev)
+        elif isinstance(ev, Notice):
+            if ev.message not in self.notices:
+                self.notices.append(ev.message)
+        elif isinstance(ev, WorkerError):
+            if ev.message != "cancelled":
+                self.errors.append(ev.message)
+        elif isinstance(ev, SweepFinished):
+            self.cancelled = self.cancelled or ev.cancelled
+
+    def _tick(self, ev: TokenTick) -> None:
+        self.current_token = ev.token_index + 1
+        key = (ev.test_index, ev.rep)
+        prev = self._last_tick
+        self._last_tick = (key, ev.t_ns)
+        if ev.rep < 0 or prev is None or prev[0] != key or ev.token_index == 0:
+            return
+        dt_ns = ev.t_ns - prev[1]
+        if dt_ns <= 0:
+            return
+        first = ev.token_index == 1
+        self.tok_t_ns.append(ev.t_ns)
+        self.tok_pos.append(ev.n_past)
+        self.tok_itl_ms.append(dt_ns / 1e6)
+        self.tok_rate.append(1e9 / dt_ns)
+        self.tok_test.append(ev.test_index)
+        self.tok_rep_start.append(1.0 if first else 0.0)
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        i = int(row.get("test_index", len(self.rows)))
+        self.rows[i] = dict(row)
+        self.run_id = self.run_id or str(row.get("run_id", ""))
+        self.tests.setdefault(i, {k: row.get(k) for k in (
+            "model_path", "n_prompt", "n_gen", "n_depth", "n_gpu_layers", "type_k", "type_v", "flash_attn",
+            "n_threads", "n_batch", "n_ubatch", "n_parallel")} | {"repetitions": row.get("n_repetitions")})
+        self.rows_version += 1
+        self.version += 1
+
+    def mark_finished(self, cancelled: bool = False) -> None:
+        self.finished = True
+        self.cancelled = self.cancelled or cancelled
+        self.current = None
+        self.version += 1
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[dict[str, Any]], title: str = "") -> LiveSession:
+        """A finished session holding only result rows (a past run from the store, a CSV)."""
+        s = cls(title)
+        for r in rows:
+            s.add_row(r)
+        s.n_tests = len(s.rows)
+        s.started = True
+        s.mark_finished()
+        return s
+
+    # --- reading ------------------------------------------------------------------------------
+    @property
+    def n_done(self) -> int:
+        return len(self.rows)
+
+    def ordered_rows(self) -> list[dict[str, Any]]:
+        return [self.rows[i] for i in sorted(self.rows)]
+
+    def ok_rows(self) -> list[dict[str, Any]]:
+        return [r for r in self.ordered_rows() if r.get("status") == "ok"]
+
+    def models(self) -> list[str]:
+        """Model paths in first-seen order (tests, then rows)."""
+        seen: dict[str, None] = {}
+        for i in sorted(self.tests):
+            seen.setdefault(str(self.tests[i].get("model_path", "")), None)
+        return [m for m in seen if m]
+
+    def t_s(self, t_ns: np.ndarray | float) -> np.ndarray | float:
+        """Seconds since the sweep started."""
+        return (t_ns - (self.t0_ns or 0)) / 1e9
+
+    def progress(self) -> float:
+        """0..1: finished tests plus the share of the current one (repetitions, warmup counted)."""
+        if not self.n_tests:
+            return 1.0 if self.finished else 0.0
+        if self.finished:
+            return 1.0
+        part = 0.0
+        if self.current is not None:
+            reps = int(self.tests.get(self.current, {}).get("repetitions") or 1)
+            part = min(max(self.current_rep + 1, 0) / (reps + 1), 0.99)
+        return min((self.n_done + part) / self.n_tests, 1.0)
+
+    def eta_s(self, now_ns: int | None = None) -> float | None:
+        """Seconds left, from the time the finished share of the sweep took (None before anything is known)."""
+        now = now_ns if now_ns is not None else self.last_ns
+        if self.finished or self.t0_ns is None or now is None:
+            return None
+        frac = self.progress()
+        if frac <= 0.02:
+            return None
+        elapsed = (now - self.t0_ns) / 1e9
+        return max(elapsed / frac - elapsed, 0.0)
+
+    def memory_peaks(self) -> dict[int, tuple[float, str]]:
+        """Per finished test: peak worker memory during it (VRAM of the process when known, else RSS)."""
+        out: dict[int, tuple[float, str]] = {}
+        if not len(self.tel_t_ns):
+            return out
+        t = self.tel_t_ns.view()
+        vram = self.tel["process_vram_bytes"].view()
+        rss = self.tel["rss_bytes"].view()
+        for i, start in self.test_start_ns.items():
+            end = self.test_end_ns.get(i)
+            if end is None:
+                continue
+            lo, hi = np.searchsorted(t, start), np.searchsorted(t, end, side="right")
+            if hi <= lo:
+                continue
+            for arr, what in ((vram, "VRAM"), (rss, "RSS")):
+                part = arr[lo:hi]
+                if np.isfinite(part).any():
+                    out[i] = (float(np.nanmax(part)), what)
+                    break
+        return out

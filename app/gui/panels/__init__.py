@@ -1,0 +1,1 @@
+"""The window's panels: model library, inspector, sweep editor, scenario, messages."""

@@ -1,0 +1,186 @@
+"""Inspector: what the selected model is, and what the selected hardware should do with it."""
+
+from __future__ import annotations
+
+import os
+from html import escape
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.gguf_facts import format_params
+from app.core.hardware_profiles import HardwareProfile
+from app.core.kv_cache import REPORTED_CACHE_TYPES
+from app.core.model_facts import ModelFacts
+from app.gui.panels.library import human_bytes
+from app.gui.predictions import Predictor
+
+FIT_WORDS = {
+    "fits": ("#1b7a2e", "Fits", "everything on the device"),
+    "partial": ("#a15c00", "Partial offload", "some layers must stay on the CPU"),
+    "does_not_fit": ("#b3261e", "Does not fit", "not even one layer fits"),
+}
+
+
+class InspectorPanel(QWidget):
+    """Model facts + fit and ceilings for a hardware profile, at a chosen context, KV type and GPU layers."""
+
+    profileChanged = Signal()
+    settingsChanged = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.profile_combo = QComboBox(self)
+        self.profile_combo.setToolTip("Hardware the predictions are for: the detected GPU, this CPU (measured "
+                                      "by a short probe), or any profile from the list")
+        self.profile_combo.setMinimumContentsLength(18)
+        self.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.profile_combo.currentIndexChanged.connect(lambda _i: self.profileChanged.emit())
+        self.ctx = QSpinBox(self)
+        self.ctx.setRange(256, 1_048_576)
+        self.ctx.setSingleStep(1024)
+        self.ctx.setValue(4096)
+        self.ctx.setSuffix(" tokens")
+        self.ctx.setToolTip("Context size for the fit check and the KV-cache size")
+        self.kv_type = QComboBox(self)
+        self.kv_type.addItems(list(REPORTED_CACHE_TYPES))
+        self.kv_type.setToolTip("KV cache type (llama.cpp -ctk/-ctv)")
+        self.ngl = QSpinBox(self)
+        self.ngl.setRange(0, 999)
+        self.ngl.setValue(999)
+        self.ngl.setSpecialValueText("0 (CPU only)")
+        self.ngl.setToolTip("GPU layers (-ngl); 999 = all")
+        for w in (self.ctx, self.ngl):
+            w.valueChanged.connect(lambda _v: self.settingsChanged.emit())
+        self.kv_type.currentIndexChanged.connect(lambda _i: self.settingsChanged.emit())
+        form = QFormLayout()
+        form.setContentsMargins(0, 0, 0, 0)
+        form.addRow("Hardware", self.profile_combo)
+        row = QHBoxLayout()
+        row.addWidget(self.ctx, 2)
+        row.addWidget(self.kv_type, 1)
+        form.addRow("Context, KV", row)
+        form.addRow("GPU layers", self.ngl)
+        self.text = QLabel(self)
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.RichText)
+        self.text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(self.text)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(form)
+        lay.addWidget(scroll, 1)
+        self._profiles: list[HardwareProfile | None] = []
+
+    # --- profiles -------------------------------------------------------------------------------
+    def set_profiles(self, items: list[tuple[str, HardwareProfile | None]], select: str | None = None) -> None:
+        current = select or self.profile_combo.currentText()
+        self.profile_combo.blockSignals(True)
+        self.profile_combo.clear()
+        self._profiles = []
+        for label, profile in items:
+            self.profile_combo.addItem(label)
+            if profile is not None:
+                self.profile_combo.setItemData(self.profile_combo.count() - 1, _profile_tip(profile),
+                                               Qt.ItemDataRole.ToolTipRole)
+            self._profiles.append(profile)
+        i = self.profile_combo.findText(current) if current else -1
+        if i < 0 and current:  # a profile name without its "Detected:" prefix, or the other way round
+            i = next((k for k, p in enumerate(self._profiles)
+                      if p is not None and (p.name == current or current.endswith(p.name))), -1)
+        self.profile_combo.setCurrentIndex(max(i, 0))
+        self.profile_combo.blockSignals(False)
+        self.profileChanged.emit()
+
+    def current_profile(self) -> HardwareProfile | None:
+        i = self.profile_combo.currentIndex()
+        return self._profiles[i] if 0 <= i < len(self._profiles) else None
+
+    def select_profile(self, query: str) -> bool:
+        """Select the first profile whose label or name contains ``query`` (case-insensitive)."""
+        q = query.casefold()
+        for k, p in enumerate(self._profiles):
+            if p is not None and (q in self.profile_combo.itemText(k).casefold() or q in p.name.casefold()):
+                self.profile_combo.setCurrentIndex(k)
+                return True
+        return False
+
+    # --- text -----------------------------------------------------------------------------------
+    def show_model(self, path: str | None, facts: ModelFacts | None, error: str | None,
+                   predictor: Predictor) -> None:
+        if not path:
+            self.text.setText("<i>Select a model in the library.</i>")
+            return
+        name = escape(os.path.basename(path))
+        if error:
+            self.text.setText(f"<b>{name}</b><br><span style='color:#b3261e'>Cannot read this file: "
+                              f"{escape(error)}</span>")
+            return
+        if facts is None:
+            self.text.setText(f"<b>{name}</b><br><i>reading the file's header…</i>")
+            return
+        tk = self.kv_type.currentText()
+        rows = [
+            ("Architecture", f"{escape(facts.architecture)}, {facts.n_layer} layers"),
+            ("Quantization", f"{escape(facts.file_type)} ({facts.bits_per_weight:.2f} bits/weight)"),
+            ("Parameters", format_params(facts.n_params)),
+            ("Weights", human_bytes(facts.weight_bytes)),
+            ("Attention", f"{facts.n_head} heads, {facts.n_head_kv} KV heads × {facts.head_dim_k}"),
+            ("Train context", f"{facts.n_ctx_train:,} tokens"),
+            (f"KV per token ({tk})", human_bytes(facts.kv_bytes_per_token(tk)) or
+             f"{facts.kv_bytes_per_token(tk):.0f} B"),
+        ]
+        html = [f"<b>{name}</b>", _table(rows)]
+        profile = predictor.profile
+        n_ctx = self.ctx.value()
+        pred = predictor.predict(path, n_ctx=n_ctx, n_gpu_layers=self.ngl.value(), type_k=tk, type_v=tk,
+                                 n_prompt=512, n_gen=128)
+        if profile is None:
+            html.append("<i>No hardware profile yet (measuring this CPU…).</i>")
+        elif pred is None:
+            html.append("<i>No prediction for this model and profile.</i>")
+        else:
+            colour, word, why = FIT_WORDS.get(pred.fit.status, ("#333", pred.fit.status, ""))
+            if pred.fit.status == "partial":
+                why = f"at most {pred.fit.max_ngl} of {facts.n_layer + 1} layers on the GPU"
+            fit = (f"<span style='color:{colour}; font-weight:bold'>{word}</span> at {n_ctx:,} tokens"
+                   f" — {escape(why)}")
+            prows = [
+                ("Memory needed", f"{human_bytes(pred.fit.needed_bytes)} of {human_bytes(pred.fit.budget_bytes)}"),
+                ("KV cache", f"{human_bytes(pred.kv_bytes)} at {n_ctx:,} tokens"),
+                ("Largest context", f"{pred.fit.max_ctx:,} tokens"),
+                ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty, "
+                                   f"{pred.decode_ceiling_tps:,.1f} at 576 tokens"),
+                ("Prefill ceiling", f"{pred.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
+                ("TTFT, 512 tokens", f"{pred.ttft_ms:,.1f} ms"),
+            ]
+            html += [f"<br><b>On {escape(profile.name)}</b>: {fit}", _table(prows)]
+            if pred.notes:
+                html.append("<span style='color:#666; font-size:small'>" +
+                            "<br>".join(escape(n) for n in pred.notes) + "</span>")
+        self.text.setText("".join(html))
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    cells = "".join(f"<tr><td style='color:#555; padding-right:8px'>{escape(k)}</td><td>{v}</td></tr>"
+                    for k, v in rows)
+    return f"<table cellspacing='0' cellpadding='1'>{cells}</table>"
+
+
+def _profile_tip(p: HardwareProfile) -> str:
+    mem = "RAM" if p.kind == "cpu" else "VRAM"
+    return (f"{p.name}: {p.peak_bandwidth_gbps:.0f} GB/s, {p.fp16_tensor_tflops * 1000:.0f} GFLOPS, "
+            f"{mem} {p.vram_gib:.0f} GiB ({p.source})")

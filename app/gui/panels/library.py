@@ -1,0 +1,199 @@
+"""Model library: files, folders and the caches of Hugging Face, LM Studio and Ollama; drag and drop welcome."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core import model_library as ml
+from app.core.gguf_facts import format_params
+from app.core.model_facts import ModelFacts
+from app.gui.tasks import Tasks
+
+PATH_ROLE = Qt.ItemDataRole.UserRole
+COLS = ("name", "size", "quant", "params", "source")
+
+
+def human_bytes(n: float | None) -> str:
+    if not n:
+        return ""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}" if unit == "GiB" else f"{n / scale:.0f} {unit}"
+    return f"{int(n)} B"
+
+
+class LibraryPanel(QWidget):
+    """A list of model files with their size, quantization and parameter count (read in the background)."""
+
+    selectionChanged = Signal(list)  # selected paths
+    factsWanted = Signal(str)  # a new path whose facts should be read
+    message = Signal(str, str)  # level, text
+
+    def __init__(self, tasks: Tasks, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.tasks = tasks
+        self.tree = QTreeWidget(self)
+        self.tree.setColumnCount(len(COLS))
+        self.tree.setHeaderLabels(["Model", "Size", "Quant", "Params", "Source"])
+        self.tree.setRootIsDecorated(False)
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.tree.setSortingEnabled(False)
+        self.tree.setAlternatingRowColors(True)
+        h = self.tree.header()
+        h.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in range(1, len(COLS)):
+            h.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.setToolTip("Select the model(s) to benchmark; drop .gguf files or folders here")
+        self.tree.itemSelectionChanged.connect(lambda: self.selectionChanged.emit(self.selected_paths()))
+        buttons = QHBoxLayout()
+        for text, tip, slot in (("Add files…", "Add GGUF files (Ctrl+O)", self.ask_files),
+                                ("Add folder…", "Add every GGUF under a folder", self.ask_folder),
+                                ("Scan caches", "Find GGUFs from Hugging Face, LM Studio and Ollama",
+                                 self.scan_known),
+                                ("Remove", "Remove the selected entries from the list", self.remove_selected)):
+            b = QPushButton(text, self)
+            b.setToolTip(tip)
+            b.clicked.connect(slot)
+            buttons.addWidget(b)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.tree)
+        lay.addLayout(buttons)
+        self.setAcceptDrops(True)
+        self._items: dict[str, QTreeWidgetItem] = {}
+        self.folders: list[str] = []
+
+    # --- entries --------------------------------------------------------------------------------
+    def add_entries(self, entries: list[ml.ModelEntry], select: bool = False) -> list[str]:
+        added: list[str] = []
+        for e in entries:
+            item = self._items.get(e.path)
+            if item is None:
+                item = QTreeWidgetItem([e.name, human_bytes(e.size_bytes), "…", "…", e.source])
+                item.setData(0, PATH_ROLE, e.path)
+                item.setToolTip(0, e.path)
+                for c in (1, 3):
+                    item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.tree.addTopLevelItem(item)
+                self._items[e.path] = item
+                self.factsWanted.emit(e.path)
+            added.append(e.path)
+        if select and added:
+            self.select_paths(added)
+        return added
+
+    def add_files(self, paths: list[str], select: bool = True, source: str = "file") -> list[str]:
+        entries = []
+        for p in paths:
+            if Path(p).is_dir():
+                self.add_folder(p)
+            else:
+                entries.append(ml.entry_for_file(p, source))
+        return self.add_entries(entries, select=select)
+
+    def add_folder(self, folder: str) -> None:
+        if folder not in self.folders:
+            self.folders.append(folder)
+        self.tasks.submit(ml.scan_folder, self._scanned(f"folder {folder}"), folder)
+
+    def scan_known(self) -> None:
+        self.tasks.submit(ml.scan_known_locations, self._scanned("Hugging Face, LM Studio and Ollama caches"))
+
+    def _scanned(self, where: str) -> Any:
+        def done(entries: list[ml.ModelEntry] | None, err: BaseException | None) -> None:
+            if err is not None:
+                self.message.emit("warning", f"Could not scan {where}: {err}")
+                return
+            if not entries:
+                self.message.emit("info", f"No GGUF files found in {where}.")
+                return
+            self.add_entries(entries)
+            self.message.emit("info", f"Found {len(entries)} GGUF file(s) in {where}.")
+        return done
+
+    def remove_selected(self) -> None:
+        for item in self.tree.selectedItems():
+            path = item.data(0, PATH_ROLE)
+            self._items.pop(path, None)
+            self.tree.takeTopLevelItem(self.tree.indexOfTopLevelItem(item))
+
+    def set_facts(self, path: str, facts: ModelFacts) -> None:
+        item = self._items.get(path)
+        if item is None:
+            return
+        item.setText(1, human_bytes(facts.file_bytes))
+        item.setText(2, facts.file_type)
+        item.setText(3, format_params(facts.n_params).replace(" ", ""))
+        item.setToolTip(0, f"{path}\n{facts.architecture}, {facts.n_layer} layers, train context {facts.n_ctx_train}")
+        for c in range(len(COLS)):
+            item.setForeground(c, QBrush())
+
+    def set_error(self, path: str, message: str) -> None:
+        item = self._items.get(path)
+        if item is None:
+            return
+        item.setText(2, "—")
+        item.setText(3, "unreadable")
+        for c in range(len(COLS)):
+            item.setForeground(c, QBrush(QColor(180, 30, 30)))
+            item.setToolTip(c, message)
+
+    def error_of(self, path: str) -> str:
+        item = self._items.get(path)
+        return item.toolTip(3) if item is not None and item.text(3) == "unreadable" else ""
+
+    def paths(self) -> list[str]:
+        return list(self._items)
+
+    def selected_paths(self) -> list[str]:
+        return [str(i.data(0, PATH_ROLE)) for i in self.tree.selectedItems()]
+
+    def select_paths(self, paths: list[str]) -> None:
+        self.tree.clearSelection()
+        first = None
+        for p in paths:
+            item = self._items.get(p)
+            if item is not None:
+                item.setSelected(True)
+                first = first or item
+        if first is not None:
+            self.tree.setCurrentItem(first, 0, self.tree.selectionModel().SelectionFlag.NoUpdate)
+
+    # --- dialogs and drops ------------------------------------------------------------------------
+    def ask_files(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Add GGUF models", str(Path.home()),
+                                                "GGUF models (*.gguf *.GGUF);;All files (*)")
+        if files:
+            self.add_files(files)
+
+    def ask_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add every GGUF under a folder", str(Path.home()))
+        if folder:
+            self.add_folder(folder)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            self.add_files(paths)
+            event.acceptProposedAction()

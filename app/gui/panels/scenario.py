@@ -1,0 +1,148 @@
+"""Scenario: one request's wall time split into TTFT and decode, predicted and (after a run) measured."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+
+from app.core import ceilings
+
+SCENARIOS: dict[str, tuple[int, int]] = {"Chat": (1000, 300), "RAG": (12000, 500)}
+TTFT_COLOUR = QColor(240, 160, 40)
+DECODE_COLOUR = QColor(60, 130, 220)
+
+
+class SplitBar(QWidget):
+    """A stacked bar: TTFT then decode, scaled to a shared maximum."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ttft_s = 0.0
+        self.decode_s = 0.0
+        self.scale_s = 1.0
+        self.setMinimumHeight(14)
+        self.setMaximumHeight(16)
+
+    def set_values(self, ttft_s: float, decode_s: float, scale_s: float) -> None:
+        self.ttft_s, self.decode_s, self.scale_s = ttft_s, decode_s, max(scale_s, 1e-9)
+        self.update()
+
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802
+        p = QPainter(self)
+        w, h = self.width(), self.height()
+        p.fillRect(0, 0, w, h, QColor(238, 238, 238))
+        a = w * self.ttft_s / self.scale_s
+        b = w * self.decode_s / self.scale_s
+        p.fillRect(QRectF(0, 0, a, h), TTFT_COLOUR)
+        p.fillRect(QRectF(a, 0, b, h), DECODE_COLOUR)
+        p.end()
+
+
+def split_text(what: str, sc: ceilings.Scenario | None, note: str = "") -> str:
+    if sc is None:
+        return f"<b>{what}</b>: <span style='color:#777'>{escape(note) or '—'}</span>"
+    return (f"<b>{what}</b>: {sc.total_s:,.2f} s = <span style='color:#b86e00'>TTFT {sc.ttft_s:,.2f} s</span>"
+            f" + <span style='color:#2a62b0'>decode {sc.decode_s:,.2f} s</span> ({sc.ttft_share:.0%} in TTFT)")
+
+
+class ScenarioPanel(QWidget):
+    """Chat / RAG / typed lengths → total time ≈ prompt ÷ prefill rate + output ÷ decode rate."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.kind = QComboBox(self)
+        for name, (p, n) in SCENARIOS.items():
+            self.kind.addItem(f"{name} ({p:,} prompt / {n} answer)", name)
+        self.kind.addItem("Typed lengths", "custom")
+        self.prompt = QSpinBox(self)
+        self.output = QSpinBox(self)
+        for spin, tip in ((self.prompt, "prompt tokens"), (self.output, "answer tokens")):
+            spin.setRange(0, 1_000_000)
+            spin.setSingleStep(100)
+            spin.setToolTip(tip)
+            spin.valueChanged.connect(self._typed)
+        self.kind.currentIndexChanged.connect(self._kind_chosen)
+        self.predicted = QLabel(self)
+        self.measured = QLabel(self)
+        for lab in (self.predicted, self.measured):
+            lab.setWordWrap(True)
+            lab.setTextFormat(Qt.TextFormat.RichText)
+        self.pred_bar = SplitBar(self)
+        self.meas_bar = SplitBar(self)
+        self.source = QLabel(self)
+        self.source.setWordWrap(True)
+        self.source.setStyleSheet("color:#666")
+        grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(self.kind, 0, 0, 1, 4)
+        grid.addWidget(QLabel("prompt", self), 1, 0)
+        grid.addWidget(self.prompt, 1, 1)
+        grid.addWidget(QLabel("answer", self), 1, 2)
+        grid.addWidget(self.output, 1, 3)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addLayout(grid)
+        lay.addWidget(self.predicted)
+        lay.addWidget(self.pred_bar)
+        lay.addWidget(self.measured)
+        lay.addWidget(self.meas_bar)
+        lay.addWidget(self.source)
+        self._setting = False
+        self._kind_chosen()
+        self.pred: ceilings.Scenario | None = None
+        self.meas: ceilings.Scenario | None = None
+
+    def lengths(self) -> tuple[int, int]:
+        return self.prompt.value(), self.output.value()
+
+    def _kind_chosen(self, *_a: Any) -> None:
+        name = self.kind.currentData()
+        if name in SCENARIOS:
+            self._setting = True
+            p, n = SCENARIOS[name]
+            self.prompt.setValue(p)
+            self.output.setValue(n)
+            self._setting = False
+        self.changed.emit()
+
+    def _typed(self, *_a: Any) -> None:
+        if self._setting:
+            return
+        i = self.kind.findData("custom")
+        if self.kind.currentIndex() != i:
+            self.kind.blockSignals(True)
+            self.kind.setCurrentIndex(i)
+            self.kind.blockSignals(False)
+        self.changed.emit()
+
+    def show_rates(self, predicted: tuple[float, float] | None, measured: tuple[float, float] | None,
+                   source: str = "", missing: str = "") -> None:
+        """Rates (prefill tok/s, decode tok/s), predicted and measured; either may be None."""
+        p, n = self.lengths()
+        self.pred = _scenario(p, n, predicted)
+        self.meas = _scenario(p, n, measured)
+        self.predicted.setText(split_text("Predicted", self.pred, missing or "no prediction yet"))
+        self.measured.setText(split_text("Measured", self.meas, "run a sweep to measure"))
+        scale = max((s.total_s for s in (self.pred, self.meas) if s is not None), default=1.0)
+        for bar, sc in ((self.pred_bar, self.pred), (self.meas_bar, self.meas)):
+            bar.set_values(sc.ttft_s if sc else 0.0, sc.decode_s if sc else 0.0, scale)
+        self.source.setText(source)
+
+
+def _scenario(p: int, n: int, rates: tuple[float, float] | None) -> ceilings.Scenario | None:
+    if rates is None or p + n <= 0:
+        return None
+    prefill, decode = rates
+    if not prefill or not decode or prefill <= 0 or decode <= 0:
+        return None
+    try:
+        return ceilings.scenario_time(p, n, prefill, decode)
+    except ValueError:
+        return None

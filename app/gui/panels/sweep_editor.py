@@ -1,0 +1,273 @@
+"""Sweep editor: a preset, then every list in llama-bench syntax (``128,512`` or ``128-1024*2``), checked as typed."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.core.paths import SWEEP_PRESETS_DIR
+from app.core.plan import LIST_PARAMS, PlanError, SweepSpec, count_loads, load_sweep_preset, parse_list
+
+#: (field, label, kind, tooltip) in the order shown.
+FORM: tuple[tuple[str, str, type, str], ...] = (
+    ("n_prompt", "Prompt lengths", int, "prompt tokens per test (-p), e.g. 128,512 or 128-2048*2"),
+    ("n_gen", "Output lengths", int, "generated tokens per test (-n)"),
+    ("n_depth", "Depths", int, "tokens already in the KV cache before the timed part (-d)"),
+    ("n_gpu_layers", "GPU layers", int, "layers offloaded to the GPU (-ngl); 99 = all"),
+    ("type_k", "K cache", str, "K cache types (-ctk): f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"),
+    ("type_v", "V cache", str, "V cache types (-ctv); empty: same as K"),
+    ("flash_attn", "Flash attention", bool, "0, 1 or 0,1 (-fa)"),
+    ("n_threads", "Threads", int, "CPU threads (-t); 0 = all"),
+    ("n_batch", "Batch sizes", int, "logical batch size (-b)"),
+    ("n_ubatch", "Micro-batches", int, "physical batch size (-ub)"),
+    ("n_parallel", "Parallel seqs", int, "sequences decoding together (--parallel)"),
+)
+OPTIONAL = {"type_v"}
+ERROR_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff5f5; }"
+
+
+def preset_names() -> list[str]:
+    order = ["quick", "standard", "long-context", "chat", "rag"]
+    found = sorted(p.stem for p in SWEEP_PRESETS_DIR.glob("*.toml"))
+    return [n for n in order if n in found] + [n for n in found if n not in order]
+
+
+def _text(values: list[Any]) -> str:
+    return ",".join(str(int(v)) if isinstance(v, bool) else str(v) for v in values)
+
+
+class SweepEditor(QWidget):
+    """Preset combo + form; ``spec()`` gives a validated SweepSpec or None (errors shown under the form)."""
+
+    runRequested = Signal()
+    cancelRequested = Signal()
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.preset = QComboBox(self)
+        self.preset.addItems(preset_names())
+        self.preset.addItem("custom")
+        self.preset.setToolTip("Sweep presets from profiles/sweeps/*.toml")
+        self.preset.currentTextChanged.connect(self._preset_chosen)
+        self.description = QLabel(self)
+        self.description.setStyleSheet("color: #555")
+        self.edits: dict[str, QLineEdit] = {}
+        grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(6)
+        grid.setVerticalSpacing(3)
+        per_row = 4
+        for k, (name, label, _kind, tip) in enumerate(FORM):
+            edit = QLineEdit(self)
+            edit.setToolTip(tip)
+            edit.setMinimumWidth(70)
+            if name in OPTIONAL:
+                edit.setPlaceholderText("same as K")
+            edit.textEdited.connect(self._edited)
+            self.edits[name] = edit
+            lab = QLabel(label + ":", self)
+            lab.setToolTip(tip)
+            r, c = divmod(k, per_row)
+            grid.addWidget(lab, r, 2 * c)
+            grid.addWidget(edit, r, 2 * c + 1)
+        self.reps = QSpinBox(self)
+        self.reps.setRange(1, 100)
+        self.reps.setToolTip("timed repetitions per test (one warmup runs first and is kept apart)")
+        self.reps.valueChanged.connect(self._edited)
+        r, c = divmod(len(FORM), per_row)
+        grid.addWidget(QLabel("Repetitions:", self), r, 2 * c)
+        grid.addWidget(self.reps, r, 2 * c + 1)
+        self.error = QLabel(self)
+        self.error.setStyleSheet("color: #c62828")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+        self.count = QLabel(self)
+        self.count.setStyleSheet("color: #555")
+
+        self.run_button = QPushButton("▶ Run", self)
+        self.run_button.setToolTip("Run the sweep on the selected model(s) (Ctrl+R)")
+        self.run_button.clicked.connect(self.runRequested)
+        self.cancel_button = QPushButton("■ Cancel", self)
+        self.cancel_button.setToolTip("Stop now and keep the finished tests (Esc)")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancelRequested)
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("ready")
+        self.status = QLabel(self)
+        self.status.setMinimumWidth(200)
+
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Preset:", self))
+        top.addWidget(self.preset)
+        top.addWidget(self.description, 1)
+        top.addWidget(self.count)
+        run = QHBoxLayout()
+        run.addWidget(self.run_button)
+        run.addWidget(self.cancel_button)
+        run.addWidget(self.progress, 2)
+        run.addWidget(self.status, 3)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(3)
+        lay.addLayout(top)
+        lay.addLayout(grid)
+        lay.addWidget(self.error)
+        lay.addLayout(run)
+        self._loading = False
+        self.models: list[str] = []
+        self.set_preset("quick")
+
+    # --- presets and state ----------------------------------------------------------------------
+    def set_preset(self, name: str) -> None:
+        i = self.preset.findText(name)
+        if i >= 0:
+            if self.preset.currentIndex() == i:
+                self._preset_chosen(name)
+            else:
+                self.preset.setCurrentIndex(i)
+
+    def _preset_chosen(self, name: str) -> None:
+        if name == "custom" or self._loading:
+            return
+        try:
+            spec = load_sweep_preset(SWEEP_PRESETS_DIR / f"{name}.toml")
+        except PlanError as e:
+            self._show_errors([str(e)])
+            return
+        self.load_spec(spec)
+        self.description.setText(spec.description)
+
+    def load_spec(self, spec: SweepSpec) -> None:
+        self._loading = True
+        for name, edit in self.edits.items():
+            edit.setText(_text(getattr(spec, name)))
+            edit.setStyleSheet("")
+        self.reps.setValue(spec.repetitions)
+        self._loading = False
+        self._validate()
+
+    def state(self) -> dict[str, Any]:
+        return {"preset": self.preset.currentText(), "fields": {n: e.text() for n, e in self.edits.items()},
+                "repetitions": self.reps.value(), "description": self.description.text()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        preset = str(state.get("preset") or "quick")
+        self.set_preset(preset if self.preset.findText(preset) >= 0 else "quick")
+        values = state.get("fields") or {}
+        self._loading = True
+        for name, edit in self.edits.items():
+            if isinstance(values.get(name), str):
+                edit.setText(values[name])
+        try:
+            self.reps.setValue(int(state.get("repetitions") or self.reps.value()))
+        except (TypeError, ValueError):
+            pass
+        self.description.setText(str(state.get("description") or self.description.text()))
+        self._loading = False
+        self._validate()
+
+    def _edited(self, *_args: Any) -> None:
+        if self._loading:
+            return
+        if self.preset.currentText() != "custom":
+            self._loading = True
+            self.preset.setCurrentIndex(self.preset.findText("custom"))
+            self._loading = False
+        self._validate()
+        self.changed.emit()
+
+    # --- validation -----------------------------------------------------------------------------
+    def _parse(self) -> tuple[SweepSpec | None, dict[str, str], list[str]]:
+        spec = SweepSpec(name=self.preset.currentText(), description=self.description.text())
+        errors: dict[str, str] = {}
+        for name, label, kind, _tip in FORM:
+            text = self.edits[name].text().strip()
+            if not text and name in OPTIONAL:
+                setattr(spec, name, [])
+                continue
+            try:
+                setattr(spec, name, parse_list(label, text, kind))
+            except PlanError as e:
+                errors[name] = str(e)
+        spec.repetitions = self.reps.value()
+        general: list[str] = []
+        if not errors:
+            try:
+                spec.models = self.models or ["(model)"]
+                spec.validate("sweep")
+            except PlanError as e:
+                msg = str(e).removeprefix("sweep: ")
+                hit = next((n for n, *_ in FORM if n in msg), None)
+                if hit:
+                    errors[hit] = msg
+                else:
+                    general.append(msg)
+        return (None if errors or general else spec), errors, general
+
+    def _validate(self) -> SweepSpec | None:
+        spec, errors, general = self._parse()
+        for name, edit in self.edits.items():
+            edit.setStyleSheet(ERROR_STYLE if name in errors else "")
+        self._show_errors(list(errors.values()) + general)
+        if spec is not None:
+            n = len(replace(spec, models=["m"]).tests())
+            models = max(len(self.models), 1)
+            self.count.setText(f"{n * models} test{'s' if n * models != 1 else ''} × {spec.repetitions} rep"
+                               f"{'s' if spec.repetitions != 1 else ''} (+1 warmup each)")
+        else:
+            self.count.setText("")
+        return spec
+
+    def _show_errors(self, messages: list[str]) -> None:
+        self.error.setText("\n".join(messages))
+        self.error.setVisible(bool(messages))
+
+    def spec(self, models: list[str]) -> SweepSpec | None:
+        """A validated SweepSpec for ``models``, or None with the errors shown."""
+        self.models = list(models)
+        spec = self._validate()
+        if spec is None:
+            return None
+        return replace(spec, models=list(models))
+
+    def set_models(self, models: list[str]) -> None:
+        self.models = list(models)
+        self._validate()
+
+    def set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        self.preset.setEnabled(not running)
+        for e in self.edits.values():
+            e.setReadOnly(running)
+        self.reps.setEnabled(not running)
+
+    def loads_for(self, spec: SweepSpec) -> int:
+        return count_loads(spec.tests())
+
+
+def spec_fields() -> set[str]:
+    """Names the form covers (kept in step with plan.LIST_PARAMS by a test)."""
+    return {f.name for f in fields(SweepSpec)} & set(LIST_PARAMS)
+
+
+def preset_path(name: str) -> Path:
+    return SWEEP_PRESETS_DIR / f"{name}.toml"

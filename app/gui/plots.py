@@ -1,0 +1,458 @@
+"""The live plots: every measurement beside its prediction, redrawn from a LiveSession by a timer (setData only)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGridLayout, QWidget
+
+from app.gui.live import LiveSession
+from app.gui.predictions import Predictor, n_ctx_for
+
+pg.setConfigOptions(antialias=True, background="w", foreground="#222")
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
+HILITE = "#ff8c00"
+PREFILL_BRUSH = (255, 190, 60, 55)
+DECODE_BRUSH = (70, 150, 255, 40)
+MIB = 1024.0**2
+CURVE_POINTS = 48
+
+
+def color(i: int) -> str:
+    return COLORS[i % len(COLORS)]
+
+
+def short_model(path: str) -> str:
+    name = os.path.basename(path)
+    return name[:-5] if name.lower().endswith(".gguf") else name
+
+
+class TopLegend(pg.LegendItem):
+    """A legend laid out above the plot area (in the PlotItem's grid), so it never hides data."""
+
+    def updateSize(self) -> None:  # noqa: N802 - pyqtgraph's name
+        height = width = 0.0
+        for row in range(self.layout.rowCount()):
+            row_height = col_width = 0.0
+            for col in range(self.layout.columnCount()):
+                item = self.layout.itemAt(row, col)
+                if item:
+                    col_width += item.width() + 3
+                    row_height = max(row_height, item.height())
+            width = max(width, col_width)
+            height += row_height
+        self.setMinimumHeight(height)
+        self.setMaximumHeight(height)
+        self.setMinimumWidth(min(width, 200))
+        self.updateGeometry()
+
+    def paint(self, p: Any, *args: Any) -> None:
+        return  # no frame: it sits outside the data
+
+
+def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:
+    """A white plot with a bold title, axis labels carrying their units, a grid and a legend above the data."""
+    w = pg.PlotWidget()
+    w.setMinimumSize(240, 170)
+    p = w.getPlotItem()
+    p.setTitle(f"<b>{title}</b>", size="10pt")
+    p.setLabel("bottom", x_label)
+    p.setLabel("left", y_label)
+    for ax in ("left", "bottom"):
+        p.getAxis(ax).enableAutoSIPrefix(False)
+    p.showGrid(x=True, y=True, alpha=0.18)
+    legend = TopLegend(labelTextSize="8pt", colCount=columns, verSpacing=-8, horSpacing=4)
+    p.layout.removeItem(p.getAxis("top"))  # its cell (above the data) holds the legend; the axis stays hidden
+    p.layout.addItem(legend, 1, 1)
+    p.legend = legend
+    return w
+
+
+def scatter(name: str | None, c: str, symbol: str = "o", size: float = 8) -> pg.PlotDataItem:
+    return pg.PlotDataItem([], [], pen=None, symbol=symbol, symbolSize=size, symbolBrush=pg.mkBrush(c),
+                           symbolPen=pg.mkPen("w", width=0.8), name=name)
+
+
+def ring(name: str | None) -> pg.PlotDataItem:
+    return pg.PlotDataItem([], [], pen=None, symbol="o", symbolSize=17, symbolBrush=None,
+                           symbolPen=pg.mkPen(HILITE, width=2.6), name=name)
+
+
+def line(name: str | None, c: str, width: float = 1.8, dashed: bool = False, alpha: int = 255) -> pg.PlotDataItem:
+    qc = pg.mkColor(c)
+    qc.setAlpha(alpha)
+    pen = pg.mkPen(qc, width=width, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+    return pg.PlotDataItem([], [], pen=pen, name=name)
+
+
+def _connect(starts: np.ndarray) -> np.ndarray:
+    """pyqtgraph connect array: point i joins i+1 unless i+1 begins a new repetition."""
+    if starts.size == 0:
+        return np.zeros(0, dtype=bool)
+    return np.append(starts[1:] < 0.5, False)
+
+
+class _Pool:
+    """Plot items created on first use, reused by key; ``clear`` removes them all."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+    def get(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        hit = self.items.get(key)
+        if hit is None:
+            item = make()
+            owner.addItem(item)
+            self.items[key] = (owner, item)
+            return item
+        return hit[1]
+
+    def clear(self) -> None:
+        for owner, item in self.items.values():
+            owner.removeItem(item)
+        self.items.clear()
+
+
+class LivePlots(QWidget):
+    """TTFT vs prompt, decode vs position, KV memory vs context, telemetry timeline and inter-token latency."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ttft = make_plot("Time to first token (prefill)", "prompt length (tokens)", "TTFT (ms)", 1)
+        self.decode = make_plot("Decode speed vs position in context", "position in context (tokens)",
+                                "decode speed (tok/s)", 2)
+        self.kv = make_plot("KV-cache memory vs context", "context size (tokens)", "memory (MiB, log scale)", 1)
+        self.kv.getPlotItem().setLogMode(x=False, y=True)
+        self.tel = make_plot("Telemetry: worker process (shaded: prefill / decode)", "time since sweep start (s)",
+                             "memory (MiB)", 4)
+        self.itl = make_plot("Inter-token latency over the run", "time since sweep start (s)",
+                             "inter-token latency (ms)", 1)
+        self._setup_right_axis()
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(4)
+        grid.addWidget(self.ttft, 0, 0)
+        grid.addWidget(self.decode, 0, 1)
+        grid.addWidget(self.kv, 0, 2)
+        grid.addWidget(self.tel, 1, 0, 1, 2)
+        grid.addWidget(self.itl, 1, 2)
+        self._pool = _Pool()
+        self._regions: list[pg.LinearRegionItem] = []
+        self._n_phases = 0
+        self._curves: dict[tuple[Any, ...], Any] = {}
+        self._last_key: tuple[Any, ...] | None = None
+        self._limit: pg.InfiniteLine | None = None
+        self._mem_pred: pg.InfiniteLine | None = None
+        self.kv_ctx_max = 4096
+        self.redraws = 0
+
+    def plots(self) -> list[pg.PlotWidget]:
+        return [self.ttft, self.decode, self.kv, self.tel, self.itl]
+
+    def _setup_right_axis(self) -> None:
+        p = self.tel.getPlotItem()
+        self.tel_vb2 = pg.ViewBox()
+        p.showAxis("right")
+        p.scene().addItem(self.tel_vb2)
+        axis = p.getAxis("right")
+        axis.linkToView(self.tel_vb2)
+        axis.setLabel("CPU / GPU use (%), power (W)")
+        axis.enableAutoSIPrefix(False)
+        self.tel_vb2.setXLink(p)
+
+        def sync() -> None:
+            self.tel_vb2.setGeometry(p.vb.sceneBoundingRect())
+            self.tel_vb2.linkedViewChanged(p.vb, self.tel_vb2.XAxis)
+
+        p.vb.sigResized.connect(sync)
+        sync()
+        legend = p.legend
+        for name, brush in (("prefill", PREFILL_BRUSH), ("decode", DECODE_BRUSH)):
+            dummy = pg.PlotDataItem([np.nan], [np.nan], pen=None, fillLevel=0, fillBrush=pg.mkBrush(*brush))
+            legend.addItem(dummy, name)
+        self._right_items: dict[str, pg.PlotDataItem] = {}
+
+    def _right(self, key: str, name: str, c: str, dashed: bool = False) -> pg.PlotDataItem:
+        item = self._right_items.get(key)
+        if item is None:
+            item = line(None, c, 1.5, dashed)
+            self.tel_vb2.addItem(item)
+            self.tel.getPlotItem().legend.addItem(item, name)
+            self._right_items[key] = item
+        return item
+
+    # --- public ---------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget everything drawn (a new sweep, another past run)."""
+        self._pool.clear()
+        for r in self._regions:
+            self.tel.getPlotItem().removeItem(r)
+        self._regions.clear()
+        self._n_phases = 0
+        legend = self.tel.getPlotItem().legend
+        for item in self._right_items.values():
+            self.tel_vb2.removeItem(item)
+            legend.removeItem(item)
+        self._right_items.clear()
+        for attr in ("_limit", "_mem_pred"):
+            line_item = getattr(self, attr)
+            if line_item is not None:
+                self.kv.getPlotItem().removeItem(line_item) if attr == "_limit" else \
+                    self.tel.getPlotItem().removeItem(line_item)
+                setattr(self, attr, None)
+        self._curves.clear()
+        self._last_key = None
+
+    def refresh(self, session: LiveSession, predictor: Predictor, selected: Iterable[int] = (),
+                force: bool = False) -> bool:
+        """Redraw what changed since the last call; returns False when nothing had changed."""
+        sel = frozenset(selected)
+        key = (id(session), session.version, predictor.version, sel, self.kv_ctx_max)
+        if key == self._last_key and not force:
+            return False
+        self._last_key = key
+        models = session.models()
+        multi = len(models) > 1
+        self._draw_ttft(session, predictor, models, multi, sel)
+        curves = self._draw_decode(session, predictor, models, multi, sel)
+        self._draw_kv(session, predictor, models, multi, sel)
+        self._draw_telemetry(session, predictor, models)
+        self._draw_itl(session, models, curves, sel)
+        self.redraws += 1
+        return True
+
+    def save_png(self, path: str) -> bool:
+        return self.grab().save(path, "PNG")
+
+    # --- helpers --------------------------------------------------------------------------------
+    def _settings(self, session: LiveSession, path: str) -> dict[str, Any]:
+        for i in sorted(session.tests):
+            t = session.tests[i]
+            if t.get("model_path") == path:
+                return {k: t.get(k) for k in ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")}
+        return {}
+
+    def _curve(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        if key not in self._curves:
+            self._curves[key] = compute()
+        return self._curves[key]
+
+    def _label(self, what: str, path: str, multi: bool) -> str:
+        return f"{what} — {short_model(path)}" if multi else what
+
+    @staticmethod
+    def _profile_name(predictor: Predictor) -> str:
+        return predictor.profile.name if predictor.profile else "no profile"
+
+    # --- TTFT -----------------------------------------------------------------------------------
+    def _draw_ttft(self, session: LiveSession, predictor: Predictor, models: Sequence[str], multi: bool,
+                   sel: frozenset[int]) -> None:
+        plot = self.ttft.getPlotItem()
+        rows = [r for r in session.ok_rows() if r.get("ttft_ms") is not None]
+        tests = [session.tests[i] for i in sorted(session.tests)]
+        xmax = max([int(t.get("n_prompt") or 0) for t in tests] + [64]) * 1.15
+        xs = np.linspace(1, xmax, CURVE_POINTS)
+        for m, path in enumerate(models):
+            c = color(m)
+            mine = [r for r in rows if r.get("model_path") == path]
+            x = np.array([float(r["n_prompt"]) for r in mine])
+            y = np.array([float(r["ttft_ms"]) for r in mine])
+            e = np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])
+            err = self._pool.get(plot, ("ttft", "err", m), lambda c=c: pg.ErrorBarItem(
+                x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0), beam=6, pen=pg.mkPen(c, width=1.2)))
+            err.setData(x=x, y=y, top=e, bottom=e)
+            pts = self._pool.get(plot, ("ttft", "meas", m),
+                                 lambda m=m, c=c, path=path: scatter(self._label("measured (±1 sd)", path, multi), c))
+            pts.setData(x, y)
+            depths = sorted({int(t.get("n_depth") or 0) for t in tests if t.get("model_path") == path})[:3] or [0]
+            settings = self._settings(session, path)
+            for j, d in enumerate(depths):
+                ys = self._curve(("ttft", predictor.version, path, d, xmax),
+                                 lambda d=d, path=path, settings=settings: predictor.ttft_curve(path, xs, d,
+                                                                                                 **settings))
+                name = f"predicted ({self._profile_name(predictor)})" + (f", depth {d}" if len(depths) > 1 else "")
+                item = self._pool.get(plot, ("ttft", "pred", m, j),
+                                      lambda name=name, c=c, j=j, path=path: line(
+                                          self._label(name, path, multi), c, 1.8, dashed=True, alpha=255 - 60 * j))
+                if ys is None:
+                    item.setData([], [])
+                else:
+                    item.setData(xs, ys)
+        hx = [float(r["n_prompt"]) for r in rows if r.get("test_index") in sel]
+        hy = [float(r["ttft_ms"]) for r in rows if r.get("test_index") in sel]
+        self._pool.get(plot, ("ttft", "hl"), lambda: ring(None)).setData(hx, hy)
+
+    # --- decode ---------------------------------------------------------------------------------
+    def _model_of_tokens(self, session: LiveSession, models: Sequence[str]) -> np.ndarray:
+        tt = session.tok_test.view().astype(int)
+        if tt.size == 0:
+            return tt
+        lut = np.full(max(int(tt.max()), max(session.tests, default=0)) + 1, -1, dtype=int)
+        index = {p: i for i, p in enumerate(models)}
+        for i, t in session.tests.items():
+            if 0 <= i < lut.size:
+                lut[i] = index.get(str(t.get("model_path", "")), -1)
+        return lut[tt]
+
+    def _draw_decode(self, session: LiveSession, predictor: Predictor, models: Sequence[str], multi: bool,
+                     sel: frozenset[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        plot = self.decode.getPlotItem()
+        tests = [session.tests[i] for i in sorted(session.tests)]
+        xmax = max([int(t.get("n_depth") or 0) + int(t.get("n_prompt") or 0) + int(t.get("n_gen") or 0)
+                    for t in tests] + [64]) * 1.05
+        xs = np.linspace(0, xmax, CURVE_POINTS)
+        tok_m = self._model_of_tokens(session, models)
+        pos, rate, starts = session.tok_pos.view(), session.tok_rate.view(), session.tok_rep_start.view()
+        tok_t = session.tok_test.view()
+        rows = [r for r in session.ok_rows() if r.get("decode_tps") is not None]
+        curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for m, path in enumerate(models):
+            c = color(m)
+            mask = tok_m == m
+            tokens = self._pool.get(plot, ("dec", "tok", m), lambda c=c, path=path: line(
+                self._label("per token (measured)", path, multi), c, 1.0, alpha=110))
+            tokens.setData(pos[mask], rate[mask], connect=_connect(starts[mask]))
+            mine = [r for r in rows if r.get("model_path") == path]
+            x = np.array([_mean_pos(r) for r in mine])
+            y = np.array([float(r["decode_tps"]) for r in mine])
+            e = np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])
+            err = self._pool.get(plot, ("dec", "err", m), lambda c=c: pg.ErrorBarItem(
+                x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0), beam=6, pen=pg.mkPen(c, width=1.2)))
+            err.setData(x=x, y=y, top=e, bottom=e)
+            means = self._pool.get(plot, ("dec", "mean", m), lambda c=c, path=path: scatter(
+                self._label("test mean (±1 sd)", path, multi), c, "s", 10))
+            means.setData(x, y)
+            settings = self._settings(session, path)
+            ys = self._curve(("dec", predictor.version, path, xmax),
+                             lambda path=path, settings=settings: predictor.decode_curve(path, xs, **settings))
+            item = self._pool.get(plot, ("dec", "pred", m), lambda c=c, path=path: line(
+                self._label(f"ceiling ({self._profile_name(predictor)})", path, multi), c, 2.0, dashed=True))
+            if ys is None:
+                item.setData([], [])
+            else:
+                item.setData(xs, ys)
+                curves[m] = (xs, ys)
+        in_sel = np.isin(tok_t, list(sel)) if sel else np.zeros(tok_t.size, dtype=bool)
+        hl = self._pool.get(plot, ("dec", "hltok"), lambda: line(None, HILITE, 1.6))
+        hl.setData(pos[in_sel], rate[in_sel], connect=_connect(starts[in_sel]))
+        hx = [_mean_pos(r) for r in rows if r.get("test_index") in sel]
+        hy = [float(r["decode_tps"]) for r in rows if r.get("test_index") in sel]
+        self._pool.get(plot, ("dec", "hl"), lambda: ring(None)).setData(hx, hy)
+        return curves
+
+    # --- KV memory ------------------------------------------------------------------------------
+    def _draw_kv(self, session: LiveSession, predictor: Predictor, models: Sequence[str], multi: bool,
+                 sel: frozenset[int]) -> None:
+        plot = self.kv.getPlotItem()
+        tests = [session.tests[i] for i in sorted(session.tests)]
+        cmax = max([n_ctx_for(t) for t in tests] + [self.kv_ctx_max, 512])
+        xs = np.linspace(256, cmax, CURVE_POINTS)
+        peaks = session.memory_peaks()
+        what = next(iter(peaks.values()))[1] if peaks else "RSS"
+        for m, path in enumerate(models):
+            c = color(m)
+            settings = self._settings(session, path)
+            res = self._curve(("kv", predictor.version, path, cmax, tuple(sorted(settings.items()))),
+                              lambda path=path, settings=settings: predictor.kv_curve(path, xs, **settings))
+            kv_item = self._pool.get(plot, ("kv", "kv", m), lambda c=c, path=path, settings=settings: line(
+                self._label(f"KV cache, predicted ({settings.get('type_k') or 'f16'})", path, multi), c, 2.0))
+            tot_item = self._pool.get(plot, ("kv", "tot", m), lambda c=c, path=path: line(
+                self._label("weights + KV + compute, predicted", path, multi), c, 1.6, dashed=True))
+            if res is None:
+                kv_item.setData([], [])
+                tot_item.setData([], [])
+            else:
+                kv_item.setData(xs, res[0] / MIB)
+                tot_item.setData(xs, res[1] / MIB)
+            idx = [i for i in sorted(peaks) if str(session.tests.get(i, {}).get("model_path")) == path]
+            pts = self._pool.get(plot, ("kv", "meas", m), lambda c=c, path=path, what=what: scatter(
+                self._label(f"measured peak (worker {what})", path, multi), c, "d", 11))
+            pts.setData([float(n_ctx_for(session.tests[i])) for i in idx], [peaks[i][0] / MIB for i in idx])
+        hi = [i for i in sorted(peaks) if i in sel]
+        self._pool.get(plot, ("kv", "hl"), lambda: ring(None)).setData(
+            [float(n_ctx_for(session.tests[i])) for i in hi], [peaks[i][0] / MIB for i in hi])
+        profile = predictor.profile
+        if profile is not None:
+            limit_mib = profile.vram_gib * 1024.0
+            label = f"{'RAM' if profile.kind == 'cpu' else 'VRAM'} {profile.vram_gib:.0f} GiB ({profile.name})"
+            if self._limit is None:
+                self._limit = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen("#444", width=1.5,
+                                                                                 style=Qt.PenStyle.DotLine),
+                                              label=label, labelOpts={"position": 0.35, "color": "#333",
+                                                                      "anchors": [(0.5, 1), (0.5, 1)]})
+                plot.addItem(self._limit, ignoreBounds=False)
+            self._limit.setPos(np.log10(limit_mib))
+            self._limit.label.setFormat(label)
+
+    # --- telemetry ------------------------------------------------------------------------------
+    def _draw_telemetry(self, session: LiveSession, predictor: Predictor, models: Sequence[str]) -> None:
+        plot = self.tel.getPlotItem()
+        t = np.asarray(session.t_s(session.tel_t_ns.view()))
+        tel = {k: s.view() for k, s in session.tel.items()}
+        rss = self._pool.get(plot, ("tel", "rss"), lambda: line("worker memory, RSS (MiB)", "#1f77b4", 1.8))
+        rss.setData(t, tel["rss_bytes"] / MIB)
+        if np.isfinite(tel["vram_used_bytes"]).any():
+            vram = self._pool.get(plot, ("tel", "vram"), lambda: line("GPU memory used (MiB)", "#9467bd", 1.8))
+            vram.setData(t, tel["vram_used_bytes"] / MIB)
+        self._right("cpu", "worker CPU (%)", "#2ca02c").setData(t, tel["cpu_pct"])
+        if np.isfinite(tel["gpu_util_pct"]).any():
+            self._right("gpu", "GPU utilisation (%)", "#ff7f0e").setData(t, tel["gpu_util_pct"])
+        if np.isfinite(tel["power_w"]).any():
+            self._right("pw", "GPU power (W)", "#d62728", dashed=True).setData(t, tel["power_w"])
+        self.tel_vb2.enableAutoRange(axis=pg.ViewBox.YAxis)
+        for span in session.phases[self._n_phases:]:
+            brush = PREFILL_BRUSH if span.phase == "prefill" else DECODE_BRUSH
+            region = pg.LinearRegionItem(values=(float(session.t_s(span.start_ns)), float(session.t_s(span.end_ns))),
+                                         movable=False, brush=pg.mkBrush(*brush), pen=pg.mkPen(None))
+            region.setZValue(-10)
+            plot.addItem(region, ignoreBounds=True)
+            self._regions.append(region)
+        self._n_phases = len(session.phases)
+        # predicted memory of the largest test of the first model, for scale
+        if models and predictor.ready:
+            biggest = max((session.tests[i] for i in session.tests if session.tests[i].get("model_path") == models[0]),
+                          key=n_ctx_for, default=None)
+            p = predictor.for_test(biggest) if biggest else None
+            if p is not None and p.needed_bytes:
+                if self._mem_pred is None:
+                    self._mem_pred = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(
+                        "#1f77b4", width=1.2, style=Qt.PenStyle.DashLine), label="predicted weights+KV+compute",
+                        labelOpts={"position": 0.12, "color": "#1f77b4", "anchors": [(0, 1), (0, 1)]})
+                    plot.addItem(self._mem_pred)
+                self._mem_pred.setPos(p.needed_bytes / MIB)
+
+    # --- inter-token latency --------------------------------------------------------------------
+    def _draw_itl(self, session: LiveSession, models: Sequence[str],
+                  curves: dict[int, tuple[np.ndarray, np.ndarray]], sel: frozenset[int]) -> None:
+        plot = self.itl.getPlotItem()
+        t = np.asarray(session.t_s(session.tok_t_ns.view()))
+        itl, starts = session.tok_itl_ms.view(), session.tok_rep_start.view()
+        conn = _connect(starts)
+        self._pool.get(plot, ("itl", "meas"), lambda: line("measured, per token", "#1f77b4", 1.0)).setData(
+            t, itl, connect=conn)
+        floor = np.full(itl.size, np.nan)
+        if curves and itl.size:
+            tok_m = self._model_of_tokens(session, models)
+            pos = session.tok_pos.view()
+            for m, (xs, ys) in curves.items():
+                mask = tok_m == m
+                floor[mask] = 1000.0 / np.interp(pos[mask], xs, ys)
+        self._pool.get(plot, ("itl", "pred"), lambda: line("predicted floor (1000 / ceiling)", "#d62728", 1.6,
+                                                           dashed=True)).setData(t, floor, connect=conn)
+        tok_t = session.tok_test.view()
+        in_sel = np.isin(tok_t, list(sel)) if sel else np.zeros(tok_t.size, dtype=bool)
+        self._pool.get(plot, ("itl", "hl"), lambda: line(None, HILITE, 1.6)).setData(
+            t[in_sel], itl[in_sel], connect=_connect(starts[in_sel]))
+        plot.setClipToView(True)
+        plot.setDownsampling(auto=True, mode="peak")
+
+
+def _mean_pos(row: dict[str, Any]) -> float:
+    """Average context position of a test's decode steps: depth + prompt + half the generated tokens."""
+    return float(int(row.get("n_depth") or 0) + int(row.get("n_prompt") or 0) + int(row.get("n_gen") or 0) / 2)

@@ -1,0 +1,185 @@
+"""Predictions for the window: a cache in front of ``app.core.ceilings.predict``. No Qt, no physics of its own.
+
+The physics lives in ``app/core/ceilings.py``; this module only chooses what to ask (which depth, which
+context) for a table row or a plotted curve, and remembers the answers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.core import ceilings
+from app.core.hardware_profiles import HardwareProfile
+from app.core.model_facts import ModelFacts
+
+_PREDICT_PARAMS = set(inspect.signature(ceilings.predict).parameters)
+
+
+@dataclass(frozen=True)
+class TestPrediction:
+    """What the selected hardware allows for one test's settings."""
+
+    __test__ = False
+
+    ttft_ms: float | None
+    prefill_tps: float | None
+    decode_tps: float | None  # at the generation's average position in the context
+    kv_bytes: float | None
+    needed_bytes: float | None
+    fit_status: str
+
+
+def _f(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def _int(d: dict[str, Any], key: str, default: int) -> int:
+    try:
+        return int(d.get(key, default) if d.get(key) is not None else default)
+    except (TypeError, ValueError):
+        return default
+
+
+def n_ctx_for(test: dict[str, Any]) -> int:
+    """The context size the runner gives a test (TestSpec.n_ctx): depth + prompt + generated (+1), per sequence."""
+    per_seq = _int(test, "n_depth", 0) + _int(test, "n_prompt", 0) + _int(test, "n_gen", 0) + 1
+    return -(-per_seq * max(_int(test, "n_parallel", 1), 1) // 256) * 256
+
+
+class Predictor:
+    """Model facts by path, the chosen hardware profile, and cached ceilings."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, ModelFacts] = {}
+        self.fact_errors: dict[str, str] = {}
+        self.profile: HardwareProfile | None = None
+        self.cpu_bandwidth_gbps: float | None = None
+        self.version = 0
+        self._cache: dict[tuple[Any, ...], Any] = {}
+
+    # --- inputs ---------------------------------------------------------------------------------
+    def set_facts(self, path: str, facts: ModelFacts) -> None:
+        self.facts[path] = facts
+        self.fact_errors.pop(path, None)
+        self._changed()
+
+    def set_fact_error(self, path: str, message: str) -> None:
+        self.fact_errors[path] = message
+        self._changed()
+
+    def set_profile(self, profile: HardwareProfile | None, cpu_bandwidth_gbps: float | None = None) -> None:
+        self.profile = profile
+        self.cpu_bandwidth_gbps = cpu_bandwidth_gbps
+        self._changed()
+
+    def _changed(self) -> None:
+        self._cache.clear()
+        self.version += 1
+
+    @property
+    def ready(self) -> bool:
+        return self.profile is not None
+
+    # --- one prediction -------------------------------------------------------------------------
+    def predict(self, path: str, *, n_ctx: int, n_gpu_layers: int = 999, type_k: str = "f16",
+                type_v: str | None = None, n_prompt: int = 512, n_gen: int = 128, n_depth: int = 0,
+                flash_attn: bool = False, n_ubatch: int = 512) -> ceilings.Prediction | None:
+        """``ceilings.predict`` for a model path, or None when facts or a profile are missing or it fails."""
+        facts = self.facts.get(path)
+        if facts is None or self.profile is None:
+            return None
+        key = ("p", path, n_ctx, n_gpu_layers, type_k, type_v, n_prompt, n_gen, n_depth, flash_attn, n_ubatch)
+        if key in self._cache:
+            return self._cache[key]
+        kwargs: dict[str, Any] = {"n_ubatch": n_ubatch, "flash_attn": flash_attn}
+        if "n_depth" in _PREDICT_PARAMS:
+            kwargs["n_depth"] = n_depth
+        try:
+            pred = ceilings.predict(facts, self.profile, max(n_ctx, 1), n_gpu_layers, type_k, type_v or type_k,
+                                    max(n_prompt, 1), max(n_gen, 0), self.cpu_bandwidth_gbps, **kwargs)
+        except Exception:  # noqa: BLE001 - a prediction that cannot be made is shown as "—"
+            pred = None
+        self._cache[key] = pred
+        return pred
+
+    def for_test(self, test: dict[str, Any]) -> TestPrediction | None:
+        """Ceilings for a test (or a row: same keys). Decode is read at the generation's average position."""
+        path = str(test.get("model_path", ""))
+        n_prompt, n_gen, depth = _int(test, "n_prompt", 512), _int(test, "n_gen", 128), _int(test, "n_depth", 0)
+        common = dict(n_ctx=n_ctx_for(test), n_gpu_layers=_int(test, "n_gpu_layers", 999),
+                      type_k=str(test.get("type_k") or "f16"), type_v=str(test.get("type_v") or test.get("type_k")
+                                                                             or "f16"),
+                      flash_attn=bool(test.get("flash_attn")), n_ubatch=_int(test, "n_ubatch", 512))
+        pre = self.predict(path, n_prompt=n_prompt, n_gen=n_gen, n_depth=depth, **common)
+        if pre is None:
+            return None
+        dec = pre
+        if depth and "n_depth" not in _PREDICT_PARAMS:  # decode then runs at depth + prompt + gen/2
+            dec = self.predict(path, n_prompt=depth + n_prompt, n_gen=n_gen, **common) or pre
+        prefill = _f(pre.prefill_ceiling_tps) if n_prompt > 0 else None
+        return TestPrediction(
+            ttft_ms=n_prompt / prefill * 1000.0 if prefill else None,
+            prefill_tps=prefill,
+            decode_tps=_f(dec.decode_ceiling_tps) if n_gen > 0 else None,
+            kv_bytes=_f(pre.kv_bytes),
+            needed_bytes=_f(pre.weight_bytes + pre.kv_bytes + pre.compute_buffer_bytes),
+            fit_status=str(pre.fit.status),
+        )
+
+    # --- curves for the plots -------------------------------------------------------------------
+    def ttft_curve(self, path: str, xs: Sequence[float], depth: int = 0, **settings: Any) -> np.ndarray | None:
+        """Predicted TTFT (ms) for prompt lengths ``xs`` at ``depth``."""
+        ys = []
+        for x in xs:
+            t = dict(settings, model_path=path, n_prompt=int(x), n_gen=0, n_depth=depth)
+            p = self.for_test(t)
+            if p is None:
+                return None
+            ys.append(p.ttft_ms if p.ttft_ms is not None else np.nan)
+        return np.asarray(ys, dtype=float)
+
+    def decode_curve(self, path: str, positions: Sequence[float], **settings: Any) -> np.ndarray | None:
+        """Decode ceiling (tok/s) for a token at each context position."""
+        ys = []
+        for x in positions:
+            p = self.predict(path, n_ctx=n_ctx_for({"n_prompt": int(x)}), n_prompt=max(int(x), 1), n_gen=0,
+                             **_ctx_settings(settings))
+            if p is None:
+                return None
+            ys.append(_f(p.decode_ceiling_tps) or np.nan)
+        return np.asarray(ys, dtype=float)
+
+    def kv_curve(self, path: str, ctxs: Sequence[float], **settings: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """(KV-cache bytes, weights + KV + compute bytes) llama.cpp allocates at each context size."""
+        facts = self.facts.get(path)
+        if facts is None:
+            return None
+        s = _ctx_settings(settings)
+        kv, total = [], []
+        try:
+            for x in ctxs:
+                k = ceilings.kv_alloc_bytes(facts, int(x), s["type_k"], s["type_v"], s["n_ubatch"])
+                c = ceilings.compute_buffer_bytes_for(facts, int(x), s["n_ubatch"], s["flash_attn"])
+                kv.append(k)
+                total.append(facts.weight_bytes + k + c)
+        except Exception:  # noqa: BLE001
+            return None
+        return np.asarray(kv, dtype=float), np.asarray(total, dtype=float)
+
+
+def _ctx_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    type_k = str(settings.get("type_k") or "f16")
+    return {"n_gpu_layers": int(settings.get("n_gpu_layers", 999) if settings.get("n_gpu_layers") is not None
+                                else 999),
+            "type_k": type_k, "type_v": str(settings.get("type_v") or type_k),
+            "flash_attn": bool(settings.get("flash_attn")), "n_ubatch": int(settings.get("n_ubatch") or 512)}

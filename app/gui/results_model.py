@@ -1,0 +1,193 @@
+"""The results table: one row per test, measured beside predicted, with the achieved fraction of each ceiling."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QBrush, QColor
+
+from app.gui.predictions import Predictor, TestPrediction
+
+Index = QModelIndex | QPersistentModelIndex
+SORT_ROLE = Qt.ItemDataRole.UserRole
+TEST_INDEX_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    value: Callable[[dict[str, Any], TestPrediction | None], Any]
+    fmt: str = "{}"
+    tip: str = ""
+    kind: str = "plain"  # plain | measured | predicted | fraction
+
+
+def _pct(num: Any, den: Any) -> float | None:
+    try:
+        n, d = float(num), float(den)
+    except (TypeError, ValueError):
+        return None
+    return n / d if d > 0 and math.isfinite(n) else None
+
+
+def _p(attr: str) -> Callable[[dict[str, Any], TestPrediction | None], Any]:
+    return lambda _r, p: getattr(p, attr) if p is not None else None
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("#", lambda r, _p: int(r.get("test_index", 0)) + 1, tip="test number in the sweep"),
+    Column("model", lambda r, _p: r.get("model_filename", "")),
+    Column("status", lambda r, _p: r.get("status", "")),
+    Column("prompt", lambda r, _p: r.get("n_prompt"), tip="prompt length (tokens)"),
+    Column("gen", lambda r, _p: r.get("n_gen"), tip="generated tokens (decode steps)"),
+    Column("depth", lambda r, _p: r.get("n_depth"), tip="tokens already in the KV cache"),
+    Column("TTFT ms", lambda r, _p: r.get("ttft_ms"), "{:.1f}", "measured time to first token (mean)", "measured"),
+    Column("TTFT pred ms", _p("ttft_ms"), "{:.1f}", "predicted: prompt ÷ prefill ceiling", "predicted"),
+    Column("prefill tok/s", lambda r, _p: r.get("prefill_tps"), "{:.1f}", "measured prompt tokens per second",
+           "measured"),
+    Column("prefill ceiling", _p("prefill_tps"), "{:.0f}", "compute-bound ceiling for the selected hardware",
+           "predicted"),
+    Column("prefill %", lambda r, p: _pct(r.get("prefill_tps"), p.prefill_tps if p else None), "{:.0%}",
+           "achieved fraction of the prefill ceiling", "fraction"),
+    Column("decode tok/s", lambda r, _p: r.get("decode_tps"), "{:.2f}", "measured decode tokens per second",
+           "measured"),
+    Column("decode ceiling", _p("decode_tps"), "{:.1f}", "memory-bound ceiling at the test's context position",
+           "predicted"),
+    Column("decode %", lambda r, p: _pct(r.get("decode_tps"), p.decode_tps if p else None), "{:.0%}",
+           "achieved fraction of the decode ceiling", "fraction"),
+    Column("ITL p99 ms", lambda r, _p: r.get("itl_p99_ms"), "{:.2f}", "99th percentile inter-token latency",
+           "measured"),
+    Column("ngl", lambda r, _p: r.get("n_gpu_layers"), tip="GPU layers requested"),
+    Column("KV", lambda r, _p: r.get("type_k") if r.get("type_v") in (None, r.get("type_k"))
+           else f"{r.get('type_k')}/{r.get('type_v')}", tip="KV cache type (K/V)"),
+    Column("FA", lambda r, _p: r.get("flash_attn"), tip="flash attention"),
+    Column("threads", lambda r, _p: r.get("n_threads"), tip="CPU threads (0: all)"),
+    Column("par", lambda r, _p: r.get("n_parallel"), tip="parallel sequences"),
+    Column("error", lambda r, _p: r.get("error", ""), tip="why a test failed"),
+)
+_KIND_BG = {"predicted": QColor(240, 244, 252), "fraction": QColor(246, 246, 240)}
+
+
+class ResultsModel(QAbstractTableModel):
+    """Rows of the current session (keyed by test index), with predictions from a Predictor."""
+
+    def __init__(self, predictor: Predictor, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.predictor = predictor
+        self._rows: list[dict[str, Any]] = []
+        self._pred: list[TestPrediction | None] = []
+        self._where: dict[int, int] = {}
+
+    # --- updates ----------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.beginResetModel()
+        self._rows, self._pred, self._where = [], [], {}
+        self.endResetModel()
+
+    def update_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Add new rows at the end, replace changed ones in place (selection and sort survive)."""
+        for row in rows:
+            i = int(row.get("test_index", -1))
+            pos = self._where.get(i)
+            if pos is None:
+                n = len(self._rows)
+                self.beginInsertRows(QModelIndex(), n, n)
+                self._rows.append(row)
+                self._pred.append(self.predictor.for_test(row))
+                self._where[i] = n
+                self.endInsertRows()
+            elif self._rows[pos] is not row and self._rows[pos] != row:
+                self._rows[pos] = row
+                self._pred[pos] = self.predictor.for_test(row)
+                self.dataChanged.emit(self.index(pos, 0), self.index(pos, len(COLUMNS) - 1))
+
+    def refresh_predictions(self) -> None:
+        self._pred = [self.predictor.for_test(r) for r in self._rows]
+        if self._rows:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self._rows) - 1, len(COLUMNS) - 1))
+
+    def rows(self) -> list[dict[str, Any]]:
+        return list(self._rows)
+
+    def row_at(self, pos: int) -> dict[str, Any]:
+        return self._rows[pos]
+
+    # --- Qt model ---------------------------------------------------------------------------------
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(COLUMNS):
+            return None
+        col = COLUMNS[section]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return col.header
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return col.tip or None
+        return None
+
+    def raw(self, row: int, column: int) -> Any:
+        return COLUMNS[column].value(self._rows[row], self._pred[row])
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        r, c = index.row(), index.column()
+        col = COLUMNS[c]
+        row = self._rows[r]
+        if role == Qt.ItemDataRole.DisplayRole:
+            v = self.raw(r, c)
+            if v is None or v == "":
+                return "—" if col.kind != "plain" else ""
+            if isinstance(v, float) and not math.isfinite(v):
+                return "—"
+            try:
+                return col.fmt.format(v)
+            except (ValueError, TypeError):
+                return str(v)
+        if role == SORT_ROLE:
+            v = self.raw(r, c)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+            return -math.inf if v in (None, "") else str(v)
+        if role == TEST_INDEX_ROLE:
+            return int(row.get("test_index", -1))
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            v = self.raw(r, c)
+            if isinstance(v, (int, float)):
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return None
+        if role == Qt.ItemDataRole.ForegroundRole and row.get("status") not in ("ok", None):
+            return QBrush(QColor(180, 30, 30))
+        if role == Qt.ItemDataRole.BackgroundRole and col.kind in _KIND_BG:
+            return QBrush(_KIND_BG[col.kind])
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if row.get("error"):
+                return str(row["error"])
+            if row.get("unstable"):
+                return f"unstable (spread ≥ 10 % of the mean): {row.get('unstable_metrics')}"
+            return col.tip or None
+        return None
+
+
+class ResultsProxy(QSortFilterProxyModel):
+    """Sorts numbers as numbers (the model's SORT_ROLE), blanks last."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.setSortRole(SORT_ROLE)
+
+    def lessThan(self, left: Index, right: Index) -> bool:
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        if isinstance(a, float) and isinstance(b, float):
+            return a < b
+        if isinstance(a, float) != isinstance(b, float):
+            return isinstance(a, float)
+        return str(a) < str(b)

@@ -1,0 +1,45 @@
+"""Run slow, Qt-free work (reading GGUF facts, scanning folders, the CPU probe) off the GUI thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+Callback = Callable[[Any, BaseException | None], None]
+
+
+class Tasks(QObject):
+    """``submit(fn, on_done, *args)``: ``fn`` runs on a pool thread, ``on_done(result, error)`` on the GUI thread."""
+
+    _done = Signal(object, object, object)
+
+    def __init__(self, parent: QObject | None = None, max_workers: int = 1) -> None:
+        super().__init__(parent)
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gui-task")
+        self._done.connect(self._deliver)
+        self.pending = 0
+
+    def submit(self, fn: Callable[..., Any], on_done: Callback | None, *args: Any) -> Future[Any]:
+        self.pending += 1
+        fut = self._pool.submit(fn, *args)
+
+        def finished(f: Future[Any]) -> None:
+            err = f.exception()
+            try:
+                self._done.emit(on_done, None if err else f.result(), err)
+            except RuntimeError:  # the window is gone
+                pass
+
+        fut.add_done_callback(finished)
+        return fut
+
+    def _deliver(self, on_done: Callback | None, result: Any, err: BaseException | None) -> None:
+        self.pending -= 1
+        if on_done is not None:
+            on_done(result, err)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

