@@ -42,9 +42,26 @@ def test_run_writes_one_row_per_test_with_both_phases(smollm2_path: Path) -> Non
         # our rate and llama.cpp's own counter for the same runs agree to within 25% even on a noisy machine
         assert 0.75 < _f(r, "decode_tps") / _f(r, "llama_decode_tps") < 1.25
         assert 0.75 < _f(r, "prefill_tps") / _f(r, "llama_prefill_tps") < 1.25
+        # beside the measurement: the ceiling physics allows on the hardware it ran on
+        assert _f(r, "pred_decode_ceiling_tps") > 0
+        assert 0 < _f(r, "decode_achieved_frac") <= 1
+        assert _f(r, "mem_measured_bytes") > 0 and _f(r, "pred_mem_bytes") > 0
     if rows[0]["backends"] == "CPU":  # this machine: no GPU backend, and the row says so honestly
         assert rows[0]["n_gpu_layers"] == "99" and rows[0]["n_gpu_layers_effective"] == "0"
         assert "no GPU backend" in proc.stderr
+
+
+def test_telemetry_trace_has_phase_markers(smollm2_path: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "256", "-n", "48", "-r", "1", "-o", "csv", "-q",
+                      "--telemetry", str(trace), "--no-predict")
+    assert proc.returncode == 0, proc.stderr
+    rows = export.read_csv(trace.read_text())
+    phases = {r["phase"].split(" ")[0] for r in rows}
+    assert {"prefill", "decode"} <= phases
+    assert all(float(r["rss_bytes"]) > 0 for r in rows)
+    ts = [int(r["t_ns"]) for r in rows]
+    assert ts == sorted(ts)
 
 
 def test_decode_slows_as_the_kv_cache_fills(smollm2_path: Path) -> None:

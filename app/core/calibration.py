@@ -31,12 +31,20 @@ class StoreCalibration:
                      if r.get("cpu_info") == cpu_info and (r.get("gpu_info") or "") == gpu_info]
         self._cache: dict[tuple[str, str], tuple[Efficiency | None, str]] = {}
 
-    def __call__(self, backends: str, model_filename: str) -> tuple[Efficiency | None, str]:
-        key = (backends, model_filename)
+    def __call__(self, backends: str, model_filename: str, file_type: str = "") -> tuple[Efficiency | None, str]:
+        """Efficiency from other models on this backend, preferring the same quantization type.
+
+        The efficiency of a kernel depends on the weight type (on a CPU, Q8_0 dot products run far faster than
+        Q4_1's), so rows of the same ``file_type`` are used when there are any.
+        """
+        key = (backends, model_filename, file_type)
         if key not in self._cache:
-            rows = [r for r in self.rows if (r.get("backends") or "CPU") == backends
-                    and r.get("model_filename") != model_filename]
+            others = [r for r in self.rows if (r.get("backends") or "CPU") == backends
+                      and r.get("model_filename") != model_filename and r.get("status") == "ok"]
+            same = [r for r in others if file_type and r.get("model_ftype") == file_type]
+            rows = same or others
             eff = efficiency_from_rows(rows)
-            models = sorted({str(r.get("model_filename")) for r in rows if r.get("status") == "ok"})
-            self._cache[key] = (eff, f"{len(rows)} rows of {', '.join(models)}" if eff else "")
+            models = sorted({str(r.get("model_filename")) for r in rows})
+            kind = f"same type {file_type}" if same else "other types"
+            self._cache[key] = (eff, f"{len(rows)} rows ({kind}) of {', '.join(models)}" if eff else "")
         return self._cache[key]

@@ -279,7 +279,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         with ResultStore(args.store) as store:
             machine = machine_facts_for_run()
             calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
-            eff, source = calib("CPU" if profile.kind == "cpu" else "GPU", Path(model).name)
+            backend = "CPU" if profile.kind == "cpu" else hw_backend_name(profile)
+            eff, source = calib(backend, Path(model).name, facts.file_type)
     try:
         pred = predict(facts, profile, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers, type_k=args.type_k,
                        type_v=args.type_v, n_prompt=args.n_prompt, n_gen=args.n_gen,
@@ -294,6 +295,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(format_prediction(doc, facts.name, Path(model).name))
     return EXIT_OK
+
+
+def hw_backend_name(profile: Any) -> str:
+    """The ``backends`` value rows measured on this GPU carry (see the engine): the vendor's API first."""
+    return "CUDA,CPU" if profile.vendor.lower() == "nvidia" else "GPU,CPU"
 
 
 def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:

@@ -36,7 +36,8 @@ FIELDS: tuple[str, ...] = (
     "vram_peak_bytes", "power_avg_w_prefill", "power_avg_w_decode", "energy_j_prefill", "energy_j_decode",
     "energy_j_per_token",
     # predicted from the GGUF's metadata and the hardware, beside the measurement
-    "hw_profile", "pred_bandwidth_gbps", "pred_tflops", "pred_decode_ceiling_tps", "pred_prefill_ceiling_tps",
+    "model_ftype", "hw_profile", "pred_bandwidth_gbps", "pred_tflops", "pred_decode_ceiling_tps",
+    "pred_prefill_ceiling_tps",
     "pred_ttft_ms", "decode_achieved_frac", "prefill_achieved_frac", "effective_bandwidth_gbps",
     "pred_weight_bytes", "pred_kv_bytes", "pred_compute_buffer_bytes", "pred_mem_bytes",
     "expected_decode_tps", "expected_prefill_tps", "calibrated_from",

@@ -14,8 +14,8 @@ from app.core.gguf_facts import GGUFFileError, read_model_facts
 from app.core.hardware_context import HardwareContext
 from app.core.model_facts import ModelFacts
 
-#: (backends, model_filename) -> (efficiency or None, where it was learned)
-CalibrationLookup = Callable[[str, str], tuple[Efficiency | None, str]]
+#: (backends, model_filename, file_type) -> (efficiency or None, where it was learned)
+CalibrationLookup = Callable[[str, str, str], tuple[Efficiency | None, str]]
 
 
 def _ratio(measured: Any, ceiling: float | None) -> float | None:
@@ -41,6 +41,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
     decode_tps = row.get("decode_tps")
     kv_read = facts.kv_bytes_per_token(type_k, type_v) * (depth + n_prompt + n_gen / 2.0)
     out: dict[str, Any] = {
+        "model_ftype": facts.file_type,
         "hw_profile": profile.name,
         "pred_bandwidth_gbps": profile.peak_bandwidth_gbps,
         "pred_tflops": profile.fp16_tensor_tflops,
@@ -84,7 +85,8 @@ class RowPredictor:
             return {}
         eff, source = (None, "")
         if self.calibration is not None:
-            eff, source = self.calibration(str(row.get("backends") or "CPU"), str(row.get("model_filename") or ""))
+            eff, source = self.calibration(str(row.get("backends") or "CPU"), str(row.get("model_filename") or ""),
+                                           facts.file_type)
         try:
             return predicted_columns(row, facts, self.hw, eff, source)
         except (ValueError, ZeroDivisionError) as e:

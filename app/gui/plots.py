@@ -21,7 +21,20 @@ HILITE = "#ff8c00"
 PREFILL_BRUSH = (255, 190, 60, 55)
 DECODE_BRUSH = (70, 150, 255, 40)
 MIB = 1024.0**2
-CURVE_POINTS = 48
+CURVE_POINTS = 20
+
+
+def nice_ceil(v: float) -> float:
+    """A round number a little above ``v`` (steps of half a decade: 150 → 200, 0.73 → 0.8)."""
+    if not np.isfinite(v) or v <= 0:
+        return 1.0
+    half = 10 ** np.floor(np.log10(v)) / 2
+    return float(np.ceil(v * 1.04 / half) * half)
+
+
+def _finite_max(*arrays: Any) -> float:
+    vals = [float(np.nanmax(a)) for a in arrays if np.size(a) and np.isfinite(a).any()]
+    return max(vals) if vals else float("nan")
 
 
 def color(i: int) -> str:
@@ -151,6 +164,12 @@ class LivePlots(QWidget):
         self._mem_pred: pg.InfiniteLine | None = None
         self.kv_ctx_max = 4096
         self.redraws = 0
+        self._plot_keys: dict[str, tuple[Any, ...]] = {}
+        self._ranges: dict[str, tuple[Any, Any]] = {}
+        self._dec_curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for w in self.plots():
+            for name in ("left", "bottom", "right"):
+                w.getPlotItem().getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def plots(self) -> list[pg.PlotWidget]:
         return [self.ttft, self.decode, self.kv, self.tel, self.itl]
@@ -206,12 +225,19 @@ class LivePlots(QWidget):
                 self.kv.getPlotItem().removeItem(line_item) if attr == "_limit" else \
                     self.tel.getPlotItem().removeItem(line_item)
                 setattr(self, attr, None)
-        self._curves.clear()
+        if len(self._curves) > 400:  # keyed by predictor version and inputs: still valid, just bounded
+            self._curves.clear()
         self._last_key = None
+        self._plot_keys.clear()
+        self._ranges.clear()
+        self._dec_curves = {}
+        for w in (self.decode, self.tel, self.itl):
+            w.getPlotItem().enableAutoRange()
+        self.tel_vb2.enableAutoRange()
 
     def refresh(self, session: LiveSession, predictor: Predictor, selected: Iterable[int] = (),
                 force: bool = False) -> bool:
-        """Redraw what changed since the last call; returns False when nothing had changed."""
+        """Redraw the plots whose inputs changed since the last call; False when none had."""
         sel = frozenset(selected)
         key = (id(session), session.version, predictor.version, sel, self.kv_ctx_max)
         if key == self._last_key and not force:
@@ -219,13 +245,45 @@ class LivePlots(QWidget):
         self._last_key = key
         models = session.models()
         multi = len(models) > 1
-        self._draw_ttft(session, predictor, models, multi, sel)
-        curves = self._draw_decode(session, predictor, models, multi, sel)
-        self._draw_kv(session, predictor, models, multi, sel)
-        self._draw_telemetry(session, predictor, models)
-        self._draw_itl(session, models, curves, sel)
+        n_tok, n_tel, base = len(session.tok_t_ns), len(session.tel_t_ns), (id(session), predictor.version)
+        keys = {
+            "ttft": (*base, session.rows_version, len(session.tests), sel),
+            "dec": (*base, session.rows_version, len(session.tests), sel, n_tok),
+            "kv": (*base, session.rows_version, len(session.tests), sel, self.kv_ctx_max, n_tel // 25),
+            "tel": (*base, n_tel, len(session.phases), len(session.tests)),
+            "itl": (*base, n_tok, sel),
+        }
+        changed = {k for k, v in keys.items() if force or self._plot_keys.get(k) != v}
+        self._plot_keys.update(keys)
+        if "ttft" in changed:
+            self._draw_ttft(session, predictor, models, multi, sel)
+        if "dec" in changed:
+            self._dec_curves = self._draw_decode(session, predictor, models, multi, sel)
+        if "kv" in changed:
+            self._draw_kv(session, predictor, models, multi, sel)
+        if "tel" in changed:
+            self._draw_telemetry(session, predictor, models)
+        if "itl" in changed or "dec" in changed:
+            self._draw_itl(session, models, self._dec_curves, sel)
         self.redraws += 1
         return True
+
+    def _set_range(self, name: str, vb: pg.ViewBox, x: tuple[float, float] | None,
+                   y_hi: float | None, y_lo: float = 0.0) -> None:
+        """Fix a view's range to 'nice' bounds that only grow within a session: axes are redrawn (costly text)
+        only when the data outgrows them, not on every appended point."""
+        prev_x, prev_y = self._ranges.get(name, (None, None))
+        if x is not None and prev_x is not None:
+            x = (min(x[0], prev_x[0]), max(x[1], prev_x[1]))
+        y = None
+        if y_hi is not None:
+            hi = nice_ceil(y_hi)
+            y = (y_lo, max(hi, prev_y[1]) if prev_y is not None else hi)
+        if (x, y) == (prev_x, prev_y) or (x is None and y is None):
+            return
+        self._ranges[name] = (x if x is not None else prev_x, y if y is not None else prev_y)
+        vb.disableAutoRange()
+        vb.setRange(xRange=x, yRange=y, padding=0.0)
 
     def save_png(self, path: str) -> bool:
         return self.grab().save(path, "PNG")
@@ -344,6 +402,10 @@ class LivePlots(QWidget):
         hx = [_mean_pos(r) for r in rows if r.get("test_index") in sel]
         hy = [float(r["decode_tps"]) for r in rows if r.get("test_index") in sel]
         self._pool.get(plot, ("dec", "hl"), lambda: ring(None)).setData(hx, hy)
+        tok_hi = float(np.percentile(rate, 99)) if rate.size else float("nan")
+        mean_hi = max((float(r["decode_tps"]) + float(r.get("decode_tps_stddev") or 0) for r in rows), default=np.nan)
+        y_hi = _finite_max(tok_hi, mean_hi, *[ys for _xs, ys in curves.values()])
+        self._set_range("dec", plot.getViewBox(), (0.0, float(xmax)), y_hi if np.isfinite(y_hi) else None)
         return curves
 
     # --- KV memory ------------------------------------------------------------------------------
@@ -384,8 +446,8 @@ class LivePlots(QWidget):
             if self._limit is None:
                 self._limit = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen("#444", width=1.5,
                                                                                  style=Qt.PenStyle.DotLine),
-                                              label=label, labelOpts={"position": 0.35, "color": "#333",
-                                                                      "anchors": [(0.5, 1), (0.5, 1)]})
+                                              label=label, labelOpts={"position": 0.3, "color": "#333",
+                                                                      "anchors": [(0.5, 0), (0.5, 0)]})
                 plot.addItem(self._limit, ignoreBounds=False)
             self._limit.setPos(np.log10(limit_mib))
             self._limit.label.setFormat(label)
@@ -405,7 +467,6 @@ class LivePlots(QWidget):
             self._right("gpu", "GPU utilisation (%)", "#ff7f0e").setData(t, tel["gpu_util_pct"])
         if np.isfinite(tel["power_w"]).any():
             self._right("pw", "GPU power (W)", "#d62728", dashed=True).setData(t, tel["power_w"])
-        self.tel_vb2.enableAutoRange(axis=pg.ViewBox.YAxis)
         for span in session.phases[self._n_phases:]:
             brush = PREFILL_BRUSH if span.phase == "prefill" else DECODE_BRUSH
             region = pg.LinearRegionItem(values=(float(session.t_s(span.start_ns)), float(session.t_s(span.end_ns))),
@@ -426,6 +487,13 @@ class LivePlots(QWidget):
                         labelOpts={"position": 0.12, "color": "#1f77b4", "anchors": [(0, 1), (0, 1)]})
                     plot.addItem(self._mem_pred)
                 self._mem_pred.setPos(p.needed_bytes / MIB)
+        t_hi = _finite_max(t, [float(session.t_s(sp.end_ns)) for sp in session.phases[-1:]])
+        x = (0.0, nice_ceil(t_hi)) if np.isfinite(t_hi) else None
+        mem_hi = _finite_max(tel["rss_bytes"] / MIB, tel["vram_used_bytes"] / MIB,
+                             [self._mem_pred.value()] if self._mem_pred is not None else [])
+        self._set_range("tel", plot.getViewBox(), x, mem_hi if np.isfinite(mem_hi) else None)
+        pct_hi = _finite_max([100.0], tel["cpu_pct"], tel["gpu_util_pct"], tel["power_w"])
+        self._set_range("tel2", self.tel_vb2, None, pct_hi)
 
     # --- inter-token latency --------------------------------------------------------------------
     def _draw_itl(self, session: LiveSession, models: Sequence[str],
@@ -451,6 +519,9 @@ class LivePlots(QWidget):
             t[in_sel], itl[in_sel], connect=_connect(starts[in_sel]))
         plot.setClipToView(True)
         plot.setDownsampling(auto=True, mode="peak")
+        if itl.size:
+            y_hi = min(float(np.nanmax(itl)), 4 * float(np.percentile(itl, 95)))
+            self._set_range("itl", plot.getViewBox(), (0.0, nice_ceil(float(t[-1]))), _finite_max([y_hi], floor))
 
 
 def _mean_pos(row: dict[str, Any]) -> float:
