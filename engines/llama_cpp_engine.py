@@ -47,7 +47,7 @@ GGML_TYPES: dict[str, int] = {
     "q5_1": lc.GGML_TYPE_Q5_1,
 }
 
-_LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
+_LOG_DEBUG, _LOG_ERROR, _LOG_CONT = 1, 4, 5  # GGML_LOG_LEVEL_*
 _log_lines: collections.deque[tuple[int, str]] = collections.deque(maxlen=400)
 _log_file = None
 _backend_ready = False
@@ -56,6 +56,8 @@ _backend_ready = False
 @lc.llama_log_callback
 def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:  # pragma: no cover - C callback
     msg = text.decode("utf-8", "replace") if text else ""
+    if level == _LOG_DEBUG or (level == _LOG_CONT and _log_lines and _log_lines[-1][0] == _LOG_DEBUG):
+        return  # per-tensor graph chatter at context creation: not kept, never in the timed path
     _log_lines.append((level, msg))
     if _log_file is not None:
         _log_file.write(msg)
@@ -91,6 +93,19 @@ def _last_error(default: str) -> str:
         return default
     first, last = errors[0], errors[-1]
     return last if first == last else f"{first}; {last}"
+
+
+_BUFFER_RE = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([0-9.]+) MiB")
+
+
+def reported_buffers() -> dict[str, float]:
+    """Buffer sizes llama.cpp logged since the last clear (bytes): weights, KV cache, compute; all devices."""
+    out = {"weights": 0.0, "kv": 0.0, "compute": 0.0}
+    key = {"model": "weights", "KV": "kv", "compute": "compute"}
+    for _, msg in _log_lines:
+        for m in _BUFFER_RE.finditer(msg):
+            out[key[m.group(2)]] += float(m.group(3)) * 2**20
+    return out
 
 
 def _ggml_build() -> tuple[str, str]:
@@ -159,6 +174,7 @@ class LlamaCppEngine:
             raise ModelLoadError(f"{path}: llama.cpp could not load it: {_last_error('unknown reason')}")
         self._model = model
         self._model_path = str(path)
+        self._weights_reported = reported_buffers()["weights"]
         self._vocab = lc.llama_model_get_vocab(model)
         self._n_vocab = lc.llama_vocab_n_tokens(self._vocab)
         n_layer = lc.llama_model_n_layer(model)
@@ -204,6 +220,7 @@ class LlamaCppEngine:
             )
         self._ctx = ctx
         self._ctx_cfg = cfg
+        self._ctx_reported = reported_buffers()
         self._sampler = lc.llama_sampler_init_greedy()
 
     def tokenize(self, text: str) -> list[int]:
@@ -217,6 +234,12 @@ class LlamaCppEngine:
             buf = (lc.llama_token * -n)()
             n = lc.llama_tokenize(self._vocab, data, len(data), buf, -n, True, False)
         return list(buf[:n])
+
+    def memory_report(self) -> dict[str, float]:
+        """What llama.cpp reported allocating for the loaded model and context (bytes)."""
+        ctx = getattr(self, "_ctx_reported", {}) if self._ctx is not None else {}
+        return {"weights_bytes": getattr(self, "_weights_reported", 0.0), "kv_bytes": ctx.get("kv", 0.0),
+                "compute_bytes": ctx.get("compute", 0.0)}
 
     # --- the timed run ---------------------------------------------------------------------------
     def _batches(self, items: list[tuple[int, int, int, bool]], size: int) -> list[lc.llama_batch]:

@@ -48,9 +48,10 @@ def test_order_tests_groups_a_shuffled_list() -> None:
     assert ordered == [a[0], a[1], b[0], b[1]]  # first-seen order kept inside and across groups
 
 
-def test_type_v_defaults_to_type_k() -> None:
-    tests = SweepSpec(models=["m.gguf"], type_k=["q8_0"]).tests()
-    assert tests[0].type_v == "q8_0"
+def test_type_v_stays_f16_unless_given_like_llama_bench() -> None:
+    assert SweepSpec(models=["m.gguf"], type_k=["q8_0"]).tests()[0].type_v == "f16"
+    both = SweepSpec(models=["m.gguf"], type_k=["q8_0"], type_v=["q8_0"]).tests()[0]
+    assert (both.type_k, both.type_v) == ("q8_0", "q8_0")
 
 
 def test_n_ctx_covers_depth_prompt_and_generation_for_every_sequence() -> None:

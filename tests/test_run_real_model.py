@@ -26,10 +26,11 @@ def _f(row: dict, key: str) -> float:
 
 
 def test_run_writes_one_row_per_test_with_both_phases(smollm2_path: Path) -> None:
-    proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "32,64", "-n", "8", "-r", "2", "-o", "csv")
+    proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "32,64", "-n", "8", "-r", "2", "-ctk", "f16,q8_0",
+                      "-o", "csv")
     assert proc.returncode == 0, proc.stderr
     rows = export.read_csv(proc.stdout)
-    assert [int(r["n_prompt"]) for r in rows] == [32, 64]
+    assert [(int(r["n_prompt"]), r["type_k"]) for r in rows] == [(32, "f16"), (64, "f16"), (32, "q8_0"), (64, "q8_0")]
     for r in rows:
         assert r["status"] == "ok"
         for key in ("ttft_ms", "prefill_tps", "decode_tps", "tpot_ms", "itl_p50_ms", "itl_p99_ms",
@@ -46,6 +47,9 @@ def test_run_writes_one_row_per_test_with_both_phases(smollm2_path: Path) -> Non
         assert _f(r, "pred_decode_ceiling_tps") > 0
         assert 0 < _f(r, "decode_achieved_frac") <= 1
         assert _f(r, "mem_measured_bytes") > 0 and _f(r, "pred_mem_bytes") > 0
+        # predicted weights + KV + compute buffers against what llama.cpp reported allocating: within 5%
+        assert abs(_f(r, "pred_mem_bytes") / _f(r, "llama_mem_bytes") - 1) < 0.05
+        assert abs(_f(r, "pred_kv_bytes") / _f(r, "llama_kv_bytes") - 1) < 0.05
     if rows[0]["backends"] == "CPU":  # this machine: no GPU backend, and the row says so honestly
         assert rows[0]["n_gpu_layers"] == "99" and rows[0]["n_gpu_layers_effective"] == "0"
         assert "no GPU backend" in proc.stderr

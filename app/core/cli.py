@@ -383,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-d", "--n-depth", dest="n_depth", help="tokens already in the KV cache before the timed part")
     p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", help="layers to offload to the GPU")
     p.add_argument("-ctk", "--cache-type-k", dest="type_k", help="K cache type: f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1")
-    p.add_argument("-ctv", "--cache-type-v", dest="type_v", help="V cache type (default: same as -ctk)")
+    p.add_argument("-ctv", "--cache-type-v", dest="type_v",
+                   help="V cache type (default f16, as llama-bench; quantized V needs -fa 1)")
     p.add_argument("-fa", "--flash-attn", dest="flash_attn", help="flash attention 0/1")
     p.add_argument("-t", "--threads", dest="n_threads", help="CPU threads (0: all)")
     p.add_argument("-b", "--batch-size", dest="n_batch", help="logical batch size")
@@ -407,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctx", type=int, default=4096, help="context length to fit (tokens)")
     p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=int, default=999)
     p.add_argument("-ctk", "--cache-type-k", dest="type_k", default="f16")
-    p.add_argument("-ctv", "--cache-type-v", dest="type_v")
+    p.add_argument("-ctv", "--cache-type-v", dest="type_v", default="f16")
     p.add_argument("-fa", "--flash-attn", dest="flash_attn", type=int, default=0)
     p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int, default=512, help="prompt tokens for the TTFT")
     p.add_argument("-n", "--n-gen", dest="n_gen", type=int, default=128, help="generated tokens")

@@ -86,7 +86,7 @@ class SweepSpec:
     n_depth: list[int] = field(default_factory=lambda: [0])
     n_gpu_layers: list[int] = field(default_factory=lambda: [99])
     type_k: list[str] = field(default_factory=lambda: ["f16"])
-    type_v: list[str] = field(default_factory=lambda: [])  # empty: same as type_k
+    type_v: list[str] = field(default_factory=lambda: ["f16"])  # as llama-bench: -ctk alone leaves V at f16
     flash_attn: list[bool] = field(default_factory=lambda: [False])
     n_threads: list[int] = field(default_factory=lambda: [0])
     n_batch: list[int] = field(default_factory=lambda: [2048])
@@ -121,15 +121,14 @@ class SweepSpec:
         """Every combination, ordered so tests that share a loaded model run together."""
         self.validate()
         out: list[TestSpec] = []
-        type_vs: list[str | None] = list(self.type_v) or [None]
         for model, ngl in itertools.product(self.models, self.n_gpu_layers):
             for tk, tv, fa, nt, nb, nub, npar, d, p, g in itertools.product(
-                self.type_k, type_vs, self.flash_attn, self.n_threads, self.n_batch, self.n_ubatch,
+                self.type_k, self.type_v, self.flash_attn, self.n_threads, self.n_batch, self.n_ubatch,
                 self.n_parallel, self.n_depth, self.n_prompt, self.n_gen,
             ):
                 out.append(TestSpec(
                     model_path=model, n_prompt=p, n_gen=g, n_depth=d, n_gpu_layers=ngl, type_k=tk,
-                    type_v=tv or tk, flash_attn=bool(fa), n_threads=nt, n_batch=nb, n_ubatch=min(nub, nb),
+                    type_v=tv, flash_attn=bool(fa), n_threads=nt, n_batch=nb, n_ubatch=min(nub, nb),
                     n_parallel=npar, repetitions=self.repetitions, prompt_file=self.prompt_file,
                 ))
         return order_tests(out)

@@ -34,7 +34,7 @@ FIELDS: tuple[str, ...] = (
     # memory and energy, measured in the worker
     "mem_measured_bytes", "mem_source", "mem_rss_delta_bytes", "vram_delta_bytes", "mem_peak_rss_bytes",
     "vram_peak_bytes", "power_avg_w_prefill", "power_avg_w_decode", "energy_j_prefill", "energy_j_decode",
-    "energy_j_per_token",
+    "energy_j_per_token", "llama_weights_bytes", "llama_kv_bytes", "llama_compute_bytes", "llama_mem_bytes",
     # predicted from the GGUF's metadata and the hardware, beside the measurement
     "model_ftype", "hw_profile", "pred_bandwidth_gbps", "pred_tflops", "pred_decode_ceiling_tps",
     "pred_prefill_ceiling_tps",

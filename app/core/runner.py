@@ -167,6 +167,11 @@ class Runner:
         row.update(summarise_phases(test, starts, prefill_ends, tokens))
         row.update(_engine_rates(counters))
         row.update(self.telemetry.end_test(test))
+        report = getattr(self.engine, "memory_report", None)
+        if report is not None:
+            mem = report()
+            row.update(llama_weights_bytes=mem["weights_bytes"], llama_kv_bytes=mem["kv_bytes"],
+                       llama_compute_bytes=mem["compute_bytes"], llama_mem_bytes=sum(mem.values()))
         wt = warm.prefill_end_ns - warm.start_ns
         row["warmup_ttft_ms"] = wt / 1e6 if test.n_prompt else None
         row["warmup_decode_tps"] = (len(warm.token_ns) / ((warm.token_ns[-1] - warm.prefill_end_ns) / 1e9)
