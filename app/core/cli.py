@@ -32,7 +32,7 @@ from app.core.gguf_facts import GGUFFileError, format_facts_text, read_model_fac
 from app.core.hardware_context import HardwareContext, detect_hardware_context
 from app.core.hardware_profiles import ProfileError
 from app.core.paths import SWEEP_PRESETS_DIR, default_model_path
-from app.core.plan import LIST_PARAMS, PlanError, SweepSpec, TestSpec, load_sweep_preset, parse_list
+from app.core.plan import LIST_PARAMS, PlanError, SweepSpec, load_sweep_preset, parse_list
 from app.core.results import base_row
 from app.core.row_predictions import RowPredictor
 from app.core.session import SweepSession, machine_facts_for_run
@@ -447,8 +447,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_CANCELLED
 
-
-__all__ = ["main", "build_parser", "TestSpec"]
 
 if __name__ == "__main__":
     sys.exit(main())

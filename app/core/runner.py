@@ -27,7 +27,16 @@ from app.core.events import (
 from app.core.plan import TestSpec
 from app.core.results import base_row, summarise_phases
 from app.core.telemetry_summary import TestTelemetry
-from engines.base import ContextConfig, Engine, EngineError, LoadConfig, LoadedModel, ModelLoadError, RunSpec
+from engines.base import (
+    ContextConfig,
+    Engine,
+    EngineError,
+    LoadConfig,
+    LoadedModel,
+    ModelLoadError,
+    RunSpec,
+    RunTimings,
+)
 
 Emit = Callable[[Event], None]
 WARMUP_MAX_GEN = 16
@@ -180,7 +189,7 @@ class Runner:
         self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
         return True
 
-    def _one(self, index: int, rep: int, spec: RunSpec):
+    def _one(self, index: int, rep: int, spec: RunSpec) -> RunTimings:
         self.emit(RepetitionStarted(t_ns=_now(), test_index=index, rep=rep))
         on_token = None
         if self.token_ticks:

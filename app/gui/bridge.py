@@ -2,14 +2,15 @@
 
 The sweep thread only appends events to a deque (thread-safe, no Qt call per event); the window's 10 Hz
 timer takes them with :meth:`SweepBridge.drain`. One Qt signal, ``finished``, is emitted once per sweep.
-Telemetry: a TelemetrySampler watches each worker process (its pid is known at the worker's SweepStarted)
-and its readings enter the same queue as ``TelemetrySample`` events, on the same clock as the worker's events.
+The session is built as ``gguf-bench run`` builds it (same machine facts, same predicted columns from the
+hardware the tests run on, same store), so a sweep gives the same rows from the window as from the CLI.
+Telemetry comes from the worker itself, as TelemetrySample events in the same stream.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -22,16 +23,24 @@ from app.core.plan import TestSpec
 from app.core.session import SweepOutcome, SweepSession
 from app.core.store import ResultStore
 
-TELEMETRY_INTERVAL_S = 0.2
 
+def row_predictor(store: ResultStore | None, machine: dict[str, Any], facts: dict[str, Any] | None = None) -> Any:
+    """The CLI's ``extra_row``: predicted columns for the detected hardware, calibrated from the store.
 
-def worker_pid(session: SweepSession) -> int | None:
-    """The running worker's pid (SweepSession exposes no public accessor yet)."""
-    pid = getattr(session, "worker_pid", None)
-    if isinstance(pid, int):
-        return pid
-    client = getattr(session, "_client", None)
-    return getattr(client, "pid", None)
+    ``facts`` (model path → ModelFacts the window has already read) spares the sweep thread re-reading GGUF
+    headers (seconds of Python work for a large vocabulary) while the worker measures.
+    """
+    from app.core.calibration import StoreCalibration
+    from app.core.hardware_context import detect_hardware_context
+    from app.core.row_predictions import RowPredictor
+
+    hw = detect_hardware_context(None)
+    calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
+    rp = RowPredictor(hw, calib)
+    cache = getattr(rp, "_facts", None)  # RowPredictor has no public way to hand it facts yet
+    if isinstance(cache, dict) and facts:
+        cache.update(facts)
+    return rp
 
 
 class SweepBridge(QObject):
@@ -41,17 +50,15 @@ class SweepBridge(QObject):
     finished = Signal(object)
 
     def __init__(self, parent: QObject | None = None, *, store_path: str | Path | None = None,
-                 telemetry: bool = True, telemetry_interval_s: float = TELEMETRY_INTERVAL_S) -> None:
+                 predict_rows: bool = True) -> None:
         super().__init__(parent)
         self.store_path = store_path
-        self.telemetry = telemetry
-        self.telemetry_interval_s = telemetry_interval_s
+        self.predict_rows = predict_rows
         self._queue: deque[ev.Event] = deque()
         self._thread: threading.Thread | None = None
         self._session: SweepSession | None = None
         self._lock = threading.Lock()
         self._cancel = threading.Event()
-        self._sampler: Any = None
         self.before_run: Callable[[], None] | None = None  # e.g. wait for the CPU probe to finish
         self.run_id = ""
 
@@ -59,18 +66,15 @@ class SweepBridge(QObject):
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    @property
-    def current_worker_pid(self) -> int | None:
-        with self._lock:
-            return worker_pid(self._session) if self._session is not None else None
-
-    def start(self, tests: list[TestSpec], *, sweep_name: str = "", command: str = "gguf-workbench") -> None:
+    def start(self, tests: list[TestSpec], *, sweep_name: str = "", command: str = "gguf-workbench",
+              facts: dict[str, Any] | None = None) -> None:
+        """Run ``tests`` on the sweep thread; ``facts`` are GGUF facts already read, by model path."""
         if self.running:
             raise RuntimeError("a sweep is already running")
         self._queue.clear()
         self._cancel.clear()
         self.run_id = ""
-        self._thread = threading.Thread(target=self._run, args=(list(tests), sweep_name, command),
+        self._thread = threading.Thread(target=self._run, args=(list(tests), sweep_name, command, dict(facts or {})),
                                         name="sweep", daemon=True)
         self._thread.start()
 
@@ -97,14 +101,19 @@ class SweepBridge(QObject):
         return not self.running
 
     # --- sweep thread ---------------------------------------------------------------------------
-    def _run(self, tests: list[TestSpec], sweep_name: str, command: str) -> None:
+    def _run(self, tests: list[TestSpec], sweep_name: str, command: str, facts: dict[str, Any]) -> None:
+        from app.core.session import machine_facts_for_run
+
         result: SweepOutcome | str
         store: ResultStore | None = None
         try:
             if self.before_run is not None:
                 self.before_run()
             store = ResultStore(self.store_path)  # sqlite connections belong to the thread that opens them
-            session = SweepSession(tests, store=store, sweep_name=sweep_name, command=command)
+            machine = machine_facts_for_run()
+            extra = row_predictor(store, machine, facts) if self.predict_rows else None
+            session = SweepSession(tests, store=store, sweep_name=sweep_name, command=command, machine=machine,
+                                   extra_row=extra)
             self.run_id = session.run_id
             with self._lock:
                 self._session = session
@@ -114,7 +123,6 @@ class SweepBridge(QObject):
         except Exception as e:  # noqa: BLE001 - shown in the window, never raised into Qt
             result = f"the sweep could not run: {type(e).__name__}: {e}"
         finally:
-            self._stop_sampler()
             with self._lock:
                 self._session = None
             if store is not None:
@@ -122,36 +130,13 @@ class SweepBridge(QObject):
         self.finished.emit(result)
 
     def _on_event(self, event: ev.Event) -> None:
-        if isinstance(event, ev.SweepStarted) and self.telemetry:
-            self._start_sampler()
+        if isinstance(event, (ev.TestFinished, ev.TestFailed)):
+            # the session has just recorded the row with run id, machine and predicted columns: show that one
+            session = self._session
+            recorded = session.rows.get(event.test_index) if session is not None else None
+            if recorded is not None:
+                event = dataclasses.replace(event, row=dict(recorded))
         self._queue.append(event)
-
-    def _start_sampler(self) -> None:
-        self._stop_sampler()
-        with self._lock:
-            pid = worker_pid(self._session) if self._session is not None else None
-        if pid is None:
-            return
-        try:
-            from app.telemetry.sampler import TelemetrySampler
-
-            sampler = TelemetrySampler(pid, interval_s=self.telemetry_interval_s, on_sample=self._on_sample)
-            sampler.start()
-            self._sampler = sampler
-        except Exception:  # noqa: BLE001 - telemetry never stops a run
-            self._sampler = None
-
-    def _on_sample(self, sample: Any) -> None:
-        values = {k: v for k, v in sample.as_dict().items() if k != "t_ns"}
-        self._queue.append(ev.TelemetrySample(t_ns=sample.t_ns, values=values))
-
-    def _stop_sampler(self) -> None:
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            try:
-                sampler.stop(timeout_s=1.0)
-            except Exception:  # noqa: BLE001
-                pass
 
 
 def read_event_stream(path: str | Path) -> list[ev.Event]:
@@ -162,7 +147,3 @@ def read_event_stream(path: str | Path) -> list[ev.Event]:
         if line and not line.startswith("#"):
             out.append(ev.event_from_json(line))
     return out
-
-
-def now_ns() -> int:
-    return time.perf_counter_ns()

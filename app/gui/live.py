@@ -255,25 +255,3 @@ class LiveSession:
             return None
         elapsed = (now - self.t0_ns) / 1e9
         return max(elapsed / frac - elapsed, 0.0)
-
-    def memory_peaks(self) -> dict[int, tuple[float, str]]:
-        """Per finished test: peak worker memory during it (VRAM of the process when known, else RSS)."""
-        out: dict[int, tuple[float, str]] = {}
-        if not len(self.tel_t_ns):
-            return out
-        t = self.tel_t_ns.view()
-        vram = self.tel["process_vram_bytes"].view()
-        rss = self.tel["rss_bytes"].view()
-        for i, start in self.test_start_ns.items():
-            end = self.test_end_ns.get(i)
-            if end is None:
-                continue
-            lo, hi = np.searchsorted(t, start), np.searchsorted(t, end, side="right")
-            if hi <= lo:
-                continue
-            for arr, what in ((vram, "VRAM"), (rss, "RSS")):
-                part = arr[lo:hi]
-                if np.isfinite(part).any():
-                    out[i] = (float(np.nanmax(part)), what)
-                    break
-        return out

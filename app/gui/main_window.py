@@ -469,7 +469,7 @@ class MainWindow(QMainWindow):
         self.status_label.setText(f"Running {len(tests)} test(s)…" if self._probe_done else
                                   "Measuring this CPU once before the sweep…")
         self._t_start = time.monotonic()
-        self.bridge.start(tests, sweep_name=name, command="gguf-workbench")
+        self.bridge.start(tests, sweep_name=name, command="gguf-workbench", facts=dict(self.predictor.facts))
 
     def cancel_sweep(self) -> None:
         if self.bridge.running:
@@ -548,7 +548,7 @@ class MainWindow(QMainWindow):
     def _table_selection(self, *_a: Any) -> None:
         rows = {self.proxy.mapToSource(i).row() for i in self.table.selectionModel().selectedRows()}
         self._selected = {int(self.results.index(r, 0).data(TEST_INDEX_ROLE)) for r in rows}
-        self.plots.refresh(self.session, self.predictor, self._selected)
+        self.plots.refresh(self.session, self.predictor, self._selected, force=True)
 
     def select_tests(self, test_indices: set[int]) -> None:
         """Select table rows by test index (tests, scripting)."""

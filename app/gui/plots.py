@@ -140,7 +140,7 @@ class LivePlots(QWidget):
         self.ttft = make_plot("Time to first token (prefill)", "prompt length (tokens)", "TTFT (ms)", 1)
         self.decode = make_plot("Decode speed vs position in context", "position in context (tokens)",
                                 "decode speed (tok/s)", 2)
-        self.kv = make_plot("KV-cache memory vs context", "context size (tokens)", "memory (MiB, log scale)", 1)
+        self.kv = make_plot("KV-cache memory vs context", "context size (tokens)", "memory (MiB, log scale)", 2)
         self.kv.getPlotItem().setLogMode(x=False, y=True)
         self.tel = make_plot("Telemetry: worker process (shaded: prefill / decode)", "time since sweep start (s)",
                              "memory (MiB)", 4)
@@ -167,6 +167,9 @@ class LivePlots(QWidget):
         self._plot_keys: dict[str, tuple[Any, ...]] = {}
         self._ranges: dict[str, tuple[Any, Any]] = {}
         self._dec_curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._drawn_at: dict[str, int] = {}
+        self._behind = False
+        self.max_per_refresh = 2
         for w in self.plots():
             for name in ("left", "bottom", "right"):
                 w.getPlotItem().getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -229,6 +232,8 @@ class LivePlots(QWidget):
             self._curves.clear()
         self._last_key = None
         self._plot_keys.clear()
+        self._drawn_at.clear()
+        self._behind = False
         self._ranges.clear()
         self._dec_curves = {}
         for w in (self.decode, self.tel, self.itl):
@@ -237,10 +242,15 @@ class LivePlots(QWidget):
 
     def refresh(self, session: LiveSession, predictor: Predictor, selected: Iterable[int] = (),
                 force: bool = False) -> bool:
-        """Redraw the plots whose inputs changed since the last call; False when none had."""
+        """Redraw plots whose inputs changed; False when none had.
+
+        Without ``force`` at most ``max_per_refresh`` plots are redrawn per call, the longest-waiting first:
+        each redraw queues a repaint of its scene, and five back-to-back repaints would hold the GUI thread for
+        tens of milliseconds. The rest follow on the next timer tick.
+        """
         sel = frozenset(selected)
         key = (id(session), session.version, predictor.version, sel, self.kv_ctx_max)
-        if key == self._last_key and not force:
+        if key == self._last_key and not force and not self._behind:
             return False
         self._last_key = key
         models = session.models()
@@ -249,24 +259,31 @@ class LivePlots(QWidget):
         keys = {
             "ttft": (*base, session.rows_version, len(session.tests), sel),
             "dec": (*base, session.rows_version, len(session.tests), sel, n_tok),
-            "kv": (*base, session.rows_version, len(session.tests), sel, self.kv_ctx_max, n_tel // 25),
+            "kv": (*base, session.rows_version, len(session.tests), sel, self.kv_ctx_max),
             "tel": (*base, n_tel, len(session.phases), len(session.tests)),
-            "itl": (*base, n_tok, sel),
+            "itl": (*base, n_tok, sel, session.rows_version),
         }
-        changed = {k for k, v in keys.items() if force or self._plot_keys.get(k) != v}
-        self._plot_keys.update(keys)
-        if "ttft" in changed:
-            self._draw_ttft(session, predictor, models, multi, sel)
-        if "dec" in changed:
-            self._dec_curves = self._draw_decode(session, predictor, models, multi, sel)
-        if "kv" in changed:
-            self._draw_kv(session, predictor, models, multi, sel)
-        if "tel" in changed:
-            self._draw_telemetry(session, predictor, models)
-        if "itl" in changed or "dec" in changed:
-            self._draw_itl(session, models, self._dec_curves, sel)
-        self.redraws += 1
-        return True
+        changed = [k for k, v in keys.items() if force or self._plot_keys.get(k) != v]
+        if not force:
+            changed.sort(key=lambda k: self._drawn_at.get(k, -1))
+            changed = changed[: self.max_per_refresh]
+        self._behind = False
+        for name in changed:
+            if name == "ttft":
+                self._draw_ttft(session, predictor, models, multi, sel)
+            elif name == "dec":
+                self._dec_curves = self._draw_decode(session, predictor, models, multi, sel)
+            elif name == "kv":
+                self._draw_kv(session, predictor, models, multi, sel)
+            elif name == "tel":
+                self._draw_telemetry(session, predictor, models)
+            else:
+                self._draw_itl(session, models, self._dec_curves, sel)
+            self._plot_keys[name] = keys[name]
+            self.redraws += 1
+            self._drawn_at[name] = self.redraws
+        self._behind = any(self._plot_keys.get(k) != v for k, v in keys.items())
+        return bool(changed)
 
     def _set_range(self, name: str, vb: pg.ViewBox, x: tuple[float, float] | None,
                    y_hi: float | None, y_lo: float = 0.0) -> None:
@@ -415,8 +432,9 @@ class LivePlots(QWidget):
         tests = [session.tests[i] for i in sorted(session.tests)]
         cmax = max([n_ctx_for(t) for t in tests] + [self.kv_ctx_max, 512])
         xs = np.linspace(256, cmax, CURVE_POINTS)
-        peaks = session.memory_peaks()
-        what = next(iter(peaks.values()))[1] if peaks else "RSS"
+        rows = session.ok_rows()
+        source = next((str(r.get("mem_source")) for r in rows if r.get("mem_source")), "rss_delta")
+        taken = "VRAM growth" if source.startswith("vram") else "RSS growth"
         for m, path in enumerate(models):
             c = color(m)
             settings = self._settings(session, path)
@@ -432,13 +450,18 @@ class LivePlots(QWidget):
             else:
                 kv_item.setData(xs, res[0] / MIB)
                 tot_item.setData(xs, res[1] / MIB)
-            idx = [i for i in sorted(peaks) if str(session.tests.get(i, {}).get("model_path")) == path]
-            pts = self._pool.get(plot, ("kv", "meas", m), lambda c=c, path=path, what=what: scatter(
-                self._label(f"measured peak (worker {what})", path, multi), c, "d", 11))
-            pts.setData([float(n_ctx_for(session.tests[i])) for i in idx], [peaks[i][0] / MIB for i in idx])
-        hi = [i for i in sorted(peaks) if i in sel]
+            mine = [r for r in rows if r.get("model_path") == path]
+            kv_rows = [r for r in mine if r.get("llama_kv_bytes")]
+            self._pool.get(plot, ("kv", "meas", m), lambda c=c, path=path: scatter(
+                self._label("KV allocated by llama.cpp (its log)", path, multi), c, "d", 11)).setData(
+                [_ctx(r) for r in kv_rows], [float(r["llama_kv_bytes"]) / MIB for r in kv_rows])
+            mem_rows = [r for r in mine if r.get("mem_measured_bytes")]
+            self._pool.get(plot, ("kv", "mem", m), lambda c=c, path=path, taken=taken: scatter(
+                self._label(f"memory taken, measured ({taken})", path, multi), c, "t", 11)).setData(
+                [_ctx(r) for r in mem_rows], [float(r["mem_measured_bytes"]) / MIB for r in mem_rows])
+        hi = [r for r in rows if r.get("test_index") in sel and r.get("mem_measured_bytes")]
         self._pool.get(plot, ("kv", "hl"), lambda: ring(None)).setData(
-            [float(n_ctx_for(session.tests[i])) for i in hi], [peaks[i][0] / MIB for i in hi])
+            [_ctx(r) for r in hi], [float(r["mem_measured_bytes"]) / MIB for r in hi])
         profile = predictor.profile
         if profile is not None:
             limit_mib = profile.vram_gib * 1024.0
@@ -522,6 +545,11 @@ class LivePlots(QWidget):
         if itl.size:
             y_hi = min(float(np.nanmax(itl)), 4 * float(np.percentile(itl, 95)))
             self._set_range("itl", plot.getViewBox(), (0.0, nice_ceil(float(t[-1]))), _finite_max([y_hi], floor))
+
+
+def _ctx(row: dict[str, Any]) -> float:
+    """The context size a test ran with."""
+    return float(row.get("n_ctx") or n_ctx_for(row))
 
 
 def _mean_pos(row: dict[str, Any]) -> float:

@@ -19,6 +19,7 @@ from app.core.hardware_profiles import HardwareProfile
 from app.core.model_facts import ModelFacts
 
 _PREDICT_PARAMS = set(inspect.signature(ceilings.predict).parameters)
+_DEPTH_PARAM = next((n for n in ("depth", "n_depth") if n in _PREDICT_PARAMS), "")
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,10 @@ class Predictor:
         if key in self._cache:
             return self._cache[key]
         kwargs: dict[str, Any] = {"n_ubatch": n_ubatch, "flash_attn": flash_attn}
-        if "n_depth" in _PREDICT_PARAMS:
-            kwargs["n_depth"] = n_depth
+        if _DEPTH_PARAM:
+            kwargs[_DEPTH_PARAM] = n_depth
+        if "tensor_bytes" in _PREDICT_PARAMS and getattr(facts, "tensor_bytes", None):
+            kwargs["tensor_bytes"] = facts.tensor_bytes
         try:
             pred = ceilings.predict(facts, self.profile, max(n_ctx, 1), n_gpu_layers, type_k, type_v or type_k,
                                     max(n_prompt, 1), max(n_gen, 0), self.cpu_bandwidth_gbps, **kwargs)
@@ -124,7 +127,7 @@ class Predictor:
         if pre is None:
             return None
         dec = pre
-        if depth and "n_depth" not in _PREDICT_PARAMS:  # decode then runs at depth + prompt + gen/2
+        if depth and not _DEPTH_PARAM:  # decode then runs at depth + prompt + gen/2
             dec = self.predict(path, n_prompt=depth + n_prompt, n_gen=n_gen, **common) or pre
         prefill = _f(pre.prefill_ceiling_tps) if n_prompt > 0 else None
         return TestPrediction(

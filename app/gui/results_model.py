@@ -34,8 +34,23 @@ def _pct(num: Any, den: Any) -> float | None:
     return n / d if d > 0 and math.isfinite(n) else None
 
 
-def _p(attr: str) -> Callable[[dict[str, Any], TestPrediction | None], Any]:
-    return lambda _r, p: getattr(p, attr) if p is not None else None
+def _p(attr: str, row_key: str) -> Callable[[dict[str, Any], TestPrediction | None], Any]:
+    """A predicted value: the row's own (for the hardware it ran on, as the CLI writes it), else the
+    prediction for the profile selected in the inspector (rows stored before predictions existed)."""
+    def get(r: dict[str, Any], p: TestPrediction | None) -> Any:
+        if r.get(row_key) is not None:
+            return r.get(row_key)
+        return getattr(p, attr) if p is not None else None
+    return get
+
+
+def _frac(measured: str, attr: str, row_key: str, frac_key: str) -> Callable[[dict[str, Any], TestPrediction | None],
+                                                                              Any]:
+    def get(r: dict[str, Any], p: TestPrediction | None) -> Any:
+        if r.get(frac_key) is not None:
+            return r.get(frac_key)
+        return _pct(r.get(measured), _p(attr, row_key)(r, p))
+    return get
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -46,21 +61,29 @@ COLUMNS: tuple[Column, ...] = (
     Column("gen", lambda r, _p: r.get("n_gen"), tip="generated tokens (decode steps)"),
     Column("depth", lambda r, _p: r.get("n_depth"), tip="tokens already in the KV cache"),
     Column("TTFT ms", lambda r, _p: r.get("ttft_ms"), "{:.1f}", "measured time to first token (mean)", "measured"),
-    Column("TTFT pred ms", _p("ttft_ms"), "{:.1f}", "predicted: prompt ÷ prefill ceiling", "predicted"),
+    Column("TTFT pred ms", _p("ttft_ms", "pred_ttft_ms"), "{:.1f}", "predicted: prompt ÷ prefill ceiling",
+           "predicted"),
     Column("prefill tok/s", lambda r, _p: r.get("prefill_tps"), "{:.1f}", "measured prompt tokens per second",
            "measured"),
-    Column("prefill ceiling", _p("prefill_tps"), "{:.0f}", "compute-bound ceiling for the selected hardware",
-           "predicted"),
-    Column("prefill %", lambda r, p: _pct(r.get("prefill_tps"), p.prefill_tps if p else None), "{:.0%}",
-           "achieved fraction of the prefill ceiling", "fraction"),
+    Column("prefill ceiling", _p("prefill_tps", "pred_prefill_ceiling_tps"), "{:.0f}",
+           "compute-bound ceiling on the hardware the test ran on (column hw)", "predicted"),
+    Column("prefill %", _frac("prefill_tps", "prefill_tps", "pred_prefill_ceiling_tps", "prefill_achieved_frac"),
+           "{:.0%}", "achieved fraction of the prefill ceiling", "fraction"),
     Column("decode tok/s", lambda r, _p: r.get("decode_tps"), "{:.2f}", "measured decode tokens per second",
            "measured"),
-    Column("decode ceiling", _p("decode_tps"), "{:.1f}", "memory-bound ceiling at the test's context position",
-           "predicted"),
-    Column("decode %", lambda r, p: _pct(r.get("decode_tps"), p.decode_tps if p else None), "{:.0%}",
-           "achieved fraction of the decode ceiling", "fraction"),
+    Column("decode ceiling", _p("decode_tps", "pred_decode_ceiling_tps"), "{:.1f}",
+           "memory-bound ceiling at the test's context position, on the hardware it ran on", "predicted"),
+    Column("decode %", _frac("decode_tps", "decode_tps", "pred_decode_ceiling_tps", "decode_achieved_frac"),
+           "{:.0%}", "achieved fraction of the decode ceiling", "fraction"),
+    Column("decode expected", lambda r, _p: r.get("expected_decode_tps"), "{:.1f}",
+           "ceiling × this machine's efficiency learned from other stored models (calibrated_from)", "predicted"),
     Column("ITL p99 ms", lambda r, _p: r.get("itl_p99_ms"), "{:.2f}", "99th percentile inter-token latency",
            "measured"),
+    Column("mem MiB", lambda r, _p: r["mem_measured_bytes"] / 2**20 if r.get("mem_measured_bytes") else None,
+           "{:.0f}", "memory the test took: VRAM or RSS growth of the worker", "measured"),
+    Column("mem pred MiB", lambda r, _p: r["pred_mem_bytes"] / 2**20 if r.get("pred_mem_bytes") else None,
+           "{:.0f}", "predicted weights + KV cache + compute buffer", "predicted"),
+    Column("hw", lambda r, p: r.get("hw_profile", ""), tip="hardware the predicted columns are for"),
     Column("ngl", lambda r, _p: r.get("n_gpu_layers"), tip="GPU layers requested"),
     Column("KV", lambda r, _p: r.get("type_k") if r.get("type_v") in (None, r.get("type_k"))
            else f"{r.get('type_k')}/{r.get('type_v')}", tip="KV cache type (K/V)"),
