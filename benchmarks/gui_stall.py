@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", "--n-prompt", help="override prompt lengths, e.g. 128,256")
     ap.add_argument("-n", "--n-gen", help="override output lengths")
     ap.add_argument("-r", "--repetitions", type=int, help="override repetitions")
+    ap.add_argument("-t", "--threads", help="override CPU threads, e.g. 1 (0: all)")
     ap.add_argument("--runs", type=int, default=1, help="sweeps to run back to back (default 1)")
     ap.add_argument("--data-dir", help="settings/results dir (default: a fresh temporary one)")
     ap.add_argument("--size", default="1600x1000", help="window size WxH")
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         spec.n_gen = parse_list("-n", args.n_gen, int)
     if args.repetitions:
         spec.repetitions = args.repetitions
+    if args.threads:
+        spec.n_threads = parse_list("-t", args.threads, int)
     tests = spec.tests()
 
     beats: list[tuple[float, float]] = []  # (wall, GUI-thread CPU) at each heartbeat

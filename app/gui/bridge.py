@@ -66,6 +66,14 @@ class SweepBridge(QObject):
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The running worker process's pid, when there is one (SweepSession has no public accessor yet)."""
+        with self._lock:
+            client = getattr(self._session, "_client", None) if self._session is not None else None
+        proc = getattr(client, "proc", None)
+        return getattr(proc, "pid", None)
+
     def start(self, tests: list[TestSpec], *, sweep_name: str = "", command: str = "gguf-workbench",
               facts: dict[str, Any] | None = None) -> None:
         """Run ``tests`` on the sweep thread; ``facts`` are GGUF facts already read, by model path."""

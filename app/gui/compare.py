@@ -43,6 +43,7 @@ class CompareItem:
     path: str = ""
     run_id: str = ""
     rows: list[dict[str, Any]] = field(default_factory=list)
+    sweep_name: str = ""
 
     def ok_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.rows if r.get("status") == "ok"]
@@ -54,7 +55,7 @@ def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> C
     label = f"run {run_id[:15]}" + (f" {sweep_name}" if sweep_name else "") + f": {', '.join(models)}" + \
         (f" ({settings})" if settings else "")
     path = next((str(r.get("model_path")) for r in rows if r.get("model_path")), "")
-    return CompareItem("run", label, path=path, run_id=run_id, rows=rows)
+    return CompareItem("run", label, path=path, run_id=run_id, rows=rows, sweep_name=sweep_name)
 
 
 def _distinct_settings(rows: list[dict[str, Any]]) -> str:
@@ -121,6 +122,7 @@ class CompareWindow(QWidget):
         right.addWidget(self.table)
         right.setStretchFactor(0, 3)
         right.setStretchFactor(1, 1)
+        right.setSizes([560, 190])
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(left)
         split.addWidget(right)
@@ -201,6 +203,11 @@ class CompareWindow(QWidget):
                 yd = self.predictor.decode_curve(it.path, xd, **settings)
                 if yd is not None:
                     self.decode.getPlotItem().addItem(_named(line(f"{name} (ceiling)", c, 2.0, dashed=True), xd, yd))
+        for w in (self.ttft, self.decode):  # speeds and times read best from zero
+            vb = w.getPlotItem().getViewBox()
+            hi = vb.childrenBounds()[1]
+            if hi is not None and np.isfinite(hi[1]) and hi[1] > 0:
+                vb.setYRange(0.0, hi[1] * 1.06, padding=0.0)
         self._fill_table(prompt)
         prof = self.predictor.profile.name if self.predictor.profile else "no profile"
         self.note.setText(f"Solid: measured (runs). Dashed: predicted ceilings for {prof} (model files). "
@@ -227,7 +234,10 @@ class CompareWindow(QWidget):
         counts = Counter(int(r.get("n_prompt") or 0) for it in self.items if it.kind == "run"
                          for r in it.ok_rows() if r.get("ttft_ms") is not None)
         counts.pop(0, None)
-        return counts.most_common(1)[0][0] if counts else 512
+        if not counts:
+            return 512
+        top = max(counts.values())
+        return max(p for p, n in counts.items() if n == top)
 
     def figures(self, it: CompareItem, prompt: int) -> dict[str, float | None]:
         """Decode tok/s (empty context), TTFT ms at ``prompt``, file size, KV bytes per token."""
@@ -247,7 +257,7 @@ class CompareWindow(QWidget):
             decode = p.decode_ceiling_empty_tps if p else None
             ttft = p.ttft_ms if p else None
             size, type_k = None, "f16"
-        if size is None and facts is not None:
+        if facts is not None:  # one definition of size for runs and files alike: the file on disk
             size = float(facts.file_bytes)
         kv = facts.kv_bytes_per_token(type_k) if facts is not None else None
         return {"decode": decode, "ttft": ttft, "size": size, "kv": kv}
@@ -288,7 +298,7 @@ def _short_label(it: CompareItem) -> str:
     if it.kind == "model":
         return short_model(it.path)
     settings = _distinct_settings(it.rows)
-    return f"{it.run_id[:15]}" + (f" {settings}" if settings else "")
+    return (it.sweep_name or it.run_id[:15]) + (f" ({settings})" if settings else "")
 
 
 def _named(item: pg.PlotDataItem, xs: np.ndarray, ys: np.ndarray) -> pg.PlotDataItem:

@@ -21,9 +21,10 @@ from PySide6.QtWidgets import (
 from app.core.store import ResultStore, RunSummary, StoreError
 
 
-def load_runs(store_path: str | Path | None = None, limit: int = 200) -> list[RunSummary]:
+def load_runs(store_path: str | Path | None = None, limit: int = 200) -> tuple[list[RunSummary], Path]:
+    """Stored runs, newest first, and the store's path."""
     with ResultStore(store_path) as store:
-        return store.runs(limit=limit)
+        return store.runs(limit=limit), store.path
 
 
 class HistoryDialog(QDialog):
@@ -47,9 +48,8 @@ class HistoryDialog(QDialog):
         self.table.doubleClicked.connect(lambda _i: self._choose("open"))
         info = QLabel(self)
         try:
-            runs = load_runs(store_path)
-            info.setText(f"{len(runs)} run(s) in {ResultStore(store_path).path}" if runs else
-                         "No runs stored yet: run a sweep first.")
+            runs, path = load_runs(store_path)
+            info.setText(f"{len(runs)} run(s) in {path}" if runs else "No runs stored yet: run a sweep first.")
         except StoreError as e:
             runs = []
             info.setText(str(e))

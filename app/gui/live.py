@@ -194,6 +194,13 @@ class LiveSession:
         self.rows_version += 1
         self.version += 1
 
+    def plan(self, tests: Iterable[dict[str, Any]]) -> None:
+        """The tests about to run (before the worker says so), so plots can prepare their predictions."""
+        for i, t in enumerate(tests):
+            self.tests.setdefault(i, dict(t))
+        self.n_tests = max(self.n_tests, len(self.tests))
+        self.version += 1
+
     def mark_finished(self, cancelled: bool = False) -> None:
         self.finished = True
         self.cancelled = self.cancelled or cancelled

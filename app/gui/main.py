@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def finish(path: str | None, widget: object = None) -> None:
         if path:
-            ok = win.save_screenshot(path) if widget is None else widget.grab().save(path, "PNG")  # type: ignore
+            ok = win.save_screenshot(path, widget)
             print(f"gguf-workbench: {'saved' if ok else 'could not save'} {path}", file=sys.stderr)
             status["rc"] = EXIT_OK if ok else EXIT_FAILED
         app.quit()
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
         win.replay(read_event_stream(args.replay), os.path.basename(args.replay))
         if args.screenshot:
-            QTimer.singleShot(1500, lambda: finish(args.screenshot))
+            _when_idle(win, lambda: finish(args.screenshot))
     elif args.compare_screenshot:
         _compare_demo(win, app, args.compare_screenshot, finish)
     elif args.demo_run:
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(outcome, str):
                 status["rc"] = EXIT_FAILED
             if args.screenshot:
-                QTimer.singleShot(600, lambda: finish(args.screenshot))
+                _when_idle(win, lambda: finish(args.screenshot))
 
         win.sweepFinished.connect(done)
         QTimer.singleShot(300, win.run_sweep)
@@ -86,6 +86,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshot or args.compare_screenshot:
         return status["rc"]
     return rc
+
+
+def _when_idle(win: object, then: object, timeout_s: float = 30.0) -> None:
+    """Call ``then()`` once hardware detection and background predictions are done (pictures show them)."""
+    import time
+
+    from PySide6.QtCore import QTimer
+
+    deadline = time.monotonic() + timeout_s
+
+    def check() -> None:
+        busy = win.tasks.pending or not win._hw_detected  # type: ignore[attr-defined]
+        if busy and time.monotonic() < deadline:
+            QTimer.singleShot(100, check)
+        else:
+            QTimer.singleShot(300, then)  # type: ignore[arg-type]
+
+    check()
 
 
 def _compare_demo(win: object, app: object, path: str, finish: object) -> None:
@@ -110,7 +128,7 @@ def _compare_demo(win: object, app: object, path: str, finish: object) -> None:
             return
         cmp = win.show_compare(runs=runs, models=[model])  # type: ignore[attr-defined]
         cmp.resize(1400, 820)
-        QTimer.singleShot(1200, lambda: (cmp.refresh(), QTimer.singleShot(400, lambda: finish(path, cmp))))
+        _when_idle(win, lambda: (cmp.refresh(), QTimer.singleShot(300, lambda: finish(path, cmp))))
 
     win.sweepFinished.connect(done)  # type: ignore[attr-defined]
     QTimer.singleShot(300, lambda: start(1))

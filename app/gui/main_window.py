@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -94,6 +94,7 @@ class MainWindow(QMainWindow):
         self.tasks = Tasks(self, max_workers=1)
         self.hw_tasks = Tasks(self, max_workers=1)
         self.predictor = Predictor()
+        self.predictor.background = self._in_background
         self.session = LiveSession()
         self.bridge = SweepBridge(self, store_path=store_path)
         self.bridge.finished.connect(self._sweep_finished)
@@ -281,7 +282,7 @@ class MainWindow(QMainWindow):
         if path in self._facts_pending:
             return
         self._facts_pending.add(path)
-        self.tasks.submit(read_model_facts, lambda res, err, p=path: self._facts_done(p, res, err), path)
+        self.tasks.submit(cached_facts, lambda res, err, p=path: self._facts_done(p, res, err), path)
 
     def _facts_done(self, path: str, facts: Any, err: BaseException | None) -> None:
         self._facts_pending.discard(path)
@@ -357,6 +358,9 @@ class MainWindow(QMainWindow):
         if cached is not None or not probe:
             self._probe_done = True
         self.hw_tasks.submit(_detect_hardware, self._hardware_detected, cached is None and probe)
+
+    def _in_background(self, fn: Any, done: Any) -> None:
+        self.tasks.submit(fn, lambda res, err: done(None if err is not None else res))
 
     def _wait_for_probe(self) -> None:
         """On the sweep thread: never let the CPU probe, or GGUF header reading, share the machine with a
@@ -460,9 +464,12 @@ class MainWindow(QMainWindow):
             self.request_facts(t)
         self.settings.set_selected_models(self.library.selected_paths())
         self.session = LiveSession(name)
+        self.session.plan([t.to_dict() for t in tests])
         self._selected.clear()
         self.plots.reset()
         self.results.clear()
+        # queue the predicted curves now: the sweep thread waits for background work before the worker starts
+        self.plots.refresh(self.session, self.predictor, force=True)
         self.editor.set_running(True)
         self.editor.progress.setValue(0)
         self.editor.progress.setFormat("starting…")
@@ -591,9 +598,14 @@ class MainWindow(QMainWindow):
         self.status_label.setText(f"Saved the plots to {path}")
         return path
 
-    def save_screenshot(self, path: str) -> bool:
+    def save_screenshot(self, path: str, widget: QWidget | None = None) -> bool:
+        """The whole window (or ``widget``, e.g. the compare view) as PNG for docs: 16-bit colour (no visible
+        change for a UI) and best compression keep a 1600×1000 window under 300 KB."""
         self._tick(force=True)
-        return self.grab().save(path, "PNG")
+        self.plots.fit_legends()
+        img = (widget or self).grab().toImage()
+        img = img.convertToFormat(QImage.Format.Format_RGB16).convertToFormat(QImage.Format.Format_RGB888)
+        return img.save(path, "PNG", 0)
 
     # ------------------------------------------------------------------------------------------ history
     def show_history(self) -> None:
@@ -716,6 +728,22 @@ class MainWindow(QMainWindow):
         if self.compare_window is not None:
             self.compare_window.close()
         super().closeEvent(event)
+
+
+_FACTS_CACHE: dict[tuple[str, int, int], Any] = {}
+
+
+def cached_facts(path: str) -> Any:
+    """read_model_facts, remembered for the process by (path, size, mtime): reading a header with a large
+    vocabulary takes seconds, and the library, inspector and compare view all ask for the same files."""
+    try:
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return read_model_facts(path)  # raises the one-line GGUFFileError
+    if key not in _FACTS_CACHE:
+        _FACTS_CACHE[key] = read_model_facts(path)
+    return _FACTS_CACHE[key]
 
 
 def _detect_hardware(run_probe: bool) -> dict[str, Any]:

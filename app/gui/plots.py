@@ -68,6 +68,20 @@ class TopLegend(pg.LegendItem):
     def paint(self, p: Any, *args: Any) -> None:
         return  # no frame: it sits outside the data
 
+    def fit(self, width: float) -> None:
+        """Use as many columns (up to ``max_columns``) as fit in ``width`` pixels."""
+        cols = max(getattr(self, "max_columns", self.columnCount), 1)
+        while cols > 1:
+            widths = [0.0] * cols
+            for i, (_sample, label) in enumerate(self.items):
+                text_w = label.item.boundingRect().width() if hasattr(label, "item") else label.width()
+                widths[i % cols] = max(widths[i % cols], 20 + text_w + 12)
+            if sum(widths) <= width:
+                break
+            cols -= 1
+        if cols != self.columnCount:
+            self.setColumnCount(cols)
+
 
 def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:
     """A white plot with a bold title, axis labels carrying their units, a grid and a legend above the data."""
@@ -81,6 +95,7 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
         p.getAxis(ax).enableAutoSIPrefix(False)
     p.showGrid(x=True, y=True, alpha=0.18)
     legend = TopLegend(labelTextSize="8pt", colCount=columns, verSpacing=-8, horSpacing=4)
+    legend.max_columns = columns
     p.layout.removeItem(p.getAxis("top"))  # its cell (above the data) holds the legend; the axis stays hidden
     p.layout.addItem(legend, 1, 1)
     p.legend = legend
@@ -102,6 +117,19 @@ def line(name: str | None, c: str, width: float = 1.8, dashed: bool = False, alp
     qc.setAlpha(alpha)
     pen = pg.mkPen(qc, width=width, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
     return pg.PlotDataItem([], [], pen=pen, name=name)
+
+
+def rename(plot: pg.PlotItem, item: Any, name: str) -> None:
+    """Change an item's legend label (names that carry the profile change when the profile does)."""
+    legend = plot.legend
+    if legend is None or item.name() == name:
+        return
+    item.opts["name"] = name
+    for sample, label in legend.items:
+        if sample.item is item:
+            label.setText(name)
+            legend.updateSize()
+            return
 
 
 def _connect(starts: np.ndarray) -> np.ndarray:
@@ -158,7 +186,6 @@ class LivePlots(QWidget):
         self._pool = _Pool()
         self._regions: list[pg.LinearRegionItem] = []
         self._n_phases = 0
-        self._curves: dict[tuple[Any, ...], Any] = {}
         self._last_key: tuple[Any, ...] | None = None
         self._limit: pg.InfiniteLine | None = None
         self._mem_pred: pg.InfiniteLine | None = None
@@ -169,6 +196,7 @@ class LivePlots(QWidget):
         self._dec_curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._drawn_at: dict[str, int] = {}
         self._behind = False
+        self._legend_entries = 0
         self.max_per_refresh = 2
         for w in self.plots():
             for name in ("left", "bottom", "right"):
@@ -228,8 +256,6 @@ class LivePlots(QWidget):
                 self.kv.getPlotItem().removeItem(line_item) if attr == "_limit" else \
                     self.tel.getPlotItem().removeItem(line_item)
                 setattr(self, attr, None)
-        if len(self._curves) > 400:  # keyed by predictor version and inputs: still valid, just bounded
-            self._curves.clear()
         self._last_key = None
         self._plot_keys.clear()
         self._drawn_at.clear()
@@ -249,13 +275,14 @@ class LivePlots(QWidget):
         tens of milliseconds. The rest follow on the next timer tick.
         """
         sel = frozenset(selected)
-        key = (id(session), session.version, predictor.version, sel, self.kv_ctx_max)
+        key = (id(session), session.version, predictor.version, predictor.curves_version, sel, self.kv_ctx_max)
         if key == self._last_key and not force and not self._behind:
             return False
         self._last_key = key
         models = session.models()
         multi = len(models) > 1
-        n_tok, n_tel, base = len(session.tok_t_ns), len(session.tel_t_ns), (id(session), predictor.version)
+        n_tok, n_tel = len(session.tok_t_ns), len(session.tel_t_ns)
+        base = (id(session), predictor.version, predictor.curves_version)
         keys = {
             "ttft": (*base, session.rows_version, len(session.tests), sel),
             "dec": (*base, session.rows_version, len(session.tests), sel, n_tok),
@@ -283,6 +310,10 @@ class LivePlots(QWidget):
             self.redraws += 1
             self._drawn_at[name] = self.redraws
         self._behind = any(self._plot_keys.get(k) != v for k, v in keys.items())
+        n_entries = sum(len(w.getPlotItem().legend.items) for w in self.plots())
+        if n_entries != self._legend_entries:
+            self._legend_entries = n_entries
+            self.fit_legends()
         return bool(changed)
 
     def _set_range(self, name: str, vb: pg.ViewBox, x: tuple[float, float] | None,
@@ -302,8 +333,31 @@ class LivePlots(QWidget):
         vb.disableAutoRange()
         vb.setRange(xRange=x, yRange=y, padding=0.0)
 
+    def fit_legends(self) -> None:
+        """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""
+        for w in self.plots():
+            legend = w.getPlotItem().legend
+            if isinstance(legend, TopLegend):
+                legend.fit(w.getPlotItem().getViewBox().width() or w.width() - 60)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.fit_legends()
+
+    def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)`` (tests, scripting); empty if none."""
+        hit = self._pool.items.get(tuple(key))
+        item = hit[1] if hit is not None else self._right_items.get(str(key[-1])) if key[:1] == ("tel2",) else None
+        if item is None:
+            return np.zeros(0), np.zeros(0)
+        x, y = item.getData()
+        return (np.zeros(0) if x is None else np.asarray(x)), (np.zeros(0) if y is None else np.asarray(y))
+
+    def n_phase_regions(self) -> int:
+        return len(self._regions)
+
     def save_png(self, path: str) -> bool:
-        return self.grab().save(path, "PNG")
+        return self.grab().save(path, "PNG", 0)
 
     # --- helpers --------------------------------------------------------------------------------
     def _settings(self, session: LiveSession, path: str) -> dict[str, Any]:
@@ -313,10 +367,9 @@ class LivePlots(QWidget):
                 return {k: t.get(k) for k in ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")}
         return {}
 
-    def _curve(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
-        if key not in self._curves:
-            self._curves[key] = compute()
-        return self._curves[key]
+    def _curve(self, predictor: Predictor, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """A predicted curve from the predictor's cache; None while it is being computed in the background."""
+        return predictor.cached_curve((*key, predictor.version), compute)
 
     def _label(self, what: str, path: str, multi: bool) -> str:
         return f"{what} — {short_model(path)}" if multi else what
@@ -348,13 +401,14 @@ class LivePlots(QWidget):
             depths = sorted({int(t.get("n_depth") or 0) for t in tests if t.get("model_path") == path})[:3] or [0]
             settings = self._settings(session, path)
             for j, d in enumerate(depths):
-                ys = self._curve(("ttft", predictor.version, path, d, xmax),
+                ys = self._curve(predictor, ("ttft", path, d, xmax, tuple(sorted(settings.items()))),
                                  lambda d=d, path=path, settings=settings: predictor.ttft_curve(path, xs, d,
                                                                                                  **settings))
                 name = f"predicted ({self._profile_name(predictor)})" + (f", depth {d}" if len(depths) > 1 else "")
                 item = self._pool.get(plot, ("ttft", "pred", m, j),
                                       lambda name=name, c=c, j=j, path=path: line(
                                           self._label(name, path, multi), c, 1.8, dashed=True, alpha=255 - 60 * j))
+                rename(plot, item, self._label(name, path, multi))
                 if ys is None:
                     item.setData([], [])
                 else:
@@ -404,10 +458,11 @@ class LivePlots(QWidget):
                 self._label("test mean (±1 sd)", path, multi), c, "s", 10))
             means.setData(x, y)
             settings = self._settings(session, path)
-            ys = self._curve(("dec", predictor.version, path, xmax),
+            ys = self._curve(predictor, ("dec", path, xmax, tuple(sorted(settings.items()))),
                              lambda path=path, settings=settings: predictor.decode_curve(path, xs, **settings))
-            item = self._pool.get(plot, ("dec", "pred", m), lambda c=c, path=path: line(
-                self._label(f"ceiling ({self._profile_name(predictor)})", path, multi), c, 2.0, dashed=True))
+            name = self._label(f"ceiling ({self._profile_name(predictor)})", path, multi)
+            item = self._pool.get(plot, ("dec", "pred", m), lambda c=c, name=name: line(name, c, 2.0, dashed=True))
+            rename(plot, item, name)
             if ys is None:
                 item.setData([], [])
             else:
@@ -438,12 +493,12 @@ class LivePlots(QWidget):
         for m, path in enumerate(models):
             c = color(m)
             settings = self._settings(session, path)
-            res = self._curve(("kv", predictor.version, path, cmax, tuple(sorted(settings.items()))),
+            res = self._curve(predictor, ("kv", path, cmax, tuple(sorted(settings.items()))),
                               lambda path=path, settings=settings: predictor.kv_curve(path, xs, **settings))
             kv_item = self._pool.get(plot, ("kv", "kv", m), lambda c=c, path=path, settings=settings: line(
-                self._label(f"KV cache, predicted ({settings.get('type_k') or 'f16'})", path, multi), c, 2.0))
+                self._label(f"KV cache, pred. ({settings.get('type_k') or 'f16'})", path, multi), c, 2.0))
             tot_item = self._pool.get(plot, ("kv", "tot", m), lambda c=c, path=path: line(
-                self._label("weights + KV + compute, predicted", path, multi), c, 1.6, dashed=True))
+                self._label("weights+KV+compute, pred.", path, multi), c, 1.6, dashed=True))
             if res is None:
                 kv_item.setData([], [])
                 tot_item.setData([], [])
@@ -453,11 +508,11 @@ class LivePlots(QWidget):
             mine = [r for r in rows if r.get("model_path") == path]
             kv_rows = [r for r in mine if r.get("llama_kv_bytes")]
             self._pool.get(plot, ("kv", "meas", m), lambda c=c, path=path: scatter(
-                self._label("KV allocated by llama.cpp (its log)", path, multi), c, "d", 11)).setData(
+                self._label("KV in llama.cpp's log", path, multi), c, "d", 11)).setData(
                 [_ctx(r) for r in kv_rows], [float(r["llama_kv_bytes"]) / MIB for r in kv_rows])
             mem_rows = [r for r in mine if r.get("mem_measured_bytes")]
             self._pool.get(plot, ("kv", "mem", m), lambda c=c, path=path, taken=taken: scatter(
-                self._label(f"memory taken, measured ({taken})", path, multi), c, "t", 11)).setData(
+                self._label(f"measured ({taken})", path, multi), c, "t", 11)).setData(
                 [_ctx(r) for r in mem_rows], [float(r["mem_measured_bytes"]) / MIB for r in mem_rows])
         hi = [r for r in rows if r.get("test_index") in sel and r.get("mem_measured_bytes")]
         self._pool.get(plot, ("kv", "hl"), lambda: ring(None)).setData(
@@ -502,14 +557,14 @@ class LivePlots(QWidget):
         if models and predictor.ready:
             biggest = max((session.tests[i] for i in session.tests if session.tests[i].get("model_path") == models[0]),
                           key=n_ctx_for, default=None)
-            p = predictor.for_test(biggest) if biggest else None
-            if p is not None and p.needed_bytes:
+            needed = predictor.mem_bytes(biggest) if biggest else None
+            if needed:
                 if self._mem_pred is None:
                     self._mem_pred = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(
                         "#1f77b4", width=1.2, style=Qt.PenStyle.DashLine), label="predicted weights+KV+compute",
                         labelOpts={"position": 0.12, "color": "#1f77b4", "anchors": [(0, 1), (0, 1)]})
                     plot.addItem(self._mem_pred)
-                self._mem_pred.setPos(p.needed_bytes / MIB)
+                self._mem_pred.setPos(needed / MIB)
         t_hi = _finite_max(t, [float(session.t_s(sp.end_ns)) for sp in session.phases[-1:]])
         x = (0.0, nice_ceil(t_hi)) if np.isfinite(t_hi) else None
         mem_hi = _finite_max(tel["rss_bytes"] / MIB, tel["vram_used_bytes"] / MIB,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,14 @@ class Predictor:
         self.profile: HardwareProfile | None = None
         self.cpu_bandwidth_gbps: float | None = None
         self.version = 0
+        self.curves_version = 0
         self._cache: dict[tuple[Any, ...], Any] = {}
+        self._curves: dict[tuple[Any, ...], Any] = {}
+        self._pending: set[tuple[Any, ...]] = set()
+        #: ``background(fn, done)`` runs ``fn()`` off the GUI thread and calls ``done(value)`` back on it; None:
+        #: curves are computed at once. A prediction with its fit check costs milliseconds (it walks the tensor
+        #: table), so a 20-point curve is worth moving off the GUI thread.
+        self.background: Callable[[Callable[[], Any], Callable[[Any], None]], None] | None = None
 
     # --- inputs ---------------------------------------------------------------------------------
     def set_facts(self, path: str, facts: ModelFacts) -> None:
@@ -85,7 +92,38 @@ class Predictor:
 
     def _changed(self) -> None:
         self._cache.clear()
+        self._curves.clear()
         self.version += 1
+
+    def cached_curve(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """``compute()``'s value for ``key``: at once without a background runner, else None until it is ready
+        (``curves_version`` moves when it is)."""
+        if key in self._curves:
+            return self._curves[key]
+        if self.background is None:
+            self._curves[key] = compute()
+            return self._curves[key]
+        if key not in self._pending:
+            self._pending.add(key)
+
+            def done(value: Any, key: tuple[Any, ...] = key) -> None:
+                self._pending.discard(key)
+                self._curves[key] = value
+                self.curves_version += 1
+
+            self.background(compute, done)
+        return None
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending)
+
+    def mem_bytes(self, test: dict[str, Any]) -> float | None:
+        """Weights + KV cache + compute buffer llama.cpp allocates for a test (cheap: no fit search)."""
+        path = str(test.get("model_path", ""))
+        s = _ctx_settings(test)
+        res = self.kv_curve(path, [n_ctx_for(test)], **s)
+        return float(res[1][0]) if res is not None else None
 
     @property
     def ready(self) -> bool:

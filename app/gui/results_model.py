@@ -120,16 +120,22 @@ class ResultsModel(QAbstractTableModel):
                 n = len(self._rows)
                 self.beginInsertRows(QModelIndex(), n, n)
                 self._rows.append(row)
-                self._pred.append(self.predictor.for_test(row))
+                self._pred.append(self._predict(row))
                 self._where[i] = n
                 self.endInsertRows()
             elif self._rows[pos] is not row and self._rows[pos] != row:
                 self._rows[pos] = row
-                self._pred[pos] = self.predictor.for_test(row)
+                self._pred[pos] = self._predict(row)
                 self.dataChanged.emit(self.index(pos, 0), self.index(pos, len(COLUMNS) - 1))
 
+    def _predict(self, row: dict[str, Any]) -> TestPrediction | None:
+        """The selected profile's prediction, only for rows that do not carry their own (older stored runs)."""
+        if row.get("pred_decode_ceiling_tps") is not None or row.get("pred_prefill_ceiling_tps") is not None:
+            return None
+        return self.predictor.for_test(row)
+
     def refresh_predictions(self) -> None:
-        self._pred = [self.predictor.for_test(r) for r in self._rows]
+        self._pred = [self._predict(r) for r in self._rows]
         if self._rows:
             self.dataChanged.emit(self.index(0, 0), self.index(len(self._rows) - 1, len(COLUMNS) - 1))
 

@@ -27,6 +27,8 @@ class Tasks(QObject):
         fut = self._pool.submit(fn, *args)
 
         def finished(f: Future[Any]) -> None:
+            if f.cancelled():  # shut down with the window
+                return
             err = f.exception()
             try:
                 self._done.emit(on_done, None if err else f.result(), err)

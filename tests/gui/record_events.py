@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 
+    from app.core.gguf_facts import read_model_facts
     from app.core.paths import default_model_path
     from app.core.plan import SweepSpec, parse_list
     from app.gui.bridge import SweepBridge
@@ -51,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         drain.timeout.connect(lambda: events.extend(bridge.drain()))
         drain.start(50)
         bridge.finished.connect(lambda o: (outcome.append(o), loop.quit()))
-        bridge.start(spec.tests(), sweep_name="recorded", command="tests/gui/record_events.py")
+        # facts read first, as the window does: reading them during the sweep would disturb the measurement
+        bridge.start(spec.tests(), sweep_name="recorded", command="tests/gui/record_events.py",
+                     facts={str(model): read_model_facts(model)})
         loop.exec()
         drain.stop()
         events.extend(bridge.drain())

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Signal
@@ -21,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.paths import SWEEP_PRESETS_DIR
-from app.core.plan import LIST_PARAMS, PlanError, SweepSpec, count_loads, load_sweep_preset, parse_list
+from app.core.plan import PlanError, SweepSpec, load_sweep_preset, parse_list
 
 #: (field, label, kind, tooltip) in the order shown.
 FORM: tuple[tuple[str, str, type, str], ...] = (
@@ -259,15 +258,3 @@ class SweepEditor(QWidget):
         for e in self.edits.values():
             e.setReadOnly(running)
         self.reps.setEnabled(not running)
-
-    def loads_for(self, spec: SweepSpec) -> int:
-        return count_loads(spec.tests())
-
-
-def spec_fields() -> set[str]:
-    """Names the form covers (kept in step with plan.LIST_PARAMS by a test)."""
-    return {f.name for f in fields(SweepSpec)} & set(LIST_PARAMS)
-
-
-def preset_path(name: str) -> Path:
-    return SWEEP_PRESETS_DIR / f"{name}.toml"

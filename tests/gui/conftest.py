@@ -1,0 +1,56 @@
+"""GUI test setup: offscreen Qt, an isolated data dir with a known CPU probe, and a window fixture."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+import app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard before any Qt call
+
+DATA = Path(__file__).resolve().parent / "data"
+RECORDED = DATA / "smollm2_small_sweep.jsonl"
+
+
+@pytest.fixture
+def gui_data_dir(isolated_data_dir: Path) -> Path:
+    """The per-test data dir (GGUF_WORKBENCH_DATA_DIR) with a CPU probe already cached: no 2 s probe per window."""
+    from app.telemetry.cpu_probe import CpuProbe, save_probe
+
+    save_probe(CpuProbe(bandwidth_gbps=20.0, gflops_f32=200.0, n_threads=2, measured_at="test fixture"))
+    return isolated_data_dir
+
+
+@pytest.fixture
+def window(qtbot, gui_data_dir: Path) -> Iterator[object]:  # noqa: ANN001 - qtbot is pytest-qt's
+    """The main window, shown offscreen, once hardware detection and the default model's facts are in."""
+    from app.gui.main_window import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    qtbot.waitUntil(lambda: win._hw_detected and not win.tasks.pending, timeout=30_000)
+    yield win
+    if win.bridge.running:
+        win.bridge.cancel()
+        win.bridge.wait(5.0)
+    win.close()
+
+
+def wait_for(predicate, timeout_s: float = 30.0) -> None:  # noqa: ANN001
+    """Spin the Qt event loop until ``predicate()`` holds."""
+    from PySide6.QtWidgets import QApplication
+
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        QApplication.processEvents()
+        time.sleep(0.005)
