@@ -45,7 +45,7 @@ def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: 
 def llama_bench(binary: str, model: str, threads: int, depth: int, reps: int, n_prompt: int,
                 n_gen: int) -> dict[str, float]:
     cmd = [binary, "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-t", str(threads),
-           "-r", str(reps), "-ngl", "0", "-o", "json"]
+           "-r", str(reps), "-ngl", "0", "-fa", "0", "-o", "json"]  # our default: flash attention off
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rows = json.loads(proc.stdout)
     out: dict[str, float] = {}
@@ -86,17 +86,18 @@ def main() -> int:
             line += f" | llama-bench pp {theirs[-1]['pp_tps']:.1f} tg {theirs[-1]['tg_tps']:.2f}"
         print(line, flush=True)
 
-    def med(rows: list[dict[str, float]], key: str) -> float:
-        return statistics.median(r[key] for r in rows)
+    def ratio(num: list[dict[str, float]], nkey: str, den: list[dict[str, float]], dkey: str) -> float:
+        """Median over rounds of the per-round ratio: each round's pair ran back to back."""
+        return statistics.median(a[nkey] / b[dkey] for a, b in zip(num, den, strict=True))
 
     ratios = {
-        "decode: ours / llama.cpp counters": med(mine, "decode_tps") / med(mine, "llama_decode_tps"),
-        "prefill: ours / llama.cpp counters": med(mine, "prefill_tps") / med(mine, "llama_prefill_tps"),
+        "decode: ours / llama.cpp counters": ratio(mine, "decode_tps", mine, "llama_decode_tps"),
+        "prefill: ours / llama.cpp counters": ratio(mine, "prefill_tps", mine, "llama_prefill_tps"),
     }
     if theirs:
-        ratios[f"decode: ours / llama-bench tg{args.n_gen}"] = med(mine, "decode_tps") / med(theirs, "tg_tps")
-        ratios[f"prefill: ours / llama-bench pp{args.n_prompt}"] = med(mine, "prefill_tps") / med(theirs, "pp_tps")
-    print("\nratios (median of rounds; target >= 0.97):")
+        ratios[f"decode: ours / llama-bench tg{args.n_gen}"] = ratio(mine, "decode_tps", theirs, "tg_tps")
+        ratios[f"prefill: ours / llama-bench pp{args.n_prompt}"] = ratio(mine, "prefill_tps", theirs, "pp_tps")
+    print("\nratios (median over rounds of each round's ratio; target >= 0.97):")
     ok = True
     for name, value in ratios.items():
         flag = "ok" if value >= 0.97 else "LOW"

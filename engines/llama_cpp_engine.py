@@ -1,9 +1,9 @@
 """The llama.cpp engine, through llama-cpp-python's low-level C API. The only importer of llama_cpp.
 
 Timing follows llama-bench: the prompt goes in ``n_batch``-sized llama_decode calls with logits for
-the last token only, then one llama_decode per generated token. We also sample (greedy, in C) so
-the first token is really available when TTFT is stamped. Batches are built before the clock
-starts; the timed path is llama_decode, the sampler and perf_counter_ns.
+the last token only, then one llama_decode per generated token, fed pre-drawn token ids. We also
+sample the first token (greedy, in C), so it is really available when TTFT is stamped. Batches are
+built before the clock starts; the timed path is llama_decode, llama_synchronize and perf_counter_ns.
 """
 
 from __future__ import annotations
@@ -312,6 +312,9 @@ class LlamaCppEngine:
         prompt_batches = self._batches(prompt_items, cfg.n_batch)
         step = lc.llama_batch_init(n_seq, 0, 1)
         first = rand_tokens(n_seq)  # used when there is no prompt (a pure decode test)
+        # decode steps feed pre-drawn token ids (as llama-bench does): each step computes the full forward
+        # pass and its logits, and no sampler work sits in the timed loop; only the first token is sampled
+        feed = rand_tokens(spec.n_gen * n_seq)
         n_past = spec.n_depth + spec.n_prompt
         token_ns: list[int] = []
         try:
@@ -341,9 +344,9 @@ class LlamaCppEngine:
                 rc = lc.llama_decode(ctx, step)
                 if rc != 0:
                     raise DecodeError(f"llama_decode failed at decode step {k} (code {rc}): {_last_error('no detail')}")
-                for s in range(n_seq):
-                    cur[s] = lc.llama_sampler_sample(self._sampler, ctx, s)
+                lc.llama_synchronize(ctx)  # the step's logits exist: the next token is available
                 token_ns.append(time.perf_counter_ns())
+                cur = feed[k * n_seq : (k + 1) * n_seq]
                 n_past += 1
                 if on_token is not None:
                     on_token(k, n_past)

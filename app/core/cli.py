@@ -31,6 +31,7 @@ from app.core.events import (
 from app.core.gguf_facts import GGUFFileError, format_facts_text, read_model_facts
 from app.core.hardware_context import HardwareContext, detect_hardware_context
 from app.core.hardware_profiles import ProfileError
+from app.core.model_facts import ModelFacts
 from app.core.paths import SWEEP_PRESETS_DIR, default_model_path
 from app.core.plan import LIST_PARAMS, PlanError, SweepSpec, load_sweep_preset, parse_list
 from app.core.results import base_row
@@ -169,12 +170,11 @@ class Progress:
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec = build_sweep(args)
-    good: list[str] = []
+    good: dict[str, ModelFacts] = {}
     bad: dict[str, str] = {}
     for m in spec.models:
         try:
-            read_model_facts(m)
-            good.append(m)
+            good[m] = read_model_facts(m)
         except GGUFFileError as e:
             bad[m] = str(e)
             _err(str(e))
@@ -189,6 +189,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         hw = detect_hardware_context(args.hw)
         calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
         predictor = RowPredictor(hw, calib)
+        for path, facts in good.items():
+            predictor.prime(path, facts)
         if not args.quiet:
             print(f"gguf-bench: predicting against {_describe_hw(hw)}", file=sys.stderr)
     session = SweepSession(runnable, store=store, sweep_name=spec.name, command=" ".join(sys.argv), machine=machine,

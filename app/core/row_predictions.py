@@ -71,6 +71,10 @@ class RowPredictor:
         self.calibration = calibration
         self._facts: dict[str, ModelFacts | None] = {}
 
+    def prime(self, path: str, facts: ModelFacts) -> None:
+        """Hand over facts already read, so nothing is parsed while a worker is measuring."""
+        self._facts[path] = facts
+
     def facts(self, path: str) -> ModelFacts | None:
         if path not in self._facts:
             try:

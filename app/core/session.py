@@ -63,13 +63,20 @@ class SweepSession:
         self._cancel = threading.Event()
         self.log_path = data_dir() / "logs" / f"worker-{self.run_id}.log"
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The running worker's process id (None between workers)."""
+        client = self._client
+        return client.pid if client is not None else None
+
     def cancel(self) -> None:
         """Safe from any thread: kill the worker; finished rows stay."""
         self._cancel.set()
         if self._client is not None:
             self._client.cancel()
 
-    def _record(self, row: dict[str, Any]) -> None:
+    def _record(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Complete a row (run id, machine, predictions), keep it and commit it; return the recorded row."""
         row = dict(row)
         row["run_id"] = self.run_id
         row.setdefault("cpu_info", self.machine.get("cpu_model", ""))
@@ -79,6 +86,7 @@ class SweepSession:
         self.rows[int(row["test_index"])] = row
         if self.store is not None:
             self.store.add_result(self.run_id, row)
+        return row
 
     def run(self, on_event: EventHandler | None = None) -> SweepOutcome:
         outcome = SweepOutcome(run_id=self.run_id, status="finished")
@@ -116,7 +124,7 @@ class SweepSession:
                 elif isinstance(ev, TestStarted):
                     current = ev.test_index
                 elif isinstance(ev, (TestFinished, TestFailed)):
-                    self._record(ev.row)
+                    ev = dataclasses.replace(ev, row=self._record(ev.row))  # listeners see the stored row
                     current = None
                     next_index = ev.test_index + 1
                 elif isinstance(ev, Notice):
@@ -139,7 +147,7 @@ class SweepSession:
             if failed_index < len(self.tests):
                 row = base_row(self.tests[failed_index], failed_index, self.run_id)
                 row.update(status="failed", error=death)
-                self._record(row)
+                row = self._record(row)
                 if on_event is not None:
                     on_event(TestFailed(t_ns=0, test_index=failed_index, reason=death, row=row))
             next_index = failed_index + 1

@@ -21,11 +21,17 @@ from app.core.plan import TestSpec
 
 
 class EventWriter:
-    """Writes events to a file descriptor from a background thread; ``emit`` only enqueues."""
+    """Writes events to a file descriptor from a background thread; ``emit`` only enqueues.
 
-    def __init__(self, fd: int) -> None:
-        self._file = os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+    The writer wakes every ``flush_s`` and writes what has queued up in one go, instead of waking per
+    event: on a 2-core machine a thread waking per token steals a core from llama.cpp's threads and
+    measurably slows the very decode it reports (about 3% here).
+    """
+
+    def __init__(self, fd: int, flush_s: float = 0.05) -> None:
+        self._file = os.fdopen(fd, "w", encoding="utf-8")
         self._queue: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+        self._flush_s = flush_s
         self._thread = threading.Thread(target=self._drain, name="event-writer", daemon=True)
         self._thread.start()
 
@@ -33,9 +39,20 @@ class EventWriter:
         self._queue.put(event)
 
     def _drain(self) -> None:
-        while (event := self._queue.get()) is not None:
+        done = False
+        while not done:
+            batch = [self._queue.get()]  # block until there is something
+            time.sleep(self._flush_s)
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            done = None in batch
+            text = "".join(e.to_json() + "\n" for e in batch if e is not None)
             try:
-                self._file.write(event.to_json() + "\n")
+                self._file.write(text)
+                self._file.flush()
             except (BrokenPipeError, OSError):  # the reader went away: nobody to tell
                 os._exit(3)
 

@@ -37,9 +37,8 @@ def row_predictor(store: ResultStore | None, machine: dict[str, Any], facts: dic
     hw = detect_hardware_context(None)
     calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
     rp = RowPredictor(hw, calib)
-    cache = getattr(rp, "_facts", None)  # RowPredictor has no public way to hand it facts yet
-    if isinstance(cache, dict) and facts:
-        cache.update(facts)
+    for path, model_facts in (facts or {}).items():
+        rp.prime(path, model_facts)
     return rp
 
 
@@ -68,11 +67,9 @@ class SweepBridge(QObject):
 
     @property
     def worker_pid(self) -> int | None:
-        """The running worker process's pid, when there is one (SweepSession has no public accessor yet)."""
+        """The running worker process's pid, when there is one."""
         with self._lock:
-            client = getattr(self._session, "_client", None) if self._session is not None else None
-        proc = getattr(client, "proc", None)
-        return getattr(proc, "pid", None)
+            return self._session.worker_pid if self._session is not None else None
 
     def start(self, tests: list[TestSpec], *, sweep_name: str = "", command: str = "gguf-workbench",
               facts: dict[str, Any] | None = None) -> None:
