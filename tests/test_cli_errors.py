@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.core import export
+from app.telemetry.host import system_ram
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_not_gguf, write_truncated_gguf, write_unknown_arch_gguf, write_zero_bytes
 
@@ -51,8 +52,11 @@ def test_unsupported_architecture_is_a_failed_row_with_the_cause(tmp_path: Path)
 
 
 def test_a_context_that_cannot_be_allocated_fails_its_row_and_the_sweep_goes_on(smollm2_path: Path) -> None:
-    # depth 10^8 needs ~2 TB of KV cache: llama.cpp refuses the allocation; the second test still runs
-    proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "8", "-n", "2", "-d", "100000000,0", "-r", "1",
+    # a depth whose f16 KV cache (23,040 bytes per token) needs 4× this machine's RAM: llama.cpp refuses the
+    # allocation, and the second test still runs
+    ram_bytes = system_ram()[1] or 64 * 2**30
+    depth = 4 * ram_bytes // 23040
+    proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "8", "-n", "2", "-d", f"{depth},0", "-r", "1",
                       "-o", "csv", "-q")
     assert proc.returncode == 1, proc.stderr
     rows = export.read_csv(proc.stdout)
