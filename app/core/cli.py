@@ -362,7 +362,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_hw(args: argparse.Namespace) -> int:
     from app.telemetry.hw_report import format_hw_report, hardware_report
 
-    report = hardware_report(run_probe=not args.no_probe, cache=not args.reprobe)
+    report = hardware_report(run_probe=not args.no_probe, refresh=args.reprobe)
     print(json.dumps(report, indent=2, default=str) if args.json else format_hw_report(report))
     return EXIT_OK
 
@@ -432,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("hw", help="this machine: CPU, RAM, probed bandwidth, NVIDIA GPUs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-probe", action="store_true", help="skip the bandwidth/compute probe")
-    p.add_argument("--reprobe", action="store_true", help="ignore the cached probe and measure again")
+    p.add_argument("--reprobe", action="store_true", help="measure again; the cache keeps the better figures")
     p.set_defaults(func=cmd_hw)
     return ap
 

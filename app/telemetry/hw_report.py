@@ -10,7 +10,7 @@ from app.telemetry.cpu_probe import probe_cpu
 from app.telemetry.host import machine_facts
 
 
-def hardware_report(run_probe: bool = True, *, cache: bool = True) -> dict[str, Any]:
+def hardware_report(run_probe: bool = True, *, cache: bool = True, refresh: bool = False) -> dict[str, Any]:
     """Machine facts, the GPU list (or an empty list and ``gpu_note`` saying why) and, if asked, the CPU probe.
 
     Plain JSON-ready types. Never raises: a failed probe leaves ``cpu_probe`` None and says why in
@@ -27,7 +27,7 @@ def hardware_report(run_probe: bool = True, *, cache: bool = True) -> dict[str, 
     report["cpu_probe_error"] = None
     if run_probe:
         try:
-            report["cpu_probe"] = asdict(probe_cpu(cache=cache))
+            report["cpu_probe"] = asdict(probe_cpu(cache=cache, refresh=refresh))
         except Exception as exc:  # e.g. not enough memory for the probe buffers
             report["cpu_probe_error"] = f"{type(exc).__name__}: {exc}"
     return report
