@@ -46,6 +46,7 @@ from app.gui.panels.scenario import ScenarioPanel
 from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
 from app.gui.predictions import Predictor
+from app.gui.qt_compat import collect_garbage_on_the_gui_thread
 from app.gui.results_model import TEST_INDEX_ROLE, ResultsModel, ResultsProxy
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
@@ -88,6 +89,7 @@ class MainWindow(QMainWindow):
     def __init__(self, *, settings: Settings | None = None, store_path: str | Path | None = None,
                  probe: bool = True, restore: bool = True) -> None:
         super().__init__()
+        collect_garbage_on_the_gui_thread()
         self.setWindowTitle("GGUF Workbench")
         self.settings = settings or Settings()
         self.store_path = store_path

@@ -48,3 +48,21 @@ def guard_none_refcount() -> bool:
         ctypes.c_ssize_t.from_address(id(obj)).value += _HEADROOM
     _applied = True
     return True
+
+
+_gc_timer: object | None = None
+
+
+def collect_garbage_on_the_gui_thread(interval_s: float = 1.0) -> None:
+    """Switch Python's automatic cyclic GC off and run it from a timer on the GUI thread (once per process).
+
+    The window reads GGUF files and runs sweeps on background threads; an automatic collection that starts
+    there can destroy a Qt object left in a cycle (an old window, a menu) off the GUI thread, which
+    deadlocks on Qt's locks (seen: a QMenu destroyed from a GGUF-reading thread while the GUI thread painted).
+    """
+    global _gc_timer
+    if _gc_timer is not None:
+        return
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    _gc_timer = GarbageCollector(interval=interval_s)

@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import gc  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -42,6 +43,7 @@ def window(qtbot, gui_data_dir: Path) -> Iterator[object]:  # noqa: ANN001 - qtb
         win.bridge.cancel()
         win.bridge.wait(5.0)
     win.close()
+    gc.collect()  # on the GUI thread: Qt objects must never be collected from a background thread
 
 
 def wait_for(predicate, timeout_s: float = 30.0) -> None:  # noqa: ANN001
