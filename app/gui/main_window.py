@@ -116,6 +116,7 @@ class MainWindow(QMainWindow):
 
         self._build_widgets()
         self._build_actions()
+        self._starting = False  # between Run and the sweep thread's start (plots drawn first)
         self.timer = QTimer(self)
         self.timer.setInterval(REDRAW_MS)
         self.timer.timeout.connect(self._tick)
@@ -438,7 +439,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------------------ sweep
     def run_sweep(self) -> None:
-        if self.bridge.running:
+        if self.bridge.running or self._starting:
             return
         models = self.library.selected_paths() or ([self.default_model] if self.default_model else [])
         if not models:
@@ -459,8 +460,9 @@ class MainWindow(QMainWindow):
 
     def start_tests(self, tests: list[TestSpec], name: str = "custom") -> None:
         """Start a sweep of exactly these tests (the Run button builds them from the editor)."""
-        if self.bridge.running or not tests:
+        if self.bridge.running or self._starting or not tests:
             return
+        self._starting = True
         for t in dict.fromkeys(t.model_path for t in tests):
             self.settings.add_recent_model(t)
             self.request_facts(t)
@@ -470,14 +472,25 @@ class MainWindow(QMainWindow):
         self._selected.clear()
         self.plots.reset()
         self.results.clear()
-        # queue the predicted curves now: the sweep thread waits for background work before the worker starts
-        self.plots.refresh(self.session, self.predictor, force=True)
         self.editor.set_running(True)
         self.editor.progress.setValue(0)
         self.editor.progress.setFormat("starting…")
         self.status_label.setText(f"Running {len(tests)} test(s)…" if self._probe_done else
                                   "Measuring this CPU once before the sweep…")
         self._t_start = time.monotonic()
+        self._start_when_drawn(tests, name)
+
+    def _start_when_drawn(self, tests: list[TestSpec], name: str) -> None:
+        """Draw the empty plots (which queues their predicted curves) a couple per event-loop turn, then start.
+
+        The sweep thread waits for queued background work before the worker starts, so no prediction runs
+        beside a measurement; drawing all five plots in one go held the GUI thread for ~60 ms.
+        """
+        self.plots.refresh(self.session, self.predictor)
+        if self.plots.behind:
+            QTimer.singleShot(0, lambda: self._start_when_drawn(tests, name))
+            return
+        self._starting = False
         self.bridge.start(tests, sweep_name=name, command="gguf-workbench", facts=dict(self.predictor.facts))
 
     def cancel_sweep(self) -> None:
@@ -501,7 +514,7 @@ class MainWindow(QMainWindow):
         self.editor.progress.setValue(1000)
         self.editor.progress.setFormat("cancelled" if self.session.cancelled else "done")
         self.editor.status.setText("")
-        self._tick(force=True)
+        self._tick()  # not forced: redrawing all five plots at once held the GUI thread ~50 ms; ticks catch up
         self.sweepFinished.emit(outcome)
 
     # ------------------------------------------------------------------------------------------ timer

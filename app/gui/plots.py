@@ -266,6 +266,11 @@ class LivePlots(QWidget):
             w.getPlotItem().enableAutoRange()
         self.tel_vb2.enableAutoRange()
 
+    @property
+    def behind(self) -> bool:
+        """Whether some plot still waits for its redraw (refresh draws at most a few per call)."""
+        return self._behind
+
     def refresh(self, session: LiveSession, predictor: Predictor, selected: Iterable[int] = (),
                 force: bool = False) -> bool:
         """Redraw plots whose inputs changed; False when none had.
