@@ -1,0 +1,23 @@
+"""The layer rules of ../shared/ARCHITECTURE.md, checked by import-linter, and the code kept ruff-clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def test_import_contracts_hold() -> None:
+    """No Qt below the GUI, engines stand alone, one module per native library (llama_cpp, pynvml, psutil)."""
+    proc = subprocess.run([str(BIN / "lint-imports")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "6 kept, 0 broken" in proc.stdout
+
+
+def test_ruff_clean() -> None:
+    proc = subprocess.run([str(BIN / "ruff"), "check", "app", "engines", "tests", "benchmarks"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
