@@ -147,6 +147,30 @@ def test_killing_the_cli_mid_sweep_loses_no_finished_test(smollm2_path: Path, is
     assert all(r["status"] == "ok" for r in stored)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_the_cli_cancels_and_prints_what_finished(smollm2_path: Path, sig: int) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.core.cli", "run", "-m", str(smollm2_path), "-p", "8,9,10", "-n", "4,3000",
+         "-r", "1", "-o", "csv", "--no-predict"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # wait until a test has finished
+        if "test 1:" in line and "decode" in line:
+            break
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 5
+    assert proc.returncode == 130, err
+    rows = export.read_csv(out)
+    assert rows and all(r["status"] == "ok" for r in rows)
+    assert "cancelled" in err
+    with ResultStore() as store:
+        run_id = store.resolve_run_id("last")
+        assert store.run_info(run_id)["status"] == "cancelled"
+        assert len(store.rows(run_id)) == len(rows)
+
+
 def test_a_worker_killed_mid_sweep_keeps_finished_rows_and_the_sweep_goes_on(smollm2_path: Path) -> None:
     tests = SweepSpec(models=[str(smollm2_path)], n_prompt=[8, 9, 10], n_gen=[64], repetitions=1).tests()
     store = ResultStore()

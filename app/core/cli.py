@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -207,6 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write(export.to_jsonl([ev.row]))
             sys.stdout.flush()
 
+    _stop_on_signals()
     outcome = session.run(on_event)
     rows = list(outcome.rows)
     for i, t in enumerate(t for t in tests if t.model_path in bad):
@@ -327,6 +329,19 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
                      f"(calibrated from {d['calibrated_from']})")
     lines += [f"  note: {n}" for n in d.get("notes", [])]
     return "\n".join(lines)
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM cancel the sweep: the worker is killed, finished rows are printed and kept.
+
+    Set explicitly: a shell starts background jobs with SIGINT ignored, and Python keeps it ignored.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupt)
 
 
 # --- history / export ------------------------------------------------------------------------------
