@@ -33,8 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     shot = args.screenshot or args.compare_screenshot
-    if shot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+    headless = sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if shot and headless:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    elif headless and not os.environ.get("QT_QPA_PLATFORM"):
+        print("gguf-workbench: no display found (neither DISPLAY nor WAYLAND_DISPLAY is set). Start it on a desktop, "
+              "or run the same sweep with `gguf-bench run --sweep quick`, or save a picture with "
+              "`gguf-workbench --demo-run --screenshot out.png`.", file=sys.stderr)
+        return 2
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
