@@ -1,6 +1,6 @@
 """Read a GGUF file's header and tensor table into ModelFacts, and print them for ``gguf-bench inspect``.
 
-Only the header and tensor table are parsed (gguf's GGUFReader memory-maps the file; no weight is copied).
+Only the header and tensor table are parsed, in one bounds-checked pass; no weight is read.
 Every problem with the file becomes a one-line :class:`GGUFFileError` naming the file and the cause.
 """
 
@@ -52,24 +52,23 @@ def read_model_facts(path: str | os.PathLike[str]) -> ModelFacts:
     """Facts from a GGUF file's header and tensor table; raises GGUFFileError for any bad file."""
     p = Path(path)
     file_bytes = _check_file(p)
-    # Walk the layout first (fast, bounds-checked): a short file or an absurd count is reported here,
-    # before GGUFReader could fail obscurely or loop over a corrupt count.
+    # One bounds-checked pass over the header and tensor table: a short file or an absurd count is reported
+    # here, and only what the facts need is decoded (a 128k-token vocabulary is skipped, not parsed).
     try:
-        needed_bytes = _layout_bytes(p, file_bytes)
+        scan = _scan(p, file_bytes)
     except _ShortRead as short:
         raise GGUFFileError(p, _truncated(file_bytes, short.needed_bytes)) from None
     except _Corrupt as bad:
         raise GGUFFileError(p, f"corrupt GGUF header ({bad})") from None
     except OSError as exc:
         raise GGUFFileError(p, f"cannot read ({exc.strerror or exc})") from None
-    if needed_bytes > file_bytes:
-        raise GGUFFileError(p, _truncated(file_bytes, needed_bytes))
+    if scan.needed_bytes > file_bytes:
+        raise GGUFFileError(p, _truncated(file_bytes, scan.needed_bytes))
     try:
-        reader = gguf.GGUFReader(p)
-        return _facts_from_reader(p, file_bytes, reader)
+        return _facts_from_reader(p, file_bytes, scan)
     except GGUFFileError:
         raise
-    except Exception as exc:  # the reader raises anything from IndexError to KeyError on a bad file
+    except Exception as exc:  # any surprise in a malformed header is still a one-line error
         raise GGUFFileError(p, f"corrupt GGUF header ({_short_reason(exc)})") from None
 
 
@@ -117,7 +116,7 @@ def _check_file(p: Path) -> int:
     return file_bytes
 
 
-def _facts_from_reader(p: Path, file_bytes: int, reader: gguf.GGUFReader) -> ModelFacts:
+def _facts_from_reader(p: Path, file_bytes: int, reader: _Scan) -> ModelFacts:
     fields = reader.fields
 
     def scalar(key: str) -> Any:
@@ -430,49 +429,122 @@ class _Cursor:
             raise _Corrupt(f"key '{key}' has unknown value type {vtype}")
 
 
-def _layout_bytes(p: Path, file_bytes: int) -> int:
-    """Bytes the header, tensor table and tensor data need: the end of the last tensor's data.
+_SCALAR_FORMATS: dict[int, str] = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+                                    12: "d"}
+#: Arrays longer than this keep only their length (tokenizer vocabularies and merges); per-layer arrays are short.
+_MAX_DECODED_ITEMS = 4096
+
+
+class _Field:
+    """One header key's value, shaped like what the facts need: ``contents()`` and ``len(data)``."""
+
+    def __init__(self, value: Any, length: int = 1) -> None:
+        self.value = value
+        self.data = range(length)
+
+    def contents(self) -> Any:
+        return self.value
+
+
+class _Tensor:
+    """One tensor-table entry (dims in GGUF ``ne`` order, absolute data offset)."""
+
+    def __init__(self, name: str, tensor_type: gguf.GGMLQuantizationType, shape: list[int], n_elements: int,
+                 n_bytes: int, data_offset: int) -> None:
+        self.name = name
+        self.tensor_type = tensor_type
+        self.shape = shape
+        self.n_elements = n_elements
+        self.n_bytes = n_bytes
+        self.data_offset = data_offset
+
+
+class _Scan:
+    """What one pass over a GGUF header yields: fields, tensors, where the data starts and must end."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, _Field] = {}
+        self.tensors: list[_Tensor] = []
+        self.data_offset = 0
+        self.needed_bytes = 0
+
+
+def _read_value(cur: _Cursor, vtype: int, key: str) -> _Field:
+    if vtype in _SCALAR_FORMATS:
+        fmt = _SCALAR_FORMATS[vtype]
+        return _Field(struct.unpack(cur.order + fmt, cur.take(_SCALAR_BYTES[vtype]))[0])
+    if vtype == _STRING_TYPE:
+        return _Field(cur.take(cur.count(1)).decode("utf-8", errors="replace"))
+    if vtype == _ARRAY_TYPE:
+        item_type = cur.u32()
+        if item_type not in _MIN_ITEM_BYTES:
+            raise _Corrupt(f"key '{key}' is an array of unknown type {item_type}")
+        n = cur.count(_MIN_ITEM_BYTES[item_type])
+        if n > _MAX_DECODED_ITEMS or item_type == _ARRAY_TYPE:
+            if item_type in _SCALAR_BYTES:
+                cur.skip(n * _SCALAR_BYTES[item_type])
+            else:
+                for _ in range(n):
+                    cur.skip_value(item_type, key)
+            return _Field(None, n)
+        if item_type in _SCALAR_FORMATS:
+            fmt = f"{cur.order}{n}{_SCALAR_FORMATS[item_type]}"
+            return _Field(list(struct.unpack(fmt, cur.take(n * _SCALAR_BYTES[item_type]))), n)
+        return _Field([cur.take(cur.count(1)).decode("utf-8", errors="replace") for _ in range(n)], n)
+    raise _Corrupt(f"key '{key}' has unknown value type {vtype}")
+
+
+def _scan(p: Path, file_bytes: int) -> _Scan:
+    """Header keys, tensor table and the bytes the tensor data needs (the end of the last tensor's data).
 
     Raises _ShortRead (with a lower bound) when the file ends inside the header or tensor table,
     and _Corrupt when the layout cannot be followed.
     """
+    scan = _Scan()
     with p.open("rb") as f:
         head = f.read(8)
         order = ">" if int.from_bytes(head[4:8], "little") & 0xFFFF == 0 else "<"
         f.seek(0)
         cur = _Cursor(f, file_bytes, order)
-        cur.skip(8)  # magic, version
+        cur.skip(4)  # magic
+        scan.fields["GGUF.version"] = _Field(cur.u32())
         n_tensors = cur.u64()
         n_kv = cur.u64()
         cur.need(n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES)
-        alignment = gguf.GGUF_DEFAULT_ALIGNMENT
         for _ in range(n_kv):
             key = cur.take(cur.count(1)).decode("utf-8", errors="replace")
-            vtype = cur.u32()
-            if key == "general.alignment" and vtype == _UINT32_TYPE:
-                alignment = cur.u32()
-                if alignment == 0 or alignment & (alignment - 1):
-                    raise _Corrupt(f"general.alignment {alignment} is not a power of two")
-            else:
-                cur.skip_value(vtype, key)
+            scan.fields[key] = _read_value(cur, cur.u32(), key)
+        alignment = gguf.GGUF_DEFAULT_ALIGNMENT
+        align = scan.fields.get("general.alignment")
+        if align is not None and isinstance(align.value, int) and not isinstance(align.value, bool):
+            alignment = align.value
+            if alignment == 0 or alignment & (alignment - 1):
+                raise _Corrupt(f"general.alignment {alignment} is not a power of two")
+        infos = []
         data_end = 0
         for _ in range(n_tensors):
             name = cur.take(cur.count(1)).decode("utf-8", errors="replace")
             n_dims = cur.u32()
             if n_dims > _MAX_DIMS:
                 raise _Corrupt(f"tensor '{name}' has {n_dims} dimensions")
+            shape = [cur.u64() for _ in range(n_dims)]
             n_elements = 1
-            for _ in range(n_dims):
-                n_elements *= cur.u64()
+            for d in shape:
+                n_elements *= d
             type_id = cur.u32()
             offset = cur.u64()
             try:
-                block_values, block_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(type_id)]
+                ttype = gguf.GGMLQuantizationType(type_id)
+                block_values, block_bytes = gguf.GGML_QUANT_SIZES[ttype]
             except (ValueError, KeyError):
                 raise _Corrupt(f"tensor '{name}' has unknown ggml type {type_id}") from None
-            data_end = max(data_end, offset + n_elements * block_bytes // block_values)
-        data_start = -(-cur.pos // alignment) * alignment
-        return data_start + data_end
+            n_bytes = n_elements * block_bytes // block_values
+            infos.append((name, ttype, shape, n_elements, n_bytes, offset))
+            data_end = max(data_end, offset + n_bytes)
+        scan.data_offset = -(-cur.pos // alignment) * alignment
+        scan.needed_bytes = scan.data_offset + data_end
+        scan.tensors = [_Tensor(n, t, sh, ne, nb, scan.data_offset + off) for n, t, sh, ne, nb, off in infos]
+    return scan
 
 
 # --------------------------------------------------------------------------------------------------------------------
