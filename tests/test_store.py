@@ -40,3 +40,21 @@ def test_history_counts_and_run_id_prefixes(tmp_path) -> None:
             store.resolve_run_id("2026")
         with pytest.raises(StoreError, match="no run"):
             store.resolve_run_id("1999")
+
+
+def test_a_run_keeps_its_event_stream_beside_the_store(smollm2_path) -> None:
+    from app.core.events import TestFinished, TokenTick, event_from_json
+    from app.core.plan import SweepSpec
+    from app.core.session import SweepSession
+
+    store = ResultStore()
+    tests = SweepSpec(models=[str(smollm2_path)], n_prompt=[8], n_gen=[4], repetitions=1).tests()
+    outcome = SweepSession(tests, store=store, machine={}).run()
+    import gzip
+
+    with gzip.open(store.event_log_path(outcome.run_id), "rt", encoding="utf-8") as f:
+        events = [event_from_json(line) for line in f]
+    assert sum(isinstance(e, TokenTick) for e in events) == 4 * 2  # warmup + 1 repetition, 4 steps each
+    finished = [e for e in events if isinstance(e, TestFinished)]
+    assert finished[0].row == store.rows(outcome.run_id)[0]  # the log holds the stored row, not the raw one
+    store.close()

@@ -8,6 +8,7 @@ with the rest; on cancel the worker is killed and what finished is kept.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,16 +95,40 @@ class SweepSession:
             self.store.begin_run(self.run_id, sweep_name=self.sweep_name, command=self.command,
                                  tests=[t.to_dict() for t in self.tests], machine=self.machine)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        recorder = self._open_event_log()
+
+        def record_and_forward(ev: Event) -> None:
+            if recorder is not None:
+                recorder.write(ev.to_json() + "\n")
+                if isinstance(ev, (TestFinished, TestFailed)):
+                    recorder.flush()
+            if on_event is not None:
+                on_event(ev)
+
         try:
-            self._run_workers(outcome, on_event)
+            self._run_workers(outcome, record_and_forward)
         except KeyboardInterrupt:
             self.cancel()
+        finally:
+            if recorder is not None:
+                recorder.close()
         if self._cancel.is_set():
             outcome.status = "cancelled"
         outcome.rows = [self.rows[i] for i in sorted(self.rows)]
         if self.store is not None:
             self.store.finish_run(self.run_id, outcome.status)
         return outcome
+
+    def _open_event_log(self) -> gzip.GzipFile | None:
+        """The run's event stream goes beside the store, so a past run re-opens with its per-token data."""
+        if self.store is None:
+            return None
+        path = self.store.event_log_path(self.run_id)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return gzip.open(path, "wt", encoding="utf-8")  # type: ignore[return-value]
+        except OSError:
+            return None  # the rows still go to the store
 
     def _run_workers(self, outcome: SweepOutcome, on_event: EventHandler | None) -> None:
         next_index = 0

@@ -82,6 +82,10 @@ class ResultStore:
     def close(self) -> None:
         self._db.close()
 
+    def event_log_path(self, run_id: str) -> Path:
+        """Where a run's whole event stream (token ticks, telemetry) is kept beside the store: gzip JSONL."""
+        return self.path.parent / "runs" / f"{run_id}.events.jsonl.gz"
+
     def __enter__(self) -> ResultStore:
         return self
 

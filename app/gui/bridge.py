@@ -10,6 +10,7 @@ Telemetry comes from the worker itself, as TelemetrySample events in the same st
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -145,9 +146,11 @@ class SweepBridge(QObject):
 
 
 def read_event_stream(path: str | Path) -> list[ev.Event]:
-    """Events from a JSONL recording (one event per line; blank lines and ``#`` comments skipped)."""
+    """Events from a JSONL recording, plain or gzip (one event per line; blank lines and ``#`` comments skipped)."""
     out: list[ev.Event] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    p = Path(path)
+    text = gzip.open(p, "rt", encoding="utf-8").read() if p.suffix == ".gz" else p.read_text(encoding="utf-8")
+    for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             out.append(ev.event_from_json(line))

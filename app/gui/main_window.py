@@ -634,7 +634,7 @@ class MainWindow(QMainWindow):
                 self.open_run(dlg.chosen[0])
 
     def open_run(self, run_id: str) -> bool:
-        """Show a stored run's rows in the table and plots (no per-token data: the store keeps summaries)."""
+        """Show a stored run in the table and plots, with its per-token data when its event log was kept."""
         if self.bridge.running:
             self.notify("Wait for the running sweep to finish (or cancel it) first.", "warning")
             return False
@@ -642,12 +642,35 @@ class MainWindow(QMainWindow):
             with ResultStore(self.store_path) as store:
                 rows = store.rows(run_id)
                 info = store.run_info(run_id)
+                log = store.event_log_path(run_id)
         except StoreError as e:
             self.notify(str(e))
             return False
-        self.show_session(LiveSession.from_rows(rows, str(info.get("sweep_name") or run_id)))
+        title = str(info.get("sweep_name") or run_id)
+        events = self._read_event_log(log)
+        if events:  # the whole stream was kept: per-token rates, latencies and telemetry come back too
+            session = LiveSession(title)
+            session.extend(events)
+            session.mark_finished(cancelled=session.cancelled)
+            # the stored rows are the complete ones (a crashed run's last rows may postdate its log)
+            for row in rows:
+                session.add_row(row)
+        else:
+            session = LiveSession.from_rows(rows, title)
+        self.show_session(session)
         self.results_title.setText(f"<b>Results</b> — past run {run_id} ({info.get('status')})")
         return True
+
+    @staticmethod
+    def _read_event_log(path: Path) -> list[Event]:
+        from app.gui.bridge import read_event_stream
+
+        if not path.exists():
+            return []
+        try:
+            return read_event_stream(path)
+        except (OSError, EOFError, ValueError):  # a log cut short by a crash: the rows alone still show
+            return []
 
     def show_session(self, session: LiveSession) -> None:
         """Replace what the window shows (a past run, a replayed recording)."""

@@ -89,6 +89,12 @@ def test_real_sweep_fills_table_plots_store_and_csv(window, qtbot, smollm2_path:
     assert header == export.to_csv(w.session.ordered_rows()).splitlines()[0]
     png = w.save_plots_png(str(tmp_path / "plots.png"))
     assert png and Path(png).stat().st_size > 10_000
+    # re-opened from the store, the run comes back with its per-token data (its event stream was kept)
+    w.session = type(w.session)("something else")
+    assert w.open_run(outcome.run_id)
+    w._tick(force=True)
+    assert len(w.plots.data_of("dec", "tok", 0)[0]) >= 6
+    assert w.results.rowCount() == 1 and w.results.row_at(0)["run_id"] == outcome.run_id
 
 
 def test_cancel_keeps_finished_rows_and_kills_the_worker(window, qtbot, smollm2_path: Path) -> None:
