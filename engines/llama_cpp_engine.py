@@ -75,11 +75,6 @@ def _init_backend(log_path: str | None = None) -> None:
     _backend_ready = True
 
 
-def log_text() -> str:
-    """Everything llama.cpp logged lately (for reading buffer sizes and error causes)."""
-    return "".join(m for _, m in _log_lines)
-
-
 def _strip_prefix(text: str) -> str:
     while re.match(r"^[a-z_0-9:]+: ", text):
         text = text.split(": ", 1)[1]

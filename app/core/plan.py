@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +215,3 @@ def load_sweep_preset(path: str | Path) -> SweepSpec:
         setattr(spec, key, value)
     spec.validate(str(p))
     return spec
-
-
-def with_models(spec: SweepSpec, models: list[str]) -> SweepSpec:
-    return replace(spec, models=list(models))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -157,12 +158,10 @@ class Runner:
             prompt = self._prompt_tokens(test)
             spec = RunSpec(n_prompt=test.n_prompt, n_gen=test.n_gen, n_depth=test.n_depth,
                            n_parallel=test.n_parallel, prompt_tokens=prompt)
-            warm = self._one(index, -1, RunSpec(n_prompt=spec.n_prompt, n_gen=min(spec.n_gen, WARMUP_MAX_GEN),
-                                                  n_depth=spec.n_depth, n_parallel=spec.n_parallel,
-                                                  prompt_tokens=prompt, seed=spec.seed - 1))
+            warm = self._one(index, -1, replace(spec, n_gen=min(spec.n_gen, WARMUP_MAX_GEN), seed=spec.seed - 1))
             starts, prefill_ends, tokens, counters = [], [], [], []
             for rep in range(test.repetitions):
-                t = self._one(index, rep, RunSpec(**{**spec.__dict__, "seed": spec.seed + rep}))
+                t = self._one(index, rep, replace(spec, seed=spec.seed + rep))
                 starts.append(t.start_ns)
                 prefill_ends.append(t.prefill_end_ns)
                 tokens.append(t.token_ns)

@@ -90,7 +90,6 @@ class LiveSession:
         self.test_end_ns: dict[int, int] = {}
         self.current: int | None = None
         self.current_rep = -1
-        self.current_token = 0
         self.loads: list[ModelLoaded] = []
         self.notices: list[str] = []
         self.errors: list[str] = []
@@ -137,9 +136,9 @@ class LiveSession:
             if ev.rep >= 0:
                 self.phases.append(PhaseSpan(ev.start_ns, ev.end_ns, ev.phase, ev.test_index, ev.rep))
         elif isinstance(ev, RepetitionStarted):
-            self.current_rep, self.current_token = ev.rep, 0
+            self.current_rep = ev.rep
         elif isinstance(ev, TestStarted):
-            self.current, self.current_rep, self.current_token = ev.test_index, -1, 0
+            self.current, self.current_rep = ev.test_index, -1
             self.tests[ev.test_index] = dict(ev.test)
             self.test_start_ns[ev.test_index] = ev.t_ns
         elif isinstance(ev, (TestFinished, TestFailed)):
@@ -167,7 +166,6 @@ class LiveSession:
             self.cancelled = self.cancelled or ev.cancelled
 
     def _tick(self, ev: TokenTick) -> None:
-        self.current_token = ev.token_index + 1
         key = (ev.test_index, ev.rep)
         prev = self._last_tick
         self._last_tick = (key, ev.t_ns)

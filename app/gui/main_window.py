@@ -108,7 +108,6 @@ class MainWindow(QMainWindow):
         self._probe_done = False
         self._hw_detected = False
         self._wanted_profile = ""
-        self._probe_wait = None
         self._selected: set[int] = set()
         self._last_progress: tuple[Any, ...] | None = None
         self.compare_window: Any = None
@@ -477,7 +476,6 @@ class MainWindow(QMainWindow):
         self.editor.progress.setFormat("starting…")
         self.status_label.setText(f"Running {len(tests)} test(s)…" if self._probe_done else
                                   "Measuring this CPU once before the sweep…")
-        self._t_start = time.monotonic()
         self._start_when_drawn(tests, name)
 
     def _start_when_drawn(self, tests: list[TestSpec], name: str) -> None:
