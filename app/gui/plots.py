@@ -197,7 +197,7 @@ class LivePlots(QWidget):
         self._drawn_at: dict[str, int] = {}
         self._behind = False
         self._legend_entries = 0
-        self.max_per_refresh = 2
+        self.max_per_refresh = 1
         for w in self.plots():
             for name in ("left", "bottom", "right"):
                 w.getPlotItem().getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
