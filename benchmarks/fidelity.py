@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.paths import default_model_path  # noqa: E402
-from app.core.plan import TestSpec  # noqa: E402
-from app.core.session import SweepSession  # noqa: E402
+from app.paths import default_model_path  # noqa: E402
+from app.run.plan import TestSpec  # noqa: E402
+from app.run.session import SweepSession  # noqa: E402
 
 
 def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: int) -> dict[str, float]:

@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QEventLoop, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.core.plan import parse_list
     from app.gui.main_window import MainWindow
+    from app.run.plan import parse_list
 
     app = QApplication.instance() or QApplication([])
     win = MainWindow(restore=False)

@@ -18,14 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.calibration import efficiency_from_rows  # noqa: E402
-from app.core.ceilings import predict  # noqa: E402
-from app.core.gguf_facts import read_model_facts  # noqa: E402
-from app.core.hardware_context import detect_hardware_context  # noqa: E402
-from app.core.paths import data_dir, default_model_path  # noqa: E402
-from app.core.plan import TestSpec  # noqa: E402
-from app.core.row_predictions import RowPredictor  # noqa: E402
-from app.core.session import SweepSession  # noqa: E402
+from app.model.gguf_facts import read_model_facts  # noqa: E402
+from app.paths import data_dir, default_model_path  # noqa: E402
+from app.predict.calibration import efficiency_from_rows  # noqa: E402
+from app.predict.ceilings import predict  # noqa: E402
+from app.predict.hardware import detect_hardware_context  # noqa: E402
+from app.predict.row_predictions import RowPredictor  # noqa: E402
+from app.run.plan import TestSpec  # noqa: E402
+from app.run.session import SweepSession  # noqa: E402
 
 SYNTH_DIMS = dict(n_layer=24, n_embd=1024, n_head=16, n_head_kv=4, n_ff=2816, n_vocab=32000, n_ctx_train=4096)
 

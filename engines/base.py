@@ -30,6 +30,10 @@ class DecodeError(EngineError):
     """A decode call failed mid-run."""
 
 
+class InputError(EngineError):
+    """The test's own input cannot be used (an unreadable or empty prompt file)."""
+
+
 @dataclass(frozen=True)
 class LoadConfig:
     model_path: str
@@ -97,6 +101,19 @@ class LoadedModel:
     description: str
 
 
+@dataclass(frozen=True)
+class MemoryReport:
+    """What the engine itself reported allocating for the loaded model and context (bytes, all devices)."""
+
+    weights_bytes: float = 0.0
+    kv_bytes: float = 0.0
+    compute_bytes: float = 0.0
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes
+
+
 TokenCallback = Callable[[int, int], None]  # (token_index, n_past) after each decode step
 
 
@@ -110,5 +127,9 @@ class Engine(Protocol):
     def run(self, spec: RunSpec, on_token: TokenCallback | None = None) -> RunTimings: ...
 
     def tokenize(self, text: str) -> list[int]: ...
+
+    def memory_report(self) -> MemoryReport | None:
+        """The engine's own allocation figures for the current model and context; None if it reports none."""
+        ...
 
     def close(self) -> None: ...

@@ -25,6 +25,7 @@ from engines.base import (
     EngineUnavailable,
     LoadConfig,
     LoadedModel,
+    MemoryReport,
     ModelLoadError,
     RunSpec,
     RunTimings,
@@ -136,6 +137,8 @@ class LlamaCppEngine:
         self._filled: tuple[int, int] | None = None  # (depth, sequences) now in the KV cache
         self._n_vocab = 0
         self._model_path = ""
+        self._weights_reported = 0.0
+        self._ctx_reported: dict[str, float] = {}
 
     # --- facts -------------------------------------------------------------------------------
     def info(self) -> EngineInfo:
@@ -230,11 +233,13 @@ class LlamaCppEngine:
             n = lc.llama_tokenize(self._vocab, data, len(data), buf, -n, True, False)
         return list(buf[:n])
 
-    def memory_report(self) -> dict[str, float]:
-        """What llama.cpp reported allocating for the loaded model and context (bytes)."""
-        ctx = getattr(self, "_ctx_reported", {}) if self._ctx is not None else {}
-        return {"weights_bytes": getattr(self, "_weights_reported", 0.0), "kv_bytes": ctx.get("kv", 0.0),
-                "compute_bytes": ctx.get("compute", 0.0)}
+    def memory_report(self) -> MemoryReport | None:
+        """What llama.cpp logged allocating for the loaded model and context (bytes, all devices)."""
+        if self._model is None:
+            return None
+        ctx = self._ctx_reported if self._ctx is not None else {}
+        return MemoryReport(weights_bytes=self._weights_reported, kv_bytes=ctx.get("kv", 0.0),
+                            compute_bytes=ctx.get("compute", 0.0))
 
     # --- the timed run ---------------------------------------------------------------------------
     def _batches(self, items: list[tuple[int, int, int, bool]], size: int) -> list[lc.llama_batch]:

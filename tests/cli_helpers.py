@@ -7,5 +7,5 @@ import sys
 
 
 def gguf_bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "app.core.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.paths import DEFAULT_MODEL_DIST, DEFAULT_MODEL_FILE, default_model_path
+from app.paths import DEFAULT_MODEL_DIST, DEFAULT_MODEL_FILE, default_model_path
 from tests.gguf_synth import write_synthetic_gguf
 
 

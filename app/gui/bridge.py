@@ -19,10 +19,10 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.core import events as ev
-from app.core.plan import TestSpec
-from app.core.session import SweepOutcome, SweepSession
-from app.core.store import ResultStore
+from app.results.store import ResultStore
+from app.run import events as ev
+from app.run.plan import TestSpec
+from app.run.session import SweepOutcome, SweepSession
 
 
 def row_predictor(store: ResultStore | None, machine: dict[str, Any], facts: dict[str, Any] | None = None) -> Any:
@@ -31,9 +31,9 @@ def row_predictor(store: ResultStore | None, machine: dict[str, Any], facts: dic
     ``facts`` (model path → ModelFacts the window has already read) spares the sweep thread re-reading GGUF
     headers (seconds of Python work for a large vocabulary) while the worker measures.
     """
-    from app.core.calibration import StoreCalibration
-    from app.core.hardware_context import detect_hardware_context
-    from app.core.row_predictions import RowPredictor
+    from app.predict.calibration import StoreCalibration
+    from app.predict.hardware import detect_hardware_context
+    from app.predict.row_predictions import RowPredictor
 
     hw = detect_hardware_context(None)
     calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
@@ -108,7 +108,7 @@ class SweepBridge(QObject):
 
     # --- sweep thread ---------------------------------------------------------------------------
     def _run(self, tests: list[TestSpec], sweep_name: str, command: str, facts: dict[str, Any]) -> None:
-        from app.core.session import machine_facts_for_run
+        from app.run.session import machine_facts_for_run
 
         result: SweepOutcome | str
         store: ResultStore | None = None

@@ -30,10 +30,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.store import ResultStore, StoreError
 from app.gui.panels.library import human_bytes
 from app.gui.plots import color, line, make_plot, short_model
-from app.gui.predictions import Predictor
+from app.gui.predictions import PredictionService
+from app.results.store import ResultStore, StoreError
 
 
 @dataclass
@@ -75,7 +75,7 @@ def _mean(xs: list[float]) -> float | None:
 class CompareWindow(QWidget):
     """Pick two or more model files or past runs; TTFT and decode curves overlaid; ratios against the first."""
 
-    def __init__(self, predictor: Predictor, request_facts: Callable[[str], None] | None = None,
+    def __init__(self, predictor: PredictionService, request_facts: Callable[[str], None] | None = None,
                  store_path: str | Path | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.setWindowTitle("GGUF Workbench — compare")

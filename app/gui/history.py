@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.store import ResultStore, RunSummary, StoreError
+from app.results.store import ResultStore, RunSummary, StoreError
 
 
 def load_runs(store_path: str | Path | None = None, limit: int = 200) -> tuple[list[RunSummary], Path]:

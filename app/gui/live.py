@@ -1,7 +1,7 @@
 """The session model the window draws from: events in, arrays and rows out. No Qt here.
 
 The bridge appends events from the sweep thread to a queue; the window's 10 Hz timer hands them to
-:meth:`LiveSession.extend` on the GUI thread, then redraws from the arrays. A recorded event stream, or the
+:meth:`LiveRun.extend` on the GUI thread, then redraws from the arrays. A recorded event stream, or the
 rows of a past run, fill the same model, so the plots never know where the numbers came from.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from app.core.events import (
+from app.run.events import (
     Event,
     ModelLoaded,
     Notice,
@@ -75,7 +75,7 @@ def test_label(test: dict[str, Any]) -> str:
             f"ngl{test.get('n_gpu_layers')} {test.get('type_k')} fa{int(bool(test.get('flash_attn', 0)))}{par}")
 
 
-class LiveSession:
+class LiveRun:
     """Everything one sweep (live, replayed or re-opened) has told so far."""
 
     def __init__(self, title: str = "") -> None:
@@ -206,7 +206,7 @@ class LiveSession:
         self.version += 1
 
     @classmethod
-    def from_rows(cls, rows: Iterable[dict[str, Any]], title: str = "") -> LiveSession:
+    def from_rows(cls, rows: Iterable[dict[str, Any]], title: str = "") -> LiveRun:
         """A finished session holding only result rows (a past run from the store, a CSV)."""
         s = cls(title)
         for r in rows:

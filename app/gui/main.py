@@ -116,7 +116,7 @@ def _compare_demo(win: object, app: object, path: str, finish: object) -> None:
     """Two quick sweeps that differ only in threads, then the compare view with both and the model file."""
     from PySide6.QtCore import QTimer
 
-    from app.core.plan import SweepSpec
+    from app.run.plan import SweepSpec
 
     runs: list[str] = []
     model = win.default_model  # type: ignore[attr-defined]

@@ -1,7 +1,7 @@
 """The workbench window: library, inspector and scenario on the left; sweep, live plots and results on the right.
 
 Threads: the sweep runs on the bridge's thread (the model itself in a worker process); GGUF facts, folder scans
-and the CPU probe run on task threads. The GUI thread only folds queued events into the LiveSession and redraws
+and the CPU probe run on task threads. The GUI thread only folds queued events into the LiveRun and redraws
 from a 10 Hz timer.
 """
 
@@ -28,49 +28,48 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import export
-from app.core import model_library as ml
-from app.core.events import Event, ModelLoaded, Notice, TestFailed, WorkerError
-from app.core.gguf_facts import GGUFFileError, read_model_facts
-from app.core.hardware_profiles import HardwareProfile, ProfileError, cpu_profile, load_profiles, match_nvml_name
-from app.core.paths import default_model_path
-from app.core.plan import TestSpec
-from app.core.session import SweepOutcome
-from app.core.store import ResultStore, StoreError
 from app.gui.bridge import SweepBridge
-from app.gui.live import LiveSession, test_label
+from app.gui.live import LiveRun, test_label
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.panels.library import LibraryPanel
 from app.gui.panels.messages import MessageArea
 from app.gui.panels.scenario import ScenarioPanel
 from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
-from app.gui.predictions import Predictor
+from app.gui.predictions import PredictionService
 from app.gui.qt_compat import collect_garbage_on_the_gui_thread
 from app.gui.results_model import TEST_INDEX_ROLE, ResultsModel, ResultsProxy
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
+from app.model import library as ml
+from app.model.gguf_facts import GGUFFileError, read_model_facts
+from app.paths import default_model_path
+from app.predict.profiles import HardwareProfile, ProfileError, cpu_profile, load_profiles, match_nvml_name
+from app.results import export
+from app.results.store import ResultStore, StoreError
+from app.run.events import Event, FailureKind, ModelLoaded, Notice, TestFailed, WorkerError
+from app.run.plan import TestSpec
+from app.run.session import SweepOutcome
 
 REDRAW_MS = 100
 CPU_LABEL = "This CPU (measured)"
 
 
-def plain_reason(reason: str) -> str:
-    """A worker or engine error in plain words, with what to try."""
-    low = reason.lower()
-    if "sigkill" in low or "out of memory" in low and "killed" in low:
-        return (f"The benchmark process was killed, probably out of memory ({reason}). The window is fine and "
-                "finished results are kept; try a smaller context or model.")
-    if "cannot allocate a context" in low or "out of memory" in low:
-        return (f"Out of memory: {reason}. Try a smaller context, a quantized KV cache (q8_0) or fewer GPU "
-                "layers.")
-    if "could not load" in low or "cannot load" in low:
-        return f"The model could not be loaded: {reason}"
-    if "killed by" in low or "exited with code" in low:
-        return f"The benchmark process crashed ({reason}). The window is fine; finished results are kept."
-    if "cannot start" in low:
-        return f"The benchmark process could not start: {reason}"
-    return reason
+#: What a failure means and what to try, by its typed kind (see FailureKind); ``{reason}`` is the message.
+FAILURE_ADVICE: dict[str, str] = {
+    FailureKind.WORKER_KILLED: ("The benchmark process was killed, probably out of memory ({reason}). The window is "
+                                "fine and finished results are kept; try a smaller context or model."),
+    FailureKind.OUT_OF_MEMORY: ("Out of memory: {reason}. Try a smaller context, a quantized KV cache (q8_0) or fewer "
+                                "GPU layers."),
+    FailureKind.LOAD_ERROR: "The model could not be loaded: {reason}",
+    FailureKind.WORKER_DIED: "The benchmark process crashed ({reason}). The window is fine; finished results are kept.",
+    FailureKind.WORKER_START: "The benchmark process could not start: {reason}",
+}
+
+
+def plain_reason(reason: str, kind: str = "") -> str:
+    """A worker or engine error in plain words, with what to try, chosen by its typed kind."""
+    return FAILURE_ADVICE.get(kind, "{reason}").format(reason=reason)
 
 
 def _group(title: str, widget: QWidget) -> QGroupBox:
@@ -95,9 +94,9 @@ class MainWindow(QMainWindow):
         self.store_path = store_path
         self.tasks = Tasks(self, max_workers=1)
         self.hw_tasks = Tasks(self, max_workers=1)
-        self.predictor = Predictor()
+        self.predictor = PredictionService()
         self.predictor.background = self._in_background
-        self.session = LiveSession()
+        self.session = LiveRun()
         self.bridge = SweepBridge(self, store_path=store_path)
         self.bridge.finished.connect(self._sweep_finished)
         self.bridge.before_run = self._wait_for_probe
@@ -466,7 +465,7 @@ class MainWindow(QMainWindow):
             self.settings.add_recent_model(t)
             self.request_facts(t)
         self.settings.set_selected_models(self.library.selected_paths())
-        self.session = LiveSession(name)
+        self.session = LiveRun(name)
         self.session.plan([t.to_dict() for t in tests])
         self._selected.clear()
         self.plots.reset()
@@ -501,7 +500,7 @@ class MainWindow(QMainWindow):
         self.editor.set_running(False)
         if isinstance(outcome, str):
             self.session.mark_finished()
-            self.notify(plain_reason(outcome))
+            self.notify(plain_reason(outcome, FailureKind.WORKER_START))
         else:
             self.session.mark_finished(cancelled=outcome.status == "cancelled")
             n_ok = sum(1 for r in outcome.rows if r.get("status") == "ok")
@@ -541,9 +540,9 @@ class MainWindow(QMainWindow):
             if isinstance(e, Notice):
                 self.notify(e.message, "warning" if e.level != "info" else "info")
             elif isinstance(e, TestFailed):
-                self.notify(f"Test {e.test_index + 1} failed. {plain_reason(e.reason)}")
-            elif isinstance(e, WorkerError) and e.message != "cancelled":
-                self.notify(plain_reason(e.message))
+                self.notify(f"Test {e.test_index + 1} failed. {plain_reason(e.reason, e.kind)}")
+            elif isinstance(e, WorkerError) and e.kind != FailureKind.CANCELLED:
+                self.notify(plain_reason(e.message, e.kind))
             elif isinstance(e, ModelLoaded):
                 self.status_label.setText(f"Loaded {os.path.basename(e.model_path)} in {e.load_ms:.0f} ms "
                                           f"({e.backends}).")
@@ -647,14 +646,14 @@ class MainWindow(QMainWindow):
         title = str(info.get("sweep_name") or run_id)
         events = self._read_event_log(log)
         if events:  # the whole stream was kept: per-token rates, latencies and telemetry come back too
-            session = LiveSession(title)
+            session = LiveRun(title)
             session.extend(events)
             session.mark_finished(cancelled=session.cancelled)
             # the stored rows are the complete ones (a crashed run's last rows may postdate its log)
             for row in rows:
                 session.add_row(row)
         else:
-            session = LiveSession.from_rows(rows, title)
+            session = LiveRun.from_rows(rows, title)
         self.show_session(session)
         self.results_title.setText(f"<b>Results</b> — past run {run_id} ({info.get('status')})")
         return True
@@ -670,7 +669,7 @@ class MainWindow(QMainWindow):
         except (OSError, EOFError, ValueError):  # a log cut short by a crash: the rows alone still show
             return []
 
-    def show_session(self, session: LiveSession) -> None:
+    def show_session(self, session: LiveRun) -> None:
         """Replace what the window shows (a past run, a replayed recording)."""
         self.session = session
         self._selected.clear()
@@ -683,7 +682,7 @@ class MainWindow(QMainWindow):
 
     def replay(self, events: list[Event], title: str = "replay") -> None:
         """Show a recorded event stream as if it had just run (no model, no worker)."""
-        s = LiveSession(title)
+        s = LiveRun(title)
         s.extend(events)
         s.mark_finished(cancelled=s.cancelled)
         self._announce(events)

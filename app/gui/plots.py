@@ -1,4 +1,4 @@
-"""The live plots: every measurement beside its prediction, redrawn from a LiveSession by a timer (setData only)."""
+"""The live plots: every measurement beside its prediction, redrawn from a LiveRun by a timer (setData only)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QWidget
 
-from app.gui.live import LiveSession
-from app.gui.predictions import Predictor, n_ctx_for
+from app.gui.live import LiveRun
+from app.gui.predictions import PredictionService, n_ctx_for
 
 pg.setConfigOptions(antialias=True, background="w", foreground="#222")
 
@@ -271,7 +271,7 @@ class LivePlots(QWidget):
         """Whether some plot still waits for its redraw (refresh draws at most a few per call)."""
         return self._behind
 
-    def refresh(self, session: LiveSession, predictor: Predictor, selected: Iterable[int] = (),
+    def refresh(self, session: LiveRun, predictor: PredictionService, selected: Iterable[int] = (),
                 force: bool = False) -> bool:
         """Redraw plots whose inputs changed; False when none had.
 
@@ -365,14 +365,14 @@ class LivePlots(QWidget):
         return self.grab().save(path, "PNG", 0)
 
     # --- helpers --------------------------------------------------------------------------------
-    def _settings(self, session: LiveSession, path: str) -> dict[str, Any]:
+    def _settings(self, session: LiveRun, path: str) -> dict[str, Any]:
         for i in sorted(session.tests):
             t = session.tests[i]
             if t.get("model_path") == path:
                 return {k: t.get(k) for k in ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")}
         return {}
 
-    def _curve(self, predictor: Predictor, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+    def _curve(self, predictor: PredictionService, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         """A predicted curve from the predictor's cache; None while it is being computed in the background."""
         return predictor.cached_curve((*key, predictor.version), compute)
 
@@ -380,11 +380,11 @@ class LivePlots(QWidget):
         return f"{what} — {short_model(path)}" if multi else what
 
     @staticmethod
-    def _profile_name(predictor: Predictor) -> str:
+    def _profile_name(predictor: PredictionService) -> str:
         return predictor.profile.name if predictor.profile else "no profile"
 
     # --- TTFT -----------------------------------------------------------------------------------
-    def _draw_ttft(self, session: LiveSession, predictor: Predictor, models: Sequence[str], multi: bool,
+    def _draw_ttft(self, session: LiveRun, predictor: PredictionService, models: Sequence[str], multi: bool,
                    sel: frozenset[int]) -> None:
         plot = self.ttft.getPlotItem()
         rows = [r for r in session.ok_rows() if r.get("ttft_ms") is not None]
@@ -423,7 +423,7 @@ class LivePlots(QWidget):
         self._pool.get(plot, ("ttft", "hl"), lambda: ring(None)).setData(hx, hy)
 
     # --- decode ---------------------------------------------------------------------------------
-    def _model_of_tokens(self, session: LiveSession, models: Sequence[str]) -> np.ndarray:
+    def _model_of_tokens(self, session: LiveRun, models: Sequence[str]) -> np.ndarray:
         tt = session.tok_test.view().astype(int)
         if tt.size == 0:
             return tt
@@ -434,7 +434,7 @@ class LivePlots(QWidget):
                 lut[i] = index.get(str(t.get("model_path", "")), -1)
         return lut[tt]
 
-    def _draw_decode(self, session: LiveSession, predictor: Predictor, models: Sequence[str], multi: bool,
+    def _draw_decode(self, session: LiveRun, predictor: PredictionService, models: Sequence[str], multi: bool,
                      sel: frozenset[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         plot = self.decode.getPlotItem()
         tests = [session.tests[i] for i in sorted(session.tests)]
@@ -486,7 +486,7 @@ class LivePlots(QWidget):
         return curves
 
     # --- KV memory ------------------------------------------------------------------------------
-    def _draw_kv(self, session: LiveSession, predictor: Predictor, models: Sequence[str], multi: bool,
+    def _draw_kv(self, session: LiveRun, predictor: PredictionService, models: Sequence[str], multi: bool,
                  sel: frozenset[int]) -> None:
         plot = self.kv.getPlotItem()
         tests = [session.tests[i] for i in sorted(session.tests)]
@@ -536,7 +536,7 @@ class LivePlots(QWidget):
             self._limit.label.setFormat(label)
 
     # --- telemetry ------------------------------------------------------------------------------
-    def _draw_telemetry(self, session: LiveSession, predictor: Predictor, models: Sequence[str]) -> None:
+    def _draw_telemetry(self, session: LiveRun, predictor: PredictionService, models: Sequence[str]) -> None:
         plot = self.tel.getPlotItem()
         t = np.asarray(session.t_s(session.tel_t_ns.view()))
         tel = {k: s.view() for k, s in session.tel.items()}
@@ -579,7 +579,7 @@ class LivePlots(QWidget):
         self._set_range("tel2", self.tel_vb2, None, pct_hi)
 
     # --- inter-token latency --------------------------------------------------------------------
-    def _draw_itl(self, session: LiveSession, models: Sequence[str],
+    def _draw_itl(self, session: LiveRun, models: Sequence[str],
                   curves: dict[int, tuple[np.ndarray, np.ndarray]], sel: frozenset[int]) -> None:
         plot = self.itl.getPlotItem()
         t = np.asarray(session.t_s(session.tok_t_ns.view()))

@@ -1,6 +1,6 @@
-"""Predictions for the window: a cache in front of ``app.core.ceilings.predict``. No Qt, no physics of its own.
+"""Predictions for the window: a cache in front of ``app.predict.ceilings.predict``. No Qt, no physics of its own.
 
-The physics lives in ``app/core/ceilings.py``; this module only chooses what to ask (which depth, which
+The physics lives in ``app/predict/ceilings.py``; this module only chooses what to ask (which depth, which
 context) for a table row or a plotted curve, and remembers the answers.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from app.core import ceilings
-from app.core.hardware_profiles import HardwareProfile
-from app.core.model_facts import ModelFacts
+from app.model.facts import ModelFacts
+from app.predict import ceilings
+from app.predict.profiles import HardwareProfile
 
 _PREDICT_PARAMS = set(inspect.signature(ceilings.predict).parameters)
 _DEPTH_PARAM = next((n for n in ("depth", "n_depth") if n in _PREDICT_PARAMS), "")
@@ -57,7 +57,7 @@ def n_ctx_for(test: dict[str, Any]) -> int:
     return -(-per_seq * max(_int(test, "n_parallel", 1), 1) // 256) * 256
 
 
-class Predictor:
+class PredictionService:
     """Model facts by path, the chosen hardware profile, and cached ceilings."""
 
     def __init__(self) -> None:

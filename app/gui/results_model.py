@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
 
-from app.gui.predictions import Predictor, TestPrediction
+from app.gui.predictions import PredictionService, TestPrediction
 
 Index = QModelIndex | QPersistentModelIndex
 SORT_ROLE = Qt.ItemDataRole.UserRole
@@ -96,9 +96,9 @@ _KIND_BG = {"predicted": QColor(240, 244, 252), "fraction": QColor(246, 246, 240
 
 
 class ResultsModel(QAbstractTableModel):
-    """Rows of the current session (keyed by test index), with predictions from a Predictor."""
+    """Rows of the current session (keyed by test index), with predictions from a PredictionService."""
 
-    def __init__(self, predictor: Predictor, parent: Any = None) -> None:
+    def __init__(self, predictor: PredictionService, parent: Any = None) -> None:
         super().__init__(parent)
         self.predictor = predictor
         self._rows: list[dict[str, Any]] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from app.core.paths import data_dir
+from app.paths import data_dir
 from app.telemetry.host import machine_facts, usable_cpu_threads
 
 CACHE_FILE = "cpu_probe.json"

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class TelemetrySample:
+class Reading:
     """One set of readings at ``t_ns`` (injected clock, midpoint of the reading); None = not available."""
 
     t_ns: int
@@ -57,7 +57,7 @@ class TelemetrySample:
         return asdict(self)
 
 
-SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(TelemetrySample))
+SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Reading))
 _READING_FIELDS = frozenset(SAMPLE_FIELDS) - {"t_ns"}
 
 
@@ -74,7 +74,7 @@ class TelemetrySampler:
         interval_s: float = 0.1,
         gpu_index: int = 0,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
-        on_sample: Callable[[TelemetrySample], None] | None = None,
+        on_sample: Callable[[Reading], None] | None = None,
         *,
         use_gpu: bool | None = None,
     ) -> None:
@@ -88,7 +88,7 @@ class TelemetrySampler:
         self._use_gpu = use_gpu
         self._gpu = False
         self._probe: ProcessProbe | None = None
-        self._samples: list[TelemetrySample] = []
+        self._samples: list[Reading] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -99,7 +99,7 @@ class TelemetrySampler:
         return self._gpu
 
     @property
-    def samples(self) -> list[TelemetrySample]:
+    def samples(self) -> list[Reading]:
         """A copy of the samples so far, oldest first."""
         with self._lock:
             return list(self._samples)
@@ -130,7 +130,7 @@ class TelemetrySampler:
             thread.join(timeout_s)
         self._thread = None
 
-    def sample_once(self) -> TelemetrySample:
+    def sample_once(self) -> Reading:
         """Take one sample now, keep it and pass it to ``on_sample``. Never raises."""
         self._prepare()
         t_before_ns = self.clock_ns()
@@ -144,7 +144,7 @@ class TelemetrySampler:
             log.exception("telemetry reading failed")
         t_after_ns = self.clock_ns()
         readings = {k: v for k, v in readings.items() if k in _READING_FIELDS}
-        sample = TelemetrySample(t_ns=(t_before_ns + t_after_ns) // 2, **readings)
+        sample = Reading(t_ns=(t_before_ns + t_after_ns) // 2, **readings)
         with self._lock:
             self._samples.append(sample)
         if self.on_sample is not None:
@@ -171,7 +171,7 @@ class TelemetrySampler:
         return summarize(self.samples, t0_ns, t1_ns)
 
 
-def _series(samples: Sequence[TelemetrySample], name: str) -> list[tuple[int, float]]:
+def _series(samples: Sequence[Reading], name: str) -> list[tuple[int, float]]:
     return sorted((s.t_ns, float(v)) for s in samples if (v := getattr(s, name)) is not None)
 
 
@@ -202,7 +202,7 @@ def _integrate(points: list[tuple[int, float]], lo_ns: int, hi_ns: int) -> float
     return total / 1e9
 
 
-def summarize(samples: Sequence[TelemetrySample], t0_ns: int, t1_ns: int) -> dict[str, Any]:
+def summarize(samples: Sequence[Reading], t0_ns: int, t1_ns: int) -> dict[str, Any]:
     """Average power, energy and peak memory over the window ``[t0_ns, t1_ns]``.
 
     Energy comes from the NVML energy counter where it is available (interpolated at the window edges), else from
@@ -264,7 +264,7 @@ def phase_at(t_ns: int, markers: Sequence[tuple[int, str]]) -> str:
 
 
 def write_trace_csv(
-    samples: Sequence[TelemetrySample],
+    samples: Sequence[Reading],
     path: str | Path,
     phase_markers: Sequence[tuple[int, str]] = (),
 ) -> Path:

@@ -30,10 +30,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 
-    from app.core.gguf_facts import read_model_facts
-    from app.core.paths import default_model_path
-    from app.core.plan import SweepSpec, parse_list
     from app.gui.bridge import SweepBridge
+    from app.model.gguf_facts import read_model_facts
+    from app.paths import default_model_path
+    from app.run.plan import SweepSpec, parse_list
     from app.telemetry.host import machine_facts
 
     model = default_model_path()

@@ -15,11 +15,11 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
-from app.core import export
-from app.core.events import Notice, SweepFinished, SweepStarted, TestFailed, WorkerError
-from app.core.plan import SweepSpec
-from app.core.store import ResultStore
 from app.gui.bridge import read_event_stream
+from app.results import export
+from app.results.store import ResultStore
+from app.run.events import Notice, SweepFinished, SweepStarted, TestFailed, WorkerError
+from app.run.plan import SweepSpec
 from tests.gui.conftest import RECORDED, wait_for
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.telemetry import nvml
-from app.telemetry.sampler import TelemetrySample, TelemetrySampler, phase_at, summarize, write_trace_csv
+from app.telemetry.sampler import Reading, TelemetrySampler, phase_at, summarize, write_trace_csv
 from tests.telemetry.nvml_replay import replay
 
 GPU_FIELDS = ("vram_used_bytes", "power_w", "energy_mj", "gpu_util_pct", "process_vram_bytes")
@@ -49,7 +49,7 @@ def test_real_sampler_at_50_hz_on_psutil_alone(tmp_path: Path) -> None:
         clock_calls.append(t)
         return t
 
-    seen: list[TelemetrySample] = []
+    seen: list[Reading] = []
     sampler = TelemetrySampler(os.getpid(), interval_s=0.02, clock_ns=clock_ns, on_sample=seen.append)
     t_start_ns = time.perf_counter_ns()
     sampler.start()
@@ -89,7 +89,7 @@ def test_real_sampler_at_50_hz_on_psutil_alone(tmp_path: Path) -> None:
 
 
 def test_on_sample_errors_do_not_stop_the_sampler() -> None:
-    def boom(_sample: TelemetrySample) -> None:
+    def boom(_sample: Reading) -> None:
         raise RuntimeError("callback failed")
 
     sampler = TelemetrySampler(os.getpid(), interval_s=0.01, on_sample=boom, use_gpu=False)
@@ -107,7 +107,7 @@ class StepClock:
         return self.now_ns
 
 
-def replayed_samples(name: str, n: int, step_ns: int = 100_000_000) -> list[TelemetrySample]:
+def replayed_samples(name: str, n: int, step_ns: int = 100_000_000) -> list[Reading]:
     nvml.set_nvml_module(replay(name))
     clock = StepClock()
     sampler = TelemetrySampler(4242, clock_ns=clock)
@@ -152,6 +152,6 @@ def test_summary_integrates_power_without_energy_counter() -> None:
 def test_trace_without_markers_or_samples(tmp_path: Path) -> None:
     path = write_trace_csv([], tmp_path / "sub" / "empty.csv")
     assert path.read_text().splitlines()[0].startswith("t_ns,t_s,phase,")
-    one = write_trace_csv([TelemetrySample(t_ns=5, rss_bytes=1.0)], tmp_path / "one.csv")
+    one = write_trace_csv([Reading(t_ns=5, rss_bytes=1.0)], tmp_path / "one.csv")
     row = next(csv.DictReader(one.open(newline="")))
     assert row["phase"] == "" and row["rss_bytes"] == "1.0"

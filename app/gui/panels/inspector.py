@@ -17,12 +17,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.gguf_facts import format_params
-from app.core.hardware_profiles import HardwareProfile
-from app.core.kv_cache import REPORTED_CACHE_TYPES
-from app.core.model_facts import ModelFacts
 from app.gui.panels.library import human_bytes
-from app.gui.predictions import Predictor
+from app.gui.predictions import PredictionService
+from app.model.facts import ModelFacts
+from app.model.gguf_facts import format_params
+from app.model.kv_cache import REPORTED_CACHE_TYPES
+from app.predict.profiles import HardwareProfile
 
 FIT_WORDS = {
     "fits": ("#1b7a2e", "Fits", "everything on the device"),
@@ -120,7 +120,7 @@ class InspectorPanel(QWidget):
 
     # --- text -----------------------------------------------------------------------------------
     def show_model(self, path: str | None, facts: ModelFacts | None, error: str | None,
-                   predictor: Predictor) -> None:
+                   predictor: PredictionService) -> None:
         if not path:
             self.text.setText("<i>Select a model in the library.</i>")
             return

@@ -19,10 +19,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core import model_library as ml
-from app.core.gguf_facts import format_params
-from app.core.model_facts import ModelFacts
 from app.gui.tasks import Tasks
+from app.model import library as ml
+from app.model.facts import ModelFacts
+from app.model.gguf_facts import format_params
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 COLS = ("name", "size", "quant", "params", "source")

@@ -9,7 +9,7 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from app.core import ceilings
+from app.predict import ceilings
 
 SCENARIOS: dict[str, tuple[int, int]] = {"Chat": (1000, 300), "RAG": (12000, 500)}
 TTFT_COLOUR = QColor(240, 160, 40)

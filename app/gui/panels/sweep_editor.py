@@ -19,8 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.paths import SWEEP_PRESETS_DIR
-from app.core.plan import PlanError, SweepSpec, load_sweep_preset, parse_list
+from app.paths import SWEEP_PRESETS_DIR
+from app.run.plan import PlanError, SweepSpec, load_sweep_preset, parse_list
 
 #: (field, label, kind, tooltip) in the order shown.
 FORM: tuple[tuple[str, str, type, str], ...] = (

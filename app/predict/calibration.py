@@ -1,0 +1,50 @@
+"""Calibration: this machine's efficiency (achieved ÷ ceiling, by phase and backend) learned from stored runs.
+
+Once one model has been measured here, other model files can be predicted on this machine: the ceiling
+from their GGUF facts times the efficiency learned from the others.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from app.predict.ceilings import Efficiency
+from app.results.store import ResultStore
+
+
+def efficiency_from_rows(rows: list[dict[str, Any]]) -> Efficiency | None:
+    """Median achieved fraction per phase over ok rows; None when a phase has no measurement."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    dec = [float(r["decode_achieved_frac"]) for r in ok if r.get("decode_achieved_frac")]
+    pre = [float(r["prefill_achieved_frac"]) for r in ok if r.get("prefill_achieved_frac")]
+    if not dec or not pre:
+        return None
+    return Efficiency(prefill=statistics.median(pre), decode=statistics.median(dec))
+
+
+class StoreCalibration:
+    """Looks efficiencies up in the results store for this machine (same CPU and GPU), excluding the model itself."""
+
+    def __init__(self, store: ResultStore, cpu_info: str, gpu_info: str = "", limit: int = 500) -> None:
+        self.rows = [r for r in store.recent_rows(limit)
+                     if r.get("cpu_info") == cpu_info and (r.get("gpu_info") or "") == gpu_info]
+        self._cache: dict[tuple[str, str], tuple[Efficiency | None, str]] = {}
+
+    def __call__(self, backends: str, model_filename: str, file_type: str = "") -> tuple[Efficiency | None, str]:
+        """Efficiency from other models on this backend, preferring the same quantization type.
+
+        The efficiency of a kernel depends on the weight type (on a CPU, Q8_0 dot products run far faster than
+        Q4_1's), so rows of the same ``file_type`` are used when there are any.
+        """
+        key = (backends, model_filename, file_type)
+        if key not in self._cache:
+            others = [r for r in self.rows if (r.get("backends") or "CPU") == backends
+                      and r.get("model_filename") != model_filename and r.get("status") == "ok"]
+            same = [r for r in others if file_type and r.get("model_ftype") == file_type]
+            rows = same or others
+            eff = efficiency_from_rows(rows)
+            models = sorted({str(r.get("model_filename")) for r in rows})
+            kind = f"same type {file_type}" if same else "other types"
+            self._cache[key] = (eff, f"{len(rows)} rows ({kind}) of {', '.join(models)}" if eff else "")
+        return self._cache[key]

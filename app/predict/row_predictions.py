@@ -1,0 +1,97 @@
+"""Predicted columns for a measured row: ceilings, achieved fractions, effective bandwidth, memory.
+
+Every measured number stands beside what physics allows on the hardware it ran on; with a calibration
+(this machine's achieved ÷ ceiling, learned from other models) an "expected" figure stands beside it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.model.facts import ModelFacts
+from app.model.gguf_facts import GGUFFileError, read_model_facts
+from app.predict.ceilings import Efficiency, predict
+from app.predict.hardware import HardwareContext
+
+#: (backends, model_filename, file_type) -> (efficiency or None, where it was learned)
+CalibrationLookup = Callable[[str, str, str], tuple[Efficiency | None, str]]
+
+
+def _ratio(measured: Any, ceiling: float | None) -> float | None:
+    if measured is None or not ceiling:
+        return None
+    return float(measured) / ceiling
+
+
+def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContext,
+                      efficiency: Efficiency | None = None, calibrated_from: str = "") -> dict[str, Any]:
+    """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row."""
+    ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
+    profile = hw.for_row(ngl_eff)
+    n_prompt, n_gen, depth = int(row["n_prompt"]), int(row["n_gen"]), int(row.get("n_depth") or 0)
+    type_k, type_v = str(row.get("type_k") or "f16"), str(row.get("type_v") or row.get("type_k") or "f16")
+    pred = predict(
+        facts, profile, n_ctx=int(row.get("n_ctx") or (depth + n_prompt + n_gen + 1)), n_gpu_layers=ngl_eff,
+        type_k=type_k, type_v=type_v, n_prompt=max(n_prompt, 1), n_gen=n_gen,
+        cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=efficiency,
+        n_ubatch=int(row.get("n_ubatch") or 512), flash_attn=bool(int(row.get("flash_attn") or 0)), depth=depth,
+        tensor_bytes=facts.tensor_bytes or None,
+    )
+    decode_tps = row.get("decode_tps")
+    kv_read = facts.kv_bytes_per_token(type_k, type_v) * (depth + n_prompt + n_gen / 2.0)
+    out: dict[str, Any] = {
+        "model_ftype": facts.file_type,
+        "hw_profile": profile.name,
+        "pred_bandwidth_gbps": profile.peak_bandwidth_gbps,
+        "pred_tflops": profile.fp16_tensor_tflops,
+        "pred_decode_ceiling_tps": pred.decode_ceiling_tps,
+        "pred_prefill_ceiling_tps": pred.prefill_ceiling_tps if n_prompt else None,
+        "pred_ttft_ms": pred.ttft_ms if n_prompt else None,
+        "decode_achieved_frac": _ratio(decode_tps, pred.decode_ceiling_tps),
+        "prefill_achieved_frac": _ratio(row.get("prefill_tps"), pred.prefill_ceiling_tps) if n_prompt else None,
+        "effective_bandwidth_gbps": (float(decode_tps) * (facts.weight_bytes + kv_read) / 1e9
+                                     if decode_tps is not None else None),
+        "pred_weight_bytes": facts.weight_bytes,
+        "pred_kv_bytes": pred.kv_bytes,
+        "pred_compute_buffer_bytes": pred.compute_buffer_bytes,
+        "pred_mem_bytes": facts.weight_bytes + pred.kv_bytes + pred.compute_buffer_bytes,
+        "expected_decode_tps": pred.expected_decode_tps,
+        "expected_prefill_tps": pred.expected_prefill_tps if n_prompt else None,
+        "calibrated_from": calibrated_from if efficiency is not None else "",
+    }
+    return out
+
+
+class RowPredictor:
+    """Callable for SweepSession(extra_row=...): reads each model's facts once, never raises."""
+
+    def __init__(self, hw: HardwareContext, calibration: CalibrationLookup | None = None) -> None:
+        self.hw = hw
+        self.calibration = calibration
+        self._facts: dict[str, ModelFacts | None] = {}
+
+    def prime(self, path: str, facts: ModelFacts) -> None:
+        """Hand over facts already read, so nothing is parsed while a worker is measuring."""
+        self._facts[path] = facts
+
+    def facts(self, path: str) -> ModelFacts | None:
+        if path not in self._facts:
+            try:
+                self._facts[path] = read_model_facts(path)
+            except GGUFFileError:
+                self._facts[path] = None
+        return self._facts[path]
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        facts = self.facts(str(row.get("model_path", "")))
+        if facts is None or row.get("n_prompt") is None:
+            return {}
+        eff, source = (None, "")
+        if self.calibration is not None:
+            eff, source = self.calibration(str(row.get("backends") or "CPU"), str(row.get("model_filename") or ""),
+                                           facts.file_type)
+        try:
+            return predicted_columns(row, facts, self.hw, eff, source)
+        except (ValueError, ZeroDivisionError) as e:
+            return {"prediction_error": str(e)}

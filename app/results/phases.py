@@ -1,0 +1,80 @@
+"""Phase figures from per-repetition timestamps: TTFT, prefill and decode rates, inter-token latency."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from app.results import stats
+
+
+class TestShape(Protocol):
+    """What the statistics need to know of a test (a TestSpec has these)."""
+
+    __test__ = False  # not a pytest class
+    n_prompt: int
+    n_gen: int
+    n_parallel: int
+
+
+def summarise_phases(
+    test: TestShape,
+    start_ns: Sequence[int],
+    prefill_end_ns: Sequence[int],
+    token_ns: Sequence[Sequence[int]],
+) -> dict[str, Any]:
+    """Phase figures from per-repetition timestamps (warmups excluded by the caller).
+
+    TTFT is request start → first token available; prefill tok/s counts every sequence's prompt;
+    decode tok/s is per sequence (N steps ÷ decode time), ``decode_tps_aggregate`` multiplies by
+    the number of sequences; inter-token latencies pool every step of every repetition.
+    """
+    n_seq = test.n_parallel
+    ttft_ms: list[float] = []
+    prefill_tps: list[float] = []
+    decode_tps: list[float] = []
+    itl_ms: list[float] = []
+    total_ns: list[int] = []
+    for s, p, toks in zip(start_ns, prefill_end_ns, token_ns, strict=True):
+        if test.n_prompt > 0:
+            ttft_ms.append((p - s) / 1e6)
+            prefill_tps.append(test.n_prompt * n_seq / ((p - s) / 1e9))
+        if toks:
+            decode_tps.append(len(toks) / ((toks[-1] - p) / 1e9))
+            prev = p
+            for t in toks:
+                itl_ms.append((t - prev) / 1e6)
+                prev = t
+        total_ns.append((toks[-1] if toks else p) - s)
+    n_tokens = (test.n_prompt + test.n_gen) * n_seq
+    samples_ts = [n_tokens / (t / 1e9) for t in total_ns if t > 0]
+    row: dict[str, Any] = {
+        "avg_ns": round(stats.mean(total_ns) or 0),
+        "stddev_ns": round(stats.stddev(total_ns) or 0),
+        "avg_ts": stats.mean(samples_ts),
+        "stddev_ts": stats.stddev(samples_ts),
+        "samples_ns": list(total_ns),
+        "samples_ts": samples_ts,
+        "ttft_ms": stats.mean(ttft_ms),
+        "ttft_ms_median": stats.median(ttft_ms),
+        "ttft_ms_stddev": stats.stddev(ttft_ms),
+        "prefill_tps": stats.mean(prefill_tps),
+        "prefill_tps_median": stats.median(prefill_tps),
+        "prefill_tps_stddev": stats.stddev(prefill_tps),
+        "decode_tps": stats.mean(decode_tps),
+        "decode_tps_median": stats.median(decode_tps),
+        "decode_tps_stddev": stats.stddev(decode_tps),
+        "decode_tps_aggregate": (stats.mean(decode_tps) or 0) * n_seq if decode_tps else None,
+        "tpot_ms": 1000.0 / stats.mean(decode_tps) if decode_tps else None,
+        "itl_p50_ms": stats.percentile(itl_ms, 50),
+        "itl_p90_ms": stats.percentile(itl_ms, 90),
+        "itl_p99_ms": stats.percentile(itl_ms, 99),
+        "ttft_samples_ms": ttft_ms,
+        "prefill_samples_tps": prefill_tps,
+        "decode_samples_tps": decode_tps,
+    }
+    unstable = [name for name, xs in (("ttft_ms", ttft_ms), ("decode_tps", decode_tps))
+                if (c := stats.cv(xs)) is not None and c >= stats.UNSTABLE_CV]
+    row["unstable"] = int(bool(unstable))
+    row["unstable_metrics"] = ",".join(unstable)
+    return row

@@ -1,0 +1,1 @@
+"""Running sweeps: the parameter table and plan, the event stream, the worker client, the session."""

@@ -1,0 +1,106 @@
+"""Spawn the worker process, feed it a job, read its event stream, and kill it on cancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from app.paths import REPO_ROOT
+from app.run.events import Event, EventDecodeError, FailureKind, SweepFinished, WorkerError, event_from_json
+from app.run.plan import TestSpec
+
+
+class WorkerClient:
+    """One worker process running a list of tests; iterate ``events()`` until it ends."""
+
+    def __init__(self, tests: list[TestSpec], run_id: str = "", *, first_index: int = 0, token_ticks: bool = True,
+                 log_path: str | Path | None = None) -> None:
+        self.tests = tests
+        self.run_id = run_id
+        self.first_index = first_index
+        self.token_ticks = token_ticks
+        self.log_path = Path(log_path) if log_path else None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._read_fd: int | None = None
+        self.cancelled = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        r, w = os.pipe()
+        job = {"run_id": self.run_id, "first_index": self.first_index, "token_ticks": self.token_ticks,
+               "tests": [t.to_dict() for t in self.tests],
+               "log_path": str(self.log_path) if self.log_path else None}
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        env = dict(os.environ)
+        root = str(REPO_ROOT)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "app.worker.main", "--event-fd", str(w)],
+                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(w,), env=env, cwd=root,
+                start_new_session=True,  # Ctrl-C reaches only us; we kill the worker
+            )
+        finally:
+            os.close(w)
+            if log is not subprocess.DEVNULL:
+                log.close()
+        self._read_fd = r
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(job).encode("utf-8"))
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+
+    def events(self) -> Iterator[Event]:
+        """Events as they arrive; ends with SweepFinished, or a WorkerError if the worker died first."""
+        if self.proc is None:
+            self.start()
+        assert self._read_fd is not None and self.proc is not None
+        finished = False
+        with os.fdopen(self._read_fd, "r", encoding="utf-8") as stream:
+            for line in stream:
+                try:
+                    event = event_from_json(line)
+                except EventDecodeError as e:
+                    yield WorkerError(t_ns=time.perf_counter_ns(), message=f"unreadable event from worker: {e}")
+                    continue
+                finished = finished or isinstance(event, SweepFinished)
+                yield event
+        rc = self.proc.wait()
+        if not finished:
+            kind, message = self._death_reason(rc)
+            yield WorkerError(t_ns=time.perf_counter_ns(), message=message, kind=kind)
+
+    def _death_reason(self, rc: int) -> tuple[FailureKind, str]:
+        if self.cancelled:
+            return FailureKind.CANCELLED, "cancelled"
+        if rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = f"signal {-rc}"
+            if -rc == signal.SIGKILL:
+                return FailureKind.WORKER_KILLED, f"worker process was killed by {name} (out of memory?)"
+            return FailureKind.WORKER_DIED, f"worker process was killed by {name}"
+        return FailureKind.WORKER_DIED, f"worker process exited with code {rc} before finishing"
+
+    def cancel(self) -> None:
+        """Stop now: the worker is killed, so memory and the GPU are handed back at once."""
+        self.cancelled = True
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+
+    def close(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

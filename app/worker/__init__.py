@@ -1,0 +1,1 @@
+"""The worker process: the only place a model is loaded; runs tests and emits events."""

@@ -1,0 +1,233 @@
+"""The runner: drives an engine through a list of tests and emits events. Runs inside the worker.
+
+A failed test becomes a failed row with its reason and the sweep goes on (llama-bench's rule).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from app.results import stats
+from app.results.phases import summarise_phases
+from app.run.events import (
+    Event,
+    FailureKind,
+    ModelLoaded,
+    Notice,
+    PhaseResult,
+    RepetitionStarted,
+    SweepFinished,
+    SweepStarted,
+    TestFailed,
+    TestFinished,
+    TestStarted,
+    TokenTick,
+)
+from app.run.plan import TestSpec
+from app.run.rows import base_row
+from app.worker.telemetry import TestTelemetry
+from engines.base import (
+    ContextAllocError,
+    ContextConfig,
+    DecodeError,
+    Engine,
+    EngineError,
+    InputError,
+    LoadConfig,
+    LoadedModel,
+    ModelLoadError,
+    RunSpec,
+    RunTimings,
+)
+
+Emit = Callable[[Event], None]
+WARMUP_MAX_GEN = 16
+
+
+def _now() -> int:
+    return time.perf_counter_ns()
+
+
+class Runner:
+    """Runs tests in order on one engine, reusing the loaded model and context where settings allow."""
+
+    def __init__(self, engine: Engine, emit: Emit, run_id: str = "", token_ticks: bool = True,
+                 telemetry_interval_s: float | None = 0.1) -> None:
+        self.engine = engine
+        self.telemetry = TestTelemetry(emit, telemetry_interval_s)
+        self.emit = emit
+        self.run_id = run_id
+        self.token_ticks = token_ticks
+        self._info = engine.info()
+        self._load_key: tuple[Any, ...] | None = None
+        self._ctx_key: tuple[Any, ...] | None = None
+        self._loaded: LoadedModel | None = None
+        self._bad_models: dict[tuple[Any, ...], str] = {}
+        self._prompt_cache: dict[str, list[int]] = {}
+
+    def software_facts(self) -> dict[str, Any]:
+        return {
+            "engine": self._info.name,
+            "engine_version": self._info.version,
+            "build_commit": self._info.build_commit,
+            "backends": self._info.backends,
+            "gpu_offload": self._info.gpu_offload,
+            "system_info": self._info.system_info,
+        }
+
+    def run(self, tests: list[TestSpec], first_index: int = 0) -> tuple[int, int]:
+        """Run ``tests``, numbering them from ``first_index`` (a restarted worker goes on counting)."""
+        self.emit(SweepStarted(t_ns=_now(), n_tests=len(tests), tests=[t.to_dict() for t in tests],
+                               software=self.software_facts()))
+        if not self._info.gpu_offload and any(t.n_gpu_layers != 0 for t in tests):
+            self.emit(Notice(t_ns=_now(), message=(
+                "this llama-cpp-python build has no GPU backend (CPU only): -ngl is recorded as requested, "
+                "every layer runs on the CPU, and rows say backends=CPU, n_gpu_layers_effective=0")))
+        n_ok = n_failed = 0
+        self.telemetry.start()
+        try:
+            for i, test in enumerate(tests, start=first_index):
+                if self.run_test(i, test):
+                    n_ok += 1
+                else:
+                    n_failed += 1
+        finally:
+            self.telemetry.stop()
+        self.engine.close()
+        self.emit(SweepFinished(t_ns=_now(), n_ok=n_ok, n_failed=n_failed))
+        return n_ok, n_failed
+
+    def _row_facts(self) -> dict[str, Any]:
+        m = self._loaded
+        facts: dict[str, Any] = {
+            "build_commit": self._info.build_commit,
+            "backends": self._info.backends if (m and m.n_gpu_layers_effective) else "CPU",
+            "llama_cpp_python_version": self._info.version,
+        }
+        if m is not None:
+            facts.update(model_type=m.description, model_size=m.size_bytes, model_n_params=m.n_params,
+                         n_gpu_layers_effective=m.n_gpu_layers_effective, load_ms=m.load_ms)
+        return facts
+
+    def _prepare(self, test: TestSpec) -> None:
+        key = test.load_key()
+        if key in self._bad_models:
+            raise ModelLoadError(self._bad_models[key])
+        if key != self._load_key:
+            self._load_key = self._ctx_key = None
+            self._loaded = None
+            try:
+                self._loaded = self.engine.load(LoadConfig(model_path=test.model_path, n_gpu_layers=test.n_gpu_layers))
+            except ModelLoadError as e:
+                self._bad_models[key] = str(e)
+                raise
+            self._load_key = key
+            self.emit(ModelLoaded(t_ns=_now(), model_path=test.model_path, load_ms=self._loaded.load_ms,
+                                  n_gpu_layers_requested=test.n_gpu_layers,
+                                  n_gpu_layers_effective=self._loaded.n_gpu_layers_effective,
+                                  backends=self._row_facts()["backends"]))
+        ckey = test.context_key()
+        if ckey != self._ctx_key:
+            self._ctx_key = None
+            self.engine.new_context(ContextConfig(
+                n_ctx=test.n_ctx, n_batch=test.n_batch, n_ubatch=test.n_ubatch, n_threads=test.n_threads,
+                type_k=test.type_k, type_v=test.type_v, flash_attn=test.flash_attn, n_seq_max=test.n_parallel))
+            self._ctx_key = ckey
+
+    def _prompt_tokens(self, test: TestSpec) -> tuple[int, ...] | None:
+        if not test.prompt_file:
+            return None
+        if test.prompt_file not in self._prompt_cache:
+            try:
+                text = Path(test.prompt_file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise InputError(f"{test.prompt_file}: cannot read prompt file ({e.__class__.__name__})") from None
+            toks = self.engine.tokenize(text)
+            if not toks:
+                raise InputError(f"{test.prompt_file}: prompt file gives no tokens")
+            self._prompt_cache[test.prompt_file] = toks
+        toks = self._prompt_cache[test.prompt_file]
+        reps = -(-test.n_prompt // len(toks))
+        return tuple((toks * reps)[: test.n_prompt])
+
+    def run_test(self, index: int, test: TestSpec) -> bool:
+        self.emit(TestStarted(t_ns=_now(), test_index=index, test=test.to_dict()))
+        row = base_row(test, index, self.run_id)
+        self.telemetry.begin_test()
+        try:
+            self._prepare(test)
+            prompt = self._prompt_tokens(test)
+            spec = RunSpec(n_prompt=test.n_prompt, n_gen=test.n_gen, n_depth=test.n_depth,
+                           n_parallel=test.n_parallel, prompt_tokens=prompt)
+            warm = self._one(index, -1, replace(spec, n_gen=min(spec.n_gen, WARMUP_MAX_GEN), seed=spec.seed - 1))
+            starts, prefill_ends, tokens, counters = [], [], [], []
+            for rep in range(test.repetitions):
+                t = self._one(index, rep, replace(spec, seed=spec.seed + rep))
+                starts.append(t.start_ns)
+                prefill_ends.append(t.prefill_end_ns)
+                tokens.append(t.token_ns)
+                counters.append(t.engine_counters)
+        except EngineError as e:
+            self._ctx_key = None  # rebuild the context before the next test: its state is unknown now
+            kind = failure_kind(e)
+            row.update(self._row_facts(), status="failed", error=str(e), error_kind=kind)
+            self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=row, kind=kind))
+            return False
+        row.update(self._row_facts())
+        row.update(summarise_phases(test, starts, prefill_ends, tokens))
+        # llama.cpp counts a multi-token batch as prompt work, so with several sequences its decode steps land in
+        # its prompt counter: its rates only cross-check single-sequence tests
+        row.update(_engine_rates(counters) if test.n_parallel == 1 else
+                   {"llama_prefill_tps": None, "llama_decode_tps": None})
+        row.update(self.telemetry.end_test(test))
+        mem = self.engine.memory_report()
+        if mem is not None:
+            row.update(llama_weights_bytes=mem.weights_bytes, llama_kv_bytes=mem.kv_bytes,
+                       llama_compute_bytes=mem.compute_bytes, llama_mem_bytes=mem.total_bytes)
+        wt = warm.prefill_end_ns - warm.start_ns
+        row["warmup_ttft_ms"] = wt / 1e6 if test.n_prompt else None
+        row["warmup_decode_tps"] = (len(warm.token_ns) / ((warm.token_ns[-1] - warm.prefill_end_ns) / 1e9)
+                                    if warm.token_ns else None)
+        row["status"] = "ok"
+        self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
+        return True
+
+    def _one(self, index: int, rep: int, spec: RunSpec) -> RunTimings:
+        self.emit(RepetitionStarted(t_ns=_now(), test_index=index, rep=rep))
+        on_token = None
+        if self.token_ticks:
+            def on_token(k: int, n_past: int) -> None:
+                self.emit(TokenTick(t_ns=_now(), test_index=index, rep=rep, token_index=k, n_past=n_past,
+                                    n_seq=spec.n_parallel))
+        t = self.engine.run(spec, on_token)
+        if rep >= 0:
+            self.telemetry.add_phases(t, spec.n_gen * spec.n_parallel)
+        if spec.n_prompt:
+            self.emit(PhaseResult(t_ns=_now(), test_index=index, rep=rep, phase="prefill",
+                                  n_tokens=spec.n_prompt * spec.n_parallel, start_ns=t.start_ns,
+                                  end_ns=t.prefill_end_ns))
+        if t.token_ns:
+            self.emit(PhaseResult(t_ns=_now(), test_index=index, rep=rep, phase="decode",
+                                  n_tokens=len(t.token_ns) * spec.n_parallel, start_ns=t.prefill_end_ns,
+                                  end_ns=t.token_ns[-1]))
+        return t
+
+
+def failure_kind(error: EngineError) -> FailureKind:
+    """The typed kind of an engine error, from its class (never from its message)."""
+    for cls, kind in ((ModelLoadError, FailureKind.LOAD_ERROR), (ContextAllocError, FailureKind.OUT_OF_MEMORY),
+                      (DecodeError, FailureKind.DECODE_ERROR), (InputError, FailureKind.BAD_INPUT)):
+        if isinstance(error, cls):
+            return kind
+    return FailureKind.ENGINE_ERROR
+
+
+def _engine_rates(counters: list[dict[str, float]]) -> dict[str, float | None]:
+    """llama.cpp's own prompt and generation rates (llama_perf_context), averaged over repetitions."""
+    pp = [c["n_p_eval"] / (c["t_p_eval_ms"] / 1e3) for c in counters if c.get("n_p_eval") and c.get("t_p_eval_ms")]
+    tg = [c["n_eval"] / (c["t_eval_ms"] / 1e3) for c in counters if c.get("n_eval") and c.get("t_eval_ms")]
+    return {"llama_prefill_tps": stats.mean(pp), "llama_decode_tps": stats.mean(tg)}
