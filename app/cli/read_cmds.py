@@ -54,8 +54,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 # --- hw --------------------------------------------------------------------------------------------
 def cmd_hw(args: argparse.Namespace) -> int:
-    from app.telemetry.hw_report import format_hw_report, hardware_report
+    from app.telemetry.hw_report import format_hw_report
+    from app.telemetry.machine import ProbeMode, scan_machine
 
-    report = hardware_report(run_probe=not args.no_probe, refresh=args.reprobe)
+    mode = ProbeMode.NONE if args.no_probe else ProbeMode.REFRESH if args.reprobe else ProbeMode.RUN
+    report = scan_machine(mode).report()
     print(json.dumps(report, indent=2, default=str) if args.json else format_hw_report(report))
     return EXIT_OK

@@ -14,7 +14,7 @@ from app.model.facts import ModelFacts
 from app.model.gguf_facts import GGUFFileError, read_model_facts
 from app.paths import SWEEP_PRESETS_DIR, default_model_path
 from app.predict.calibration import StoreCalibration
-from app.predict.hardware import HardwareContext, detect_hardware_context
+from app.predict.hardware import HardwareContext, hardware_context
 from app.predict.row_predictions import RowPredictor
 from app.results import export
 from app.results.store import ResultStore
@@ -28,7 +28,8 @@ from app.run.events import (
 )
 from app.run.plan import LIST_PARAMS, SweepSpec, load_sweep_preset, parse_list
 from app.run.rows import base_row
-from app.run.session import SweepSession, machine_facts_for_run
+from app.run.session import SweepSession
+from app.telemetry.machine import ProbeMode, scan_machine
 
 # --- run -------------------------------------------------------------------------------------------
 _KINDS: dict[str, type] = {"type_k": str, "type_v": str, "flash_attn": bool}
@@ -84,10 +85,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     tests = spec.tests()
     runnable = [t for t in tests if t.model_path not in bad]
     store = None if args.no_store else ResultStore(args.store)
-    machine = machine_facts_for_run()
+    scan = scan_machine(ProbeMode.NONE if args.no_predict else ProbeMode.RUN)
+    machine = scan.run_facts()
     predictor = None
     if not args.no_predict:
-        hw = detect_hardware_context(args.hw)
+        hw = hardware_context(scan, args.hw)
         calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
         predictor = RowPredictor(hw, calib)
         for path, facts in good.items():

@@ -108,7 +108,7 @@ class SweepBridge(QObject):
 
     # --- sweep thread ---------------------------------------------------------------------------
     def _run(self, tests: list[TestSpec], sweep_name: str, command: str, facts: dict[str, Any]) -> None:
-        from app.run.session import machine_facts_for_run
+        from app.telemetry.machine import scan_machine
 
         result: SweepOutcome | str
         store: ResultStore | None = None
@@ -116,7 +116,7 @@ class SweepBridge(QObject):
             if self.before_run is not None:
                 self.before_run()
             store = ResultStore(self.store_path)  # sqlite connections belong to the thread that opens them
-            machine = machine_facts_for_run()
+            machine = scan_machine().run_facts()
             extra = row_predictor(store, machine, facts) if self.predict_rows else None
             session = SweepSession(tests, store=store, sweep_name=sweep_name, command=command, machine=machine,
                                    extra_row=extra)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.predict.profiles import HardwareProfile, ProfileError, cpu_profile, find_profile, load_profiles
+from app.predict.profiles import (
+    HardwareProfile,
+    ProfileError,
+    cpu_profile,
+    find_profile,
+    load_profiles,
+    match_nvml_name,
+)
+from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 
 
 @dataclass(frozen=True)
@@ -18,29 +26,27 @@ class HardwareContext:
         return self.gpu if (self.gpu is not None and n_gpu_layers_effective > 0) else self.cpu
 
 
-def detect_hardware_context(gpu_query: str | None = None) -> HardwareContext:
-    """Probe the CPU (cached per machine) and match the first NVIDIA GPU to a profile; never raises for telemetry."""
-    from app.telemetry.cpu_probe import probe_cpu
-    from app.telemetry.host import cpu_model, system_ram
-
-    probe = probe_cpu(cache=True)
-    ram_total = system_ram()[1] or 1
-    cpu = cpu_profile(f"CPU: {cpu_model()}", probe.bandwidth_gbps, probe.gflops_f32, ram_total)
-    profiles = load_profiles()
+def hardware_context(scan: MachineScan, gpu_query: str | None = None,
+                     profiles: list[HardwareProfile] | None = None) -> HardwareContext:
+    """The hardware to predict against, from one look at the machine: its probed CPU and its first NVIDIA GPU's
+    profile, or the profile ``gpu_query`` names. Raises ProfileError when there are no CPU figures at all."""
+    if scan.probe is None:
+        raise ProfileError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")
+    cpu = cpu_profile(f"CPU: {scan.cpu_model}", scan.probe.bandwidth_gbps, scan.probe.gflops_f32,
+                      scan.ram_total_bytes or 1)
+    profiles = load_profiles() if profiles is None else profiles
     if gpu_query:
         return HardwareContext(cpu=cpu, gpu=find_profile(gpu_query, profiles), note=f"GPU profile chosen: {gpu_query}")
-    gpu, note = None, "no NVIDIA GPU found"
-    try:
-        from app.predict.profiles import match_nvml_name
-        from app.telemetry import nvml
+    if not scan.nvml_available:
+        return HardwareContext(cpu=cpu, note=f"no NVIDIA GPU ({scan.nvml_reason})")
+    if not scan.gpus or not scan.gpus[0].name:
+        return HardwareContext(cpu=cpu, note="no NVIDIA GPU found")
+    name = scan.gpus[0].name
+    gpu = match_nvml_name(name, profiles)
+    return HardwareContext(cpu=cpu, gpu=gpu,
+                           note=f"GPU {name}" + ("" if gpu else ": no matching profile (add one to the user dir)"))
 
-        if nvml.nvml_available():
-            gpus = nvml.list_gpus()
-            if gpus and gpus[0].name:
-                gpu = match_nvml_name(gpus[0].name, profiles)
-                note = f"GPU {gpus[0].name}" + ("" if gpu else ": no matching profile (add one to the user dir)")
-        else:
-            note = f"no NVIDIA GPU ({nvml.nvml_unavailable_reason()})"
-    except (ProfileError, OSError) as e:
-        note = f"GPU detection failed: {e}"
-    return HardwareContext(cpu=cpu, gpu=gpu, note=note)
+
+def detect_hardware_context(gpu_query: str | None = None) -> HardwareContext:
+    """Look at this machine (probing the CPU once; cached per machine) and build its hardware context."""
+    return hardware_context(scan_machine(ProbeMode.RUN), gpu_query)

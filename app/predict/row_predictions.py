@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.model.gguf_facts import GGUFFileError, read_model_facts
+from app.model.facts_cache import FACTS, cached_facts
+from app.model.gguf_facts import GGUFFileError
 from app.predict.ceilings import Efficiency, predict
 from app.predict.hardware import HardwareContext
 
@@ -69,19 +70,21 @@ class RowPredictor:
     def __init__(self, hw: HardwareContext, calibration: CalibrationLookup | None = None) -> None:
         self.hw = hw
         self.calibration = calibration
-        self._facts: dict[str, ModelFacts | None] = {}
+        self._unreadable: set[str] = set()
 
     def prime(self, path: str, facts: ModelFacts) -> None:
         """Hand over facts already read, so nothing is parsed while a worker is measuring."""
-        self._facts[path] = facts
+        FACTS.put(path, facts)
 
     def facts(self, path: str) -> ModelFacts | None:
-        if path not in self._facts:
-            try:
-                self._facts[path] = read_model_facts(path)
-            except GGUFFileError:
-                self._facts[path] = None
-        return self._facts[path]
+        """The model's facts from the shared cache; None (remembered) when the file cannot be read."""
+        if path in self._unreadable:
+            return None
+        try:
+            return cached_facts(path)
+        except GGUFFileError:
+            self._unreadable.add(path)
+            return None
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         facts = self.facts(str(row.get("model_path", "")))

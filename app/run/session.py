@@ -28,6 +28,7 @@ from app.run.events import (
 )
 from app.run.plan import TestSpec
 from app.run.rows import base_row
+from app.telemetry.machine import scan_machine
 
 EventHandler = Callable[[Event], None]
 
@@ -56,7 +57,7 @@ class SweepSession:
         self.run_id = new_run_id()
         self.sweep_name = sweep_name
         self.command = command
-        self.machine = machine if machine is not None else machine_facts_for_run()
+        self.machine = machine if machine is not None else scan_machine().run_facts()
         self.token_ticks = token_ticks
         self.extra_row = extra_row
         self.rows: dict[int, dict[str, Any]] = {}
@@ -177,21 +178,3 @@ class SweepSession:
                     on_event(TestFailed(t_ns=0, test_index=failed_index, reason=death.message, row=row,
                                         kind=death.kind))
             next_index = failed_index + 1
-
-
-def machine_facts_for_run() -> dict[str, Any]:
-    """CPU, RAM, OS and GPU facts for the run record (GPU through NVML where present)."""
-    from app.telemetry.host import machine_facts
-
-    facts = dict(machine_facts())
-    try:
-        from app.telemetry.nvml import list_gpus, nvml_available
-
-        if nvml_available():
-            gpus = list_gpus()
-            facts["gpus"] = [dataclasses.asdict(g) for g in gpus]
-            facts["gpu_info"] = ", ".join(f"{g.name} ({(g.vram_total_bytes or 0) / 2**30:.0f} GiB)" for g in gpus)
-    except Exception:  # noqa: BLE001 - telemetry never stops a run
-        pass
-    facts.setdefault("gpu_info", "")
-    return facts

@@ -1,36 +1,8 @@
-"""Hardware report for ``gguf-bench hw``: machine facts, NVIDIA GPUs (NVML) and the CPU probe."""
+"""The text of ``gguf-bench hw``, from :meth:`app.telemetry.machine.MachineScan.report`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
-
-from app.telemetry import nvml
-from app.telemetry.cpu_probe import probe_cpu
-from app.telemetry.host import machine_facts
-
-
-def hardware_report(run_probe: bool = True, *, cache: bool = True, refresh: bool = False) -> dict[str, Any]:
-    """Machine facts, the GPU list (or an empty list and ``gpu_note`` saying why) and, if asked, the CPU probe.
-
-    Plain JSON-ready types. Never raises: a failed probe leaves ``cpu_probe`` None and says why in
-    ``cpu_probe_error``.
-    """
-    report: dict[str, Any] = {"machine": machine_facts(), "gpus": [], "gpu_note": None}
-    if nvml.nvml_available():
-        report["gpus"] = [asdict(g) for g in nvml.list_gpus()]
-        if not report["gpus"]:
-            report["gpu_note"] = "NVML is available but listed no GPUs"
-    else:
-        report["gpu_note"] = f"no NVIDIA GPU/driver found (NVML: {nvml.nvml_unavailable_reason()})"
-    report["cpu_probe"] = None
-    report["cpu_probe_error"] = None
-    if run_probe:
-        try:
-            report["cpu_probe"] = asdict(probe_cpu(cache=cache, refresh=refresh))
-        except Exception as exc:  # e.g. not enough memory for the probe buffers
-            report["cpu_probe_error"] = f"{type(exc).__name__}: {exc}"
-    return report
 
 
 def _gib(n_bytes: float | None) -> str:

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from app.telemetry import nvml
-from app.telemetry.hw_report import format_hw_report, hardware_report
+from app.telemetry.hw_report import format_hw_report
+from app.telemetry.machine import scan_machine
 from tests.telemetry.nvml_replay import ReplayNvml, replay
 
 PID = 4242  # the worker pid in the recordings
@@ -167,7 +168,7 @@ def test_real_pynvml_on_this_machine_never_raises() -> None:
 
 def test_hw_report_lists_replayed_gpu() -> None:
     use(replay("rtx4060_laptop_linux"))
-    report = hardware_report(run_probe=False)
+    report = scan_machine().report()
     assert report["gpu_note"] is None
     assert report["gpus"][0]["name"] == "NVIDIA GeForce RTX 4060 Laptop GPU"
     text = format_hw_report(report)
@@ -178,7 +179,7 @@ def test_hw_report_lists_replayed_gpu() -> None:
 
 def test_hw_report_without_gpu_says_so_and_shows_cpu() -> None:
     use(ReplayNvml(init_error="LibraryNotFound"))
-    report = hardware_report(run_probe=False)
+    report = scan_machine().report()
     assert report["gpus"] == []
     assert report["gpu_note"].startswith("no NVIDIA GPU/driver found (NVML: NVMLError_LibraryNotFound")
     report["cpu_probe"] = {
