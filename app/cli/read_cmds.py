@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from app.cli.errors import EXIT_OK
-from app.model.gguf_facts import format_facts_text, read_model_facts
+from app.model.format import format_facts_text
+from app.model.gguf_facts import read_model_facts
 from app.results import export
 from app.results.store import ResultStore
 

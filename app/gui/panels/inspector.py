@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from app.gui.panels.library import human_bytes
 from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
-from app.model.gguf_facts import format_params
+from app.model.format import format_params
 from app.model.kv_cache import REPORTED_CACHE_TYPES
 from app.predict.profiles import HardwareProfile
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from app.gui.tasks import Tasks
 from app.model import library as ml
 from app.model.facts import ModelFacts
-from app.model.gguf_facts import format_params
+from app.model.format import format_params
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 COLS = ("name", "size", "quant", "params", "source")
