@@ -10,30 +10,22 @@ from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, UserError, print_error
 from app.cli.progress import Progress
-from app.model.facts import ModelFacts
-from app.model.gguf_facts import GGUFFileError, read_model_facts
 from app.paths import SWEEP_PRESETS_DIR, default_model_path
-from app.predict.calibration import StoreCalibration
-from app.predict.hardware import HardwareContext, hardware_context
-from app.predict.row_predictions import RowPredictor
+from app.predict.hardware import HardwareContext
 from app.results import export
 from app.results.store import ResultStore
 from app.run.events import (
     Event,
-    FailureKind,
     PhaseResult,
     TelemetrySample,
     TestFailed,
     TestFinished,
 )
-from app.run.plan import LIST_PARAMS, SweepSpec, load_sweep_preset, parse_list
-from app.run.rows import base_row
-from app.run.session import SweepSession
-from app.telemetry.machine import ProbeMode, scan_machine
+from app.run.params import LIST_PARAMS
+from app.run.plan import SweepSpec, load_sweep_preset
+from app.run.sweep_setup import prepare_sweep, read_models
 
 # --- run -------------------------------------------------------------------------------------------
-_KINDS: dict[str, type] = {"type_k": str, "type_v": str, "flash_attn": bool}
-
 
 def resolve_sweep_path(name: str) -> Path:
     p = Path(name)
@@ -48,10 +40,10 @@ def resolve_sweep_path(name: str) -> Path:
 
 def build_sweep(args: argparse.Namespace) -> SweepSpec:
     spec = load_sweep_preset(resolve_sweep_path(args.sweep)) if args.sweep else SweepSpec()
-    for name, flag in LIST_PARAMS.items():
-        text = getattr(args, name)
+    for prm in LIST_PARAMS:
+        text = getattr(args, prm.name)
         if text is not None:
-            setattr(spec, name, parse_list(flag, text, _KINDS.get(name, int)))
+            setattr(spec, prm.name, prm.parse_text(text))
     if args.repetitions is not None:
         spec.repetitions = args.repetitions
     if args.prompt_file:
@@ -72,32 +64,17 @@ def build_sweep(args: argparse.Namespace) -> SweepSpec:
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec = build_sweep(args)
-    good: dict[str, ModelFacts] = {}
-    bad: dict[str, str] = {}
-    for m in spec.models:
-        try:
-            good[m] = read_model_facts(m)
-        except GGUFFileError as e:
-            bad[m] = str(e)
-            print_error(str(e))
+    tests = spec.tests()
+    good, bad = read_models(spec.models)
+    for reason in bad.values():
+        print_error(reason)
     if not good:
         return EXIT_USAGE
-    tests = spec.tests()
-    runnable = [t for t in tests if t.model_path not in bad]
     store = None if args.no_store else ResultStore(args.store)
-    scan = scan_machine(ProbeMode.NONE if args.no_predict else ProbeMode.RUN)
-    machine = scan.run_facts()
-    predictor = None
-    if not args.no_predict:
-        hw = hardware_context(scan, args.hw)
-        calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
-        predictor = RowPredictor(hw, calib)
-        for path, facts in good.items():
-            predictor.prime(path, facts)
-        if not args.quiet:
-            print(f"gguf-bench: predicting against {_describe_hw(hw)}", file=sys.stderr)
-    session = SweepSession(runnable, store=store, sweep_name=spec.name, command=" ".join(sys.argv), machine=machine,
-                           extra_row=predictor)
+    setup = prepare_sweep(tests, store, predict=not args.no_predict, gpu_query=args.hw, known_facts=good)
+    if setup.hw is not None and not args.quiet:
+        print(f"gguf-bench: predicting against {_describe_hw(setup.hw)}", file=sys.stderr)
+    session = setup.session(store, sweep_name=spec.name, command=" ".join(sys.argv))
     progress = Progress(len(tests), enabled=not args.quiet)
     stream_jsonl = args.output == "jsonl" and not args.out
     trace = TraceRecorder() if args.telemetry else None
@@ -113,12 +90,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     _stop_on_signals()
     outcome = session.run(on_event)
     rows = list(outcome.rows)
-    for i, t in enumerate(t for t in tests if t.model_path in bad):
-        row = base_row(t, len(runnable) + i, outcome.run_id)
-        row.update(status="failed", error=bad[t.model_path], error_kind=FailureKind.LOAD_ERROR)
-        rows.append(row)
-        if store is not None:
-            store.add_result(outcome.run_id, row)
     if store is not None:
         store.close()
     if trace is not None:

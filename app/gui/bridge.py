@@ -2,8 +2,9 @@
 
 The sweep thread only appends events to a deque (thread-safe, no Qt call per event); the window's 10 Hz
 timer takes them with :meth:`SweepBridge.drain`. One Qt signal, ``finished``, is emitted once per sweep.
-The session is built as ``gguf-bench run`` builds it (same machine facts, same predicted columns from the
-hardware the tests run on, same store), so a sweep gives the same rows from the window as from the CLI.
+The sweep is set up exactly as ``gguf-bench run`` sets it up (:func:`app.run.sweep_setup.prepare_sweep`: same
+machine facts, same predicted columns, tests of unreadable models as failed rows, same store), so a sweep
+gives the same rows from the window as from the CLI.
 Telemetry comes from the worker itself, as TelemetrySample events in the same stream.
 """
 
@@ -23,24 +24,7 @@ from app.results.store import ResultStore
 from app.run import events as ev
 from app.run.plan import TestSpec
 from app.run.session import SweepOutcome, SweepSession
-
-
-def row_predictor(store: ResultStore | None, machine: dict[str, Any], facts: dict[str, Any] | None = None) -> Any:
-    """The CLI's ``extra_row``: predicted columns for the detected hardware, calibrated from the store.
-
-    ``facts`` (model path → ModelFacts the window has already read) spares the sweep thread re-reading GGUF
-    headers (seconds of Python work for a large vocabulary) while the worker measures.
-    """
-    from app.predict.calibration import StoreCalibration
-    from app.predict.hardware import detect_hardware_context
-    from app.predict.row_predictions import RowPredictor
-
-    hw = detect_hardware_context(None)
-    calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) if store else None
-    rp = RowPredictor(hw, calib)
-    for path, model_facts in (facts or {}).items():
-        rp.prime(path, model_facts)
-    return rp
+from app.run.sweep_setup import prepare_sweep
 
 
 class SweepBridge(QObject):
@@ -108,18 +92,14 @@ class SweepBridge(QObject):
 
     # --- sweep thread ---------------------------------------------------------------------------
     def _run(self, tests: list[TestSpec], sweep_name: str, command: str, facts: dict[str, Any]) -> None:
-        from app.telemetry.machine import scan_machine
-
         result: SweepOutcome | str
         store: ResultStore | None = None
         try:
             if self.before_run is not None:
                 self.before_run()
             store = ResultStore(self.store_path)  # sqlite connections belong to the thread that opens them
-            machine = scan_machine().run_facts()
-            extra = row_predictor(store, machine, facts) if self.predict_rows else None
-            session = SweepSession(tests, store=store, sweep_name=sweep_name, command=command, machine=machine,
-                                   extra_row=extra)
+            setup = prepare_sweep(tests, store, predict=self.predict_rows, known_facts=facts)
+            session = setup.session(store, sweep_name=sweep_name, command=command)
             self.run_id = session.run_id
             with self._lock:
                 self._session = session

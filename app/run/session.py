@@ -19,6 +19,7 @@ from app.results.store import ResultStore, new_run_id
 from app.run.client import WorkerClient
 from app.run.events import (
     Event,
+    FailureKind,
     Notice,
     SweepStarted,
     TestFailed,
@@ -31,6 +32,15 @@ from app.run.rows import base_row
 from app.telemetry.machine import scan_machine
 
 EventHandler = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class UpfrontFailure:
+    """A test that fails before any worker starts (its model file cannot be read): recorded as a failed row."""
+
+    test: TestSpec
+    reason: str
+    kind: FailureKind
 
 
 @dataclass
@@ -51,8 +61,10 @@ class SweepSession:
 
     def __init__(self, tests: list[TestSpec], *, store: ResultStore | None = None, sweep_name: str = "",
                  command: str = "", machine: dict[str, Any] | None = None, token_ticks: bool = True,
-                 extra_row: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+                 extra_row: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 failed_upfront: list[UpfrontFailure] | None = None) -> None:
         self.tests = tests
+        self.failed_upfront = list(failed_upfront or [])
         self.store = store
         self.run_id = new_run_id()
         self.sweep_name = sweep_name
@@ -93,8 +105,9 @@ class SweepSession:
     def run(self, on_event: EventHandler | None = None) -> SweepOutcome:
         outcome = SweepOutcome(run_id=self.run_id, status="finished")
         if self.store is not None:
+            all_tests = self.tests + [f.test for f in self.failed_upfront]
             self.store.begin_run(self.run_id, sweep_name=self.sweep_name, command=self.command,
-                                 tests=[t.to_dict() for t in self.tests], machine=self.machine)
+                                 tests=[t.to_dict() for t in all_tests], machine=self.machine)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         recorder = self._open_event_log()
 
@@ -111,6 +124,7 @@ class SweepSession:
         except KeyboardInterrupt:
             self.cancel()
         finally:
+            self._record_upfront_failures(record_and_forward)
             if recorder is not None:
                 recorder.close()
         if self._cancel.is_set():
@@ -119,6 +133,14 @@ class SweepSession:
         if self.store is not None:
             self.store.finish_run(self.run_id, outcome.status)
         return outcome
+
+    def _record_upfront_failures(self, on_event: EventHandler) -> None:
+        """Tests of unreadable models: failed rows numbered after the measured tests (as the CLI always did)."""
+        for i, failure in enumerate(self.failed_upfront, start=len(self.tests)):
+            row = base_row(failure.test, i, self.run_id)
+            row.update(status="failed", error=failure.reason, error_kind=failure.kind)
+            row = self._record(row)
+            on_event(TestFailed(t_ns=0, test_index=i, reason=failure.reason, row=row, kind=failure.kind))
 
     def _open_event_log(self) -> gzip.GzipFile | None:
         """The run's event stream goes beside the store, so a past run re-opens with its per-token data."""

@@ -1,0 +1,88 @@
+"""Setting a sweep up, the same way for the CLI and the window: read each model's facts once, look at the
+machine once, build the row predictor, and turn every test of an unreadable model into a failed row.
+
+``gguf-bench run`` and the window both call :func:`prepare_sweep` and :meth:`SweepSetup.session`, so the
+same sweep gives the same rows from either, failed rows included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.model.facts import ModelFacts
+from app.model.facts_cache import FACTS, cached_facts
+from app.model.gguf_facts import GGUFFileError
+from app.predict.calibration import StoreCalibration
+from app.predict.hardware import HardwareContext, hardware_context
+from app.predict.row_predictions import RowPredictor
+from app.results.store import ResultStore
+from app.run.events import FailureKind
+from app.run.plan import TestSpec
+from app.run.session import SweepSession, UpfrontFailure
+from app.telemetry.machine import ProbeMode, scan_machine
+
+
+def read_models(paths: list[str], known: Mapping[str, ModelFacts] | None = None
+                ) -> tuple[dict[str, ModelFacts], dict[str, str]]:
+    """(facts by path, one-line reason by path) for each distinct model; ``known`` facts are not read again."""
+    good: dict[str, ModelFacts] = {}
+    bad: dict[str, str] = {}
+    for path in dict.fromkeys(paths):
+        if known and path in known:
+            FACTS.put(path, known[path])
+            good[path] = known[path]
+            continue
+        try:
+            good[path] = cached_facts(path)
+        except GGUFFileError as e:
+            bad[path] = str(e)
+    return good, bad
+
+
+@dataclass
+class SweepSetup:
+    """A sweep ready to run: the tests to measure, those that fail before they start, the machine and predictor."""
+
+    tests: list[TestSpec]
+    facts: dict[str, ModelFacts]
+    unreadable: dict[str, str]  # model path -> why its GGUF header cannot be read
+    machine: dict[str, Any]
+    hw: HardwareContext | None = None
+    predictor: RowPredictor | None = None
+    runnable: list[TestSpec] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runnable = [t for t in self.tests if t.model_path not in self.unreadable]
+
+    def upfront_failures(self) -> list[UpfrontFailure]:
+        return [UpfrontFailure(t, self.unreadable[t.model_path], FailureKind.LOAD_ERROR)
+                for t in self.tests if t.model_path in self.unreadable]
+
+    def session(self, store: ResultStore | None, *, sweep_name: str = "", command: str = "",
+                token_ticks: bool = True) -> SweepSession:
+        """The session that runs the readable tests and records a failed row for each test of an unreadable model."""
+        extra: Callable[[dict[str, Any]], dict[str, Any]] | None = self.predictor
+        return SweepSession(self.runnable, store=store, sweep_name=sweep_name, command=command, machine=self.machine,
+                            token_ticks=token_ticks, extra_row=extra, failed_upfront=self.upfront_failures())
+
+
+def prepare_sweep(tests: list[TestSpec], store: ResultStore | None, *, predict: bool = True,
+                  gpu_query: str | None = None, known_facts: Mapping[str, ModelFacts] | None = None) -> SweepSetup:
+    """Read the models, look at the machine (probing the CPU once when predicting) and build the predictor.
+
+    Raises ProfileError for an unknown ``gpu_query``. Never loads a model.
+    """
+    good, bad = read_models([t.model_path for t in tests], known_facts)
+    scan = scan_machine(ProbeMode.RUN if predict else ProbeMode.NONE)
+    machine = scan.run_facts()
+    if not predict:
+        return SweepSetup(tests, good, bad, machine)
+    hw = hardware_context(scan, gpu_query)
+    calibration = (StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
+                   if store is not None else None)
+    predictor = RowPredictor(hw, calibration)
+    for path, model_facts in good.items():
+        predictor.prime(path, model_facts)
+    return SweepSetup(tests, good, bad, machine, hw, predictor)
