@@ -17,6 +17,11 @@ class TestShape(Protocol):
     n_parallel: int
 
 
+def _spread(name: str, xs: list[float]) -> dict[str, float | None]:
+    """``name`` (the mean), ``name_median`` and ``name_stddev`` of one metric's per-repetition values."""
+    return {name: stats.mean(xs), f"{name}_median": stats.median(xs), f"{name}_stddev": stats.stddev(xs)}
+
+
 def summarise_phases(
     test: TestShape,
     start_ns: Sequence[int],
@@ -55,20 +60,12 @@ def summarise_phases(
         "stddev_ts": stats.stddev(samples_ts),
         "samples_ns": list(total_ns),
         "samples_ts": samples_ts,
-        "ttft_ms": stats.mean(ttft_ms),
-        "ttft_ms_median": stats.median(ttft_ms),
-        "ttft_ms_stddev": stats.stddev(ttft_ms),
-        "prefill_tps": stats.mean(prefill_tps),
-        "prefill_tps_median": stats.median(prefill_tps),
-        "prefill_tps_stddev": stats.stddev(prefill_tps),
-        "decode_tps": stats.mean(decode_tps),
-        "decode_tps_median": stats.median(decode_tps),
-        "decode_tps_stddev": stats.stddev(decode_tps),
+        **_spread("ttft_ms", ttft_ms),
+        **_spread("prefill_tps", prefill_tps),
+        **_spread("decode_tps", decode_tps),
         "decode_tps_aggregate": (stats.mean(decode_tps) or 0) * n_seq if decode_tps else None,
         "tpot_ms": 1000.0 / stats.mean(decode_tps) if decode_tps else None,
-        "itl_p50_ms": stats.percentile(itl_ms, 50),
-        "itl_p90_ms": stats.percentile(itl_ms, 90),
-        "itl_p99_ms": stats.percentile(itl_ms, 99),
+        **{f"itl_p{q}_ms": stats.percentile(itl_ms, q) for q in (50, 90, 99)},
         "ttft_samples_ms": ttft_ms,
         "prefill_samples_tps": prefill_tps,
         "decode_samples_tps": decode_tps,
