@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.model.gguf_facts import read_model_facts  # noqa: E402
 from app.paths import data_dir, default_model_path  # noqa: E402
 from app.predict.calibration import efficiency_from_rows  # noqa: E402
-from app.predict.ceilings import predict  # noqa: E402
 from app.predict.hardware import detect_hardware_context  # noqa: E402
+from app.predict.prediction import PredictSettings, predict  # noqa: E402
 from app.predict.row_predictions import RowPredictor  # noqa: E402
 from app.run.plan import TestSpec  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
@@ -110,8 +110,8 @@ def main() -> int:
               f"{'error':>8}")
         for model, eff_type in pairs:
             facts = read_model_facts(model)
-            pred = predict(facts, hw.cpu, n_ctx=args.n_prompt + args.n_gen + 256, n_prompt=args.n_prompt,
-                           n_gen=args.n_gen, efficiency=effs[eff_type], tensor_bytes=facts.tensor_bytes)
+            settings = PredictSettings(n_ctx=args.n_prompt + args.n_gen + 256, n_prompt=args.n_prompt, n_gen=args.n_gen)
+            pred = predict(facts, hw.cpu, settings, efficiency=effs[eff_type], tensor_bytes=facts.tensor_bytes)
             row = measure(model, args, predictor)
             for phase, predicted, measured in (("decode", pred.expected_decode_tps, row["decode_tps"]),
                                                ("prefill", pred.expected_prefill_tps, row["prefill_tps"])):

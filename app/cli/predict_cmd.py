@@ -11,8 +11,8 @@ from app.cli.errors import EXIT_OK, UserError
 from app.model.gguf_facts import read_model_facts
 from app.paths import default_model_path
 from app.predict.calibration import StoreCalibration
-from app.predict.ceilings import predict
 from app.predict.hardware import hardware_context
+from app.predict.prediction import PredictSettings, predict
 from app.results.store import ResultStore
 from app.telemetry.machine import ProbeMode, scan_machine
 
@@ -35,10 +35,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             backend = "CPU" if profile.kind == "cpu" else hw_backend_name(profile)
             eff, source = calib(backend, Path(model).name, facts.file_type)
     try:
-        pred = predict(facts, profile, n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers, type_k=args.type_k,
-                       type_v=args.type_v, n_prompt=args.n_prompt, n_gen=args.n_gen,
-                       cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=eff, flash_attn=bool(args.flash_attn),
-                       depth=args.n_depth, tensor_bytes=facts.tensor_bytes or None)
+        pred = predict(facts, profile, PredictSettings.from_args(args), cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,
+                       efficiency=eff, tensor_bytes=facts.tensor_bytes or None)
     except ValueError as e:
         raise UserError(str(e)) from None
     doc = pred.to_json_dict()

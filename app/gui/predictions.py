@@ -1,25 +1,23 @@
-"""Predictions for the window: a cache in front of ``app.predict.ceilings.predict``. No Qt, no physics of its own.
+"""Predictions for the window: a cache in front of ``app.predict.prediction.predict``. No Qt, no physics of its own.
 
-The physics lives in ``app/predict/ceilings.py``; this module only chooses what to ask (which depth, which
-context) for a table row or a plotted curve, and remembers the answers.
+The physics lives in ``app/predict/``; this module only chooses what to ask (which depth, which context) for a
+table row or a plotted curve, as ``PredictSettings``, and remembers the answers.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from app.model.facts import ModelFacts
-from app.predict import ceilings
+from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.prediction import Prediction, PredictSettings
+from app.predict.prediction import predict as predict_ceilings
 from app.predict.profiles import HardwareProfile
-
-_PREDICT_PARAMS = set(inspect.signature(ceilings.predict).parameters)
-_DEPTH_PARAM = next((n for n in ("depth", "n_depth") if n in _PREDICT_PARAMS), "")
 
 
 @dataclass(frozen=True)
@@ -120,9 +118,7 @@ class PredictionService:
 
     def mem_bytes(self, test: dict[str, Any]) -> float | None:
         """Weights + KV cache + compute buffer llama.cpp allocates for a test (cheap: no fit search)."""
-        path = str(test.get("model_path", ""))
-        s = _ctx_settings(test)
-        res = self.kv_curve(path, [n_ctx_for(test)], **s)
+        res = self._kv_curve(str(test.get("model_path", "")), [n_ctx_for(test)], PredictSettings.from_row(test))
         return float(res[1][0]) if res is not None else None
 
     @property
@@ -132,22 +128,25 @@ class PredictionService:
     # --- one prediction -------------------------------------------------------------------------
     def predict(self, path: str, *, n_ctx: int, n_gpu_layers: int = 999, type_k: str = "f16",
                 type_v: str | None = None, n_prompt: int = 512, n_gen: int = 128, n_depth: int = 0,
-                flash_attn: bool = False, n_ubatch: int = 512) -> ceilings.Prediction | None:
-        """``ceilings.predict`` for a model path, or None when facts or a profile are missing or it fails."""
+                flash_attn: bool = False, n_ubatch: int = 512) -> Prediction | None:
+        """``predict_settings`` with the settings given one by one."""
+        return self.predict_settings(path, PredictSettings(
+            n_ctx=max(n_ctx, 1), n_gpu_layers=n_gpu_layers, type_k=type_k, type_v=type_v or type_k,
+            n_prompt=max(n_prompt, 1), n_gen=max(n_gen, 0), depth=n_depth, n_ubatch=n_ubatch, flash_attn=flash_attn,
+        ))
+
+    def predict_settings(self, path: str, settings: PredictSettings) -> Prediction | None:
+        """The prediction for a model path on the chosen profile, cached; None when facts or a profile are missing
+        or it fails."""
         facts = self.facts.get(path)
         if facts is None or self.profile is None:
             return None
-        key = ("p", path, n_ctx, n_gpu_layers, type_k, type_v, n_prompt, n_gen, n_depth, flash_attn, n_ubatch)
+        key = ("p", path, settings)
         if key in self._cache:
             return self._cache[key]
-        kwargs: dict[str, Any] = {"n_ubatch": n_ubatch, "flash_attn": flash_attn}
-        if _DEPTH_PARAM:
-            kwargs[_DEPTH_PARAM] = n_depth
-        if "tensor_bytes" in _PREDICT_PARAMS and getattr(facts, "tensor_bytes", None):
-            kwargs["tensor_bytes"] = facts.tensor_bytes
         try:
-            pred = ceilings.predict(facts, self.profile, max(n_ctx, 1), n_gpu_layers, type_k, type_v or type_k,
-                                    max(n_prompt, 1), max(n_gen, 0), self.cpu_bandwidth_gbps, **kwargs)
+            pred = predict_ceilings(facts, self.profile, settings, cpu_bandwidth_gbps=self.cpu_bandwidth_gbps,
+                                    tensor_bytes=facts.tensor_bytes or None)
         except Exception:  # noqa: BLE001 - a prediction that cannot be made is shown as "—"
             pred = None
         self._cache[key] = pred
@@ -155,26 +154,19 @@ class PredictionService:
 
     def for_test(self, test: dict[str, Any]) -> TestPrediction | None:
         """Ceilings for a test (or a row: same keys). Decode is read at the generation's average position."""
-        path = str(test.get("model_path", ""))
-        n_prompt, n_gen, depth = _int(test, "n_prompt", 512), _int(test, "n_gen", 128), _int(test, "n_depth", 0)
-        common = dict(n_ctx=n_ctx_for(test), n_gpu_layers=_int(test, "n_gpu_layers", 999),
-                      type_k=str(test.get("type_k") or "f16"), type_v=str(test.get("type_v") or test.get("type_k")
-                                                                             or "f16"),
-                      flash_attn=bool(test.get("flash_attn")), n_ubatch=_int(test, "n_ubatch", 512))
-        pre = self.predict(path, n_prompt=n_prompt, n_gen=n_gen, n_depth=depth, **common)
-        if pre is None:
+        n_prompt, n_gen = _int(test, "n_prompt", 512), _int(test, "n_gen", 128)
+        pred = self.predict_settings(str(test.get("model_path", "")),
+                                     PredictSettings.from_row(test, n_ctx=n_ctx_for(test)))
+        if pred is None:
             return None
-        dec = pre
-        if depth and not _DEPTH_PARAM:  # decode then runs at depth + prompt + gen/2
-            dec = self.predict(path, n_prompt=depth + n_prompt, n_gen=n_gen, **common) or pre
-        prefill = _f(pre.prefill_ceiling_tps) if n_prompt > 0 else None
+        prefill = _f(pred.prefill_ceiling_tps) if n_prompt > 0 else None
         return TestPrediction(
             ttft_ms=n_prompt / prefill * 1000.0 if prefill else None,
             prefill_tps=prefill,
-            decode_tps=_f(dec.decode_ceiling_tps) if n_gen > 0 else None,
-            kv_bytes=_f(pre.kv_bytes),
-            needed_bytes=_f(pre.weight_bytes + pre.kv_bytes + pre.compute_buffer_bytes),
-            fit_status=str(pre.fit.status),
+            decode_tps=_f(pred.decode_ceiling_tps) if n_gen > 0 else None,
+            kv_bytes=_f(pred.kv_bytes),
+            needed_bytes=_f(pred.weight_bytes + pred.kv_bytes + pred.compute_buffer_bytes),
+            fit_status=str(pred.fit.status),
         )
 
     # --- curves for the plots -------------------------------------------------------------------
@@ -191,10 +183,11 @@ class PredictionService:
 
     def decode_curve(self, path: str, positions: Sequence[float], **settings: Any) -> np.ndarray | None:
         """Decode ceiling (tok/s) for a token at each context position."""
+        base = PredictSettings.from_row(settings)
         ys = []
         for x in positions:
-            p = self.predict(path, n_ctx=n_ctx_for({"n_prompt": int(x)}), n_prompt=max(int(x), 1), n_gen=0,
-                             **_ctx_settings(settings))
+            at_x = replace(base, n_ctx=n_ctx_for({"n_prompt": int(x)}), n_prompt=max(int(x), 1), n_gen=0, depth=0)
+            p = self.predict_settings(path, at_x)
             if p is None:
                 return None
             ys.append(_f(p.decode_ceiling_tps) or np.nan)
@@ -202,25 +195,20 @@ class PredictionService:
 
     def kv_curve(self, path: str, ctxs: Sequence[float], **settings: Any) -> tuple[np.ndarray, np.ndarray] | None:
         """(KV-cache bytes, weights + KV + compute bytes) llama.cpp allocates at each context size."""
+        return self._kv_curve(path, ctxs, PredictSettings.from_row(settings))
+
+    def _kv_curve(self, path: str, ctxs: Sequence[float],
+                  s: PredictSettings) -> tuple[np.ndarray, np.ndarray] | None:
         facts = self.facts.get(path)
         if facts is None:
             return None
-        s = _ctx_settings(settings)
         kv, total = [], []
         try:
             for x in ctxs:
-                k = ceilings.kv_alloc_bytes(facts, int(x), s["type_k"], s["type_v"], s["n_ubatch"])
-                c = ceilings.compute_buffer_bytes_for(facts, int(x), s["n_ubatch"], s["flash_attn"])
+                k = kv_alloc_bytes(facts, int(x), s.type_k, s.type_v, s.n_ubatch)
+                c = compute_buffer_bytes_for(facts, int(x), s.n_ubatch, s.flash_attn)
                 kv.append(k)
                 total.append(facts.weight_bytes + k + c)
         except Exception:  # noqa: BLE001
             return None
         return np.asarray(kv, dtype=float), np.asarray(total, dtype=float)
-
-
-def _ctx_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    type_k = str(settings.get("type_k") or "f16")
-    return {"n_gpu_layers": int(settings.get("n_gpu_layers", 999) if settings.get("n_gpu_layers") is not None
-                                else 999),
-            "type_k": type_k, "type_v": str(settings.get("type_v") or type_k),
-            "flash_attn": bool(settings.get("flash_attn")), "n_ubatch": int(settings.get("n_ubatch") or 512)}

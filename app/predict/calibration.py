@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from app.predict.ceilings import Efficiency
+from app.predict.prediction import Efficiency
 from app.results.store import ResultStore
 
 

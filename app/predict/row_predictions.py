@@ -12,8 +12,8 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.predict.ceilings import Efficiency, predict
 from app.predict.hardware import HardwareContext
+from app.predict.prediction import Efficiency, PredictSettings, predict
 
 #: (backends, model_filename, file_type) -> (efficiency or None, where it was learned)
 CalibrationLookup = Callable[[str, str, str], tuple[Efficiency | None, str]]
@@ -31,16 +31,13 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
     ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
     profile = hw.for_row(ngl_eff)
     n_prompt, n_gen, depth = int(row["n_prompt"]), int(row["n_gen"]), int(row.get("n_depth") or 0)
-    type_k, type_v = str(row.get("type_k") or "f16"), str(row.get("type_v") or row.get("type_k") or "f16")
+    settings = PredictSettings.from_row(row, n_gpu_layers=ngl_eff)
     pred = predict(
-        facts, profile, n_ctx=int(row.get("n_ctx") or (depth + n_prompt + n_gen + 1)), n_gpu_layers=ngl_eff,
-        type_k=type_k, type_v=type_v, n_prompt=max(n_prompt, 1), n_gen=n_gen,
-        cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=efficiency,
-        n_ubatch=int(row.get("n_ubatch") or 512), flash_attn=bool(int(row.get("flash_attn") or 0)), depth=depth,
-        tensor_bytes=facts.tensor_bytes or None,
+        facts, profile, settings,
+        cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=efficiency, tensor_bytes=facts.tensor_bytes or None,
     )
     decode_tps = row.get("decode_tps")
-    kv_read = facts.kv_bytes_per_token(type_k, type_v) * (depth + n_prompt + n_gen / 2.0)
+    kv_read = facts.kv_bytes_per_token(settings.type_k, settings.type_v) * (depth + n_prompt + n_gen / 2.0)
     out: dict[str, Any] = {
         "model_ftype": facts.file_type,
         "hw_profile": profile.name,

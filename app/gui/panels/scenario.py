@@ -9,7 +9,7 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from app.predict import ceilings
+from app.predict.scenario import Scenario, scenario_time
 
 SCENARIOS: dict[str, tuple[int, int]] = {"Chat": (1000, 300), "RAG": (12000, 500)}
 TTFT_COLOUR = QColor(240, 160, 40)
@@ -42,7 +42,7 @@ class SplitBar(QWidget):
         p.end()
 
 
-def split_text(what: str, sc: ceilings.Scenario | None, note: str = "") -> str:
+def split_text(what: str, sc: Scenario | None, note: str = "") -> str:
     if sc is None:
         return f"<b>{what}</b>: <span style='color:#777'>{escape(note) or '—'}</span>"
     return (f"<b>{what}</b>: {sc.total_s:,.2f} s = <span style='color:#b86e00'>TTFT {sc.ttft_s:,.2f} s</span>"
@@ -96,8 +96,8 @@ class ScenarioPanel(QWidget):
         lay.addWidget(self.source)
         self._setting = False
         self._kind_chosen()
-        self.pred: ceilings.Scenario | None = None
-        self.meas: ceilings.Scenario | None = None
+        self.pred: Scenario | None = None
+        self.meas: Scenario | None = None
 
     def lengths(self) -> tuple[int, int]:
         return self.prompt.value(), self.output.value()
@@ -136,13 +136,13 @@ class ScenarioPanel(QWidget):
         self.source.setText(source)
 
 
-def _scenario(p: int, n: int, rates: tuple[float, float] | None) -> ceilings.Scenario | None:
+def _scenario(p: int, n: int, rates: tuple[float, float] | None) -> Scenario | None:
     if rates is None or p + n <= 0:
         return None
     prefill, decode = rates
     if not prefill or not decode or prefill <= 0 or decode <= 0:
         return None
     try:
-        return ceilings.scenario_time(p, n, prefill, decode)
+        return scenario_time(p, n, prefill, decode)
     except ValueError:
         return None

@@ -1,0 +1,258 @@
+"""One prediction: ceilings, memory, fit and a request's times for (model facts, hardware profile, settings).
+
+``PredictSettings`` holds what is asked (context, offload, cache types, the request); ``predict`` puts the decode,
+prefill, memory, fit and scenario modules together. Pure functions; no I/O.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.model.facts import ModelFacts
+from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_ceiling_offload_tps
+from app.predict.fit import FitResult, fit_check
+from app.predict.memory import DEFAULT_N_UBATCH, compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.offload import WeightSplit, effective_n_gpu_layers, split_weights
+from app.predict.prefill import matmul_params, prefill_ceiling_tps
+from app.predict.profiles import HardwareProfile
+from app.predict.scenario import Scenario, scenario_time
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achieved ÷ ceiling per phase, learned from measurements; multiplies the ceilings into "expected" figures."""
+
+    prefill: float = 1.0
+    decode: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.prefill <= 0 or self.decode <= 0:
+            raise ValueError("Efficiency factors must be positive")
+
+
+
+def flash_attn_enabled(value: Any) -> bool:
+    """Flash attention as a yes/no: -1 (auto) and 1 are on, 0 is off; bools and "auto"/"on"/"off" text too."""
+    if value is None or value == "":
+        return False
+    try:
+        return int(float(value)) != 0
+    except (TypeError, ValueError):
+        return str(value).strip().lower() in ("auto", "on", "true", "yes", "enabled")
+
+
+def _int(row: Mapping[str, Any], key: str, default: int) -> int:
+    value = row.get(key)
+    try:
+        return int(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass(frozen=True)
+class PredictSettings:
+    """What a prediction is asked for: the context, the offload, the KV cache types and the request.
+
+    ``type_v`` None means ``type_k``; ``depth`` tokens already sit in the KV cache before the prompt (llama-bench
+    ``-d``). ``flash_attn`` is whether flash attention runs (it sizes the compute buffer).
+    """
+
+    n_ctx: int
+    n_gpu_layers: int = 999
+    type_k: str = "f16"
+    type_v: str | None = None
+    n_prompt: int = 512
+    n_gen: int = 128
+    depth: int = 0
+    n_ubatch: int = DEFAULT_N_UBATCH
+    flash_attn: bool = False
+    swa_full: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.type_v:
+            object.__setattr__(self, "type_v", self.type_k)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], *, n_ctx: int | None = None,
+                 n_gpu_layers: int | None = None) -> PredictSettings:
+        """Settings of a result row or a test dict (same keys); missing keys take the defaults.
+
+        n_ctx: ``n_ctx`` (the argument, else the row's), else depth + prompt + generated + 1; n_gpu_layers: the
+        argument, else the row's requested ``n_gpu_layers``; type_v falls back to type_k; flash attention is the row's
+        ``flash_attn_effective`` (what llama.cpp used) when present, else ``flash_attn`` (-1 auto counts as on).
+        """
+        n_prompt, n_gen, depth = _int(row, "n_prompt", 512), _int(row, "n_gen", 128), _int(row, "n_depth", 0)
+        ctx = n_ctx if n_ctx is not None else (_int(row, "n_ctx", 0) or depth + n_prompt + n_gen + 1)
+        effective = row.get("flash_attn_effective")
+        fa = row.get("flash_attn") if effective is None or effective == "" else effective
+        ngl = n_gpu_layers if n_gpu_layers is not None else _int(row, "n_gpu_layers", 999)
+        type_k = str(row.get("type_k") or "f16")
+        return cls(
+            n_ctx=max(ctx, 1), n_gpu_layers=ngl, type_k=type_k, type_v=str(row.get("type_v") or type_k),
+            n_prompt=max(n_prompt, 1), n_gen=max(n_gen, 0), depth=max(depth, 0),
+            n_ubatch=_int(row, "n_ubatch", 0) or DEFAULT_N_UBATCH, flash_attn=flash_attn_enabled(fa),
+        )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PredictSettings:
+        """Settings from ``gguf-bench predict``'s arguments (--ctx, -ngl, -ctk, -ctv, -p, -n, -d, -fa)."""
+        return cls(
+            n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers, type_k=args.type_k, type_v=args.type_v,
+            n_prompt=args.n_prompt, n_gen=args.n_gen, depth=args.n_depth,
+            flash_attn=flash_attn_enabled(args.flash_attn),
+        )
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Ceilings, memory and fit for one (model, hardware, settings), with scenario totals at the ceilings."""
+
+    profile: str
+    model: str
+    kind: str
+    n_ctx: int
+    n_gpu_layers: int
+    type_k: str
+    type_v: str
+    n_prompt: int
+    n_gen: int
+    weight_bytes: int
+    gpu_weight_bytes: int
+    cpu_weight_bytes: int
+    kv_bytes: int  # allocated at n_ctx
+    kv_bytes_per_token: float
+    compute_buffer_bytes: int
+    decode_ceiling_tps: float  # at the average depth of the generation (n_prompt + n_gen / 2)
+    decode_ceiling_empty_tps: float  # at depth 0
+    prefill_ceiling_tps: float  # for an n_prompt-token prompt from an empty cache
+    gpu_bandwidth_gbps: float
+    cpu_bandwidth_gbps: float | None
+    tflops: float
+    fit: FitResult
+    scenario: Scenario
+    efficiency: Efficiency | None = None
+    expected_prefill_tps: float | None = None
+    expected_decode_tps: float | None = None
+    expected_scenario: Scenario | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ttft_ms(self) -> float:
+        return self.scenario.ttft_s * 1000.0
+
+    def to_json_dict(self) -> dict[str, object]:
+        """Flat headline keys plus the nested fit and scenario documents."""
+        exp = self.expected_scenario
+        return {
+            "profile": self.profile, "model": self.model, "kind": self.kind, "n_ctx": self.n_ctx,
+            "n_gpu_layers": self.n_gpu_layers, "type_k": self.type_k, "type_v": self.type_v,
+            "n_prompt": self.n_prompt, "n_gen": self.n_gen,
+            "weight_bytes": self.weight_bytes, "gpu_weight_bytes": self.gpu_weight_bytes,
+            "cpu_weight_bytes": self.cpu_weight_bytes, "kv_bytes": self.kv_bytes,
+            "kv_bytes_per_token": self.kv_bytes_per_token, "compute_buffer_bytes": self.compute_buffer_bytes,
+            "decode_ceiling_tps": self.decode_ceiling_tps, "decode_ceiling_empty_tps": self.decode_ceiling_empty_tps,
+            "prefill_ceiling_tps": self.prefill_ceiling_tps, "gpu_bandwidth_gbps": self.gpu_bandwidth_gbps,
+            "cpu_bandwidth_gbps": self.cpu_bandwidth_gbps, "tflops": self.tflops,
+            "fits": self.fit.fits, "fit_status": self.fit.status, "max_ngl": self.fit.max_ngl,
+            "max_ctx": self.fit.max_ctx, "needed_bytes": self.fit.needed_bytes, "budget_bytes": self.fit.budget_bytes,
+            "ttft_ms": self.ttft_ms, "decode_s": self.scenario.decode_s, "total_s": self.scenario.total_s,
+            "ttft_share": self.scenario.ttft_share, "decode_share": self.scenario.decode_share,
+            "chars_per_s": self.scenario.chars_per_s,
+            "efficiency_prefill": self.efficiency.prefill if self.efficiency else None,
+            "efficiency_decode": self.efficiency.decode if self.efficiency else None,
+            "expected_prefill_tps": self.expected_prefill_tps, "expected_decode_tps": self.expected_decode_tps,
+            "expected_ttft_ms": exp.ttft_s * 1000.0 if exp else None, "expected_total_s": exp.total_s if exp else None,
+            "fit": self.fit.to_json_dict(), "scenario": self.scenario.to_json_dict(),
+            "expected_scenario": exp.to_json_dict() if exp else None, "notes": list(self.notes),
+        }
+
+
+def _cpu_bandwidth(
+    profile: HardwareProfile, split: WeightSplit, cpu_bandwidth_gbps: float | None, notes: list[str]
+) -> float | None:
+    """Bandwidth of the CPU side: the profile's own for a CPU or unified-memory profile when not given; for a
+    discrete GPU with layers left on the CPU, DEFAULT_CPU_BANDWIDTH_GBPS with a note."""
+    if profile.kind == "cpu":
+        return profile.peak_bandwidth_gbps
+    if cpu_bandwidth_gbps is None and profile.is_unified:
+        return profile.peak_bandwidth_gbps
+    if cpu_bandwidth_gbps is None and split.cpu_read_bytes > 0:
+        notes.append(f"CPU bandwidth not given; assumed {DEFAULT_CPU_BANDWIDTH_GBPS:g} GB/s for the CPU-side layers")
+        return DEFAULT_CPU_BANDWIDTH_GBPS
+    return cpu_bandwidth_gbps
+
+
+def _prefill_tps(
+    facts: ModelFacts, profile: HardwareProfile, split: WeightSplit, s: PredictSettings,
+    tensor_bytes: Mapping[str, int] | None,
+) -> float:
+    """The prefill ceiling for ``s.n_prompt`` tokens after ``s.depth`` cached ones."""
+    n_embd_attn = facts.n_head * (facts.head_dim_k + facts.head_dim_v) // 2
+    n_swa = len(facts.swa_layers) if facts.swa_window else 0
+    return prefill_ceiling_tps(
+        profile.fp16_tensor_tflops, matmul_params(facts, split, tensor_bytes), s.n_prompt, facts.n_layer, n_embd_attn,
+        s.depth, n_swa, facts.swa_window,
+    )
+
+
+def predict(
+    facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings, *, cpu_bandwidth_gbps: float | None = None,
+    efficiency: Efficiency | None = None, tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0,
+) -> Prediction:
+    """Ceilings, memory, fit and an (n_prompt, n_gen) request's times for ``facts`` on ``profile``.
+
+    Decode: weights read per token (split GPU/CPU by ``n_gpu_layers``) plus KV read at the generation's average depth,
+    each side at its bandwidth (``decode_ceiling_split_tps``). The CPU side uses ``cpu_bandwidth_gbps``: for unified
+    memory the profile's bandwidth when not given, for a discrete GPU DEFAULT_CPU_BANDWIDTH_GBPS with a note.
+    Prefill: the profile's TFLOPS over ``prefill_flops_per_token`` with the matmul parameters; with a partial offload
+    llama.cpp still runs large-batch matmuls on the GPU, copying CPU-held weights over PCIe, which is not counted.
+    A profile of kind "cpu" runs everything on the host (n_gpu_layers is ignored).
+    ``settings.depth`` tokens already in the KV cache (llama-bench ``-d``) add to the KV read and the attention work.
+    """
+    s = settings
+    type_k, type_v = s.type_k, s.type_v or s.type_k
+    notes: list[str] = []
+    is_cpu = profile.kind == "cpu"
+    ngl = 0 if is_cpu else effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
+    split = split_weights(facts, ngl, tensor_bytes)
+    if not split.exact:
+        notes.append("weights split estimated from totals (no per-tensor byte map)")
+        if facts.n_expert:
+            notes.append("MoE: all experts counted as read per token; decode ceiling is pessimistic")
+    cpu_bw = _cpu_bandwidth(profile, split, cpu_bandwidth_gbps, notes)
+
+    def decode_at(depth: float) -> float:
+        return decode_ceiling_offload_tps(facts, split, depth, type_k, type_v, profile.peak_bandwidth_gbps, cpu_bw,
+                                          host_only=is_cpu)
+
+    decode_tps = decode_at(s.depth + s.n_prompt + s.n_gen / 2.0)
+    prefill_tps = _prefill_tps(facts, profile, split, s, tensor_bytes)
+    if not is_cpu and 0 < split.n_gpu_layers < facts.n_layer + 1:
+        notes.append("partial offload: prefill ceiling ignores copying CPU-held weights to the GPU")
+    fit = fit_check(
+        facts, profile.vram_bytes, s.n_ctx, type_k, type_v, ngl, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
+        swa_full=s.swa_full, unified=profile.is_unified, usable_fraction=1.0 if is_cpu else None,
+        tensor_bytes=tensor_bytes,
+    )
+    exp_prefill = exp_decode = exp_scenario = None
+    if efficiency is not None:
+        exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
+        exp_scenario = scenario_time(s.n_prompt, s.n_gen, exp_prefill, exp_decode, chars_per_token)
+    return Prediction(
+        profile=profile.name, model=facts.name, kind=profile.kind, n_ctx=s.n_ctx, n_gpu_layers=ngl, type_k=type_k,
+        type_v=type_v, n_prompt=s.n_prompt, n_gen=s.n_gen, weight_bytes=facts.weight_bytes,
+        gpu_weight_bytes=0 if is_cpu else split.gpu_bytes,
+        cpu_weight_bytes=facts.weight_bytes if is_cpu else split.cpu_bytes,
+        kv_bytes=round(kv_alloc_bytes(facts, s.n_ctx, type_k, type_v, s.n_ubatch, s.swa_full)),
+        kv_bytes_per_token=facts.kv_bytes_per_token(type_k, type_v),
+        compute_buffer_bytes=round(compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)),
+        decode_ceiling_tps=decode_tps, decode_ceiling_empty_tps=decode_at(0.0), prefill_ceiling_tps=prefill_tps,
+        gpu_bandwidth_gbps=0.0 if is_cpu else profile.peak_bandwidth_gbps, cpu_bandwidth_gbps=cpu_bw,
+        tflops=profile.fp16_tensor_tflops, fit=fit,
+        scenario=scenario_time(s.n_prompt, s.n_gen, prefill_tps, decode_tps, chars_per_token), efficiency=efficiency,
+        expected_prefill_tps=exp_prefill, expected_decode_tps=exp_decode, expected_scenario=exp_scenario,
+        notes=tuple(notes),
+    )
