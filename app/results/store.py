@@ -1,12 +1,15 @@
 """The SQLite results store: every finished test is committed the moment its event arrives (WAL).
 
-A crash or kill of the worker, or of this process after the commit, loses no finished test.
+A crash or kill of the worker, or of this process after the commit, loses no finished test. The schema is
+versioned (``PRAGMA user_version``) and brought up to date when a store opens (``store_schema``); a run left
+'running' by a process that has since died is marked 'aborted' then (``run_writer``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sqlite3
 import uuid
 from dataclasses import dataclass
@@ -14,30 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from app.paths import data_dir
+from app.results.run_writer import ABORTED, is_abandoned, writer_scope
+from app.results.store_schema import SchemaError, upgrade
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    finished_at TEXT,
-    status TEXT NOT NULL,
-    sweep_name TEXT,
-    command TEXT,
-    n_tests INTEGER NOT NULL DEFAULT 0,
-    machine_json TEXT NOT NULL DEFAULT '{}',
-    software_json TEXT NOT NULL DEFAULT '{}',
-    tests_json TEXT NOT NULL DEFAULT '[]'
-);
-CREATE TABLE IF NOT EXISTS results (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    test_index INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    model_filename TEXT,
-    created_at TEXT NOT NULL,
-    row_json TEXT NOT NULL,
-    PRIMARY KEY (run_id, test_index)
-);
-"""
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -76,11 +58,35 @@ class ResultStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=10.0)
+        except (OSError, sqlite3.Error) as e:
+            raise StoreError(f"{self.path}: cannot open the results store ({e})") from None
+        try:
+            upgrade(self._db)  # refuses a newer schema before anything is written
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(SCHEMA)
+        except SchemaError as e:
+            self._db.close()
+            raise StoreError(f"{self.path}: {e}") from None
         except sqlite3.Error as e:
+            self._db.close()
             raise StoreError(f"{self.path}: cannot open the results store ({e})") from None
+        self._mark_abandoned_runs()
+
+    def _mark_abandoned_runs(self) -> None:
+        """Mark 'aborted' the runs left 'running' by a process of this machine that no longer exists.
+
+        Best effort: a store that cannot be written now (locked, read-only) is left as it is.
+        """
+        try:
+            running = self._db.execute(
+                "SELECT run_id, writer_pid, writer_scope FROM runs WHERE status = 'running'").fetchall()
+            gone = [(ABORTED, run_id, pid) for run_id, pid, scope in running if is_abandoned(pid, scope)]
+            if gone:
+                with self._db:
+                    self._db.executemany("UPDATE runs SET status = ? WHERE run_id = ? AND status = 'running' "
+                                         "AND writer_pid = ?", gone)
+        except sqlite3.Error:
+            pass
 
     def close(self) -> None:
         self._db.close()
@@ -101,9 +107,9 @@ class ResultStore:
         with self._db:
             self._db.execute(
                 "INSERT INTO runs (run_id, created_at, status, sweep_name, command, n_tests, machine_json, "
-                "software_json, tests_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                "software_json, tests_json, writer_pid, writer_scope) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, now_iso(), sweep_name, command, len(tests), json.dumps(machine or {}),
-                 json.dumps(software or {}), json.dumps(list(tests))),
+                 json.dumps(software or {}), json.dumps(list(tests)), os.getpid(), writer_scope()),
             )
 
     def update_software(self, run_id: str, software: dict[str, Any]) -> None:
@@ -130,8 +136,9 @@ class ResultStore:
         cur = self._db.execute(
             "SELECT r.run_id, r.created_at, r.finished_at, r.status, r.sweep_name, r.n_tests, "
             "SUM(x.status = 'ok'), SUM(x.status = 'failed'), GROUP_CONCAT(DISTINCT x.model_filename) "
-            "FROM runs r LEFT JOIN results x ON x.run_id = r.run_id "
-            "GROUP BY r.run_id ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?",
+            "FROM (SELECT rowid AS n, * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?) r "
+            "LEFT JOIN results x ON x.run_id = r.run_id "
+            "GROUP BY r.run_id ORDER BY r.created_at DESC, r.n DESC",
             (limit,),
         )
         return [RunSummary(a, b, c, d, e, f or 0, g or 0, h or 0, i or "") for a, b, c, d, e, f, g, h, i in cur]

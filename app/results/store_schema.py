@@ -1,0 +1,112 @@
+"""The results store's schema and its migrations, versioned with ``PRAGMA user_version``.
+
+A store written before versioning has ``user_version`` 0: that is schema 0 (``SCHEMA_V0``). ``MIGRATIONS[i]``
+takes a database from version ``i`` to ``i + 1``; each runs in its own transaction together with the new
+``user_version``, so a migration that fails leaves the database whole at the version before it. Append new
+steps; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+Migration = Callable[[sqlite3.Connection], None]
+
+#: The tables as the first store (before versioning) created them; a fresh database starts from these.
+SCHEMA_V0: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    sweep_name TEXT,
+    command TEXT,
+    n_tests INTEGER NOT NULL DEFAULT 0,
+    machine_json TEXT NOT NULL DEFAULT '{}',
+    software_json TEXT NOT NULL DEFAULT '{}',
+    tests_json TEXT NOT NULL DEFAULT '[]'
+)""",
+    """CREATE TABLE IF NOT EXISTS results (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    test_index INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    model_filename TEXT,
+    created_at TEXT NOT NULL,
+    row_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, test_index)
+)""",
+)
+
+
+class SchemaError(Exception):
+    """The database cannot be brought to this code's schema; str() is one line without the file name."""
+
+
+def _newer(found: int, known: int) -> SchemaError:
+    return SchemaError(f"written by a newer gguf-workbench (schema version {found}; this version reads up to "
+                       f"{known})")
+
+
+def _v1_run_order_and_writer(db: sqlite3.Connection) -> None:
+    """Index runs by creation time (history, 'last'); record which process writes a run.
+
+    ``writer_pid`` and ``writer_scope`` (host, boot and PID namespace) let a later process tell a run whose
+    writer died from one still being written. Runs from before this step have neither and stay as they are.
+    """
+    for statement in SCHEMA_V0:
+        db.execute(statement)
+    db.execute("CREATE INDEX IF NOT EXISTS runs_by_created_at ON runs (created_at)")
+    db.execute("ALTER TABLE runs ADD COLUMN writer_pid INTEGER")
+    db.execute("ALTER TABLE runs ADD COLUMN writer_scope TEXT")
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_run_order_and_writer,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def user_version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def upgrade(db: sqlite3.Connection, migrations: Sequence[Migration] | None = None) -> int:
+    """Apply the migrations from the database's version to the newest, one transaction each; the new version.
+
+    Safe against another process upgrading the same file at once: each step takes the write lock
+    (``BEGIN IMMEDIATE``) and re-reads the version before it runs. Raises ``SchemaError`` when the database is
+    newer than ``migrations`` know or a step fails (that step is rolled back).
+    """
+    steps = MIGRATIONS if migrations is None else migrations
+    target = len(steps)
+    version = user_version(db)
+    if version > target:
+        raise _newer(version, target)
+    saved_isolation = db.isolation_level
+    db.isolation_level = None  # explicit transactions: DDL and the version change commit together
+    try:
+        while version < target:
+            version = _step(db, steps, target)
+    finally:
+        db.isolation_level = saved_isolation
+    return version
+
+
+def _step(db: sqlite3.Connection, steps: Sequence[Migration], target: int) -> int:
+    """One migration in one transaction (or none, if another process got there first); the version after it."""
+    db.execute("BEGIN IMMEDIATE")
+    version = -1
+    try:
+        version = user_version(db)
+        if version > target:
+            raise _newer(version, target)
+        if version < target:
+            steps[version](db)
+            db.execute(f"PRAGMA user_version = {version + 1:d}")
+        db.execute("COMMIT")
+    except BaseException as e:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        if isinstance(e, sqlite3.Error):
+            raise SchemaError(f"cannot upgrade the schema from version {version} ({e})") from e
+        raise
+    return min(version + 1, target)
