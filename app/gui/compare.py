@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
@@ -31,7 +30,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.panels.library import human_bytes
-from app.gui.plots import color, line, make_plot, short_model
+from app.gui.plots.decode import DecodePlot, mean_pos
+from app.gui.plots.panel import Curve
+from app.gui.plots.style import color, short_model
+from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
 from app.results.store import ResultStore, StoreError
 
@@ -107,16 +109,16 @@ class CompareWindow(QWidget):
         self.note.setStyleSheet("color:#555")
         ll.addWidget(self.note)
 
-        self.ttft = make_plot("Time to first token", "prompt length (tokens)", "TTFT (ms)", 1)
-        self.decode = make_plot("Decode speed", "position in context (tokens)", "decode speed (tok/s)", 1)
+        self.ttft = TtftPlot("Time to first token", columns=1)
+        self.decode = DecodePlot("Decode speed", columns=1)
         self.table = QTableWidget(self)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         plots = QWidget(self)
         pl = QHBoxLayout(plots)
         pl.setContentsMargins(0, 0, 0, 0)
-        pl.addWidget(self.ttft)
-        pl.addWidget(self.decode)
+        pl.addWidget(self.ttft.widget)
+        pl.addWidget(self.decode.widget)
         right = QSplitter(Qt.Orientation.Vertical, self)
         right.addWidget(plots)
         right.addWidget(self.table)
@@ -182,53 +184,41 @@ class CompareWindow(QWidget):
             pix = QPixmap(14, 14)
             pix.fill(QColor(color(k)))
             QListWidgetItem(QIcon(pix), it.label, self.list)
-        for w in (self.ttft, self.decode):
-            w.getPlotItem().clear()
         prompt = self.reference_prompt()
-        xmax_p = max([float(r.get("n_prompt") or 0) for it in self.items for r in it.rows] + [prompt]) * 1.1
-        xmax_d = max([float((r.get("n_depth") or 0) + (r.get("n_prompt") or 0) + (r.get("n_gen") or 0))
-                      for it in self.items for r in it.rows] + [prompt + 128]) * 1.05
-        for k, it in enumerate(self.items):
-            c = color(k)
-            name = _short_label(it)
-            if it.kind == "run":
-                self._run_curves(it, c, name)
-            else:
-                settings = {"type_k": "f16", "n_gpu_layers": 999}
-                xs = np.linspace(1, xmax_p, 40)
-                ys = self.predictor.ttft_curve(it.path, xs, 0, **settings)
-                if ys is not None:
-                    self.ttft.getPlotItem().addItem(_named(line(f"{name} (predicted)", c, 2.0, dashed=True), xs, ys))
-                xd = np.linspace(0, xmax_d, 40)
-                yd = self.predictor.decode_curve(it.path, xd, **settings)
-                if yd is not None:
-                    self.decode.getPlotItem().addItem(_named(line(f"{name} (ceiling)", c, 2.0, dashed=True), xd, yd))
-        for w in (self.ttft, self.decode):  # speeds and times read best from zero
-            vb = w.getPlotItem().getViewBox()
-            hi = vb.childrenBounds()[1]
-            if hi is not None and np.isfinite(hi[1]) and hi[1] > 0:
-                vb.setYRange(0.0, hi[1] * 1.06, padding=0.0)
+        ttft, decode = self._curves(prompt)
+        self.ttft.draw_curves(ttft)
+        self.decode.draw_curves(decode)
         self._fill_table(prompt)
         prof = self.predictor.profile.name if self.predictor.profile else "no profile"
         self.note.setText(f"Solid: measured (runs). Dashed: predicted ceilings for {prof} (model files). "
                           f"Ratios are against the first entry; TTFT at {prompt} prompt tokens.")
 
-    def _run_curves(self, it: CompareItem, c: str, name: str) -> None:
-        rows = it.ok_rows()
-        by_p: dict[int, list[float]] = {}
-        by_d: dict[float, list[float]] = {}
-        for r in rows:
-            if r.get("ttft_ms") is not None and not r.get("n_depth"):
-                by_p.setdefault(int(r["n_prompt"]), []).append(float(r["ttft_ms"]))
-            if r.get("decode_tps") is not None:
-                pos = float((r.get("n_depth") or 0) + (r.get("n_prompt") or 0) + (r.get("n_gen") or 0) / 2)
-                by_d.setdefault(pos, []).append(float(r["decode_tps"]))
-        for plot, data, label in ((self.ttft, by_p, "measured"), (self.decode, by_d, "measured")):
-            xs = np.array(sorted(data), dtype=float)
-            ys = np.array([statistics.fmean(data[x]) for x in sorted(data)], dtype=float)
-            item = pg.PlotDataItem(xs, ys, pen=pg.mkPen(c, width=2), symbol="o", symbolSize=8,
-                                   symbolBrush=pg.mkBrush(c), symbolPen=pg.mkPen("w"), name=f"{name} ({label})")
-            plot.getPlotItem().addItem(item)
+    def _curves(self, prompt: int) -> tuple[list[Curve], list[Curve]]:
+        """TTFT and decode curves, one colour per entry: a run's measured means, a model file's predictions."""
+        xmax_p = max([float(r.get("n_prompt") or 0) for it in self.items for r in it.rows] + [prompt]) * 1.1
+        xmax_d = max([float((r.get("n_depth") or 0) + (r.get("n_prompt") or 0) + (r.get("n_gen") or 0))
+                      for it in self.items for r in it.rows] + [prompt + 128]) * 1.05
+        ttft: list[Curve] = []
+        decode: list[Curve] = []
+        for k, it in enumerate(self.items):
+            c, name = color(k), _short_label(it)
+            if it.kind == "run":
+                rows = it.ok_rows()
+                ttft.append(Curve(f"{name} (measured)", *_means_by_x(
+                    (float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
+                    if r.get("ttft_ms") is not None and not r.get("n_depth")), c))
+                decode.append(Curve(f"{name} (measured)", *_means_by_x(
+                    (mean_pos(r), float(r["decode_tps"])) for r in rows if r.get("decode_tps") is not None), c))
+                continue
+            settings = {"type_k": "f16", "n_gpu_layers": 999}
+            xs, xd = np.linspace(1, xmax_p, 40), np.linspace(0, xmax_d, 40)
+            ys = self.predictor.ttft_curve(it.path, xs, 0, **settings)
+            yd = self.predictor.decode_curve(it.path, xd, **settings)
+            if ys is not None:
+                ttft.append(Curve(f"{name} (predicted)", xs, ys, c, measured=False))
+            if yd is not None:
+                decode.append(Curve(f"{name} (ceiling)", xd, yd, c, measured=False))
+        return ttft, decode
 
     def reference_prompt(self) -> int:
         counts = Counter(int(r.get("n_prompt") or 0) for it in self.items if it.kind == "run"
@@ -301,6 +291,10 @@ def _short_label(it: CompareItem) -> str:
     return (it.sweep_name or it.run_id[:15]) + (f" ({settings})" if settings else "")
 
 
-def _named(item: pg.PlotDataItem, xs: np.ndarray, ys: np.ndarray) -> pg.PlotDataItem:
-    item.setData(xs, ys)
-    return item
+def _means_by_x(points: Iterable[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """The mean y at each distinct x, sorted by x."""
+    by_x: dict[float, list[float]] = {}
+    for x, y in points:
+        by_x.setdefault(x, []).append(y)
+    xs = sorted(by_x)
+    return np.array(xs, dtype=float), np.array([statistics.fmean(by_x[x]) for x in xs], dtype=float)

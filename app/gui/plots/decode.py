@@ -1,0 +1,82 @@
+"""Decode speed against position in the context: per-token rates, test means (±1 sd) and the predicted ceiling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from app.gui.plots.items import connect_reps, line, rename, ring
+from app.gui.plots.panel import PlotPanel, PlotView
+from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max
+
+
+def mean_pos(row: dict[str, Any]) -> float:
+    """Average context position of a test's decode steps: depth + prompt + half the generated tokens."""
+    return float(int(row.get("n_depth") or 0) + int(row.get("n_prompt") or 0) + int(row.get("n_gen") or 0) / 2)
+
+
+class DecodePlot(PlotPanel):
+    """Decode tok/s vs position in context (tokens); keeps the ceilings it drew for the inter-token plot."""
+
+    name = "dec"
+    title = "Decode speed vs position in context"
+    x_label = "position in context (tokens)"
+    y_label = "decode speed (tok/s)"
+    points_key = "mean"
+
+    def __init__(self, title: str | None = None, columns: int | None = None) -> None:
+        super().__init__(title, columns)
+        self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, predicted tok/s)
+
+    def reset(self) -> None:
+        super().reset()
+        self.curves = {}
+
+    def key(self, view: PlotView) -> tuple[Any, ...]:
+        s = view.session
+        return (*view.base_key, s.rows_version, len(s.tests), view.selected, len(s.tok_t_ns))
+
+    def draw(self, view: PlotView) -> None:
+        s = view.session
+        xmax = max([int(t.get("n_depth") or 0) + int(t.get("n_prompt") or 0) + int(t.get("n_gen") or 0)
+                    for t in view.tests] + [64]) * 1.05
+        xs = np.linspace(0, xmax, CURVE_POINTS)
+        tok_m = view.model_of_tokens()
+        pos, rate, starts = s.tok_pos.view(), s.tok_rate.view(), s.tok_rep_start.view()
+        rows = [r for r in s.ok_rows() if r.get("decode_tps") is not None]
+        curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for m, path in enumerate(view.models):
+            c, mask = color(m), tok_m == m
+            self.item(("tok", m), lambda c=c, path=path: line(view.label("per token (measured)", path), c, 1.0,
+                                                              alpha=110)).setData(
+                pos[mask], rate[mask], connect=connect_reps(starts[mask]))
+            mine = [r for r in rows if r.get("model_path") == path]
+            self.points_with_sd(m, view.label("test mean (±1 sd)", path), c, (
+                np.array([mean_pos(r) for r in mine]), np.array([float(r["decode_tps"]) for r in mine]),
+                np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])), "s", 10)
+            ys = self._draw_ceiling(view, m, path, xs)
+            if ys is not None:
+                curves[m] = (xs, ys)
+        self.curves = curves
+        in_sel = view.selected_tokens()
+        self.item(("hltok",), lambda: line(None, HILITE, 1.6)).setData(
+            pos[in_sel], rate[in_sel], connect=connect_reps(starts[in_sel]))
+        hi = [r for r in rows if r.get("test_index") in view.selected]
+        self.item(("hl",), lambda: ring(None)).setData([mean_pos(r) for r in hi],
+                                                       [float(r["decode_tps"]) for r in hi])
+        tok_hi = float(np.percentile(rate, 99)) if rate.size else float("nan")
+        mean_hi = max((float(r["decode_tps"]) + float(r.get("decode_tps_stddev") or 0) for r in rows), default=np.nan)
+        y_hi = finite_max(tok_hi, mean_hi, *[ys for _xs, ys in curves.values()])
+        self.set_range(self.plot.getViewBox(), (0.0, float(xmax)), y_hi if np.isfinite(y_hi) else None)
+
+    def _draw_ceiling(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> np.ndarray | None:
+        """Model ``m``'s predicted decode ceiling along ``xs``; None while it is being computed."""
+        settings = view.settings(path)
+        ys = view.curve(("dec", path, float(xs[-1]), tuple(sorted(settings.items()))),
+                        lambda: view.predictor.decode_curve(path, xs, **settings))
+        name = view.label(f"ceiling ({view.profile_name})", path)
+        item = self.item(("pred", m), lambda: line(name, color(m), 2.0, dashed=True))
+        rename(self.plot, item, name)
+        item.setData(*((xs, ys) if ys is not None else ([], [])))
+        return ys

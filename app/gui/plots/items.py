@@ -1,0 +1,143 @@
+"""Plot building blocks: the plot widget with its legend above the data, item factories and an item pool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from app.gui.plots.style import HILITE
+
+
+class TopLegend(pg.LegendItem):
+    """A legend laid out above the plot area (in the PlotItem's grid), so it never hides data."""
+
+    max_columns = 1
+
+    def updateSize(self) -> None:  # noqa: N802 - pyqtgraph's name
+        height = width = 0.0
+        for row in range(self.layout.rowCount()):
+            row_height = col_width = 0.0
+            for col in range(self.layout.columnCount()):
+                item = self.layout.itemAt(row, col)
+                if item:
+                    col_width += item.width() + 3
+                    row_height = max(row_height, item.height())
+            width = max(width, col_width)
+            height += row_height
+        self.setMinimumHeight(height)
+        self.setMaximumHeight(height)
+        self.setMinimumWidth(min(width, 200))
+        self.updateGeometry()
+
+    def paint(self, p: Any, *args: Any) -> None:
+        return  # no frame: it sits outside the data
+
+    def fit(self, width: float) -> None:
+        """Use as many columns (up to ``max_columns``) as fit in ``width`` pixels."""
+        cols = max(self.max_columns, 1)
+        while cols > 1:
+            widths = [0.0] * cols
+            for i, (_sample, label) in enumerate(self.items):
+                text_w = label.item.boundingRect().width() if hasattr(label, "item") else label.width()
+                widths[i % cols] = max(widths[i % cols], 20 + text_w + 12)
+            if sum(widths) <= width:
+                break
+            cols -= 1
+        if cols != self.columnCount:
+            self.setColumnCount(cols)
+
+
+def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:
+    """A white plot with a bold title, axis labels carrying their units, a grid and a legend above the data."""
+    w = pg.PlotWidget()
+    w.setMinimumSize(240, 170)
+    p = w.getPlotItem()
+    p.setTitle(f"<b>{title}</b>", size="10pt")
+    p.setLabel("bottom", x_label)
+    p.setLabel("left", y_label)
+    for ax in ("left", "bottom"):
+        p.getAxis(ax).enableAutoSIPrefix(False)
+    p.showGrid(x=True, y=True, alpha=0.18)
+    legend = TopLegend(labelTextSize="8pt", colCount=columns, verSpacing=-8, horSpacing=4)
+    legend.max_columns = columns
+    p.layout.removeItem(p.getAxis("top"))  # its cell (above the data) holds the legend; the axis stays hidden
+    p.layout.addItem(legend, 1, 1)
+    p.legend = legend
+    return w
+
+
+def scatter(name: str | None, c: str, symbol: str = "o", size: float = 8) -> pg.PlotDataItem:
+    """Markers only (measured points)."""
+    return pg.PlotDataItem([], [], pen=None, symbol=symbol, symbolSize=size, symbolBrush=pg.mkBrush(c),
+                           symbolPen=pg.mkPen("w", width=0.8), name=name)
+
+
+def ring(name: str | None) -> pg.PlotDataItem:
+    """Large orange rings around the selected tests' points."""
+    return pg.PlotDataItem([], [], pen=None, symbol="o", symbolSize=17, symbolBrush=None,
+                           symbolPen=pg.mkPen(HILITE, width=2.6), name=name)
+
+
+def line(name: str | None, c: str, width: float = 1.8, dashed: bool = False, alpha: int = 255) -> pg.PlotDataItem:
+    """A plain (or dashed: predicted) line."""
+    qc = pg.mkColor(c)
+    qc.setAlpha(alpha)
+    pen = pg.mkPen(qc, width=width, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+    return pg.PlotDataItem([], [], pen=pen, name=name)
+
+
+def marked_line(name: str | None, c: str) -> pg.PlotDataItem:
+    """Markers joined by a line (a run's measured means in the compare view)."""
+    return pg.PlotDataItem([], [], pen=pg.mkPen(c, width=2), symbol="o", symbolSize=8, symbolBrush=pg.mkBrush(c),
+                           symbolPen=pg.mkPen("w"), name=name)
+
+
+def error_bars(c: str) -> pg.ErrorBarItem:
+    """±1 sd bars, filled with ``setData(x=, y=, top=, bottom=)``."""
+    empty = np.zeros(0)
+    return pg.ErrorBarItem(x=empty, y=empty, top=empty, bottom=empty, beam=6, pen=pg.mkPen(c, width=1.2))
+
+
+def rename(plot: pg.PlotItem, item: Any, name: str) -> None:
+    """Change an item's legend label (names that carry the profile change when the profile does)."""
+    legend = plot.legend
+    if legend is None or item.name() == name:
+        return
+    item.opts["name"] = name
+    for sample, label in legend.items:
+        if sample.item is item:
+            label.setText(name)
+            legend.updateSize()
+            return
+
+
+def connect_reps(starts: np.ndarray) -> np.ndarray:
+    """pyqtgraph connect array: point i joins i+1 unless i+1 begins a new repetition."""
+    if starts.size == 0:
+        return np.zeros(0, dtype=bool)
+    return np.append(starts[1:] < 0.5, False)
+
+
+class ItemPool:
+    """Plot items created on first use, reused by key; ``clear`` removes them all."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+    def get(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        hit = self.items.get(key)
+        if hit is None:
+            item = make()
+            owner.addItem(item)
+            self.items[key] = (owner, item)
+            return item
+        return hit[1]
+
+    def clear(self) -> None:
+        for owner, item in self.items.values():
+            owner.removeItem(item)
+        self.items.clear()

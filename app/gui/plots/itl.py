@@ -1,0 +1,59 @@
+"""Inter-token latency over the run, against the floor the decode ceiling predicts (1000 / ceiling)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from app.gui.plots.decode import DecodePlot
+from app.gui.plots.items import connect_reps, line
+from app.gui.plots.panel import PlotPanel, PlotView
+from app.gui.plots.style import HILITE, finite_max, nice_ceil
+
+
+class ItlPlot(PlotPanel):
+    """Inter-token latency (ms) vs time since sweep start (s); reads the ceilings ``decode`` drew last."""
+
+    name = "itl"
+    title = "Inter-token latency over the run"
+    x_label = "time since sweep start (s)"
+    y_label = "inter-token latency (ms)"
+    columns = 1
+
+    def __init__(self, decode: DecodePlot, title: str | None = None, columns: int | None = None) -> None:
+        super().__init__(title, columns)
+        self.decode = decode
+        self.plot.setClipToView(True)
+        self.plot.setDownsampling(auto=True, mode="peak")
+
+    def key(self, view: PlotView) -> tuple[Any, ...]:
+        s = view.session
+        return (*view.base_key, len(s.tok_t_ns), view.selected, s.rows_version)
+
+    def draw(self, view: PlotView) -> None:
+        s = view.session
+        t = np.asarray(s.t_s(s.tok_t_ns.view()))
+        itl, starts = s.tok_itl_ms.view(), s.tok_rep_start.view()
+        conn = connect_reps(starts)
+        self.item(("meas",), lambda: line("measured, per token", "#1f77b4", 1.0)).setData(t, itl, connect=conn)
+        floor = self._floor(view, itl.size)
+        self.item(("pred",), lambda: line("predicted floor (1000 / ceiling)", "#d62728", 1.6, dashed=True)).setData(
+            t, floor, connect=conn)
+        in_sel = view.selected_tokens()
+        self.item(("hl",), lambda: line(None, HILITE, 1.6)).setData(
+            t[in_sel], itl[in_sel], connect=connect_reps(starts[in_sel]))
+        if itl.size:
+            y_hi = min(float(np.nanmax(itl)), 4 * float(np.percentile(itl, 95)))
+            self.set_range(self.plot.getViewBox(), (0.0, nice_ceil(float(t[-1]))), finite_max([y_hi], floor))
+
+    def _floor(self, view: PlotView, n: int) -> np.ndarray:
+        """Per token: 1000 / the predicted decode ceiling at its position (NaN where there is none)."""
+        floor = np.full(n, np.nan)
+        if self.decode.curves and n:
+            tok_m = view.model_of_tokens()
+            pos = view.session.tok_pos.view()
+            for m, (xs, ys) in self.decode.curves.items():
+                mask = tok_m == m
+                floor[mask] = 1000.0 / np.interp(pos[mask], xs, ys)
+        return floor

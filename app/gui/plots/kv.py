@@ -1,0 +1,93 @@
+"""KV-cache memory against context size: predicted KV and totals, llama.cpp's reported KV, measured growth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from app.gui.plots.items import line, ring, scatter
+from app.gui.plots.panel import PlotPanel, PlotView
+from app.gui.plots.style import CURVE_POINTS, MIB, color
+from app.gui.predictions import n_ctx_for
+
+
+def ctx_of(row: dict[str, Any]) -> float:
+    """The context size a test ran with."""
+    return float(row.get("n_ctx") or n_ctx_for(row))
+
+
+class KvPlot(PlotPanel):
+    """Memory (MiB, log scale) vs context size (tokens), with the hardware profile's memory as a dotted line."""
+
+    name = "kv"
+    title = "KV-cache memory vs context"
+    x_label = "context size (tokens)"
+    y_label = "memory (MiB, log scale)"
+
+    def __init__(self, title: str | None = None, columns: int | None = None) -> None:
+        super().__init__(title, columns)
+        self.plot.setLogMode(x=False, y=True)
+        self._limit: pg.InfiniteLine | None = None
+
+    def reset(self) -> None:
+        super().reset()
+        if self._limit is not None:
+            self.plot.removeItem(self._limit)
+            self._limit = None
+
+    def key(self, view: PlotView) -> tuple[Any, ...]:
+        s = view.session
+        return (*view.base_key, s.rows_version, len(s.tests), view.selected, view.kv_ctx_max)
+
+    def draw(self, view: PlotView) -> None:
+        cmax = max([n_ctx_for(t) for t in view.tests] + [view.kv_ctx_max, 512])
+        xs = np.linspace(256, cmax, CURVE_POINTS)
+        rows = view.session.ok_rows()
+        source = next((str(r.get("mem_source")) for r in rows if r.get("mem_source")), "rss_delta")
+        taken = "VRAM growth" if source.startswith("vram") else "RSS growth"
+        for m, path in enumerate(view.models):
+            self._draw_predicted(view, m, path, xs)
+            c = color(m)
+            mine = [r for r in rows if r.get("model_path") == path]
+            kv_rows = [r for r in mine if r.get("llama_kv_bytes")]
+            self.item(("meas", m), lambda c=c, path=path: scatter(view.label("KV in llama.cpp's log", path), c,
+                                                                  "d", 11)).setData(
+                [ctx_of(r) for r in kv_rows], [float(r["llama_kv_bytes"]) / MIB for r in kv_rows])
+            mem_rows = [r for r in mine if r.get("mem_measured_bytes")]
+            self.item(("mem", m), lambda c=c, path=path: scatter(view.label(f"measured ({taken})", path), c,
+                                                                 "t", 11)).setData(
+                [ctx_of(r) for r in mem_rows], [float(r["mem_measured_bytes"]) / MIB for r in mem_rows])
+        hi = [r for r in rows if r.get("test_index") in view.selected and r.get("mem_measured_bytes")]
+        self.item(("hl",), lambda: ring(None)).setData(
+            [ctx_of(r) for r in hi], [float(r["mem_measured_bytes"]) / MIB for r in hi])
+        self._draw_limit(view)
+
+    def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
+        """Model ``m``'s predicted KV cache alone (solid) and with weights and compute buffers (dashed)."""
+        c, settings = color(m), view.settings(path)
+        res = view.curve(("kv", path, float(xs[-1]), tuple(sorted(settings.items()))),
+                         lambda: view.predictor.kv_curve(path, xs, **settings))
+        kv_item = self.item(("kv", m), lambda: line(
+            view.label(f"KV cache, pred. ({settings.get('type_k') or 'f16'})", path), c, 2.0))
+        tot_item = self.item(("tot", m), lambda: line(view.label("weights+KV+compute, pred.", path), c, 1.6,
+                                                      dashed=True))
+        kv_item.setData(*((xs, res[0] / MIB) if res is not None else ([], [])))
+        tot_item.setData(*((xs, res[1] / MIB) if res is not None else ([], [])))
+
+    def _draw_limit(self, view: PlotView) -> None:
+        """The profile's VRAM (or RAM, for a CPU profile) as a labelled dotted line."""
+        profile = view.predictor.profile
+        if profile is None:
+            return
+        label = f"{'RAM' if profile.kind == 'cpu' else 'VRAM'} {profile.vram_gib:.0f} GiB ({profile.name})"
+        if self._limit is None:
+            self._limit = pg.InfiniteLine(angle=0, movable=False,
+                                          pen=pg.mkPen("#444", width=1.5, style=Qt.PenStyle.DotLine),
+                                          label=label, labelOpts={"position": 0.3, "color": "#333",
+                                                                  "anchors": [(0.5, 0), (0.5, 0)]})
+            self.plot.addItem(self._limit, ignoreBounds=False)
+        self._limit.setPos(np.log10(profile.vram_gib * 1024.0))
+        self._limit.label.setFormat(label)

@@ -1,0 +1,185 @@
+"""What every plot shares: ``PlotView`` (the inputs of one redraw) and ``PlotPanel`` (one plot widget)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+import pyqtgraph as pg
+
+from app.gui.live import LiveRun
+from app.gui.plots.items import ItemPool, TopLegend, error_bars, line, make_plot, marked_line, scatter
+from app.gui.plots.style import nice_ceil, short_model
+from app.gui.predictions import PredictionService
+
+SETTING_KEYS = ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")
+
+
+@dataclass(frozen=True)
+class PlotView:
+    """What one redraw reads: a run, its predictions, the selected tests and the inspector's context size."""
+
+    session: LiveRun
+    predictor: PredictionService
+    selected: frozenset[int] = frozenset()
+    kv_ctx_max: int = 4096
+
+    @cached_property
+    def models(self) -> list[str]:
+        return self.session.models()
+
+    @property
+    def multi(self) -> bool:
+        """Several models in one run: legend labels then name their model."""
+        return len(self.models) > 1
+
+    @property
+    def base_key(self) -> tuple[Any, ...]:
+        """The part of every plot's redraw key that the run's identity and the predictions make up."""
+        return id(self.session), self.predictor.version, self.predictor.curves_version
+
+    @cached_property
+    def tests(self) -> list[dict[str, Any]]:
+        return [self.session.tests[i] for i in sorted(self.session.tests)]
+
+    @property
+    def profile_name(self) -> str:
+        profile = self.predictor.profile
+        return profile.name if profile else "no profile"
+
+    def settings(self, path: str) -> dict[str, Any]:
+        """The settings the run's first test of ``path`` used (the predicted curves are drawn for them)."""
+        for t in self.tests:
+            if t.get("model_path") == path:
+                return {k: t.get(k) for k in SETTING_KEYS}
+        return {}
+
+    def curve(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """A predicted curve from the predictor's cache; None while it is being computed in the background."""
+        return self.predictor.cached_curve((*key, self.predictor.version), compute)
+
+    def label(self, what: str, path: str) -> str:
+        return f"{what} — {short_model(path)}" if self.multi else what
+
+    def model_of_tokens(self) -> np.ndarray:
+        """Each per-token sample's model index in ``models`` (-1 where unknown)."""
+        session = self.session
+        tt = session.tok_test.view().astype(int)
+        if tt.size == 0:
+            return tt
+        lut = np.full(max(int(tt.max()), max(session.tests, default=0)) + 1, -1, dtype=int)
+        index = {p: i for i, p in enumerate(self.models)}
+        for i, t in session.tests.items():
+            if 0 <= i < lut.size:
+                lut[i] = index.get(str(t.get("model_path", "")), -1)
+        return lut[tt]
+
+    def selected_tokens(self) -> np.ndarray:
+        """A mask over the per-token samples: True for the selected tests' tokens."""
+        tok_t = self.session.tok_test.view()
+        return np.isin(tok_t, list(self.selected)) if self.selected else np.zeros(tok_t.size, dtype=bool)
+
+
+@dataclass
+class Curve:
+    """One named series for :meth:`PlotPanel.draw_curves`: measured (markers and line) or predicted (dashed)."""
+
+    name: str
+    xs: np.ndarray
+    ys: np.ndarray
+    color: str
+    measured: bool = True
+
+
+class PlotPanel(ABC):
+    """One plot: its widget, legend, items and axis ranges, redrawn from a :class:`PlotView`."""
+
+    name: ClassVar[str]  # the first element of the keys of its items (``data_of``)
+    title: ClassVar[str]
+    x_label: ClassVar[str]
+    y_label: ClassVar[str]
+    columns: ClassVar[int] = 2  # legend columns
+    points_key: ClassVar[str] = "meas"  # the key of the measured means in ``points_with_sd``
+
+    def __init__(self, title: str | None = None, columns: int | None = None) -> None:
+        self.widget = make_plot(title or self.title, self.x_label, self.y_label, columns or self.columns)
+        self.plot: pg.PlotItem = self.widget.getPlotItem()
+        self.legend: TopLegend = self.plot.legend
+        self.pool = ItemPool()
+        self._ranges: dict[str, tuple[Any, Any]] = {}
+
+    @abstractmethod
+    def key(self, view: PlotView) -> tuple[Any, ...]:
+        """What the plot shows depends on: a redraw is due when this changes."""
+
+    @abstractmethod
+    def draw(self, view: PlotView) -> None:
+        """Update the plot's items from ``view`` (setData only, after the first draw)."""
+
+    def reset(self) -> None:
+        """Forget everything drawn (a new sweep, another past run)."""
+        self.pool.clear()
+        self._ranges.clear()
+        self.plot.enableAutoRange()
+
+    def item(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """The plot's item for ``(name, *key)``, made and added on first use."""
+        return self.pool.get(self.plot, (self.name, *key), make)
+
+    def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)``; empty if none."""
+        hit = self.pool.items.get(tuple(key))
+        return xy_of(hit[1] if hit is not None else None)
+
+    def points_with_sd(self, m: int, name: str, c: str, xyz: tuple[np.ndarray, np.ndarray, np.ndarray],
+                       symbol: str = "o", size: float = 8) -> None:
+        """Model ``m``'s measured means (``meas`` for TTFT, ``mean`` for decode) with ±1 sd error bars."""
+        x, y, e = xyz
+        self.item(("err", m), lambda: error_bars(c)).setData(x=x, y=y, top=e, bottom=e)
+        self.item((self.points_key, m), lambda: scatter(name, c, symbol, size)).setData(x, y)
+
+    def set_range(self, vb: pg.ViewBox, x: tuple[float, float] | None, y_hi: float | None,
+                  y_lo: float = 0.0, which: str = "main") -> None:
+        """Fix a view's range to 'nice' bounds that only grow within a session: axes are redrawn (costly text)
+        only when the data outgrows them, not on every appended point."""
+        prev_x, prev_y = self._ranges.get(which, (None, None))
+        if x is not None and prev_x is not None:
+            x = (min(x[0], prev_x[0]), max(x[1], prev_x[1]))
+        y = None
+        if y_hi is not None:
+            hi = nice_ceil(y_hi)
+            y = (y_lo, max(hi, prev_y[1]) if prev_y is not None else hi)
+        if (x, y) == (prev_x, prev_y) or (x is None and y is None):
+            return
+        self._ranges[which] = (x if x is not None else prev_x, y if y is not None else prev_y)
+        vb.disableAutoRange()
+        vb.setRange(xRange=x, yRange=y, padding=0.0)
+
+    def fit_legend(self) -> None:
+        """Fewer legend columns where the plot is too narrow for them."""
+        self.legend.fit(self.plot.getViewBox().width() or self.widget.width() - 60)
+
+    def draw_curves(self, curves: Sequence[Curve]) -> None:
+        """Show only ``curves``, one colour each (the compare view), the y axis from zero: speeds and times
+        read best from there."""
+        self.reset()
+        for k, c in enumerate(curves):
+            make = (lambda c=c: marked_line(c.name, c.color)) if c.measured else \
+                (lambda c=c: line(c.name, c.color, 2.0, dashed=True))
+            self.item(("curve", k), make).setData(c.xs, c.ys)
+        vb = self.plot.getViewBox()
+        hi = vb.childrenBounds()[1]
+        if hi is not None and np.isfinite(hi[1]) and hi[1] > 0:
+            vb.setYRange(0.0, hi[1] * 1.06, padding=0.0)
+
+
+def xy_of(item: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) an item draws, as arrays (empty where there is no item or no data)."""
+    if item is None:
+        return np.zeros(0), np.zeros(0)
+    x, y = item.getData()
+    return (np.zeros(0) if x is None else np.asarray(x)), (np.zeros(0) if y is None else np.asarray(y))

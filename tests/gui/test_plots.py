@@ -1,0 +1,214 @@
+"""The plot classes, each drawn from a recorded LiveRun (data/smollm2_small_sweep.jsonl, no model needed) beside
+its predictions; LivePlots' one-plot-per-tick redraw policy; the compare view's one series per entry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+
+from app.gui.bridge import read_event_stream
+from app.gui.compare import CompareWindow
+from app.gui.live import LiveRun
+from app.gui.plots import LivePlots
+from app.gui.plots.decode import DecodePlot, mean_pos
+from app.gui.plots.itl import ItlPlot
+from app.gui.plots.kv import KvPlot
+from app.gui.plots.panel import PlotPanel, PlotView
+from app.gui.plots.style import color
+from app.gui.plots.telemetry import TelemetryPlot
+from app.gui.plots.ttft import TtftPlot
+from app.gui.predictions import PredictionService
+from app.model.gguf_facts import read_model_facts
+from app.predict.profiles import cpu_profile
+from app.results.store import ResultStore
+from tests.gui.conftest import RECORDED
+
+EVENTS = read_event_stream(RECORDED)
+GIB = 1024**3
+
+
+def _profile(name: str = "test CPU") -> Any:
+    return cpu_profile(name, bandwidth_gbps=20.0, gflops=200.0, ram_bytes=16 * GIB)
+
+
+@pytest.fixture
+def run() -> LiveRun:
+    s = LiveRun("recorded")
+    s.extend(EVENTS)
+    s.mark_finished(cancelled=s.cancelled)
+    return s
+
+
+@pytest.fixture
+def predictor(run: LiveRun, smollm2_path: Path) -> PredictionService:
+    """Predictions for the recorded run's model (its recorded path may differ from this checkout's)."""
+    p = PredictionService()
+    for path in run.models():
+        p.set_facts(path, read_model_facts(smollm2_path))
+    p.set_profile(_profile())
+    return p
+
+
+@pytest.fixture
+def view(run: LiveRun, predictor: PredictionService) -> PlotView:
+    return PlotView(run, predictor)
+
+
+@pytest.fixture
+def panels(qtbot) -> Iterator[dict[str, PlotPanel]]:  # noqa: ANN001 - pytest-qt's
+    decode = DecodePlot()
+    made: dict[str, PlotPanel] = {"ttft": TtftPlot(), "dec": decode, "kv": KvPlot(), "tel": TelemetryPlot(),
+                                  "itl": ItlPlot(decode)}
+    for p in made.values():
+        qtbot.addWidget(p.widget)
+    yield made
+
+
+def _labels(panel: PlotPanel) -> list[str]:
+    return [label.text for _sample, label in panel.legend.items]
+
+
+def _n_ticks() -> int:
+    """Per-token rates in the recording: the first token of each timed repetition has no previous step."""
+    return sum(1 for e in EVENTS if e.type == "token_tick" and e.rep >= 0) - 4 * 2
+
+
+def test_ttft_plot_shows_measured_means_and_one_prediction_per_depth(panels, view: PlotView, run: LiveRun) -> None:
+    p = panels["ttft"]
+    p.draw(view)
+    x, y = p.data_of("ttft", "meas", 0)
+    assert sorted(x) == [32.0, 32.0, 64.0, 64.0]
+    assert sorted(y) == sorted(float(r["ttft_ms"]) for r in run.ok_rows())
+    for j in (0, 1):  # the run used depths 0 and 64
+        xs, ys = p.data_of("ttft", "pred", 0, j)
+        assert len(xs) > 10 and np.isfinite(ys).all() and (np.diff(ys) > 0).all()
+    assert p.data_of("ttft", "pred", 0, 1)[1][-1] > p.data_of("ttft", "pred", 0, 0)[1][-1]  # deeper: slower
+    assert _labels(p) == ["measured (±1 sd)", "predicted (test CPU), depth 0", "predicted (test CPU), depth 64"]
+    assert len(p.data_of("ttft", "hl")[0]) == 0
+
+
+def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, run: LiveRun) -> None:
+    p = panels["dec"]
+    p.draw(view)
+    xs, rates = p.data_of("dec", "tok", 0)
+    assert len(rates) == _n_ticks() and (xs >= 32).all() and (rates > 0).all()
+    mx, my = p.data_of("dec", "mean", 0)
+    assert sorted(mx) == sorted(mean_pos(r) for r in run.ok_rows()) and (my > 0).all()
+    cx, cy = p.data_of("dec", "pred", 0)
+    assert np.isfinite(cy).all() and cy[0] > cy[-1] > 0  # the ceiling falls as the context fills
+    assert set(p.curves) == {0} and np.array_equal(p.curves[0][1], cy)
+    assert _labels(p) == ["per token (measured)", "test mean (±1 sd)", "ceiling (test CPU)"]
+
+
+def test_kv_plot_shows_predicted_memory_measured_points_and_the_ram_line(panels, view: PlotView) -> None:
+    p = panels["kv"]
+    p.draw(view)
+    kx, ky = p.data_of("kv", "meas", 0)
+    assert len(kx) == 4 and (ky > 0).all()
+    _x, kv_mib = p.data_of("kv", "kv", 0)
+    _x, total_mib = p.data_of("kv", "tot", 0)
+    assert np.isfinite(kv_mib).all() and (total_mib > kv_mib).all() and kv_mib[-1] > kv_mib[0]
+    assert "KV cache, pred. (f16)" in _labels(p) and "RAM 16 GiB (test CPU)" in p._limit.label.format
+    p.reset()
+    assert p._limit is None and len(p.data_of("kv", "meas", 0)[0]) == 0
+
+
+def test_telemetry_plot_shows_samples_phases_and_predicted_memory(panels, view: PlotView) -> None:
+    p = panels["tel"]
+    p.draw(view)
+    n_tel = sum(1 for e in EVENTS if e.type == "telemetry_sample")
+    assert len(p.data_of("tel", "rss")[1]) == n_tel
+    assert len(p.data_of("tel2", "cpu")[1]) == n_tel
+    assert p.n_phase_regions == 4 * 2 * 2  # tests × repetitions × (prefill, decode)
+    assert p._mem_pred is not None and p._mem_pred.value() > 10  # MiB
+    assert _labels(p)[:2] == ["prefill", "decode"] and "worker CPU (%)" in _labels(p)
+    p.draw(view)  # nothing new: no region drawn twice
+    assert p.n_phase_regions == 16
+    p.reset()
+    assert p.n_phase_regions == 0 and len(p.data_of("tel2", "cpu")[1]) == 0 and _labels(p) == ["prefill", "decode"]
+
+
+def test_itl_plot_shows_latencies_and_the_floor_from_the_drawn_ceiling(panels, view: PlotView, run: LiveRun) -> None:
+    p = panels["itl"]
+    p.draw(view)  # the decode plot has drawn no ceiling yet: no floor
+    assert len(p.data_of("itl", "meas")[1]) == _n_ticks()
+    assert np.isnan(p.data_of("itl", "pred")[1]).all()
+    panels["dec"].draw(view)
+    p.draw(view)
+    _t, floor = p.data_of("itl", "pred")
+    xs, ys = panels["dec"].curves[0]
+    assert np.allclose(floor, 1000.0 / np.interp(run.tok_pos.view(), xs, ys))
+
+
+def test_selected_tests_are_highlighted(panels, run: LiveRun, predictor: PredictionService) -> None:
+    view = PlotView(run, predictor, frozenset({0, 1}))
+    for p in panels.values():
+        p.draw(view)
+    assert len(panels["ttft"].data_of("ttft", "hl")[0]) == 2
+    assert len(panels["dec"].data_of("dec", "hl")[0]) == 2
+    n_sel = int(np.isin(run.tok_test.view(), [0, 1]).sum())
+    assert 0 < n_sel < _n_ticks()
+    assert len(panels["dec"].data_of("dec", "hltok")[0]) == n_sel
+    assert len(panels["itl"].data_of("itl", "hl")[0]) == n_sel
+
+
+def test_a_new_profile_renames_the_prediction_legends(panels, view: PlotView, run: LiveRun,
+                                                      predictor: PredictionService) -> None:
+    p = panels["dec"]
+    p.draw(view)
+    predictor.set_profile(_profile("other CPU"))
+    p.draw(PlotView(run, predictor))
+    assert _labels(p)[-1] == "ceiling (other CPU)"
+
+
+def test_live_plots_redraw_one_plot_per_refresh(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    drawn = []
+    while plots.refresh(run, predictor):
+        drawn.append(plots.redraws)
+        assert len(drawn) <= 5
+    assert drawn == [1, 2, 3, 4, 5] and not plots.behind
+    assert len(plots.data_of("ttft", "meas", 0)[0]) == 4 and plots.n_phase_regions() == 16
+    assert len(plots.data_of("tel2", "cpu")[0]) > 0 and len(plots.data_of("nothing")[0]) == 0
+    plots.refresh(run, predictor, {0})  # a selection: only the plots that show it are due, one at a time
+    assert plots.redraws == 6 and plots.behind
+    assert plots.refresh(run, predictor, {0}, force=True) and plots.redraws == 6 + 5
+    plots.reset()
+    assert len(plots.data_of("ttft", "meas", 0)[0]) == 0 and plots.n_phase_regions() == 0
+
+
+def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001
+    rows = [e.row for e in EVENTS if e.type == "test_finished"]
+    with ResultStore() as store:
+        for rid, factor in (("run-a", 1.0), ("run-b", 2.0)):
+            store.begin_run(rid, sweep_name=rid)
+            for r in rows:
+                store.add_result(rid, dict(r, run_id=rid, decode_tps=r["decode_tps"] * factor))
+            store.finish_run(rid, "finished")
+    cmp = CompareWindow(predictor)
+    qtbot.addWidget(cmp)
+    assert cmp.add_run("run-a") and cmp.add_run("run-b")
+    cmp.add_model(run.models()[0])
+    for panel, kind in ((cmp.ttft, "predicted"), (cmp.decode, "ceiling")):
+        labels = _labels(panel)
+        assert len(labels) == 3 and labels[2].endswith(f"({kind})") and labels[0].startswith("run-a")
+        for k in range(3):
+            item = panel.pool.items[(panel.name, "curve", k)][1]
+            assert item.opts["pen"].color().name() == pg.mkColor(color(k)).name()
+    tx, ty = cmp.ttft.data_of("ttft", "curve", 0)
+    assert list(tx) == [32.0, 64.0] and (ty > 0).all()  # means of the depth-0 tests
+    _dx, da = cmp.decode.data_of("dec", "curve", 0)
+    _dx, db = cmp.decode.data_of("dec", "curve", 1)
+    assert len(da) == 4 and np.allclose(db, 2 * da)
+    _px, py = cmp.ttft.data_of("ttft", "curve", 2)
+    assert len(py) == 40 and np.isfinite(py).all()
+    assert cmp.ttft.plot.getViewBox().viewRange()[1][0] == 0.0  # times and speeds read from zero
+    cmp.items.pop()
+    cmp.refresh()
+    assert len(_labels(cmp.ttft)) == 2 and len(cmp.ttft.data_of("ttft", "curve", 2)[0]) == 0
