@@ -16,10 +16,18 @@ from app.model.gguf_facts import GGUFFileError
 from app.predict.profiles import ProfileError
 from app.results import export
 from app.results.store import StoreError
+from app.run.params import FA_AUTO, INT, PARAM, PARAMS, parse_flash_attn
 from app.run.plan import PlanError
 
 
 # --- parser ----------------------------------------------------------------------------------------
+def _flash_attn_arg(text: str) -> int:
+    try:
+        return parse_flash_attn(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="gguf-bench", description=__doc__)
     ap.add_argument("--store", help="results database (default: the user data dir)")
@@ -32,21 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a benchmark sweep (llama-bench flag names and list syntax)")
     p.add_argument("-m", "--model", action="append", help="GGUF file (repeat for several); default: SmolLM2-135M")
-    p.add_argument("-p", "--n-prompt", dest="n_prompt", help="prompt lengths, e.g. 128,512")
-    p.add_argument("-n", "--n-gen", dest="n_gen", help="generated tokens (decode steps)")
-    p.add_argument("-d", "--n-depth", dest="n_depth", help="tokens already in the KV cache before the timed part")
-    p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", help="layers to offload to the GPU")
-    p.add_argument("-ctk", "--cache-type-k", dest="type_k", help="K cache type: f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1")
-    p.add_argument("-ctv", "--cache-type-v", dest="type_v",
-                   help="V cache type (default f16, as llama-bench; quantized V needs -fa 1)")
-    p.add_argument("-fa", "--flash-attn", dest="flash_attn", help="flash attention 0/1")
-    p.add_argument("-t", "--threads", dest="n_threads", help="CPU threads (0: all)")
-    p.add_argument("-b", "--batch-size", dest="n_batch", help="logical batch size")
-    p.add_argument("-ub", "--ubatch-size", dest="n_ubatch", help="physical batch size")
-    p.add_argument("--parallel", dest="n_parallel", help="sequences decoding together in one batch, e.g. 1,2,4,8")
-    p.add_argument("-r", "--repetitions", type=int, help="timed repetitions per test (one warmup is extra)")
+    for prm in PARAMS:  # the sweep settings: llama-bench's flags, list syntax parsed by build_sweep
+        scalar_int = prm.kind is INT and not prm.is_list
+        p.add_argument(*prm.flags, dest=prm.name, help=prm.help, type=int if scalar_int else None)
     p.add_argument("--sweep", help="sweep preset name (quick, standard, long-context, chat, rag) or TOML file")
-    p.add_argument("--prompt-file", help="real text for the prompt instead of random token ids")
     p.add_argument("-o", "--output", choices=export.FORMATS, default="md")
     p.add_argument("--out", help="write results to this file instead of stdout")
     p.add_argument("--no-store", action="store_true", help="do not save to the results store")
@@ -63,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=int, default=999)
     p.add_argument("-ctk", "--cache-type-k", dest="type_k", default="f16")
     p.add_argument("-ctv", "--cache-type-v", dest="type_v", default="f16")
-    p.add_argument("-fa", "--flash-attn", dest="flash_attn", type=int, default=0)
+    p.add_argument(*PARAM["flash_attn"].flags, dest="flash_attn", type=_flash_attn_arg, default=FA_AUTO,
+                   help="flash attention: on|off|auto or 1|0|-1 (default auto, predicted as on)")
     p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int, default=512, help="prompt tokens for the TTFT")
     p.add_argument("-n", "--n-gen", dest="n_gen", type=int, default=128, help="generated tokens")
     p.add_argument("-d", "--n-depth", dest="n_depth", type=int, default=0)

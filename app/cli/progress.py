@@ -17,6 +17,7 @@ from app.run.events import (
     TestStarted,
     TokenTick,
 )
+from app.run.params import short_name
 
 
 class Progress:
@@ -50,10 +51,7 @@ class Progress:
         return f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.n_tests}{eta}"
 
     def _name(self) -> str:
-        t = self.test
-        return (f"{os.path.basename(t.get('model_path', ''))} p{t.get('n_prompt')} n{t.get('n_gen')} "
-                f"d{t.get('n_depth')} ngl{t.get('n_gpu_layers')} {t.get('type_k')} fa{int(t.get('flash_attn', 0))}"
-                + (f" x{t.get('n_parallel')}" if t.get("n_parallel", 1) > 1 else ""))
+        return short_name(self.test)
 
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, Notice):

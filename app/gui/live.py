@@ -7,7 +7,6 @@ rows of a past run, fill the same model, so the plots never know where the numbe
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from app.run.events import (
     TokenTick,
     WorkerError,
 )
+from app.run.params import short_name
 
 #: Telemetry readings the timeline keeps (the sampler's names).
 TELEMETRY_KEYS: tuple[str, ...] = (
@@ -66,13 +66,8 @@ class PhaseSpan:
 
 
 def test_label(test: dict[str, Any]) -> str:
-    """Short name of a test: ``model p128 n32 d0 ngl99 f16 fa0``."""
-    name = os.path.basename(str(test.get("model_path", "")))
-    if name.lower().endswith(".gguf"):
-        name = name[:-5]
-    par = f" x{test.get('n_parallel')}" if int(test.get("n_parallel", 1) or 1) > 1 else ""
-    return (f"{name} p{test.get('n_prompt')} n{test.get('n_gen')} d{test.get('n_depth')} "
-            f"ngl{test.get('n_gpu_layers')} {test.get('type_k')} fa{int(bool(test.get('flash_attn', 0)))}{par}")
+    """Short name of a test: ``model p128 n32 d0 ngl99 f16 fa auto`` (the CLI progress line's, too)."""
+    return short_name(test)
 
 
 class LiveRun:

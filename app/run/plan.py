@@ -8,41 +8,50 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from app.model.kv_cache import CACHE_TYPES
+from app.run.params import LIST_PARAMS, PARAM, PlanError, parse_flash_attn, parse_list
+
+__all__ = ["PlanError", "SweepSpec", "TestSpec", "count_loads", "load_sweep_preset", "order_tests", "parse_list"]
 
 
-class PlanError(ValueError):
-    """A sweep spec or preset file is invalid; str() is one line naming the file or flag."""
+def _one(name: str) -> Any:
+    return PARAM[name].first_default
+
+
+def _many(name: str) -> Any:
+    default = PARAM[name].default
+    return field(default_factory=lambda: list(default))
 
 
 @dataclass(frozen=True)
 class TestSpec:
-    """One test: a model, its load settings, its context settings and its token counts."""
+    """One test: a model, its load settings, its context settings and its token counts (defaults: params.PARAMS)."""
 
     __test__ = False  # not a pytest class
 
     model_path: str
-    n_prompt: int = 512
-    n_gen: int = 128
-    n_depth: int = 0
-    n_gpu_layers: int = 99
-    type_k: str = "f16"
-    type_v: str = "f16"
-    flash_attn: bool = False
-    n_threads: int = 0
-    n_batch: int = 2048
-    n_ubatch: int = 512
-    n_parallel: int = 1
-    repetitions: int = 5
-    prompt_file: str | None = None
+    n_prompt: int = _one("n_prompt")
+    n_gen: int = _one("n_gen")
+    n_depth: int = _one("n_depth")
+    n_gpu_layers: int = _one("n_gpu_layers")
+    type_k: str = _one("type_k")
+    type_v: str = _one("type_v")
+    flash_attn: int = _one("flash_attn")  # -1 auto, 0 off, 1 on (llama-bench's column); old dicts hold bools
+    n_threads: int = _one("n_threads")
+    n_batch: int = _one("n_batch")
+    n_ubatch: int = _one("n_ubatch")
+    n_parallel: int = _one("n_parallel")
+    repetitions: int = _one("repetitions")
+    prompt_file: str | None = _one("prompt_file")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "flash_attn", parse_flash_attn(self.flash_attn))
 
     def load_key(self) -> tuple[Any, ...]:
         """Tests with equal load keys share one loaded model (llama-bench's equal_mparams)."""
-        return (self.model_path, self.n_gpu_layers)
+        return (self.model_path, *(getattr(self, p.name) for p in _LOAD))
 
     def context_key(self) -> tuple[Any, ...]:
-        return (self.type_k, self.type_v, self.flash_attn, self.n_threads, self.n_batch, self.n_ubatch,
-                self.n_parallel, self.n_ctx)
+        return (*(getattr(self, p.name) for p in _CONTEXT), self.n_ctx)
 
     @property
     def n_ctx(self) -> int:
@@ -59,61 +68,39 @@ class TestSpec:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-#: Sweep parameters that take lists, with their llama-bench flag names.
-LIST_PARAMS: dict[str, str] = {
-    "n_prompt": "-p",
-    "n_gen": "-n",
-    "n_depth": "-d",
-    "n_gpu_layers": "-ngl",
-    "type_k": "-ctk",
-    "type_v": "-ctv",
-    "flash_attn": "-fa",
-    "n_threads": "-t",
-    "n_batch": "-b",
-    "n_ubatch": "-ub",
-    "n_parallel": "--parallel",
-}
-INT_PARAMS = {"n_prompt", "n_gen", "n_depth", "n_gpu_layers", "n_threads", "n_batch", "n_ubatch", "n_parallel"}
+_LOAD = tuple(p for p in LIST_PARAMS if p.scope == "load")
+_CONTEXT = tuple(p for p in LIST_PARAMS if p.scope == "context")
+#: The crossing order: loads outermost (fewest reloads), then contexts, then what a run varies
+_RUN_ORDER = ("n_depth", "n_prompt", "n_gen")
+_CROSS = tuple(p.name for p in _CONTEXT) + _RUN_ORDER
+assert {p.name for p in LIST_PARAMS} == {p.name for p in _LOAD} | set(_CROSS), "a list parameter is not crossed"
 
 
 @dataclass
 class SweepSpec:
-    """Lists of settings; every combination becomes a test."""
+    """Lists of settings; every combination becomes a test (defaults and limits: params.PARAMS)."""
 
     models: list[str] = field(default_factory=list)
-    n_prompt: list[int] = field(default_factory=lambda: [512])
-    n_gen: list[int] = field(default_factory=lambda: [128])
-    n_depth: list[int] = field(default_factory=lambda: [0])
-    n_gpu_layers: list[int] = field(default_factory=lambda: [99])
-    type_k: list[str] = field(default_factory=lambda: ["f16"])
-    type_v: list[str] = field(default_factory=lambda: ["f16"])  # as llama-bench: -ctk alone leaves V at f16
-    flash_attn: list[bool] = field(default_factory=lambda: [False])
-    n_threads: list[int] = field(default_factory=lambda: [0])
-    n_batch: list[int] = field(default_factory=lambda: [2048])
-    n_ubatch: list[int] = field(default_factory=lambda: [512])
-    n_parallel: list[int] = field(default_factory=lambda: [1])
-    repetitions: int = 5
-    prompt_file: str | None = None
+    n_prompt: list[int] = _many("n_prompt")
+    n_gen: list[int] = _many("n_gen")
+    n_depth: list[int] = _many("n_depth")
+    n_gpu_layers: list[int] = _many("n_gpu_layers")
+    type_k: list[str] = _many("type_k")
+    type_v: list[str] = _many("type_v")  # empty: same as K
+    flash_attn: list[int] = _many("flash_attn")
+    n_threads: list[int] = _many("n_threads")
+    n_batch: list[int] = _many("n_batch")
+    n_ubatch: list[int] = _many("n_ubatch")
+    n_parallel: list[int] = _many("n_parallel")
+    repetitions: int = _one("repetitions")
+    prompt_file: str | None = _one("prompt_file")
     name: str = "custom"
     description: str = ""
 
     def validate(self, where: str = "sweep") -> None:
-        for name in INT_PARAMS:
-            values = getattr(self, name)
-            if not values:
-                raise PlanError(f"{where}: {name} needs at least one value")
-            for v in values:
-                if not isinstance(v, int) or isinstance(v, bool):
-                    raise PlanError(f"{where}: {name} value {v!r} is not an integer")
-                low = 1 if name in ("n_batch", "n_ubatch", "n_parallel") else 0
-                if v < low:
-                    raise PlanError(f"{where}: {name} value {v} must be ≥ {low}")
-        for name in ("type_k", "type_v"):
-            for v in getattr(self, name):
-                if v not in CACHE_TYPES:
-                    raise PlanError(f"{where}: unknown cache type {v!r} for {name} (valid: {', '.join(CACHE_TYPES)})")
-        if not isinstance(self.repetitions, int) or self.repetitions < 1:
-            raise PlanError(f"{where}: repetitions must be a positive integer, got {self.repetitions!r}")
+        for p in LIST_PARAMS:
+            p.check_list(getattr(self, p.name), where)
+        PARAM["repetitions"].check(self.repetitions, where)
         if any(p == 0 and g == 0 for p in self.n_prompt for g in self.n_gen):
             raise PlanError(f"{where}: a test needs n_prompt > 0 or n_gen > 0")
 
@@ -121,16 +108,14 @@ class SweepSpec:
         """Every combination, ordered so tests that share a loaded model run together."""
         self.validate()
         out: list[TestSpec] = []
-        for model, ngl in itertools.product(self.models, self.n_gpu_layers):
-            for tk, tv, fa, nt, nb, nub, npar, d, p, g in itertools.product(
-                self.type_k, self.type_v, self.flash_attn, self.n_threads, self.n_batch, self.n_ubatch,
-                self.n_parallel, self.n_depth, self.n_prompt, self.n_gen,
-            ):
-                out.append(TestSpec(
-                    model_path=model, n_prompt=p, n_gen=g, n_depth=d, n_gpu_layers=ngl, type_k=tk,
-                    type_v=tv, flash_attn=bool(fa), n_threads=nt, n_batch=nb, n_ubatch=min(nub, nb),
-                    n_parallel=npar, repetitions=self.repetitions, prompt_file=self.prompt_file,
-                ))
+        lists = [getattr(self, name) or [None] for name in _CROSS]
+        for model, *load in itertools.product(self.models, *(getattr(self, p.name) for p in _LOAD)):
+            for combo in itertools.product(*lists):
+                s = dict(zip(_CROSS, combo, strict=True))
+                s["type_v"] = s["type_v"] or s["type_k"]
+                s["n_ubatch"] = min(s["n_ubatch"], s["n_batch"])
+                out.append(TestSpec(model_path=model, **dict(zip((p.name for p in _LOAD), load, strict=True)), **s,
+                                    repetitions=self.repetitions, prompt_file=self.prompt_file))
         return order_tests(out)
 
 
@@ -151,50 +136,14 @@ def count_loads(tests: list[TestSpec]) -> int:
     return loads
 
 
-def parse_list(flag: str, text: str, kind: type) -> list[Any]:
-    """Parse llama-bench list syntax: ``128,512``, and ranges ``first-last+step`` / ``first-last*mult``."""
-    out: list[Any] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if kind is int and "-" in part[1:]:
-                out.extend(_parse_range(part))
-            elif kind is bool:
-                if part.lower() not in ("0", "1", "true", "false", "on", "off"):
-                    raise ValueError(part)
-                out.append(part.lower() in ("1", "true", "on"))
-            else:
-                out.append(kind(part))
-        except ValueError:
-            raise PlanError(f"{flag}: cannot read {part!r} as {kind.__name__}") from None
-    if not out:
-        raise PlanError(f"{flag}: no values given")
-    return out
-
-
-def _parse_range(part: str) -> list[int]:
-    first_s, rest = part.split("-", 1)
-    step_op, step = "+", 1
-    for op in ("+", "*"):
-        if op in rest:
-            rest, step_s = rest.split(op, 1)
-            step_op, step = op, int(step_s)
-    first, last = int(first_s), int(rest)
-    if step_op == "*" and (step < 2 or first < 1):
-        raise ValueError(part)
-    if step_op == "+" and step < 1:
-        raise ValueError(part)
-    vals, v = [], first
-    while v <= last:
-        vals.append(v)
-        v = v * step if step_op == "*" else v + step
-    return vals
+_META = ("name", "description")  # SweepSpec fields that are not parameters
 
 
 def load_sweep_preset(path: str | Path) -> SweepSpec:
-    """Read a sweep preset TOML (``[sweep]`` table with list values); unknown keys are errors."""
+    """Read a sweep preset TOML (``[sweep]`` table, keys from params.PARAMS); unknown keys and bad values are errors.
+
+    Values are read strictly (``flash_attn = "no"`` is an error, not "on"); a lone value stands for a list of one.
+    """
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -204,14 +153,15 @@ def load_sweep_preset(path: str | Path) -> SweepSpec:
         raise PlanError(f"{p}: not valid TOML ({e})") from None
     table = data.get("sweep", data)
     spec = SweepSpec(name=p.stem)
-    valid = {f.name for f in fields(SweepSpec)} - {"models"}
     for key, value in table.items():
-        if key not in valid:
+        prm = PARAM.get(key)
+        if prm is not None:
+            value = prm.check_list(value, str(p)) if prm.is_list else prm.check(value, str(p))
+        elif key in _META:
+            if not isinstance(value, str):
+                raise PlanError(f"{p}: {key} must be a string, got {value!r}")
+        else:
             raise PlanError(f"{p}: unknown key {key!r}")
-        if key in LIST_PARAMS and not isinstance(value, list):
-            value = [value]
-        if key == "flash_attn":
-            value = [bool(v) for v in value]
         setattr(spec, key, value)
     spec.validate(str(p))
     return spec

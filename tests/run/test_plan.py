@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.paths import SWEEP_PRESETS_DIR
+from app.run.params import FLASH_ATTN
 from app.run.plan import PlanError, SweepSpec, TestSpec, count_loads, load_sweep_preset, order_tests, parse_list
 
 
@@ -12,7 +13,7 @@ def test_parse_list_values_and_ranges() -> None:
     assert parse_list("-p", "128,512", int) == [128, 512]
     assert parse_list("-p", "256-2048*2", int) == [256, 512, 1024, 2048]
     assert parse_list("-d", "0-4096+2048", int) == [0, 2048, 4096]
-    assert parse_list("-fa", "0,1", bool) == [False, True]
+    assert parse_list("-fa", "0,1,auto", FLASH_ATTN) == [0, 1, -1]
     assert parse_list("-ctk", "f16,q8_0", str) == ["f16", "q8_0"]
 
 

@@ -20,23 +20,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.paths import SWEEP_PRESETS_DIR
-from app.run.plan import PlanError, SweepSpec, load_sweep_preset, parse_list
+from app.run.params import LIST_PARAMS, PARAM, Param
+from app.run.plan import PlanError, SweepSpec, load_sweep_preset
 
-#: (field, label, kind, tooltip) in the order shown.
-FORM: tuple[tuple[str, str, type, str], ...] = (
-    ("n_prompt", "Prompt lengths", int, "prompt tokens per test (-p), e.g. 128,512 or 128-2048*2"),
-    ("n_gen", "Output lengths", int, "generated tokens per test (-n)"),
-    ("n_depth", "Depths", int, "tokens already in the KV cache before the timed part (-d)"),
-    ("n_gpu_layers", "GPU layers", int, "layers offloaded to the GPU (-ngl); 99 = all"),
-    ("type_k", "K cache", str, "K cache types (-ctk): f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"),
-    ("type_v", "V cache", str, "V cache types (-ctv); empty: same as K"),
-    ("flash_attn", "Flash attention", bool, "0, 1 or 0,1 (-fa)"),
-    ("n_threads", "Threads", int, "CPU threads (-t); 0 = all"),
-    ("n_batch", "Batch sizes", int, "logical batch size (-b)"),
-    ("n_ubatch", "Micro-batches", int, "physical batch size (-ub)"),
-    ("n_parallel", "Parallel seqs", int, "sequences decoding together (--parallel)"),
-)
-OPTIONAL = {"type_v"}
+#: The form's fields, in the order shown: the list parameters of the one parameter table (app/run/params.py).
+FORM: tuple[Param, ...] = tuple(p for p in LIST_PARAMS if p.label)
+REPETITIONS = PARAM["repetitions"]
+MAX_REPETITIONS = 100
 ERROR_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff5f5; }"
 
 
@@ -44,10 +34,6 @@ def preset_names() -> list[str]:
     order = ["quick", "standard", "long-context", "chat", "rag"]
     found = sorted(p.stem for p in SWEEP_PRESETS_DIR.glob("*.toml"))
     return [n for n in order if n in found] + [n for n in found if n not in order]
-
-
-def _text(values: list[Any]) -> str:
-    return ",".join(str(int(v)) if isinstance(v, bool) else str(v) for v in values)
 
 
 class SweepEditor(QWidget):
@@ -72,25 +58,25 @@ class SweepEditor(QWidget):
         grid.setHorizontalSpacing(6)
         grid.setVerticalSpacing(3)
         per_row = 4
-        for k, (name, label, _kind, tip) in enumerate(FORM):
+        for k, prm in enumerate(FORM):
             edit = QLineEdit(self)
-            edit.setToolTip(tip)
+            edit.setToolTip(prm.tip)
             edit.setMinimumWidth(70)
-            if name in OPTIONAL:
+            if prm.optional:
                 edit.setPlaceholderText("same as K")
             edit.textEdited.connect(self._edited)
-            self.edits[name] = edit
-            lab = QLabel(label + ":", self)
-            lab.setToolTip(tip)
+            self.edits[prm.name] = edit
+            lab = QLabel(prm.label + ":", self)
+            lab.setToolTip(prm.tip)
             r, c = divmod(k, per_row)
             grid.addWidget(lab, r, 2 * c)
             grid.addWidget(edit, r, 2 * c + 1)
         self.reps = QSpinBox(self)
-        self.reps.setRange(1, 100)
-        self.reps.setToolTip("timed repetitions per test (one warmup runs first and is kept apart)")
+        self.reps.setRange(REPETITIONS.min or 1, MAX_REPETITIONS)
+        self.reps.setToolTip(REPETITIONS.tip)
         self.reps.valueChanged.connect(self._edited)
         r, c = divmod(len(FORM), per_row)
-        grid.addWidget(QLabel("Repetitions:", self), r, 2 * c)
+        grid.addWidget(QLabel(REPETITIONS.label + ":", self), r, 2 * c)
         grid.addWidget(self.reps, r, 2 * c + 1)
         self.error = QLabel(self)
         self.error.setStyleSheet("color: #c62828")
@@ -157,7 +143,7 @@ class SweepEditor(QWidget):
     def load_spec(self, spec: SweepSpec) -> None:
         self._loading = True
         for name, edit in self.edits.items():
-            edit.setText(_text(getattr(spec, name)))
+            edit.setText(PARAM[name].text(getattr(spec, name)))
             edit.setStyleSheet("")
         self.reps.setValue(spec.repetitions)
         self._loading = False
@@ -197,15 +183,15 @@ class SweepEditor(QWidget):
     def _parse(self) -> tuple[SweepSpec | None, dict[str, str], list[str]]:
         spec = SweepSpec(name=self.preset.currentText(), description=self.description.text())
         errors: dict[str, str] = {}
-        for name, label, kind, _tip in FORM:
-            text = self.edits[name].text().strip()
-            if not text and name in OPTIONAL:
-                setattr(spec, name, [])
+        for prm in FORM:
+            text = self.edits[prm.name].text().strip()
+            if not text and prm.optional:
+                setattr(spec, prm.name, [])
                 continue
             try:
-                setattr(spec, name, parse_list(label, text, kind))
+                setattr(spec, prm.name, prm.parse_text(text, prm.label))
             except PlanError as e:
-                errors[name] = str(e)
+                errors[prm.name] = str(e)
         spec.repetitions = self.reps.value()
         general: list[str] = []
         if not errors:
@@ -214,7 +200,7 @@ class SweepEditor(QWidget):
                 spec.validate("sweep")
             except PlanError as e:
                 msg = str(e).removeprefix("sweep: ")
-                hit = next((n for n, *_ in FORM if n in msg), None)
+                hit = next((p.name for p in FORM if p.name in msg), None)
                 if hit:
                     errors[hit] = msg
                 else:

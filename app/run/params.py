@@ -1,0 +1,242 @@
+"""The one table of sweep parameters: flags, defaults, limits, labels, help text and test-name tags.
+
+Everything that describes a sweep setting reads this table: the ``gguf-bench run`` options, the
+TestSpec/SweepSpec defaults and their validation, TOML presets, the GUI's sweep editor, the settings a
+result row copies from its test, and the short test name (CLI progress line and GUI alike).
+Flag names, list syntax and the flash attention values follow llama-bench.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.model.kv_cache import CACHE_TYPES
+
+
+class PlanError(ValueError):
+    """A sweep spec or preset file is invalid; str() is one line naming the file or flag."""
+
+
+# --- flash attention: llama.cpp's llama_flash_attn_type, llama-bench's ``flash_attn`` column -------------
+FA_AUTO, FA_OFF, FA_ON = -1, 0, 1
+_FA_SPELLINGS: dict[str, int] = {  # llama-bench: common_arg_utils::is_truthy / is_falsey / is_autoy
+    "on": FA_ON, "enabled": FA_ON, "true": FA_ON, "1": FA_ON,
+    "off": FA_OFF, "disabled": FA_OFF, "false": FA_OFF, "0": FA_OFF,
+    "auto": FA_AUTO, "-1": FA_AUTO,
+}
+FA_WORDS = "on, off or auto (also 1/0/-1, true/false, enabled/disabled)"
+
+
+def parse_flash_attn(value: object) -> int:
+    """-1 (auto), 0 (off) or 1 (on) from a llama-bench spelling, one of those ints, or a bool (old stored runs).
+
+    Anything else raises ValueError: ``"no"`` is not read as on.
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (FA_AUTO, FA_OFF, FA_ON):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _FA_SPELLINGS:
+        return _FA_SPELLINGS[value.strip().lower()]
+    raise ValueError(f"{value!r} is not {FA_WORDS}")
+
+
+def flash_attn_text(value: object) -> str:
+    """``auto``, ``0`` or ``1``: how the sweep editor shows a flash attention value."""
+    fa = parse_flash_attn(value)
+    return "auto" if fa == FA_AUTO else str(fa)
+
+
+# --- kinds of value ----------------------------------------------------------------------------------
+def _strict_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r} is not an integer")
+    return value
+
+
+def _strict_str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string")
+    return value
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one kind of value is read from text (CLI, editor), checked (TOML, Python) and shown."""
+
+    name: str  # in "cannot read 'x' as <name>"
+    from_text: Callable[[str], Any]  # one list item typed by a user; ValueError if unreadable
+    check: Callable[[Any], Any]  # a TOML/Python value -> the canonical value; ValueError if not this kind
+    to_text: Callable[[Any], str] = str
+
+
+INT = Kind("int", int, _strict_int)
+TEXT = Kind("str", str.strip, _strict_str)
+FLASH_ATTN = Kind("on|off|auto", parse_flash_attn, parse_flash_attn, flash_attn_text)
+PATH = Kind("path", str.strip, _strict_str)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One sweep setting. ``name`` is the TestSpec/SweepSpec field, the argparse dest and the TOML key."""
+
+    name: str
+    flags: tuple[str, ...]  # as llama-bench: short, long
+    kind: Kind
+    default: Any  # a tuple for list parameters
+    help: str  # argparse's
+    label: str = ""  # the sweep editor's; "" = not in the editor
+    tip: str = ""  # the sweep editor's tooltip
+    scope: str = "run"  # "load" (a model reload), "context" (a new context) or "run"
+    tag: str | None = None  # in the short test name: f"{tag}{value}"; None = not shown
+    tag_always: bool = True  # False: shown only when not the default
+    min: int | None = None
+    max: int | None = None
+    choices: tuple[str, ...] = ()
+    optional: bool = False  # the list may be empty (type_v: same as K)
+    is_list: bool = True
+    column: str = ""  # the result row's column, when not ``name``
+
+    @property
+    def row_column(self) -> str:
+        return self.column or self.name
+
+    @property
+    def first_default(self) -> Any:
+        """The single-test default (TestSpec's)."""
+        return self.default[0] if self.is_list else self.default
+
+    def check(self, value: Any, where: str) -> Any:
+        """``value`` as this parameter's canonical value, or a one-line PlanError naming ``where`` and the key."""
+        try:
+            v = self.kind.check(value)
+        except ValueError as e:
+            raise PlanError(f"{where}: {self.name} value {e}") from None
+        if self.choices and v not in self.choices:
+            raise PlanError(f"{where}: unknown cache type {v!r} for {self.name} (valid: {', '.join(self.choices)})")
+        if self.min is not None and v < self.min:
+            raise PlanError(f"{where}: {self.name} value {v} must be ≥ {self.min}")
+        if self.max is not None and v > self.max:
+            raise PlanError(f"{where}: {self.name} value {v} must be ≤ {self.max}")
+        return v
+
+    def check_list(self, values: Any, where: str) -> list[Any]:
+        """A list parameter's values checked one by one; a lone value (TOML ``n_gen = 64``) becomes a list."""
+        items = values if isinstance(values, (list, tuple)) else [values]
+        if not items and not self.optional:
+            raise PlanError(f"{where}: {self.name} needs at least one value")
+        return [self.check(v, where) for v in items]
+
+    def parse_text(self, text: str, flag: str | None = None) -> list[Any]:
+        """llama-bench list syntax typed on the command line or in the editor, e.g. ``128,512`` or ``0,auto``."""
+        return parse_list(flag or self.flags[0], text, self.kind)
+
+    def text(self, values: list[Any]) -> str:
+        """``values`` written back in list syntax (the editor's field text)."""
+        return ",".join(self.kind.to_text(v) for v in values)
+
+    def name_part(self, value: Any) -> str | None:
+        """This setting's piece of the short test name, or None when it is not shown."""
+        if self.tag is None or (not self.tag_always and value == self.first_default):
+            return None
+        if self.kind is FLASH_ATTN:
+            fa = parse_flash_attn(value)
+            return "fa auto" if fa == FA_AUTO else f"fa{fa}"
+        return f"{self.tag}{value}"
+
+
+PARAMS: tuple[Param, ...] = (
+    Param("n_prompt", ("-p", "--n-prompt"), INT, (512,), "prompt lengths, e.g. 128,512", "Prompt lengths",
+          "prompt tokens per test (-p), e.g. 128,512 or 128-2048*2", tag="p", min=0),
+    Param("n_gen", ("-n", "--n-gen"), INT, (128,), "generated tokens (decode steps)", "Output lengths",
+          "generated tokens per test (-n)", tag="n", min=0),
+    Param("n_depth", ("-d", "--n-depth"), INT, (0,), "tokens already in the KV cache before the timed part",
+          "Depths", "tokens already in the KV cache before the timed part (-d)", tag="d", min=0),
+    Param("n_gpu_layers", ("-ngl", "--n-gpu-layers"), INT, (99,), "layers to offload to the GPU", "GPU layers",
+          "layers offloaded to the GPU (-ngl); 99 = all", scope="load", tag="ngl", min=0),
+    Param("type_k", ("-ctk", "--cache-type-k"), TEXT, ("f16",), "K cache type: f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1",
+          "K cache", "K cache types (-ctk): f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1", scope="context", tag="",
+          choices=tuple(CACHE_TYPES)),
+    Param("type_v", ("-ctv", "--cache-type-v"), TEXT, ("f16",),  # as llama-bench: -ctk alone leaves V at f16
+          "V cache type (default f16, as llama-bench; quantized V needs flash attention, which auto turns on)",
+          "V cache", "V cache types (-ctv); empty: same as K", scope="context", choices=tuple(CACHE_TYPES),
+          optional=True),
+    Param("flash_attn", ("-fa", "--flash-attn"), FLASH_ATTN, (FA_AUTO,),
+          "flash attention: on|off|auto or 1|0|-1, e.g. 0,1 (default auto, as llama-bench)", "Flash attention",
+          "0, 1, auto, or a list such as 0,1 (-fa); default auto, as llama-bench", scope="context", tag="fa"),
+    Param("n_threads", ("-t", "--threads"), INT, (0,), "CPU threads (0: all)", "Threads",
+          "CPU threads (-t); 0 = all", scope="context", min=0),
+    Param("n_batch", ("-b", "--batch-size"), INT, (2048,), "logical batch size", "Batch sizes",
+          "logical batch size (-b)", scope="context", min=1),
+    Param("n_ubatch", ("-ub", "--ubatch-size"), INT, (512,), "physical batch size", "Micro-batches",
+          "physical batch size (-ub)", scope="context", min=1),
+    Param("n_parallel", ("--parallel",), INT, (1,), "sequences decoding together in one batch, e.g. 1,2,4,8",
+          "Parallel seqs", "sequences decoding together (--parallel)", scope="context", tag="x", tag_always=False,
+          min=1),
+    Param("repetitions", ("-r", "--repetitions"), INT, 5, "timed repetitions per test (one warmup is extra)",
+          "Repetitions", "timed repetitions per test (one warmup runs first and is kept apart)", min=1,
+          is_list=False, column="n_repetitions"),
+    Param("prompt_file", ("--prompt-file",), PATH, None, "real text for the prompt instead of random token ids",
+          is_list=False),
+)
+PARAM: dict[str, Param] = {p.name: p for p in PARAMS}
+LIST_PARAMS: tuple[Param, ...] = tuple(p for p in PARAMS if p.is_list)
+
+
+def parse_list(flag: str, text: str, kind: Kind | type) -> list[Any]:
+    """Parse llama-bench list syntax: ``128,512``, and ranges ``first-last+step`` / ``first-last*mult``."""
+    k = {int: INT, str: TEXT}.get(kind, kind) if isinstance(kind, type) else kind
+    if not isinstance(k, Kind):
+        raise TypeError(f"no list syntax for {kind!r}")
+    out: list[Any] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if k is INT and "-" in part[1:]:
+                out.extend(_parse_range(part))
+            else:
+                out.append(k.from_text(part))
+        except ValueError:
+            raise PlanError(f"{flag}: cannot read {part!r} as {k.name}") from None
+    if not out:
+        raise PlanError(f"{flag}: no values given")
+    return out
+
+
+def _parse_range(part: str) -> list[int]:
+    first_s, rest = part.split("-", 1)
+    step_op, step = "+", 1
+    for op in ("+", "*"):
+        if op in rest:
+            rest, step_s = rest.split(op, 1)
+            step_op, step = op, int(step_s)
+    first, last = int(first_s), int(rest)
+    if step_op == "*" and (step < 2 or first < 1):
+        raise ValueError(part)
+    if step_op == "+" and step < 1:
+        raise ValueError(part)
+    vals, v = [], first
+    while v <= last:
+        vals.append(v)
+        v = v * step if step_op == "*" else v + step
+    return vals
+
+
+def short_name(test: Mapping[str, Any]) -> str:
+    """Short name of a test (a TestSpec dict): ``model p128 n32 d0 ngl99 f16 fa auto x4``."""
+    name = os.path.basename(str(test.get("model_path", "")))
+    if name.lower().endswith(".gguf"):
+        name = name[:-5]
+    parts = [name]
+    for p in PARAMS:
+        value = test.get(p.name)
+        part = p.name_part(p.first_default if value is None else value)
+        if part is not None:
+            parts.append(part)
+    return " ".join(parts)
+
