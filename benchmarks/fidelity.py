@@ -31,8 +31,8 @@ from app.run.session import SweepSession  # noqa: E402
 def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: int) -> dict[str, float]:
     """pp (prompt only) and tg (decode only from an empty prompt) tests, like llama-bench's pair."""
     tests = [
-        TestSpec(model, n_prompt=n_prompt, n_gen=0, n_depth=depth, n_threads=threads, repetitions=reps),
-        TestSpec(model, n_prompt=0, n_gen=n_gen, n_depth=depth, n_threads=threads, repetitions=reps),
+        TestSpec(model, n_prompt=n_prompt, n_gen=0, n_depth=depth, n_threads=threads, repetitions=reps, flash_attn=0),
+        TestSpec(model, n_prompt=0, n_gen=n_gen, n_depth=depth, n_threads=threads, repetitions=reps, flash_attn=0),
     ]
     outcome = SweepSession(tests, store=None, machine={}).run()
     pp, tg = outcome.rows
@@ -45,7 +45,7 @@ def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: 
 def llama_bench(binary: str, model: str, threads: int, depth: int, reps: int, n_prompt: int,
                 n_gen: int) -> dict[str, float]:
     cmd = [binary, "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-t", str(threads),
-           "-r", str(reps), "-ngl", "0", "-fa", "0", "-o", "json"]  # our default: flash attention off
+           "-r", str(reps), "-ngl", "0", "-fa", "0", "-o", "json"]  # flash attention off on both sides
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rows = json.loads(proc.stdout)
     out: dict[str, float] = {}

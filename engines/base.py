@@ -42,6 +42,10 @@ class LoadConfig:
     main_gpu: int = 0
 
 
+#: Flash attention requests, as llama.cpp's llama_flash_attn_type (and llama-bench's ``flash_attn`` column)
+FLASH_ATTN_AUTO, FLASH_ATTN_OFF, FLASH_ATTN_ON = -1, 0, 1
+
+
 @dataclass(frozen=True)
 class ContextConfig:
     n_ctx: int
@@ -50,7 +54,7 @@ class ContextConfig:
     n_threads: int = 0  # 0: engine default
     type_k: str = "f16"
     type_v: str = "f16"
-    flash_attn: bool = False
+    flash_attn: int = FLASH_ATTN_AUTO  # -1 auto (the engine decides), 0 off, 1 on
     n_seq_max: int = 1
     swa_full: bool = False  # llama-bench and the llama.cpp CLI use a window-sized cache for sliding-window layers
 
@@ -102,6 +106,13 @@ class LoadedModel:
 
 
 @dataclass(frozen=True)
+class ContextInfo:
+    """What the engine actually built for a context, where it differs from what was asked."""
+
+    flash_attn: bool | None  # whether flash attention runs (auto resolved); None: the engine cannot tell
+
+
+@dataclass(frozen=True)
 class MemoryReport:
     """What the engine itself reported allocating for the loaded model and context (bytes, all devices)."""
 
@@ -122,7 +133,9 @@ class Engine(Protocol):
 
     def load(self, cfg: LoadConfig) -> LoadedModel: ...
 
-    def new_context(self, cfg: ContextConfig) -> None: ...
+    def new_context(self, cfg: ContextConfig) -> ContextInfo:
+        """Build the context for ``cfg`` (replacing any previous one) and say what was really built."""
+        ...
 
     def run(self, spec: RunSpec, on_token: TokenCallback | None = None) -> RunTimings: ...
 

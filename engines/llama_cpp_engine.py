@@ -8,18 +8,20 @@ built before the clock starts; the timed path is llama_decode, llama_synchronize
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import os
 import random
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from engines.base import (
+    FLASH_ATTN_AUTO,
+    FLASH_ATTN_OFF,
+    FLASH_ATTN_ON,
     ContextAllocError,
     ContextConfig,
+    ContextInfo,
     DecodeError,
     EngineInfo,
     EngineUnavailable,
@@ -31,6 +33,7 @@ from engines.base import (
     RunTimings,
     TokenCallback,
 )
+from engines.llama_log import clear_lines, flash_attn_used, keep_line, last_error, reported_buffers
 
 try:
     import llama_cpp as lc
@@ -48,8 +51,6 @@ GGML_TYPES: dict[str, int] = {
     "q5_1": lc.GGML_TYPE_Q5_1,
 }
 
-_LOG_DEBUG, _LOG_ERROR, _LOG_CONT = 1, 4, 5  # GGML_LOG_LEVEL_*
-_log_lines: collections.deque[tuple[int, str]] = collections.deque(maxlen=400)
 _log_file = None
 _backend_ready = False
 
@@ -57,10 +58,7 @@ _backend_ready = False
 @lc.llama_log_callback
 def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:  # pragma: no cover - C callback
     msg = text.decode("utf-8", "replace") if text else ""
-    if level == _LOG_DEBUG or (level == _LOG_CONT and _log_lines and _log_lines[-1][0] == _LOG_DEBUG):
-        return  # per-tensor graph chatter at context creation: not kept, never in the timed path
-    _log_lines.append((level, msg))
-    if _log_file is not None:
+    if keep_line(level, msg) and _log_file is not None:
         _log_file.write(msg)
 
 
@@ -76,32 +74,12 @@ def _init_backend(log_path: str | None = None) -> None:
     _backend_ready = True
 
 
-def _strip_prefix(text: str) -> str:
-    while re.match(r"^[a-z_0-9:]+: ", text):
-        text = text.split(": ", 1)[1]
-    return text
-
-
-def _last_error(default: str) -> str:
-    """The cause llama.cpp logged: its final error line, with the first (root) one added when they differ."""
-    errors = [_strip_prefix(m.strip()) for level, m in _log_lines if level == _LOG_ERROR and m.strip()]
-    if not errors:
-        return default
-    first, last = errors[0], errors[-1]
-    return last if first == last else f"{first}; {last}"
-
-
-_BUFFER_RE = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([0-9.]+) MiB")
-
-
-def reported_buffers() -> dict[str, float]:
-    """Buffer sizes llama.cpp logged since the last clear (bytes): weights, KV cache, compute; all devices."""
-    out = {"weights": 0.0, "kv": 0.0, "compute": 0.0}
-    key = {"model": "weights", "KV": "kv", "compute": "compute"}
-    for _, msg in _log_lines:
-        for m in _BUFFER_RE.finditer(msg):
-            out[key[m.group(2)]] += float(m.group(3)) * 2**20
-    return out
+_FLASH_ATTN_TYPES: dict[int, int] = {
+    FLASH_ATTN_AUTO: lc.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    FLASH_ATTN_OFF: lc.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+    FLASH_ATTN_ON: lc.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+}
+_FLASH_ATTN_NAMES = {FLASH_ATTN_AUTO: "auto", FLASH_ATTN_OFF: "0", FLASH_ATTN_ON: "1"}
 
 
 def _ggml_build() -> tuple[str, str]:
@@ -164,12 +142,12 @@ class LlamaCppEngine:
         params.n_gpu_layers = cfg.n_gpu_layers
         params.main_gpu = cfg.main_gpu
         params.load_mode = lc.LLAMA_LOAD_MODE_MMAP if cfg.use_mmap else lc.LLAMA_LOAD_MODE_NONE
-        _log_lines.clear()
+        clear_lines()
         t0 = time.perf_counter_ns()
         model = lc.llama_model_load_from_file(str(path).encode("utf-8"), params)
         load_ms = (time.perf_counter_ns() - t0) / 1e6
         if not model:
-            raise ModelLoadError(f"{path}: llama.cpp could not load it: {_last_error('unknown reason')}")
+            raise ModelLoadError(f"{path}: llama.cpp could not load it: {last_error('unknown reason')}")
         self._model = model
         self._model_path = str(path)
         self._weights_reported = reported_buffers()["weights"]
@@ -190,7 +168,7 @@ class LlamaCppEngine:
             description=desc.value.decode("utf-8", "replace"),
         )
 
-    def new_context(self, cfg: ContextConfig) -> None:
+    def new_context(self, cfg: ContextConfig) -> ContextInfo:
         if self._model is None:
             raise ModelLoadError("no model loaded")
         self._free_context()
@@ -204,22 +182,22 @@ class LlamaCppEngine:
         params.n_threads_batch = threads
         params.type_k = GGML_TYPES[cfg.type_k]
         params.type_v = GGML_TYPES[cfg.type_v]
-        fa = lc.LLAMA_FLASH_ATTN_TYPE_ENABLED if cfg.flash_attn else lc.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        params.flash_attn_type = fa
+        params.flash_attn_type = _FLASH_ATTN_TYPES[cfg.flash_attn]
         params.no_perf = False
         params.swa_full = cfg.swa_full  # the C default is true; llama-bench passes false, and so do we
-        _log_lines.clear()
+        clear_lines()
         ctx = lc.llama_init_from_model(self._model, params)
         if not ctx:
             raise ContextAllocError(
                 f"{self._model_path}: cannot allocate a context of {cfg.n_ctx} tokens "
-                f"(type_k={cfg.type_k}, type_v={cfg.type_v}, flash_attn={int(cfg.flash_attn)}): "
-                f"{_last_error('out of memory or unsupported settings')}"
+                f"(type_k={cfg.type_k}, type_v={cfg.type_v}, flash_attn={_FLASH_ATTN_NAMES[cfg.flash_attn]}): "
+                f"{last_error('out of memory or unsupported settings')}"
             )
         self._ctx = ctx
         self._ctx_cfg = cfg
         self._ctx_reported = reported_buffers()
         self._sampler = lc.llama_sampler_init_greedy()
+        return ContextInfo(flash_attn=flash_attn_used(cfg.flash_attn))
 
     def tokenize(self, text: str) -> list[int]:
         if self._vocab is None:
@@ -262,7 +240,7 @@ class LlamaCppEngine:
         for b in batches:
             rc = lc.llama_decode(self._ctx, b)
             if rc != 0:
-                raise DecodeError(f"llama_decode failed during {what} (code {rc}): {_last_error('no detail')}")
+                raise DecodeError(f"llama_decode failed during {what} (code {rc}): {last_error('no detail')}")
 
     def _prepare_cache(self, spec: RunSpec, rand_tokens: Callable[[int], list[int]]) -> None:
         """Leave exactly ``n_depth`` tokens per sequence in the KV cache, and nothing else.
@@ -325,7 +303,7 @@ class LlamaCppEngine:
             for b in prompt_batches:
                 rc = lc.llama_decode(ctx, b)
                 if rc != 0:
-                    raise DecodeError(f"llama_decode failed during the prompt (code {rc}): {_last_error('no detail')}")
+                    raise DecodeError(f"llama_decode failed during the prompt (code {rc}): {last_error('no detail')}")
                 for i in range(b.n_tokens):
                     if b.logits[i]:
                         cur[prompt_items[done + i][2]] = lc.llama_sampler_sample(self._sampler, ctx, i)
@@ -343,7 +321,7 @@ class LlamaCppEngine:
                     step.pos[s] = n_past
                 rc = lc.llama_decode(ctx, step)
                 if rc != 0:
-                    raise DecodeError(f"llama_decode failed at decode step {k} (code {rc}): {_last_error('no detail')}")
+                    raise DecodeError(f"llama_decode failed at decode step {k} (code {rc}): {last_error('no detail')}")
                 lc.llama_synchronize(ctx)  # the step's logits exist: the next token is available
                 token_ns.append(time.perf_counter_ns())
                 cur = feed[k * n_seq : (k + 1) * n_seq]
@@ -410,4 +388,4 @@ def quantize_model(src: str, dst: str, ftype: str, n_threads: int = 0) -> None:
     params.allow_requantize = True
     rc = lc.llama_model_quantize(src.encode("utf-8"), dst.encode("utf-8"), ctypes.byref(params))
     if rc != 0:
-        raise ModelLoadError(f"{src}: quantizing to {ftype} failed: {_last_error(f'code {rc}')}")
+        raise ModelLoadError(f"{src}: quantizing to {ftype} failed: {last_error(f'code {rc}')}")

@@ -66,6 +66,7 @@ class Runner:
         self._load_key: tuple[Any, ...] | None = None
         self._ctx_key: tuple[Any, ...] | None = None
         self._loaded: LoadedModel | None = None
+        self._flash_attn_used: bool | None = None  # what llama.cpp chose for the context now built
         self._bad_models: dict[tuple[Any, ...], str] = {}
         self._prompt_cache: dict[str, list[int]] = {}
 
@@ -133,10 +134,17 @@ class Runner:
         ckey = test.context_key()
         if ckey != self._ctx_key:
             self._ctx_key = None
-            self.engine.new_context(ContextConfig(
+            built = self.engine.new_context(ContextConfig(
                 n_ctx=test.n_ctx, n_batch=test.n_batch, n_ubatch=test.n_ubatch, n_threads=test.n_threads,
                 type_k=test.type_k, type_v=test.type_v, flash_attn=test.flash_attn, n_seq_max=test.n_parallel))
+            self._flash_attn_used = built.flash_attn
             self._ctx_key = ckey
+
+    def _flash_attn_effective(self, test: TestSpec) -> int | None:
+        """1/0: whether flash attention ran for ``test`` (auto resolved by llama.cpp); None if no context was built."""
+        if self._ctx_key != test.context_key() or self._flash_attn_used is None:
+            return None
+        return int(self._flash_attn_used)
 
     def _prompt_tokens(self, test: TestSpec) -> tuple[int, ...] | None:
         if not test.prompt_file:
@@ -172,12 +180,13 @@ class Runner:
                 tokens.append(t.token_ns)
                 counters.append(t.engine_counters)
         except EngineError as e:
+            fa_used = self._flash_attn_effective(test)
             self._ctx_key = None  # rebuild the context before the next test: its state is unknown now
             kind = failure_kind(e)
-            row.update(self._row_facts(), status="failed", error=str(e), error_kind=kind)
+            row.update(self._row_facts(), flash_attn_effective=fa_used, status="failed", error=str(e), error_kind=kind)
             self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=row, kind=kind))
             return False
-        row.update(self._row_facts())
+        row.update(self._row_facts(), flash_attn_effective=self._flash_attn_effective(test))
         row.update(summarise_phases(test, starts, prefill_ends, tokens))
         # llama.cpp counts a multi-token batch as prompt work, so with several sequences its decode steps land in
         # its prompt counter: its rates only cross-check single-sequence tests

@@ -1,0 +1,79 @@
+"""llama.cpp's log, kept in memory and read back: the cause of a failure, buffer sizes, flash attention decisions.
+
+The llama.cpp engine's log callback feeds ``keep_line``; nothing here calls into llama.cpp.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+
+from engines.base import FLASH_ATTN_AUTO, FLASH_ATTN_ON
+
+LOG_DEBUG, LOG_ERROR, LOG_CONT = 1, 4, 5  # GGML_LOG_LEVEL_*
+LINES: collections.deque[tuple[int, str]] = collections.deque(maxlen=400)
+
+
+def keep_line(level: int, msg: str) -> bool:
+    """Keep one message; False for per-tensor graph chatter at context creation (not kept, never in the timed path)."""
+    if level == LOG_DEBUG or (level == LOG_CONT and LINES and LINES[-1][0] == LOG_DEBUG):
+        return False
+    LINES.append((level, msg))
+    return True
+
+
+def clear_lines() -> None:
+    """Forget what was logged: call before the llama.cpp call whose log is read next."""
+    LINES.clear()
+
+
+def _strip_prefix(text: str) -> str:
+    while re.match(r"^[a-z_0-9:]+: ", text):
+        text = text.split(": ", 1)[1]
+    return text
+
+
+def last_error(default: str) -> str:
+    """The cause llama.cpp logged: its final error line, with the first (root) one added when they differ."""
+    errors = [_strip_prefix(m.strip()) for level, m in LINES if level == LOG_ERROR and m.strip()]
+    if not errors:
+        return default
+    first, last = errors[0], errors[-1]
+    return last if first == last else f"{first}; {last}"
+
+
+_BUFFER_RE = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([0-9.]+) MiB")
+
+
+def reported_buffers() -> dict[str, float]:
+    """Buffer sizes llama.cpp logged since the last clear (bytes): weights, KV cache, compute; all devices."""
+    out = {"weights": 0.0, "kv": 0.0, "compute": 0.0}
+    key = {"model": "weights", "KV": "kv", "compute": "compute"}
+    for _, msg in LINES:
+        for m in _BUFFER_RE.finditer(msg):
+            out[key[m.group(2)]] += float(m.group(3)) * 2**20
+    return out
+
+
+#: What llama.cpp logs when it decides flash attention itself (src/llama-context.cpp, the vendored 0.3.36 source):
+#: llama_init_from_model turns it on under auto for a quantized V cache (or tensor split mode) and off for Grok;
+#: under auto, llama_context::resolve_fused_ops probes the backend at context creation and logs
+#: "Flash Attention enabled" or "Flash Attention not supported, set to disabled".
+_FLASH_ATTN_LOG: tuple[tuple[str, bool], ...] = (
+    ("flash_attn is not compatible", False),
+    ("enabling flash_attn since it is required", True),
+    ("Flash Attention enabled", True),
+    ("Flash Attention not supported", False),
+)
+
+
+def flash_attn_used(requested: int) -> bool | None:
+    """Whether the context just built runs flash attention: llama.cpp's logged decision, else the request.
+
+    ``requested`` is -1 (auto), 0 or 1; None when it was auto and llama.cpp logged no decision.
+    """
+    for _, msg in LINES:
+        for needle, used in _FLASH_ATTN_LOG:
+            if needle in msg:
+                return used
+    return None if requested == FLASH_ATTN_AUTO else requested == FLASH_ATTN_ON
