@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def settle(timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
-        while (win.tasks.pending or not win._probe_done) and time.monotonic() < deadline:
+        while (win.tasks.pending or not win.hardware.probe_done) and time.monotonic() < deadline:
             app.processEvents()
             time.sleep(0.01)
 

@@ -103,7 +103,7 @@ def _when_idle(win: object, then: object, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
 
     def check() -> None:
-        busy = win.tasks.pending or not win._hw_detected  # type: ignore[attr-defined]
+        busy = win.tasks.pending or not win.hardware.ready  # type: ignore[attr-defined]
         if busy and time.monotonic() < deadline:
             QTimer.singleShot(100, check)
         else:

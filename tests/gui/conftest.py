@@ -37,7 +37,7 @@ def window(qtbot, gui_data_dir: Path) -> Iterator[object]:  # noqa: ANN001 - qtb
     qtbot.addWidget(win)
     win.resize(1400, 900)
     win.show()
-    qtbot.waitUntil(lambda: win._hw_detected and not win.tasks.pending, timeout=30_000)
+    qtbot.waitUntil(lambda: win.hardware.ready and not win.tasks.pending, timeout=30_000)
     yield win
     if win.bridge.running:
         win.bridge.cancel()

@@ -18,7 +18,7 @@ from PySide6.QtGui import QKeySequence
 from app.gui.bridge import read_event_stream
 from app.results import export
 from app.results.store import ResultStore
-from app.run.events import Notice, SweepFinished, SweepStarted, TestFailed, WorkerError
+from app.run.events import FailureKind, Notice, SweepFinished, SweepStarted, TestFailed, WorkerError
 from app.run.plan import SweepSpec
 from tests.gui.conftest import RECORDED, wait_for
 
@@ -43,7 +43,7 @@ def test_window_opens_ready_on_the_default_model(window, smollm2_path: Path) -> 
     assert w.editor.spec([str(smollm2_path)]) is not None
     assert "This CPU" in w.inspector.profile_combo.currentText()
     wait_for(lambda: str(smollm2_path) in w.predictor.facts)
-    w._update_inspector()
+    w.details.update_inspector()
     assert "Fits" in w.inspector.text.text() and "Decode ceiling" in w.inspector.text.text()
     assert "Q4_1" in w.library._items[str(smollm2_path)].text(2)
     shortcuts = {a.text(): a.shortcut() for a in w.actions()}
@@ -92,7 +92,7 @@ def test_real_sweep_fills_table_plots_store_and_csv(window, qtbot, smollm2_path:
     # re-opened from the store, the run comes back with its per-token data (its event stream was kept)
     w.session = type(w.session)("something else")
     assert w.open_run(outcome.run_id)
-    w._tick(force=True)
+    w.sweeps.tick(force=True)
     assert len(w.plots.data_of("dec", "tok", 0)[0]) >= 6
     assert w.results.rowCount() == 1 and w.results.row_at(0)["run_id"] == outcome.run_id
 
@@ -170,8 +170,9 @@ def test_errors_show_in_plain_words_and_the_window_stays(window) -> None:
         SweepStarted(t_ns=1, n_tests=2, tests=[]),
         Notice(t_ns=2, message="this build has no GPU backend"),
         TestFailed(t_ns=3, test_index=0, reason="/m.gguf: cannot allocate a context of 65536 tokens: out of memory",
-                   row={"test_index": 0, "status": "failed", "error": "out of memory"}),
-        WorkerError(t_ns=4, message="worker process was killed by SIGKILL (out of memory?)"),
+                   row={"test_index": 0, "status": "failed", "error": "out of memory"}, kind=FailureKind.OUT_OF_MEMORY),
+        WorkerError(t_ns=4, message="worker process was killed by SIGKILL (out of memory?)",
+                    kind=FailureKind.WORKER_KILLED),
         SweepFinished(t_ns=5, n_ok=0, n_failed=1),
     ]
     w.replay(events, "errors")
@@ -225,7 +226,7 @@ def test_settings_persist_between_windows(qtbot, gui_data_dir: Path, smollm2_pat
     assert (gui_data_dir / "workbench.ini").is_file()
     w2 = MainWindow()
     qtbot.addWidget(w2)
-    qtbot.waitUntil(lambda: w2._hw_detected, timeout=30_000)
+    qtbot.waitUntil(lambda: w2.hardware.ready, timeout=30_000)
     assert w2.editor.preset.currentText() == "long-context"
     assert (w2.size().width(), w2.size().height()) == (701, 503)
     assert w2.inspector.profile_combo.currentText() == "RTX 4060 Laptop"

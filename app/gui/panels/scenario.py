@@ -9,7 +9,8 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
 from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from app.predict.scenario import Scenario, scenario_time
+from app.predict.scenario import Scenario
+from app.predict.scenario_totals import MeasuredRates, ScenarioTotals
 
 SCENARIOS: dict[str, tuple[int, int]] = {"Chat": (1000, 300), "RAG": (12000, 500)}
 TTFT_COLOUR = QColor(240, 160, 40)
@@ -122,27 +123,21 @@ class ScenarioPanel(QWidget):
             self.kind.blockSignals(False)
         self.changed.emit()
 
-    def show_rates(self, predicted: tuple[float, float] | None, measured: tuple[float, float] | None,
-                   source: str = "", missing: str = "") -> None:
-        """Rates (prefill tok/s, decode tok/s), predicted and measured; either may be None."""
-        p, n = self.lengths()
-        self.pred = _scenario(p, n, predicted)
-        self.meas = _scenario(p, n, measured)
+    def show_totals(self, totals: ScenarioTotals, profile_name: str = "", missing: str = "") -> None:
+        """Show predicted and measured totals (see app.predict.scenario_totals); either may be None."""
+        self.pred, self.meas = totals.predicted, totals.measured
         self.predicted.setText(split_text("Predicted", self.pred, missing or "no prediction yet"))
         self.measured.setText(split_text("Measured", self.meas, "run a sweep to measure"))
         scale = max((s.total_s for s in (self.pred, self.meas) if s is not None), default=1.0)
         for bar, sc in ((self.pred_bar, self.pred), (self.meas_bar, self.meas)):
             bar.set_values(sc.ttft_s if sc else 0.0, sc.decode_s if sc else 0.0, scale)
-        self.source.setText(source)
+        self.source.setText(source_text(totals.rates, profile_name))
 
 
-def _scenario(p: int, n: int, rates: tuple[float, float] | None) -> Scenario | None:
-    if rates is None or p + n <= 0:
-        return None
-    prefill, decode = rates
-    if not prefill or not decode or prefill <= 0 or decode <= 0:
-        return None
-    try:
-        return scenario_time(p, n, prefill, decode)
-    except ValueError:
-        return None
+def source_text(rates: MeasuredRates | None, profile_name: str = "") -> str:
+    """Where the figures come from: the measured rates' tests, and the profile the prediction is for."""
+    text = ""
+    if rates is not None:
+        text = (f"Measured rates from the results: prefill {rates.prefill_tps:,.0f} tok/s (at {rates.prefill_n_prompt}"
+                f" prompt tokens), decode {rates.decode_tps:,.1f} tok/s (mean of {rates.n_decode_tests} test(s)).")
+    return text + (f" Predicted on {profile_name}." if profile_name else "")

@@ -1,0 +1,110 @@
+"""The hardware the window predicts for: this CPU (probed), the detected NVIDIA GPUs, and profiles/hardware.
+
+Detection (:func:`app.telemetry.machine.scan_machine`: NVML, host facts and the CPU probe) runs on its own task
+thread; the list in the inspector shows "Detecting hardware…" until it answers. The choice is remembered.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from app.gui.panels.inspector import InspectorPanel
+from app.gui.settings import Settings
+from app.gui.tasks import Tasks
+from app.predict.profiles import HardwareProfile, ProfileError, cpu_profile, load_profiles, match_nvml_name
+from app.telemetry.cpu_probe import load_cached_probe
+from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
+
+CPU_LABEL = "This CPU (measured)"
+DETECTING_LABEL = "Detecting hardware…"
+SETTING_KEY = "hardware/profile"
+
+
+class HardwareProfiles(QObject):
+    """Fills the inspector's hardware list and says which profile is chosen."""
+
+    message = Signal(str, str)  # (text, level)
+
+    def __init__(self, inspector: InspectorPanel, settings: Settings, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.inspector = inspector
+        self.settings = settings
+        self.tasks = Tasks(self, max_workers=1)
+        self.profiles: list[HardwareProfile] = []  # from profiles/hardware and the user's folder
+        self.detected: list[tuple[str, HardwareProfile]] = []  # (label, profile) per recognised GPU
+        self.cpu: HardwareProfile | None = None  # this CPU, from the probe
+        self.probe_done = False  # no CPU probe is running or about to run
+        self.ready = False  # detection has answered
+        self._wanted = ""
+        self.inspector.profile_combo.activated.connect(self._chosen)
+
+    @property
+    def cpu_bandwidth_gbps(self) -> float | None:
+        return self.cpu.peak_bandwidth_gbps if self.cpu is not None else None
+
+    def load(self) -> None:
+        """Read the hardware profiles (a bad file is a warning, not a failure)."""
+        try:
+            self.profiles = load_profiles()
+        except ProfileError as e:
+            self.profiles = []
+            self.message.emit(f"Hardware profiles could not be read: {e}", "warning")
+        self._refresh()
+
+    def start_detection(self, probe: bool) -> None:
+        """Look at the machine in the background; ``probe``: measure this CPU if it has no cached figures."""
+        try:
+            cached = load_cached_probe()
+        except Exception:  # noqa: BLE001 - an unreadable cache is measured again
+            cached = None
+        if cached is not None or not probe:
+            self.probe_done = True
+        self.tasks.submit(scan_machine, self._detected, ProbeMode.RUN if probe else ProbeMode.CACHED)
+
+    def _detected(self, scan: MachineScan | None, err: BaseException | None) -> None:
+        self.probe_done = True
+        self.ready = True
+        if err is not None or scan is None:
+            self.message.emit(f"Hardware detection failed: {err}", "warning")
+            return
+        for gpu in scan.gpus:
+            prof = match_nvml_name(gpu.name or "", self.profiles)
+            if prof is not None:
+                self.detected.append((f"Detected GPU: {prof.name}", prof))
+        if scan.probe is not None:
+            try:
+                self.cpu = cpu_profile(f"This CPU: {scan.cpu_model}", scan.probe.bandwidth_gbps,
+                                       scan.probe.gflops_f32, scan.ram_total_bytes or 1)
+            except ValueError:
+                self.cpu = None
+        elif scan.probe_error:
+            self.message.emit(f"The CPU probe failed: {scan.probe_error}", "warning")
+        self._refresh()
+
+    def _refresh(self) -> None:
+        items: list[tuple[str, HardwareProfile | None]] = list(self.detected)
+        if self.cpu is not None:
+            items.append((CPU_LABEL, self.cpu))
+        if not self.ready:
+            items.insert(0, (DETECTING_LABEL, None))
+        items += [(p.name, p) for p in self.profiles]
+        labels = [label for label, _ in items]
+        wanted = self._wanted or str(self.settings.value(SETTING_KEY, "") or "")
+        if wanted not in labels:
+            wanted = labels[0] if labels else ""
+        self.inspector.set_profiles(items, wanted or None)
+
+    def choose(self, query: str) -> bool:
+        """Select (and remember) the first profile whose name contains ``query``."""
+        if self.inspector.select_profile(query):
+            self._wanted = self.inspector.profile_combo.currentText()
+            return True
+        return False
+
+    def _chosen(self, _index: int) -> None:
+        """The user picked a profile: remember it."""
+        self._wanted = self.inspector.profile_combo.currentText()
+        self.settings.set_value(SETTING_KEY, self._wanted)
+
+    def shutdown(self) -> None:
+        self.tasks.shutdown()

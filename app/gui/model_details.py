@@ -1,0 +1,111 @@
+"""The left column's model side: GGUF facts read in the background for the library, and what the inspector and
+the scenario panel show for the current model on the chosen hardware.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.gui.panels.inspector import InspectorPanel
+from app.gui.panels.library import LibraryPanel
+from app.gui.panels.scenario import ScenarioPanel
+from app.gui.predictions import PredictionService
+from app.gui.sweep_controller import SweepController
+from app.gui.tasks import Tasks
+from app.model.facts_cache import cached_facts
+from app.model.gguf_facts import GGUFFileError
+from app.predict.profiles import HardwareProfile
+from app.predict.scenario_totals import scenario_totals
+
+
+class ModelDetails(QObject):
+    """Facts per library entry (once per path), the inspector and the scenario for the current model."""
+
+    message = Signal(str, str)  # (text, level)
+    predictionsChanged = Signal()  # new facts or another profile: whatever shows predictions redraws
+
+    def __init__(self, library: LibraryPanel, inspector: InspectorPanel, scenario: ScenarioPanel,
+                 predictor: PredictionService, tasks: Tasks, sweeps: SweepController, default_model: str,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.library = library
+        self.inspector = inspector
+        self.scenario = scenario
+        self.predictor = predictor
+        self.tasks = tasks
+        self.sweeps = sweeps
+        self.default_model = default_model
+        self._pending: set[str] = set()
+
+    # --- facts ------------------------------------------------------------------------------------
+    def request_facts(self, path: str) -> None:
+        """Read a model's GGUF facts in the background (once per path)."""
+        if path in self.predictor.facts:
+            self.library.set_facts(path, self.predictor.facts[path])
+            return
+        if path in self.predictor.fact_errors:
+            self.library.set_error(path, self.predictor.fact_errors[path])
+            return
+        if path in self._pending:
+            return
+        self._pending.add(path)
+        self.tasks.submit(cached_facts, lambda res, err, p=path: self._facts_done(p, res, err), path)
+
+    def _facts_done(self, path: str, facts: Any, err: BaseException | None) -> None:
+        self._pending.discard(path)
+        if err is not None:
+            msg = err.cause if isinstance(err, GGUFFileError) else f"{type(err).__name__}: {err}"
+            self.predictor.set_fact_error(path, msg)
+            self.library.set_error(path, msg)
+            if path in self.library.selected_paths():
+                self.message.emit(f"{os.path.basename(path)}: cannot read this file ({msg}).", "error")
+        else:
+            self.predictor.set_facts(path, facts)
+            self.library.set_facts(path, facts)
+        self._predictions_changed()
+
+    def models_selected(self, paths: list[str]) -> None:
+        for p in paths:
+            err = self.predictor.fact_errors.get(p)
+            if err:
+                self.message.emit(f"{os.path.basename(p)}: cannot read this file ({err}).", "error")
+        self.refresh()
+
+    def current_model(self) -> str:
+        """The first selected model, else the shown session's first, else the built-in one."""
+        sel = self.library.selected_paths()
+        if sel:
+            return sel[0]
+        models = self.sweeps.session.models()
+        return models[0] if models else self.default_model
+
+    # --- predictions ------------------------------------------------------------------------------
+    def set_profile(self, profile: HardwareProfile | None, cpu_bandwidth_gbps: float | None) -> None:
+        self.predictor.set_profile(profile, cpu_bandwidth_gbps)
+        self._predictions_changed()
+
+    def _predictions_changed(self) -> None:
+        self.predictionsChanged.emit()
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.update_inspector()
+        self.update_scenario()
+
+    def update_inspector(self) -> None:
+        path = self.current_model()
+        self.inspector.show_model(path, self.predictor.facts.get(path), self.predictor.fact_errors.get(path),
+                                  self.predictor)
+
+    def update_scenario(self) -> None:
+        path = self.current_model()
+        p, n = self.scenario.lengths()
+        tk = self.inspector.kv_type.currentText()
+        pred = self.predictor.predict(path, n_ctx=p + n + 1, n_gpu_layers=self.inspector.ngl.value(), type_k=tk,
+                                      type_v=tk, n_prompt=max(p, 1), n_gen=n) if path else None
+        predicted = (pred.prefill_ceiling_tps, pred.decode_ceiling_tps) if pred is not None else None
+        totals = scenario_totals(p, n, predicted, self.sweeps.session.ok_rows(), path)
+        self.scenario.show_totals(totals, self.predictor.profile.name if self.predictor.profile else "")

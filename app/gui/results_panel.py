@@ -1,0 +1,135 @@
+"""The results table under the plots: the session's rows (sortable), selection → highlighted points, CSV and PNG
+export. It follows the SweepController: new rows, a new session, the run's title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.gui.predictions import PredictionService
+from app.gui.results_model import TEST_INDEX_ROLE, ResultsModel, ResultsProxy
+from app.gui.sweep_controller import SweepController
+from app.results import export
+
+#: (text, tooltip, slot) of a button on the panel's bar
+Button = tuple[str, str, Callable[[], Any]]
+MODEL_COLUMN_MAX_PX = 170
+
+
+class ResultsPanel(QWidget):
+    """Title, buttons and the table of the controller's session."""
+
+    message = Signal(str, str)  # (text, level)
+    status = Signal(str)
+
+    def __init__(self, sweeps: SweepController, predictor: PredictionService, buttons: list[Button],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.sweeps = sweeps
+        self.model = ResultsModel(predictor, self)
+        self.proxy = ResultsProxy(self)
+        self.proxy.setSourceModel(self.model)
+        self.table = self._make_table()
+        self.title = QLabel("<b>Results</b>", self)
+        bar = QHBoxLayout()
+        bar.addWidget(self.title)
+        bar.addStretch(1)
+        for text, tip, slot in [("Export CSV…", "Same columns as gguf-bench's CSV (Ctrl+E)", self.export_csv),
+                                ("Save plots PNG…", "The five plots as one picture", self.save_plots_png), *buttons]:
+            b = QPushButton(text, self)
+            b.setToolTip(tip)
+            b.clicked.connect(lambda _c=False, s=slot: s())
+            bar.addWidget(b)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addLayout(bar)
+        lay.addWidget(self.table)
+        sweeps.rowsChanged.connect(self.show_rows)
+        sweeps.cleared.connect(self.model.clear)
+        sweeps.titleChanged.connect(self.set_title)
+
+    def _make_table(self) -> QTableView:
+        table = QTableView(self)
+        table.setModel(self.proxy)
+        table.setSortingEnabled(True)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        table.setAlternatingRowColors(True)
+        table.verticalHeader().setVisible(False)
+        table.verticalHeader().setDefaultSectionSize(20)
+        table.horizontalHeader().setStretchLastSection(True)
+        table.selectionModel().selectionChanged.connect(self._selection_changed)
+        return table
+
+    def set_title(self, what: str) -> None:
+        """``Results — what``; empty: just ``Results``."""
+        self.title.setText(f"<b>Results</b> — {what}" if what else "<b>Results</b>")
+
+    def show_rows(self, rows: list[dict[str, Any]]) -> None:
+        self.model.update_rows(rows)
+        self.table.resizeColumnsToContents()
+        if self.table.columnWidth(1) > MODEL_COLUMN_MAX_PX:
+            self.table.setColumnWidth(1, MODEL_COLUMN_MAX_PX)
+
+    # --- selection --------------------------------------------------------------------------------
+    def _selection_changed(self, *_a: Any) -> None:
+        rows = {self.proxy.mapToSource(i).row() for i in self.table.selectionModel().selectedRows()}
+        self.sweeps.highlight({int(self.model.index(r, 0).data(TEST_INDEX_ROLE)) for r in rows})
+
+    def select_tests(self, test_indices: set[int]) -> None:
+        """Select table rows by test index (tests, scripting)."""
+        sm = self.table.selectionModel()
+        sm.clearSelection()
+        for r in range(self.proxy.rowCount()):
+            idx = self.proxy.index(r, 0)
+            if idx.data(TEST_INDEX_ROLE) in test_indices:
+                sm.select(idx, sm.SelectionFlag.Select | sm.SelectionFlag.Rows)
+
+    # --- files ------------------------------------------------------------------------------------
+    def _ask_path(self, title: str, name: str, filter_: str) -> str | None:
+        path, _ = QFileDialog.getSaveFileName(self, title, str(Path.home() / name), filter_)
+        return path or None
+
+    def export_csv(self, path: str | None = None) -> str | None:
+        """The session's rows as gguf-bench's CSV; asks for a file when ``path`` is None. The path, or None."""
+        rows = self.sweeps.session.ordered_rows()
+        if not rows:
+            self.message.emit("No results to export yet.", "warning")
+            return None
+        path = path or self._ask_path("Export results as CSV", "results.csv", "CSV (*.csv)")
+        if not path:
+            return None
+        try:
+            Path(path).write_text(export.to_csv(rows), encoding="utf-8")
+        except OSError as e:
+            self.message.emit(f"Could not write {path}: {e.strerror or e}", "error")
+            return None
+        self.status.emit(f"Exported {len(rows)} row(s) to {path}")
+        return path
+
+    def save_plots_png(self, path: str | None = None) -> str | None:
+        """The five plots as one PNG; asks for a file when ``path`` is None. The path, or None."""
+        path = path or self._ask_path("Save plots as PNG", "plots.png", "PNG (*.png)")
+        if not path:
+            return None
+        self.sweeps.tick(force=True)
+        if not self.sweeps.plots.save_png(path):
+            self.message.emit(f"Could not write {path}", "error")
+            return None
+        self.status.emit(f"Saved the plots to {path}")
+        return path

@@ -1,0 +1,202 @@
+"""The running sweep: start and cancel through the SweepBridge, fold its events into the LiveRun on a 10 Hz timer,
+redraw the plots, show progress and the time left, and announce notices and failures in plain words.
+
+The sweep thread never touches a widget: it queues events, and :meth:`SweepController.tick` (GUI thread) takes them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QWidget
+
+from app.gui.bridge import SweepBridge
+from app.gui.live import LiveRun, test_label
+from app.gui.panels.sweep_editor import SweepEditor
+from app.gui.plots import LivePlots
+from app.gui.predictions import PredictionService
+from app.run.events import Event, FailureKind, ModelLoaded, Notice, TestFailed, WorkerError
+from app.run.plan import TestSpec
+from app.run.session import SweepOutcome
+
+REDRAW_MS = 100
+
+#: What a failure means and what to try, by its typed kind (see FailureKind); ``{reason}`` is the message.
+FAILURE_ADVICE: dict[str, str] = {
+    FailureKind.WORKER_KILLED: ("The benchmark process was killed, probably out of memory ({reason}). The window is "
+                                "fine and finished results are kept; try a smaller context or model."),
+    FailureKind.OUT_OF_MEMORY: ("Out of memory: {reason}. Try a smaller context, a quantized KV cache (q8_0) or fewer "
+                                "GPU layers."),
+    FailureKind.LOAD_ERROR: "The model could not be loaded: {reason}",
+    FailureKind.WORKER_DIED: "The benchmark process crashed ({reason}). The window is fine; finished results are kept.",
+    FailureKind.WORKER_START: "The benchmark process could not start: {reason}",
+}
+
+_OUTCOME_WORDS = {"finished": "Sweep finished", "cancelled": "Sweep cancelled", "crashed": "Sweep stopped"}
+
+
+def plain_reason(reason: str, kind: str = "") -> str:
+    """A worker or engine error in plain words, with what to try, chosen by its typed kind."""
+    return FAILURE_ADVICE.get(kind, "{reason}").format(reason=reason)
+
+
+class SweepController(QObject):
+    """One sweep at a time, and the session the window shows (a live sweep, a past run or a replay)."""
+
+    finished = Signal(object)  # SweepOutcome, or a str when the sweep could not run
+    rowsChanged = Signal(list)  # the session's rows in test order, whenever they change
+    cleared = Signal()  # a new session replaced the old one: its rows are gone
+    message = Signal(str, str)  # (text, level): level "error" | "warning" | "info"
+    status = Signal(str)  # a status-bar line
+    titleChanged = Signal(str)  # what the results show, e.g. "run 20250101-… (finished)"
+
+    def __init__(self, view: QWidget, plots: LivePlots, editor: SweepEditor, predictor: PredictionService,
+                 store_path: str | Path | None = None) -> None:
+        super().__init__(view)
+        self.view = view
+        self.plots = plots
+        self.editor = editor
+        self.predictor = predictor
+        self.session = LiveRun()
+        self.selected: set[int] = set()  # test indices highlighted in the plots
+        self.bridge = SweepBridge(self, store_path=store_path)
+        self.bridge.finished.connect(self._finished)
+        self._starting = False  # between start() and the sweep thread's start (plots drawn first)
+        self._rows_seen = -1
+        self._last_progress: tuple[Any, ...] | None = None
+        self.timer = QTimer(self)
+        self.timer.setInterval(REDRAW_MS)
+        self.timer.timeout.connect(self.tick)
+        self.timer.start()
+
+    @property
+    def busy(self) -> bool:
+        """A sweep is running or about to start."""
+        return self.bridge.running or self._starting
+
+    # --- start and stop ---------------------------------------------------------------------------
+    def start(self, tests: list[TestSpec], name: str = "custom") -> str | None:
+        """Start a sweep of exactly these tests; returns why nothing started, or None."""
+        if self.busy:
+            return "a sweep is already running"
+        if not tests:
+            return "the sweep has no tests"
+        self._starting = True
+        self.session = LiveRun(name)
+        self.session.plan([t.to_dict() for t in tests])
+        self._reset_view()
+        self.editor.set_running(True)
+        self.editor.progress.setValue(0)
+        self.editor.progress.setFormat("starting…")
+        self._start_when_drawn(tests, name)
+        return None
+
+    def _start_when_drawn(self, tests: list[TestSpec], name: str) -> None:
+        """Draw the empty plots (which queues their predicted curves) a couple per event-loop turn, then start.
+
+        The sweep thread waits for queued background work before the worker starts, so no prediction runs
+        beside a measurement; drawing all five plots in one go held the GUI thread for ~60 ms.
+        """
+        self.plots.refresh(self.session, self.predictor)
+        if self.plots.behind:
+            QTimer.singleShot(0, lambda: self._start_when_drawn(tests, name))
+            return
+        self._starting = False
+        self.bridge.start(tests, sweep_name=name, command="gguf-workbench", facts=dict(self.predictor.facts))
+
+    def cancel(self) -> None:
+        if self.bridge.running:
+            self.bridge.cancel()
+            self.status.emit("Cancelling: the worker is stopped, finished tests are kept…")
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        """On close: cancel a running sweep, wait for its thread a little, stop the timer."""
+        if self.bridge.running:
+            self.bridge.cancel()
+            self.bridge.wait(timeout_s)
+        self.timer.stop()
+
+    def _finished(self, outcome: SweepOutcome | str) -> None:
+        self.tick(force=True)
+        self.editor.set_running(False)
+        if isinstance(outcome, str):
+            self.session.mark_finished()
+            self.message.emit(plain_reason(outcome, FailureKind.WORKER_START), "error")
+        else:
+            self.session.mark_finished(cancelled=outcome.status == "cancelled")
+            n_ok = sum(1 for r in outcome.rows if r.get("status") == "ok")
+            self.status.emit(f"{_OUTCOME_WORDS.get(outcome.status, outcome.status)}: {n_ok} ok, "
+                             f"{outcome.n_failed} failed — run {outcome.run_id} saved.")
+            self.titleChanged.emit(f"run {outcome.run_id} ({outcome.status})")
+        self.editor.progress.setValue(1000)
+        self.editor.progress.setFormat("cancelled" if self.session.cancelled else "done")
+        self.editor.status.setText("")
+        self.tick()  # not forced: redrawing all five plots at once held the GUI thread ~50 ms; ticks catch up
+        self.finished.emit(outcome)
+
+    # --- what is shown ----------------------------------------------------------------------------
+    def show_session(self, session: LiveRun, title: str = "") -> None:
+        """Replace what the window shows (a past run, a replayed recording), titled ``title``."""
+        self.session = session
+        self._reset_view()
+        self.tick(force=True)
+        if title:
+            self.titleChanged.emit(title)
+
+    def highlight(self, test_indices: set[int]) -> None:
+        """Highlight these tests in the plots (the table's selection)."""
+        self.selected = set(test_indices)
+        self.plots.refresh(self.session, self.predictor, self.selected, force=True)
+
+    def _reset_view(self) -> None:
+        self.selected.clear()
+        self.plots.reset()
+        self._rows_seen = -1
+        self.cleared.emit()
+
+    # --- the 10 Hz timer --------------------------------------------------------------------------
+    def tick(self, force: bool = False) -> None:
+        """Take the queued events, update rows and progress, and redraw (one plot per tick unless forced)."""
+        events = self.bridge.drain()
+        if events:
+            self.session.extend(events)
+            self.announce(events)
+        if self.session.rows_version != self._rows_seen:
+            self._rows_seen = self.session.rows_version
+            self.rowsChanged.emit(self.session.ordered_rows())
+        if self.bridge.running:
+            self._update_progress()
+        if self.view.isVisible() or force:
+            self.plots.refresh(self.session, self.predictor, self.selected, force=force)
+
+    def announce(self, events: list[Event]) -> None:
+        """Notices and failures as messages, in plain words; a model load on the status bar."""
+        for e in events:
+            if isinstance(e, Notice):
+                self.message.emit(e.message, "warning" if e.level != "info" else "info")
+            elif isinstance(e, TestFailed):
+                self.message.emit(f"Test {e.test_index + 1} failed. {plain_reason(e.reason, e.kind)}", "error")
+            elif isinstance(e, WorkerError) and e.kind != FailureKind.CANCELLED:
+                self.message.emit(plain_reason(e.message, e.kind), "error")
+            elif isinstance(e, ModelLoaded):
+                self.status.emit(f"Loaded {os.path.basename(e.model_path)} in {e.load_ms:.0f} ms ({e.backends}).")
+
+    def _update_progress(self) -> None:
+        s = self.session
+        frac = s.progress()
+        eta = s.eta_s(time.perf_counter_ns())
+        key = (round(frac, 3), s.current, s.current_rep, None if eta is None else round(eta))
+        if key == self._last_progress:
+            return
+        self._last_progress = key
+        self.editor.progress.setValue(int(frac * 1000))
+        left = "estimating time left" if eta is None else f"~{eta:.0f} s left"
+        self.editor.progress.setFormat(f"{s.n_done}/{s.n_tests or '?'} tests — {left}")
+        if s.current is not None and s.current in s.tests:
+            t = s.tests[s.current]
+            rep = "warmup" if s.current_rep < 0 else f"rep {s.current_rep + 1}/{t.get('repetitions')}"
+            self.editor.status.setText(f"test {s.current + 1}: {test_label(t)} — {rep}")
