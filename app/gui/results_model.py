@@ -11,19 +11,23 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush, QColor
 
 from app.gui.predictions import PredictionService, TestPrediction
+from app.results.fields import FRACTION, PLAIN, PREDICTED_VALUE, WINDOW_FIELDS, Field
 
 Index = QModelIndex | QPersistentModelIndex
 SORT_ROLE = Qt.ItemDataRole.UserRole
 TEST_INDEX_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
+Getter = Callable[[dict[str, Any], TestPrediction | None], Any]
+
+
 @dataclass(frozen=True)
 class Column:
     header: str
-    value: Callable[[dict[str, Any], TestPrediction | None], Any]
+    value: Getter
     fmt: str = "{}"
     tip: str = ""
-    kind: str = "plain"  # plain | measured | predicted | fraction
+    kind: str = PLAIN  # PLAIN | MEASURED | PREDICTED_VALUE | FRACTION (app.results.fields)
 
 
 def _pct(num: Any, den: Any) -> float | None:
@@ -34,7 +38,7 @@ def _pct(num: Any, den: Any) -> float | None:
     return n / d if d > 0 and math.isfinite(n) else None
 
 
-def _p(attr: str, row_key: str) -> Callable[[dict[str, Any], TestPrediction | None], Any]:
+def _p(attr: str, row_key: str) -> Getter:
     """A predicted value: the row's own (for the hardware it ran on, as the CLI writes it), else the
     prediction for the profile selected in the inspector (rows stored before predictions existed)."""
     def get(r: dict[str, Any], p: TestPrediction | None) -> Any:
@@ -44,8 +48,7 @@ def _p(attr: str, row_key: str) -> Callable[[dict[str, Any], TestPrediction | No
     return get
 
 
-def _frac(measured: str, attr: str, row_key: str, frac_key: str) -> Callable[[dict[str, Any], TestPrediction | None],
-                                                                              Any]:
+def _frac(measured: str, attr: str, row_key: str, frac_key: str) -> Getter:
     def get(r: dict[str, Any], p: TestPrediction | None) -> Any:
         if r.get(frac_key) is not None:
             return r.get(frac_key)
@@ -53,46 +56,38 @@ def _frac(measured: str, attr: str, row_key: str, frac_key: str) -> Callable[[di
     return get
 
 
-COLUMNS: tuple[Column, ...] = (
-    Column("#", lambda r, _p: int(r.get("test_index", 0)) + 1, tip="test number in the sweep"),
-    Column("model", lambda r, _p: r.get("model_filename", "")),
-    Column("status", lambda r, _p: r.get("status", "")),
-    Column("prompt", lambda r, _p: r.get("n_prompt"), tip="prompt length (tokens)"),
-    Column("gen", lambda r, _p: r.get("n_gen"), tip="generated tokens (decode steps)"),
-    Column("depth", lambda r, _p: r.get("n_depth"), tip="tokens already in the KV cache"),
-    Column("TTFT ms", lambda r, _p: r.get("ttft_ms"), "{:.1f}", "measured time to first token (mean)", "measured"),
-    Column("TTFT pred ms", _p("ttft_ms", "pred_ttft_ms"), "{:.1f}", "predicted: prompt ÷ prefill ceiling",
-           "predicted"),
-    Column("prefill tok/s", lambda r, _p: r.get("prefill_tps"), "{:.1f}", "measured prompt tokens per second",
-           "measured"),
-    Column("prefill ceiling", _p("prefill_tps", "pred_prefill_ceiling_tps"), "{:.0f}",
-           "compute-bound ceiling on the hardware the test ran on (column hw)", "predicted"),
-    Column("prefill %", _frac("prefill_tps", "prefill_tps", "pred_prefill_ceiling_tps", "prefill_achieved_frac"),
-           "{:.0%}", "achieved fraction of the prefill ceiling", "fraction"),
-    Column("decode tok/s", lambda r, _p: r.get("decode_tps"), "{:.2f}", "measured decode tokens per second",
-           "measured"),
-    Column("decode ceiling", _p("decode_tps", "pred_decode_ceiling_tps"), "{:.1f}",
-           "memory-bound ceiling at the test's context position, on the hardware it ran on", "predicted"),
-    Column("decode %", _frac("decode_tps", "decode_tps", "pred_decode_ceiling_tps", "decode_achieved_frac"),
-           "{:.0%}", "achieved fraction of the decode ceiling", "fraction"),
-    Column("decode expected", lambda r, _p: r.get("expected_decode_tps"), "{:.1f}",
-           "ceiling × this machine's efficiency learned from other stored models (calibrated_from)", "predicted"),
-    Column("ITL p99 ms", lambda r, _p: r.get("itl_p99_ms"), "{:.2f}", "99th percentile inter-token latency",
-           "measured"),
-    Column("mem MiB", lambda r, _p: r["mem_measured_bytes"] / 2**20 if r.get("mem_measured_bytes") else None,
-           "{:.0f}", "memory the test took: VRAM or RSS growth of the worker", "measured"),
-    Column("mem pred MiB", lambda r, _p: r["pred_mem_bytes"] / 2**20 if r.get("pred_mem_bytes") else None,
-           "{:.0f}", "predicted weights + KV cache + compute buffer", "predicted"),
-    Column("hw", lambda r, p: r.get("hw_profile", ""), tip="hardware the predicted columns are for"),
-    Column("ngl", lambda r, _p: r.get("n_gpu_layers"), tip="GPU layers requested"),
-    Column("KV", lambda r, _p: r.get("type_k") if r.get("type_v") in (None, r.get("type_k"))
-           else f"{r.get('type_k')}/{r.get('type_v')}", tip="KV cache type (K/V)"),
-    Column("FA", lambda r, _p: r.get("flash_attn"), tip="flash attention"),
-    Column("threads", lambda r, _p: r.get("n_threads"), tip="CPU threads (0: all)"),
-    Column("par", lambda r, _p: r.get("n_parallel"), tip="parallel sequences"),
-    Column("error", lambda r, _p: r.get("error", ""), tip="why a test failed"),
-)
-_KIND_BG = {"predicted": QColor(240, 244, 252), "fraction": QColor(246, 246, 240)}
+def _mib(key: str) -> Getter:
+    return lambda r, _p: r[key] / 2**20 if r.get(key) else None
+
+
+def _kv_types(r: dict[str, Any], _p: TestPrediction | None) -> Any:
+    return r.get("type_k") if r.get("type_v") in (None, r.get("type_k")) else f"{r.get('type_k')}/{r.get('type_v')}"
+
+
+#: Window columns that show more than their own field's value (a live prediction, MiB, K/V together).
+_COMPUTED: dict[str, Getter] = {
+    "test_index": lambda r, _p: int(r.get("test_index", 0)) + 1,
+    "pred_ttft_ms": _p("ttft_ms", "pred_ttft_ms"),
+    "pred_prefill_ceiling_tps": _p("prefill_tps", "pred_prefill_ceiling_tps"),
+    "prefill_achieved_frac": _frac("prefill_tps", "prefill_tps", "pred_prefill_ceiling_tps", "prefill_achieved_frac"),
+    "pred_decode_ceiling_tps": _p("decode_tps", "pred_decode_ceiling_tps"),
+    "decode_achieved_frac": _frac("decode_tps", "decode_tps", "pred_decode_ceiling_tps", "decode_achieved_frac"),
+    "mem_measured_bytes": _mib("mem_measured_bytes"),
+    "pred_mem_bytes": _mib("pred_mem_bytes"),
+    "type_k": _kv_types,
+}
+
+
+def _column(f: Field) -> Column:
+    """The window column of one table field: its header, format, tooltip and kind, and how to read a row."""
+    default = "" if f.type is str else None
+    getter = _COMPUTED.get(f.name) or (lambda r, _p: r.get(f.name, default))
+    return Column(f.header, getter, f.fmt, f.tip, f.kind)
+
+
+#: The window's results columns, in the order and with the headers of the field table (WINDOW_FIELDS).
+COLUMNS: tuple[Column, ...] = tuple(_column(f) for f in WINDOW_FIELDS)
+_KIND_BG = {PREDICTED_VALUE: QColor(240, 244, 252), FRACTION: QColor(246, 246, 240)}
 
 
 class ResultsModel(QAbstractTableModel):
@@ -174,7 +169,7 @@ class ResultsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             v = self.raw(r, c)
             if v is None or v == "":
-                return "—" if col.kind != "plain" else ""
+                return "—" if col.kind != PLAIN else ""
             if isinstance(v, float) and not math.isfinite(v):
                 return "—"
             try:

@@ -1,4 +1,4 @@
-"""One field table → CSV, JSON, JSONL and markdown. Every printer reads results.FIELDS."""
+"""One field table → CSV, JSON, JSONL and markdown. Every printer reads app.results.fields."""
 
 from __future__ import annotations
 
@@ -9,15 +9,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from app.results.fields import FIELDS
+from app.results.fields import FIELDS, MD_FIELDS
 
 FORMATS = ("csv", "json", "jsonl", "md")
-
-#: Columns of the compact markdown table (the phases side by side, never one blended rate).
-MD_FIELDS: tuple[str, ...] = (
-    "model_filename", "n_prompt", "n_gen", "n_depth", "n_parallel", "n_gpu_layers", "backends", "type_k",
-    "flash_attn", "ttft_ms", "prefill_tps", "decode_tps", "tpot_ms", "itl_p99_ms", "unstable", "status",
-)
 
 
 def _cell(value: Any) -> str:

@@ -1,36 +1,193 @@
-"""One result row per test: the field table every printer, the store and the GUI read.
+"""One result row per test: the one field table every printer, the store and the window read.
 
 Names follow llama-bench where the meaning is the same (its CSV/JSON columns are the lingua
 franca of llama.cpp benchmark posts); ours add the two phases separately, with units in the name.
+The table's order is the CSV/markdown column order (:data:`FIELDS`); the compact markdown summary
+(:data:`MD_FIELDS`) and the window's results table (:data:`WINDOW_FIELDS`) are chosen from it.
 """
 
 from __future__ import annotations
 
-#: Column order for CSV and markdown. Rows may carry more keys; they follow in JSON only.
-FIELDS: tuple[str, ...] = (
-    # llama-bench's names, same meaning
-    "build_commit", "cpu_info", "gpu_info", "backends", "model_filename", "model_type", "model_size",
-    "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers", "flash_attn",
-    "use_mmap", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
-    "samples_ns", "samples_ts",
-    # ours
-    "run_id", "test_index", "status", "error", "model_path", "n_parallel", "n_repetitions",
-    "n_gpu_layers_effective", "llama_cpp_python_version", "load_ms",
-    "ttft_ms", "ttft_ms_median", "ttft_ms_stddev",
-    "prefill_tps", "prefill_tps_median", "prefill_tps_stddev",
-    "decode_tps", "decode_tps_median", "decode_tps_stddev", "decode_tps_aggregate",
-    "tpot_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms",
-    "llama_prefill_tps", "llama_decode_tps", "unstable", "unstable_metrics",
-    "ttft_samples_ms", "prefill_samples_tps", "decode_samples_tps",
-    "warmup_ttft_ms", "warmup_decode_tps", "prompt_file", "n_ctx",
-    # memory and energy, measured in the worker
-    "mem_measured_bytes", "mem_source", "mem_rss_delta_bytes", "vram_delta_bytes", "mem_peak_rss_bytes",
-    "vram_peak_bytes", "power_avg_w_prefill", "power_avg_w_decode", "energy_j_prefill", "energy_j_decode",
-    "energy_j_per_token", "llama_weights_bytes", "llama_kv_bytes", "llama_compute_bytes", "llama_mem_bytes",
-    # predicted from the GGUF's metadata and the hardware, beside the measurement
-    "model_ftype", "hw_profile", "pred_bandwidth_gbps", "pred_tflops", "pred_decode_ceiling_tps",
-    "pred_prefill_ceiling_tps",
-    "pred_ttft_ms", "decode_achieved_frac", "prefill_achieved_frac", "effective_bandwidth_gbps",
-    "pred_weight_bytes", "pred_kv_bytes", "pred_compute_buffer_bytes", "pred_mem_bytes",
-    "expected_decode_tps", "expected_prefill_tps", "calibrated_from",
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# groups: where a column comes from
+LLAMA_BENCH = "llama-bench"  # llama-bench's own columns, same name and meaning
+OURS = "ours"  # the run, the test and its two phases
+MEMORY = "memory"  # memory and energy, measured in the worker
+PREDICTED = "predicted"  # from the GGUF's metadata and the hardware, beside the measurement
+
+# kinds: what a value is (the window shades predicted values and fractions)
+PLAIN = "plain"  # a setting, a name or a label
+MEASURED = "measured"
+PREDICTED_VALUE = "predicted"
+FRACTION = "fraction"  # measured ÷ predicted
+
+
+@dataclass(frozen=True)
+class Field:
+    """One result column: what it holds, in which unit, and where it is shown."""
+
+    name: str
+    type: type  # of the value in a row: str, int, float or list
+    unit: str  # "ms", "tok/s", "bytes", ...; "" for names, labels and plain numbers
+    fmt: str  # str.format for one value where it is displayed ("{:.1f}")
+    group: str  # LLAMA_BENCH | OURS | MEMORY | PREDICTED
+    tip: str  # what the column means (the window's tooltip)
+    kind: str = PLAIN  # PLAIN | MEASURED | PREDICTED_VALUE | FRACTION
+    llama_bench: str = ""  # llama-bench's name for this column, when it is one of llama-bench's
+    md: int | None = None  # position in the compact markdown summary, None: not in it
+    window: int | None = None  # position among the window's results columns, None: not shown there
+    header: str = ""  # short header in the window's results table
+
+
+def _group(group: str) -> Callable[..., Field]:
+    """A Field maker for one group (llama-bench's columns carry their llama-bench name)."""
+
+    def make(name: str, type_: type, unit: str, fmt: str, tip: str, **more: Any) -> Field:
+        if group == LLAMA_BENCH:
+            more.setdefault("llama_bench", name)
+        return Field(name, type_, unit, fmt, group, tip, **more)
+
+    return make
+
+
+_bench, _ours, _mem, _pred = _group(LLAMA_BENCH), _group(OURS), _group(MEMORY), _group(PREDICTED)
+
+FIELD_TABLE: tuple[Field, ...] = (
+    _bench("build_commit", str, "", "{}", "llama.cpp build commit of the engine"),
+    _bench("cpu_info", str, "", "{}", "CPU model of the machine the test ran on"),
+    _bench("gpu_info", str, "", "{}", "GPU(s) of the machine the test ran on, empty without one"),
+    _bench("backends", str, "", "{}", "llama.cpp backends the model ran on (CPU when no layer was offloaded)", md=6),
+    _bench("model_filename", str, "", "{}", "file name of the GGUF model", md=0, window=1, header="model"),
+    _bench("model_type", str, "", "{}", "llama.cpp's description of the model (architecture, size, quantization)"),
+    _bench("model_size", int, "bytes", "{}", "bytes of the model's weights, as llama.cpp reports them"),
+    _bench("model_n_params", int, "params", "{}", "parameters of the model, as llama.cpp reports them"),
+    _bench("n_batch", int, "tokens", "{}", "logical batch size"),
+    _bench("n_ubatch", int, "tokens", "{}", "physical (micro) batch size"),
+    _bench("n_threads", int, "threads", "{}", "CPU threads (0: all)", window=22, header="threads"),
+    _bench("type_k", str, "", "{}", "KV cache type (K/V)", md=7, window=20, header="KV"),
+    _bench("type_v", str, "", "{}", "KV cache type of V"),
+    _bench("n_gpu_layers", int, "layers", "{}", "GPU layers requested", md=5, window=19, header="ngl"),
+    _bench("flash_attn", int, "", "{}", "flash attention", md=8, window=21, header="FA"),
+    _bench("use_mmap", int, "", "{}", "1: the model file is memory-mapped"),
+    _bench("n_prompt", int, "tokens", "{}", "prompt length (tokens)", md=1, window=3, header="prompt"),
+    _bench("n_gen", int, "tokens", "{}", "generated tokens (decode steps)", md=2, window=4, header="gen"),
+    _bench("n_depth", int, "tokens", "{}", "tokens already in the KV cache", md=3, window=5, header="depth"),
+    _bench("test_time", str, "", "{}", "when the test started (ISO 8601)"),
+    _bench("avg_ns", int, "ns", "{}", "mean time of one repetition, prefill and decode together", kind=MEASURED),
+    _bench("stddev_ns", int, "ns", "{}", "standard deviation of the repetition times", kind=MEASURED),
+    _bench("avg_ts", float, "tok/s", "{:.2f}", "(prompt + generated tokens) ÷ repetition time, mean", kind=MEASURED),
+    _bench("stddev_ts", float, "tok/s", "{:.2f}", "standard deviation of avg_ts over repetitions", kind=MEASURED),
+    _bench("samples_ns", list, "ns", "{}", "time of each repetition", kind=MEASURED),
+    _bench("samples_ts", list, "tok/s", "{}", "tokens per second of each repetition", kind=MEASURED),
+    _ours("run_id", str, "", "{}", "the sweep this row belongs to"),
+    _ours("test_index", int, "", "{}", "test number in the sweep", window=0, header="#"),
+    _ours("status", str, "", "{}", "ok, failed, or pending", md=15, window=2, header="status"),
+    _ours("error", str, "", "{}", "why a test failed", window=24, header="error"),
+    _ours("error_kind", str, "", "{}",
+          "typed failure kind (a FailureKind value of app.run.events: load_error, out_of_memory, ...); empty when ok"),
+    _ours("model_path", str, "", "{}", "full path of the GGUF model"),
+    _ours("n_parallel", int, "sequences", "{}", "parallel sequences", md=4, window=23, header="par"),
+    _ours("n_repetitions", int, "", "{}", "timed repetitions (a warmup runs before them)"),
+    _ours("n_gpu_layers_effective", int, "layers", "{}", "layers llama.cpp really offloaded (0 on a CPU-only build)"),
+    _ours("flash_attn_effective", int, "", "{}", "1: flash attention llama.cpp really used, 0: not"),
+    _ours("llama_cpp_python_version", str, "", "{}", "llama-cpp-python version of the engine"),
+    _ours("load_ms", float, "ms", "{:.1f}", "time to load the model", kind=MEASURED),
+    _ours("ttft_ms", float, "ms", "{:.1f}", "measured time to first token (mean)", kind=MEASURED, md=9, window=6,
+          header="TTFT ms"),
+    _ours("ttft_ms_median", float, "ms", "{:.1f}", "median time to first token", kind=MEASURED),
+    _ours("ttft_ms_stddev", float, "ms", "{:.1f}", "standard deviation of the time to first token", kind=MEASURED),
+    _ours("prefill_tps", float, "tok/s", "{:.1f}", "measured prompt tokens per second", kind=MEASURED, md=10,
+          window=8, header="prefill tok/s"),
+    _ours("prefill_tps_median", float, "tok/s", "{:.1f}", "median prompt tokens per second", kind=MEASURED),
+    _ours("prefill_tps_stddev", float, "tok/s", "{:.1f}", "standard deviation of prompt tokens per second",
+          kind=MEASURED),
+    _ours("decode_tps", float, "tok/s", "{:.2f}", "measured decode tokens per second", kind=MEASURED, md=11,
+          window=11, header="decode tok/s"),
+    _ours("decode_tps_median", float, "tok/s", "{:.2f}", "median decode tokens per second", kind=MEASURED),
+    _ours("decode_tps_stddev", float, "tok/s", "{:.2f}", "standard deviation of decode tokens per second",
+          kind=MEASURED),
+    _ours("decode_tps_aggregate", float, "tok/s", "{:.2f}", "decode tokens per second of all sequences together",
+          kind=MEASURED),
+    _ours("tpot_ms", float, "ms", "{:.2f}", "time per output token: 1000 ÷ decode tok/s", kind=MEASURED, md=12),
+    _ours("itl_p50_ms", float, "ms", "{:.2f}", "median inter-token latency", kind=MEASURED),
+    _ours("itl_p90_ms", float, "ms", "{:.2f}", "90th percentile inter-token latency", kind=MEASURED),
+    _ours("itl_p99_ms", float, "ms", "{:.2f}", "99th percentile inter-token latency", kind=MEASURED, md=13,
+          window=15, header="ITL p99 ms"),
+    _ours("llama_prefill_tps", float, "tok/s", "{:.1f}", "llama.cpp's own prompt rate (single-sequence tests)",
+          kind=MEASURED),
+    _ours("llama_decode_tps", float, "tok/s", "{:.2f}", "llama.cpp's own decode rate (single-sequence tests)",
+          kind=MEASURED),
+    _ours("unstable", int, "", "{}", "1: a spread ≥ 10 % of the mean (unstable_metrics says which)", md=14),
+    _ours("unstable_metrics", str, "", "{}", "comma-separated metrics whose spread is ≥ 10 % of the mean"),
+    _ours("ttft_samples_ms", list, "ms", "{}", "time to first token of each repetition", kind=MEASURED),
+    _ours("prefill_samples_tps", list, "tok/s", "{}", "prompt tokens per second of each repetition", kind=MEASURED),
+    _ours("decode_samples_tps", list, "tok/s", "{}", "decode tokens per second of each repetition", kind=MEASURED),
+    _ours("warmup_ttft_ms", float, "ms", "{:.1f}", "time to first token of the warmup (not in the mean)",
+          kind=MEASURED),
+    _ours("warmup_decode_tps", float, "tok/s", "{:.2f}", "decode tokens per second of the warmup (not in the mean)",
+          kind=MEASURED),
+    _ours("prompt_file", str, "", "{}", "file name of the real-text prompt, empty for random token ids"),
+    _ours("n_ctx", int, "tokens", "{}", "context size of the test"),
+    _mem("mem_measured_bytes", int, "bytes", "{:.0f}", "memory the test took: VRAM or RSS growth of the worker",
+         kind=MEASURED, window=16, header="mem MiB"),
+    _mem("mem_source", str, "", "{}", "what mem_measured_bytes is: vram_delta or rss_delta"),
+    _mem("mem_rss_delta_bytes", int, "bytes", "{}", "worker RSS growth since before any model", kind=MEASURED),
+    _mem("vram_delta_bytes", int, "bytes", "{}", "VRAM growth since before any model", kind=MEASURED),
+    _mem("mem_peak_rss_bytes", int, "bytes", "{}", "peak worker RSS during the test", kind=MEASURED),
+    _mem("vram_peak_bytes", int, "bytes", "{}", "peak VRAM used during the test", kind=MEASURED),
+    _mem("power_avg_w_prefill", float, "W", "{:.1f}", "mean GPU power during prefill", kind=MEASURED),
+    _mem("power_avg_w_decode", float, "W", "{:.1f}", "mean GPU power during decode", kind=MEASURED),
+    _mem("energy_j_prefill", float, "J", "{:.2f}", "GPU energy of all timed prefills", kind=MEASURED),
+    _mem("energy_j_decode", float, "J", "{:.2f}", "GPU energy of all timed decodes", kind=MEASURED),
+    _mem("energy_j_per_token", float, "J/token", "{:.4f}", "GPU decode energy per generated token", kind=MEASURED),
+    _mem("llama_weights_bytes", int, "bytes", "{}", "llama.cpp's figure for the weights", kind=MEASURED),
+    _mem("llama_kv_bytes", int, "bytes", "{}", "llama.cpp's figure for the KV cache", kind=MEASURED),
+    _mem("llama_compute_bytes", int, "bytes", "{}", "llama.cpp's figure for the compute buffers", kind=MEASURED),
+    _mem("llama_mem_bytes", int, "bytes", "{}", "llama.cpp's total: weights + KV cache + compute", kind=MEASURED),
+    _pred("model_ftype", str, "", "{}", "file type (quantization) read from the GGUF"),
+    _pred("hw_profile", str, "", "{}", "hardware the predicted columns are for", window=18, header="hw"),
+    _pred("pred_bandwidth_gbps", float, "GB/s", "{:.1f}", "peak memory bandwidth of that hardware",
+          kind=PREDICTED_VALUE),
+    _pred("pred_tflops", float, "TFLOPS", "{:.1f}", "peak FP16 compute of that hardware", kind=PREDICTED_VALUE),
+    _pred("pred_decode_ceiling_tps", float, "tok/s", "{:.1f}",
+          "memory-bound ceiling at the test's context position, on the hardware it ran on", kind=PREDICTED_VALUE,
+          window=12, header="decode ceiling"),
+    _pred("pred_prefill_ceiling_tps", float, "tok/s", "{:.0f}",
+          "compute-bound ceiling on the hardware the test ran on (column hw)", kind=PREDICTED_VALUE, window=9,
+          header="prefill ceiling"),
+    _pred("pred_ttft_ms", float, "ms", "{:.1f}", "predicted: prompt ÷ prefill ceiling", kind=PREDICTED_VALUE,
+          window=7, header="TTFT pred ms"),
+    _pred("decode_achieved_frac", float, "fraction", "{:.0%}", "achieved fraction of the decode ceiling",
+          kind=FRACTION, window=13, header="decode %"),
+    _pred("prefill_achieved_frac", float, "fraction", "{:.0%}", "achieved fraction of the prefill ceiling",
+          kind=FRACTION, window=10, header="prefill %"),
+    _pred("effective_bandwidth_gbps", float, "GB/s", "{:.1f}",
+          "bytes a decode step reads (weights + KV) × measured decode tok/s", kind=MEASURED),
+    _pred("pred_weight_bytes", int, "bytes", "{}", "weights read from the GGUF", kind=PREDICTED_VALUE),
+    _pred("pred_kv_bytes", int, "bytes", "{}", "predicted KV cache at the test's context", kind=PREDICTED_VALUE),
+    _pred("pred_compute_buffer_bytes", int, "bytes", "{}", "predicted compute buffers", kind=PREDICTED_VALUE),
+    _pred("pred_mem_bytes", int, "bytes", "{:.0f}", "predicted weights + KV cache + compute buffer",
+          kind=PREDICTED_VALUE, window=17, header="mem pred MiB"),
+    _pred("expected_decode_tps", float, "tok/s", "{:.1f}",
+          "ceiling × this machine's efficiency learned from other stored models (calibrated_from)",
+          kind=PREDICTED_VALUE, window=14, header="decode expected"),
+    _pred("expected_prefill_tps", float, "tok/s", "{:.1f}",
+          "prefill ceiling × this machine's efficiency learned from other stored models", kind=PREDICTED_VALUE),
+    _pred("calibrated_from", str, "", "{}", "the stored runs the expected_* columns learned from"),
 )
+
+FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}
+
+#: Column order for CSV and markdown. Rows may carry more keys; they follow in JSON only.
+FIELDS: tuple[str, ...] = tuple(f.name for f in FIELD_TABLE)
+
+#: Columns of the compact markdown table (the phases side by side, never one blended rate).
+MD_FIELDS: tuple[str, ...] = tuple(f.name for f in sorted((f for f in FIELD_TABLE if f.md is not None),
+                                                          key=lambda f: f.md or 0))
+
+#: The window's results columns, in order.
+WINDOW_FIELDS: tuple[Field, ...] = tuple(sorted((f for f in FIELD_TABLE if f.window is not None),
+                                                key=lambda f: f.window or 0))

@@ -60,3 +60,19 @@ def test_nan_is_empty_in_csv_and_null_in_json() -> None:
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown output format"):
         export.render([], "xlsx")
+
+
+def test_markdown_of_a_sample_row_is_unchanged() -> None:
+    row = {"model_filename": "SmolLM2-135M-Instruct.Q4_1.gguf", "n_prompt": 64, "n_gen": 16, "n_depth": 0,
+           "n_parallel": 1, "n_gpu_layers": 99, "backends": "CPU", "type_k": "f16", "flash_attn": 0,
+           "ttft_ms": 41.234567, "prefill_tps": 1552.1, "decode_tps": 88.456, "tpot_ms": 11.305, "itl_p99_ms": 14.0,
+           "unstable": 1, "status": "ok", "error_kind": "", "flash_attn_effective": 0, "samples_ns": [1, 2]}
+    failed = {"model_filename": "big.gguf", "n_prompt": 512, "status": "failed", "error_kind": "out_of_memory"}
+    assert export.to_markdown([row, failed]) == (
+        "| model_filename | n_prompt | n_gen | n_depth | n_parallel | n_gpu_layers | backends | type_k | flash_attn"
+        " | ttft_ms | prefill_tps | decode_tps | tpot_ms | itl_p99_ms | unstable | status |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| SmolLM2-135M-Instruct.Q4_1.gguf | 64 | 16 | 0 | 1 | 99 | CPU | f16 | 0 | 41.23 | 1552.10 | 88.46 | 11.30"
+        " | 14.00 | 1 | ok |\n"
+        "| big.gguf | 512 |  |  |  |  |  |  |  |  |  |  |  |  |  | failed |\n"
+    )

@@ -1,0 +1,119 @@
+"""The one field table: CSV column order, units and formats, the markdown summary and the window's columns."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.results import export
+from app.results.fields import (
+    FIELD_BY_NAME,
+    FIELD_TABLE,
+    FIELDS,
+    FRACTION,
+    LLAMA_BENCH,
+    MD_FIELDS,
+    MEASURED,
+    PLAIN,
+    PREDICTED_VALUE,
+    WINDOW_FIELDS,
+)
+
+#: The CSV header, written out so that a reorder, a rename or a lost column fails here.
+EXPECTED_CSV_COLUMNS = [
+    # llama-bench's names, same meaning
+    "build_commit", "cpu_info", "gpu_info", "backends", "model_filename", "model_type", "model_size",
+    "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers", "flash_attn",
+    "use_mmap", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
+    "samples_ns", "samples_ts",
+    # ours
+    "run_id", "test_index", "status", "error", "error_kind", "model_path", "n_parallel", "n_repetitions",
+    "n_gpu_layers_effective", "flash_attn_effective", "llama_cpp_python_version", "load_ms",
+    "ttft_ms", "ttft_ms_median", "ttft_ms_stddev",
+    "prefill_tps", "prefill_tps_median", "prefill_tps_stddev",
+    "decode_tps", "decode_tps_median", "decode_tps_stddev", "decode_tps_aggregate",
+    "tpot_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms",
+    "llama_prefill_tps", "llama_decode_tps", "unstable", "unstable_metrics",
+    "ttft_samples_ms", "prefill_samples_tps", "decode_samples_tps",
+    "warmup_ttft_ms", "warmup_decode_tps", "prompt_file", "n_ctx",
+    # memory and energy
+    "mem_measured_bytes", "mem_source", "mem_rss_delta_bytes", "vram_delta_bytes", "mem_peak_rss_bytes",
+    "vram_peak_bytes", "power_avg_w_prefill", "power_avg_w_decode", "energy_j_prefill", "energy_j_decode",
+    "energy_j_per_token", "llama_weights_bytes", "llama_kv_bytes", "llama_compute_bytes", "llama_mem_bytes",
+    # predicted
+    "model_ftype", "hw_profile", "pred_bandwidth_gbps", "pred_tflops", "pred_decode_ceiling_tps",
+    "pred_prefill_ceiling_tps",
+    "pred_ttft_ms", "decode_achieved_frac", "prefill_achieved_frac", "effective_bandwidth_gbps",
+    "pred_weight_bytes", "pred_kv_bytes", "pred_compute_buffer_bytes", "pred_mem_bytes",
+    "expected_decode_tps", "expected_prefill_tps", "calibrated_from",
+]
+
+#: The unit a name's suffix promises (units in names).
+SUFFIX_UNITS = {"_ms": "ms", "_ns": "ns", "_tps": "tok/s", "_ts": "tok/s", "_bytes": "bytes", "_gbps": "GB/s",
+                "_frac": "fraction"}
+
+SAMPLE = {str: "text", int: 3, float: 0.25, list: [1, 2]}
+
+
+def test_csv_header_is_todays_order_with_error_kind_and_flash_attn_effective() -> None:
+    header = export.to_csv([{"status": "ok"}]).splitlines()[0].split(",")
+    assert header == EXPECTED_CSV_COLUMNS
+    assert list(FIELDS) == EXPECTED_CSV_COLUMNS
+    assert header[header.index("error") + 1] == "error_kind"
+    assert header[header.index("n_gpu_layers_effective") + 1] == "flash_attn_effective"
+
+
+def test_every_field_has_a_unit_or_format_and_a_tip() -> None:
+    assert set(FIELD_BY_NAME) == set(FIELDS) and len(FIELD_TABLE) == len(FIELDS)
+    for name in FIELDS:
+        f = FIELD_BY_NAME[name]
+        assert f.unit or f.fmt, name
+        assert f.tip, name
+        assert f.kind in (PLAIN, MEASURED, PREDICTED_VALUE, FRACTION), name
+        assert f.fmt.format(SAMPLE[f.type]), name  # the format suits the value's type
+
+
+@pytest.mark.parametrize("name", FIELDS)
+def test_unit_matches_the_name(name: str) -> None:
+    unit = FIELD_BY_NAME[name].unit
+    for suffix, expected in SUFFIX_UNITS.items():
+        if name.endswith(suffix):
+            assert unit == expected, name
+    if "_w_" in name:
+        assert unit == "W", name
+    if name.startswith("energy_j_"):
+        assert unit == ("J/token" if name.endswith("_per_token") else "J"), name
+
+
+def test_llama_bench_columns_keep_llama_benchs_names() -> None:
+    bench = [f for f in FIELD_TABLE if f.group == LLAMA_BENCH]
+    assert [f.name for f in bench] == EXPECTED_CSV_COLUMNS[:26]
+    assert all(f.llama_bench == f.name for f in bench)
+    assert not any(f.llama_bench for f in FIELD_TABLE if f.group != LLAMA_BENCH)
+
+
+def test_new_fields_are_documented() -> None:
+    assert "FailureKind" in FIELD_BY_NAME["error_kind"].tip
+    assert FIELD_BY_NAME["error_kind"].type is str
+    assert FIELD_BY_NAME["flash_attn_effective"].type is int
+
+
+def test_markdown_summary_columns() -> None:
+    assert MD_FIELDS == (
+        "model_filename", "n_prompt", "n_gen", "n_depth", "n_parallel", "n_gpu_layers", "backends", "type_k",
+        "flash_attn", "ttft_ms", "prefill_tps", "decode_tps", "tpot_ms", "itl_p99_ms", "unstable", "status",
+    )
+    assert sorted(f.md for f in FIELD_TABLE if f.md is not None) == list(range(len(MD_FIELDS)))
+
+
+def test_window_columns_come_from_the_table_in_order() -> None:
+    assert [f.header for f in WINDOW_FIELDS] == [
+        "#", "model", "status", "prompt", "gen", "depth", "TTFT ms", "TTFT pred ms", "prefill tok/s",
+        "prefill ceiling", "prefill %", "decode tok/s", "decode ceiling", "decode %", "decode expected",
+        "ITL p99 ms", "mem MiB", "mem pred MiB", "hw", "ngl", "KV", "FA", "threads", "par", "error",
+    ]
+    assert [f.window for f in WINDOW_FIELDS] == list(range(len(WINDOW_FIELDS)))
+    assert not any(f.header for f in FIELD_TABLE if f.window is None)
+    kinds = {f.header: f.kind for f in WINDOW_FIELDS}
+    assert kinds["TTFT pred ms"] == kinds["decode expected"] == PREDICTED_VALUE
+    assert kinds["prefill %"] == kinds["decode %"] == FRACTION
+    assert kinds["decode tok/s"] == MEASURED and kinds["hw"] == PLAIN
