@@ -92,7 +92,9 @@ ATTEMPTS = 3  # a shared machine only ever slows a measurement down; a physical 
 def test_decode_slows_as_the_kv_cache_fills(smollm2_path: Path) -> None:
     seen = []
     for _ in range(ATTEMPTS):
-        rows = _json_run("-m", str(smollm2_path), "-p", "16", "-n", "32", "-d", "0,2048", "-r", "3")
+        # -fa 0: about the KV cache, not flash attention (auto turns it on here, and llama.cpp's CPU flash
+        # attention decodes 2-3x slower at depth, which would only make this test longer)
+        rows = _json_run("-m", str(smollm2_path), "-p", "16", "-n", "32", "-d", "0,2048", "-r", "3", "-fa", "0")
         best = {r["n_depth"]: max(r["decode_samples_tps"]) for r in rows}  # best repetition of each depth
         seen.append(best)
         if best[2048] < best[0]:
