@@ -64,6 +64,14 @@ def _kv_types(r: dict[str, Any], _p: TestPrediction | None) -> Any:
     return r.get("type_k") if r.get("type_v") in (None, r.get("type_k")) else f"{r.get('type_k')}/{r.get('type_v')}"
 
 
+def _flash_attn(r: dict[str, Any], _p: TestPrediction | None) -> Any:
+    """``auto→1`` when llama.cpp chose, else the setting as llama-bench writes it (-1 auto, 0 off, 1 on)."""
+    fa, used = r.get("flash_attn"), r.get("flash_attn_effective")
+    if fa is None:
+        return None
+    return f"auto→{used}" if fa == -1 and used is not None else ("auto" if fa == -1 else fa)
+
+
 #: Window columns that show more than their own field's value (a live prediction, MiB, K/V together).
 _COMPUTED: dict[str, Getter] = {
     "test_index": lambda r, _p: int(r.get("test_index", 0)) + 1,
@@ -75,6 +83,7 @@ _COMPUTED: dict[str, Getter] = {
     "mem_measured_bytes": _mib("mem_measured_bytes"),
     "pred_mem_bytes": _mib("pred_mem_bytes"),
     "type_k": _kv_types,
+    "flash_attn": _flash_attn,
 }
 
 

@@ -51,3 +51,12 @@ def test_cells_use_the_tables_formats(qtbot) -> None:  # noqa: ANN001 - pytest-q
     texts = {f.name: blank.index(0, c).data() for c, f in enumerate(WINDOW_FIELDS)}
     assert texts["test_index"] == "8" and texts["error"] == "out of memory"
     assert all(texts[f.name] == "—" for f in WINDOW_FIELDS if f.kind != PLAIN)
+
+
+def test_flash_attention_column_says_what_auto_became(qtbot) -> None:  # noqa: ANN001 - pytest-qt fixture
+    model = ResultsModel(PredictionService())
+    model.update_rows([{"test_index": 0, "flash_attn": -1, "flash_attn_effective": 1},
+                       {"test_index": 1, "flash_attn": 0, "flash_attn_effective": 0},
+                       {"test_index": 2, "flash_attn": -1}])
+    col = next(i for i, f in enumerate(WINDOW_FIELDS) if f.name == "flash_attn")
+    assert [model.index(r, col).data() for r in range(3)] == ["auto→1", "0", "auto"]

@@ -53,11 +53,36 @@ class SweepEditor(QWidget):
         self.description = QLabel(self)
         self.description.setStyleSheet("color: #555")
         self.edits: dict[str, QLineEdit] = {}
+        grid = self._build_form()
+        self.error = QLabel(self)
+        self.error.setStyleSheet("color: #c62828")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+        self.count = QLabel(self)
+        self.count.setStyleSheet("color: #555")
+        run = self._build_run_row()
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Preset:", self))
+        top.addWidget(self.preset)
+        top.addWidget(self.description, 1)
+        top.addWidget(self.count)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(3)
+        lay.addLayout(top)
+        lay.addLayout(grid)
+        lay.addWidget(self.error)
+        lay.addLayout(run)
+        self._loading = False
+        self.models: list[str] = []
+        self.set_preset("quick")
+
+    def _build_form(self, per_row: int = 4) -> QGridLayout:
+        """One labelled field per list parameter of the table, ``per_row`` to a row, then the repetitions."""
         grid = QGridLayout()
         grid.setContentsMargins(0, 0, 0, 0)
         grid.setHorizontalSpacing(6)
         grid.setVerticalSpacing(3)
-        per_row = 4
         for k, prm in enumerate(FORM):
             edit = QLineEdit(self)
             edit.setToolTip(prm.tip)
@@ -78,13 +103,10 @@ class SweepEditor(QWidget):
         r, c = divmod(len(FORM), per_row)
         grid.addWidget(QLabel(REPETITIONS.label + ":", self), r, 2 * c)
         grid.addWidget(self.reps, r, 2 * c + 1)
-        self.error = QLabel(self)
-        self.error.setStyleSheet("color: #c62828")
-        self.error.setWordWrap(True)
-        self.error.setVisible(False)
-        self.count = QLabel(self)
-        self.count.setStyleSheet("color: #555")
+        return grid
 
+    def _build_run_row(self) -> QHBoxLayout:
+        """Run and Cancel buttons, the progress bar and the status text."""
         self.run_button = QPushButton("▶ Run", self)
         self.run_button.setToolTip("Run the sweep on the selected model(s) (Ctrl+R)")
         self.run_button.clicked.connect(self.runRequested)
@@ -98,27 +120,12 @@ class SweepEditor(QWidget):
         self.progress.setFormat("ready")
         self.status = QLabel(self)
         self.status.setMinimumWidth(200)
-
-        top = QHBoxLayout()
-        top.addWidget(QLabel("Preset:", self))
-        top.addWidget(self.preset)
-        top.addWidget(self.description, 1)
-        top.addWidget(self.count)
         run = QHBoxLayout()
         run.addWidget(self.run_button)
         run.addWidget(self.cancel_button)
         run.addWidget(self.progress, 2)
         run.addWidget(self.status, 3)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(3)
-        lay.addLayout(top)
-        lay.addLayout(grid)
-        lay.addWidget(self.error)
-        lay.addLayout(run)
-        self._loading = False
-        self.models: list[str] = []
-        self.set_preset("quick")
+        return run
 
     # --- presets and state ----------------------------------------------------------------------
     def set_preset(self, name: str) -> None:
