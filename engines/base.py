@@ -26,6 +26,10 @@ class ContextAllocError(EngineError):
     """The context (KV cache, compute buffers) could not be allocated: out of memory."""
 
 
+class SettingsError(EngineError):
+    """The engine refuses this combination of settings (e.g. a quantized V cache without flash attention)."""
+
+
 class DecodeError(EngineError):
     """A decode call failed mid-run."""
 

@@ -31,9 +31,17 @@ from engines.base import (
     ModelLoadError,
     RunSpec,
     RunTimings,
+    SettingsError,
     TokenCallback,
 )
-from engines.llama_log import clear_lines, flash_attn_used, keep_line, last_error, reported_buffers
+from engines.llama_log import (
+    clear_lines,
+    flash_attn_used,
+    keep_line,
+    last_error,
+    reported_buffers,
+    settings_refused,
+)
 
 try:
     import llama_cpp as lc
@@ -188,7 +196,8 @@ class LlamaCppEngine:
         clear_lines()
         ctx = lc.llama_init_from_model(self._model, params)
         if not ctx:
-            raise ContextAllocError(
+            error = SettingsError if settings_refused() else ContextAllocError
+            raise error(
                 f"{self._model_path}: cannot allocate a context of {cfg.n_ctx} tokens "
                 f"(type_k={cfg.type_k}, type_v={cfg.type_v}, flash_attn={_FLASH_ATTN_NAMES[cfg.flash_attn]}): "
                 f"{last_error('out of memory or unsupported settings')}"
@@ -274,7 +283,7 @@ class LlamaCppEngine:
     def run(self, spec: RunSpec, on_token: TokenCallback | None = None) -> RunTimings:
         if self._ctx is None or self._ctx_cfg is None:
             raise DecodeError("no context")
-        ctx, cfg, n_seq = self._ctx, self._ctx_cfg, spec.n_parallel
+        ctx, n_seq = self._ctx, spec.n_parallel
         rng = random.Random(spec.seed)
         n_vocab = self._n_vocab
 
@@ -282,52 +291,20 @@ class LlamaCppEngine:
             return [rng.randrange(n_vocab) for _ in range(n)]
 
         self._prepare_cache(spec, rand_tokens)
-        prompt_items: list[tuple[int, int, int, bool]] = []
-        for s in range(n_seq):
-            toks = list(spec.prompt_tokens[: spec.n_prompt]) if spec.prompt_tokens else rand_tokens(spec.n_prompt)
-            for i, t in enumerate(toks):
-                prompt_items.append((t, spec.n_depth + i, s, i == len(toks) - 1))
-        prompt_batches = self._batches(prompt_items, cfg.n_batch)
+        prompt_items = self._prompt_items(spec, rand_tokens)
+        prompt_batches = self._batches(prompt_items, self._ctx_cfg.n_batch)
         step = lc.llama_batch_init(n_seq, 0, 1)
-        first = rand_tokens(n_seq)  # used when there is no prompt (a pure decode test)
+        cur = rand_tokens(n_seq)  # the first decode input when there is no prompt (a pure decode test)
         # decode steps feed pre-drawn token ids (as llama-bench does): each step computes the full forward
         # pass and its logits, and no sampler work sits in the timed loop; only the first token is sampled
         feed = rand_tokens(spec.n_gen * n_seq)
-        n_past = spec.n_depth + spec.n_prompt
         token_ns: list[int] = []
         try:
             lc.llama_perf_context_reset(ctx)
             start_ns = time.perf_counter_ns()
-            cur: list[int] = list(first)
-            done = 0
-            for b in prompt_batches:
-                rc = lc.llama_decode(ctx, b)
-                if rc != 0:
-                    raise DecodeError(f"llama_decode failed during the prompt (code {rc}): {last_error('no detail')}")
-                for i in range(b.n_tokens):
-                    if b.logits[i]:
-                        cur[prompt_items[done + i][2]] = lc.llama_sampler_sample(self._sampler, ctx, i)
-                done += b.n_tokens
+            self._timed_prefill(prompt_batches, prompt_items, cur)
             prefill_end_ns = time.perf_counter_ns()
-            for s in range(n_seq):
-                step.pos[s] = 0
-                step.n_seq_id[s] = 1
-                step.seq_id[s][0] = s
-                step.logits[s] = 1
-            step.n_tokens = n_seq
-            for k in range(spec.n_gen):
-                for s in range(n_seq):
-                    step.token[s] = cur[s]
-                    step.pos[s] = n_past
-                rc = lc.llama_decode(ctx, step)
-                if rc != 0:
-                    raise DecodeError(f"llama_decode failed at decode step {k} (code {rc}): {last_error('no detail')}")
-                lc.llama_synchronize(ctx)  # the step's logits exist: the next token is available
-                token_ns.append(time.perf_counter_ns())
-                cur = feed[k * n_seq : (k + 1) * n_seq]
-                n_past += 1
-                if on_token is not None:
-                    on_token(k, n_past)
+            self._timed_decode(step, spec, cur, feed, token_ns, on_token)
             perf = lc.llama_perf_context(ctx)
         finally:
             for b in prompt_batches:
@@ -344,6 +321,54 @@ class LlamaCppEngine:
                 "n_eval": perf.n_eval,
             },
         )
+
+    @staticmethod
+    def _prompt_items(spec: RunSpec, rand_tokens: Callable[[int], list[int]]) -> list[tuple[int, int, int, bool]]:
+        """(token, position, sequence, wants logits) for every prompt token of every sequence; logits for the last."""
+        items: list[tuple[int, int, int, bool]] = []
+        for s in range(spec.n_parallel):
+            toks = list(spec.prompt_tokens[: spec.n_prompt]) if spec.prompt_tokens else rand_tokens(spec.n_prompt)
+            for i, t in enumerate(toks):
+                items.append((t, spec.n_depth + i, s, i == len(toks) - 1))
+        return items
+
+    def _timed_prefill(self, batches: list[lc.llama_batch], items: list[tuple[int, int, int, bool]],
+                       cur: list[int]) -> None:
+        """The prompt in n_batch-sized llama_decode calls; the first token of each sequence is sampled into ``cur``."""
+        ctx, done = self._ctx, 0
+        for b in batches:
+            rc = lc.llama_decode(ctx, b)
+            if rc != 0:
+                raise DecodeError(f"llama_decode failed during the prompt (code {rc}): {last_error('no detail')}")
+            for i in range(b.n_tokens):
+                if b.logits[i]:
+                    cur[items[done + i][2]] = lc.llama_sampler_sample(self._sampler, ctx, i)
+            done += b.n_tokens
+
+    def _timed_decode(self, step: lc.llama_batch, spec: RunSpec, cur: list[int], feed: list[int],
+                      token_ns: list[int], on_token: TokenCallback | None) -> None:
+        """``n_gen`` single-step llama_decode calls for all sequences, a timestamp after each step's logits exist."""
+        ctx, n_seq = self._ctx, spec.n_parallel
+        n_past = spec.n_depth + spec.n_prompt
+        for s in range(n_seq):
+            step.pos[s] = 0
+            step.n_seq_id[s] = 1
+            step.seq_id[s][0] = s
+            step.logits[s] = 1
+        step.n_tokens = n_seq
+        for k in range(spec.n_gen):
+            for s in range(n_seq):
+                step.token[s] = cur[s]
+                step.pos[s] = n_past
+            rc = lc.llama_decode(ctx, step)
+            if rc != 0:
+                raise DecodeError(f"llama_decode failed at decode step {k} (code {rc}): {last_error('no detail')}")
+            lc.llama_synchronize(ctx)  # the step's logits exist: the next token is available
+            token_ns.append(time.perf_counter_ns())
+            cur = feed[k * n_seq : (k + 1) * n_seq]
+            n_past += 1
+            if on_token is not None:
+                on_token(k, n_past)
 
     # --- cleanup ---------------------------------------------------------------------------------
     def _free_context(self) -> None:

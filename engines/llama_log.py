@@ -42,6 +42,17 @@ def last_error(default: str) -> str:
     return last if first == last else f"{first}; {last}"
 
 
+#: What llama_init_from_model logs when it refuses a combination of settings (src/llama-context.cpp, around
+#: the checks on quantized V, K/V block sizes, MLA K/V types and tensor split), as opposed to running out of memory.
+_SETTINGS_REFUSALS = ("requires flash_attn", "does not divide", "does not support different", "not compatible",
+                      "cannot both be zero")
+
+
+def settings_refused() -> bool:
+    """Whether the errors logged since the last clear say llama.cpp refused the settings (not out of memory)."""
+    return any(level == LOG_ERROR and any(s in m for s in _SETTINGS_REFUSALS) for level, m in LINES)
+
+
 _BUFFER_RE = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([0-9.]+) MiB")
 
 

@@ -19,6 +19,7 @@ class FailureKind(StrEnum):
 
     LOAD_ERROR = "load_error"  # the model file could not be loaded
     OUT_OF_MEMORY = "out_of_memory"  # the context (KV cache, compute buffers) could not be allocated
+    UNSUPPORTED_SETTINGS = "unsupported_settings"  # llama.cpp refuses the combination (e.g. quantized V, fa off)
     DECODE_ERROR = "decode_error"  # llama_decode failed mid-run
     BAD_INPUT = "bad_input"  # the test's own input is unusable (prompt file unreadable or empty)
     ENGINE_ERROR = "engine_error"  # any other engine error

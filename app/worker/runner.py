@@ -42,6 +42,7 @@ from engines.base import (
     ModelLoadError,
     RunSpec,
     RunTimings,
+    SettingsError,
 )
 
 Emit = Callable[[Event], None]
@@ -229,7 +230,8 @@ class Runner:
 def failure_kind(error: EngineError) -> FailureKind:
     """The typed kind of an engine error, from its class (never from its message)."""
     for cls, kind in ((ModelLoadError, FailureKind.LOAD_ERROR), (ContextAllocError, FailureKind.OUT_OF_MEMORY),
-                      (DecodeError, FailureKind.DECODE_ERROR), (InputError, FailureKind.BAD_INPUT)):
+                      (DecodeError, FailureKind.DECODE_ERROR), (InputError, FailureKind.BAD_INPUT),
+                      (SettingsError, FailureKind.UNSUPPORTED_SETTINGS)):
         if isinstance(error, cls):
             return kind
     return FailureKind.ENGINE_ERROR

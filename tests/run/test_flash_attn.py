@@ -58,3 +58,4 @@ def test_auto_off_and_the_quantized_v_rule_on_the_real_model(smollm2_path: Path)
     failed = rows["0", "q8_0"]
     assert failed["status"] == "failed" and failed["flash_attn_effective"] == ""
     assert "quantized V cache requires flash_attn" in failed["error"] and "flash_attn=0" in failed["error"]
+    assert failed["error_kind"] == "unsupported_settings", "refused settings are not reported as out of memory"
