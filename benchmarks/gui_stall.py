@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,7 +35,7 @@ def percentile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-m", "--model", help="GGUF file (default: the built-in SmolLM2-135M)")
     ap.add_argument("--sweep", default="quick", help="preset name (default quick)")
@@ -45,10 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1, help="sweeps to run back to back (default 1)")
     ap.add_argument("--data-dir", help="settings/results dir (default: a fresh temporary one)")
     ap.add_argument("--size", default="1600x1000", help="window size WxH")
-    args = ap.parse_args(argv)
-    os.environ["GGUF_WORKBENCH_DATA_DIR"] = args.data_dir or tempfile.mkdtemp(prefix="gui-stall-")
+    return ap.parse_args(argv)
 
-    from PySide6.QtCore import QEventLoop, Qt, QTimer
+
+def open_window(args: argparse.Namespace) -> tuple[Any, Any, list[Any], str]:
+    """The window at the asked size, settled (probe and facts done), and the tests of the asked sweep."""
     from PySide6.QtWidgets import QApplication
 
     from app.gui.main_window import MainWindow
@@ -62,18 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.model:
         win.library.add_files([str(Path(args.model).resolve())])
     win.editor.set_preset(args.sweep)
-
-    def settle(timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while (win.tasks.pending or not win.hardware.probe_done) and time.monotonic() < deadline:
-            app.processEvents()
-            time.sleep(0.01)
-
-    settle()
+    deadline = time.monotonic() + 60.0
+    while (win.tasks.pending or not win.hardware.probe_done) and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.01)
     spec = win.editor.spec(win.library.selected_paths() or [win.default_model])
     if spec is None:
-        print("gui_stall: the sweep settings are invalid", file=sys.stderr)
-        return 2
+        raise SystemExit("gui_stall: the sweep settings are invalid")
     if args.n_prompt:
         spec.n_prompt = parse_list("-p", args.n_prompt, int)
     if args.n_gen:
@@ -82,29 +79,48 @@ def main(argv: list[str] | None = None) -> int:
         spec.repetitions = args.repetitions
     if args.threads:
         spec.n_threads = parse_list("-t", args.threads, int)
-    tests = spec.tests()
+    return app, win, spec.tests(), spec.name
 
-    beats: list[tuple[float, float]] = []  # (wall, GUI-thread CPU) at each heartbeat
-    hb = QTimer()
-    hb.setTimerType(Qt.TimerType.PreciseTimer)
-    hb.setInterval(HEARTBEAT_MS)
-    hb.timeout.connect(lambda: beats.append((time.perf_counter(), time.thread_time())))
 
-    def gaps_of(bs: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+class Heartbeat:
+    """A 5 ms precise QTimer on the GUI thread recording (wall, GUI-thread CPU) at each beat."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.beats: list[tuple[float, float]] = []
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(HEARTBEAT_MS)
+        self.timer.timeout.connect(lambda: self.beats.append((time.perf_counter(), time.thread_time())))
+
+    def gaps(self) -> tuple[list[float], list[float]]:
         """Wall gaps between beats, and the GUI thread's own CPU time inside each gap (ms)."""
-        pairs = list(zip(bs, bs[1:], strict=False))
+        pairs = list(zip(self.beats, self.beats[1:], strict=False))
         return [(b[0] - a[0]) * 1000 for a, b in pairs], [(b[1] - a[1]) * 1000 for a, b in pairs]
 
-    # the machine's own noise: the same heartbeat with the window idle
-    beats.clear()
-    loop0 = QEventLoop()
-    QTimer.singleShot(3000, loop0.quit)
-    hb.start()
-    loop0.exec()
-    hb.stop()
-    idle_gaps, _ = gaps_of(beats)
+    def during(self, start: Any, loop: Any) -> None:
+        """Beat from ``start()`` until ``loop`` (a QEventLoop) returns."""
+        self.beats.clear()
+        self.timer.start()
+        start()
+        loop.exec()
+        self.timer.stop()
+
+
+def idle_noise(hb: Heartbeat) -> None:
+    """The machine's own noise: the same heartbeat with the window idle for 3 s."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    hb.during(lambda: QTimer.singleShot(3000, loop.quit), loop)
+    idle_gaps, _ = hb.gaps()
     print(f"idle window, 3 s: heartbeat gap worst {max(idle_gaps, default=float('nan')):.1f} ms, "
           f"p99 {percentile(idle_gaps, 99):.1f} ms (what this machine's scheduler does to any thread)")
+
+
+def time_redraws(win: Any) -> list[float]:
+    """Wrap the plots' refresh so every redraw that changed something records its duration (ms)."""
     redraw_ms: list[float] = []
     original = win.plots.refresh
 
@@ -115,38 +131,49 @@ def main(argv: list[str] | None = None) -> int:
             redraw_ms.append((time.perf_counter() - t0) * 1000)
         return changed
 
-    win.plots.refresh = timed_refresh  # type: ignore[method-assign]
-    results = []
-    for run in range(args.runs):
-        beats.clear()
-        redraw_ms.clear()
-        loop = QEventLoop()
-        win.sweepFinished.connect(loop.quit)
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        hb.start()
-        win.start_tests(tests, spec.name)
-        loop.exec()
-        hb.stop()
-        wall = time.perf_counter() - wall0
-        cpu = time.process_time() - cpu0
-        win.sweepFinished.disconnect(loop.quit)
-        gaps, busy = gaps_of(beats)
-        rows = win.session.ok_rows()
-        results.append((max(gaps, default=float("nan")), percentile(gaps, 99), max(busy, default=float("nan"))))
-        print(f"run {run + 1}: {len(tests)} test(s), {wall:.1f} s, {len(beats)} heartbeats of {HEARTBEAT_MS} ms")
-        print(f"  GUI-thread gap: worst {max(gaps, default=float('nan')):.1f} ms, p99 {percentile(gaps, 99):.1f} ms, "
-              f"p50 {percentile(gaps, 50):.1f} ms (target: worst <= {TARGET_MS:.0f} ms)")
-        print(f"  GUI thread's own work inside one gap: worst {max(busy, default=float('nan')):.1f} ms, "
-              f"p99 {percentile(busy, 99):.1f} ms (thread CPU time; the rest of a long gap is the OS scheduler)")
-        if redraw_ms:
-            print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
-                  f"{max(redraw_ms):.1f} ms worst (setData only; painting is in the gaps above)")
-        print(f"  GUI process CPU while measuring: {100 * cpu / wall:.0f}% of one core "
-              f"(sweep thread, telemetry sampler and drawing together)")
-        for r in rows:
-            print(f"  measured: p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth')}: "
-                  f"TTFT {r.get('ttft_ms') or float('nan'):.1f} ms, decode {r.get('decode_tps') or float('nan'):.1f}"
-                  f" tok/s")
+    win.plots.refresh = timed_refresh
+    return redraw_ms
+
+
+def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
+            redraw_ms: list[float]) -> tuple[float, float, float]:
+    """Run the sweep once with the heartbeat on; print its figures; (worst gap, p99 gap, worst own work) in ms."""
+    from PySide6.QtCore import QEventLoop
+
+    redraw_ms.clear()
+    loop = QEventLoop()
+    win.sweepFinished.connect(loop.quit)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    hb.during(lambda: win.start_tests(tests, name), loop)
+    wall = time.perf_counter() - wall0
+    cpu = time.process_time() - cpu0
+    win.sweepFinished.disconnect(loop.quit)
+    gaps, busy = hb.gaps()
+    print(f"run {run + 1}: {len(tests)} test(s), {wall:.1f} s, {len(hb.beats)} heartbeats of {HEARTBEAT_MS} ms")
+    print(f"  GUI-thread gap: worst {max(gaps, default=float('nan')):.1f} ms, p99 {percentile(gaps, 99):.1f} ms, "
+          f"p50 {percentile(gaps, 50):.1f} ms (target: worst <= {TARGET_MS:.0f} ms)")
+    print(f"  GUI thread's own work inside one gap: worst {max(busy, default=float('nan')):.1f} ms, "
+          f"p99 {percentile(busy, 99):.1f} ms (thread CPU time; the rest of a long gap is the OS scheduler)")
+    if redraw_ms:
+        print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
+              f"{max(redraw_ms):.1f} ms worst (setData only; painting is in the gaps above)")
+    print(f"  GUI process CPU while measuring: {100 * cpu / wall:.0f}% of one core "
+          f"(sweep thread, telemetry sampler and drawing together)")
+    for r in win.session.ok_rows():
+        print(f"  measured: p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth')}: "
+              f"TTFT {r.get('ttft_ms') or float('nan'):.1f} ms, decode {r.get('decode_tps') or float('nan'):.1f}"
+              f" tok/s")
+    return max(gaps, default=float("nan")), percentile(gaps, 99), max(busy, default=float("nan"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ["GGUF_WORKBENCH_DATA_DIR"] = args.data_dir or tempfile.mkdtemp(prefix="gui-stall-")
+    _app, win, tests, name = open_window(args)
+    hb = Heartbeat()
+    idle_noise(hb)
+    redraw_ms = time_redraws(win)
+    results = [one_run(run, win, hb, tests, name, redraw_ms) for run in range(args.runs)]
     worst = max(r[0] for r in results)
     busy_worst = max(r[2] for r in results)
     print(f"gui_stall: worst GUI-thread gap {worst:.1f} ms, p99 {max(r[1] for r in results):.1f} ms; "
