@@ -6,6 +6,7 @@ from their GGUF facts times the efficiency learned from the others.
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
@@ -16,11 +17,21 @@ from app.results.store import ResultStore
 def efficiency_from_rows(rows: list[dict[str, Any]]) -> Efficiency | None:
     """Median achieved fraction per phase over ok rows; None when a phase has no measurement."""
     ok = [r for r in rows if r.get("status") == "ok"]
-    dec = [float(r["decode_achieved_frac"]) for r in ok if r.get("decode_achieved_frac")]
-    pre = [float(r["prefill_achieved_frac"]) for r in ok if r.get("prefill_achieved_frac")]
+    dec = _fractions(ok, "decode_achieved_frac")
+    pre = _fractions(ok, "prefill_achieved_frac")
     if not dec or not pre:
         return None
     return Efficiency(prefill=statistics.median(pre), decode=statistics.median(dec))
+
+
+def _fractions(rows: list[dict[str, Any]], key: str) -> list[float]:
+    """The positive finite numbers under ``key``; a stored row with anything else there is skipped."""
+    out = []
+    for r in rows:
+        value = r.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+            out.append(float(value))
+    return out
 
 
 class StoreCalibration:

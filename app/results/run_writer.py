@@ -13,7 +13,9 @@ import socket
 from pathlib import Path
 
 #: Status of a run whose writer ended without finishing it (killed, or crashed outside the worker).
-ABORTED = "aborted"
+INTERRUPTED = "interrupted"
+#: What stores before schema version 2 called an interrupted run (read as INTERRUPTED; migration 2 renames it).
+LEGACY_ABORTED = "aborted"
 
 
 def _read(path: str) -> str:

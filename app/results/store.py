@@ -2,7 +2,9 @@
 
 A crash or kill of the worker, or of this process after the commit, loses no finished test. The schema is
 versioned (``PRAGMA user_version``) and brought up to date when a store opens (``store_schema``); a run left
-'running' by a process that has since died is marked 'aborted' then (``run_writer``).
+'running' by a process that has since died is marked 'interrupted' then (``run_writer``). A write the store
+cannot take (locked too long, disk full) is kept in a side file and stored later (``pending_rows``); a damaged
+store is set aside and a fresh one started (``store_repair``); a stored row that is not JSON is skipped.
 """
 
 from __future__ import annotations
@@ -11,22 +13,22 @@ import datetime as dt
 import json
 import os
 import sqlite3
+import sys
+import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.paths import data_dir
-from app.results.run_writer import ABORTED, is_abandoned, writer_scope
-from app.results.store_schema import SchemaError, upgrade
+from app.results.pending_rows import PendingRows, Write, apply_write
+from app.results.run_writer import INTERRUPTED, LEGACY_ABORTED, is_abandoned, writer_scope
+from app.results.store_repair import StoreError, open_or_set_aside
 
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-class StoreError(RuntimeError):
-    """The store cannot be opened or a run is unknown; str() is one line."""
 
 
 @dataclass(frozen=True)
@@ -46,41 +48,55 @@ def default_store_path() -> Path:
     return data_dir() / "results.sqlite3"
 
 
+def _print_warning(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _status(status: str) -> str:
+    """Stores written before the rename say 'aborted' for an interrupted run."""
+    return INTERRUPTED if status == LEGACY_ABORTED else status
+
+
 def new_run_id() -> str:
     return now_iso().replace(":", "").replace("-", "") + "-" + uuid.uuid4().hex[:6]
 
 
 class ResultStore:
-    """Runs and their rows. One connection per store object; safe to open from several processes."""
+    """Runs and their rows. One connection per store object; safe to open from several processes.
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    Opening sets a damaged store aside (``store_repair``) and replays the writes kept in the side file
+    (``pending_rows``). A write is retried with backoff (``write_attempts`` tries, each waiting up to
+    ``busy_timeout_s`` for a lock); when every try fails it goes to the side file, with one warning, and never
+    raises. ``warn`` receives each one-line warning (default: printed on stderr).
+    """
+
+    def __init__(self, path: str | Path | None = None, *, busy_timeout_s: float = 10.0, write_attempts: int = 4,
+                 backoff_s: float = 0.25, warn: Callable[[str], None] | None = None) -> None:
         self.path = Path(path) if path else default_store_path()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=10.0)
-        except (OSError, sqlite3.Error) as e:
-            raise StoreError(f"{self.path}: cannot open the results store ({e})") from None
-        try:
-            upgrade(self._db)  # refuses a newer schema before anything is written
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-        except SchemaError as e:
-            self._db.close()
-            raise StoreError(f"{self.path}: {e}") from None
-        except sqlite3.Error as e:
-            self._db.close()
-            raise StoreError(f"{self.path}: cannot open the results store ({e})") from None
+        self.busy_timeout_s = busy_timeout_s
+        self.write_attempts = max(1, write_attempts)
+        self.backoff_s = backoff_s
+        self.warnings: list[str] = []
+        self._warn_to = warn or _print_warning
+        self.pending = PendingRows(self.path)
+        self._pending_now = False  # a write of this object went to the side file: later ones follow it there
+        self._db = open_or_set_aside(self.path, busy_timeout_s, self.warn)
+        self._replay_pending()
         self._mark_abandoned_runs()
 
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        self._warn_to(message)
+
     def _mark_abandoned_runs(self) -> None:
-        """Mark 'aborted' the runs left 'running' by a process of this machine that no longer exists.
+        """Mark 'interrupted' the runs left 'running' by a process of this machine that no longer exists.
 
         Best effort: a store that cannot be written now (locked, read-only) is left as it is.
         """
         try:
             running = self._db.execute(
                 "SELECT run_id, writer_pid, writer_scope FROM runs WHERE status = 'running'").fetchall()
-            gone = [(ABORTED, run_id, pid) for run_id, pid, scope in running if is_abandoned(pid, scope)]
+            gone = [(INTERRUPTED, run_id, pid) for run_id, pid, scope in running if is_abandoned(pid, scope)]
             if gone:
                 with self._db:
                     self._db.executemany("UPDATE runs SET status = ? WHERE run_id = ? AND status = 'running' "
@@ -104,32 +120,74 @@ class ResultStore:
     # --- writing ---------------------------------------------------------------------------------
     def begin_run(self, run_id: str, *, sweep_name: str = "", command: str = "", tests: list[dict[str, Any]] = (),
                   machine: dict[str, Any] | None = None, software: dict[str, Any] | None = None) -> None:
-        with self._db:
-            self._db.execute(
-                "INSERT INTO runs (run_id, created_at, status, sweep_name, command, n_tests, machine_json, "
-                "software_json, tests_json, writer_pid, writer_scope) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, now_iso(), sweep_name, command, len(tests), json.dumps(machine or {}),
-                 json.dumps(software or {}), json.dumps(list(tests)), os.getpid(), writer_scope()),
-            )
+        self._write({"op": "begin", "run_id": run_id, "created_at": now_iso(), "sweep_name": sweep_name,
+                     "command": command, "tests": list(tests), "machine": machine or {}, "software": software or {},
+                     "writer_pid": os.getpid(), "writer_scope": writer_scope()})
 
     def update_software(self, run_id: str, software: dict[str, Any]) -> None:
-        with self._db:
-            self._db.execute("UPDATE runs SET software_json = ? WHERE run_id = ?", (json.dumps(software), run_id))
+        self._write({"op": "software", "run_id": run_id, "software": software})
 
     def add_result(self, run_id: str, row: dict[str, Any]) -> None:
-        """Commit one finished (or failed) test at once."""
-        with self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO results (run_id, test_index, status, model_filename, created_at, row_json) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, int(row.get("test_index", -1)), str(row.get("status", "")), row.get("model_filename"),
-                 now_iso(), json.dumps(row, ensure_ascii=False)),
-            )
+        """Commit one finished (or failed) test at once (or keep it in the side file: see the class)."""
+        self._write({"op": "result", "run_id": run_id, "created_at": now_iso(), "row": row})
 
     def finish_run(self, run_id: str, status: str) -> None:
-        with self._db:
-            self._db.execute("UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ?",
-                             (now_iso(), status, run_id))
+        self._write({"op": "finish", "run_id": run_id, "finished_at": now_iso(), "status": status})
+
+    def _write(self, write: Write) -> None:
+        if self._pending_now and not self._replay_pending(quiet=True):
+            self._keep_pending(write, None)  # still unwritable: keep the order of the writes
+            return
+        error: sqlite3.Error | None = None
+        for attempt in range(self.write_attempts):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                with self._db:
+                    apply_write(self._db, write)
+                return
+            except sqlite3.Error as e:
+                error = e
+        self._keep_pending(write, error)
+
+    def _keep_pending(self, write: Write, error: sqlite3.Error | None) -> None:
+        first = not self._pending_now
+        self._pending_now = True
+        try:
+            self.pending.append(write)
+        except OSError as e:
+            self.warn(f"{self.path}: cannot store a result ({error or 'store unwritable'}) nor keep it in "
+                      f"{self.pending.path} ({e.strerror or e}); it is only in this run's output")
+            return
+        if first:
+            self.warn(f"{self.path}: cannot write to the results store ({error}); results are kept in "
+                      f"{self.pending.path} and stored the next time the store opens")
+
+    def _replay_pending(self, quiet: bool = False) -> bool:
+        """Commit the side file's writes in one transaction; True when nothing is left pending."""
+        if not self.pending.exists():
+            self._pending_now = False
+            return True
+        writes, bad = self.pending.take()
+        try:
+            with self._db:
+                for w in writes:
+                    apply_write(self._db, w)
+        except (sqlite3.Error, KeyError, TypeError, ValueError) as e:
+            try:
+                self.pending.put_back(writes)
+            except OSError:
+                pass
+            if not quiet:
+                self.warn(f"{self.path}: {len(writes)} kept results could not be stored yet ({e}); "
+                          f"they stay in {self.pending.path}")
+            return False
+        self._pending_now = False
+        if not quiet or bad:
+            n = sum(1 for w in writes if w["op"] == "result")
+            self.warn(f"{self.path}: stored {n} results kept in {self.pending.path.name}"
+                      + (f"; skipped {bad} unreadable lines" if bad else ""))
+        return True
 
     # --- reading ---------------------------------------------------------------------------------
     def runs(self, limit: int = 50) -> list[RunSummary]:
@@ -141,7 +199,8 @@ class ResultStore:
             "GROUP BY r.run_id ORDER BY r.created_at DESC, r.n DESC",
             (limit,),
         )
-        return [RunSummary(a, b, c, d, e, f or 0, g or 0, h or 0, i or "") for a, b, c, d, e, f, g, h, i in cur]
+        return [RunSummary(a, b, c, _status(d), e, f or 0, g or 0, h or 0, i or "")
+                for a, b, c, d, e, f, g, h, i in cur]
 
     def resolve_run_id(self, prefix: str) -> str:
         """A full run id from a unique prefix (or 'last')."""
@@ -159,12 +218,26 @@ class ResultStore:
 
     def rows(self, run_id: str) -> list[dict[str, Any]]:
         cur = self._db.execute("SELECT row_json FROM results WHERE run_id = ? ORDER BY test_index", (run_id,))
-        return [json.loads(r[0]) for r in cur]
+        return self._decode_rows(r[0] for r in cur)
 
     def recent_rows(self, limit: int = 500) -> list[dict[str, Any]]:
         """The newest rows of every run, newest first (for calibration)."""
         cur = self._db.execute("SELECT row_json FROM results ORDER BY rowid DESC LIMIT ?", (limit,))
-        return [json.loads(r[0]) for r in cur]
+        return self._decode_rows(r[0] for r in cur)
+
+    def _decode_rows(self, texts: Iterable[str]) -> list[dict[str, Any]]:
+        """Rows from their JSON; a row that is not a JSON object is skipped, with one warning per call."""
+        rows: list[dict[str, Any]] = []
+        bad = 0
+        for text in texts:
+            row = _loads(text, None)
+            if isinstance(row, dict):
+                rows.append(row)
+            else:
+                bad += 1
+        if bad:
+            self.warn(f"{self.path}: skipped {bad} stored result rows that are not valid JSON")
+        return rows
 
     def run_info(self, run_id: str) -> dict[str, Any]:
         row = self._db.execute(
@@ -174,7 +247,15 @@ class ResultStore:
             raise StoreError(f"{self.path}: no run {run_id!r}")
         keys = ("run_id", "created_at", "finished_at", "status", "sweep_name", "command", "n_tests")
         info = dict(zip(keys, row[:7], strict=True))
-        info["machine"] = json.loads(row[7])
-        info["software"] = json.loads(row[8])
-        info["tests"] = json.loads(row[9])
+        info["status"] = _status(info["status"])
+        info["machine"] = _loads(row[7], {})
+        info["software"] = _loads(row[8], {})
+        info["tests"] = _loads(row[9], [])
         return info
+
+
+def _loads(text: Any, default: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return default

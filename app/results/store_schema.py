@@ -61,7 +61,12 @@ def _v1_run_order_and_writer(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN writer_scope TEXT")
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_run_order_and_writer,)
+def _v2_interrupted_runs(db: sqlite3.Connection) -> None:
+    """A run whose writer died is called 'interrupted' (it was 'aborted')."""
+    db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'aborted'")
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_run_order_and_writer, _v2_interrupted_runs)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

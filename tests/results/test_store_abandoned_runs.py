@@ -1,4 +1,4 @@
-"""Runs left 'running' by a process that died are marked 'aborted' when a store next opens; live ones are not."""
+"""Runs left 'running' by a process that died are marked 'interrupted' when a store next opens; live ones are not."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.results.run_writer import ABORTED, is_abandoned, pid_alive, writer_scope
+from app.results.run_writer import INTERRUPTED, is_abandoned, pid_alive, writer_scope
 from app.results.store import ResultStore
 
 WRITER = """
@@ -30,7 +30,7 @@ def _status(path: Path, run_id: str) -> str:
 
 
 @pytest.mark.skipif(os.name != "posix", reason="process liveness is only checked on POSIX")
-def test_a_killed_writers_run_is_aborted_and_a_live_ones_is_not(tmp_path: Path) -> None:
+def test_a_killed_writers_run_is_interrupted_and_a_live_ones_is_not(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite3"
     child = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
@@ -48,11 +48,11 @@ def test_a_killed_writers_run_is_aborted_and_a_live_ones_is_not(tmp_path: Path) 
         store._db.commit()
     with ResultStore(path) as store:
         info = store.run_info("run-child")
-        assert (info["status"], info["finished_at"]) == (ABORTED, None)
+        assert (info["status"], info["finished_at"]) == (INTERRUPTED, None)
         assert store.rows("run-child")[0]["model_filename"] == "m.gguf"  # its committed rows are kept
         assert store.run_info("run-mine")["status"] == "running"
         assert store.run_info("run-elsewhere")["status"] == "running"  # same pid, another host: cannot tell
-        assert [r.status for r in store.runs()] == ["running", "running", ABORTED]
+        assert [r.status for r in store.runs()] == ["running", "running", INTERRUPTED]
 
 
 def test_only_a_dead_process_of_this_scope_counts_as_abandoned() -> None:

@@ -67,7 +67,7 @@ def test_the_test_data_is_a_schema0_store() -> None:
 
 def test_a_schema0_store_opens_with_every_run_and_row_intact(v0_store: Path, expected: dict[str, Any]) -> None:
     with ResultStore(v0_store) as store:
-        assert user_version(store._db) == SCHEMA_VERSION == 1
+        assert user_version(store._db) == SCHEMA_VERSION == 2
         _assert_holds_v0_data(store, expected)
         assert store.run_info("20261129T215900Z-dead01")["status"] == "running"  # no writer recorded: left alone
     db = sqlite3.connect(v0_store)
@@ -111,9 +111,9 @@ def _half_done_step(db: sqlite3.Connection) -> None:
 
 def test_a_migration_failing_half_way_leaves_the_old_version(v0_store: Path, expected: dict[str, Any]) -> None:
     db = sqlite3.connect(v0_store)
-    with pytest.raises(SchemaError, match=r"from version 1 \(no such table: no_such_table\)"):
+    with pytest.raises(SchemaError, match=rf"from version {SCHEMA_VERSION} \(no such table: no_such_table\)"):
         upgrade(db, [*MIGRATIONS, _half_done_step])
-    assert user_version(db) == 1  # the good step committed, the failing one rolled back whole
+    assert user_version(db) == SCHEMA_VERSION  # the good steps committed, the failing one rolled back whole
     assert "note" not in _columns(db, "runs") and not db.in_transaction
     db.close()
     with ResultStore(v0_store) as store:

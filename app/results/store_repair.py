@@ -1,0 +1,100 @@
+"""Opening the results store, and setting a damaged one aside so that nothing stays blocked by it.
+
+A file that starts with SQLite's header but whose pages are damaged (``SQLITE_CORRUPT``, ``SQLITE_NOTADB`` or a
+failing ``PRAGMA quick_check``) is renamed ``<name>.damaged-<UTC time>`` with its WAL, one warning says so, and a
+fresh store opens in its place: the damaged file is kept for whoever wants to recover it. A file that is not
+SQLite at all (no header) is not ours to move: it is refused in one line, as is a store from a newer version.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from app.results.store_schema import SchemaError, upgrade
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or a run is unknown; str() is one line."""
+
+
+class DamagedStore(Exception):
+    """The store's pages are damaged; str() is the cause, one line."""
+
+
+def _connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """Connect, upgrade the schema and check the pages; DamagedStore, StoreError or a connection."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=busy_timeout_s)
+    except (OSError, sqlite3.Error) as e:
+        raise StoreError(f"{path}: cannot open the results store ({e})") from None
+    try:
+        upgrade(db)  # refuses a newer schema before anything is written
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        problems = [r[0] for r in db.execute("PRAGMA quick_check(1)").fetchall()]
+        if problems != ["ok"]:
+            raise DamagedStore(" ".join(str(problems[0]).replace("*", "").split()))
+        return db
+    except DamagedStore:
+        db.close()
+        raise
+    except (SchemaError, sqlite3.Error) as e:
+        db.close()
+        cause = e.__cause__ if isinstance(e, SchemaError) else e
+        if _is_damage(cause) and _has_sqlite_header(path):
+            raise DamagedStore(str(cause)) from None
+        if isinstance(e, SchemaError):
+            raise StoreError(f"{path}: {e}") from None
+        raise StoreError(f"{path}: cannot open the results store ({e})") from None
+
+
+def _is_damage(error: BaseException | None) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.DatabaseError) and code is not None and code & 0xFF in (_SQLITE_CORRUPT,
+                                                                                            _SQLITE_NOTADB)
+
+
+def _has_sqlite_header(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged store (and its WAL) out of the way; the new name of the store file."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    os.replace(path, target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, target.with_name(target.name + suffix))
+    return target
+
+
+def open_or_set_aside(path: Path, busy_timeout_s: float, warn: Callable[[str], None]) -> sqlite3.Connection:
+    """A connection to the store at ``path``; a damaged store is set aside (one warning) and a fresh one opened."""
+    try:
+        return _connect(path, busy_timeout_s)
+    except DamagedStore as e:
+        try:
+            moved = set_aside(path)
+        except OSError as err:
+            raise StoreError(f"{path}: the results store is damaged ({e}) and cannot be set aside "
+                             f"({err.strerror or err})") from None
+        warn(f"{path}: the results store is damaged ({e}); set aside as {moved.name}, starting a fresh store")
+    return _connect(path, busy_timeout_s)

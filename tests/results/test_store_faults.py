@@ -1,0 +1,165 @@
+"""Faults of the results store lose nothing: a locked or full store keeps rows in a side file, replayed later;
+a damaged store is set aside; a row of bad JSON is skipped with a warning; old 'aborted' runs read as interrupted."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from app.results.store import ResultStore, StoreError
+from tests.cli_helpers import gguf_bench
+
+
+def _row(i: int, **extra: object) -> dict[str, object]:
+    return {"test_index": i, "status": "ok", "model_filename": "m.gguf", **extra}
+
+
+def _quick(path: Path, **kw: object) -> ResultStore:
+    """A store with short lock waits, so a test holding the lock finishes in well under a second."""
+    return ResultStore(path, busy_timeout_s=0.05, write_attempts=2, backoff_s=0.01, warn=lambda m: None, **kw)
+
+
+def test_rows_written_while_another_process_holds_the_lock_are_kept_and_replayed(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite3"
+    store = _quick(path)
+    store.begin_run("run-a", sweep_name="quick")
+    store.add_result("run-a", _row(0))
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")  # held for longer than the store waits
+    store.add_result("run-a", _row(1))  # neither raises nor blocks for long
+    store.add_result("run-a", _row(2))
+    store.finish_run("run-a", "finished")
+    assert len(store.warnings) == 1 and "cannot write to the results store (database is locked)" in store.warnings[0]
+    assert store.pending.path.name == "results.sqlite3.pending-rows.jsonl"
+    assert len(store.pending.path.read_text().splitlines()) == 3
+    locker.execute("ROLLBACK")
+    locker.close()
+    store.close()
+    with _quick(path) as again:  # the next open stores what was kept, in order
+        assert [r["test_index"] for r in again.rows("run-a")] == [0, 1, 2]
+        assert again.run_info("run-a")["status"] == "finished"
+        assert any("stored 2 results kept in" in w for w in again.warnings)
+    assert not store.pending.path.exists()
+
+
+def test_a_write_after_the_lock_is_released_stores_the_kept_rows_first(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite3"
+    store = _quick(path)
+    store.begin_run("run-a")
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    store.add_result("run-a", _row(0))
+    locker.execute("ROLLBACK")
+    store.add_result("run-a", _row(1))
+    assert [r["test_index"] for r in store.rows("run-a")] == [0, 1]
+    assert not store.pending.path.exists()
+    store.close()
+
+
+def test_a_full_store_keeps_the_row_in_the_side_file(tmp_path: Path) -> None:
+    """SQLite's own SQLITE_FULL, raised by capping the file's pages (a real full filesystem needs root to make)."""
+    path = tmp_path / "results.sqlite3"
+    store = _quick(path)
+    store.begin_run("run-a")
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages}")
+    store.add_result("run-a", _row(0, samples_ns=list(range(20000))))
+    assert "database or disk is full" in store.warnings[0]
+    store.close()
+    with _quick(path) as again:
+        assert again.rows("run-a")[0]["samples_ns"][-1] == 19999
+
+
+def _damage_a_page(path: Path, page: int) -> None:
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    data[page * size:(page + 1) * size] = random.Random(3).randbytes(size)
+    path.write_bytes(bytes(data))
+
+
+def _store_with_rows(path: Path, n: int) -> None:
+    with ResultStore(path) as store:
+        store.begin_run("run-a")
+        for i in range(n):
+            store.add_result("run-a", _row(i, samples_ns=list(range(300))))
+        store.finish_run("run-a", "finished")
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def test_a_store_with_a_damaged_page_is_set_aside_and_a_fresh_one_opens(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite3"
+    _store_with_rows(path, 40)
+    _damage_a_page(path, 3)
+    messages: list[str] = []
+    with ResultStore(path, warn=messages.append) as store:
+        assert store.runs() == []
+        store.begin_run("run-b")
+    aside = list(tmp_path.glob("results.sqlite3.damaged-*"))
+    assert len(aside) == 1 and aside[0].stat().st_size > 40 * 1000
+    assert len(messages) == 1 and f"set aside as {aside[0].name}, starting a fresh store" in messages[0]
+
+
+@pytest.mark.parametrize("command", [["history"], ["predict", "--ctx", "512"]])
+def test_the_cli_goes_on_past_a_damaged_store_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    path = tmp_path / "results.sqlite3"
+    _store_with_rows(path, 40)
+    _damage_a_page(path, 3)
+    proc = gguf_bench("--store", str(path), *command)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert [line for line in proc.stderr.splitlines() if "damaged" in line] == [
+        line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+    assert "set aside as results.sqlite3.damaged-" in proc.stderr
+    with ResultStore(path) as store:
+        assert store.runs() == []
+
+
+def test_a_row_of_bad_json_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite3"
+    _store_with_rows(path, 3)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE results SET row_json = '{\"test_index\": 1, ' WHERE test_index = 1")
+    db.execute("UPDATE runs SET machine_json = 'nope'")
+    db.commit()
+    db.close()
+    messages: list[str] = []
+    with ResultStore(path, warn=messages.append) as store:
+        assert [r["test_index"] for r in store.rows("run-a")] == [0, 2]
+        assert [r["test_index"] for r in store.recent_rows()] == [2, 0]
+        assert store.run_info("run-a")["machine"] == {}
+    assert messages == [f"{path}: skipped 1 stored result rows that are not valid JSON"] * 2
+    proc = gguf_bench("--store", str(path), "predict", "--ctx", "512")  # calibration reads the recent rows
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+
+
+def test_a_file_that_is_not_sqlite_is_still_refused_not_moved(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite3"
+    path.write_bytes(b"x" * 5000)
+    with pytest.raises(StoreError, match="file is not a database"):
+        ResultStore(path)
+    assert path.read_bytes() == b"x" * 5000 and not list(tmp_path.glob("*.damaged-*"))
+
+
+def test_runs_marked_aborted_by_older_versions_read_as_interrupted(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite3"
+    _store_with_rows(path, 1)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE runs SET status = 'aborted'")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with ResultStore(path) as store:
+        assert [r.status for r in store.runs()] == ["interrupted"]
+        assert store.run_info("run-a")["status"] == "interrupted"
+
+
+def test_calibration_skips_rows_whose_fractions_are_not_numbers() -> None:
+    from app.predict.calibration import efficiency_from_rows
+
+    good = {"status": "ok", "decode_achieved_frac": 0.5, "prefill_achieved_frac": 0.25}
+    bad = {"status": "ok", "decode_achieved_frac": "fast", "prefill_achieved_frac": [1]}
+    eff = efficiency_from_rows([good, bad, {**good, "decode_achieved_frac": float("nan")}])
+    assert eff is not None and (eff.decode, eff.prefill) == (0.5, 0.25)
