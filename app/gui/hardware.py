@@ -24,6 +24,7 @@ class HardwareProfiles(QObject):
     """Fills the inspector's hardware list and says which profile is chosen."""
 
     message = Signal(str, str)  # (text, level)
+    machineChanged = Signal()  # this CPU's profile or the list of known profiles changed (before the list is set)
 
     def __init__(self, inspector: InspectorPanel, settings: Settings, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -81,7 +82,12 @@ class HardwareProfiles(QObject):
             self.message.emit(f"The CPU probe failed: {scan.probe_error}", "warning")
         self._refresh()
 
+    def known(self) -> list[HardwareProfile]:
+        """Every profile a measured row may name: the detected GPUs, this CPU and the profile files."""
+        return [p for _label, p in self.detected] + ([self.cpu] if self.cpu is not None else []) + self.profiles
+
     def _refresh(self) -> None:
+        self.machineChanged.emit()
         items: list[tuple[str, HardwareProfile | None]] = list(self.detected)
         if self.cpu is not None:
             items.append((CPU_LABEL, self.cpu))

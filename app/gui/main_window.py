@@ -117,6 +117,8 @@ class MainWindow(QMainWindow):
         self.library.message.connect(lambda level, text: self.notify(text, level))
         self.library.factsWanted.connect(self.details.request_facts)
         self.library.selectionChanged.connect(self._models_selected)
+        self.hardware.machineChanged.connect(
+            lambda: self.predictor.set_machine(self.hardware.cpu, self.hardware.known()))
         self.inspector.profileChanged.connect(
             lambda: self.details.set_profile(self.inspector.current_profile(), self.hardware.cpu_bandwidth_gbps))
         self.inspector.settingsChanged.connect(self._inspector_settings_changed)

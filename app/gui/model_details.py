@@ -12,11 +12,12 @@ from PySide6.QtCore import QObject, Signal
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.panels.library import LibraryPanel
 from app.gui.panels.scenario import ScenarioPanel
-from app.gui.predictions import PredictionService
+from app.gui.predictions import PredictionService, same_hardware
 from app.gui.sweep_controller import SweepController
 from app.gui.tasks import Tasks
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
+from app.predict.prediction import PredictSettings
 from app.predict.profiles import HardwareProfile
 from app.predict.scenario_totals import scenario_totals
 
@@ -101,11 +102,28 @@ class ModelDetails(QObject):
                                   self.predictor)
 
     def update_scenario(self) -> None:
+        """The scenario for the current model: the estimate from its own measured rates beside the prediction for
+        the hardware they were measured on; the inspector's other profile as a what-if."""
         path = self.current_model()
         p, n = self.scenario.lengths()
+        rows = [r for r in self.sweeps.session.ok_rows() if r.get("model_path") == path]
+        ran_on = self.predictor.hardware_of(rows) if rows else None
+        chosen = self.predictor.profile
+        main = ran_on or chosen
+        what_if = chosen if ran_on is not None and not same_hardware(ran_on, chosen) else None
+        totals = scenario_totals(p, n, self._rates(path, p, n, main), rows, path)
+        what_if_total = scenario_totals(p, n, self._rates(path, p, n, what_if), [], path).predicted
+        facts = self.predictor.facts.get(path)
+        self.scenario.show_totals(totals, main.name if main else "", what_if=what_if_total,
+                                  what_if_name=what_if.name if what_if else "", model=os.path.basename(path),
+                                  n_ctx_train=facts.n_ctx_train if facts is not None else 0)
+
+    def _rates(self, path: str, p: int, n: int, profile: HardwareProfile | None) -> tuple[float, float] | None:
+        """Predicted (prefill, decode) tok/s of one request on ``profile``; None without one."""
+        if not path or profile is None:
+            return None
         tk = self.inspector.kv_type.currentText()
-        pred = self.predictor.predict(path, n_ctx=p + n + 1, n_gpu_layers=self.inspector.ngl.value(), type_k=tk,
-                                      type_v=tk, n_prompt=max(p, 1), n_gen=n) if path else None
-        predicted = (pred.prefill_ceiling_tps, pred.decode_ceiling_tps) if pred is not None else None
-        totals = scenario_totals(p, n, predicted, self.sweeps.session.ok_rows(), path)
-        self.scenario.show_totals(totals, self.predictor.profile.name if self.predictor.profile else "")
+        pred = self.predictor.predict_settings(path, PredictSettings(
+            n_ctx=p + n + 1, n_gpu_layers=self.inspector.ngl.value(), type_k=tk, type_v=tk, n_prompt=max(p, 1),
+            n_gen=n), profile)
+        return (pred.prefill_ceiling_tps, pred.decode_ceiling_tps) if pred is not None else None

@@ -17,7 +17,9 @@ from app.model.facts import ModelFacts
 from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
 from app.predict.prediction import Prediction, PredictSettings
 from app.predict.prediction import predict as predict_ceilings
-from app.predict.profiles import HardwareProfile
+from app.predict.profiles import HardwareProfile, cpu_profile
+
+GIB = 1024**3
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,14 @@ def _int(d: dict[str, Any], key: str, default: int) -> int:
         return default
 
 
+def same_hardware(a: HardwareProfile | None, b: HardwareProfile | None) -> bool:
+    """Whether two profiles describe the same hardware (the window's "This CPU: X" and a row's "CPU: X" do)."""
+    if a is None or b is None:
+        return a is b
+    return a.name == b.name or (a.kind == b.kind and a.peak_bandwidth_gbps == b.peak_bandwidth_gbps
+                                and a.fp16_tensor_tflops == b.fp16_tensor_tflops)
+
+
 def n_ctx_for(test: dict[str, Any]) -> int:
     """The context size the runner gives a test (TestSpec.n_ctx): depth + prompt + generated (+1), per sequence."""
     per_seq = _int(test, "n_depth", 0) + _int(test, "n_prompt", 0) + _int(test, "n_gen", 0) + 1
@@ -61,8 +71,10 @@ class PredictionService:
     def __init__(self) -> None:
         self.facts: dict[str, ModelFacts] = {}
         self.fact_errors: dict[str, str] = {}
-        self.profile: HardwareProfile | None = None
+        self.profile: HardwareProfile | None = None  # chosen in the inspector: a what-if beside measurements
         self.cpu_bandwidth_gbps: float | None = None
+        self.machine_cpu: HardwareProfile | None = None  # this machine's CPU (probed): what CPU rows ran on
+        self.known: dict[str, HardwareProfile] = {}  # every profile in the hardware list, by name
         self.version = 0
         self.curves_version = 0
         self._cache: dict[tuple[Any, ...], Any] = {}
@@ -87,6 +99,27 @@ class PredictionService:
         self.profile = profile
         self.cpu_bandwidth_gbps = cpu_bandwidth_gbps
         self._changed()
+
+    def set_machine(self, machine_cpu: HardwareProfile | None, known: list[HardwareProfile]) -> None:
+        """The hardware measurements can have run on: this CPU, and the profiles rows may name."""
+        self.machine_cpu = machine_cpu
+        self.known = {p.name: p for p in known}
+        self._changed()
+
+    def hardware_of(self, rows: Sequence[dict[str, Any]]) -> HardwareProfile | None:
+        """The hardware measured rows ran on: their own ``hw_profile`` (with the figures they were predicted
+        with), else this machine's CPU for rows with no layer offloaded; None when the rows do not say."""
+        for r in rows:
+            name = str(r.get("hw_profile") or "")
+            if name in self.known:
+                return self.known[name]
+            bw, tflops = _f(r.get("pred_bandwidth_gbps")), _f(r.get("pred_tflops"))
+            if name and bw and tflops and (name.startswith("CPU") or r.get("n_gpu_layers_effective") == 0):
+                ram = self.machine_cpu.vram_bytes if self.machine_cpu is not None else 64 * GIB
+                return cpu_profile(name, bw, tflops * 1000.0, ram)
+        if any(r.get("n_gpu_layers_effective") == 0 for r in rows):
+            return self.machine_cpu
+        return None
 
     def _changed(self) -> None:
         self._cache.clear()
@@ -135,28 +168,31 @@ class PredictionService:
             n_prompt=max(n_prompt, 1), n_gen=max(n_gen, 0), depth=n_depth, n_ubatch=n_ubatch, flash_attn=flash_attn,
         ))
 
-    def predict_settings(self, path: str, settings: PredictSettings) -> Prediction | None:
-        """The prediction for a model path on the chosen profile, cached; None when facts or a profile are missing
-        or it fails."""
+    def predict_settings(self, path: str, settings: PredictSettings,
+                         profile: HardwareProfile | None = None) -> Prediction | None:
+        """The prediction for a model path on ``profile`` (default: the chosen one), cached; None when facts or a
+        profile are missing or it fails."""
         facts = self.facts.get(path)
-        if facts is None or self.profile is None:
+        profile = profile or self.profile
+        if facts is None or profile is None:
             return None
-        key = ("p", path, settings)
+        key = ("p", path, settings, profile)
         if key in self._cache:
             return self._cache[key]
         try:
-            pred = predict_ceilings(facts, self.profile, settings, cpu_bandwidth_gbps=self.cpu_bandwidth_gbps,
+            pred = predict_ceilings(facts, profile, settings, cpu_bandwidth_gbps=self.cpu_bandwidth_gbps,
                                     tensor_bytes=facts.tensor_bytes or None)
         except Exception:  # noqa: BLE001 - a prediction that cannot be made is shown as "—"
             pred = None
         self._cache[key] = pred
         return pred
 
-    def for_test(self, test: dict[str, Any]) -> TestPrediction | None:
-        """Ceilings for a test (or a row: same keys). Decode is read at the generation's average position."""
+    def for_test(self, test: dict[str, Any], profile: HardwareProfile | None = None) -> TestPrediction | None:
+        """Ceilings for a test (or a row: same keys) on ``profile`` (default: the chosen one). Decode is read at
+        the generation's average position."""
         n_prompt, n_gen = _int(test, "n_prompt", 512), _int(test, "n_gen", 128)
         pred = self.predict_settings(str(test.get("model_path", "")),
-                                     PredictSettings.from_row(test, n_ctx=n_ctx_for(test)))
+                                     PredictSettings.from_row(test, n_ctx=n_ctx_for(test)), profile)
         if pred is None:
             return None
         prefill = _f(pred.prefill_ceiling_tps) if n_prompt > 0 else None
@@ -170,24 +206,26 @@ class PredictionService:
         )
 
     # --- curves for the plots -------------------------------------------------------------------
-    def ttft_curve(self, path: str, xs: Sequence[float], depth: int = 0, **settings: Any) -> np.ndarray | None:
-        """Predicted TTFT (ms) for prompt lengths ``xs`` at ``depth``."""
+    def ttft_curve(self, path: str, xs: Sequence[float], depth: int = 0, profile: HardwareProfile | None = None,
+                   **settings: Any) -> np.ndarray | None:
+        """Predicted TTFT (ms) for prompt lengths ``xs`` at ``depth`` on ``profile`` (default: the chosen one)."""
         ys = []
         for x in xs:
             t = dict(settings, model_path=path, n_prompt=int(x), n_gen=0, n_depth=depth)
-            p = self.for_test(t)
+            p = self.for_test(t, profile)
             if p is None:
                 return None
             ys.append(p.ttft_ms if p.ttft_ms is not None else np.nan)
         return np.asarray(ys, dtype=float)
 
-    def decode_curve(self, path: str, positions: Sequence[float], **settings: Any) -> np.ndarray | None:
-        """Decode ceiling (tok/s) for a token at each context position."""
+    def decode_curve(self, path: str, positions: Sequence[float], profile: HardwareProfile | None = None,
+                     **settings: Any) -> np.ndarray | None:
+        """Decode ceiling (tok/s) for a token at each context position on ``profile`` (default: the chosen one)."""
         base = PredictSettings.from_row(settings)
         ys = []
         for x in positions:
             at_x = replace(base, n_ctx=n_ctx_for({"n_prompt": int(x)}), n_prompt=max(int(x), 1), n_gen=0, depth=0)
-            p = self.predict_settings(path, at_x)
+            p = self.predict_settings(path, at_x, profile)
             if p is None:
                 return None
             ys.append(_f(p.decode_ceiling_tps) or np.nan)

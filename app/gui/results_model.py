@@ -133,10 +133,11 @@ class ResultsModel(QAbstractTableModel):
                 self.dataChanged.emit(self.index(pos, 0), self.index(pos, len(COLUMNS) - 1))
 
     def _predict(self, row: dict[str, Any]) -> TestPrediction | None:
-        """The selected profile's prediction, only for rows that do not carry their own (older stored runs)."""
+        """A prediction only for rows that do not carry their own (older stored runs): for the hardware the row
+        says it ran on (this CPU when no layer was offloaded), else for the selected profile."""
         if row.get("pred_decode_ceiling_tps") is not None or row.get("pred_prefill_ceiling_tps") is not None:
             return None
-        return self.predictor.for_test(row)
+        return self.predictor.for_test(row, self.predictor.hardware_of([row]))
 
     def refresh_predictions(self) -> None:
         self._pred = [self._predict(r) for r in self._rows]

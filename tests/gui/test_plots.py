@@ -24,7 +24,7 @@ from app.gui.plots.telemetry import TelemetryPlot
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
 from app.model.gguf_facts import read_model_facts
-from app.predict.profiles import cpu_profile
+from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.results.store import ResultStore
 from tests.gui.conftest import RECORDED
 
@@ -88,8 +88,43 @@ def test_ttft_plot_shows_measured_means_and_one_prediction_per_depth(panels, vie
         xs, ys = p.data_of("ttft", "pred", 0, j)
         assert len(xs) > 10 and np.isfinite(ys).all() and (np.diff(ys) > 0).all()
     assert p.data_of("ttft", "pred", 0, 1)[1][-1] > p.data_of("ttft", "pred", 0, 0)[1][-1]  # deeper: slower
-    assert _labels(p) == ["measured (±1 sd)", "predicted (test CPU), depth 0", "predicted (test CPU), depth 64"]
+    ran_on = run.ok_rows()[0]["hw_profile"]  # the recorded rows say which CPU they ran on: not the chosen one
+    assert _labels(p) == ["measured (±1 sd)", f"predicted ({ran_on}), depth 0", f"predicted ({ran_on}), depth 64",
+                          "what-if (test CPU)"]
     assert len(p.data_of("ttft", "hl")[0]) == 0
+    _wx, what_if = p.data_of("ttft", "whatif", 0)
+    assert what_if[-1] > p.data_of("ttft", "pred", 0, 0)[1][-1]  # the chosen 20 GB/s, 200 GFLOPS CPU is slower
+
+
+def test_the_prediction_beside_a_measurement_is_for_the_hardware_it_ran_on(panels, run: LiveRun,
+                                                                          predictor: PredictionService) -> None:
+    """Issue #12 point 1: with the inspector on a laptop GPU, the dashed prediction beside CPU measurements is
+    still the CPU's (each row's own pred_ttft_ms); the GPU is only the labelled what-if line."""
+    predictor.set_profile(find_profile("RTX 4060 Laptop", load_profiles()))
+    view = PlotView(run, predictor)
+    p = panels["ttft"]
+    p.draw(view)
+    xs, ys = p.data_of("ttft", "pred", 0, 0)
+    _wx, wy = p.data_of("ttft", "whatif", 0)
+    for r in run.ok_rows():
+        if not r["n_depth"]:
+            own = float(r["pred_ttft_ms"])
+            assert np.interp(r["n_prompt"], xs, ys) == pytest.approx(own, rel=0.08)
+            assert np.interp(r["n_prompt"], xs, wy) < 0.2 * own
+    ran_on, what_if = view.hardware(run.models()[0])
+    assert ran_on is not None and ran_on.name == run.ok_rows()[0]["hw_profile"] and "4060" in what_if.name
+    assert f"what-if ({what_if.name})" in _labels(p)
+
+
+def test_no_what_if_when_the_chosen_profile_is_the_hardware_measured(panels, run: LiveRun,
+                                                                     predictor: PredictionService) -> None:
+    row = run.ok_rows()[0]
+    predictor.set_profile(cpu_profile("This CPU: the same", row["pred_bandwidth_gbps"],
+                                      row["pred_tflops"] * 1000.0, 16 * GIB))
+    p = panels["dec"]
+    p.draw(PlotView(run, predictor))
+    assert _labels(p) == ["per token (measured)", "test mean (±1 sd)", f"ceiling ({row['hw_profile']})"]
+    assert len(p.data_of("dec", "whatif", 0)[0]) == 0
 
 
 def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, run: LiveRun) -> None:
@@ -102,7 +137,10 @@ def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, 
     cx, cy = p.data_of("dec", "pred", 0)
     assert np.isfinite(cy).all() and cy[0] > cy[-1] > 0  # the ceiling falls as the context fills
     assert set(p.curves) == {0} and np.array_equal(p.curves[0][1], cy)
-    assert _labels(p) == ["per token (measured)", "test mean (±1 sd)", "ceiling (test CPU)"]
+    ran_on = run.ok_rows()[0]["hw_profile"]
+    assert _labels(p) == ["per token (measured)", "test mean (±1 sd)", f"ceiling ({ran_on})", "what-if (test CPU)"]
+    _wx, wy = p.data_of("dec", "whatif", 0)
+    assert np.isfinite(wy).all() and wy[0] < cy[0]  # 20 GB/s chosen vs the 33 GB/s the run was measured on
 
 
 def test_kv_plot_shows_predicted_memory_measured_points_and_the_ram_line(panels, view: PlotView) -> None:
@@ -163,7 +201,7 @@ def test_a_new_profile_renames_the_prediction_legends(panels, view: PlotView, ru
     p.draw(view)
     predictor.set_profile(_profile("other CPU"))
     p.draw(PlotView(run, predictor))
-    assert _labels(p)[-1] == "ceiling (other CPU)"
+    assert _labels(p)[-1] == "what-if (other CPU)"
 
 
 def test_live_plots_redraw_one_plot_per_refresh(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001

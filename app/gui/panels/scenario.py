@@ -71,7 +71,10 @@ class ScenarioPanel(QWidget):
         self.kind.currentIndexChanged.connect(self._kind_chosen)
         self.predicted = QLabel(self)
         self.measured = QLabel(self)
-        for lab in (self.predicted, self.measured):
+        self.what_if = QLabel(self)
+        self.warning = QLabel(self)
+        self.warning.setStyleSheet("color:#a15c00")
+        for lab in (self.predicted, self.measured, self.what_if, self.warning):
             lab.setWordWrap(True)
             lab.setTextFormat(Qt.TextFormat.RichText)
         self.pred_bar = SplitBar(self)
@@ -94,6 +97,8 @@ class ScenarioPanel(QWidget):
         lay.addWidget(self.pred_bar)
         lay.addWidget(self.measured)
         lay.addWidget(self.meas_bar)
+        lay.addWidget(self.what_if)
+        lay.addWidget(self.warning)
         lay.addWidget(self.source)
         self._setting = False
         self._kind_chosen()
@@ -123,11 +128,24 @@ class ScenarioPanel(QWidget):
             self.kind.blockSignals(False)
         self.changed.emit()
 
-    def show_totals(self, totals: ScenarioTotals, profile_name: str = "", missing: str = "") -> None:
-        """Show predicted and measured totals (see app.predict.scenario_totals); either may be None."""
+    def show_totals(self, totals: ScenarioTotals, profile_name: str = "", missing: str = "", *,
+                    what_if: Scenario | None = None, what_if_name: str = "", model: str = "",
+                    n_ctx_train: int = 0) -> None:
+        """Show the prediction (for the hardware the rates were measured on), the estimate from measured rates,
+        and the inspector's other profile as a what-if; either may be None."""
         self.pred, self.meas = totals.predicted, totals.measured
-        self.predicted.setText(split_text("Predicted", self.pred, missing or "no prediction yet"))
-        self.measured.setText(split_text("Measured", self.meas, "run a sweep to measure"))
+        on = f" on {profile_name}" if profile_name else ""
+        self.predicted.setText(split_text(f"Predicted{escape(on)}", self.pred, missing or "no prediction yet"))
+        self.measured.setText(split_text(f"Estimated from measured rates{f' ({escape(model)})' if model else ''}",
+                                         self.meas, "run a sweep to measure"))
+        self.what_if.setVisible(bool(what_if_name))
+        self.what_if.setText(split_text(f"What-if on {escape(what_if_name)}", what_if, "no prediction")
+                             if what_if_name else "")
+        p, n = self.lengths()
+        beyond = n_ctx_train and p + n > n_ctx_train
+        self.warning.setVisible(bool(beyond))
+        self.warning.setText(f"⚠ {p + n:,} tokens is beyond {escape(model) or 'the model'}'s trained context "
+                             f"({n_ctx_train:,}): llama.cpp warns, and quality may collapse." if beyond else "")
         scale = max((s.total_s for s in (self.pred, self.meas) if s is not None), default=1.0)
         for bar, sc in ((self.pred_bar, self.pred), (self.meas_bar, self.meas)):
             bar.set_values(sc.ttft_s if sc else 0.0, sc.decode_s if sc else 0.0, scale)
@@ -135,9 +153,9 @@ class ScenarioPanel(QWidget):
 
 
 def source_text(rates: MeasuredRates | None, profile_name: str = "") -> str:
-    """Where the figures come from: the measured rates' tests, and the profile the prediction is for."""
-    text = ""
-    if rates is not None:
-        text = (f"Measured rates from the results: prefill {rates.prefill_tps:,.0f} tok/s (at {rates.prefill_n_prompt}"
-                f" prompt tokens), decode {rates.decode_tps:,.1f} tok/s (mean of {rates.n_decode_tests} test(s)).")
-    return text + (f" Predicted on {profile_name}." if profile_name else "")
+    """Where the estimate comes from: the measured rates' tests (``profile_name`` is kept for callers)."""
+    if rates is None:
+        return ""
+    return (f"An extrapolation from the measured rates: prefill {rates.prefill_tps:,.0f} tok/s "
+            f"(at {rates.prefill_n_prompt} prompt tokens), decode {rates.decode_tps:,.1f} tok/s "
+            f"(mean of {rates.n_decode_tests} test(s)).")

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from app.gui.plots.items import connect_reps, line, rename, ring
+from app.gui.plots.items import connect_reps, line, rename, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
-from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max
+from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name
 
 
 def mean_pos(row: dict[str, Any]) -> float:
@@ -71,12 +71,21 @@ class DecodePlot(PlotPanel):
         self.set_range(self.plot.getViewBox(), (0.0, float(xmax)), y_hi if np.isfinite(y_hi) else None)
 
     def _draw_ceiling(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> np.ndarray | None:
-        """Model ``m``'s predicted decode ceiling along ``xs``; None while it is being computed."""
+        """Model ``m``'s predicted decode ceiling along ``xs`` on the hardware it ran on (None while it is being
+        computed), and the inspector's other profile as a dotted what-if."""
         settings = view.settings(path)
-        ys = view.curve(("dec", path, float(xs[-1]), tuple(sorted(settings.items()))),
-                        lambda: view.predictor.decode_curve(path, xs, **settings))
-        name = view.label(f"ceiling ({view.profile_name})", path)
-        item = self.item(("pred", m), lambda: line(name, color(m), 2.0, dashed=True))
-        rename(self.plot, item, name)
-        item.setData(*((xs, ys) if ys is not None else ([], [])))
+        ran_on, what_if = view.hardware(path)
+        ys = None
+        for key, prof, make in ((("pred", m), ran_on, lambda name: line(name, color(m), 2.0, dashed=True)),
+                                (("whatif", m), what_if, lambda name: what_if_line(name, color(m)))):
+            if prof is None:
+                self.drop(key)
+                continue
+            curve = view.curve(("dec", path, float(xs[-1]), prof, tuple(sorted(settings.items()))),
+                               lambda prof=prof: view.predictor.decode_curve(path, xs, prof, **settings))
+            name = view.label(f"{'ceiling' if key[0] == 'pred' else 'what-if'} ({profile_name(prof)})", path)
+            item = self.item(key, lambda make=make, name=name: make(name))
+            rename(self.plot, item, name)
+            item.setData(*((xs, curve) if curve is not None else ([], [])))
+            ys = curve if key[0] == "pred" else ys
         return ys

@@ -90,6 +90,13 @@ def line(name: str | None, c: str, width: float = 1.8, dashed: bool = False, alp
     return pg.PlotDataItem([], [], pen=pen, name=name)
 
 
+def what_if_line(name: str | None, c: str) -> pg.PlotDataItem:
+    """A thin dotted line: the prediction for another profile than the one measured on (a what-if)."""
+    qc = pg.mkColor(c)
+    qc.setAlpha(150)
+    return pg.PlotDataItem([], [], pen=pg.mkPen(qc, width=1.3, style=Qt.PenStyle.DotLine), name=name)
+
+
 def marked_line(name: str | None, c: str) -> pg.PlotDataItem:
     """Markers joined by a line (a run's measured means in the compare view)."""
     return pg.PlotDataItem([], [], pen=pg.mkPen(c, width=2), symbol="o", symbolSize=8, symbolBrush=pg.mkBrush(c),
@@ -136,6 +143,11 @@ class ItemPool:
             self.items[key] = (owner, item)
             return item
         return hit[1]
+
+    def remove(self, key: tuple[Any, ...]) -> None:
+        hit = self.items.pop(key, None)
+        if hit is not None:
+            hit[0].removeItem(hit[1])
 
     def clear(self) -> None:
         for owner, item in self.items.values():

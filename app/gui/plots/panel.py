@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -14,7 +14,8 @@ import pyqtgraph as pg
 from app.gui.live import LiveRun
 from app.gui.plots.items import ItemPool, TopLegend, error_bars, line, make_plot, marked_line, scatter
 from app.gui.plots.style import nice_ceil, short_model
-from app.gui.predictions import PredictionService
+from app.gui.predictions import PredictionService, same_hardware
+from app.predict.profiles import HardwareProfile
 
 SETTING_KEYS = ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")
 
@@ -27,6 +28,8 @@ class PlotView:
     predictor: PredictionService
     selected: frozenset[int] = frozenset()
     kv_ctx_max: int = 4096
+    _hw: dict[str, tuple[HardwareProfile | None, HardwareProfile | None]] = field(default_factory=dict,
+                                                                                 compare=False, repr=False)
 
     @cached_property
     def models(self) -> list[str]:
@@ -39,8 +42,9 @@ class PlotView:
 
     @property
     def base_key(self) -> tuple[Any, ...]:
-        """The part of every plot's redraw key that the run's identity and the predictions make up."""
-        return id(self.session), self.predictor.version, self.predictor.curves_version
+        """The part of every plot's redraw key that the run's identity and the predictions make up (and the
+        model loads: they say which hardware the measurements ran on)."""
+        return id(self.session), self.predictor.version, self.predictor.curves_version, len(self.session.loads)
 
     @cached_property
     def tests(self) -> list[dict[str, Any]]:
@@ -50,6 +54,24 @@ class PlotView:
     def profile_name(self) -> str:
         profile = self.predictor.profile
         return profile.name if profile else "no profile"
+
+    def hardware(self, path: str) -> tuple[HardwareProfile | None, HardwareProfile | None]:
+        """(the hardware ``path``'s measurements ran on, the inspector's profile as a what-if or None).
+
+        The first is what its rows (or its model load) say; where they do not say (before a run, old recordings)
+        it is the inspector's profile and there is no what-if. A what-if is never the same hardware.
+        """
+        cached = self._hw.get(path)
+        if cached is not None:
+            return cached
+        s = self.session
+        evidence = [r for r in s.rows.values() if r.get("model_path") == path]
+        evidence += [{"n_gpu_layers_effective": e.n_gpu_layers_effective} for e in s.loads if e.model_path == path]
+        ran_on = self.predictor.hardware_of(evidence)
+        chosen = self.predictor.profile
+        pair = (chosen, None) if ran_on is None else (ran_on, None if same_hardware(ran_on, chosen) else chosen)
+        self._hw[path] = pair
+        return pair
 
     def settings(self, path: str) -> dict[str, Any]:
         """The settings the run's first test of ``path`` used (the predicted curves are drawn for them)."""
@@ -129,6 +151,10 @@ class PlotPanel(ABC):
     def item(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """The plot's item for ``(name, *key)``, made and added on first use."""
         return self.pool.get(self.plot, (self.name, *key), make)
+
+    def drop(self, key: tuple[Any, ...]) -> None:
+        """Remove the item for ``(name, *key)`` (and its legend entry), if there is one."""
+        self.pool.remove((self.name, *key))
 
     def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)``; empty if none."""

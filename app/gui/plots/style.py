@@ -37,6 +37,11 @@ def color(i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
+def profile_name(profile: Any) -> str:
+    """A hardware profile's name for a legend ("no profile" without one)."""
+    return str(profile.name) if profile is not None else "no profile"
+
+
 def short_model(path: str) -> str:
     """A model file's name without its directory and ``.gguf``."""
     name = os.path.basename(path)

@@ -1,4 +1,5 @@
-"""Time to first token against prompt length: measured means (±1 sd) beside the predicted prefill curves."""
+"""Time to first token against prompt length: measured means (±1 sd) beside the predicted prefill curves for the
+hardware they ran on, and the inspector's other profile as a labelled what-if."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from app.gui.plots.items import line, rename, ring
+from app.gui.plots.items import line, rename, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
-from app.gui.plots.style import CURVE_POINTS, color
+from app.gui.plots.style import CURVE_POINTS, color, profile_name
+from app.predict.profiles import HardwareProfile
 
 MAX_DEPTHS = 3  # predicted curves per model, one per context depth the run used
 
@@ -41,15 +43,29 @@ class TtftPlot(PlotPanel):
                                                        [float(r["ttft_ms"]) for r in hi])
 
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
-        """Model ``m``'s predicted TTFT at each of (up to three of) the depths its tests ran at."""
+        """Model ``m``'s predicted TTFT on the hardware it ran on, at each of (up to three of) the depths its tests
+        ran at; the inspector's other profile as a dotted what-if at the first depth."""
         depths = sorted({int(t.get("n_depth") or 0) for t in view.tests
                          if t.get("model_path") == path})[:MAX_DEPTHS] or [0]
         settings = view.settings(path)
+        ran_on, what_if = view.hardware(path)
         for j, d in enumerate(depths):
-            ys = view.curve(("ttft", path, d, float(xs[-1]), tuple(sorted(settings.items()))),
-                            lambda d=d: view.predictor.ttft_curve(path, xs, d, **settings))
-            name = view.label(f"predicted ({view.profile_name})" + (f", depth {d}" if len(depths) > 1 else ""), path)
-            item = self.item(("pred", m, j), lambda name=name, j=j: line(name, color(m), 1.8, dashed=True,
-                                                                          alpha=255 - 60 * j))
-            rename(self.plot, item, name)
-            item.setData(*((xs, ys) if ys is not None else ([], [])))
+            name = view.label(f"predicted ({profile_name(ran_on)})" + (f", depth {d}" if len(depths) > 1 else ""),
+                              path)
+            self._curve(view, ("pred", m, j), name, path, xs, d, ran_on, settings,
+                        lambda name=name, j=j: line(name, color(m), 1.8, dashed=True, alpha=255 - 60 * j))
+        name = view.label(f"what-if ({profile_name(what_if)})", path)
+        self._curve(view, ("whatif", m), name, path, xs, depths[0], what_if, settings,
+                    lambda: what_if_line(name, color(m)))
+
+    def _curve(self, view: PlotView, key: tuple[Any, ...], name: str, path: str, xs: np.ndarray, depth: int,
+               profile: HardwareProfile | None, settings: dict[str, Any], make: Any) -> None:
+        """One predicted TTFT line; empty while computing, or without a profile (no what-if)."""
+        if profile is None:
+            self.drop(key)
+            return
+        ys = view.curve(("ttft", path, depth, float(xs[-1]), profile, tuple(sorted(settings.items()))),
+                        lambda: view.predictor.ttft_curve(path, xs, depth, profile, **settings))
+        item = self.item(key, make)
+        rename(self.plot, item, name)
+        item.setData(*((xs, ys) if ys is not None else ([], [])))
