@@ -37,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--replay", help="show a recorded event stream (JSONL) instead of running")
     ap.add_argument("--profile", help="hardware profile for the predictions, e.g. 'RTX 4060 Laptop'")
     ap.add_argument("--size", default="1600x1000", help="window size for screenshots, WxH")
+    ap.add_argument("--self-test", action="store_true",
+                    help="no window: load the model (built-in, or -m FILE), run one tiny test (p16 n8 r1 t1) "
+                         "through the worker, print TTFT, prefill and decode tok/s and the backend, exit 0")
+    ap.add_argument("-m", "--model", help="with --self-test: the GGUF file to test (default: the built-in model)")
+    ap.add_argument("--startup-time", action="store_true",
+                    help="print the ms from process start to the window's first paint, then exit")
     return ap
 
 
@@ -89,6 +95,8 @@ class Script:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.self_test:
+        return _self_test(args.model)
     shot = args.screenshot or args.compare_screenshot
     headless = sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if shot and headless:
@@ -116,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     win = MainWindow()
     script = Script(app, win, scripted=bool(shot))
     _prepare(win, args)
+    if args.startup_time:
+        _report_first_paint(app, win)
     win.show()
     if events is not None:
         win.replay(events, os.path.basename(args.replay))
@@ -127,6 +137,22 @@ def main(argv: list[str] | None = None) -> int:
         _demo_run(win, script, args.screenshot)
     rc = app.exec()
     return script.rc if shot or script.rc != EXIT_OK else rc
+
+
+def _self_test(model: str | None) -> int:
+    from app.gui.self_test import self_test
+
+    rc, why = self_test(model)
+    if rc != EXIT_OK:
+        say(f"self-test failed: {why}")
+    return rc
+
+
+def _report_first_paint(app: Any, win: Any) -> None:
+    """Print the time from process start to the window's first paint (``--startup-time``), then quit."""
+    from app.gui.startup import FirstPaint
+
+    win._first_paint = FirstPaint(win, lambda ms: (print(f"startup_ms {ms:.0f}", flush=True), app.quit()))
 
 
 def _read_replay(path: str) -> list[Any] | str:

@@ -16,6 +16,14 @@ from app.run.events import Event, EventDecodeError, FailureKind, SweepFinished, 
 from app.run.plan import TestSpec
 
 
+def worker_command(event_fd: int) -> list[str]:
+    """The worker's command line: ``python -m app.worker.main``, or in a frozen app (PyInstaller: no python) the
+    app's own executable, whose entry point runs the worker when its first argument is ``--worker``."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "--worker", "--event-fd", str(event_fd)]
+    return [sys.executable, "-m", "app.worker.main", "--event-fd", str(event_fd)]
+
+
 class WorkerClient:
     """One worker process running a list of tests; iterate ``events()`` until it ends."""
 
@@ -45,7 +53,7 @@ class WorkerClient:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.worker.main", "--event-fd", str(w)],
+                worker_command(w),
                 stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(w,), env=env, cwd=root,
                 start_new_session=True,  # Ctrl-C reaches only us; we kill the worker
             )
