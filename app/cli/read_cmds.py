@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-from app.cli.errors import EXIT_OK
+from app.cli.errors import EXIT_OK, EXIT_USAGE
+from app.cli.output import check_output_path, write_results
 from app.model.format import format_facts_text
 from app.model.gguf_facts import read_model_facts
 from app.results import export
@@ -43,14 +42,11 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     with ResultStore(args.store) as store:
+        if args.out:
+            check_output_path(args.out, "--out", store.path)
         run_id = store.resolve_run_id(args.run_id)
         rows = store.rows(run_id)
-    text = export.render(rows, args.output)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
+    return EXIT_OK if write_results(export.render(rows, args.output), args.out) else EXIT_USAGE
 
 
 # --- hw --------------------------------------------------------------------------------------------

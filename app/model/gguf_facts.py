@@ -8,6 +8,7 @@ file and the cause. The text report for ``gguf-bench inspect`` is in :mod:`app.m
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from typing import Any
 import gguf
 
 from app.model.facts import ModelFacts, TensorTypeStat
-from app.model.gguf_scan import CorruptHeader, Scan, ShortRead, scan_gguf
+from app.model.gguf_sanity import layer_count_problem, shape_problem
+from app.model.gguf_scan import IMPOSSIBLE_BYTES, CorruptHeader, Scan, ShortRead, scan_gguf
 
 GGUF_MAGIC_BYTES = b"GGUF"
 SUPPORTED_GGUF_VERSIONS: tuple[int, ...] = (2, 3)
@@ -61,14 +63,21 @@ def read_model_facts(path: str | os.PathLike[str]) -> ModelFacts:
     if scan.needed_bytes > file_bytes:
         raise GGUFFileError(p, _truncated(file_bytes, scan.needed_bytes))
     try:
-        return _facts_from_reader(p, file_bytes, scan)
+        facts = _facts_from_reader(p, file_bytes, scan)
     except GGUFFileError:
         raise
     except Exception as exc:  # any surprise in a malformed header is still a one-line error
         raise GGUFFileError(p, f"corrupt GGUF header ({_short_reason(exc)})") from None
+    problem = shape_problem(facts)
+    if problem:
+        raise GGUFFileError(p, f"bad model metadata ({problem})")
+    return facts
 
 
 def _truncated(file_bytes: int, needed_bytes: int) -> str:
+    if needed_bytes > IMPOSSIBLE_BYTES:  # no download was ever that long: the header's numbers are wrong
+        return (f"corrupt GGUF header (its tensor table places data at byte {needed_bytes:,}, impossible for a "
+                f"file of {file_bytes:,} bytes)")
     return f"truncated GGUF ({file_bytes} bytes, needs at least {needed_bytes})"
 
 
@@ -89,6 +98,8 @@ def _check_file(p: Path) -> int:
         raise GGUFFileError(p, f"cannot read ({exc.strerror or exc})") from None
     if p.is_dir():
         raise GGUFFileError(p, "is a directory, not a GGUF file")
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero: never opened (a FIFO would block), never "empty"
+        raise GGUFFileError(p, "not a regular file (a device, FIFO or socket), not a GGUF file")
     file_bytes = st.st_size
     if file_bytes == 0:
         raise GGUFFileError(p, "empty file (0 bytes), not a GGUF file")
@@ -258,6 +269,9 @@ def _facts_from_reader(p: Path, file_bytes: int, reader: Scan) -> ModelFacts:
     extra: dict[str, object] = {}
 
     n_layer = keys.as_int(f"{arch}.block_count", keys.required(f"{arch}.block_count"))
+    problem = layer_count_problem(n_layer, arch, (str(t.name) for t in reader.tensors))
+    if problem:
+        raise GGUFFileError(p, f"bad model metadata ({problem})")
     n_embd = keys.as_int(f"{arch}.embedding_length", keys.required(f"{arch}.embedding_length"))
     n_ctx_train = keys.as_int(f"{arch}.context_length", keys.required(f"{arch}.context_length"))
     n_head, n_head_kv, head_dim_k, head_dim_v = _attention(keys, arch, n_embd, extra)

@@ -26,6 +26,9 @@ _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, n_dims, ggml type, offset
 _MAX_DIMS = 8
 #: Arrays longer than this keep only their length (tokenizer vocabularies and merges); per-layer arrays are short.
 _MAX_DECODED_ITEMS = 4096
+#: A count whose items would need more bytes than this is impossible, not a truncated download (no GGUF header
+#: comes near a tebibyte): it is reported as corrupt, with the count, rather than as "needs at least 10^19 bytes".
+IMPOSSIBLE_BYTES = 1 << 40
 
 
 class ShortRead(Exception):
@@ -72,21 +75,28 @@ class Cursor:
     def u64(self) -> int:
         return struct.unpack(self.order + "Q", self.take(8))[0]
 
-    def count(self, min_item_bytes: int) -> int:
+    def count(self, min_item_bytes: int, what: str = "item count") -> int:
         """A u64 count of items of at least ``min_item_bytes`` each, which must fit in the rest of the file."""
         n = self.u64()
-        self.need(n * min_item_bytes)
+        self.need_for(n, min_item_bytes, what)
         return n
 
+    def need_for(self, n: int, min_item_bytes: int, what: str) -> None:
+        """Room for ``n`` items: CorruptHeader when no file could hold them, ShortRead when this one is too short."""
+        if n * min_item_bytes > IMPOSSIBLE_BYTES and self.pos + n * min_item_bytes > self.file_bytes:
+            raise CorruptHeader(f"{what} {n:,} at byte {self.pos:,} is impossible in a file of "
+                                f"{self.file_bytes:,} bytes")
+        self.need(n * min_item_bytes)
+
     def string(self) -> str:
-        return self.take(self.count(1)).decode("utf-8", errors="replace")
+        return self.take(self.count(1, "string length")).decode("utf-8", errors="replace")
 
     def array_header(self, key: str) -> tuple[int, int]:
         """(item type, item count) of an array value; the count must fit in the rest of the file."""
         item_type = self.u32()
         if item_type not in _MIN_ITEM_BYTES:
             raise CorruptHeader(f"key '{key}' is an array of unknown type {item_type}")
-        return item_type, self.count(_MIN_ITEM_BYTES[item_type])
+        return item_type, self.count(_MIN_ITEM_BYTES[item_type], f"array length of key '{key}'")
 
     def skip_items(self, item_type: int, n_items: int, key: str) -> None:
         """Skip ``n_items`` array items of ``item_type`` (fixed-size items in one seek)."""
@@ -100,7 +110,7 @@ class Cursor:
         if vtype in _SCALAR_BYTES:
             self.skip(_SCALAR_BYTES[vtype])
         elif vtype == _STRING_TYPE:
-            self.skip(self.count(1))
+            self.skip(self.count(1, f"string length of key '{key}'"))
         elif vtype == _ARRAY_TYPE:
             item_type, n_items = self.array_header(key)
             self.skip_items(item_type, n_items, key)
@@ -207,6 +217,8 @@ def scan_gguf(p: Path, file_bytes: int) -> Scan:
         scan.fields["GGUF.version"] = Field(cur.u32())
         n_tensors = cur.u64()
         n_kv = cur.u64()
+        cur.need_for(n_tensors, _MIN_TENSOR_INFO_BYTES, "tensor count")
+        cur.need_for(n_kv, _MIN_KV_BYTES, "key count")
         cur.need(n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES)
         for _ in range(n_kv):
             key = cur.string()

@@ -20,6 +20,23 @@ class PlanError(ValueError):
     """A sweep spec or preset file is invalid; str() is one line naming the file or flag."""
 
 
+# --- bounds: every count is checked against these before anything is allocated or planned ----------------
+#: Prompt, depth and generated tokens of one test, and the context of one test (all sequences together):
+#: far beyond any trained context, yet well inside llama.cpp's int32/uint32 counters (no wrap-around).
+MAX_TOKENS = 1 << 24
+#: llama.cpp's LLAMA_MAX_SEQ: sequences one context can hold.
+MAX_PARALLEL = 256
+#: Batch sizes (llama.cpp caps them at the context anyway).
+MAX_BATCH = 1 << 20
+MAX_GPU_LAYERS = 9999
+MAX_THREADS = 4096  # a fixed ceiling; plan validation also refuses more than THREADS_PER_CPU × usable CPUs
+THREADS_PER_CPU = 4
+MAX_REPETITIONS = 10_000
+#: Values in one list (``-p 1-100000000`` is refused before the list is built) and tests in one sweep.
+MAX_LIST_VALUES = 1000
+MAX_TESTS = 10_000
+
+
 # --- flash attention: llama.cpp's llama_flash_attn_type, llama-bench's ``flash_attn`` column -------------
 FA_AUTO, FA_OFF, FA_ON = -1, 0, 1
 _FA_SPELLINGS: dict[str, int] = {  # llama-bench: common_arg_utils::is_truthy / is_falsey / is_autoy
@@ -126,6 +143,8 @@ class Param:
     def check_list(self, values: Any, where: str) -> list[Any]:
         """A list parameter's values checked one by one; a lone value (TOML ``n_gen = 64``) becomes a list."""
         items = values if isinstance(values, (list, tuple)) else [values]
+        if len(items) > MAX_LIST_VALUES:
+            raise PlanError(f"{where}: {self.name} has {len(items):,} values (at most {MAX_LIST_VALUES:,} in one list)")
         if not items and not self.optional:
             raise PlanError(f"{where}: {self.name} needs at least one value")
         return [self.check(v, where) for v in items]
@@ -150,13 +169,13 @@ class Param:
 
 PARAMS: tuple[Param, ...] = (
     Param("n_prompt", ("-p", "--n-prompt"), INT, (512,), "prompt lengths, e.g. 128,512", "Prompt lengths",
-          "prompt tokens per test (-p), e.g. 128,512 or 128-2048*2", tag="p", min=0),
+          "prompt tokens per test (-p), e.g. 128,512 or 128-2048*2", tag="p", min=0, max=MAX_TOKENS),
     Param("n_gen", ("-n", "--n-gen"), INT, (128,), "generated tokens (decode steps)", "Output lengths",
-          "generated tokens per test (-n)", tag="n", min=0),
+          "generated tokens per test (-n)", tag="n", min=0, max=MAX_TOKENS),
     Param("n_depth", ("-d", "--n-depth"), INT, (0,), "tokens already in the KV cache before the timed part",
-          "Depths", "tokens already in the KV cache before the timed part (-d)", tag="d", min=0),
+          "Depths", "tokens already in the KV cache before the timed part (-d)", tag="d", min=0, max=MAX_TOKENS),
     Param("n_gpu_layers", ("-ngl", "--n-gpu-layers"), INT, (99,), "layers to offload to the GPU", "GPU layers",
-          "layers offloaded to the GPU (-ngl); 99 = all", scope="load", tag="ngl", min=0),
+          "layers offloaded to the GPU (-ngl); 99 = all", scope="load", tag="ngl", min=0, max=MAX_GPU_LAYERS),
     Param("type_k", ("-ctk", "--cache-type-k"), TEXT, ("f16",), "K cache type: f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1",
           "K cache", "K cache types (-ctk): f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1", scope="context", tag="",
           choices=tuple(CACHE_TYPES)),
@@ -168,17 +187,17 @@ PARAMS: tuple[Param, ...] = (
           "flash attention: on|off|auto or 1|0|-1, e.g. 0,1 (default auto, as llama-bench)", "Flash attention",
           "0, 1, auto, or a list such as 0,1 (-fa); default auto, as llama-bench", scope="context", tag="fa"),
     Param("n_threads", ("-t", "--threads"), INT, (0,), "CPU threads (0: all)", "Threads",
-          "CPU threads (-t); 0 = all", scope="context", min=0),
+          "CPU threads (-t); 0 = all", scope="context", min=0, max=MAX_THREADS),
     Param("n_batch", ("-b", "--batch-size"), INT, (2048,), "logical batch size", "Batch sizes",
-          "logical batch size (-b)", scope="context", min=1),
+          "logical batch size (-b)", scope="context", min=1, max=MAX_BATCH),
     Param("n_ubatch", ("-ub", "--ubatch-size"), INT, (512,), "physical batch size", "Micro-batches",
-          "physical batch size (-ub)", scope="context", min=1),
+          "physical batch size (-ub)", scope="context", min=1, max=MAX_BATCH),
     Param("n_parallel", ("--parallel",), INT, (1,), "sequences decoding together in one batch, e.g. 1,2,4,8",
           "Parallel seqs", "sequences decoding together (--parallel)", scope="context", tag="x", tag_always=False,
-          min=1),
+          min=1, max=MAX_PARALLEL),
     Param("repetitions", ("-r", "--repetitions"), INT, 5, "timed repetitions per test (one warmup is extra)",
           "Repetitions", "timed repetitions per test (one warmup runs first and is kept apart)", min=1,
-          is_list=False, column="n_repetitions"),
+          max=MAX_REPETITIONS, is_list=False, column="n_repetitions"),
     Param("prompt_file", ("--prompt-file",), PATH, None, "real text for the prompt instead of random token ids",
           is_list=False),
 )
@@ -198,17 +217,27 @@ def parse_list(flag: str, text: str, kind: Kind | type) -> list[Any]:
             continue
         try:
             if k is INT and "-" in part[1:]:
-                out.extend(_parse_range(part))
+                out.extend(_parse_range(part, MAX_LIST_VALUES - len(out)))
             else:
                 out.append(k.from_text(part))
+        except _TooMany:
+            raise PlanError(f"{flag}: {part!r} gives more than {MAX_LIST_VALUES:,} values "
+                            f"(at most {MAX_LIST_VALUES:,} in one list)") from None
         except ValueError:
-            raise PlanError(f"{flag}: cannot read {part!r} as {k.name}") from None
+            raise PlanError(f"{flag}: cannot read {part[:40]!r} as {k.name}") from None
+        if len(out) > MAX_LIST_VALUES:
+            raise PlanError(f"{flag}: more than {MAX_LIST_VALUES:,} values (at most {MAX_LIST_VALUES:,} in one list)")
     if not out:
         raise PlanError(f"{flag}: no values given")
     return out
 
 
-def _parse_range(part: str) -> list[int]:
+class _TooMany(Exception):
+    """A range holds more values than a list may."""
+
+
+def _parse_range(part: str, room: int) -> list[int]:
+    """The values of ``first-last+step`` or ``first-last*mult``; _TooMany past ``room`` values, counted first."""
     first_s, rest = part.split("-", 1)
     step_op, step = "+", 1
     for op in ("+", "*"):
@@ -220,15 +249,26 @@ def _parse_range(part: str) -> list[int]:
         raise ValueError(part)
     if step_op == "+" and step < 1:
         raise ValueError(part)
+    if step_op == "+" and last >= first and (last - first) // step + 1 > room:
+        raise _TooMany(part)
     vals, v = [], first
     while v <= last:
+        if len(vals) >= room:
+            raise _TooMany(part)
         vals.append(v)
         v = v * step if step_op == "*" else v + step
     return vals
 
 
 def short_name(test: Mapping[str, Any]) -> str:
-    """Short name of a test (a TestSpec dict): ``model p128 n32 d0 ngl99 f16 fa auto x4``."""
+    """Short name of a test (a TestSpec dict): ``model p128 n32 d0 ngl99 f16 fa auto x4``.
+
+    A remote server test (app.run.remote.RemoteTest's dict) reads ``model p128 n32 c4`` (c: concurrency).
+    """
+    if test.get("endpoint"):
+        rate = f" {test['rate_rps']:g}/s" if test.get("rate_rps") else ""
+        counts = f"p{test.get('n_prompt')} n{test.get('n_gen')} c{test.get('concurrency')}"
+        return f"{test.get('served_model', '')} {counts}{rate}"
     name = os.path.basename(str(test.get("model_path", "")))
     if name.lower().endswith(".gguf"):
         name = name[:-5]

@@ -8,7 +8,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from app.run.params import LIST_PARAMS, PARAM, PlanError, parse_flash_attn, parse_list
+from app.run.params import (
+    LIST_PARAMS,
+    MAX_TESTS,
+    MAX_TOKENS,
+    PARAM,
+    THREADS_PER_CPU,
+    PlanError,
+    parse_flash_attn,
+    parse_list,
+)
+from app.telemetry.host import usable_cpu_threads
 
 __all__ = ["PlanError", "SweepSpec", "TestSpec", "count_loads", "load_sweep_preset", "order_tests", "parse_list"]
 
@@ -98,11 +108,39 @@ class SweepSpec:
     description: str = ""
 
     def validate(self, where: str = "sweep") -> None:
+        """Every value within its bounds, the largest context and the number of tests too; else one PlanError line.
+
+        Nothing is built: the test count and the largest context are computed from the lists' lengths and maxima.
+        """
         for p in LIST_PARAMS:
             p.check_list(getattr(self, p.name), where)
         PARAM["repetitions"].check(self.repetitions, where)
         if any(p == 0 and g == 0 for p in self.n_prompt for g in self.n_gen):
             raise PlanError(f"{where}: a test needs n_prompt > 0 or n_gen > 0")
+        self._check_size(where)
+        per_seq = max(self.n_depth) + max(self.n_prompt) + max(self.n_gen) + 1
+        if per_seq * max(self.n_parallel) > MAX_TOKENS:
+            raise PlanError(f"{where}: a test needs a context of {per_seq * max(self.n_parallel):,} tokens (depth + "
+                            f"prompt + generated + 1, × parallel sequences); at most {MAX_TOKENS:,}")
+        usable = usable_cpu_threads()
+        if max(self.n_threads) > THREADS_PER_CPU * usable:
+            raise PlanError(f"{where}: n_threads {max(self.n_threads):,} is far beyond the {usable} CPU threads "
+                            f"this process may use (at most {THREADS_PER_CPU * usable})")
+
+    def n_tests(self) -> int:
+        """How many tests :meth:`tests` builds, computed without building them (a sweep without models counts one)."""
+        n = max(1, len(self.models))
+        for p in LIST_PARAMS:
+            n *= max(1, len(getattr(self, p.name)))
+        return n
+
+    def _check_size(self, where: str) -> None:
+        n = self.n_tests()
+        if n > MAX_TESTS:
+            lists = ", ".join(f"{p.name} ({p.flags[0]}) {len(getattr(self, p.name))}"
+                              for p in LIST_PARAMS if len(getattr(self, p.name)) > 1)
+            raise PlanError(f"{where}: {n:,} tests, at most {MAX_TESTS:,} in one sweep; shorten the lists "
+                            f"({lists})")
 
     def tests(self) -> list[TestSpec]:
         """Every combination, ordered so tests that share a loaded model run together."""
@@ -149,9 +187,19 @@ def load_sweep_preset(path: str | Path) -> SweepSpec:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PlanError(f"{p}: sweep preset not found") from None
+    except IsADirectoryError:
+        raise PlanError(f"{p}: is a directory, not a sweep file") from None
+    except OSError as e:
+        raise PlanError(f"{p}: cannot read ({e.strerror or e})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise PlanError(f"{p}: not valid TOML ({e})") from None
     table = data.get("sweep", data)
+    if not isinstance(table, dict):
+        raise PlanError(f"{p}: 'sweep' must be a table, got {table!r}")
+    for key, value in data.items():
+        if key != "sweep" and (isinstance(value, dict) or "sweep" in data):
+            what = f"table [{key}]" if isinstance(value, dict) else f"key {key!r} outside [sweep]"
+            raise PlanError(f"{p}: unknown {what} (sweep settings go in [sweep])")
     spec = SweepSpec(name=p.stem)
     for key, value in table.items():
         prm = PARAM.get(key)

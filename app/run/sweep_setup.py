@@ -19,6 +19,7 @@ from app.predict.hardware import HardwareContext, hardware_context
 from app.predict.row_predictions import RowPredictor
 from app.results.store import ResultStore
 from app.run.events import FailureKind
+from app.run.model_limits import context_warnings, too_big_for_memory
 from app.run.plan import TestSpec
 from app.run.session import SweepSession, UpfrontFailure
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -52,13 +53,18 @@ class SweepSetup:
     hw: HardwareContext | None = None
     predictor: RowPredictor | None = None
     runnable: list[TestSpec] = field(init=False)
+    too_big: dict[TestSpec, str] = field(init=False)  # KV cache beyond RAM + VRAM: failed without a worker
+    warnings: list[str] = field(init=False)  # tests past a model's trained context (they run)
 
     def __post_init__(self) -> None:
-        self.runnable = [t for t in self.tests if t.model_path not in self.unreadable]
+        self.too_big = too_big_for_memory(self.tests, self.facts, self.machine)
+        self.warnings = context_warnings(self.tests, self.facts)
+        self.runnable = [t for t in self.tests if t.model_path not in self.unreadable and t not in self.too_big]
 
     def upfront_failures(self) -> list[UpfrontFailure]:
         return [UpfrontFailure(t, self.unreadable[t.model_path], FailureKind.LOAD_ERROR)
-                for t in self.tests if t.model_path in self.unreadable]
+                if t.model_path in self.unreadable else UpfrontFailure(t, self.too_big[t], FailureKind.OUT_OF_MEMORY)
+                for t in self.tests if t.model_path in self.unreadable or t in self.too_big]
 
     def session(self, store: ResultStore | None, *, sweep_name: str = "", command: str = "",
                 token_ticks: bool = True) -> SweepSession:

@@ -52,16 +52,17 @@ def test_unsupported_architecture_is_a_failed_row_with_the_cause(tmp_path: Path)
 
 
 def test_a_context_that_cannot_be_allocated_fails_its_row_and_the_sweep_goes_on(smollm2_path: Path) -> None:
-    # a depth whose f16 KV cache (23,040 bytes per token) needs 4× this machine's RAM: llama.cpp refuses the
-    # allocation, and the second test still runs
+    # a depth whose f16 KV cache (23,040 bytes per token) needs 4× this machine's RAM: refused before any worker
+    # starts (issue #13: the KV cache predicted for a test is checked against RAM + VRAM), the second test still runs
     ram_bytes = system_ram()[1] or 64 * 2**30
     depth = 4 * ram_bytes // 23040
     proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "8", "-n", "2", "-d", f"{depth},0", "-r", "1",
                       "-o", "csv", "-q")
     assert proc.returncode == 1, proc.stderr
-    rows = export.read_csv(proc.stdout)
-    assert [r["status"] for r in rows] == ["failed", "ok"]
-    assert "cannot allocate a context" in rows[0]["error"] and smollm2_path.name in rows[0]["error"]
+    rows = {int(r["n_depth"]): r for r in export.read_csv(proc.stdout)}
+    assert [rows[depth]["status"], rows[0]["status"]] == ["failed", "ok"]
+    assert "cannot allocate a context" in rows[depth]["error"] and smollm2_path.name in rows[depth]["error"]
+    assert rows[depth]["error_kind"] == "out_of_memory" and "not started" in rows[depth]["error"]
     assert "Traceback" not in proc.stderr
 
 
