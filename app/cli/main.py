@@ -13,6 +13,7 @@ from app.cli.predict_cmd import cmd_predict
 from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
 from app.cli.run_cmd import cmd_run
 from app.model.gguf_facts import GGUFFileError
+from app.paths import DataDirError
 from app.predict.profiles import ProfileError
 from app.results import export
 from app.results.store import StoreError
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (UserError, GGUFFileError, PlanError, StoreError, ProfileError) as e:
+    except (UserError, GGUFFileError, PlanError, StoreError, ProfileError, DataDirError) as e:
         print_error(str(e))
         return EXIT_USAGE
     except BrokenPipeError:

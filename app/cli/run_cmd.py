@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, UserError, print_error
+from app.cli.output import check_output_path, write_file, write_results
 from app.cli.progress import Progress
-from app.paths import SWEEP_PRESETS_DIR, default_model_path
+from app.paths import SWEEP_PRESETS_DIR, check_writable_data_dir, default_model_path
 from app.predict.hardware import HardwareContext
 from app.results import export
-from app.results.store import ResultStore
+from app.results.store import ResultStore, default_store_path
 from app.run.events import (
     Event,
     PhaseResult,
@@ -47,8 +48,7 @@ def build_sweep(args: argparse.Namespace) -> SweepSpec:
     if args.repetitions is not None:
         spec.repetitions = args.repetitions
     if args.prompt_file:
-        if not Path(args.prompt_file).is_file():
-            raise UserError(f"{args.prompt_file}: prompt file not found")
+        _check_prompt_file(Path(args.prompt_file))
         spec.prompt_file = str(Path(args.prompt_file).resolve())
     models = args.model or []
     if not models:
@@ -62,7 +62,29 @@ def build_sweep(args: argparse.Namespace) -> SweepSpec:
     return spec
 
 
+def _check_prompt_file(p: Path) -> None:
+    if p.is_dir():
+        raise UserError(f"{p}: --prompt-file is a directory, not a text file")
+    if not p.exists():
+        raise UserError(f"{p}: prompt file not found")
+    if not p.is_file():
+        raise UserError(f"{p}: --prompt-file is not a regular file")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Everything the run will write, checked before the first test: the data dir, --out and --telemetry."""
+    check_writable_data_dir()  # the worker log goes there, even with --no-store
+    store_path = Path(args.store) if args.store else default_store_path()
+    if args.out:
+        check_output_path(args.out, "--out", store_path)
+    if args.telemetry:
+        check_output_path(args.telemetry, "--telemetry", store_path)
+        if args.out and Path(args.out).resolve() == Path(args.telemetry).resolve():
+            raise UserError(f"--telemetry {args.telemetry}: is also --out; choose two files")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    _check_outputs(args)
     spec = build_sweep(args)
     tests = spec.tests()
     good, bad = read_models(spec.models)
@@ -72,6 +94,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     store = None if args.no_store else ResultStore(args.store)
     setup = prepare_sweep(tests, store, predict=not args.no_predict, gpu_query=args.hw, known_facts=good)
+    for warning in setup.warnings:
+        print(f"gguf-bench: warning: {warning}", file=sys.stderr)
     if setup.hw is not None and not args.quiet:
         print(f"gguf-bench: predicting against {_describe_hw(setup.hw)}", file=sys.stderr)
     session = setup.session(store, sweep_name=spec.name, command=" ".join(sys.argv))
@@ -92,14 +116,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows = list(outcome.rows)
     if store is not None:
         store.close()
+    written = write_results(export.render(rows, args.output), args.out) if not stream_jsonl else True
     if trace is not None:
-        trace.write(args.telemetry)
-    if not stream_jsonl:
-        text = export.render(rows, args.output)
-        if args.out:
-            Path(args.out).write_text(text, encoding="utf-8")
-        else:
-            sys.stdout.write(text)
+        written = write_file(args.telemetry, trace.write, "--telemetry") and written
     for e in outcome.errors:
         print_error(e)
     n_failed = sum(1 for r in rows if r.get("status") != "ok")
@@ -108,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"gguf-bench: {len(rows) - n_failed} ok, {n_failed} failed, {outcome.status}; {where}", file=sys.stderr)
     if outcome.status == "cancelled":
         return EXIT_CANCELLED
-    return EXIT_TESTS_FAILED if n_failed else EXIT_OK
+    return EXIT_TESTS_FAILED if n_failed else EXIT_OK if written else EXIT_USAGE
 
 
 def _describe_hw(hw: HardwareContext) -> str:
@@ -133,7 +152,7 @@ class TraceRecorder:
             label = f"{ev.phase} test{ev.test_index} rep{ev.rep}"
             self.markers += [(ev.start_ns, label), (ev.end_ns, "")]
 
-    def write(self, path: str) -> None:
+    def write(self, path: str | Path) -> None:
         from app.telemetry.sampler import SAMPLE_FIELDS, Reading, write_trace_csv
 
         names = set(SAMPLE_FIELDS)
