@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
+from app.gui.first_run import cpu_only_build_text
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
 from app.predict.profiles import HardwareProfile, ProfileError, cpu_profile, load_profiles, match_nvml_name
 from app.telemetry.cpu_probe import load_cached_probe
+from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 
 CPU_LABEL = "This CPU (measured)"
@@ -68,6 +70,8 @@ class HardwareProfiles(QObject):
         if err is not None or scan is None:
             self.message.emit(f"Hardware detection failed: {err}", "warning")
             return
+        if scan.gpus and installed_gpu_backends() == []:  # an NVIDIA GPU, and llama.cpp cannot use it
+            self.message.emit(cpu_only_build_text([g.name or "unnamed" for g in scan.gpus]), "warning")
         for gpu in scan.gpus:
             prof = match_nvml_name(gpu.name or "", self.profiles)
             if prof is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.first_run import known_folders, no_model_text
 from app.gui.tasks import Tasks
 from app.model import library as ml
 from app.model.facts import ModelFacts
@@ -77,6 +78,7 @@ class LibraryPanel(QWidget):
         self.setAcceptDrops(True)
         self._items: dict[str, QTreeWidgetItem] = {}
         self.folders: list[str] = []
+        QTimer.singleShot(0, self.guide_if_empty)  # once the window has added the built-in and recent models
 
     # --- entries --------------------------------------------------------------------------------
     def add_entries(self, entries: list[ml.ModelEntry], select: bool = False) -> list[str]:
@@ -113,6 +115,22 @@ class LibraryPanel(QWidget):
 
     def scan_known(self) -> None:
         self.tasks.submit(ml.scan_known_locations, self._scanned("Hugging Face, LM Studio and Ollama caches"))
+
+    def guide_if_empty(self) -> None:
+        """First run, nothing in the library: scan the known caches; if they hold no GGUF either, say where
+        models come from and which folders were searched."""
+        if self._items:
+            return
+        searched = known_folders()
+        where = "Hugging Face, LM Studio and Ollama caches"
+
+        def done(entries: list[ml.ModelEntry] | None, err: BaseException | None) -> None:
+            if entries or err is not None:
+                self._scanned(where)(entries, err)  # adds what it found, or says why it could not look
+            elif not self._items:
+                self.message.emit("warning", no_model_text(searched))
+
+        self.tasks.submit(ml.scan_known_locations, done)
 
     def _scanned(self, where: str) -> Any:
         def done(entries: list[ml.ModelEntry] | None, err: BaseException | None) -> None:
