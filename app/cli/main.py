@@ -11,6 +11,7 @@ import sys
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
 from app.cli.predict_cmd import cmd_predict
 from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
+from app.cli.remote_cmd import add_remote_options
 from app.cli.run_cmd import cmd_run
 from app.model.gguf_facts import GGUFFileError
 from app.paths import DataDirError
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hw", help="predict against this GPU profile (default: the detected GPU, else this CPU)")
     p.add_argument("--no-predict", action="store_true", help="skip the predicted-ceiling columns")
     p.add_argument("--telemetry", metavar="FILE.csv", help="write the sampled telemetry trace with phase markers")
+    add_remote_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("predict", help="predict ceilings, memory and fit without running anything")

@@ -11,6 +11,7 @@ from typing import Any
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, UserError, print_error
 from app.cli.output import check_output_path, write_file, write_results
 from app.cli.progress import Progress
+from app.cli.remote_cmd import remote_session
 from app.paths import SWEEP_PRESETS_DIR, check_writable_data_dir, default_model_path
 from app.predict.hardware import HardwareContext
 from app.results import export
@@ -24,6 +25,7 @@ from app.run.events import (
 )
 from app.run.params import LIST_PARAMS
 from app.run.plan import SweepSpec, load_sweep_preset
+from app.run.session import SweepSession
 from app.run.sweep_setup import prepare_sweep, read_models
 
 # --- run -------------------------------------------------------------------------------------------
@@ -83,23 +85,31 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UserError(f"--telemetry {args.telemetry}: is also --out; choose two files")
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    _check_outputs(args)
+def _local_session(args: argparse.Namespace) -> SweepSession | None:
+    """The session of a local sweep, or None when no model can be read (each reason printed)."""
     spec = build_sweep(args)
     tests = spec.tests()
     good, bad = read_models(spec.models)
     for reason in bad.values():
         print_error(reason)
     if not good:
-        return EXIT_USAGE
+        return None
     store = None if args.no_store else ResultStore(args.store)
     setup = prepare_sweep(tests, store, predict=not args.no_predict, gpu_query=args.hw, known_facts=good)
     for warning in setup.warnings:
         print(f"gguf-bench: warning: {warning}", file=sys.stderr)
     if setup.hw is not None and not args.quiet:
         print(f"gguf-bench: predicting against {_describe_hw(setup.hw)}", file=sys.stderr)
-    session = setup.session(store, sweep_name=spec.name, command=" ".join(sys.argv))
-    progress = Progress(len(tests), enabled=not args.quiet)
+    return setup.session(store, sweep_name=spec.name, command=" ".join(sys.argv))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _check_outputs(args)
+    session = remote_session(args) if getattr(args, "url", None) else _local_session(args)
+    if session is None:
+        return EXIT_USAGE
+    store = session.store
+    progress = Progress(len(session.tests) + len(session.failed_upfront), enabled=not args.quiet)
     stream_jsonl = args.output == "jsonl" and not args.out
     trace = TraceRecorder() if args.telemetry else None
 
@@ -127,6 +137,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"gguf-bench: {len(rows) - n_failed} ok, {n_failed} failed, {outcome.status}; {where}", file=sys.stderr)
     if outcome.status == "cancelled":
         return EXIT_CANCELLED
+    if outcome.status == "crashed":  # the worker could not start: its cause is the error line above
+        return EXIT_TESTS_FAILED
     return EXIT_TESTS_FAILED if n_failed else EXIT_OK if written else EXIT_USAGE
 
 

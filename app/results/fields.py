@@ -17,6 +17,7 @@ LLAMA_BENCH = "llama-bench"  # llama-bench's own columns, same name and meaning
 OURS = "ours"  # the run, the test and its two phases
 MEMORY = "memory"  # memory and energy, measured in the worker
 PREDICTED = "predicted"  # from the GGUF's metadata and the hardware, beside the measurement
+REMOTE = "remote"  # remote server runs (app.run.remote): requests, their latency percentiles, goodput
 
 # kinds: what a value is (the window shades predicted values and fractions)
 PLAIN = "plain"  # a setting, a name or a label
@@ -54,6 +55,10 @@ def _group(group: str) -> Callable[..., Field]:
 
 
 _bench, _ours, _mem, _pred = _group(LLAMA_BENCH), _group(OURS), _group(MEMORY), _group(PREDICTED)
+
+
+def _remote(name: str, type_: type, unit: str, fmt: str, tip: str, more: dict[str, Any]) -> Field:
+    return Field(name, type_, unit, fmt, REMOTE, tip, **more)
 
 FIELD_TABLE: tuple[Field, ...] = (
     _bench("build_commit", str, "", "{}", "llama.cpp build commit of the engine"),
@@ -177,6 +182,30 @@ FIELD_TABLE: tuple[Field, ...] = (
     _pred("expected_prefill_tps", float, "tok/s", "{:.1f}",
           "prefill ceiling × this machine's efficiency learned from other stored models", kind=PREDICTED_VALUE),
     _pred("calibrated_from", str, "", "{}", "the stored runs the expected_* columns learned from"),
+    *(_remote(*f) for f in (
+        ("endpoint", str, "", "{}", "remote server's API root (no credentials); empty for a local model", {}),
+        ("n_requests", int, "requests", "{}", "requests sent in the test (remote)", {}),
+        ("request_rate_rps", float, "req/s", "{:.2f}", "offered Poisson arrival rate; empty: all at once (remote)",
+         {}),
+        ("n_errors", int, "requests", "{}", "requests that failed (remote)", {"kind": MEASURED}),
+        ("error_rate", float, "fraction", "{:.0%}", "failed ÷ sent requests (remote)", {"kind": MEASURED}),
+        ("request_errors", str, "", "{}", "why requests failed, with counts (remote)", {}),
+        ("duration_ms", float, "ms", "{:.1f}", "first request sent → last stream closed (remote)",
+         {"kind": MEASURED}),
+        ("req_per_s", float, "req/s", "{:.2f}", "finished requests per second (remote)", {"kind": MEASURED}),
+        ("goodput_req_per_s", float, "req/s", "{:.2f}",
+         "finished requests per second that met the TTFT/TPOT objective (remote)", {"kind": MEASURED}),
+        ("slo_ttft_ms", float, "ms", "{:.0f}", "goodput objective: TTFT at most this (remote)", {}),
+        ("slo_tpot_ms", float, "ms", "{:.0f}", "goodput objective: TPOT at most this (remote)", {}),
+        *((f"{m}_p{q}_ms", float, "ms", "{:.1f}", f"{q}th percentile of {what} over requests (remote)",
+           {"kind": MEASURED}) for m, what in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "end-to-end latency"))
+          for q in (50, 90, 99)),
+        ("prompt_tokens_mean", float, "tokens", "{:.1f}", "prompt tokens per request, as the server counted them "
+         "(remote)", {"kind": MEASURED}),
+        ("prompt_tokens_by", str, "", "{}", "how the prompt length was checked: usage, tokenize or approximate", {}),
+        ("tokens_counted_by", str, "", "{}",
+         "usage: the server's token counts; chunks: it reported none, stream chunks were counted (remote)", {}),
+    )),
 )
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}

@@ -45,6 +45,11 @@ EXPECTED_CSV_COLUMNS = [
     "pred_ttft_ms", "decode_achieved_frac", "prefill_achieved_frac", "effective_bandwidth_gbps",
     "pred_weight_bytes", "pred_kv_bytes", "pred_compute_buffer_bytes", "pred_mem_bytes",
     "expected_decode_tps", "expected_prefill_tps", "calibrated_from",
+    # remote servers (gguf-bench run --url)
+    "endpoint", "n_requests", "request_rate_rps", "n_errors", "error_rate", "request_errors", "duration_ms",
+    "req_per_s", "goodput_req_per_s", "slo_ttft_ms", "slo_tpot_ms",
+    "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
+    "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "prompt_tokens_mean", "prompt_tokens_by", "tokens_counted_by",
 ]
 
 #: The unit a name's suffix promises (units in names).

@@ -1,0 +1,82 @@
+"""``gguf-bench run --url``: the remote-server options and the session they describe."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.cli.errors import UserError
+from app.results.store import ResultStore
+from app.run.params import INT, PARAM, PARAMS, parse_list
+from app.run.remote import MAX_CONCURRENCY, MAX_REQUESTS, RemoteSession, RemoteSpec
+from app.run.remote_rows import Objective
+from engines.openai_http import API_KEY_ENVS, Endpoint, EndpointError
+
+#: Options of a local run that mean nothing for a remote server (refused with --url rather than ignored).
+_LOCAL_ONLY = ("model", "sweep", "telemetry", "hw", "prompt_file", "repetitions")
+
+
+def add_remote_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("remote server (OpenAI-compatible; the API key is read from "
+                             + " or ".join(API_KEY_ENVS) + ")")
+    g.add_argument("--url", help="benchmark this server instead of a local model, e.g. http://HOST:PORT/v1")
+    g.add_argument("--served-model", help="model name the server knows (the request's 'model')")
+    g.add_argument("--concurrency", help=f"requests in flight, e.g. 1,2,4,8 (1-{MAX_CONCURRENCY}; default 1)")
+    g.add_argument("--rate", type=float, help="Poisson arrivals at R requests/s (seeded; default: all at once)")
+    g.add_argument("--requests", type=int, help="requests per test (default max(8, 4 × concurrency))")
+    g.add_argument("--slo-ttft-ms", type=float, help="goodput objective: TTFT at most this")
+    g.add_argument("--slo-tpot-ms", type=float, help="goodput objective: TPOT at most this")
+    g.add_argument("--request-timeout", type=float, default=60.0, help="seconds without data before a request "
+                   "fails (default 60; a whole request gets 10× that)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the prompts' words and the arrival times")
+    g.add_argument("--chat", action="store_true", help="use /chat/completions instead of /completions")
+    g.add_argument("--no-ignore-eos", action="store_true",
+                   help="do not send ignore_eos/min_tokens (for servers that reject them)")
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    local = [name for name in _LOCAL_ONLY if getattr(args, name, None)]
+    local += [p.name for p in PARAMS if p.is_list and p.name not in ("n_prompt", "n_gen") and getattr(args, p.name)]
+    if local:
+        flags = ", ".join(PARAM[n].flags[-1] if n in PARAM else "--" + n.replace("_", "-") for n in local)
+        raise UserError(f"--url: {flags} only apply to a local model")
+    if not args.served_model:
+        raise UserError("--url needs --served-model NAME (the model name the server knows)")
+    if args.requests is not None and not 1 <= args.requests <= MAX_REQUESTS:
+        raise UserError(f"--requests must be between 1 and {MAX_REQUESTS}")
+    if args.rate is not None and not args.rate > 0:
+        raise UserError("--rate must be a positive number of requests per second")
+    if not args.request_timeout > 0:
+        raise UserError("--request-timeout must be positive")
+
+
+def _counts(flag: str, text: str | None, default: list[int], lo: int, hi: int) -> list[int]:
+    values = parse_list(flag, text, INT) if text is not None else default
+    bad = [v for v in values if not lo <= v <= hi]
+    if bad:
+        raise UserError(f"{flag}: {bad[0]} is outside {lo}-{hi}")
+    return values
+
+
+def remote_spec(args: argparse.Namespace) -> RemoteSpec:
+    """The sweep ``--url`` describes; UserError for flags that do not fit."""
+    _check_flags(args)
+    try:
+        endpoint = Endpoint(args.url, args.served_model, timeout_s=args.request_timeout, chat=args.chat,
+                            ignore_eos=not args.no_ignore_eos)
+    except EndpointError as e:
+        raise UserError(f"--url {e}") from None
+    return RemoteSpec(
+        endpoint,
+        n_prompt=_counts("-p", args.n_prompt, [512], 1, 1 << 20),
+        n_gen=_counts("-n", args.n_gen, [128], 1, 1 << 20),
+        concurrency=_counts("--concurrency", args.concurrency, [1], 1, MAX_CONCURRENCY),
+        n_requests=args.requests, rate_rps=args.rate,
+        objective=Objective(args.slo_ttft_ms, args.slo_tpot_ms), seed=args.seed)
+
+
+def remote_session(args: argparse.Namespace) -> RemoteSession:
+    spec = remote_spec(args)
+    store = None if args.no_store else ResultStore(args.store)
+    command = " ".join(sys.argv).replace(args.url, spec.endpoint.display)  # no credentials in the store
+    return RemoteSession(spec, store=store, command=command)

@@ -1,0 +1,192 @@
+"""Remote sweeps: prompt length × output length × concurrency against an OpenAI-compatible server.
+
+No worker process: there is no model to load here. The requests run on threads of this process
+(``engines.openai_http.LoadRun``) and the session emits the same events as a local sweep, so the CLI's
+progress line, the results store and the window read a remote run like any other. Rows carry
+``backends = remote``, the endpoint, and the concurrency in ``n_parallel``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.results.store import ResultStore, now_iso
+from app.run.events import (
+    FailureKind,
+    SweepFinished,
+    SweepStarted,
+    TestFailed,
+    TestFinished,
+    TestStarted,
+)
+from app.run.remote_rows import Objective, summarise_requests
+from app.run.session import EventHandler, SweepOutcome, SweepSession
+from engines.openai_http import Endpoint, LoadRun, count_tokens, poisson_arrivals_s, stream_request
+
+MAX_CONCURRENCY = 256
+MAX_REQUESTS = 100_000
+#: Common English words that are one token (with their leading space) for most BPE vocabularies.
+_WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which but have an "
+          "had they you were their one all we can her has there been if more when will would who so no time way "
+          "day man new year work life hand part place case week point number group fact home water room mother "
+          "area money story month night study book eye job word side kind head house service friend father power "
+          "hour game line end member law car city name team minute idea kid body back face level office door").split()
+
+
+@dataclass(frozen=True)
+class RemoteTest:
+    """One remote test: ``n_requests`` prompts of ``n_prompt`` tokens, ``concurrency`` in flight at most."""
+
+    __test__ = False  # not a pytest class
+
+    endpoint: str  # the display URL (no credentials)
+    served_model: str
+    n_prompt: int
+    n_gen: int
+    concurrency: int
+    n_requests: int
+    rate_rps: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As stored in the run's test list and sent in TestStarted (``model_path``: what short names read)."""
+        return {**dataclasses.asdict(self), "model_path": self.served_model, "n_parallel": self.concurrency}
+
+
+@dataclass
+class RemoteSpec:
+    """A remote sweep: lists are crossed; ``n_requests`` None means max(8, 4 × concurrency) per test."""
+
+    endpoint: Endpoint
+    n_prompt: list[int] = field(default_factory=lambda: [512])
+    n_gen: list[int] = field(default_factory=lambda: [128])
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    n_requests: int | None = None
+    rate_rps: float | None = None
+    objective: Objective = Objective()
+    seed: int = 0
+
+    def tests(self) -> list[RemoteTest]:
+        return [RemoteTest(self.endpoint.display, self.endpoint.model, p, n, c,
+                           self.n_requests or max(8, 4 * c), self.rate_rps)
+                for p in self.n_prompt for n in self.n_gen for c in self.concurrency]
+
+
+class PromptMaker:
+    """Prompts of a given token count: seeded random common words, a different text for every request (so no
+    server-side prefix cache can fake a fast TTFT), sized with the server's tokenizer where it offers one."""
+
+    def __init__(self, endpoint: Endpoint, seed: int = 0) -> None:
+        self.endpoint = endpoint
+        self.seed = seed
+        self._sized: dict[int, tuple[int, str]] = {}
+
+    def text(self, n_words: int, request_index: int) -> str:
+        rng = random.Random(self.seed * 1_000_003 + request_index)
+        return " ".join(rng.choice(_WORDS) for _ in range(n_words))
+
+    def size(self, n_tokens: int) -> tuple[int, str]:
+        """(words for ``n_tokens`` tokens, how the count was checked: ``tokenize`` or ``approximate``)."""
+        if n_tokens not in self._sized:
+            words, how = n_tokens, "approximate"
+            for _ in range(3):
+                counted = count_tokens(self.endpoint, self.text(words, -1))
+                if counted is None or counted <= 0:
+                    break
+                how = "tokenize"
+                if counted == n_tokens:
+                    break
+                words = max(1, round(words * n_tokens / counted))
+            self._sized[n_tokens] = (words, how)
+        return self._sized[n_tokens]
+
+
+class RemoteSession(SweepSession):
+    """Runs a :class:`RemoteSpec` with the session's store, event log and rows (see SweepSession)."""
+
+    def __init__(self, spec: RemoteSpec, *, store: ResultStore | None = None, sweep_name: str = "remote",
+                 command: str = "") -> None:
+        self.spec = spec
+        machine = {"remote_endpoint": spec.endpoint.display, "served_model": spec.endpoint.model}
+        super().__init__(spec.tests(), store=store, sweep_name=sweep_name, command=command,  # type: ignore[arg-type]
+                         machine=machine, token_ticks=False)
+        self.prompts = PromptMaker(spec.endpoint, spec.seed)
+        self._load: LoadRun | None = None
+        self._load_lock = threading.Lock()
+
+    def cancel(self) -> None:
+        super().cancel()
+        with self._load_lock:
+            if self._load is not None:
+                self._load.cancel()
+
+    def _run_workers(self, outcome: SweepOutcome, on_event: EventHandler | None) -> None:
+        emit = on_event or (lambda ev: None)
+        tests: list[RemoteTest] = self.tests  # type: ignore[assignment]
+        software = {"engine": "openai_http", "endpoint": self.spec.endpoint.display}
+        if self.store is not None:
+            self.store.update_software(self.run_id, software)
+        emit(SweepStarted(t_ns=time.perf_counter_ns(), n_tests=len(tests), tests=[t.to_dict() for t in tests],
+                          software=software))
+        self._warm_up()
+        n_ok = 0
+        for index, test in enumerate(tests):
+            if self._cancel.is_set():
+                break
+            emit(TestStarted(t_ns=time.perf_counter_ns(), test_index=index, test=test.to_dict()))
+            row = self._record(self._measure(index, test))
+            if self._cancel.is_set() and row["status"] != "ok":
+                self.rows.pop(index, None)  # a test cut by cancel is not a failure of the server
+                break
+            if row["status"] == "ok":
+                n_ok += 1
+                emit(TestFinished(t_ns=time.perf_counter_ns(), test_index=index, row=row))
+            else:
+                emit(TestFailed(t_ns=time.perf_counter_ns(), test_index=index, reason=row["error"], row=row,
+                                kind=FailureKind.ENGINE_ERROR))
+        emit(SweepFinished(t_ns=time.perf_counter_ns(), n_ok=n_ok, n_failed=len(self.rows) - n_ok,
+                           cancelled=self._cancel.is_set()))
+
+    def _warm_up(self) -> None:
+        """One short request before the first test, kept apart (a cold server's first answer is slow)."""
+        if self.tests and not self._cancel.is_set():
+            first: RemoteTest = self.tests[0]  # type: ignore[assignment]
+            words, _ = self.prompts.size(first.n_prompt)
+            stream_request(self.spec.endpoint, self.prompts.text(words, -2), min(first.n_gen, 4), cancel=self._cancel)
+
+    def _measure(self, index: int, test: RemoteTest) -> dict[str, Any]:
+        row = remote_base_row(test, index, self.run_id, self.spec.objective)
+        words, how = self.prompts.size(test.n_prompt)
+        prompts = [self.prompts.text(words, index * MAX_REQUESTS + i) for i in range(test.n_requests)]
+        load = LoadRun(self.spec.endpoint, prompts, test.n_gen, test.concurrency,
+                       poisson_arrivals_s(test.n_requests, test.rate_rps, self.spec.seed + index))
+        with self._load_lock:
+            self._load = load
+        if self._cancel.is_set():
+            load.cancel()
+        results = load.run()
+        with self._load_lock:
+            self._load = None
+        end_ns = max((r.end_ns for r in results), default=load.start_ns)
+        row.update(summarise_requests(results, end_ns - load.start_ns, test.n_prompt, self.spec.objective))
+        reported = any(r.prompt_tokens is not None for r in results if r.ok)
+        row["prompt_tokens_by"] = "usage" if reported else how
+        if row["status"] != "ok":
+            row["error_kind"] = FailureKind.ENGINE_ERROR.value
+        return row
+
+
+def remote_base_row(test: RemoteTest, index: int, run_id: str, objective: Objective) -> dict[str, Any]:
+    """The columns a remote test knows before it runs (a failed test keeps these plus the error)."""
+    return {
+        "run_id": run_id, "test_index": index, "status": "pending", "error": "", "error_kind": "",
+        "model_path": test.endpoint, "model_filename": test.served_model, "backends": "remote",
+        "endpoint": test.endpoint, "cpu_info": "", "gpu_info": "",
+        "n_prompt": test.n_prompt, "n_gen": test.n_gen, "n_depth": 0, "n_parallel": test.concurrency,
+        "n_requests": test.n_requests, "request_rate_rps": test.rate_rps,
+        "slo_ttft_ms": objective.ttft_ms, "slo_tpot_ms": objective.tpot_ms, "test_time": now_iso(),
+    }

@@ -1,0 +1,105 @@
+"""A remote test's row from its requests: latency percentiles, per-request and aggregate rates, goodput.
+
+Pure functions of the requests' timestamps (``engines.openai_http.RequestResult``) so they are tested against
+hand-computed numbers. TTFT is send → first text chunk; TPOT is (last chunk − first chunk) ÷ (tokens − 1);
+ITL pools the gaps between text chunks; end-to-end is send → stream closed. Goodput counts the finished
+requests that met every given objective (TTFT and TPOT), per second of the test's wall time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.results import stats
+from engines.openai_http import RequestResult
+
+_QS = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A service-level objective; None: no limit on that metric."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.ttft_ms is not None or self.tpot_ms is not None
+
+    def met(self, ttft_ms: float, tpot_ms: float | None) -> bool:
+        if self.ttft_ms is not None and ttft_ms > self.ttft_ms:
+            return False
+        return self.tpot_ms is None or tpot_ms is None or tpot_ms <= self.tpot_ms
+
+
+def ttft_ms(r: RequestResult) -> float | None:
+    return None if r.first_token_ns is None else (r.first_token_ns - r.start_ns) / 1e6
+
+
+def tpot_ms(r: RequestResult) -> float | None:
+    """Decode time per output token after the first; None for fewer than two tokens or chunks."""
+    if r.first_token_ns is None or r.output_tokens < 2 or not r.chunk_ns:
+        return None
+    return (r.chunk_ns[-1] - r.first_token_ns) / 1e6 / (r.output_tokens - 1)
+
+
+def _percentiles(name: str, xs: Sequence[float]) -> dict[str, float | None]:
+    return {f"{name}_p{q}_ms": stats.percentile(xs, q) for q in _QS}
+
+
+def _error_summary(results: Sequence[RequestResult]) -> str:
+    counts = Counter(r.error for r in results if r.error)
+    return "; ".join(f"{n}× {reason}" for reason, n in counts.most_common())
+
+
+def _counted_by(ok: Sequence[RequestResult]) -> str:
+    return ", ".join(sorted({r.counted_by for r in ok}))
+
+
+def summarise_requests(results: Sequence[RequestResult], duration_ns: int, prompt_tokens_est: int,
+                       objective: Objective = Objective()) -> dict[str, Any]:
+    """The measured columns of one remote test; ``status`` is ok when at least one request finished."""
+    for r in results:
+        if r.ok and r.first_token_ns is None:
+            r.error = "the stream carried no text"
+    ok = [r for r in results if r.ok]
+    failed = [r for r in results if not r.ok]
+    n = len(results)
+    duration_s = max(duration_ns, 1) / 1e9
+    ttfts = [t for r in ok if (t := ttft_ms(r)) is not None]
+    tpots = [t for r in ok if (t := tpot_ms(r)) is not None]
+    e2e_ms = [(r.end_ns - r.start_ns) / 1e6 for r in ok]
+    itl_ms = [(b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
+    prompt = [r.prompt_tokens if r.prompt_tokens is not None else prompt_tokens_est for r in ok]
+    out_tokens = sum(r.output_tokens for r in ok)
+    row: dict[str, Any] = {
+        "n_requests": n, "n_errors": len(failed), "error_rate": len(failed) / n if n else None,
+        "request_errors": _error_summary(failed), "duration_ms": duration_ns / 1e6,
+        "req_per_s": len(ok) / duration_s,
+        "goodput_req_per_s": (sum(1 for r in ok if objective.met(ttft_ms(r) or 0.0, tpot_ms(r))) / duration_s
+                              if objective.given else None),
+        "ttft_ms": stats.mean(ttfts), "ttft_ms_median": stats.median(ttfts), "ttft_ms_stddev": stats.stddev(ttfts),
+        **_percentiles("ttft", ttfts),
+        "tpot_ms": stats.mean(tpots), **_percentiles("tpot", tpots),
+        **{f"itl_p{q}_ms": stats.percentile(itl_ms, q) for q in _QS},
+        **_percentiles("e2e", e2e_ms),
+        "prefill_tps": stats.mean([p / (t / 1e3) for p, t in zip(prompt, ttfts, strict=True) if t > 0]),
+        "decode_tps": stats.mean([1e3 / t for t in tpots if t > 0]),
+        "decode_tps_aggregate": out_tokens / duration_s if ok else None,
+        "avg_ts": stats.mean([(p + r.output_tokens) / (e / 1e3) for p, r, e in zip(prompt, ok, e2e_ms, strict=True)
+                              if e > 0]),
+        "avg_ns": int(stats.mean(e2e_ms) * 1e6) if ok else None,
+        "samples_ns": [int(e * 1e6) for e in e2e_ms],
+        "ttft_samples_ms": ttfts,
+        "prompt_tokens_mean": stats.mean([float(p) for p in prompt]),
+        "tokens_counted_by": _counted_by(ok),
+        "status": "ok" if ok else "failed",
+    }
+    row["decode_tps_median"] = stats.median([1e3 / t for t in tpots if t > 0])
+    if not ok:
+        row["error"] = f"all {n} requests failed: {row['request_errors']}" if n else "no request was sent"
+    return row

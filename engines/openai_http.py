@@ -1,0 +1,329 @@
+"""Remote OpenAI-compatible inference servers: one streamed request, timed from its SSE stream, and a bounded load.
+
+Standard library only. Works with llama.cpp's server, vLLM, SGLang, Ollama's OpenAI API and llama-cpp-python's
+server: ``POST {base}/completions`` (or ``/chat/completions``) with ``stream: true``. Like every engine it reports
+timestamps (``time.perf_counter_ns``) and token counts; rates and percentiles are the caller's. A request never
+raises: a refused connection, a timeout, an HTTP error, a stream that stops half-way or a malformed SSE line
+becomes a :class:`RequestResult` whose ``error`` says why. The API key is read from the environment
+(:data:`API_KEY_ENVS`) and never appears in a result or an error message.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+API_KEY_ENVS: tuple[str, ...] = ("GGUF_BENCH_API_KEY", "OPENAI_API_KEY")
+Clock = Callable[[], int]
+_SNIPPET = 80  # characters of a server's text quoted in an error
+
+
+class EndpointError(ValueError):
+    """The endpoint URL cannot be used (not http/https, no host)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where to send requests: ``base_url`` ends at the API root, e.g. ``http://127.0.0.1:8080/v1``."""
+
+    base_url: str
+    model: str
+    timeout_s: float = 60.0  # one socket read, and the whole request at 10× that
+    chat: bool = False  # /chat/completions instead of /completions
+    ignore_eos: bool = True  # ask for exactly max_tokens (ignore_eos and min_tokens, where supported)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise EndpointError(f"{self.display}: not an http:// or https:// URL with a host")
+
+    @property
+    def display(self) -> str:
+        """The URL as recorded in rows: no user:password, query or fragment."""
+        p = urlsplit(self.base_url)
+        host = p.hostname or ""
+        port = f":{p.port}" if p.port else ""
+        return f"{p.scheme}://{host}{port}{p.path.rstrip('/')}"
+
+    def _connection(self) -> http.client.HTTPConnection:
+        p = urlsplit(self.base_url)
+        cls = http.client.HTTPSConnection if p.scheme == "https" else http.client.HTTPConnection
+        return cls(p.hostname or "", p.port, timeout=self.timeout_s)
+
+    def _path(self, tail: str, root: bool = False) -> str:
+        base = urlsplit(self.base_url).path.rstrip("/")
+        if root and base.endswith("/v1"):
+            base = base[: -len("/v1")]
+        return f"{base}{tail}"
+
+
+def api_key() -> str | None:
+    """The first non-empty key among :data:`API_KEY_ENVS`."""
+    for name in API_KEY_ENVS:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _headers() -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    key = api_key()
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _scrub(text: str) -> str:
+    """``text`` with the API key (if any) blanked out and cut to one short line."""
+    key = api_key()
+    if key:
+        text = text.replace(key, "***")
+    text = " ".join(text.split())
+    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
+
+
+@dataclass
+class RequestResult:
+    """One request's timestamps and token counts; ``error`` is "" when it finished."""
+
+    start_ns: int
+    end_ns: int = 0
+    first_token_ns: int | None = None
+    chunk_ns: list[int] = field(default_factory=list)  # arrival of each chunk that carried text
+    prompt_tokens: int | None = None  # as the server reports them (usage)
+    completion_tokens: int | None = None  # as the server reports them (usage); None: count chunks
+    finish_reason: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    @property
+    def output_tokens(self) -> int:
+        return self.completion_tokens if self.completion_tokens is not None else len(self.chunk_ns)
+
+    @property
+    def counted_by(self) -> str:
+        """``usage``: the server's count; ``chunks``: the server reported none, stream chunks were counted."""
+        return "usage" if self.completion_tokens is not None else "chunks"
+
+
+def request_body(endpoint: Endpoint, prompt: str, max_tokens: int) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": endpoint.model, "max_tokens": max_tokens, "stream": True,
+                            "stream_options": {"include_usage": True}, "temperature": 0.0}
+    if endpoint.chat:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if endpoint.ignore_eos:
+        body.update(ignore_eos=True, min_tokens=max_tokens)
+    return body
+
+
+class _Stream:
+    """Reads one SSE response into a RequestResult."""
+
+    def __init__(self, result: RequestResult, chat: bool, clock: Clock, deadline_ns: int) -> None:
+        self.result, self.chat, self.clock, self.deadline_ns = result, chat, clock, deadline_ns
+        self.done = False
+
+    def read(self, resp: http.client.HTTPResponse, cancel: threading.Event | None) -> None:
+        while not self.done:
+            if cancel is not None and cancel.is_set():
+                raise _Fail("cancelled")
+            if self.clock() > self.deadline_ns:
+                raise _Fail("timed out: the whole request took too long")
+            raw = resp.readline()
+            if not raw:
+                break
+            self.line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+        if not self.done and not self.result.finish_reason:
+            raise _Fail(f"stream stopped after {len(self.result.chunk_ns)} chunks without [DONE]")
+
+    def line(self, line: str) -> None:
+        if not line or line.startswith(":") or line.split(":", 1)[0] in ("event", "id", "retry"):
+            return
+        if not line.startswith("data:"):
+            raise _Fail(f"malformed SSE line {_scrub(line)!r}")
+        data = line[5:].strip()
+        if data == "[DONE]":
+            self.done = True
+            return
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            raise _Fail(f"malformed SSE data {_scrub(data)!r}") from None
+        if not isinstance(chunk, dict):
+            raise _Fail(f"malformed SSE data {_scrub(data)!r}")
+        self.chunk(chunk)
+
+    def chunk(self, chunk: dict[str, Any]) -> None:
+        now = self.clock()
+        if "error" in chunk:
+            raise _Fail(f"server error in stream: {_scrub(json.dumps(chunk['error']))}")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.result.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+            self.result.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            text = (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
+            if text:
+                if self.result.first_token_ns is None:
+                    self.result.first_token_ns = now
+                self.result.chunk_ns.append(now)
+            if choice.get("finish_reason"):
+                self.result.finish_reason = str(choice["finish_reason"])
+
+
+class _Fail(Exception):
+    """A request failed; str() is the reason."""
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: Clock = time.perf_counter_ns,
+                   cancel: threading.Event | None = None,
+                   on_connection: Callable[[http.client.HTTPConnection | None], None] | None = None) -> RequestResult:
+    """Send one streamed request and time it. Never raises: a failure is ``result.error``."""
+    result = RequestResult(start_ns=clock())
+    stream = _Stream(result, endpoint.chat, clock, result.start_ns + int(endpoint.timeout_s * 10 * 1e9))
+    conn = endpoint._connection()
+    if on_connection is not None:
+        on_connection(conn)
+    try:
+        path = endpoint._path("/chat/completions" if endpoint.chat else "/completions")
+        conn.request("POST", path, body=json.dumps(request_body(endpoint, prompt, max_tokens)), headers=_headers())
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise _Fail(f"HTTP {resp.status} {resp.reason}: {_scrub(resp.read(2048).decode('utf-8', 'replace'))}")
+        stream.read(resp, cancel)
+    except _Fail as e:
+        result.error = str(e)
+    except ConnectionRefusedError:
+        result.error = f"connection refused by {endpoint.display}"
+    except TimeoutError:
+        result.error = f"timed out: no data for {endpoint.timeout_s:g} s"
+    except (OSError, http.client.HTTPException) as e:
+        result.error = f"connection error: {_scrub(type(e).__name__ + ' ' + str(e))}"
+    finally:
+        result.end_ns = clock()
+        conn.close()
+        if on_connection is not None:
+            on_connection(None)
+    return result
+
+
+def count_tokens(endpoint: Endpoint, text: str) -> int | None:
+    """The server's token count for ``text`` (llama-cpp-python, llama.cpp and vLLM tokenize routes), or None."""
+    tries = (("/extras/tokenize/count", {"input": text, "model": endpoint.model}),
+             ("/tokenize", {"content": text, "prompt": text, "model": endpoint.model}))
+    for tail, body in tries:
+        conn = endpoint._connection()
+        try:
+            conn.request("POST", endpoint._path(tail, root=True), body=json.dumps(body), headers=_headers())
+            resp = conn.getresponse()
+            payload = resp.read(1 << 22)
+            if resp.status != 200:
+                continue
+            data = json.loads(payload)
+            if isinstance(data, dict) and isinstance(data.get("count"), int):
+                return int(data["count"])
+            if isinstance(data, dict) and isinstance(data.get("tokens"), list):
+                return len(data["tokens"])
+        except (OSError, http.client.HTTPException, ValueError):
+            continue
+        finally:
+            conn.close()
+    return None
+
+
+def poisson_arrivals_s(n: int, rate_rps: float | None, seed: int) -> list[float]:
+    """Send times (s from the start) of ``n`` requests: all at 0 without a rate, else Poisson arrivals at the rate."""
+    if not rate_rps or rate_rps <= 0:
+        return [0.0] * n
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(rate_rps)
+    return out
+
+
+class LoadRun:
+    """``len(prompts)`` requests, at most ``concurrency`` in flight, sent no earlier than their arrival times."""
+
+    def __init__(self, endpoint: Endpoint, prompts: Sequence[str], max_tokens: int, concurrency: int,
+                 arrivals_s: Sequence[float], clock: Clock = time.perf_counter_ns) -> None:
+        self.endpoint, self.prompts, self.max_tokens = endpoint, list(prompts), max_tokens
+        self.concurrency, self.arrivals_s, self.clock = max(1, concurrency), list(arrivals_s), clock
+        self.results: list[RequestResult | None] = [None] * len(self.prompts)
+        self._next = 0
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+        self._conns: set[http.client.HTTPConnection] = set()
+        self.start_ns = 0
+
+    def cancel(self) -> None:
+        """Safe from any thread: send nothing more and cut the streams in flight."""
+        self._cancel.set()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _take(self) -> int | None:
+        with self._lock:
+            if self._next >= len(self.prompts) or self._cancel.is_set():
+                return None
+            self._next += 1
+            return self._next - 1
+
+    def _worker(self) -> None:
+        current: list[http.client.HTTPConnection] = []
+
+        def track(conn: http.client.HTTPConnection | None) -> None:
+            with self._lock:
+                if conn is None:
+                    self._conns.difference_update(current)
+                    current.clear()
+                else:
+                    current.append(conn)
+                    self._conns.add(conn)
+
+        while (i := self._take()) is not None:
+            delay_s = self.start_ns / 1e9 + self.arrivals_s[i] - self.clock() / 1e9
+            if delay_s > 0 and self._cancel.wait(delay_s):
+                return
+            self.results[i] = stream_request(self.endpoint, self.prompts[i], self.max_tokens, clock=self.clock,
+                                             cancel=self._cancel, on_connection=track)
+
+    def run(self) -> list[RequestResult]:
+        """Send every request (or until cancelled); the results of the requests that were sent, in order."""
+        self.start_ns = self.clock()
+        threads = [threading.Thread(target=self._worker, daemon=True, name=f"openai-http-{k}")
+                   for k in range(min(self.concurrency, len(self.prompts)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return [r for r in self.results if r is not None]

@@ -1,0 +1,58 @@
+"""A remote test's row from hand-made request timestamps: percentiles, rates, goodput and error rate."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.run.remote_rows import Objective, summarise_requests, tpot_ms, ttft_ms
+from engines.openai_http import RequestResult
+
+MS = 1_000_000
+
+
+def _req(start_ms: float, chunks_ms: list[float], end_ms: float, *, completion: int | None = None,
+         prompt: int | None = None, error: str = "") -> RequestResult:
+    chunk_ns = [int(c * MS) for c in chunks_ms]
+    return RequestResult(start_ns=int(start_ms * MS), end_ns=int(end_ms * MS),
+                         first_token_ns=chunk_ns[0] if chunk_ns else None, chunk_ns=chunk_ns,
+                         prompt_tokens=prompt, completion_tokens=completion, error=error)
+
+
+def test_latencies_rates_and_goodput_by_hand() -> None:
+    a = _req(0, [100, 120, 140, 160, 180], 190, completion=5, prompt=50)  # TTFT 100, TPOT 20
+    b = _req(0, [300, 340, 380, 420, 460], 470, completion=5, prompt=50)  # TTFT 300, TPOT 40
+    bad = _req(0, [], 50, error="HTTP 500 Internal Server Error: boom")
+    row = summarise_requests([a, b, bad], duration_ns=500 * MS, prompt_tokens_est=64,
+                             objective=Objective(ttft_ms=200, tpot_ms=30))
+    assert ttft_ms(a) == 100 and tpot_ms(a) == 20 and tpot_ms(b) == 40
+    assert row["status"] == "ok" and row["n_requests"] == 3 and row["n_errors"] == 1
+    assert row["error_rate"] == pytest.approx(1 / 3)
+    assert row["request_errors"] == "1× HTTP 500 Internal Server Error: boom"
+    assert row["ttft_ms"] == pytest.approx(200) and row["ttft_p50_ms"] == pytest.approx(200)
+    assert row["ttft_p99_ms"] == pytest.approx(100 + 200 * 0.99)
+    assert row["tpot_ms"] == pytest.approx(30) and row["tpot_p90_ms"] == pytest.approx(20 + 20 * 0.9)
+    assert row["itl_p50_ms"] == pytest.approx(30)  # four gaps of 20 and four of 40
+    assert row["e2e_p50_ms"] == pytest.approx(330)
+    assert row["req_per_s"] == pytest.approx(2 / 0.5)
+    assert row["goodput_req_per_s"] == pytest.approx(1 / 0.5)  # only a meets both objectives
+    assert row["decode_tps_aggregate"] == pytest.approx(10 / 0.5)
+    assert row["decode_tps"] == pytest.approx((50 + 25) / 2)  # per request: 1000 / TPOT
+    assert row["prefill_tps"] == pytest.approx((500 + 50 / 0.3) / 2)
+    assert row["prompt_tokens_mean"] == 50 and row["tokens_counted_by"] == "usage"
+    assert row["samples_ns"] == [190 * MS, 470 * MS]
+
+
+def test_no_usage_counts_chunks_and_no_objective_means_no_goodput() -> None:
+    r = _req(0, [10, 20, 30], 35)
+    row = summarise_requests([r], duration_ns=35 * MS, prompt_tokens_est=64)
+    assert row["tokens_counted_by"] == "chunks" and row["goodput_req_per_s"] is None
+    assert row["tpot_ms"] == pytest.approx(10) and row["prompt_tokens_mean"] == 64
+
+
+def test_all_requests_failed_is_a_failed_row_with_the_reasons() -> None:
+    reqs = [_req(0, [], 5, error="connection refused by http://127.0.0.1:9/v1") for _ in range(2)]
+    reqs.append(_req(0, [], 5))  # a stream that finished without any text
+    row = summarise_requests(reqs, duration_ns=5 * MS, prompt_tokens_est=8)
+    assert row["status"] == "failed" and row["error_rate"] == 1.0 and row["decode_tps_aggregate"] is None
+    assert row["error"] == ("all 3 requests failed: 2× connection refused by http://127.0.0.1:9/v1; "
+                            "1× the stream carried no text")
