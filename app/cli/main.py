@@ -21,6 +21,9 @@ from app.results.store import StoreError
 from app.run.params import FA_AUTO, INT, PARAM, PARAMS, parse_flash_attn
 from app.run.plan import PlanError
 
+OUTPUT_HELP = ("md (a compact table), csv (every column, llama-bench compatible), summary (a short CSV for "
+               "spreadsheets: key columns first, sizes in MiB), json or jsonl")
+
 
 # --- parser ----------------------------------------------------------------------------------------
 def _flash_attn_arg(text: str) -> int:
@@ -46,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         scalar_int = prm.kind is INT and not prm.is_list
         p.add_argument(*prm.flags, dest=prm.name, help=prm.help, type=int if scalar_int else None)
     p.add_argument("--sweep", help="sweep preset name (quick, standard, long-context, chat, rag) or TOML file")
-    p.add_argument("-o", "--output", choices=export.FORMATS, default="md")
+    p.add_argument("-o", "--output", choices=export.FORMATS, default="md", help=OUTPUT_HELP)
     p.add_argument("--out", help="write results to this file instead of stdout")
     p.add_argument("--no-store", action="store_true", help="do not save to the results store")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -78,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="re-export one stored run")
     p.add_argument("run_id", help="run id (a unique prefix, or 'last')")
-    p.add_argument("-o", "--output", choices=export.FORMATS, default="csv")
+    p.add_argument("-o", "--output", choices=export.FORMATS, default="csv", help=OUTPUT_HELP)
     p.add_argument("--out")
     p.set_defaults(func=cmd_export)
 

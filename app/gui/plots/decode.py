@@ -62,6 +62,8 @@ class DecodePlot(PlotPanel):
         in_sel = view.selected_tokens()
         self.item(("hltok",), lambda: line(None, HILITE, 1.6)).setData(
             pos[in_sel], rate[in_sel], connect=connect_reps(starts[in_sel]))
+        self.mark_unstable([(mean_pos(r), float(r["decode_tps"])) for r in rows
+                            if "decode_tps" in str(r.get("unstable_metrics") or "")])
         hi = [r for r in rows if r.get("test_index") in view.selected]
         self.item(("hl",), lambda: ring(None)).setData([mean_pos(r) for r in hi],
                                                        [float(r["decode_tps"]) for r in hi])

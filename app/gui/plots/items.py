@@ -82,6 +82,13 @@ def ring(name: str | None) -> pg.PlotDataItem:
                            symbolPen=pg.mkPen(HILITE, width=2.6), name=name)
 
 
+def unstable_rings() -> pg.PlotDataItem:
+    """Dashed amber squares around unstable measurements (spread ≥ 10 % of the mean)."""
+    return pg.PlotDataItem([], [], pen=None, symbol="s", symbolSize=20, symbolBrush=None,
+                           symbolPen=pg.mkPen("#e0a000", width=2.2, style=Qt.PenStyle.DashLine),
+                           name="⚠ unstable (spread ≥ 10 %)")
+
+
 def line(name: str | None, c: str, width: float = 1.8, dashed: bool = False, alpha: int = 255) -> pg.PlotDataItem:
     """A plain (or dashed: predicted) line."""
     qc = pg.mkColor(c)

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtGui import QColor, QImage, QPainter
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QStackedLayout, QTabWidget, QWidget
 
 from app.gui.live import LiveRun
 from app.gui.plots.decode import DecodePlot
@@ -17,6 +18,10 @@ from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.telemetry import TelemetryPlot
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
+
+#: Below this height two rows of plots, each with a legend above its data, leave too little of each to read
+#: (at 1600×1000 a 289 px plot kept 135 px of data under a four-entry legend): the plots go into two tabs.
+GRID_MIN_HEIGHT_PX = 700
 
 
 class LivePlots(QWidget):
@@ -31,14 +36,7 @@ class LivePlots(QWidget):
         self.itl = ItlPlot(self.decode)
         # drawing order when all are due: the inter-token plot reads the ceilings the decode plot drew
         self.panels: list[PlotPanel] = [self.ttft, self.decode, self.kv, self.tel, self.itl]
-        grid = QGridLayout(self)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setSpacing(4)
-        grid.addWidget(self.ttft.widget, 0, 0)
-        grid.addWidget(self.decode.widget, 0, 1)
-        grid.addWidget(self.kv.widget, 0, 2)
-        grid.addWidget(self.tel.widget, 1, 0, 1, 2)
-        grid.addWidget(self.itl.widget, 1, 2)
+        self._build_pages()
         self._last_key: tuple[Any, ...] | None = None
         self.kv_ctx_max = 4096
         self.redraws = 0
@@ -50,6 +48,49 @@ class LivePlots(QWidget):
         for w in self.plots():
             for name in ("left", "bottom", "right"):
                 w.getPlotItem().getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+    def _build_pages(self) -> None:
+        """Two arrangements of the same five plots: one grid (two rows) where the area is tall enough, else two
+        tabs of one row each ("Speed" and "Memory and machine"), so every plot keeps a readable height."""
+        self.grid_page = QWidget(self)
+        self.grid = QGridLayout(self.grid_page)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(4)
+        self.tabs = QTabWidget(self)
+        self.tabs.setDocumentMode(True)
+        self.tab_rows: list[QHBoxLayout] = []
+        for title in ("Speed: TTFT, decode, inter-token latency", "Memory and machine: KV cache, telemetry"):
+            page = QWidget(self.tabs)
+            row = QHBoxLayout(page)
+            row.setContentsMargins(0, 2, 0, 0)
+            row.setSpacing(4)
+            self.tab_rows.append(row)
+            self.tabs.addTab(page, title)
+        self.stack = QStackedLayout(self)
+        self.stack.addWidget(self.grid_page)
+        self.stack.addWidget(self.tabs)
+        self.mode = ""
+        self.arrange("grid")
+
+    def arrange(self, mode: str) -> None:
+        """Put the plots in the grid (``"grid"``) or in the tabs (``"tabs"``)."""
+        if mode == self.mode:
+            return
+        self.mode = mode
+        if mode == "grid":
+            for w, (r, c, rs, cs) in ((self.ttft.widget, (0, 0, 1, 1)), (self.decode.widget, (0, 1, 1, 1)),
+                                      (self.kv.widget, (0, 2, 1, 1)), (self.tel.widget, (1, 0, 1, 2)),
+                                      (self.itl.widget, (1, 2, 1, 1))):
+                self.grid.addWidget(w, r, c, rs, cs)
+            self.stack.setCurrentWidget(self.grid_page)
+        else:
+            for row, widgets in zip(self.tab_rows, ((self.ttft, self.decode, self.itl), (self.kv, self.tel)),
+                                    strict=True):
+                for p in widgets:
+                    row.addWidget(p.widget, 2 if p is self.tel else 1)
+            self.stack.setCurrentWidget(self.tabs)
+        for p in self.panels:
+            p.widget.show()
 
     def plots(self) -> list[pg.PlotWidget]:
         return [p.widget for p in self.panels]
@@ -106,6 +147,12 @@ class LivePlots(QWidget):
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802
         super().resizeEvent(event)
+        h = event.size().height()
+        # hysteresis: no flipping back and forth while a splitter is dragged across the threshold
+        if self.mode == "grid" and h < GRID_MIN_HEIGHT_PX:
+            self.arrange("tabs")
+        elif self.mode == "tabs" and h >= GRID_MIN_HEIGHT_PX + 40:
+            self.arrange("grid")
         self.fit_legends()
 
     def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -118,4 +165,14 @@ class LivePlots(QWidget):
         return self.tel.n_phase_regions
 
     def save_png(self, path: str) -> bool:
-        return self.grab().save(path, "PNG", 0)
+        """All five plots in one picture, in the grid's arrangement, whichever tab is showing."""
+        w = max(p.widget.width() for p in self.panels)
+        h = max(p.widget.height() for p in self.panels)
+        img = QImage(3 * w, 2 * h, QImage.Format.Format_RGB32)
+        img.fill(QColor("white"))
+        painter = QPainter(img)
+        for p, (x, y, span) in zip(self.panels, ((0, 0, 1), (1, 0, 1), (2, 0, 1), (0, 1, 2), (2, 1, 1)),
+                                   strict=True):
+            painter.drawPixmap(x * w, y * h, p.widget.grab().scaled(w * span, h))
+        painter.end()
+        return img.save(path, "PNG", 0)

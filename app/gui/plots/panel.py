@@ -12,7 +12,16 @@ import numpy as np
 import pyqtgraph as pg
 
 from app.gui.live import LiveRun
-from app.gui.plots.items import ItemPool, TopLegend, error_bars, line, make_plot, marked_line, scatter
+from app.gui.plots.items import (
+    ItemPool,
+    TopLegend,
+    error_bars,
+    line,
+    make_plot,
+    marked_line,
+    scatter,
+    unstable_rings,
+)
 from app.gui.plots.style import nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
@@ -160,6 +169,15 @@ class PlotPanel(ABC):
         """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)``; empty if none."""
         hit = self.pool.items.get(tuple(key))
         return xy_of(hit[1] if hit is not None else None)
+
+    def mark_unstable(self, points: list[tuple[float, float]]) -> None:
+        """Amber rings with a ⚠ legend entry around measured means whose spread is ≥ 10 % of the mean; the item
+        (and its legend entry) exists only while there are such points."""
+        if not points:
+            self.drop(("unstable",))
+            return
+        x, y = zip(*points, strict=True)
+        self.item(("unstable",), unstable_rings).setData(list(x), list(y))
 
     def points_with_sd(self, m: int, name: str, c: str, xyz: tuple[np.ndarray, np.ndarray, np.ndarray],
                        symbol: str = "o", size: float = 8) -> None:

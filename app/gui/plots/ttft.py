@@ -38,6 +38,8 @@ class TtftPlot(PlotPanel):
                 np.array([float(r["n_prompt"]) for r in mine]), np.array([float(r["ttft_ms"]) for r in mine]),
                 np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])))
             self._draw_predicted(view, m, path, xs)
+        self.mark_unstable([(float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
+                            if "ttft_ms" in str(r.get("unstable_metrics") or "")])
         hi = [r for r in rows if r.get("test_index") in view.selected]
         self.item(("hl",), lambda: ring(None)).setData([float(r["n_prompt"]) for r in hi],
                                                        [float(r["ttft_ms"]) for r in hi])

@@ -1,0 +1,166 @@
+"""Issue #12: the window on a laptop screen tells one true story.
+
+Compare rows per model per run, the fit verdict beyond the trained context, the 1366×768 geometry, the unstable
+badge, the summary CSV, and the warning when other processes compete with a measurement.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.gui.bridge import read_event_stream
+from app.gui.contention import ContentionWatch
+from app.gui.live import LiveRun
+from app.gui.results_model import UNSTABLE_BADGE
+from app.results import export
+from app.results.store import ResultStore
+from app.run.events import TelemetrySample
+from tests.gui.conftest import RECORDED, wait_for
+
+EVENTS = read_event_stream(RECORDED)
+ROWS = [e.row for e in EVENTS if e.type == "test_finished"]
+
+
+def _two_model_rows(run_id: str) -> list[dict[str, Any]]:
+    """The recorded rows, and the same tests on a second model file three times as fast at decode."""
+    other = [dict(r, model_path="/models/Other-Model.Q8_0.gguf", model_filename="Other-Model.Q8_0.gguf",
+                  test_index=r["test_index"] + len(ROWS), decode_tps=r["decode_tps"] * 3, model_size=7 * 2**20)
+             for r in ROWS]
+    return [dict(r, run_id=run_id) for r in ROWS + other]
+
+
+def test_compare_gives_one_series_and_one_row_per_model_per_run(window) -> None:
+    with ResultStore() as store:
+        store.begin_run("run-2m", sweep_name="two")
+        for r in _two_model_rows("run-2m"):
+            store.add_result("run-2m", r)
+        store.finish_run("run-2m", "finished")
+    cmp = window.show_compare(runs=["run-2m"])
+    assert len(cmp.items) == 2 and cmp.table.rowCount() == 2
+    names = [cmp.table.item(k, 0).text() for k in range(2)]
+    assert "SmolLM2" in names[0] and "Other-Model.Q8_0" in names[1]  # the model is in the label
+    smol = np.mean([r["decode_tps"] for r in ROWS if not r["n_depth"]])
+    assert float(cmp.table.item(0, 2).text().replace(",", "")) == pytest.approx(smol, abs=0.06)  # not averaged
+    assert cmp.table.item(1, 3).text() == "3.00×"
+    labels = [label.text for _s, label in cmp.decode.legend.items]
+    assert len(labels) == 2 and "Other-Model.Q8_0" in labels[1]
+    cmp.close()
+
+
+def test_compare_ratios_never_mix_measured_and_predicted(window, smollm2_path: Path) -> None:
+    with ResultStore() as store:
+        store.begin_run("run-m", sweep_name="m")
+        for r in ROWS:
+            store.add_result("run-m", dict(r, run_id="run-m"))
+        store.finish_run("run-m", "finished")
+    window.choose_profile("RTX 4060 Laptop")
+    cmp = window.show_compare(runs=["run-m"], models=[str(smollm2_path)])
+    wait_for(lambda: cmp.table.item(1, 4).text() != "—")
+    cmp.refresh()
+    assert cmp.table.item(1, 1).text() == "predicted"
+    assert cmp.table.item(1, 5).text() == "1.00×"  # its own baseline: the first predicted entry
+    assert "like with like" in cmp.note.text()
+    cmp.close()
+
+
+def test_the_fit_verdict_warns_beyond_the_trained_context(window, smollm2_path: Path) -> None:
+    w = window
+    wait_for(lambda: str(smollm2_path) in w.predictor.facts)
+    trained = w.predictor.facts[str(smollm2_path)].n_ctx_train
+    w.inspector.ctx.setValue(trained * 4)
+    text = w.inspector.text.text()
+    assert "beyond the trained context" in text and f"({trained:,})" in text
+    assert f"Largest context</td><td>{trained:,} tokens (the trained context" in text  # agrees with the verdict
+    w.inspector.ctx.setValue(trained // 2)
+    text = w.inspector.text.text()
+    assert "beyond the trained context" not in text and "Fits" in text
+    for part in ("= weights", "+ KV cache", "+ compute buffers", "+ runtime overhead", "with the context full"):
+        assert part in text
+
+
+def _rows_shown(view: Any, row_h: int) -> int:
+    return view.viewport().height() // max(row_h, 1)
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (1600, 1000)])
+def test_a_laptop_screen_keeps_every_part_readable(window, size: tuple[int, int]) -> None:
+    w = window
+    w.replay(EVENTS, "recorded")
+    w.resize(*size)
+    for _ in range(20):
+        w.sweeps.tick(force=True)
+        wait_for(lambda: True)
+    assert w.width() <= size[0] and w.height() <= size[1]
+    lib_row_h = w.library.tree.sizeHintForRow(0)
+    assert lib_row_h > 0 and _rows_shown(w.library.tree, lib_row_h) >= 3
+    assert _rows_shown(w.table, w.table.rowHeight(0)) >= 5
+    tabs = range(w.plots.tabs.count()) if w.plots.mode == "tabs" else [None]
+    for tab in tabs:
+        if tab is not None:
+            w.plots.tabs.setCurrentIndex(tab)
+            wait_for(lambda: True)
+        for p in w.plots.panels:
+            if p.widget.isVisible():
+                vb = p.plot.getViewBox()
+                assert vb.width() >= 200 and vb.height() >= 150, (size, p.name, vb.width(), vb.height())
+    visible = {p.name for p in w.plots.panels if p.widget.isVisible()}
+    assert w.plots.mode == "tabs" and visible  # two rows of plots would be too short on these screens
+    assert "Fits" in w.inspector.text.text()[:600]  # the verdict comes before the facts: never scrolled away
+
+
+def test_unstable_results_wear_a_badge_in_the_table_and_the_plots(window) -> None:
+    w = window
+    noisy = [e if e.type != "test_finished" or e.test_index != 1 else
+             type(e)(t_ns=e.t_ns, test_index=e.test_index,
+                     row=dict(e.row, unstable=1, unstable_metrics="ttft_ms,decode_tps"))
+             for e in EVENTS]
+    w.replay(noisy, "noisy")
+    w.sweeps.tick(force=True)
+    status_col = next(c for c in range(w.results.columnCount())
+                      if w.results.headerData(c, __import__("PySide6.QtCore").QtCore.Qt.Orientation.Horizontal)
+                      == "status")
+    texts = [w.results.index(r, status_col).data() for r in range(w.results.rowCount())]
+    assert texts.count(f"ok {UNSTABLE_BADGE}") == 1 and texts.count("ok") == 3
+    ux, _uy = w.plots.data_of("ttft", "unstable")
+    dx, _dy = w.plots.data_of("dec", "unstable")
+    assert len(ux) == 1 and len(dx) == 1
+    assert any("unstable" in label.text for _s, label in w.plots.ttft.legend.items)
+
+
+def test_the_summary_csv_has_the_key_columns_first_in_mib(window, tmp_path: Path) -> None:
+    w = window
+    w.replay(EVENTS, "recorded")
+    w.sweeps.tick(force=True)
+    name = w.results_panel.default_name("summary", "csv")
+    assert name.startswith("gguf-bench_20261129T114731Z") and "SmolLM2-135M-Instruct.Q4_1" in name
+    path = w.results_panel.export_summary(str(tmp_path / name))
+    text = Path(path).read_text()
+    header, *rows = list(csv.reader(io.StringIO(text)))
+    assert header == export.summary_columns()
+    assert header[:6] == ["run_id", "test_index", "model_filename", "hw_profile", "status", "unstable"]
+    assert "model_size_mib" in header and "mem_measured_mib" in header and "model_size" not in header
+    assert not any("samples" in c for c in header) and len(header) < 40
+    row = dict(zip(header, rows[0], strict=True))
+    assert float(row["model_size_mib"]) == pytest.approx(ROWS[0]["model_size"] / 2**20, abs=0.05)
+    assert "e+" not in text and "e-" not in text.replace("SmolLM2-135M-Instruct", "")
+    full = w.export_csv(str(tmp_path / "full.csv"))
+    assert Path(full).read_text().splitlines()[0].split(",") == export.columns_for(ROWS)
+
+
+def test_other_processes_using_the_cpu_are_warned_about_once() -> None:
+    session = LiveRun("busy")
+    for k in range(5):
+        session.apply(TelemetrySample(t_ns=k + 1, values={"cpu_pct": 100.0}))
+    load = [1.2]
+    watch = ContentionWatch(load_1min=lambda: load[0], n_cpus=2)
+    assert watch.check(session) == []  # the benchmark's own thread is the whole load
+    load[0] = 2.4
+    warnings = watch.check(session)
+    assert len(warnings) == 1 and "about 1.4 of this machine's 2 CPU threads" in warnings[0]
+    assert watch.check(session) == []  # once per run
