@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import tempfile
 from pathlib import Path
 
 import platformdirs
@@ -71,3 +72,17 @@ def default_model_path() -> Path | None:
             path = Path(str(dist.locate_file(f)))
             return path if path.is_file() else None
     return None
+
+
+def fall_back_if_unusable() -> str | None:
+    """For the window, which must open whatever the data dir is: when it cannot be used, point
+    ``GGUF_WORKBENCH_DATA_DIR`` at a fresh temporary folder for this session and return the one-line reason
+    (to show in the window); None when the data dir is fine.
+    """
+    try:
+        check_writable_data_dir()
+        return None
+    except DataDirError as e:
+        fallback = tempfile.mkdtemp(prefix="gguf-workbench-")
+        os.environ["GGUF_WORKBENCH_DATA_DIR"] = fallback
+        return f"{e}; this session keeps its results in {fallback}, which is not kept"

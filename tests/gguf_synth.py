@@ -242,3 +242,29 @@ def write_truncated_gguf(path: str | Path, fraction: float = 0.5, **synth_kwargs
 def write_unknown_arch_gguf(path: str | Path, arch: str = "nosucharch", **synth_kwargs: object) -> Path:
     """A well-formed model whose architecture no llama.cpp knows; its keys use that architecture's prefix."""
     return write_synthetic_gguf(path, arch=arch, **synth_kwargs)  # type: ignore[arg-type]
+
+
+def write_bad_metadata_gguf(path: str | Path, **metadata: object) -> Path:
+    """A small well-formed model whose metadata says something its tensors contradict or llama.cpp cannot use.
+
+    Keys are given without the ``llama.`` prefix (``block_count=0``, ``attention.head_count_kv=3``); the tensors
+    stay those of the default 2-layer, 4-head model.
+    """
+    return write_synthetic_gguf(path, extra_kv={f"llama.{k}": v for k, v in metadata.items()})
+
+
+def write_huge_count_gguf(path: str | Path, tensor_count: int = 14987979559889017240) -> Path:
+    """A real small model whose header claims ``tensor_count`` tensors (a u64 no file could hold)."""
+    path = Path(path)
+    write_synthetic_gguf(path)
+    data = bytearray(path.read_bytes())
+    data[8:16] = tensor_count.to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    return path
+
+
+def small_header_bytes(tmp_dir: str | Path) -> bytes:
+    """The bytes of the smallest useful synthetic model (1 layer, 16 wide, 32 tokens): a seed for fuzzing."""
+    path = write_synthetic_gguf(Path(tmp_dir) / "seed.gguf", n_layer=1, n_embd=16, n_head=2, n_head_kv=1, n_ff=32,
+                                n_vocab=32, tensor_dtype="F32")
+    return path.read_bytes()

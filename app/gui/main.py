@@ -59,7 +59,8 @@ def outcome_failure(outcome: Any) -> str | None:
     if any(r.get("status") == "ok" for r in rows):
         return None
     if not rows:
-        return f"the sweep ended ({outcome.status}) before any test finished"
+        errors = list(getattr(outcome, "errors", []))
+        return f"the sweep ended ({outcome.status}) before any test finished" + (f": {errors[0]}" if errors else "")
     first = next((str(r.get("error") or "") for r in rows if r.get("error")), "no reason given")
     return f"every test failed ({len(rows)} of {len(rows)}); the first: {first}"
 
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.gui.main_window import MainWindow
+    from app.paths import fall_back_if_unusable
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("GGUF Workbench")
@@ -121,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     _set_icon(app)
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
         _drop_offscreen_noise()
+    data_dir_problem = fall_back_if_unusable()  # the window opens all the same, and says why
     win = MainWindow()
+    if data_dir_problem:
+        win.notify(data_dir_problem)
     script = Script(app, win, scripted=bool(shot))
     _prepare(win, args)
     if args.startup_time:

@@ -31,6 +31,12 @@ _MAX_DECODED_ITEMS = 4096
 IMPOSSIBLE_BYTES = 1 << 40
 
 
+def _shown(name: str, max_chars: int = 60) -> str:
+    """A key or tensor name for a message: quoted, control characters escaped, cut to ``max_chars``."""
+    text = repr(name[:max_chars])
+    return text[:-1] + "...'" if len(name) > max_chars else text
+
+
 class ShortRead(Exception):
     """The layout needs more bytes than the file has."""
 
@@ -95,8 +101,8 @@ class Cursor:
         """(item type, item count) of an array value; the count must fit in the rest of the file."""
         item_type = self.u32()
         if item_type not in _MIN_ITEM_BYTES:
-            raise CorruptHeader(f"key '{key}' is an array of unknown type {item_type}")
-        return item_type, self.count(_MIN_ITEM_BYTES[item_type], f"array length of key '{key}'")
+            raise CorruptHeader(f"key {_shown(key)} is an array of unknown type {item_type}")
+        return item_type, self.count(_MIN_ITEM_BYTES[item_type], f"array length of key {_shown(key)}")
 
     def skip_items(self, item_type: int, n_items: int, key: str) -> None:
         """Skip ``n_items`` array items of ``item_type`` (fixed-size items in one seek)."""
@@ -110,12 +116,12 @@ class Cursor:
         if vtype in _SCALAR_BYTES:
             self.skip(_SCALAR_BYTES[vtype])
         elif vtype == _STRING_TYPE:
-            self.skip(self.count(1, f"string length of key '{key}'"))
+            self.skip(self.count(1, f"string length of key {_shown(key)}"))
         elif vtype == _ARRAY_TYPE:
             item_type, n_items = self.array_header(key)
             self.skip_items(item_type, n_items, key)
         else:
-            raise CorruptHeader(f"key '{key}' has unknown value type {vtype}")
+            raise CorruptHeader(f"key {_shown(key)} has unknown value type {vtype}")
 
 
 class Field:
@@ -167,7 +173,7 @@ def _read_value(cur: Cursor, vtype: int, key: str) -> Field:
             fmt = f"{cur.order}{n}{_SCALAR_FORMATS[item_type]}"
             return Field(list(struct.unpack(fmt, cur.take(n * _SCALAR_BYTES[item_type]))), n)
         return Field([cur.string() for _ in range(n)], n)
-    raise CorruptHeader(f"key '{key}' has unknown value type {vtype}")
+    raise CorruptHeader(f"key {_shown(key)} has unknown value type {vtype}")
 
 
 def _read_tensor_info(cur: Cursor) -> tuple[str, gguf.GGMLQuantizationType, list[int], int, int, int]:
@@ -175,7 +181,7 @@ def _read_tensor_info(cur: Cursor) -> tuple[str, gguf.GGMLQuantizationType, list
     name = cur.string()
     n_dims = cur.u32()
     if n_dims > _MAX_DIMS:
-        raise CorruptHeader(f"tensor '{name}' has {n_dims} dimensions")
+        raise CorruptHeader(f"tensor {_shown(name)} has {n_dims} dimensions")
     shape = [cur.u64() for _ in range(n_dims)]
     n_elements = 1
     for d in shape:
@@ -186,7 +192,7 @@ def _read_tensor_info(cur: Cursor) -> tuple[str, gguf.GGMLQuantizationType, list
         ttype = gguf.GGMLQuantizationType(type_id)
         block_values, block_bytes = gguf.GGML_QUANT_SIZES[ttype]
     except (ValueError, KeyError):
-        raise CorruptHeader(f"tensor '{name}' has unknown ggml type {type_id}") from None
+        raise CorruptHeader(f"tensor {_shown(name)} has unknown ggml type {type_id}") from None
     return name, ttype, shape, n_elements, n_elements * block_bytes // block_values, offset
 
 
