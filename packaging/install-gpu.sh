@@ -46,6 +46,16 @@ if ! have c++ && ! have g++ && ! have clang++; then
   need "a C++ compiler (Debian/Ubuntu: sudo apt install build-essential; macOS: xcode-select --install)"
 fi
 
+find_tool() {  # NAME DIR...: the path of NAME on PATH, else in the first DIR that has it; nothing if none
+  local name="$1" d
+  shift
+  command -v "$name" 2>/dev/null && return
+  for d in "$@"; do
+    [ -n "$d" ] && [ -x "$d/$name" ] && { echo "$d/$name"; return; }
+  done
+  return 0
+}
+
 vulkan_headers() {  # the folder holding vulkan/vulkan.hpp, or nothing
   local d
   for d in "${VULKAN_INCLUDE_DIR:-}" "${VULKAN_SDK:+$VULKAN_SDK/include}" /usr/include /usr/local/include; do
@@ -57,10 +67,7 @@ flags=""
 case "$route" in
   cuda)
     flags="-DGGML_CUDA=on"
-    nvcc=""
-    for c in "$(command -v nvcc 2>/dev/null)" "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" "${CUDA_PATH:+$CUDA_PATH/bin/nvcc}"; do
-      [ -n "$c" ] && [ -x "$c" ] && { nvcc="$c"; break; }
-    done
+    nvcc="$(find_tool nvcc "${CUDA_HOME:+$CUDA_HOME/bin}" "${CUDA_PATH:+$CUDA_PATH/bin}")"
     if [ -z "$nvcc" ]; then
       need "the CUDA toolkit's compiler nvcc (not on PATH, nor in \$CUDA_HOME/bin): install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads; Debian/Ubuntu: sudo apt install nvidia-cuda-toolkit) and put its bin/ on PATH"
     else
@@ -90,10 +97,7 @@ case "$route" in
     fi ;;
   rocm)
     flags="-DGGML_HIP=on"
-    hipcc=""
-    for c in "$(command -v hipcc 2>/dev/null)" "${ROCM_PATH:+$ROCM_PATH/bin/hipcc}" /opt/rocm/bin/hipcc; do
-      [ -n "$c" ] && [ -x "$c" ] && { hipcc="$c"; break; }
-    done
+    hipcc="$(find_tool hipcc "${ROCM_PATH:+$ROCM_PATH/bin}" /opt/rocm/bin)"
     if [ -z "$hipcc" ]; then
       need "ROCm's compiler hipcc (not on PATH, nor in \$ROCM_PATH/bin or /opt/rocm/bin): install ROCm (https://rocm.docs.amd.com)"
     else

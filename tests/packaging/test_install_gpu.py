@@ -88,3 +88,12 @@ def test_a_missing_venv_python_is_named(tmp_path: Path) -> None:
 def test_usage_errors_exit_2(bin_dir: Path, args: list[str]) -> None:
     out = run(args, bin_dir)
     assert out.returncode == 2 and "usage: packaging/install-gpu.sh" in out.stderr
+
+
+def test_nvcc_is_found_in_cuda_home_when_not_on_path(bin_dir: Path, tmp_path: Path) -> None:
+    cuda_bin = tmp_path / "cuda" / "bin"
+    cuda_bin.mkdir(parents=True)
+    fake_tool(cuda_bin, "nvcc")
+    out = run(["cuda", "--dry-run"], bin_dir, CUDA_HOME=str(cuda_bin.parent))
+    assert out.returncode == 0, out.stderr
+    assert f"found nvcc: {cuda_bin}/nvcc" in out.stdout
