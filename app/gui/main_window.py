@@ -30,6 +30,7 @@ from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
 from app.gui.predictions import PredictionService
 from app.gui.qt_compat import collect_garbage_on_the_gui_thread
+from app.gui.remote_dialog import RemoteDialog
 from app.gui.results_panel import ResultsPanel
 from app.gui.run_browser import RunBrowser
 from app.gui.settings import Settings
@@ -74,6 +75,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("GGUF Workbench")
         self.settings = settings or Settings()
         self.store_path = store_path
+        self.remote: RemoteDialog | None = None
         self.default_model = str(default_model_path() or "")
         self.tasks = Tasks(self, max_workers=1)
         self.predictor = PredictionService()
@@ -130,6 +132,7 @@ class MainWindow(QMainWindow):
         self.sweeps.rowsChanged.connect(lambda _rows: self.details.update_scenario())
         self.sweeps.finished.connect(self.sweepFinished)
         self.details.predictionsChanged.connect(self.results.refresh_predictions)
+        self.details.predictionsChanged.connect(self.plots.reset_ranges)
         self.details.predictionsChanged.connect(self.browser.refresh_compare)
         self.bridge.before_run = self._wait_for_background_work
 
@@ -196,7 +199,9 @@ class MainWindow(QMainWindow):
                       act("Past runs…", "Ctrl+H", self.browser.show_history),
                       act("Replay an event recording…", None, self.browser.ask_replay), None,
                       act("Quit", "Ctrl+Q", self.close)],
-            "&Sweep": [act("Run sweep", "Ctrl+R", self.run_sweep), act("Cancel sweep", "Esc", self.cancel_sweep)],
+            "&Sweep": [act("Run sweep", "Ctrl+R", self.run_sweep), act("Cancel sweep", "Esc", self.cancel_sweep),
+                       None, act("Remote server…", None, self.show_remote,
+                                 "Benchmark an OpenAI-compatible server at several concurrencies")],
             "&View": [act("Compare…", None, self.show_compare)],
         }
         for title, actions in menus.items():
@@ -224,6 +229,9 @@ class MainWindow(QMainWindow):
     def _models_selected(self, paths: list[str]) -> None:
         self.editor.set_models(paths)
         self.details.models_selected(paths)
+        spec = self.editor.spec(paths) if paths else None
+        if spec is not None:  # predicted curves as soon as a model is selected, before any run
+            self.sweeps.preview(spec.tests())
 
     def _inspector_settings_changed(self) -> None:
         self.plots.kv_ctx_max = self.inspector.ctx.value()
@@ -322,6 +330,14 @@ class MainWindow(QMainWindow):
 
     def show_compare(self, runs: list[str] | None = None, models: list[str] | None = None) -> Any:
         return self.browser.show_compare(runs=runs, models=models)
+
+    def show_remote(self) -> RemoteDialog:
+        """The remote-server sweep dialog (one per window; its runs go to this window's store)."""
+        if self.remote is None:
+            self.remote = RemoteDialog(self, self.store_path)
+        self.remote.show()
+        self.remote.raise_()
+        return self.remote
 
     def save_screenshot(self, path: str, widget: QWidget | None = None) -> bool:
         """The whole window (or ``widget``, e.g. the compare view) as PNG for docs: 16-bit colour (no visible

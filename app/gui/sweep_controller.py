@@ -41,6 +41,7 @@ _OUTCOME_WORDS = {"finished": "Sweep finished", "cancelled": "Sweep cancelled", 
 
 
 CONTENTION_EVERY_S = 3.0
+PREVIEW_TITLE = "preview"
 
 
 def plain_reason(reason: str, kind: str = "") -> str:
@@ -101,6 +102,17 @@ class SweepController(QObject):
         self.editor.progress.setFormat("starting…")
         self._start_when_drawn(tests, name)
         return None
+
+    def preview(self, tests: list[TestSpec]) -> None:
+        """Before any run: the plots show the predicted curves of the sweep the editor would run (a session with
+        its plan and no results). A live, re-opened or replayed run is never replaced."""
+        s = self.session
+        if self.busy or s.started or s.rows or s.title not in ("", PREVIEW_TITLE):
+            return
+        session = LiveRun(PREVIEW_TITLE)
+        session.plan([t.to_dict() for t in tests])
+        self.session = session
+        self._reset_view()
 
     def _start_when_drawn(self, tests: list[TestSpec], name: str) -> None:
         """Draw the empty plots (which queues their predicted curves) a couple per event-loop turn, then start.

@@ -164,3 +164,35 @@ def test_other_processes_using_the_cpu_are_warned_about_once() -> None:
     warnings = watch.check(session)
     assert len(warnings) == 1 and "about 1.4 of this machine's 2 CPU threads" in warnings[0]
     assert watch.check(session) == []  # once per run
+
+
+def test_predicted_curves_show_as_soon_as_a_model_is_selected(window, smollm2_path: Path) -> None:
+    w = window
+    wait_for(lambda: str(smollm2_path) in w.predictor.facts)
+    w.library.select_paths([str(smollm2_path)])
+    assert w.session.title == "preview" and w.session.models() == [str(smollm2_path)] and not w.session.rows
+
+    def drawn() -> bool:
+        w.sweeps.tick()
+        return len(w.plots.data_of("ttft", "pred", 0, 0)[1]) > 10
+    wait_for(drawn)
+    assert w.results.rowCount() == 0
+
+
+def test_each_repetition_is_drawn_as_it_lands(qtbot) -> None:  # noqa: ANN001
+    from app.gui.plots.panel import PlotView
+    from app.gui.plots.ttft import TtftPlot
+    from app.gui.predictions import PredictionService
+
+    first_done = next(k for k, e in enumerate(EVENTS) if e.type == "test_finished")
+    session = LiveRun("live")
+    session.extend(EVENTS[:first_done])  # test 0's repetitions are in, its mean is not
+    plot = TtftPlot()
+    qtbot.addWidget(plot.widget)
+    plot.draw(PlotView(session, PredictionService()))
+    xs, ys = plot.data_of("ttft", "rep", 0)
+    n_reps = sum(1 for e in EVENTS[:first_done] if e.type == "phase_result" and e.phase == "prefill" and e.rep >= 0)
+    assert len(xs) == n_reps == 2 and (ys > 0).all()
+    session.extend([EVENTS[first_done]])
+    plot.draw(PlotView(session, PredictionService()))
+    assert len(plot.data_of("ttft", "rep", 0)[0]) == 0 and len(plot.data_of("ttft", "meas", 0)[0]) == 1

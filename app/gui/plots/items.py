@@ -76,6 +76,12 @@ def scatter(name: str | None, c: str, symbol: str = "o", size: float = 8) -> pg.
                            symbolPen=pg.mkPen("w", width=0.8), name=name)
 
 
+def hollow(name: str | None, c: str) -> pg.PlotDataItem:
+    """Small open markers: single repetitions, before their test's mean is in."""
+    return pg.PlotDataItem([], [], pen=None, symbol="o", symbolSize=6, symbolBrush=None,
+                           symbolPen=pg.mkPen(c, width=1.2), name=name)
+
+
 def ring(name: str | None) -> pg.PlotDataItem:
     """Large orange rings around the selected tests' points."""
     return pg.PlotDataItem([], [], pen=None, symbol="o", symbolSize=17, symbolBrush=None,

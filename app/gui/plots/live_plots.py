@@ -104,6 +104,11 @@ class LivePlots(QWidget):
         self._drawn_at.clear()
         self._behind = False
 
+    def reset_ranges(self) -> None:
+        """Forget the axis ranges (another profile or new predictions): the next redraw fits the new curves."""
+        for p in self.panels:
+            p.reset_ranges()
+
     @property
     def behind(self) -> bool:
         """Whether some plot still waits for its redraw (refresh draws at most a few per call)."""

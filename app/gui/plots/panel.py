@@ -154,6 +154,10 @@ class PlotPanel(ABC):
     def reset(self) -> None:
         """Forget everything drawn (a new sweep, another past run)."""
         self.pool.clear()
+        self.reset_ranges()
+
+    def reset_ranges(self) -> None:
+        """Forget the fixed axis ranges; the next redraw sets them from what it draws."""
         self._ranges.clear()
         self.plot.enableAutoRange()
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from app.gui.plots.items import line, rename, ring, what_if_line
+from app.gui.plots.items import hollow, line, rename, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, color, profile_name
 from app.predict.profiles import HardwareProfile
@@ -26,7 +26,7 @@ class TtftPlot(PlotPanel):
 
     def key(self, view: PlotView) -> tuple[Any, ...]:
         s = view.session
-        return (*view.base_key, s.rows_version, len(s.tests), view.selected)
+        return (*view.base_key, s.rows_version, len(s.tests), view.selected, len(s.phases))
 
     def draw(self, view: PlotView) -> None:
         rows = [r for r in view.session.ok_rows() if r.get("ttft_ms") is not None]
@@ -38,11 +38,24 @@ class TtftPlot(PlotPanel):
                 np.array([float(r["n_prompt"]) for r in mine]), np.array([float(r["ttft_ms"]) for r in mine]),
                 np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])))
             self._draw_predicted(view, m, path, xs)
+            self._draw_repetitions(view, m, path)
         self.mark_unstable([(float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
                             if "ttft_ms" in str(r.get("unstable_metrics") or "")])
         hi = [r for r in rows if r.get("test_index") in view.selected]
         self.item(("hl",), lambda: ring(None)).setData([float(r["n_prompt"]) for r in hi],
                                                        [float(r["ttft_ms"]) for r in hi])
+
+    def _draw_repetitions(self, view: PlotView, m: int, path: str) -> None:
+        """Each timed repetition's prefill time as it lands, for tests whose mean is not in yet."""
+        s = view.session
+        spans = [p for p in s.phases if p.phase == "prefill" and p.test_index not in s.rows
+                 and s.tests.get(p.test_index, {}).get("model_path") == path]
+        xs = [float(s.tests[p.test_index].get("n_prompt") or 0) for p in spans]
+        ys = [(p.end_ns - p.start_ns) / 1e6 for p in spans]
+        if not xs:
+            self.drop(("rep", m))
+            return
+        self.item(("rep", m), lambda: hollow(view.label("repetition (as it lands)", path), color(m))).setData(xs, ys)
 
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
         """Model ``m``'s predicted TTFT on the hardware it ran on, at each of (up to three of) the depths its tests
