@@ -1,0 +1,171 @@
+"""``gguf-bench`` as a hostile user runs it (issue #13): unbounded counts, odd output paths and data dirs, files
+that are not files. Each refusal is one line and exit 2 before the first test, with nothing in the store; a file
+that fails at write time keeps the results (stdout) and the store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from app.results import export
+from app.results.store import ResultStore
+from tests.cli_helpers import gguf_bench
+from tests.gguf_synth import write_synthetic_gguf
+
+TINY = ["-p", "4", "-n", "2", "-r", "1", "-t", "1", "--no-predict", "-q"]
+ROOT = os.geteuid() == 0  # root writes through any permission bit
+
+
+def _one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    errors = [ln for ln in stderr.splitlines() if "error" in ln.lower()]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+def _stored_runs(data_dir: Path) -> list:
+    path = data_dir / "results.sqlite3"
+    if not path.exists():
+        return []
+    with ResultStore(path) as store:
+        return store.runs()
+
+
+def _refused(data_dir: Path, *args: str) -> str:
+    proc = gguf_bench(*args, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert _stored_runs(data_dir) == []
+    return _one_error_line(proc.stderr)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-p", "5000000000"], "n_prompt value 5000000000 must be ≤ 16777216"),
+    (["-p", "1-100000000"], "-p: '1-100000000' gives more than 1,000 values"),
+    (["-t", "9999"], "n_threads value 9999 must be ≤ 4096"),
+    (["-t", "4000"], "is far beyond the"),
+    (["--parallel", "256", "-d", "100000"], "a test needs a context of"),
+])
+def test_unbounded_counts_are_one_line_before_anything_runs(isolated_data_dir: Path, smollm2_path: Path,
+                                                             args: list[str], needle: str) -> None:
+    line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, *args)
+    assert needle in line
+
+
+def test_a_1000_by_1000_toml_grid_is_refused_before_a_store_write(isolated_data_dir: Path, tmp_path: Path,
+                                                                 smollm2_path: Path) -> None:
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f"[sweep]\nn_prompt = {list(range(1, 1001))}\nn_gen = {list(range(1, 1001))}\n")
+    line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), "--sweep", str(grid), "-q")
+    assert str(grid) in line and "1,000,000 tests, at most 10,000" in line
+
+
+@pytest.mark.parametrize("flag", ["--out", "--telemetry"])
+@pytest.mark.parametrize("where, needle", [
+    ("dir", "is a directory, not a file"),
+    ("missing", "folder /nonexistent does not exist"),
+    ("store", "is the results store"),
+    ("store-wal", "is the results store WAL file"),
+])
+def test_output_paths_are_checked_before_the_first_test(isolated_data_dir: Path, tmp_path: Path,
+                                                        smollm2_path: Path, flag: str, where: str, needle: str) -> None:
+    path = {"dir": str(tmp_path), "missing": "/nonexistent/x.csv",
+            "store": str(isolated_data_dir / "results.sqlite3"),
+            "store-wal": str(isolated_data_dir / "results.sqlite3-wal")}[where]
+    line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, flag, path)
+    assert f"{flag} {path}" in line and needle in line
+
+
+@pytest.mark.skipif(ROOT, reason="root can write into a read-only folder")
+def test_an_unwritable_out_path_is_one_line(isolated_data_dir: Path, tmp_path: Path, smollm2_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, "--out", str(locked / "r.csv"))
+    assert "permission denied" in line
+
+
+def test_export_out_dir_is_one_line(isolated_data_dir: Path, tmp_path: Path) -> None:
+    line = _refused(isolated_data_dir, "export", "last", "--out", str(tmp_path))
+    assert "is a directory" in line
+    line = _refused(isolated_data_dir, "export", "last", "--out", str(isolated_data_dir / "results.sqlite3"))
+    assert "is the results store" in line
+
+
+def test_prompt_file_dir_says_directory(isolated_data_dir: Path, tmp_path: Path, smollm2_path: Path) -> None:
+    line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, "--prompt-file", str(tmp_path))
+    assert "is a directory" in line and "not found" not in line
+
+
+def test_a_fifo_as_model_is_not_a_regular_file(isolated_data_dir: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    line = _refused(isolated_data_dir, "run", "-m", str(fifo), *TINY)
+    assert f"{fifo}: not a regular file" in line and "empty" not in line
+
+
+@pytest.mark.parametrize("command", [["run", *TINY], ["history"]])
+def test_a_data_dir_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smollm2_path: Path,
+                                   command: list[str]) -> None:
+    odd = tmp_path / "data"
+    odd.write_text("not a folder")
+    monkeypatch.setenv("GGUF_WORKBENCH_DATA_DIR", str(odd))
+    proc = gguf_bench(*command, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"{odd}: the data dir (GGUF_WORKBENCH_DATA_DIR) is a file, not a folder" in _one_error_line(proc.stderr)
+    assert odd.read_text() == "not a folder"
+
+
+def test_a_logs_file_in_the_data_dir(isolated_data_dir: Path, smollm2_path: Path) -> None:
+    (isolated_data_dir / "logs").write_text("")
+    line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, "--no-store")
+    assert "logs folder of the data dir is a file, not a folder" in line
+
+
+@pytest.mark.skipif(ROOT, reason="root can write into a read-only folder")
+def test_a_read_only_data_dir_with_no_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            smollm2_path: Path) -> None:
+    ro = tmp_path / "ro"
+    (ro / "logs").mkdir(parents=True)
+    ro.chmod(0o555)
+    (ro / "logs").chmod(0o555)
+    monkeypatch.setenv("GGUF_WORKBENCH_DATA_DIR", str(ro))
+    proc = gguf_bench("run", "-m", str(smollm2_path), *TINY, "--no-store", timeout=60)
+    assert proc.returncode == 2 and "read-only" in _one_error_line(proc.stderr)
+
+
+def test_dev_full_keeps_the_results_on_stdout_and_in_the_store(isolated_data_dir: Path, smollm2_path: Path) -> None:
+    proc = gguf_bench("run", "-m", str(smollm2_path), *TINY, "-o", "csv", "--out", "/dev/full")
+    assert proc.returncode == 2, proc.stderr
+    line = _one_error_line(proc.stderr)
+    assert "--out /dev/full: cannot write (No space left on device); the results follow on stdout" in line
+    rows = export.read_csv(proc.stdout)
+    assert [r["status"] for r in rows] == ["ok"]
+    (run,) = _stored_runs(isolated_data_dir)
+    with ResultStore(isolated_data_dir / "results.sqlite3") as store:
+        assert [r["run_id"] for r in store.rows(run.run_id)] == [rows[0]["run_id"]]
+
+
+def test_out_and_telemetry_are_written_whole(isolated_data_dir: Path, tmp_path: Path, smollm2_path: Path) -> None:
+    out, trace = tmp_path / "r.csv", tmp_path / "trace.csv"
+    out.write_text("old results")
+    proc = gguf_bench("run", "-m", str(smollm2_path), *TINY, "-o", "csv", "--out", str(out), "--telemetry", str(trace))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert [r["status"] for r in export.read_csv(out.read_text())] == ["ok"]
+    assert trace.read_text().startswith("t_ns,")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "trace.csv"]  # no temporary file left
+    assert len(_stored_runs(isolated_data_dir)) == 1
+
+
+def test_past_the_trained_context_warns_and_runs(isolated_data_dir: Path, tmp_path: Path) -> None:
+    model = write_synthetic_gguf(tmp_path / "short-ctx.gguf", n_ctx_train=512)
+    proc = gguf_bench("run", "-m", str(model), "-d", "600", *TINY, "-o", "csv")
+    assert proc.returncode in (0, 1), proc.stderr  # the synthetic model may not load: the warning comes first
+    warnings = [ln for ln in proc.stderr.splitlines() if "warning" in ln]
+    assert len(warnings) == 1
+    assert "short-ctx.gguf: tests reach 606 tokens" in warnings[0] and "trained context of 512" in warnings[0]
+    assert len(export.read_csv(proc.stdout)) == 1
+    (run,) = _stored_runs(isolated_data_dir)
+    assert run.n_ok + run.n_failed == 1
