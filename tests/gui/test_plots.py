@@ -89,8 +89,10 @@ def test_ttft_plot_shows_measured_means_and_one_prediction_per_depth(panels, vie
         assert len(xs) > 10 and np.isfinite(ys).all() and (np.diff(ys) > 0).all()
     assert p.data_of("ttft", "pred", 0, 1)[1][-1] > p.data_of("ttft", "pred", 0, 0)[1][-1]  # deeper: slower
     ran_on = run.ok_rows()[0]["hw_profile"]  # the recorded rows say which CPU they ran on: not the chosen one
-    assert _labels(p) == ["measured (±1 sd)", f"predicted ({ran_on}), depth 0", f"predicted ({ran_on}), depth 64",
-                          "what-if (test CPU)"]
+    assert _labels(p) == ["measured (±1 sd); ● depth 0, ■ depth 64", f"predicted ({ran_on}), depth 0",
+                          f"predicted ({ran_on}), depth 64", "what-if (test CPU)"]
+    symbols = p.pool.items[("ttft", "meas", 0)][1].opts["symbol"]  # the shape tells the depth, the colour the model
+    assert sorted(symbols) == ["o", "o", "s", "s"]
     assert len(p.data_of("ttft", "hl")[0]) == 0
     _wx, what_if = p.data_of("ttft", "whatif", 0)
     assert what_if[-1] > p.data_of("ttft", "pred", 0, 0)[1][-1]  # the chosen 20 GB/s, 200 GFLOPS CPU is slower
@@ -123,7 +125,8 @@ def test_no_what_if_when_the_chosen_profile_is_the_hardware_measured(panels, run
                                       row["pred_tflops"] * 1000.0, 16 * GIB))
     p = panels["dec"]
     p.draw(PlotView(run, predictor))
-    assert _labels(p) == ["per token (measured)", "test mean (±1 sd)", f"ceiling ({row['hw_profile']})"]
+    assert _labels(p) == ["per token (measured)", "test mean (±1 sd); ● depth 0, ■ depth 64",
+                          f"ceiling ({row['hw_profile']})"]
     assert len(p.data_of("dec", "whatif", 0)[0]) == 0
 
 
@@ -138,7 +141,8 @@ def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, 
     assert np.isfinite(cy).all() and cy[0] > cy[-1] > 0  # the ceiling falls as the context fills
     assert set(p.curves) == {0} and np.array_equal(p.curves[0][1], cy)
     ran_on = run.ok_rows()[0]["hw_profile"]
-    assert _labels(p) == ["per token (measured)", "test mean (±1 sd)", f"ceiling ({ran_on})", "what-if (test CPU)"]
+    assert _labels(p) == ["per token (measured)", "test mean (±1 sd); ● depth 0, ■ depth 64", f"ceiling ({ran_on})",
+                          "what-if (test CPU)"]
     _wx, wy = p.data_of("dec", "whatif", 0)
     assert np.isfinite(wy).all() and wy[0] < cy[0]  # 20 GB/s chosen vs the 33 GB/s the run was measured on
 

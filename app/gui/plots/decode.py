@@ -54,7 +54,8 @@ class DecodePlot(PlotPanel):
             mine = [r for r in rows if r.get("model_path") == path]
             self.points_with_sd(m, view.label("test mean (±1 sd)", path), c, (
                 np.array([mean_pos(r) for r in mine]), np.array([float(r["decode_tps"]) for r in mine]),
-                np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])), "s", 10)
+                np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])), "s", 10,
+                depths=[int(r.get("n_depth") or 0) for r in mine])
             ys = self._draw_ceiling(view, m, path, xs)
             if ys is not None:
                 curves[m] = (xs, ys)

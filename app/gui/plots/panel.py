@@ -19,6 +19,7 @@ from app.gui.plots.items import (
     line,
     make_plot,
     marked_line,
+    rename,
     scatter,
     unstable_rings,
 )
@@ -26,6 +27,8 @@ from app.gui.plots.style import nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
 
+DEPTH_SYMBOLS = ("o", "s", "t", "d")  # marker shapes by context depth (colours are models)
+SYMBOL_GLYPHS = {"o": "●", "s": "■", "t": "▼", "d": "◆"}
 SETTING_KEYS = ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")
 
 
@@ -184,11 +187,21 @@ class PlotPanel(ABC):
         self.item(("unstable",), unstable_rings).setData(list(x), list(y))
 
     def points_with_sd(self, m: int, name: str, c: str, xyz: tuple[np.ndarray, np.ndarray, np.ndarray],
-                       symbol: str = "o", size: float = 8) -> None:
-        """Model ``m``'s measured means (``meas`` for TTFT, ``mean`` for decode) with ±1 sd error bars."""
+                       symbol: str = "o", size: float = 8, depths: Sequence[int] = ()) -> None:
+        """Model ``m``'s measured means (``meas`` for TTFT, ``mean`` for decode) with ±1 sd error bars: colour by
+        model, and where the tests ran at several ``depths``, a marker shape per depth that the legend names."""
         x, y, e = xyz
         self.item(("err", m), lambda: error_bars(c)).setData(x=x, y=y, top=e, bottom=e)
-        self.item((self.points_key, m), lambda: scatter(name, c, symbol, size)).setData(x, y)
+        item = self.item((self.points_key, m), lambda: scatter(name, c, symbol, size))
+        distinct = sorted(set(depths))
+        if len(distinct) > 1 and len(depths) == len(x):
+            shape = {d: DEPTH_SYMBOLS[k % len(DEPTH_SYMBOLS)] for k, d in enumerate(distinct)}
+            name += "; " + ", ".join(f"{SYMBOL_GLYPHS[shape[d]]} depth {d}" for d in distinct)
+            rename(self.plot, item, name)
+            item.setData(x, y, symbol=[shape[d] for d in depths])
+            return
+        rename(self.plot, item, name)
+        item.setData(x, y, symbol=symbol)
 
     def set_range(self, vb: pg.ViewBox, x: tuple[float, float] | None, y_hi: float | None,
                   y_lo: float = 0.0, which: str = "main") -> None:

@@ -36,7 +36,8 @@ class TtftPlot(PlotPanel):
             mine = [r for r in rows if r.get("model_path") == path]
             self.points_with_sd(m, view.label("measured (±1 sd)", path), color(m), (
                 np.array([float(r["n_prompt"]) for r in mine]), np.array([float(r["ttft_ms"]) for r in mine]),
-                np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])))
+                np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])),
+                depths=[int(r.get("n_depth") or 0) for r in mine])
             self._draw_predicted(view, m, path, xs)
             self._draw_repetitions(view, m, path)
         self.mark_unstable([(float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
