@@ -7,10 +7,10 @@ import sys
 
 from app.cli.errors import UserError
 from app.results.store import ResultStore
-from app.run.params import INT, PARAM, PARAMS, parse_list
-from app.run.remote import MAX_CONCURRENCY, MAX_REQUESTS, RemoteSession, RemoteSpec
+from app.run.params import PARAM, PARAMS
+from app.run.remote import MAX_CONCURRENCY, RemoteSession, RemoteSpec, build_remote_spec
 from app.run.remote_rows import Objective
-from engines.openai_http import API_KEY_ENVS, Endpoint, EndpointError
+from engines.openai_http import API_KEY_ENVS
 
 #: Options of a local run that mean nothing for a remote server (refused with --url rather than ignored).
 _LOCAL_ONLY = ("model", "sweep", "telemetry", "hw", "prompt_file", "repetitions")
@@ -34,45 +34,21 @@ def add_remote_options(p: argparse.ArgumentParser) -> None:
                    help="do not send ignore_eos/min_tokens (for servers that reject them)")
 
 
-def _check_flags(args: argparse.Namespace) -> None:
+def _check_local_flags(args: argparse.Namespace) -> None:
     local = [name for name in _LOCAL_ONLY if getattr(args, name, None)]
     local += [p.name for p in PARAMS if p.is_list and p.name not in ("n_prompt", "n_gen") and getattr(args, p.name)]
     if local:
         flags = ", ".join(PARAM[n].flags[-1] if n in PARAM else "--" + n.replace("_", "-") for n in local)
         raise UserError(f"--url: {flags} only apply to a local model")
-    if not args.served_model:
-        raise UserError("--url needs --served-model NAME (the model name the server knows)")
-    if args.requests is not None and not 1 <= args.requests <= MAX_REQUESTS:
-        raise UserError(f"--requests must be between 1 and {MAX_REQUESTS}")
-    if args.rate is not None and not args.rate > 0:
-        raise UserError("--rate must be a positive number of requests per second")
-    if not args.request_timeout > 0:
-        raise UserError("--request-timeout must be positive")
-
-
-def _counts(flag: str, text: str | None, default: list[int], lo: int, hi: int) -> list[int]:
-    values = parse_list(flag, text, INT) if text is not None else default
-    bad = [v for v in values if not lo <= v <= hi]
-    if bad:
-        raise UserError(f"{flag}: {bad[0]} is outside {lo}-{hi}")
-    return values
 
 
 def remote_spec(args: argparse.Namespace) -> RemoteSpec:
-    """The sweep ``--url`` describes; UserError for flags that do not fit."""
-    _check_flags(args)
-    try:
-        endpoint = Endpoint(args.url, args.served_model, timeout_s=args.request_timeout, chat=args.chat,
-                            ignore_eos=not args.no_ignore_eos)
-    except EndpointError as e:
-        raise UserError(f"--url {e}") from None
-    return RemoteSpec(
-        endpoint,
-        n_prompt=_counts("-p", args.n_prompt, [512], 1, 1 << 20),
-        n_gen=_counts("-n", args.n_gen, [128], 1, 1 << 20),
-        concurrency=_counts("--concurrency", args.concurrency, [1], 1, MAX_CONCURRENCY),
-        n_requests=args.requests, rate_rps=args.rate,
-        objective=Objective(args.slo_ttft_ms, args.slo_tpot_ms), seed=args.seed)
+    """The sweep ``--url`` describes; UserError or PlanError (one line) for flags that do not fit."""
+    _check_local_flags(args)
+    return build_remote_spec(args.url, args.served_model or "", n_prompt=args.n_prompt, n_gen=args.n_gen,
+                             concurrency=args.concurrency, n_requests=args.requests, rate_rps=args.rate,
+                             objective=Objective(args.slo_ttft_ms, args.slo_tpot_ms), timeout_s=args.request_timeout,
+                             chat=args.chat, ignore_eos=not args.no_ignore_eos, seed=args.seed)
 
 
 def remote_session(args: argparse.Namespace) -> RemoteSession:

@@ -59,13 +59,22 @@ class SweepBridge(QObject):
     def start(self, tests: list[TestSpec], *, sweep_name: str = "", command: str = "gguf-workbench",
               facts: dict[str, Any] | None = None) -> None:
         """Run ``tests`` on the sweep thread; ``facts`` are GGUF facts already read, by model path."""
+        tests, facts = list(tests), dict(facts or {})
+
+        def make(store: ResultStore) -> SweepSession:
+            setup = prepare_sweep(tests, store, predict=self.predict_rows, known_facts=facts)
+            return setup.session(store, sweep_name=sweep_name, command=command)
+
+        self.start_session(make)
+
+    def start_session(self, make: Callable[[ResultStore], SweepSession]) -> None:
+        """Run the session ``make(store)`` builds on the sweep thread (a remote sweep's RemoteSession, say)."""
         if self.running:
             raise RuntimeError("a sweep is already running")
         self._queue.clear()
         self._cancel.clear()
         self.run_id = ""
-        self._thread = threading.Thread(target=self._run, args=(list(tests), sweep_name, command, dict(facts or {})),
-                                        name="sweep", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(make,), name="sweep", daemon=True)
         self._thread.start()
 
     def cancel(self) -> None:
@@ -91,15 +100,14 @@ class SweepBridge(QObject):
         return not self.running
 
     # --- sweep thread ---------------------------------------------------------------------------
-    def _run(self, tests: list[TestSpec], sweep_name: str, command: str, facts: dict[str, Any]) -> None:
+    def _run(self, make: Callable[[ResultStore], SweepSession]) -> None:
         result: SweepOutcome | str
         store: ResultStore | None = None
         try:
             if self.before_run is not None:
                 self.before_run()
             store = ResultStore(self.store_path)  # sqlite connections belong to the thread that opens them
-            setup = prepare_sweep(tests, store, predict=self.predict_rows, known_facts=facts)
-            session = setup.session(store, sweep_name=sweep_name, command=command)
+            session = make(store)
             self.run_id = session.run_id
             with self._lock:
                 self._session = session

@@ -24,9 +24,10 @@ from app.run.events import (
     TestFinished,
     TestStarted,
 )
-from app.run.remote_rows import Objective, summarise_requests
+from app.run.params import INT, PlanError, parse_list
+from app.run.remote_rows import NO_OBJECTIVE, Objective, summarise_requests
 from app.run.session import EventHandler, SweepOutcome, SweepSession
-from engines.openai_http import Endpoint, LoadRun, count_tokens, poisson_arrivals_s, stream_request
+from engines.openai_http import Endpoint, EndpointError, LoadRun, count_tokens, poisson_arrivals_s, stream_request
 
 MAX_CONCURRENCY = 256
 MAX_REQUESTS = 100_000
@@ -190,3 +191,35 @@ def remote_base_row(test: RemoteTest, index: int, run_id: str, objective: Object
         "n_requests": test.n_requests, "request_rate_rps": test.rate_rps,
         "slo_ttft_ms": objective.ttft_ms, "slo_tpot_ms": objective.tpot_ms, "test_time": now_iso(),
     }
+
+
+def parse_counts(flag: str, text: str | None, default: list[int], lo: int, hi: int) -> list[int]:
+    """A list of counts in llama-bench syntax (``1,2,4,8``, ``1-64*2``), each within lo..hi."""
+    values = parse_list(flag, text, INT) if text is not None and text.strip() else default
+    bad = [v for v in values if not lo <= v <= hi]
+    if bad:
+        raise PlanError(f"{flag}: {bad[0]} is outside {lo}-{hi}")
+    return values
+
+
+def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_gen: str | None = None,
+                      concurrency: str | None = None, n_requests: int | None = None, rate_rps: float | None = None,
+                      objective: Objective = NO_OBJECTIVE, timeout_s: float = 60.0, chat: bool = False,
+                      ignore_eos: bool = True, seed: int = 0) -> RemoteSpec:
+    """A remote sweep from what a user typed (CLI flags or the window's fields); PlanError names what is wrong."""
+    if not model.strip():
+        raise PlanError("--url needs --served-model NAME (the model name the server knows)")
+    if n_requests is not None and not 1 <= n_requests <= MAX_REQUESTS:
+        raise PlanError(f"--requests must be between 1 and {MAX_REQUESTS}")
+    if rate_rps is not None and not rate_rps > 0:
+        raise PlanError("--rate must be a positive number of requests per second")
+    if not timeout_s > 0:
+        raise PlanError("--request-timeout must be positive")
+    try:
+        endpoint = Endpoint(url.strip(), model.strip(), timeout_s=timeout_s, chat=chat, ignore_eos=ignore_eos)
+    except EndpointError as e:
+        raise PlanError(f"--url {e}") from None
+    return RemoteSpec(endpoint, n_prompt=parse_counts("-p", n_prompt, [512], 1, 1 << 20),
+                      n_gen=parse_counts("-n", n_gen, [128], 1, 1 << 20),
+                      concurrency=parse_counts("--concurrency", concurrency, [1], 1, MAX_CONCURRENCY),
+                      n_requests=n_requests, rate_rps=rate_rps, objective=objective, seed=seed)

@@ -36,6 +36,9 @@ class Objective:
         return self.tpot_ms is None or tpot_ms is None or tpot_ms <= self.tpot_ms
 
 
+NO_OBJECTIVE = Objective()
+
+
 def ttft_ms(r: RequestResult) -> float | None:
     return None if r.first_token_ns is None else (r.first_token_ns - r.start_ns) / 1e6
 
@@ -61,7 +64,7 @@ def _counted_by(ok: Sequence[RequestResult]) -> str:
 
 
 def summarise_requests(results: Sequence[RequestResult], duration_ns: int, prompt_tokens_est: int,
-                       objective: Objective = Objective()) -> dict[str, Any]:
+                       objective: Objective = NO_OBJECTIVE) -> dict[str, Any]:
     """The measured columns of one remote test; ``status`` is ok when at least one request finished."""
     for r in results:
         if r.ok and r.first_token_ns is None:

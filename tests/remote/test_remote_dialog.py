@@ -1,0 +1,60 @@
+"""The window's remote-server dialog: a sweep against the test server, plotted as latency vs concurrency."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.gui.plots.concurrency import latency_curves
+from app.gui.remote_dialog import RemoteDialog
+from app.results.store import ResultStore
+from tests.remote.fake_server import fake_server
+
+
+def test_latency_curves_follow_concurrency_per_shape() -> None:
+    rows = [
+        {"status": "ok", "backends": "remote", "n_prompt": 8, "n_gen": 4, "n_parallel": c,
+         "ttft_p50_ms": 10.0 * c, "ttft_p99_ms": 20.0 * c, "tpot_p50_ms": 5.0, "tpot_p99_ms": None}
+        for c in (4, 1, 2)
+    ]
+    rows.append({"status": "failed", "backends": "remote", "n_prompt": 8, "n_gen": 4, "n_parallel": 8})
+    rows.append({"status": "ok", "backends": "CPU", "n_parallel": 1, "ttft_p50_ms": 1.0})  # a local row: not here
+    curves = latency_curves(rows)
+    assert curves["TTFT p50"] == ([1.0, 2.0, 4.0], [10.0, 20.0, 40.0])
+    assert curves["TTFT p99"][1] == [20.0, 40.0, 80.0] and curves["TPOT p50"][1] == [5.0] * 3
+    assert "TPOT p99" not in curves  # no values: no curve
+    rows.append({"status": "ok", "backends": "remote", "n_prompt": 64, "n_gen": 4, "n_parallel": 1,
+                 "ttft_p50_ms": 99.0})
+    assert set(latency_curves(rows)) >= {"TTFT p50 (p8 n4)", "TTFT p50 (p64 n4)"}
+
+
+def test_the_dialog_runs_a_remote_sweep_and_plots_it(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = tmp_path / "r.sqlite3"
+    dlg = RemoteDialog(store_path=store)
+    qtbot.addWidget(dlg)
+    assert dlg.run() is not None and "--served-model" in dlg.status.text()  # no model name yet
+    with fake_server() as server:
+        dlg.fields["url"].setText(server.url("usage"))
+        dlg.fields["model"].setText("fake")
+        dlg.fields["n_prompt"].setText("8")
+        dlg.fields["n_gen"].setText("4")
+        dlg.fields["concurrency"].setText("1,2")
+        dlg.requests.setValue(2)
+        assert dlg.run() is None
+        qtbot.waitUntil(lambda: not dlg.bridge.running and not dlg.timer.isActive(), timeout=30_000)
+    assert "finished: 2 ok, 0 failed" in dlg.status.text()
+    assert dlg.plot.curves["TTFT p50"][0] == [1.0, 2.0]
+    with ResultStore(store) as s:
+        rows = s.rows(s.runs()[0].run_id)
+    assert [r["n_parallel"] for r in rows] == [1, 2] and all(r["backends"] == "remote" for r in rows)
+
+
+@pytest.mark.parametrize("concurrency", ["0", "x"])
+def test_bad_fields_are_one_line_and_start_nothing(qtbot, concurrency: str) -> None:  # type: ignore[no-untyped-def]
+    dlg = RemoteDialog()
+    qtbot.addWidget(dlg)
+    dlg.fields["model"].setText("m")
+    dlg.fields["concurrency"].setText(concurrency)
+    assert dlg.run() is not None and not dlg.bridge.running
+    assert "--concurrency" in dlg.status.text()
