@@ -94,6 +94,19 @@ class Script:
         self.app.quit()
 
 
+def open_main_window() -> Any:
+    """The main window. With a data dir that cannot be used it opens all the same, on a temporary data dir for
+    the session, and says why in its message area."""
+    from app.gui.main_window import MainWindow
+    from app.paths import fall_back_if_unusable
+
+    data_dir_problem = fall_back_if_unusable()
+    win = MainWindow()
+    if data_dir_problem:
+        win.notify(data_dir_problem)
+    return win
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.self_test:
@@ -114,19 +127,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from app.gui.main_window import MainWindow
-    from app.paths import fall_back_if_unusable
-
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("GGUF Workbench")
     app.setOrganizationName("gguf-workbench")
     _set_icon(app)
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
         _drop_offscreen_noise()
-    data_dir_problem = fall_back_if_unusable()  # the window opens all the same, and says why
-    win = MainWindow()
-    if data_dir_problem:
-        win.notify(data_dir_problem)
+    win = open_main_window()
     script = Script(app, win, scripted=bool(shot))
     _prepare(win, args)
     if args.startup_time:
