@@ -146,6 +146,8 @@ class _Stream:
                 raise _Fail("timed out: the whole request took too long")
             raw = resp.readline()
             if not raw:
+                if cancel is not None and cancel.is_set():
+                    raise _Fail("cancelled")
                 break
             self.line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
         if not self.done and not self.result.finish_reason:
@@ -198,14 +200,20 @@ def _int_or_none(value: object) -> int | None:
 
 def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: Clock = time.perf_counter_ns,
                    cancel: threading.Event | None = None,
-                   on_connection: Callable[[http.client.HTTPConnection | None], None] | None = None) -> RequestResult:
-    """Send one streamed request and time it. Never raises: a failure is ``result.error``."""
+                   on_socket: Callable[[socket.socket | None], None] | None = None) -> RequestResult:
+    """Send one streamed request and time it. Never raises: a failure is ``result.error``.
+
+    ``on_socket`` is told the connected socket (and None when done), so another thread can cut the stream.
+    """
     result = RequestResult(start_ns=clock())
     stream = _Stream(result, endpoint.chat, clock, result.start_ns + int(endpoint.timeout_s * 10 * 1e9))
     conn = endpoint._connection()
-    if on_connection is not None:
-        on_connection(conn)
     try:
+        conn.connect()
+        if on_socket is not None and conn.sock is not None:
+            on_socket(conn.sock)
+        if cancel is not None and cancel.is_set():
+            raise _Fail("cancelled")
         path = endpoint._path("/chat/completions" if endpoint.chat else "/completions")
         conn.request("POST", path, body=json.dumps(request_body(endpoint, prompt, max_tokens)), headers=_headers())
         resp = conn.getresponse()
@@ -223,8 +231,8 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: C
     finally:
         result.end_ns = clock()
         conn.close()
-        if on_connection is not None:
-            on_connection(None)
+        if on_socket is not None:
+            on_socket(None)
     return result
 
 
@@ -275,21 +283,19 @@ class LoadRun:
         self._next = 0
         self._lock = threading.Lock()
         self._cancel = threading.Event()
-        self._conns: set[http.client.HTTPConnection] = set()
+        self._socks: set[socket.socket] = set()
         self.start_ns = 0
 
     def cancel(self) -> None:
         """Safe from any thread: send nothing more and cut the streams in flight."""
         self._cancel.set()
         with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            sock = conn.sock
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            socks = list(self._socks)
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _take(self) -> int | None:
         with self._lock:
@@ -299,23 +305,23 @@ class LoadRun:
             return self._next - 1
 
     def _worker(self) -> None:
-        current: list[http.client.HTTPConnection] = []
+        current: list[socket.socket] = []
 
-        def track(conn: http.client.HTTPConnection | None) -> None:
+        def track(sock: socket.socket | None) -> None:
             with self._lock:
-                if conn is None:
-                    self._conns.difference_update(current)
+                if sock is None:
+                    self._socks.difference_update(current)
                     current.clear()
                 else:
-                    current.append(conn)
-                    self._conns.add(conn)
+                    current.append(sock)
+                    self._socks.add(sock)
 
         while (i := self._take()) is not None:
             delay_s = self.start_ns / 1e9 + self.arrivals_s[i] - self.clock() / 1e9
             if delay_s > 0 and self._cancel.wait(delay_s):
                 return
             self.results[i] = stream_request(self.endpoint, self.prompts[i], self.max_tokens, clock=self.clock,
-                                             cancel=self._cancel, on_connection=track)
+                                             cancel=self._cancel, on_socket=track)
 
     def run(self) -> list[RequestResult]:
         """Send every request (or until cancelled); the results of the requests that were sent, in order."""

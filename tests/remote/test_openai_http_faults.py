@@ -110,3 +110,15 @@ def test_a_rate_spaces_the_sends(server: FakeServer) -> None:
     offsets_s = [(r.start_ns - load.start_ns) / 1e9 for r in results]
     assert all(o >= a for o, a in zip(offsets_s, arrivals, strict=True))
     assert offsets_s[2] < 0.4 + 0.3
+
+
+def test_cancel_cuts_the_streams_in_flight(server: FakeServer) -> None:
+    import threading
+    import time
+
+    load = LoadRun(Endpoint(server.url("slow"), "fake", timeout_s=10), ["p"] * 6, N_TOKENS, 2, [0.0] * 6)
+    threading.Timer(0.3, load.cancel).start()
+    t0 = time.monotonic()
+    results = load.run()
+    assert time.monotonic() - t0 < 1.2  # the server sleeps 1.5 s before its first token
+    assert len(results) == 2 and [r.error for r in results] == ["cancelled"] * 2  # nothing more was sent
