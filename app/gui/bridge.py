@@ -63,6 +63,7 @@ class SweepBridge(QObject):
 
         def make(store: ResultStore) -> SweepSession:
             setup = prepare_sweep(tests, store, predict=self.predict_rows, known_facts=facts)
+            self._queue.extend(ev.Notice(t_ns=0, message=w) for w in setup.warnings)  # past a trained context
             return setup.session(store, sweep_name=sweep_name, command=command)
 
         self.start_session(make)
