@@ -196,3 +196,19 @@ def test_each_repetition_is_drawn_as_it_lands(qtbot) -> None:  # noqa: ANN001
     session.extend([EVENTS[first_done]])
     plot.draw(PlotView(session, PredictionService()))
     assert len(plot.data_of("ttft", "rep", 0)[0]) == 0 and len(plot.data_of("ttft", "meas", 0)[0]) == 1
+
+
+def test_a_legend_with_a_shape_per_depth_paints(qtbot) -> None:  # noqa: ANN001
+    """pyqtgraph's legend sample hands a per-point list of shapes to drawSymbol, which crashed the process."""
+    from app.gui.plots.panel import PlotView
+    from app.gui.plots.ttft import TtftPlot
+    from app.gui.predictions import PredictionService
+
+    session = LiveRun("depths")
+    session.extend(EVENTS)
+    plot = TtftPlot()
+    qtbot.addWidget(plot.widget)
+    plot.widget.show()
+    plot.draw(PlotView(session, PredictionService()))
+    assert not plot.widget.grab().isNull()
+    assert "■ depth 64" in plot.legend.items[0][1].text

@@ -12,6 +12,23 @@ from PySide6.QtCore import Qt
 from app.gui.plots.style import HILITE
 
 
+class ShapeSample(pg.ItemSample):
+    """A legend sample that also draws items with one marker shape per point (pyqtgraph's own would hand the
+    whole list of shapes to drawSymbol, which crashes): it shows the first shape."""
+
+    def paint(self, p: Any, *args: Any) -> None:
+        opts = self.item.opts
+        shapes = opts.get("symbol")
+        if isinstance(shapes, str) or shapes is None:
+            super().paint(p, *args)
+            return
+        opts["symbol"] = shapes[0] if len(shapes) else "o"
+        try:
+            super().paint(p, *args)
+        finally:
+            opts["symbol"] = shapes
+
+
 class TopLegend(pg.LegendItem):
     """A legend laid out above the plot area (in the PlotItem's grid), so it never hides data."""
 
@@ -62,7 +79,7 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
     for ax in ("left", "bottom"):
         p.getAxis(ax).enableAutoSIPrefix(False)
     p.showGrid(x=True, y=True, alpha=0.18)
-    legend = TopLegend(labelTextSize="8pt", colCount=columns, verSpacing=-8, horSpacing=4)
+    legend = TopLegend(labelTextSize="8pt", colCount=columns, verSpacing=-8, horSpacing=4, sampleType=ShapeSample)
     legend.max_columns = columns
     p.layout.removeItem(p.getAxis("top"))  # its cell (above the data) holds the legend; the axis stays hidden
     p.layout.addItem(legend, 1, 1)

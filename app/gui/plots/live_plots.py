@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QStackedLayout, QTabWidget, QWidget
 
@@ -70,6 +71,7 @@ class LivePlots(QWidget):
         self.stack.addWidget(self.grid_page)
         self.stack.addWidget(self.tabs)
         self.mode = ""
+        self._wanted_mode: str | None = None
         self.arrange("grid")
 
     def arrange(self, mode: str) -> None:
@@ -155,10 +157,22 @@ class LivePlots(QWidget):
         h = event.size().height()
         # hysteresis: no flipping back and forth while a splitter is dragged across the threshold
         if self.mode == "grid" and h < GRID_MIN_HEIGHT_PX:
-            self.arrange("tabs")
+            self._arrange_later("tabs")
         elif self.mode == "tabs" and h >= GRID_MIN_HEIGHT_PX + 40:
-            self.arrange("grid")
+            self._arrange_later("grid")
         self.fit_legends()
+
+    def _arrange_later(self, mode: str) -> None:
+        """Re-arrange after the resize, from the event loop: moving plot widgets between layouts inside a resize
+        (while Qt lays out and paints them) is how a GraphicsView gets painted half-moved."""
+        if self._wanted_mode is None:
+            QTimer.singleShot(0, self._arrange_wanted)
+        self._wanted_mode = mode
+
+    def _arrange_wanted(self) -> None:
+        mode, self._wanted_mode = self._wanted_mode, None
+        if mode is not None:
+            self.arrange(mode)
 
     def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)`` (tests, scripting); empty if none."""
