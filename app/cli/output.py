@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,10 +38,16 @@ def check_output_path(path: str, flag: str, store_path: Path | None = None) -> P
     if p.exists():
         if not os.access(p, os.W_OK):
             raise UserError(f"{where}: cannot write there (permission denied)")
-        if not p.is_file() and not p.is_char_device():
+        if p.is_char_device():
+            return p  # a device such as /dev/null or /dev/full is written in place
+        if not p.is_file():
             raise UserError(f"{where}: not a regular file")
-    elif not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"{where}: cannot create a file in {parent} (permission denied)")
+    try:  # the temporary file the atomic write needs: the one test that also holds for root and read-only mounts
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UserError(f"{where}: cannot create a file in {parent} ({e.strerror or e})") from None
     return p
 
 

@@ -68,12 +68,13 @@ def test_a_1000_by_1000_toml_grid_is_refused_before_a_store_write(isolated_data_
     ("missing", "folder /nonexistent does not exist"),
     ("store", "is the results store"),
     ("store-wal", "is the results store WAL file"),
+    ("unwritable", "cannot create a file in /proc"),  # refused even for root: no file can be made there
 ])
 def test_output_paths_are_checked_before_the_first_test(isolated_data_dir: Path, tmp_path: Path,
                                                         smollm2_path: Path, flag: str, where: str, needle: str) -> None:
     path = {"dir": str(tmp_path), "missing": "/nonexistent/x.csv",
             "store": str(isolated_data_dir / "results.sqlite3"),
-            "store-wal": str(isolated_data_dir / "results.sqlite3-wal")}[where]
+            "store-wal": str(isolated_data_dir / "results.sqlite3-wal"), "unwritable": "/proc/results.csv"}[where]
     line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, flag, path)
     assert f"{flag} {path}" in line and needle in line
 
