@@ -88,3 +88,27 @@ def flash_attn_used(requested: int) -> bool | None:
             if needle in msg:
                 return used
     return None if requested == FLASH_ATTN_AUTO else requested == FLASH_ATTN_ON
+
+
+#: A line of a worker's log (llama.cpp's log and the process's stderr) that says why it crashed: ggml's assertion
+#: and abort messages (ggml/src/ggml.c ggml_abort: "FILE:LINE: GGML_ASSERT(...) failed"), C++ exceptions
+#: ("terminate called ...", "what(): ..."), C assertions, and llama.cpp's own error lines.
+_CRASH_RE = re.compile(r"GGML_ASSERT|GGML_ABORT|terminate called|what\(\):|Assertion .* failed|\berror\b|\bfailed\b",
+                       re.IGNORECASE)
+#: Lines of the backtrace ggml prints after an abort (gdb's frames and source lines), never the cause.
+_BACKTRACE_RE = re.compile(r"^(#\d+\s|\d+\s|\[Inferior |\S+: No such file or directory|ptrace: )")
+
+
+def crash_cause(log_text: str, max_chars: int = 300) -> str | None:
+    """The last line of a crashed worker's log that names the cause, shortened (source paths to file names)."""
+    cause = None
+    for raw in log_text.splitlines():
+        line = raw.strip()
+        if line and not _BACKTRACE_RE.match(line) and _CRASH_RE.search(line):
+            cause = line
+    if cause is None:
+        return None
+    head, sep, rest = cause.partition(": ")
+    if sep and "/" in head and " " not in head:  # "/long/build/path/llama-model.cpp:1328: GGML_ASSERT(...) failed"
+        cause = head.rsplit("/", 1)[1] + sep + rest
+    return cause if len(cause) <= max_chars else cause[: max_chars - 1] + "…"

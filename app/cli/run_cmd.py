@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write(export.to_jsonl([ev.row]))
             sys.stdout.flush()
 
-    _stop_on_signals()
+    _stop_on_signals(getattr(session, "cancel", None))
     outcome = session.run(on_event)
     rows = list(outcome.rows)
     if store is not None:
@@ -172,14 +174,19 @@ class TraceRecorder:
         write_trace_csv(samples, path, self.markers)
 
 
-def _stop_on_signals() -> None:
-    """Ctrl-C and SIGTERM cancel the sweep: the worker is killed, finished rows are printed and kept.
+def _stop_on_signals(cancel: Callable[[], None] | None = None) -> None:
+    """Ctrl-C and SIGTERM cancel the sweep: the worker stops (keeping a partial row), finished rows are printed and
+    kept. A second signal interrupts at once.
 
     Set explicitly: a shell starts background jobs with SIGINT ignored, and Python keeps it ignored.
     """
+    asked: list[int] = []
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        if cancel is None or asked:
+            raise KeyboardInterrupt
+        asked.append(signum)
+        threading.Thread(target=cancel, name="cancel", daemon=True).start()  # never take a lock in a handler
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, interrupt)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,21 @@ from pathlib import Path
 from app.paths import REPO_ROOT
 from app.run.events import Event, EventDecodeError, FailureKind, SweepFinished, WorkerError, event_from_json
 from app.run.plan import TestSpec
+
+#: Seconds without any event (the worker's telemetry samples are a 10 Hz heartbeat) before a worker counts as
+#: stalled (stopped, or hung) and is killed; ``GGUF_WORKBENCH_STALL_S`` overrides it.
+DEFAULT_STALL_TIMEOUT_S = 120.0
+#: Seconds a cancelled worker has to send the repetitions it timed (a partial row) before it is killed.
+CANCEL_GRACE_S = 0.5
+
+
+def default_stall_timeout_s() -> float:
+    """The watchdog's limit: ``GGUF_WORKBENCH_STALL_S`` when set to a positive number, else the default."""
+    try:
+        value = float(os.environ.get("GGUF_WORKBENCH_STALL_S", ""))
+    except ValueError:
+        return DEFAULT_STALL_TIMEOUT_S
+    return value if value > 0 else DEFAULT_STALL_TIMEOUT_S
 
 
 def worker_command(event_fd: int) -> list[str]:
@@ -28,8 +45,10 @@ class WorkerClient:
     """One worker process running a list of tests; iterate ``events()`` until it ends."""
 
     def __init__(self, tests: list[TestSpec], run_id: str = "", *, first_index: int = 0, token_ticks: bool = True,
-                 log_path: str | Path | None = None) -> None:
+                 log_path: str | Path | None = None, stall_timeout_s: float | None = None) -> None:
         self.tests = tests
+        self.stall_timeout_s = stall_timeout_s if stall_timeout_s is not None else default_stall_timeout_s()
+        self.stalled = False
         self.run_id = run_id
         self.first_index = first_index
         self.token_ticks = token_ticks
@@ -62,6 +81,8 @@ class WorkerClient:
             if log is not subprocess.DEVNULL:
                 log.close()
         self._read_fd = r
+        if self.cancelled:  # cancelled while starting: nothing was running to tell
+            self._kill()
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps(job).encode("utf-8"))
@@ -74,24 +95,54 @@ class WorkerClient:
         if self.proc is None:
             self.start()
         assert self._read_fd is not None and self.proc is not None
-        finished = False
-        with os.fdopen(self._read_fd, "r", encoding="utf-8") as stream:
-            for line in stream:
-                try:
-                    event = event_from_json(line)
-                except EventDecodeError as e:
-                    yield WorkerError(t_ns=time.perf_counter_ns(), message=f"unreadable event from worker: {e}")
-                    continue
-                finished = finished or isinstance(event, SweepFinished)
-                yield event
+        finished = reported = False
+        for line in self._lines():
+            try:
+                event = event_from_json(line)
+            except EventDecodeError as e:
+                yield WorkerError(t_ns=time.perf_counter_ns(), message=f"unreadable event from worker: {e}")
+                continue
+            finished = finished or isinstance(event, SweepFinished)
+            reported = reported or (isinstance(event, WorkerError) and not finished)
+            yield event
         rc = self.proc.wait()
-        if not finished:
+        if not finished and not reported:  # a worker that said why it stopped has said it best
             kind, message = self._death_reason(rc)
             yield WorkerError(t_ns=time.perf_counter_ns(), message=message, kind=kind)
+
+    def _lines(self) -> Iterator[str]:
+        """The stream's lines until the worker closes it; a worker silent past the watchdog's limit is killed."""
+        assert self._read_fd is not None
+        fd, buf = self._read_fd, b""
+        try:
+            while True:
+                ready, _, _ = select.select([fd], [], [], self.stall_timeout_s)
+                if not ready:
+                    self.stalled = True
+                    self._kill()  # the pipe closes when it dies: the loop ends with what was sent
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                *lines, buf = (buf + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield line.decode("utf-8", "replace")
+            if buf.strip():
+                yield buf.decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+
+    def _kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
 
     def _death_reason(self, rc: int) -> tuple[FailureKind, str]:
         if self.cancelled:
             return FailureKind.CANCELLED, "cancelled"
+        if self.stalled:
+            return FailureKind.STALLED, (f"stalled: no event from the worker for {self.stall_timeout_s:g} s "
+                                         "(stopped or hung); it was killed")
         if rc < 0:
             try:
                 name = signal.Signals(-rc).name
@@ -102,11 +153,23 @@ class WorkerClient:
             return FailureKind.WORKER_DIED, f"worker process was killed by {name}"
         return FailureKind.WORKER_DIED, f"worker process exited with code {rc} before finishing"
 
-    def cancel(self) -> None:
-        """Stop now: the worker is killed, so memory and the GPU are handed back at once."""
+    def cancel(self, grace_s: float = CANCEL_GRACE_S) -> None:
+        """Stop: the worker is asked to send the repetitions it has timed (SIGUSR1) and is killed ``grace_s`` later
+        at the latest, so memory and the GPU are handed back at once."""
         self.cancelled = True
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        if hasattr(signal, "SIGUSR1") and grace_s > 0:
+            try:
+                proc.send_signal(signal.SIGUSR1)
+            except OSError:
+                pass
+            timer = threading.Timer(grace_s, self._kill)
+            timer.daemon = True
+            timer.start()
+        else:
+            proc.kill()
 
     def close(self) -> None:
         if self.proc and self.proc.poll() is None:

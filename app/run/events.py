@@ -26,6 +26,7 @@ class FailureKind(StrEnum):
     WORKER_KILLED = "worker_killed"  # the worker was killed by SIGKILL: the OOM killer, most often
     WORKER_DIED = "worker_died"  # the worker crashed or exited before finishing
     WORKER_START = "worker_start"  # the worker could not start at all
+    STALLED = "stalled"  # the worker sent no event (not even a telemetry heartbeat) for too long: killed
     CANCELLED = "cancelled"  # the user cancelled
 
 

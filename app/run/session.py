@@ -12,14 +12,16 @@ import gzip
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from app.paths import data_dir
 from app.results.store import ResultStore, new_run_id
-from app.run.client import WorkerClient
+from app.run.client import CANCEL_GRACE_S, WorkerClient
 from app.run.events import (
     Event,
     FailureKind,
+    ModelLoaded,
     Notice,
     SweepStarted,
     TestFailed,
@@ -30,6 +32,7 @@ from app.run.events import (
 from app.run.plan import TestSpec
 from app.run.rows import base_row
 from app.telemetry.machine import scan_machine
+from engines.llama_log import crash_cause
 
 EventHandler = Callable[[Event], None]
 
@@ -62,7 +65,7 @@ class SweepSession:
     def __init__(self, tests: list[TestSpec], *, store: ResultStore | None = None, sweep_name: str = "",
                  command: str = "", machine: dict[str, Any] | None = None, token_ticks: bool = True,
                  extra_row: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 failed_upfront: list[UpfrontFailure] | None = None) -> None:
+                 failed_upfront: list[UpfrontFailure] | None = None, stall_timeout_s: float | None = None) -> None:
         self.tests = tests
         self.failed_upfront = list(failed_upfront or [])
         self.store = store
@@ -72,7 +75,9 @@ class SweepSession:
         self.machine = machine if machine is not None else scan_machine().run_facts()
         self.token_ticks = token_ticks
         self.extra_row = extra_row
+        self.stall_timeout_s = stall_timeout_s  # the watchdog's limit (None: app.run.client's default)
         self.rows: dict[int, dict[str, Any]] = {}
+        self._crashed_models: dict[tuple[Any, ...], WorkerError] = {}  # load key -> how loading it crashed
         self._client: WorkerClient | None = None
         self._cancel = threading.Event()
         self.log_path = data_dir() / "logs" / f"worker-{self.run_id}.log"
@@ -83,11 +88,12 @@ class SweepSession:
         client = self._client
         return client.pid if client is not None else None
 
-    def cancel(self) -> None:
-        """Safe from any thread: kill the worker; finished rows stay."""
+    def cancel(self, grace_s: float = CANCEL_GRACE_S) -> None:
+        """Safe from any thread: stop the worker (it has ``grace_s`` to send a partial row); finished rows stay."""
         self._cancel.set()
-        if self._client is not None:
-            self._client.cancel()
+        client = self._client
+        if client is not None:
+            client.cancel(grace_s)
 
     def _record(self, row: dict[str, Any]) -> dict[str, Any]:
         """Complete a row (run id, machine, predictions), keep it and commit it; return the recorded row."""
@@ -122,7 +128,10 @@ class SweepSession:
         try:
             self._run_workers(outcome, record_and_forward)
         except KeyboardInterrupt:
+            client = self._client
             self.cancel()
+            if client is not None:
+                client.close()  # interrupted mid-read: nobody is left to read a partial row; kill it now
         finally:
             self._record_upfront_failures(record_and_forward)
             if recorder is not None:
@@ -154,49 +163,110 @@ class SweepSession:
             return None  # the rows still go to the store
 
     def _run_workers(self, outcome: SweepOutcome, on_event: EventHandler | None) -> None:
+        """Workers one after another: each runs the tests from the first not done up to a model that crashed one."""
         next_index = 0
         while next_index < len(self.tests) and not self._cancel.is_set():
-            client = WorkerClient(self.tests[next_index:], self.run_id, first_index=next_index,
-                                  token_ticks=self.token_ticks, log_path=self.log_path)
-            self._client = client
-            if self._cancel.is_set():
-                break
-            current: int | None = None
-            started = False
-            death: WorkerError | None = None
-            for ev in client.events():
-                if isinstance(ev, SweepStarted):
-                    started = True
-                    if self.store is not None and next_index == 0:
-                        self.store.update_software(self.run_id, ev.software)
-                elif isinstance(ev, TestStarted):
-                    current = ev.test_index
-                elif isinstance(ev, (TestFinished, TestFailed)):
-                    ev = dataclasses.replace(ev, row=self._record(ev.row))  # listeners see the stored row
-                    current = None
-                    next_index = ev.test_index + 1
-                elif isinstance(ev, Notice):
-                    outcome.notices.append(ev.message)
-                elif isinstance(ev, WorkerError):
-                    death = ev
-                if on_event is not None:
-                    on_event(ev)
-            self._client = None
-            if death is None:
-                next_index = len(self.tests)
-                break
-            if self._cancel.is_set():
-                break
-            outcome.errors.append(death.message)
-            if not started:  # the worker cannot even start: trying again would fail the same way
-                outcome.status = "crashed"
-                break
-            failed_index = current if current is not None else next_index
-            if failed_index < len(self.tests):
-                row = base_row(self.tests[failed_index], failed_index, self.run_id)
-                row.update(status="failed", error=death.message, error_kind=death.kind)
-                row = self._record(row)
-                if on_event is not None:
-                    on_event(TestFailed(t_ns=0, test_index=failed_index, reason=death.message, row=row,
-                                        kind=death.kind))
-            next_index = failed_index + 1
+            next_index = self._fail_crashed_models(next_index, on_event)
+            end = next_index
+            while end < len(self.tests) and self.tests[end].load_key() not in self._crashed_models:
+                end += 1
+            if end > next_index:
+                next_index = self._one_worker(next_index, end, outcome, on_event)
+
+    def _fail_crashed_models(self, index: int, on_event: EventHandler | None) -> int:
+        """Tests of a model that crashed a worker while loading fail with that cause, without another crash."""
+        while index < len(self.tests) and (cause := self._crashed_models.get(self.tests[index].load_key())):
+            self._record_failure(index, cause, on_event)
+            index += 1
+        return index
+
+    def _record_failure(self, index: int, death: WorkerError, on_event: EventHandler | None) -> None:
+        row = base_row(self.tests[index], index, self.run_id)
+        row.update(status="failed", error=death.message, error_kind=death.kind)
+        row = self._record(row)
+        if on_event is not None:
+            on_event(TestFailed(t_ns=0, test_index=index, reason=death.message, row=row, kind=death.kind))
+
+    def _one_worker(self, first: int, end: int, outcome: SweepOutcome, on_event: EventHandler | None) -> int:
+        """Run tests ``first``..``end`` in one worker; the index to go on from (``len(tests)`` to stop)."""
+        client = WorkerClient(self.tests[first:end], self.run_id, first_index=first, token_ticks=self.token_ticks,
+                              log_path=self.log_path, stall_timeout_s=self.stall_timeout_s)
+        log_offset = _file_size(self.log_path)
+        self._client = client
+        if self._cancel.is_set():
+            return len(self.tests)
+        watch = _WorkerWatch(next_index=first)
+        for ev in client.events():
+            ev = self._take(ev, watch, outcome)
+            if on_event is not None:
+                on_event(ev)
+        self._client = None
+        death = watch.death
+        if death is None:
+            return end
+        if self._cancel.is_set():
+            return len(self.tests)
+        death = self._with_crash_cause(death, log_offset)
+        outcome.errors.append(death.message)
+        if not watch.started:  # the worker cannot even start: trying again would fail the same way
+            outcome.status = "crashed"
+            return len(self.tests)
+        failed_index = watch.current if watch.current is not None else watch.next_index
+        if failed_index < end:
+            key = self.tests[failed_index].load_key()
+            crashed = death.kind in (FailureKind.WORKER_DIED, FailureKind.WORKER_KILLED)
+            if crashed and watch.current is not None and key != watch.loaded_key:  # it died loading this model
+                self._crashed_models[key] = death
+            self._record_failure(failed_index, death, on_event)
+        return failed_index + 1
+
+    def _take(self, ev: Event, watch: _WorkerWatch, outcome: SweepOutcome) -> Event:
+        """Follow one event of a worker (rows recorded as they come); the event as listeners should see it."""
+        if isinstance(ev, SweepStarted):
+            watch.started = True
+            if self.store is not None and watch.next_index == 0:
+                self.store.update_software(self.run_id, ev.software)
+        elif isinstance(ev, TestStarted):
+            watch.current = ev.test_index
+        elif isinstance(ev, ModelLoaded) and watch.current is not None:
+            watch.loaded_key = self.tests[watch.current].load_key()
+        elif isinstance(ev, (TestFinished, TestFailed)):
+            ev = dataclasses.replace(ev, row=self._record(ev.row))  # listeners see the stored row
+            watch.current = None
+            watch.next_index = ev.test_index + 1
+        elif isinstance(ev, Notice):
+            outcome.notices.append(ev.message)
+        elif isinstance(ev, WorkerError) and watch.death is None:
+            watch.death = ev
+        return ev
+
+    def _with_crash_cause(self, death: WorkerError, log_offset: int) -> WorkerError:
+        """A crashed worker's error with the cause llama.cpp or the C runtime wrote in its log, when there is one."""
+        if death.kind not in (FailureKind.WORKER_DIED, FailureKind.WORKER_KILLED):
+            return death
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(log_offset)
+                text = f.read(4 << 20).decode("utf-8", "replace")
+        except OSError:
+            return death
+        cause = crash_cause(text)
+        return dataclasses.replace(death, message=f"{death.message}: {cause}") if cause else death
+
+
+@dataclass
+class _WorkerWatch:
+    """What the session knows of the worker now running: where it is, and why it stopped."""
+
+    next_index: int
+    started: bool = False
+    current: int | None = None
+    loaded_key: tuple[Any, ...] | None = None
+    death: WorkerError | None = None
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -11,13 +11,18 @@ import argparse
 import json
 import os
 import queue
+import signal
 import sys
 import threading
 import time
 from typing import Any
 
-from app.run.events import Event, FailureKind, WorkerError
+from app.run.events import Event, FailureKind, ModelLoaded, TestFailed, TestFinished, TestStarted, WorkerError
 from app.run.plan import TestSpec
+
+#: Events written at once rather than with the next batch: rare, and the parent must have them if the worker
+#: crashes just after (whether a crash came while loading a model decides whether that model is retried).
+URGENT_EVENTS = (TestStarted, ModelLoaded, TestFinished, TestFailed, WorkerError)
 
 
 class EventWriter:
@@ -31,18 +36,23 @@ class EventWriter:
     def __init__(self, fd: int, flush_s: float = 0.05) -> None:
         self._file = os.fdopen(fd, "w", encoding="utf-8")
         self._queue: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+        self._urgent = threading.Event()
         self._flush_s = flush_s
         self._thread = threading.Thread(target=self._drain, name="event-writer", daemon=True)
         self._thread.start()
 
     def emit(self, event: Event) -> None:
         self._queue.put(event)
+        if isinstance(event, URGENT_EVENTS):
+            self._urgent.set()
 
     def _drain(self) -> None:
         done = False
         while not done:
             batch = [self._queue.get()]  # block until there is something
-            time.sleep(self._flush_s)
+            if batch[0] is not None and not isinstance(batch[0], URGENT_EVENTS):
+                self._urgent.wait(self._flush_s)
+            self._urgent.clear()
             while True:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -65,7 +75,28 @@ class EventWriter:
             pass
 
 
-def run_job(job: dict[str, Any], writer: EventWriter) -> int:
+class CancelSignal:
+    """SIGUSR1 from the parent asks for a cancel that keeps the repetitions done (``Runner.request_cancel``)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.runner: Any = None
+        if hasattr(signal, "SIGUSR1"):
+            signal.signal(signal.SIGUSR1, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.requested = True
+        if self.runner is not None:
+            self.runner.request_cancel()
+
+    def attach(self, runner: Any) -> None:
+        self.runner = runner
+        if self.requested:  # asked before the runner existed: it stops before the first test
+            runner.request_cancel()
+
+
+
+def run_job(job: dict[str, Any], writer: EventWriter, cancel: CancelSignal | None = None) -> int:
     try:
         from app.worker.runner import Runner
         from engines.llama_cpp_engine import LlamaCppEngine  # only here: the worker owns the native library
@@ -77,6 +108,8 @@ def run_job(job: dict[str, Any], writer: EventWriter) -> int:
         writer.emit(WorkerError(t_ns=time.perf_counter_ns(), message=f"worker cannot start: {e}",
                                  kind=FailureKind.WORKER_START))
         return 2
+    if cancel is not None:
+        cancel.attach(runner)
     n_ok, n_failed = runner.run(tests, first_index=int(job.get("first_index", 0)))
     return 0 if n_failed == 0 else 1
 
@@ -85,15 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="app.worker.main")
     ap.add_argument("--event-fd", type=int, required=True)
     args = ap.parse_args(argv)
+    cancel = CancelSignal()
     writer = EventWriter(args.event_fd)
     try:
         job = json.loads(sys.stdin.read())
-        rc = run_job(job, writer)
+        rc = run_job(job, writer, cancel)
     except json.JSONDecodeError as e:
         writer.emit(WorkerError(t_ns=time.perf_counter_ns(), message=f"bad job document: {e}",
                                  kind=FailureKind.WORKER_START))
         rc = 2
     writer.close()
+    if cancel.requested:  # the parent kills us shortly: skip tearing llama.cpp and the interpreter down
+        os._exit(rc)
     return rc
 
 

@@ -47,6 +47,12 @@ from engines.base import (
 
 Emit = Callable[[Event], None]
 WARMUP_MAX_GEN = 16
+#: Status of a row cut short by a cancel: the repetitions timed before it, summarised as usual.
+PARTIAL = "partial"
+
+
+class CancelRequested(BaseException):
+    """Raised by ``Runner.request_cancel`` inside the timed loop (a BaseException: no ``except Exception`` eats it)."""
 
 
 def _now() -> int:
@@ -70,6 +76,8 @@ class Runner:
         self._flash_attn_used: bool | None = None  # what llama.cpp chose for the context now built
         self._bad_models: dict[tuple[Any, ...], str] = {}
         self._prompt_cache: dict[str, list[int]] = {}
+        self._cancel_requested = False
+        self._timing = False  # inside a test's timed repetitions, where a cancel interrupts at once
 
     def software_facts(self) -> dict[str, Any]:
         return {
@@ -93,15 +101,27 @@ class Runner:
         self.telemetry.start()
         try:
             for i, test in enumerate(tests, start=first_index):
+                if self._cancel_requested:
+                    break
                 if self.run_test(i, test):
                     n_ok += 1
                 else:
                     n_failed += 1
+        except CancelRequested:
+            pass  # the partial row (if any) is out; the process ends without tearing llama.cpp down
         finally:
             self.telemetry.stop()
-        self.engine.close()
-        self.emit(SweepFinished(t_ns=_now(), n_ok=n_ok, n_failed=n_failed))
+        if not self._cancel_requested:
+            self.engine.close()
+        self.emit(SweepFinished(t_ns=_now(), n_ok=n_ok, n_failed=n_failed, cancelled=self._cancel_requested))
         return n_ok, n_failed
+
+    def request_cancel(self) -> None:
+        """From a signal handler: stop after this test, or at once (keeping the repetitions done) if timing one."""
+        self._cancel_requested = True
+        if self._timing:
+            self._timing = False
+            raise CancelRequested
 
     def _row_facts(self) -> dict[str, Any]:
         m = self._loaded
@@ -172,14 +192,24 @@ class Runner:
             prompt = self._prompt_tokens(test)
             spec = RunSpec(n_prompt=test.n_prompt, n_gen=test.n_gen, n_depth=test.n_depth,
                            n_parallel=test.n_parallel, prompt_tokens=prompt)
-            warm = self._one(index, -1, replace(spec, n_gen=min(spec.n_gen, WARMUP_MAX_GEN), seed=spec.seed - 1))
             starts, prefill_ends, tokens, counters = [], [], [], []
-            for rep in range(test.repetitions):
-                t = self._one(index, rep, replace(spec, seed=spec.seed + rep))
-                starts.append(t.start_ns)
-                prefill_ends.append(t.prefill_end_ns)
-                tokens.append(t.token_ns)
-                counters.append(t.engine_counters)
+            self._timing = not self._cancel_requested
+            try:
+                warm = self._one(index, -1, replace(spec, n_gen=min(spec.n_gen, WARMUP_MAX_GEN), seed=spec.seed - 1))
+                for rep in range(test.repetitions):
+                    if self._cancel_requested:
+                        raise CancelRequested
+                    t = self._one(index, rep, replace(spec, seed=spec.seed + rep))
+                    starts.append(t.start_ns)
+                    prefill_ends.append(t.prefill_end_ns)
+                    tokens.append(t.token_ns)
+                    counters.append(t.engine_counters)
+            finally:
+                self._timing = False
+        except CancelRequested:
+            if starts:
+                self._emit_partial(index, test, row, (starts, prefill_ends, tokens))
+            raise
         except EngineError as e:
             fa_used = self._flash_attn_effective(test)
             self._ctx_key = None  # rebuild the context before the next test: its state is unknown now
@@ -205,6 +235,16 @@ class Runner:
         row["status"] = "ok"
         self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
         return True
+
+    def _emit_partial(self, index: int, test: TestSpec, row: dict[str, Any],
+                      phases: tuple[list[int], list[int], list[list[int]]]) -> None:
+        """A test cancelled mid-way keeps the repetitions it timed: status 'partial', and how many in the error."""
+        done = len(phases[0])
+        row.update(self._row_facts(), flash_attn_effective=self._flash_attn_effective(test))
+        row.update(summarise_phases(test, *phases))
+        row.update(n_repetitions=done, status=PARTIAL, error_kind=FailureKind.CANCELLED,
+                   error=f"cancelled after {done} of {test.repetitions} repetitions")
+        self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
 
     def _one(self, index: int, rep: int, spec: RunSpec) -> RunTimings:
         self.emit(RepetitionStarted(t_ns=_now(), test_index=index, rep=rep))
