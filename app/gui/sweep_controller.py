@@ -35,6 +35,8 @@ FAILURE_ADVICE: dict[str, str] = {
     FailureKind.LOAD_ERROR: "The model could not be loaded: {reason}",
     FailureKind.WORKER_DIED: "The benchmark process crashed ({reason}). The window is fine; finished results are kept.",
     FailureKind.WORKER_START: "The benchmark process could not start: {reason}",
+    FailureKind.STALLED: ("The benchmark process stopped answering, so it was stopped ({reason}). The sweep goes on "
+                          "with a fresh one; finished results are kept."),
 }
 
 _OUTCOME_WORDS = {"finished": "Sweep finished", "cancelled": "Sweep cancelled", "crashed": "Sweep stopped"}
