@@ -49,6 +49,7 @@ class WorkerClient:
         self.tests = tests
         self.stall_timeout_s = stall_timeout_s if stall_timeout_s is not None else default_stall_timeout_s()
         self.stalled = False
+        self.stalled_after_s = 0.0
         self.run_id = run_id
         self.first_index = first_index
         self.token_ticks = token_ticks
@@ -114,16 +115,20 @@ class WorkerClient:
         """The stream's lines until the worker closes it; a worker silent past the watchdog's limit is killed."""
         assert self._read_fd is not None
         fd, buf = self._read_fd, b""
+        # before its first event the worker imports llama.cpp, which a loaded machine can make slow: the default
+        # limit at least, however short the watchdog's
+        limit_s = max(self.stall_timeout_s, DEFAULT_STALL_TIMEOUT_S)
         try:
             while True:
-                ready, _, _ = select.select([fd], [], [], self.stall_timeout_s)
+                ready, _, _ = select.select([fd], [], [], limit_s)
                 if not ready:
-                    self.stalled = True
+                    self.stalled, self.stalled_after_s = True, limit_s
                     self._kill()  # the pipe closes when it dies: the loop ends with what was sent
                     continue
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     break
+                limit_s = self.stall_timeout_s
                 *lines, buf = (buf + chunk).split(b"\n")
                 for line in lines:
                     if line.strip():
@@ -141,7 +146,7 @@ class WorkerClient:
         if self.cancelled:
             return FailureKind.CANCELLED, "cancelled"
         if self.stalled:
-            return FailureKind.STALLED, (f"stalled: no event from the worker for {self.stall_timeout_s:g} s "
+            return FailureKind.STALLED, (f"stalled: no event from the worker for {self.stalled_after_s:g} s "
                                          "(stopped or hung); it was killed")
         if rc < 0:
             try:
