@@ -117,14 +117,20 @@ def test_the_cli_goes_on_past_a_damaged_store_in_one_line(tmp_path: Path, comman
         assert store.runs() == []
 
 
+def _tamper(path: Path, *statements: str) -> None:
+    """Change the store behind its back, as another program or a disk fault would."""
+    db = sqlite3.connect(path)
+    for statement in statements:
+        db.execute(statement)
+    db.commit()
+    db.close()
+
+
 def test_a_row_of_bad_json_is_skipped_with_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "results.sqlite3"
     _store_with_rows(path, 3)
-    db = sqlite3.connect(path)
-    db.execute("UPDATE results SET row_json = '{\"test_index\": 1, ' WHERE test_index = 1")
-    db.execute("UPDATE runs SET machine_json = 'nope'")
-    db.commit()
-    db.close()
+    _tamper(path, "UPDATE results SET row_json = '{\"test_index\": 1, ' WHERE test_index = 1",
+            "UPDATE runs SET machine_json = 'nope'")
     messages: list[str] = []
     with ResultStore(path, warn=messages.append) as store:
         assert [r["test_index"] for r in store.rows("run-a")] == [0, 2]
@@ -146,11 +152,7 @@ def test_a_file_that_is_not_sqlite_is_still_refused_not_moved(tmp_path: Path) ->
 def test_runs_marked_aborted_by_older_versions_read_as_interrupted(tmp_path: Path) -> None:
     path = tmp_path / "results.sqlite3"
     _store_with_rows(path, 1)
-    db = sqlite3.connect(path)
-    db.execute("UPDATE runs SET status = 'aborted'")
-    db.execute("PRAGMA user_version = 1")
-    db.commit()
-    db.close()
+    _tamper(path, "UPDATE runs SET status = 'aborted'", "PRAGMA user_version = 1")
     with ResultStore(path) as store:
         assert [r.status for r in store.runs()] == ["interrupted"]
         assert store.run_info("run-a")["status"] == "interrupted"
