@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="RTX 4060 Laptop")
     args = ap.parse_args(argv)
 
-    import app.gui  # noqa: F401 - the PySide6 guard first
     from PySide6.QtWidgets import QApplication
 
+    import app.gui  # noqa: F401 - the PySide6 guard first
     from app.gui.main_window import MainWindow
     from app.model import library as ml
     from app.results.store import ResultStore
