@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.demo_run:
         _demo_run(win, script, args.screenshot)
     rc = app.exec()
+    from app.gui.tasks import wait_for_background_work
+
+    wait_for_background_work()  # a probe thread still running at interpreter exit can crash the process
     return script.rc if shot or script.rc != EXIT_OK else rc
 
 

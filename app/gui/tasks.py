@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -9,6 +11,21 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 Callback = Callable[[Any, BaseException | None], None]
+_POOLS: weakref.WeakSet[ThreadPoolExecutor] = weakref.WeakSet()
+
+
+def wait_for_background_work(timeout_s: float = 30.0) -> bool:
+    """Cancel queued tasks and wait (bounded) for running ones: call before the process exits.
+
+    A task still running when the interpreter shuts down (the CPU probe's numpy threads, a GGUF read) can
+    crash the process at exit. True when every pool thread has ended.
+    """
+    deadline = time.monotonic() + timeout_s
+    for pool in list(_POOLS):
+        pool.shutdown(wait=False, cancel_futures=True)
+        for thread in list(getattr(pool, "_threads", ())):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return all(not t.is_alive() for pool in list(_POOLS) for t in getattr(pool, "_threads", ()))
 
 
 class Tasks(QObject):
@@ -19,6 +36,7 @@ class Tasks(QObject):
     def __init__(self, parent: QObject | None = None, max_workers: int = 1) -> None:
         super().__init__(parent)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="gui-task")
+        _POOLS.add(self._pool)
         self._done.connect(self._deliver)
         self.pending = 0
 
