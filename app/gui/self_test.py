@@ -19,7 +19,6 @@ from app.run.session import SweepSession
 from app.run.sweep_setup import read_models
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-SELF_TEST_SPEC = {"n_prompt": [16], "n_gen": [8], "repetitions": 1, "n_threads": [1]}
 FIGURES = (("ttft_ms", "TTFT", "ms", "{:.1f}"), ("prefill_tps", "prefill", "tok/s", "{:.1f}"),
            ("decode_tps", "decode", "tok/s", "{:.1f}"))
 
@@ -34,7 +33,7 @@ def self_test(model: str | None = None, out: TextIO | None = None) -> tuple[int,
     _good, bad = read_models([path])
     if bad:
         return EXIT_USAGE, bad[path]
-    tests = SweepSpec(models=[path], name="self-test", **SELF_TEST_SPEC).tests()  # type: ignore[arg-type]
+    tests = SweepSpec(models=[path], n_prompt=[16], n_gen=[8], repetitions=1, n_threads=[1], name="self-test").tests()
     t0 = time.perf_counter()
     outcome = SweepSession(tests, store=None, sweep_name="self-test", machine={}, token_ticks=False).run()
     row = outcome.rows[0] if outcome.rows else None
