@@ -104,9 +104,8 @@ class ModelDetails(QObject):
     def update_scenario(self) -> None:
         """The scenario for the current model: the estimate from its own measured rates beside the prediction for
         the hardware they were measured on; the inspector's other profile as a what-if."""
-        path = self.current_model()
         p, n = self.scenario.lengths()
-        rows = [r for r in self.sweeps.session.ok_rows() if r.get("model_path") == path]
+        path, rows = self._measured_model()
         ran_on = self.predictor.hardware_of(rows) if rows else None
         chosen = self.predictor.profile
         main = ran_on or chosen
@@ -117,6 +116,17 @@ class ModelDetails(QObject):
         self.scenario.show_totals(totals, main.name if main else "", what_if=what_if_total,
                                   what_if_name=what_if.name if what_if else "", model=os.path.basename(path),
                                   n_ctx_train=facts.n_ctx_train if facts is not None else 0)
+
+    def _measured_model(self) -> tuple[str, list[dict[str, Any]]]:
+        """The selected model and its ok rows in the shown run; when it has none there (a replayed or re-opened run
+        of another file), the run's first model that has some, so the estimate always comes from a measurement."""
+        ok = self.sweeps.session.ok_rows()
+        path = self.current_model()
+        for candidate in [path, *self.sweeps.session.models()]:
+            rows = [r for r in ok if r.get("model_path") == candidate]
+            if rows:
+                return candidate, rows
+        return path, []
 
     def _rates(self, path: str, p: int, n: int, profile: HardwareProfile | None) -> tuple[float, float] | None:
         """Predicted (prefill, decode) tok/s of one request on ``profile``; None without one."""
