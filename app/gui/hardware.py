@@ -12,7 +12,8 @@ from app.gui.first_run import cpu_only_build_text
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
-from app.predict.profiles import HardwareProfile, ProfileError, cpu_profile, load_profiles, match_nvml_name
+from app.predict.hardware import cpu_profile_of
+from app.predict.profiles import HardwareProfile, ProfileError, load_profiles, match_nvml_name
 from app.telemetry.cpu_probe import load_cached_probe
 from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
@@ -78,8 +79,7 @@ class HardwareProfiles(QObject):
                 self.detected.append((f"Detected GPU: {prof.name}", prof))
         if scan.probe is not None:
             try:
-                self.cpu = cpu_profile(f"This CPU: {scan.cpu_model}", scan.probe.bandwidth_gbps,
-                                       scan.probe.gflops_f32, scan.ram_total_bytes or 1)
+                self.cpu = cpu_profile_of(scan, "This CPU")
             except ValueError:
                 self.cpu = None
         elif scan.probe_error:

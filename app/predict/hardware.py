@@ -26,14 +26,20 @@ class HardwareContext:
         return self.gpu if (self.gpu is not None and n_gpu_layers_effective > 0) else self.cpu
 
 
+def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> HardwareProfile:
+    """This machine's CPU as a profile (``label: model``), from the scan's probed figures (which must exist)."""
+    assert scan.probe is not None
+    return cpu_profile(f"{label}: {scan.cpu_model}", scan.probe.bandwidth_gbps, scan.probe.gflops_f32,
+                       scan.ram_total_bytes or 1)
+
+
 def hardware_context(scan: MachineScan, gpu_query: str | None = None,
                      profiles: list[HardwareProfile] | None = None) -> HardwareContext:
     """The hardware to predict against, from one look at the machine: its probed CPU and its first NVIDIA GPU's
     profile, or the profile ``gpu_query`` names. Raises ProfileError when there are no CPU figures at all."""
     if scan.probe is None:
         raise ProfileError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")
-    cpu = cpu_profile(f"CPU: {scan.cpu_model}", scan.probe.bandwidth_gbps, scan.probe.gflops_f32,
-                      scan.ram_total_bytes or 1)
+    cpu = cpu_profile_of(scan)
     profiles = load_profiles() if profiles is None else profiles
     if gpu_query:
         return HardwareContext(cpu=cpu, gpu=find_profile(gpu_query, profiles), note=f"GPU profile chosen: {gpu_query}")
