@@ -1,0 +1,239 @@
+"""Fitted time models of decode and prefill: what a machine (or a GPU architecture) *achieves*, beside the ceilings.
+
+The form (one per phase; every time in seconds per token, every coefficient fitted by relative least squares):
+
+    decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa] + n_layer × t_layer + t_fixed
+    prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa]
+              + n_layer × t_layer + n_layer × ubatches / n_prompt × t_layer_ubatch
+
+- ``bytes_class``: weight bytes read per generated token, split by kernel class (``KERNEL_CLASS``: on the CPU the
+  int8 dot-product paths of the quantized types against f16/f32), so ``1 / s_per_byte`` is η_bw × bandwidth of
+  that kernel; ``kv_bytes``: the KV cache read at the average depth of the generation.
+- ``flops_class``: 2 × the matmul parameters of that class per prompt token (so ``1 / s_per_flop`` = η_c × compute);
+  ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
+  on and off; the last term is a per-layer cost per micro-batch, spread over the prompt.
+
+A class holding under ``MINOR_SHARE`` of the bytes (the f32 norms) is merged into the largest class.
+
+Other fitters (e.g. a public-GPU table) build ``Workload``s from their own data with ``workload_for``, fit with
+``fit_phase`` and call ``PhaseFit.expected``: every figure is an ``Expected`` (value, band, source). Pure functions;
+numpy least squares; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+#: ggml weight type -> kernel class. One table: types whose kernels differ get different classes.
+KERNEL_CLASS: dict[str, str] = {
+    **{t: "q_legacy" for t in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS")},
+    "Q8_0": "q8_0",
+    **{t: "k_quant" for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "TQ1_0", "TQ2_0",
+                             "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S")},
+    "F16": "f16",
+    "BF16": "bf16",
+    "F32": "f32",
+}
+#: A class with less than this share of the weight bytes is counted in the largest class (norms, biases).
+MINOR_SHARE = 0.02
+#: The band of an expected figure is at least this fraction either side.
+BAND_FLOOR = 0.05
+#: ... and otherwise this percentile of the fit's absolute relative residuals.
+BAND_PERCENTILE = 90.0
+
+Phase = Literal["decode", "prefill"]
+PHASES: tuple[Phase, Phase] = ("decode", "prefill")
+
+
+class FitError(ValueError):
+    """The points cannot determine the model (too few, or not varied enough); the message says what is missing."""
+
+
+def kernel_class(ggml_type: str) -> str:
+    """The kernel class of a ggml type name ("Q4_K" -> "k_quant"); unknown types are their own class."""
+    return KERNEL_CLASS.get(ggml_type.upper(), ggml_type.lower())
+
+
+@dataclass(frozen=True)
+class Expected:
+    """An expected figure (tokens/s): the fitted value, its band, and where the parameters came from."""
+
+    value: float
+    low: float
+    high: float
+    source: str
+    kind: str = "expected"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "low": self.low, "high": self.high, "source": self.source, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one test asks of the machine, per token, reduced to the quantities the fitted model uses."""
+
+    class_bytes: Mapping[str, float]  # weight bytes read per generated token, by kernel class
+    class_flops: Mapping[str, float]  # matmul FLOPs per prompt token, by kernel class
+    n_layer: int
+    kv_bytes_read: float  # KV bytes one generated token reads at the generation's average depth
+    attn_work: float  # (depth + n_prompt / 2) × n_layer × n_embd_attn, per prompt token
+    flash_attn: bool
+    n_prompt: int
+    n_ubatch: int = 512
+
+    def features(self, phase: Phase) -> dict[str, float]:
+        """The fitted model's regressors for ``phase`` (name -> value); zero entries left out."""
+        fa = "fa" if self.flash_attn else "nofa"
+        if phase == "decode":
+            feats = {f"bytes:{k}": v for k, v in self.class_bytes.items()}
+            feats.update({f"kv:{fa}": self.kv_bytes_read, "layer": float(self.n_layer), "fixed": 1.0})
+        else:
+            ubatches = math.ceil(self.n_prompt / max(self.n_ubatch, 1))
+            feats = {f"flops:{k}": v for k, v in self.class_flops.items()}
+            feats.update({f"attn:{fa}": self.attn_work, "layer": float(self.n_layer),
+                          "layer_ubatch": self.n_layer * ubatches / max(self.n_prompt, 1)})
+        return {k: float(v) for k, v in feats.items() if v}
+
+
+def _merge_minor(by_class: dict[str, float]) -> dict[str, float]:
+    total = sum(by_class.values())
+    if not by_class or total <= 0:
+        return by_class
+    major = max(by_class, key=lambda k: by_class[k])
+    out: dict[str, float] = {}
+    for k, v in by_class.items():
+        key = k if v >= MINOR_SHARE * total else major
+        out[key] = out.get(key, 0.0) + v
+    return out
+
+
+def workload_for(
+    type_bytes: Mapping[str, float], type_params: Mapping[str, float], *, n_layer: int, n_embd_attn: int,
+    kv_bytes_per_token: float, n_prompt: int, n_gen: int, depth: int = 0, flash_attn: bool = True,
+    n_ubatch: int = 512,
+) -> Workload:
+    """A ``Workload`` from weight bytes and matmul parameters per ggml type (the tensors a token really reads:
+    without an untied embedding table) and the model's shape.
+
+    Decode reads the KV cache at the generation's average depth, depth + n_prompt + n_gen / 2; prefill attends
+    depth + n_prompt / 2 keys on average.
+    """
+    class_bytes: dict[str, float] = {}
+    class_flops: dict[str, float] = {}
+    for t, b in type_bytes.items():
+        class_bytes[kernel_class(t)] = class_bytes.get(kernel_class(t), 0.0) + float(b)
+    for t, p in type_params.items():
+        class_flops[kernel_class(t)] = class_flops.get(kernel_class(t), 0.0) + 2.0 * float(p)
+    decode_depth = depth + n_prompt + n_gen / 2.0
+    return Workload(
+        class_bytes=_merge_minor(class_bytes), class_flops=_merge_minor(class_flops), n_layer=n_layer,
+        kv_bytes_read=kv_bytes_per_token * decode_depth,
+        attn_work=(depth + n_prompt / 2.0) * n_layer * n_embd_attn, flash_attn=flash_attn, n_prompt=n_prompt,
+        n_ubatch=n_ubatch,
+    )
+
+
+@dataclass(frozen=True)
+class FitPoint:
+    """One measured point and what the fit makes of it (tokens/s)."""
+
+    label: str
+    measured_tps: float
+    fitted_tps: float
+
+    @property
+    def rel_error(self) -> float:
+        return self.fitted_tps / self.measured_tps - 1.0
+
+
+@dataclass(frozen=True)
+class PhaseFit:
+    """Fitted coefficients of one phase (seconds per unit of each regressor) and how well they fit."""
+
+    phase: str
+    coefficients: dict[str, float]
+    band_frac: float
+    points: tuple[FitPoint, ...] = field(default_factory=tuple)
+
+    @property
+    def median_error(self) -> float:
+        return float(np.median([abs(p.rel_error) for p in self.points])) if self.points else math.nan
+
+    @property
+    def worst_error(self) -> float:
+        return max((abs(p.rel_error) for p in self.points), default=math.nan)
+
+    def missing(self, workload: Workload) -> list[str]:
+        """Regressors of ``workload`` this fit has no coefficient for (it cannot predict it)."""
+        return sorted(set(workload.features(self.phase)) - set(self.coefficients))  # type: ignore[arg-type]
+
+    def seconds_per_token(self, workload: Workload) -> float:
+        """Fitted seconds per token; KeyError names a regressor the fit never saw (e.g. an uncalibrated class)."""
+        feats = workload.features(self.phase)  # type: ignore[arg-type]
+        missing = self.missing(workload)
+        if missing:
+            raise KeyError(", ".join(missing))
+        return sum(self.coefficients[k] * v for k, v in feats.items())
+
+    def expected(self, workload: Workload, source: str) -> Expected | None:
+        """Tokens/s with its band; None when the workload needs a coefficient the fit lacks or the time is ≤ 0."""
+        try:
+            seconds = self.seconds_per_token(workload)
+        except KeyError:
+            return None
+        if seconds <= 0:
+            return None
+        tps = 1.0 / seconds
+        return Expected(tps, tps * (1.0 - self.band_frac), tps * (1.0 + self.band_frac), source)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "coefficients": dict(self.coefficients), "band_frac": self.band_frac,
+                "points": [[p.label, p.measured_tps, p.fitted_tps] for p in self.points]}
+
+    @classmethod
+    def from_json_dict(cls, d: Mapping[str, Any]) -> PhaseFit:
+        points = tuple(FitPoint(str(p[0]), float(p[1]), float(p[2])) for p in d.get("points", []))
+        return cls(str(d["phase"]), {str(k): float(v) for k, v in d["coefficients"].items()},
+                   float(d["band_frac"]), points)
+
+
+def fit_phase(
+    phase: Phase, points: Sequence[tuple[Workload, float]], labels: Sequence[str] | None = None,
+    *, band_floor: float = BAND_FLOOR,
+) -> PhaseFit:
+    """Fit ``phase``'s coefficients to (workload, measured tokens/s) points by least squares on relative time.
+
+    Raises FitError when there are fewer points than coefficients + 2, or when the points cannot tell two
+    regressors apart (e.g. every point has the same model size, so per-byte and fixed costs are confounded).
+    """
+    feats = [w.features(phase) for w, _ in points]
+    names = sorted({k for f in feats for k in f})
+    if len(points) < len(names) + 2:
+        raise FitError(f"{phase}: {len(points)} points for {len(names)} coefficients ({', '.join(names)}); "
+                       f"need at least {len(names) + 2}")
+    tps = np.array([float(m) for _, m in points])
+    if not np.all(np.isfinite(tps)) or np.any(tps <= 0):
+        raise FitError(f"{phase}: measured tokens/s must be positive and finite")
+    seconds = 1.0 / tps
+    design = np.array([[f.get(n, 0.0) for n in names] for f in feats]) / seconds[:, None]
+    scale = np.abs(design).max(axis=0)
+    scaled = design / scale
+    rank = np.linalg.matrix_rank(scaled, tol=1e-6 * max(scaled.shape))
+    if rank < len(names):
+        raise FitError(f"{phase}: the points cannot separate {', '.join(names)} (rank {rank} of {len(names)}): "
+                       "vary the model size, layer count, prompt length and depth")
+    solution, *_ = np.linalg.lstsq(scaled, np.ones(len(points)), rcond=None)
+    coefficients = dict(zip(names, (solution / scale).tolist(), strict=True))
+    fitted_s = np.array([sum(coefficients[k] * v for k, v in f.items()) for f in feats])
+    if np.any(fitted_s <= 0):
+        raise FitError(f"{phase}: the fit gives non-positive times for some points; the data do not follow the form")
+    labels = list(labels) if labels is not None else [str(i) for i in range(len(points))]
+    fit_points = tuple(FitPoint(lab, float(m), float(1.0 / s)) for lab, m, s in zip(labels, tps, fitted_s, strict=True))
+    rel = np.abs(np.array([p.rel_error for p in fit_points]))
+    band = max(band_floor, float(np.percentile(rel, BAND_PERCENTILE)))
+    return PhaseFit(phase, coefficients, band, fit_points)

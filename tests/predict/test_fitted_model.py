@@ -1,0 +1,105 @@
+"""The fitted model's form: known parameters are recovered from synthetic points; degenerate input is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.predict.fitted_model import (
+    BAND_FLOOR,
+    FitError,
+    PhaseFit,
+    Workload,
+    fit_phase,
+    kernel_class,
+    workload_for,
+)
+
+TRUE_DECODE = {"bytes:q_legacy": 1 / 9e9, "bytes:f16": 1 / 14e9, "kv:fa": 1 / 6e9, "layer": 40e-6, "fixed": 300e-6}
+TRUE_PREFILL = {"flops:q_legacy": 1 / 60e9, "flops:f16": 1 / 35e9, "attn:fa": 1 / 20e9, "layer": 30e-6,
+                "layer_ubatch": 2e-3}
+
+
+def ladder(n_prompts: tuple[int, ...] = (32, 128)) -> list[Workload]:
+    """Workloads like the calibration ladder's: two classes, three widths, two depths, two prompt lengths."""
+    out = []
+    for wtype, bpw in (("Q4_0", 4.5), ("F16", 16.0)):
+        for n_embd, n_layer in ((256, 4), (512, 8), (768, 6)):
+            params = 10 * n_embd * n_embd * n_layer
+            for depth in (0, 1024):
+                for p in n_prompts:
+                    out.append(workload_for({wtype: params * bpw / 8, "F32": 4 * n_embd * n_layer},
+                                            {wtype: params}, n_layer=n_layer, n_embd_attn=n_embd,
+                                            kv_bytes_per_token=n_layer * n_embd, n_prompt=p, n_gen=16, depth=depth))
+    return out
+
+
+def tps(coefs: dict[str, float], w: Workload, phase: str) -> float:
+    return 1.0 / sum(coefs[k] * v for k, v in w.features(phase).items())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("phase", "truth"), [("decode", TRUE_DECODE), ("prefill", TRUE_PREFILL)])
+def test_fit_recovers_known_parameters_within_2_percent(phase: str, truth: dict[str, float]) -> None:
+    rng = np.random.default_rng(1)
+    works = ladder()
+    points = [(w, tps(truth, w, phase) * (1 + rng.normal(0, 0.003))) for w in works]
+    fit = fit_phase(phase, points)  # type: ignore[arg-type]
+    assert set(fit.coefficients) == set(truth)
+    for name, value in truth.items():
+        assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
+    assert fit.worst_error < 0.02
+    assert fit.band_frac == BAND_FLOOR
+
+
+def test_expected_carries_band_and_source_and_round_trips() -> None:
+    works = ladder()
+    fit = fit_phase("decode", [(w, tps(TRUE_DECODE, w, "decode")) for w in works])
+    exp = fit.expected(works[3], "fit of this machine")
+    assert exp is not None and exp.kind == "expected" and exp.source == "fit of this machine"
+    assert exp.value == pytest.approx(tps(TRUE_DECODE, works[3], "decode"), rel=1e-6)
+    assert exp.low == pytest.approx(exp.value * (1 - BAND_FLOOR)) and exp.high == pytest.approx(exp.value * 1.05)
+    again = PhaseFit.from_json_dict(fit.to_json_dict())
+    assert again.coefficients == fit.coefficients and again.points == fit.points
+
+
+def test_band_follows_the_residuals() -> None:
+    rng = np.random.default_rng(2)
+    works = ladder()
+    noisy = [(w, tps(TRUE_DECODE, w, "decode") * (1 + rng.choice([-0.2, 0.2]))) for w in works]
+    fit = fit_phase("decode", noisy)
+    assert fit.band_frac > 0.1
+    assert fit.worst_error >= fit.median_error > 0.05
+
+
+def test_uncalibrated_class_gives_no_expected_figure() -> None:
+    fit = fit_phase("decode", [(w, tps(TRUE_DECODE, w, "decode")) for w in ladder()])
+    other = workload_for({"Q6_K": 1e7}, {"Q6_K": 1e7}, n_layer=4, n_embd_attn=256, kv_bytes_per_token=1e3,
+                         n_prompt=64, n_gen=16)
+    assert fit.missing(other) == ["bytes:k_quant"]
+    assert fit.expected(other, "x") is None
+
+
+def test_too_few_points_is_a_clear_error() -> None:
+    works = ladder()[:4]
+    with pytest.raises(FitError, match="points for .* coefficients"):
+        fit_phase("decode", [(w, 100.0) for w in works])
+
+
+def test_one_model_size_cannot_separate_bytes_from_fixed_costs() -> None:
+    works = [w for w in ladder() if w.n_layer == 8]
+    with pytest.raises(FitError, match="cannot separate"):
+        fit_phase("decode", [(w, tps(TRUE_DECODE, w, "decode")) for w in works * 3])
+
+
+def test_one_prompt_length_cannot_separate_per_ubatch_costs() -> None:
+    works = ladder(n_prompts=(64,)) * 2
+    with pytest.raises(FitError, match="cannot separate"):
+        fit_phase("prefill", [(w, tps(TRUE_PREFILL, w, "prefill")) for w in works])
+
+
+def test_kernel_classes_and_minor_types() -> None:
+    assert kernel_class("Q4_K") == kernel_class("Q6_K") == "k_quant"
+    assert kernel_class("q4_1") == "q_legacy" and kernel_class("F16") == "f16"
+    w = workload_for({"Q4_1": 1e8, "F32": 1e5}, {"Q4_1": 2e8, "F32": 2.5e4}, n_layer=2, n_embd_attn=64,
+                     kv_bytes_per_token=0, n_prompt=8, n_gen=8)
+    assert dict(w.class_bytes) == {"q_legacy": 1e8 + 1e5}
