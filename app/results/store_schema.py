@@ -66,7 +66,28 @@ def _v2_interrupted_runs(db: sqlite3.Connection) -> None:
     db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'aborted'")
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_run_order_and_writer, _v2_interrupted_runs)
+def _v3_quality(db: sqlite3.Connection) -> None:
+    """Measured quality of model files (``gguf-bench quality``): one row per file per quality run.
+
+    ``model_key`` is size and modification time (``app.results.quality_store.model_key``): a file replaced under
+    the same name no longer matches. ``row_json`` holds the row's fields (``quality_store.QUALITY_COLUMNS``).
+    """
+    db.execute("""CREATE TABLE IF NOT EXISTS quality (
+    run_id TEXT NOT NULL,
+    model_index INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    model_path TEXT NOT NULL,
+    model_filename TEXT NOT NULL,
+    model_key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    row_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, model_index)
+)""")
+    db.execute("CREATE INDEX IF NOT EXISTS quality_by_model_key ON quality (model_key)")
+    db.execute("CREATE INDEX IF NOT EXISTS quality_by_filename ON quality (model_filename)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_run_order_and_writer, _v2_interrupted_runs, _v3_quality)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

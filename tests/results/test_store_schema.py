@@ -67,11 +67,12 @@ def test_the_test_data_is_a_schema0_store() -> None:
 
 def test_a_schema0_store_opens_with_every_run_and_row_intact(v0_store: Path, expected: dict[str, Any]) -> None:
     with ResultStore(v0_store) as store:
-        assert user_version(store._db) == SCHEMA_VERSION == 2
+        assert user_version(store._db) == SCHEMA_VERSION == 3
         _assert_holds_v0_data(store, expected)
         assert store.run_info("20261129T215900Z-dead01")["status"] == "running"  # no writer recorded: left alone
     db = sqlite3.connect(v0_store)
     assert {"writer_pid", "writer_scope"} <= set(_columns(db, "runs"))
+    assert {"model_key", "row_json"} <= set(_columns(db, "quality"))  # version 3: measured quality of files
     plan = " ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN SELECT run_id FROM runs "
                                              "ORDER BY created_at DESC, rowid DESC LIMIT 1"))
     assert "runs_by_created_at" in plan and "TEMP B-TREE" not in plan

@@ -1,0 +1,167 @@
+"""Measured quality of model files (``gguf-bench quality``) in the results store, and its export columns.
+
+One row per model file per quality run, in the ``quality`` table (schema version 3, ``store_schema._v3_quality``).
+A row is a plain dict with the keys of :data:`QUALITY_COLUMNS`; ``quality_for`` finds the newest measured row for
+a file (the chooser reads it). Rows are matched by ``model_key`` (size and modification time), so a file replaced
+under the same name is measured anew rather than given an old file's quality.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from app.results import export
+from app.results.store import ResultStore, now_iso
+
+#: A quality row's columns, in CSV/JSON order. Quality is measured against ``reference_*`` on ``text_source``.
+QUALITY_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "model_index",  # position of the file in the run (0: first given)
+    "model_filename",
+    "file_type",  # llama.cpp file type from the header: "Q4_K_M", "F16", ...
+    "bits_per_weight",  # weight bytes × 8 ÷ parameters, from the header
+    "model_size",  # bytes of the file
+    "is_reference",  # 1 for the reference file itself (its KLD is 0 by definition)
+    "ppl",  # perplexity of the text under this file's own logits
+    "ppl_err",  # ± one standard error of ppl (as llama.cpp's perplexity tool gives it)
+    "mean_kld",  # mean KL divergence (nats) from the reference's next-token distribution to this file's
+    "kld_p99",  # 99th percentile of the per-token KLD
+    "same_top_rate",  # fraction of scored tokens where this file's top token is the reference's top token
+    "n_tokens",  # tokens scored (the second half of each chunk)
+    "n_chunks",
+    "n_ctx",  # chunk length (tokens)
+    "reference_filename",
+    "reference_is_dequantized",  # 1: the reference is an F16/F32 file made from a quantized one
+    "requantized_from",  # the quantized type this file was made from (through any dequantized F16), or ""
+    "text_source",  # "python-docs" (the built-in text) or the text file's path
+    "tokens_per_s",  # tokens evaluated ÷ evaluation time for this file (the quality pass's speed)
+    "elapsed_s",
+    "status",  # ok | failed | cancelled
+    "error",
+    "model_path",
+    "model_key",
+    "reference_path",
+    "created_at",
+)
+#: The compact markdown table.
+QUALITY_MD_COLUMNS: tuple[str, ...] = (
+    "model_filename", "file_type", "bits_per_weight", "ppl", "ppl_err", "mean_kld", "kld_p99", "same_top_rate",
+    "n_tokens", "tokens_per_s", "requantized_from", "status",
+)
+
+
+def model_key(path: str | os.PathLike[str]) -> str | None:
+    """The identity a quality row is kept under: ``"<size>:<mtime_ns>"`` of the file; None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+@contextlib.contextmanager
+def _connect(store: ResultStore) -> Iterator[sqlite3.Connection]:
+    """A connection to ``store``'s file (its schema is already current: opening the ResultStore upgraded it)."""
+    db = sqlite3.connect(store.path, timeout=store.busy_timeout_s)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def ordered(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its keys in :data:`QUALITY_COLUMNS` order (others after, sorted)."""
+    keys = [k for k in QUALITY_COLUMNS if k in row] + sorted(set(row) - set(QUALITY_COLUMNS))
+    return {k: row[k] for k in keys}
+
+
+def save_quality_rows(store: ResultStore, rows: Iterable[dict[str, Any]]) -> bool:
+    """Commit quality rows (replacing a row of the same run and index); False, with a warning, if the store refused.
+
+    Never raises for a store fault: the rows are still printed by the caller.
+    """
+    values = [(r["run_id"], int(r["model_index"]), r.get("created_at") or now_iso(), str(r.get("model_path", "")),
+               str(r.get("model_filename", "")), str(r.get("model_key") or ""), str(r.get("status", "")),
+               json.dumps(ordered(r), ensure_ascii=False)) for r in rows]
+    try:
+        with _connect(store) as db, db:
+            db.executemany("INSERT OR REPLACE INTO quality (run_id, model_index, created_at, model_path, "
+                           "model_filename, model_key, status, row_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)
+    except sqlite3.Error as e:
+        store.warn(f"{store.path}: cannot store quality results ({e}); they are only in this command's output")
+        return False
+    return True
+
+
+def _decode(texts: Iterable[str]) -> list[dict[str, Any]]:
+    rows = []
+    for text in texts:
+        try:
+            row = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def quality_rows(store: ResultStore, run_id: str) -> list[dict[str, Any]]:
+    """The rows of one quality run, in the order the files were given."""
+    with _connect(store) as db:
+        cur = db.execute("SELECT row_json FROM quality WHERE run_id = ? ORDER BY model_index", (run_id,))
+        return _decode(r[0] for r in cur)
+
+
+def last_quality_run(store: ResultStore) -> str | None:
+    """The newest quality run's id, or None when none is stored."""
+    with _connect(store) as db:
+        row = db.execute("SELECT run_id FROM quality ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
+    return row[0] if row else None
+
+
+def quality_for(store: ResultStore, model: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The newest measured (status ok) quality row for a model file, or None.
+
+    A local file is matched by ``model_key`` (its size and modification time). A name that is not a local file
+    (an https URL, a file not downloaded yet) is matched by its file name, the newest row of that name.
+    """
+    text = os.fspath(model)
+    key = model_key(text) if not text.startswith(("http://", "https://")) else None
+    if key is not None:
+        where, arg = "model_key = ?", key
+    else:
+        name = Path(urlparse(text).path if "://" in text else text).name
+        where, arg = "model_filename = ?", name
+    with _connect(store) as db:
+        cur = db.execute(f"SELECT row_json FROM quality WHERE {where} AND status = 'ok' "  # noqa: S608 - fixed text
+                         "ORDER BY created_at DESC, rowid DESC LIMIT 1", (arg,))
+        rows = _decode(r[0] for r in cur)
+    return rows[0] if rows else None
+
+
+def quality_columns_for(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """:data:`QUALITY_COLUMNS`, then any extra keys the rows carry, sorted."""
+    return list(QUALITY_COLUMNS) + sorted({k for r in rows for k in r} - set(QUALITY_COLUMNS))
+
+
+QUALITY_FORMATS = ("csv", "json", "jsonl", "md")
+
+
+def render_quality(rows: Sequence[dict[str, Any]], fmt: str) -> str:
+    """Quality rows as csv, json, jsonl or md (the same cell rules as the speed rows' export)."""
+    if fmt == "csv":
+        return export.to_csv(rows, quality_columns_for(rows))
+    if fmt == "md":
+        return export.to_markdown(rows, QUALITY_MD_COLUMNS)
+    if fmt == "json":
+        return json.dumps([ordered(r) for r in rows], indent=2, ensure_ascii=False) + "\n"
+    if fmt == "jsonl":
+        return "".join(json.dumps(ordered(r), ensure_ascii=False) + "\n" for r in rows)
+    raise ValueError(f"unknown output format {fmt!r} (valid: {', '.join(QUALITY_FORMATS)})")

@@ -1,0 +1,59 @@
+"""The quality table: rows saved, read back per run, and found per file by size+mtime key or by name."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from app.results.quality_store import (
+    QUALITY_COLUMNS,
+    last_quality_run,
+    model_key,
+    quality_for,
+    quality_rows,
+    render_quality,
+    save_quality_rows,
+)
+from app.results.store import ResultStore
+from app.results.store_schema import SCHEMA_VERSION, user_version
+
+
+def _row(run_id: str, index: int, path: Path, **more: object) -> dict[str, object]:
+    return {"run_id": run_id, "model_index": index, "model_path": str(path), "model_filename": path.name,
+            "model_key": model_key(path), "status": "ok", "mean_kld": 0.01 * index, **more}
+
+
+def test_rows_round_trip_and_lookup(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.write_bytes(b"x" * 10)
+    b.write_bytes(b"y" * 20)
+    with ResultStore(tmp_path / "s.sqlite3") as store:
+        assert user_version(store._db) == SCHEMA_VERSION >= 3
+        assert quality_for(store, a) is None and last_quality_run(store) is None
+        assert save_quality_rows(store, [_row("r1", 0, a), _row("r1", 1, b, status="failed")])
+        assert save_quality_rows(store, [_row("r2", 0, a, mean_kld=0.5)])
+        assert [r["model_filename"] for r in quality_rows(store, "r1")] == ["a.gguf", "b.gguf"]
+        assert quality_for(store, a)["mean_kld"] == 0.5  # the newest ok row
+        assert quality_for(store, b) is None  # only a failed row
+        assert quality_for(store, "https://huggingface.co/x/y/resolve/main/a.gguf")["run_id"] in ("r1", "r2")
+        os.utime(a, ns=(1, 1))  # the file changed: its old quality no longer applies
+        assert quality_for(store, a) is None
+        assert last_quality_run(store) in ("r1", "r2")
+
+
+def test_store_fault_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    with ResultStore(tmp_path / "s.sqlite3", warn=warnings.append) as store:
+        with sqlite3.connect(store.path) as db:
+            db.execute("DROP TABLE quality")
+        assert not save_quality_rows(store, [_row("r", 0, tmp_path / "gone.gguf")])
+    assert warnings and "cannot store quality results" in warnings[0]
+
+
+def test_render_orders_columns() -> None:
+    rows = [{"status": "ok", "model_filename": "m.gguf", "run_id": "r", "extra": 1, "ppl": 12.5}]
+    header = render_quality(rows, "csv").splitlines()[0].split(",")
+    assert header[: len(QUALITY_COLUMNS)] == list(QUALITY_COLUMNS) and header[-1] == "extra"
+    assert "| m.gguf |" in render_quality(rows, "md")
+    assert render_quality(rows, "jsonl").startswith('{"run_id": "r", "model_filename": "m.gguf"')
