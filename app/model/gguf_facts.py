@@ -60,17 +60,22 @@ def read_model_facts(path: str | os.PathLike[str]) -> ModelFacts:
         raise GGUFFileError(p, f"corrupt GGUF header ({bad})") from None
     except OSError as exc:
         raise GGUFFileError(p, f"cannot read ({exc.strerror or exc})") from None
+    return facts_from_scan(p, file_bytes, scan)
+
+
+def facts_from_scan(source: str | Path, file_bytes: int, scan: Scan) -> ModelFacts:
+    """Facts from a finished scan of ``source`` (a path, or a URL whose header was fetched); GGUFFileError names it."""
     if scan.needed_bytes > file_bytes:
-        raise GGUFFileError(p, _truncated(file_bytes, scan.needed_bytes))
+        raise GGUFFileError(source, _truncated(file_bytes, scan.needed_bytes))
     try:
-        facts = _facts_from_reader(p, file_bytes, scan)
+        facts = _facts_from_reader(source, file_bytes, scan)
     except GGUFFileError:
         raise
     except Exception as exc:  # any surprise in a malformed header is still a one-line error
-        raise GGUFFileError(p, f"corrupt GGUF header ({_short_reason(exc)})") from None
+        raise GGUFFileError(source, f"corrupt GGUF header ({_short_reason(exc)})") from None
     problem = shape_problem(facts)
     if problem:
-        raise GGUFFileError(p, f"bad model metadata ({problem})")
+        raise GGUFFileError(source, f"bad model metadata ({problem})")
     return facts
 
 
@@ -126,7 +131,7 @@ def _check_file(p: Path) -> int:
 class _Keys:
     """Typed access to a scan's header keys; a missing or mistyped key is a GGUFFileError naming it."""
 
-    def __init__(self, p: Path, scan: Scan) -> None:
+    def __init__(self, p: str | Path, scan: Scan) -> None:
         self.p = p
         self.fields = scan.fields
 
@@ -200,7 +205,7 @@ def _feed_forward(keys: _Keys, arch: str, extra: dict[str, object]) -> int:
 class _TensorTotals:
     """Histogram by type, totals, per-tensor bytes and token_embd's shape, from the tensor table."""
 
-    def __init__(self, p: Path, file_bytes: int, scan: Scan) -> None:
+    def __init__(self, p: str | Path, file_bytes: int, scan: Scan) -> None:
         tensor_types: dict[str, list[int]] = {}
         self.n_params = 0
         self.weight_bytes = 0
@@ -261,7 +266,7 @@ def _sliding_window(keys: _Keys, arch: str, n_layer: int, extra: dict[str, objec
     return swa_window, swa_layers
 
 
-def _facts_from_reader(p: Path, file_bytes: int, reader: Scan) -> ModelFacts:
+def _facts_from_reader(p: str | Path, file_bytes: int, reader: Scan) -> ModelFacts:
     keys = _Keys(p, reader)
     arch = keys.required("general.architecture")
     if not isinstance(arch, str) or not arch:
@@ -295,7 +300,7 @@ def _facts_from_reader(p: Path, file_bytes: int, reader: Scan) -> ModelFacts:
         path=str(p),
         file_bytes=file_bytes,
         architecture=arch,
-        name=name if isinstance(name, str) and name else p.stem,
+        name=name if isinstance(name, str) and name else Path(p).stem,
         file_type=file_type,
         n_params=tensors.n_params,
         weight_bytes=tensors.weight_bytes,

@@ -156,6 +156,7 @@ class Scan:
         self.tensors: list[Tensor] = []
         self.data_offset = 0
         self.needed_bytes = 0
+        self.header_bytes = 0  # bytes the header and tensor table occupy
 
 
 def _read_value(cur: Cursor, vtype: int, key: str) -> Field:
@@ -213,26 +214,37 @@ def scan_gguf(p: Path, file_bytes: int) -> Scan:
     Raises ShortRead (with a lower bound) when the file ends inside the header or tensor table,
     and CorruptHeader when the layout cannot be followed.
     """
-    scan = Scan()
     with p.open("rb") as f:
-        head = f.read(8)
-        order = ">" if int.from_bytes(head[4:8], "little") & 0xFFFF == 0 else "<"
-        f.seek(0)
-        cur = Cursor(f, file_bytes, order)
-        cur.skip(4)  # magic
-        scan.fields["GGUF.version"] = Field(cur.u32())
-        n_tensors = cur.u64()
-        n_kv = cur.u64()
-        cur.need_for(n_tensors, _MIN_TENSOR_INFO_BYTES, "tensor count")
-        cur.need_for(n_kv, _MIN_KV_BYTES, "key count")
-        cur.need(n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES)
-        for _ in range(n_kv):
-            key = cur.string()
-            scan.fields[key] = _read_value(cur, cur.u32(), key)
-        alignment = _alignment(scan.fields)
-        infos = [_read_tensor_info(cur) for _ in range(n_tensors)]
-        data_end = max((offset + n_bytes for *_, n_bytes, offset in infos), default=0)
-        scan.data_offset = -(-cur.pos // alignment) * alignment
-        scan.needed_bytes = scan.data_offset + data_end
-        scan.tensors = [Tensor(n, t, sh, ne, nb, scan.data_offset + off) for n, t, sh, ne, nb, off in infos]
+        return scan_gguf_stream(f, file_bytes)
+
+
+def scan_gguf_stream(f: BinaryIO, file_bytes: int) -> Scan:
+    """:func:`scan_gguf` on an open binary stream positioned anywhere (a file, or the first bytes of a remote
+    file in a BytesIO: reads past the buffer raise ShortRead like reads past the end of a file).
+
+    ``header_bytes`` of the result is where the tensor table ends.
+    """
+    scan = Scan()
+    f.seek(0)
+    head = f.read(8)
+    order = ">" if int.from_bytes(head[4:8], "little") & 0xFFFF == 0 else "<"
+    f.seek(0)
+    cur = Cursor(f, file_bytes, order)
+    cur.skip(4)  # magic
+    scan.fields["GGUF.version"] = Field(cur.u32())
+    n_tensors = cur.u64()
+    n_kv = cur.u64()
+    cur.need_for(n_tensors, _MIN_TENSOR_INFO_BYTES, "tensor count")
+    cur.need_for(n_kv, _MIN_KV_BYTES, "key count")
+    cur.need(n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES)
+    for _ in range(n_kv):
+        key = cur.string()
+        scan.fields[key] = _read_value(cur, cur.u32(), key)
+    alignment = _alignment(scan.fields)
+    infos = [_read_tensor_info(cur) for _ in range(n_tensors)]
+    data_end = max((offset + n_bytes for *_, n_bytes, offset in infos), default=0)
+    scan.header_bytes = cur.pos
+    scan.data_offset = -(-cur.pos // alignment) * alignment
+    scan.needed_bytes = scan.data_offset + data_end
+    scan.tensors = [Tensor(n, t, sh, ne, nb, scan.data_offset + off) for n, t, sh, ne, nb, off in infos]
     return scan

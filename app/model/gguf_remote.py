@@ -1,0 +1,315 @@
+"""Facts of a GGUF file on a web server (a Hugging Face ``resolve`` URL...), read from its header alone.
+
+HTTP range requests fetch growing prefixes until the header and tensor table parse (:func:`scan_gguf_stream`),
+so a 5 GB model costs a few MiB. Bounded: ``max_header_bytes`` caps what is read, every request has a timeout,
+5xx answers, timeouts and truncated bodies are retried with backoff. A server that ignores ranges (200 with the
+whole file) is read as a stream only up to the cap, then dropped. Split models (``-00001-of-00003.gguf``): every
+shard's header is read and their tensors totalled. Facts are cached per URL and ETag in the data dir.
+Standard library only; ``HF_TOKEN`` is sent as a Bearer token to Hugging Face hosts (never across redirects).
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import ipaddress
+import os
+import re
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+from app.model.facts import ModelFacts
+from app.model.gguf_facts import GGUF_MAGIC_BYTES, SUPPORTED_GGUF_VERSIONS, GGUFFileError, facts_from_scan
+from app.model.gguf_scan import CorruptHeader, Scan, ShortRead, scan_gguf_stream
+from app.model.remote_cache import load_cached_facts, save_cached_facts
+
+MIB = 1024**2
+DEFAULT_MAX_HEADER_BYTES = 64 * MIB
+SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+_HF_HOSTS = ("huggingface.co", "hf.co")
+_USER_AGENT = "gguf-workbench (header reader)"
+
+
+class RemoteGGUFError(GGUFFileError):
+    """A remote GGUF that cannot be read: the URL and the cause in one line."""
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """Bounds of one remote read."""
+
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    first_read_bytes: int = 1 * MIB
+    timeout_s: float = 20.0
+    retries: int = 3  # after the first try, for 5xx, 429, timeouts, resets and truncated bodies
+    backoff_s: float = 0.5  # doubled after each retry
+    use_cache: bool = True
+
+
+def is_url(text: str | os.PathLike[str]) -> bool:
+    """True for an http(s) URL (anything else is a local path)."""
+    return isinstance(text, str) and text.lower().startswith(("http://", "https://"))
+
+
+def check_url(url: str) -> None:
+    """https anywhere; plain http only to this machine (tests, a local mirror)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() == "https" and parts.hostname:
+        return
+    host = (parts.hostname or "").lower()
+    if parts.scheme.lower() == "http" and (host == "localhost" or _is_loopback(host)):
+        return
+    raise RemoteGGUFError(url, "only https URLs are read (plain http only on this machine)")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def split_urls(url: str) -> list[str]:
+    """Every shard's URL of a split model (``-0000k-of-0000N.gguf``, any k given), else ``[url]``."""
+    parts = urllib.parse.urlsplit(url)
+    m = SPLIT_RE.search(parts.path)
+    if not m:
+        return [url]
+    n = int(m.group(2))
+    if n < 1:
+        raise RemoteGGUFError(url, "split file name says 0 shards")
+    stem = parts.path[: m.start()]
+    return [urllib.parse.urlunsplit(parts._replace(path=f"{stem}-{i:05d}-of-{n:05d}.gguf")) for i in range(1, n + 1)]
+
+
+def _auth_token(url: str) -> str | None:
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    token = os.environ.get("HF_TOKEN", "").strip()
+    hf = any(host == h or host.endswith("." + h) for h in _HF_HOSTS)
+    return token if token and hf else None
+
+
+class _Retry(Exception):
+    """A failure worth another try; its text is the cause shown when the tries run out."""
+
+
+def _http_error_cause(exc: urllib.error.HTTPError) -> str:
+    cause = f"HTTP {exc.code} {exc.reason}"
+    if exc.code in (401, 403, 404):
+        cause += (" (a gated or private Hugging Face repo needs a token: set HF_TOKEN"
+                  + (", which was sent)" if os.environ.get("HF_TOKEN") else ")"))
+    return cause
+
+
+class RemoteFile:
+    """One remote file's leading bytes, fetched on demand: ranges when the server honours them, else a capped
+    prefix of its single 200 response."""
+
+    def __init__(self, url: str, opts: RemoteOptions) -> None:
+        self.url = url
+        self.opts = opts
+        self.buf = bytearray()
+        self.total_bytes = -1
+        self.etag = ""
+        self.ranged = True
+        self._stream: http.client.HTTPResponse | None = None
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def prefix(self, n_bytes: int) -> bytes:
+        """The first ``min(n_bytes, file size)`` bytes; RemoteGGUFError past the cap or when the server fails."""
+        if n_bytes > self.opts.max_header_bytes:
+            raise RemoteGGUFError(self.url, self._cap_cause())
+        if self.total_bytes >= 0:
+            n_bytes = min(n_bytes, self.total_bytes)
+        if len(self.buf) < n_bytes:
+            if self._stream is not None:
+                self._read_stream(n_bytes)
+            else:
+                self._with_retries(lambda: self._fetch(len(self.buf), n_bytes))
+        return bytes(self.buf[:n_bytes])
+
+    def _cap_cause(self) -> str:
+        cap = f"{self.opts.max_header_bytes / MIB:g} MiB"
+        if not self.ranged:
+            size = f" {self.total_bytes / MIB:,.0f} MiB" if self.total_bytes >= 0 else ""
+            return (f"the server ignores HTTP range requests (answered 200 with the whole{size} file) and the "
+                    f"GGUF header did not end within the first {cap}; not downloading the file")
+        return f"the GGUF header does not end within the first {cap} (the header cap; raise it to read further)"
+
+    def _with_retries(self, fetch: object) -> None:
+        delay = self.opts.backoff_s
+        for attempt in range(self.opts.retries + 1):
+            try:
+                fetch()  # type: ignore[operator]
+                return
+            except _Retry as exc:
+                if attempt == self.opts.retries:
+                    tries = self.opts.retries + 1
+                    raise RemoteGGUFError(self.url, f"{exc} (after {tries} tr{'y' if tries == 1 else 'ies'})") from None
+                time.sleep(delay)
+                delay *= 2
+
+    def _request(self, start: int, end: int) -> urllib.request.Request:
+        req = urllib.request.Request(self.url, headers={
+            "Range": f"bytes={start}-{end - 1}", "User-Agent": _USER_AGENT, "Accept-Encoding": "identity"})
+        token = _auth_token(self.url)
+        if token:
+            req.add_unredirected_header("Authorization", f"Bearer {token}")
+        return req
+
+    def _fetch(self, start: int, end: int) -> None:
+        """One GET of bytes [start, end); a 200 answer turns this file into a capped stream."""
+        try:
+            resp = urllib.request.urlopen(self._request(start, end), timeout=self.opts.timeout_s)  # noqa: S310
+        except urllib.error.HTTPError as exc:
+            if exc.code >= 500 or exc.code == 429:
+                raise _Retry(f"HTTP {exc.code} {exc.reason}") from None
+            if exc.code == 416:
+                raise RemoteGGUFError(self.url, "empty file (the server has no byte 0), not a GGUF file") from None
+            raise RemoteGGUFError(self.url, _http_error_cause(exc)) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, socket.timeout | TimeoutError | ConnectionError):
+                raise _Retry(f"no answer ({reason or 'timed out'})") from None
+            raise RemoteGGUFError(self.url, f"cannot connect ({reason})") from None
+        self.etag = resp.headers.get("ETag", "") or self.etag
+        if resp.status == 200:
+            if start > 0:
+                resp.close()
+                raise RemoteGGUFError(self.url, "the server stopped honouring HTTP range requests")
+            self.ranged = False
+            self.total_bytes = int(resp.headers.get("Content-Length") or -1)
+            self._stream = resp
+            self._read_stream(end)
+            return
+        with resp:
+            self._take_partial(resp, start, end)
+
+    def _take_partial(self, resp: http.client.HTTPResponse, start: int, end: int) -> None:
+        """Append a 206 answer's body after checking its Content-Range; a short body is retried."""
+        m = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", (resp.headers.get("Content-Range") or "").strip())
+        if resp.status != 206 or not m or int(m.group(1)) != start:
+            raise RemoteGGUFError(self.url, f"unexpected answer to a range request (HTTP {resp.status}, "
+                                            f"Content-Range {resp.headers.get('Content-Range')!r})")
+        if m.group(3) != "*":
+            self.total_bytes = int(m.group(3))
+        expected = int(m.group(2)) - start + 1
+        try:
+            data = resp.read(expected)
+        except http.client.IncompleteRead as exc:
+            data = exc.partial
+        except (TimeoutError, OSError) as exc:
+            raise _Retry(f"response cut off ({exc})") from None
+        if len(data) < expected:
+            raise _Retry(f"response truncated: {len(data):,} of {expected:,} bytes at byte {start:,}")
+        self.buf += data
+
+    def _read_stream(self, n_bytes: int) -> None:
+        """Read more of a 200 answer, up to ``n_bytes`` in all (never past the cap: prefix() checks it)."""
+        assert self._stream is not None
+        want = n_bytes - len(self.buf)
+        try:
+            data = self._stream.read(want)
+        except http.client.IncompleteRead as exc:
+            data = exc.partial
+        except (TimeoutError, OSError) as exc:
+            raise RemoteGGUFError(self.url, f"response cut off ({exc})") from None
+        self.buf += data
+        if len(data) < want and (self.total_bytes < 0 or len(self.buf) < self.total_bytes):
+            got = f"{len(self.buf):,} of {self.total_bytes:,}" if self.total_bytes >= 0 else f"{len(self.buf):,}"
+            raise RemoteGGUFError(self.url, f"response truncated ({got} bytes)")
+        if self.total_bytes < 0 and len(data) < want:
+            self.total_bytes = len(self.buf)
+
+
+def _check_start(url: str, head: bytes) -> None:
+    if not head.startswith(GGUF_MAGIC_BYTES):
+        raise RemoteGGUFError(url, f"not a GGUF file (starts with {head[:8]!r})")
+    if len(head) < 24:
+        raise RemoteGGUFError(url, f"truncated GGUF ({len(head)} bytes, needs at least 24)")
+    version = int.from_bytes(head[4:8], "little")
+    if version & 0xFFFF == 0:
+        version = int.from_bytes(head[4:8], "big")
+    if version not in SUPPORTED_GGUF_VERSIONS:
+        raise RemoteGGUFError(url, f"unsupported GGUF version {version}")
+
+
+def scan_remote(rf: RemoteFile) -> Scan:
+    """Fetch growing prefixes of ``rf`` until its header and tensor table parse."""
+    data = rf.prefix(rf.opts.first_read_bytes)
+    _check_start(rf.url, data)
+    while True:
+        try:
+            scan = scan_gguf_stream(io.BytesIO(data), rf.total_bytes)
+            if scan.header_bytes <= len(data):
+                return scan
+            needed = scan.header_bytes
+        except ShortRead as short:
+            needed = short.needed_bytes
+            if needed > rf.total_bytes or len(data) >= rf.total_bytes:
+                raise RemoteGGUFError(rf.url, f"truncated GGUF ({rf.total_bytes} bytes, needs at least {needed})") \
+                    from None
+        except CorruptHeader as bad:
+            raise RemoteGGUFError(rf.url, f"corrupt GGUF header ({bad})") from None
+        cap = rf.opts.max_header_bytes
+        want = max(needed + 64 * 1024, 2 * len(data))
+        if want > cap:
+            want = cap if len(data) < cap else needed  # one last read up to the cap, then prefix() refuses
+        data = rf.prefix(want)
+
+
+def _merge(scans: list[Scan]) -> Scan:
+    merged = Scan()
+    merged.fields = dict(scans[0].fields)
+    merged.data_offset = scans[0].data_offset
+    merged.header_bytes = scans[0].header_bytes
+    merged.tensors = [t for s in scans for t in s.tensors]
+    return merged
+
+
+def remote_facts(url: str, opts: RemoteOptions | None = None) -> ModelFacts:
+    """Facts of the GGUF at ``url`` (every shard's header for a split model); RemoteGGUFError for any failure."""
+    opts = opts or RemoteOptions()
+    check_url(url)
+    urls = split_urls(url)
+    files = [RemoteFile(u, opts) for u in urls]
+    try:
+        first = files[0]
+        _check_start(first.url, first.prefix(opts.first_read_bytes))
+        if opts.use_cache and first.etag:
+            cached = load_cached_facts(url, first.etag, first.total_bytes)
+            if cached is not None:
+                return cached
+        scans = []
+        for rf in files:
+            scan = scan_remote(rf)
+            if scan.needed_bytes > rf.total_bytes:
+                raise RemoteGGUFError(rf.url, f"truncated GGUF ({rf.total_bytes} bytes, needs at least "
+                                              f"{scan.needed_bytes})")
+            scans.append(scan)
+        facts = facts_from_scan(url, sum(rf.total_bytes for rf in files), _merge(scans))
+        facts.extra["remote_header_bytes"] = sum(len(rf.buf) for rf in files)
+        facts.extra["split_count"] = len(files)
+    finally:
+        for rf in files:
+            rf.close()
+    if opts.use_cache and first.etag:
+        save_cached_facts(url, first.etag, first.total_bytes, facts)
+    return facts
+
+
+def read_facts(source: str | os.PathLike[str], opts: RemoteOptions | None = None) -> ModelFacts:
+    """Facts of a local GGUF path (through the process-wide cache) or of a URL (header only)."""
+    if is_url(source):
+        return remote_facts(str(source), opts)
+    from app.model.facts_cache import cached_facts
+
+    return cached_facts(source)

@@ -1,0 +1,57 @@
+"""Facts of remote GGUF files kept in the data dir, keyed by URL and the server's ETag (and size).
+
+A changed file gets a new ETag, so a stale entry is never used; an unreadable entry is ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from app.model.facts import ModelFacts, TensorTypeStat
+from app.paths import DataDirError, data_dir
+
+_DIR_NAME = "remote_headers"
+
+
+def _entry_path(url: str) -> Path:
+    return data_dir() / _DIR_NAME / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".json")
+
+
+def facts_to_dict(facts: ModelFacts) -> dict[str, object]:
+    """Every field of ``facts`` as JSON values (tensor_bytes included)."""
+    return dataclasses.asdict(facts)
+
+
+def facts_from_dict(d: dict[str, object]) -> ModelFacts:
+    """The inverse of :func:`facts_to_dict`."""
+    values = dict(d)
+    values["tensor_types"] = {k: TensorTypeStat(**v) for k, v in dict(values["tensor_types"]).items()}  # type: ignore
+    values["swa_layers"] = tuple(values.get("swa_layers") or ())  # type: ignore[arg-type]
+    return ModelFacts(**values)  # type: ignore[arg-type]
+
+
+def load_cached_facts(url: str, etag: str, total_bytes: int) -> ModelFacts | None:
+    """The cached facts of ``url`` when the entry's ETag and size match, else None."""
+    try:
+        entry = json.loads(_entry_path(url).read_text(encoding="utf-8"))
+        if entry["url"] != url or entry["etag"] != etag or entry["total_bytes"] != total_bytes:
+            return None
+        return facts_from_dict(entry["facts"])
+    except (OSError, ValueError, KeyError, TypeError, DataDirError):
+        return None
+
+
+def save_cached_facts(url: str, etag: str, total_bytes: int, facts: ModelFacts) -> None:
+    """Remember ``facts`` for ``url`` at ``etag``; a data dir that cannot be written is not an error."""
+    try:
+        path = _entry_path(url)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        entry = {"url": url, "etag": etag, "total_bytes": total_bytes, "facts": facts_to_dict(facts)}
+        tmp.write_text(json.dumps(entry), encoding="utf-8")
+        tmp.replace(path)
+    except (OSError, DataDirError, TypeError, ValueError):
+        pass

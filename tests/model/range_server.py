@@ -1,0 +1,85 @@
+"""A loopback HTTP server for the remote-header tests: serves real files with or without Range support,
+truncated, or failing a few times first; it counts requests and bytes sent."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+@dataclass
+class ServerState:
+    files: dict[str, Path]
+    mode: str = "range"  # range | norange | truncate | flaky
+    fail_first: int = 0  # flaky: answer 500 this many times first
+    requests: int = 0
+    bytes_sent: int = 0
+    statuses: list[int] = field(default_factory=list)
+    auth_headers: list[str] = field(default_factory=list)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: ServerState
+
+    def log_message(self, *args: object) -> None:  # keep the test output clean
+        pass
+
+    def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.state.statuses.append(status)
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+            self.state.bytes_sent += len(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        st = self.state
+        st.requests += 1
+        st.auth_headers.append(self.headers.get("Authorization", ""))
+        path = st.files.get(self.path.split("?")[0])
+        if path is None:
+            self._send(404, {"Content-Length": "0"}, b"")
+            return
+        if st.mode == "flaky" and st.fail_first > 0:
+            st.fail_first -= 1
+            self._send(500, {"Content-Length": "0"}, b"")
+            return
+        data = path.read_bytes()
+        etag = f'"{len(data)}-{path.stat().st_mtime_ns}"'
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        if st.mode == "norange" or not m:
+            self._send(200, {"Content-Length": str(len(data)), "ETag": etag}, data)
+            return
+        start = int(m.group(1))
+        end = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
+        body = data[start:end + 1]
+        headers = {"Content-Range": f"bytes {start}-{end}/{len(data)}", "Content-Length": str(len(body)),
+                   "ETag": etag}
+        if st.mode == "truncate":
+            body = body[: len(body) // 2]  # promise the whole range, send half, close
+            self.close_connection = True
+        self._send(206, headers, body)
+
+
+@contextmanager
+def serve(files: dict[str, Path], mode: str = "range", fail_first: int = 0) -> Iterator[tuple[str, ServerState]]:
+    """(base URL, state) of a server on 127.0.0.1 serving ``files`` (URL path -> file) until the block ends."""
+    state = ServerState(files=files, mode=mode, fail_first=fail_first)
+    handler = type("Handler", (_Handler,), {"state": state})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", state
+    finally:
+        server.shutdown()
+        server.server_close()
