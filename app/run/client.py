@@ -64,9 +64,7 @@ class WorkerClient:
 
     def start(self) -> None:
         r, w = os.pipe()
-        job = {"run_id": self.run_id, "first_index": self.first_index, "token_ticks": self.token_ticks,
-               "tests": [t.to_dict() for t in self.tests],
-               "log_path": str(self.log_path) if self.log_path else None}
+        job = self.job_document()
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         env = dict(os.environ)
         root = str(REPO_ROOT)
@@ -90,6 +88,11 @@ class WorkerClient:
             self.proc.stdin.close()
         except BrokenPipeError:
             pass
+
+    def job_document(self) -> dict[str, object]:
+        """What the worker reads on stdin: a sweep of tests (other job kinds override this)."""
+        return {"run_id": self.run_id, "first_index": self.first_index, "token_ticks": self.token_ticks,
+                "tests": [t.to_dict() for t in self.tests], "log_path": str(self.log_path) if self.log_path else None}
 
     def events(self) -> Iterator[Event]:
         """Events as they arrive; ends with SweepFinished, or a WorkerError if the worker died first."""

@@ -143,6 +143,17 @@ class SweepFinished(Event):
 
 
 @dataclass(frozen=True)
+class JobProgress(Event):
+    """Progress of a job step that is not a timed test: quantizing a file (per tensor), scoring a file (per chunk)."""
+
+    type: ClassVar[str] = "job_progress"
+    item_index: int  # which file of the job
+    done: int
+    total: int
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class WorkerError(Event):
     """The worker could not go on at all (bad sweep spec, engine missing)."""
 
@@ -155,7 +166,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
         SweepStarted, Notice, ModelLoaded, TestStarted, RepetitionStarted, TokenTick, PhaseResult,
-        TestFinished, TestFailed, TelemetrySample, SweepFinished, WorkerError,
+        TestFinished, TestFailed, TelemetrySample, SweepFinished, WorkerError, JobProgress,
     )
 }
 
