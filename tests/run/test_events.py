@@ -24,6 +24,7 @@ def _samples() -> list[ev.Event]:
         ev.TelemetrySample(t_ns=10, values={"rss_bytes": 1.0, "power_w": None}),
         ev.SweepFinished(t_ns=11, n_ok=1, n_failed=1),
         ev.WorkerError(t_ns=12, message="boom"),
+        ev.JobProgress(t_ns=13, item_index=1, done=5, total=272, label="blk.0.attn_q.weight"),
     ]
 
 
