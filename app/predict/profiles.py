@@ -19,6 +19,8 @@ tdp_w                     number    optional fixed board power
 power_limit_w             [lo, hi]  optional power range for parts that vary (laptops)
 aliases                   [str]     optional other names, including the NVML device name
 notes                     str       optional
+architecture              str       optional GPU architecture ("Ada", "Ampere", "Apple silicon"...; default ""):
+                                    the public-measurement fit (app/predict/public_fit.py) pools GPUs by it
 ========================  ========  ==========================================================
 
 A user profile with the same name as a built-in one replaces it.
@@ -56,6 +58,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "power_limit_w": (list,),
     "aliases": (list,),
     "notes": (str,),
+    "architecture": (str,),
 }
 _POSITIVE = (
     "vram_gib", "memory_bus_bits", "memory_data_rate_gbps", "peak_bandwidth_gbps", "fp16_tensor_tflops", "tdp_w"
@@ -86,6 +89,7 @@ class HardwareProfile:
     aliases: tuple[str, ...] = ()
     notes: str = ""
     path: str = ""  # file the profile came from; "" for constructed profiles
+    architecture: str = ""  # pools GPUs for the public-measurement fit; "" unknown
 
     @property
     def vram_bytes(self) -> int:
@@ -112,6 +116,7 @@ class HardwareProfile:
             "fp16_tensor_tflops": self.fp16_tensor_tflops, "tdp_w": self.tdp_w,
             "power_limit_w": list(self.power_limit_w) if self.power_limit_w else None,
             "aliases": list(self.aliases), "source": self.source, "notes": self.notes, "path": self.path,
+            "architecture": self.architecture,
         }
 
 
@@ -169,6 +174,7 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
         tdp_w=float(entry["tdp_w"]) if "tdp_w" in entry else None,
         power_limit_w=(float(power[0]), float(power[1])) if power else None,
         aliases=tuple(a.strip() for a in aliases), notes=entry.get("notes", ""), path=where,
+        architecture=entry.get("architecture", "").strip(),
     )
     if profile.kind != "unified":
         expected = profile.bus_bandwidth_gbps

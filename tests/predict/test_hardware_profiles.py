@@ -136,7 +136,9 @@ def test_match_nvml_name(shipped: list[HardwareProfile]) -> None:
     assert match_nvml_name("NVIDIA H200", shipped).name == "H200"
     assert match_nvml_name("NVIDIA A100-SXM4-80GB", shipped).name == "A100 80GB SXM"
     assert match_nvml_name("NVIDIA GeForce RTX 4060 Ti", shipped).name == "RTX 4060 Ti 16GB"
-    assert match_nvml_name("NVIDIA H100 PCIe", shipped) is None
+    assert match_nvml_name("NVIDIA H100 PCIe", shipped).name == "H100 PCIe"
+    assert match_nvml_name("NVIDIA RTX 6000 Ada Generation", shipped).name == "RTX 6000 Ada"
+    assert match_nvml_name("NVIDIA L4", shipped) is None
     assert match_nvml_name("NVIDIA GeForce GTX 1080", shipped) is None
 
 
