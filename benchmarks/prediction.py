@@ -38,7 +38,7 @@ def derived_dir() -> Path:
 
 def requantized(src: Path, ftype: str, stem: str) -> Path:
     """``src`` re-quantized to ``ftype`` with llama.cpp's quantizer, written once to the data dir."""
-    from engines.llama_cpp_engine import quantize_model
+    from engines.llama_cpp_quantize import quantize_model
 
     dst = derived_dir() / f"{stem}.{ftype}.gguf"
     if not dst.exists():

@@ -388,29 +388,3 @@ class LlamaCppEngine:
             self._model = None
             self._vocab = None
 
-
-QUANT_FTYPES: dict[str, int] = {
-    "F16": lc.LLAMA_FTYPE_MOSTLY_F16,
-    "Q8_0": lc.LLAMA_FTYPE_MOSTLY_Q8_0,
-    "Q4_0": lc.LLAMA_FTYPE_MOSTLY_Q4_0,
-    "Q4_1": lc.LLAMA_FTYPE_MOSTLY_Q4_1,
-    "Q5_1": lc.LLAMA_FTYPE_MOSTLY_Q5_1,
-    "Q4_K_M": lc.LLAMA_FTYPE_MOSTLY_Q4_K_M,
-}
-
-
-def quantize_model(src: str, dst: str, ftype: str, n_threads: int = 0) -> None:
-    """Write ``src`` re-quantized to ``ftype`` (e.g. "Q8_0") at ``dst``: a second file of the same model.
-
-    Re-quantizing an already quantized file loses quality, which does not matter for speed measurements.
-    """
-    _init_backend()
-    if ftype not in QUANT_FTYPES:
-        raise ValueError(f"unknown target type {ftype!r} (valid: {', '.join(QUANT_FTYPES)})")
-    params = lc.llama_model_quantize_default_params()
-    params.ftype = QUANT_FTYPES[ftype]
-    params.nthread = n_threads
-    params.allow_requantize = True
-    rc = lc.llama_model_quantize(src.encode("utf-8"), dst.encode("utf-8"), ctypes.byref(params))
-    if rc != 0:
-        raise ModelLoadError(f"{src}: quantizing to {ftype} failed: {last_error(f'code {rc}')}")
