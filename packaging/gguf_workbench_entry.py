@@ -15,6 +15,10 @@ def main() -> int:
         from app.worker.main import main as worker_main
 
         return worker_main(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--ggml-devices":  # gguf-bench doctor's child (app.telemetry.llama_devices)
+        from engines.ggml_devices import main as devices_main
+
+        return devices_main(sys.argv[2:])
     from app.gui.main import main as window_main
 
     return window_main(sys.argv[1:])

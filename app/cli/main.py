@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.cli.doctor_cmd import add_doctor_parser
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
 from app.cli.predict_cmd import cmd_predict
 from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-probe", action="store_true", help="skip the bandwidth/compute probe")
     p.add_argument("--reprobe", action="store_true", help="measure again; the cache keeps the better figures")
     p.set_defaults(func=cmd_hw)
+    add_doctor_parser(sub)
     return ap
 
 

@@ -1,0 +1,152 @@
+"""ggml's backend and device registry, asked from the installed llama.cpp's own libraries through ctypes.
+
+llama-cpp-python does not bind the registry (``ggml_backend_reg_*``, ``ggml_backend_dev_*``; see
+``ggml/include/ggml-backend.h``), so this module loads ``libggml`` from ``llama_cpp/lib`` and asks it: which
+backends the build has (CPU, CUDA, Vulkan, Metal…) and which devices each can see, with their type and memory.
+It never imports ``llama_cpp`` and never loads a model.
+
+Run it in a child process, ``python -m engines.ggml_devices --json``: a GPU driver that crashes while its
+backend enumerates devices then takes only the child down (the caller turns that into a reason, not a crash).
+llama.cpp's Vulkan backend skips CPU-type Vulkan devices (Mesa's llvmpipe) unless ``GGML_VK_VISIBLE_DEVICES``
+is set; the caller sets it when the user has not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: enum ggml_backend_dev_type, in its order in ggml-backend.h.
+DEVICE_TYPES = ("CPU", "GPU", "IGPU", "ACCEL", "META")
+#: The libraries that hold the registry: libggml (enumeration), libggml-base (names, memory, types).
+_LIBS = {"linux": ("libggml.so", "libggml-base.so"), "darwin": ("libggml.dylib", "libggml-base.dylib"),
+         "win32": ("ggml.dll", "ggml-base.dll")}
+
+
+@dataclass(frozen=True)
+class GgmlDevice:
+    """One device a backend sees; memory in bytes as the backend reports it (0 when it does not know)."""
+
+    name: str
+    description: str
+    type: str  # one of DEVICE_TYPES
+    backend: str
+    memory_free_bytes: int
+    memory_total_bytes: int
+
+
+@dataclass(frozen=True)
+class GgmlRegistry:
+    """What the registry holds: backend names in registration order, and every device."""
+
+    lib_dir: str
+    backends: list[str] = field(default_factory=list)
+    devices: list[GgmlDevice] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def find_lib_dir() -> Path | None:
+    """``site-packages/llama_cpp/lib`` of the installed llama-cpp-python (found without importing it), or None."""
+    try:
+        spec = importlib.util.find_spec("llama_cpp")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    return lib if lib.is_dir() else None
+
+
+def _bind(ggml: ctypes.CDLL, base: ctypes.CDLL) -> None:
+    """Declare the C signatures used (pointers are opaque ``void *``)."""
+    vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+    for lib, name, res, args in (
+        (ggml, "ggml_backend_reg_count", sz, []),
+        (ggml, "ggml_backend_reg_get", vp, [sz]),
+        (ggml, "ggml_backend_dev_count", sz, []),
+        (ggml, "ggml_backend_dev_get", vp, [sz]),
+        (base, "ggml_backend_reg_name", cp, [vp]),
+        (base, "ggml_backend_dev_name", cp, [vp]),
+        (base, "ggml_backend_dev_description", cp, [vp]),
+        (base, "ggml_backend_dev_type", ctypes.c_int, [vp]),
+        (base, "ggml_backend_dev_backend_reg", vp, [vp]),
+        (base, "ggml_backend_dev_memory", None, [vp, ctypes.POINTER(sz), ctypes.POINTER(sz)]),
+    ):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+
+
+def _text(raw: bytes | None) -> str:
+    return raw.decode("utf-8", errors="replace") if raw else ""
+
+
+def _load_all_if_dynamic(ggml: ctypes.CDLL, lib_dir: Path) -> None:
+    """A ``GGML_BACKEND_DL`` build registers no backend until its libraries are loaded: load them from lib_dir."""
+    if ggml.ggml_backend_reg_count() == 0:
+        fn = ggml.ggml_backend_load_all_from_path
+        fn.restype, fn.argtypes = None, [ctypes.c_char_p]
+        fn(str(lib_dir).encode())
+
+
+def query_registry(lib_dir: Path | None = None) -> GgmlRegistry:
+    """Load libggml from ``lib_dir`` (default: the installed llama-cpp-python's) and list backends and devices.
+
+    Raises OSError when the libraries are missing or cannot be loaded.
+    """
+    lib_dir = lib_dir if lib_dir is not None else find_lib_dir()
+    if lib_dir is None:
+        raise OSError("llama-cpp-python is not installed (no llama_cpp/lib folder)")
+    names = _LIBS.get(sys.platform, _LIBS["linux"])
+    mode = getattr(ctypes, "RTLD_GLOBAL", 0)
+    base = ctypes.CDLL(str(lib_dir / names[1]), mode=mode)
+    ggml = ctypes.CDLL(str(lib_dir / names[0]), mode=mode)
+    _bind(ggml, base)
+    _load_all_if_dynamic(ggml, lib_dir)
+    backends = [_text(base.ggml_backend_reg_name(ggml.ggml_backend_reg_get(i)))
+                for i in range(ggml.ggml_backend_reg_count())]
+    devices = []
+    for i in range(ggml.ggml_backend_dev_count()):
+        dev = ggml.ggml_backend_dev_get(i)
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        base.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+        kind = base.ggml_backend_dev_type(dev)
+        devices.append(GgmlDevice(
+            name=_text(base.ggml_backend_dev_name(dev)),
+            description=_text(base.ggml_backend_dev_description(dev)),
+            type=DEVICE_TYPES[kind] if 0 <= kind < len(DEVICE_TYPES) else f"type {kind}",
+            backend=_text(base.ggml_backend_reg_name(base.ggml_backend_dev_backend_reg(dev))),
+            memory_free_bytes=int(free.value), memory_total_bytes=int(total.value)))
+    return GgmlRegistry(lib_dir=str(lib_dir), backends=backends, devices=devices)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the registry (``--json``: one JSON object on stdout); exit 1 with the reason when it cannot load."""
+    ap = argparse.ArgumentParser(prog="python -m engines.ggml_devices", description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ap.add_argument("--lib-dir", type=Path, help="the folder of libggml (default: llama_cpp/lib)")
+    args = ap.parse_args(argv)
+    try:
+        reg = query_registry(args.lib_dir)
+    except (OSError, AttributeError) as e:  # AttributeError: a libggml without the registry symbols
+        print(f"ggml registry unavailable: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(reg.to_json()))
+    else:
+        print(f"backends: {', '.join(reg.backends) or 'none'} ({reg.lib_dir})")
+        for d in reg.devices:
+            print(f"  {d.name} [{d.backend}, {d.type}] {d.description} "
+                  f"({d.memory_free_bytes / 2**30:.1f}/{d.memory_total_bytes / 2**30:.1f} GiB free)")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
