@@ -1,170 +1,177 @@
-"""Built-in CPU probe: memory bandwidth (multi-threaded numpy copy) and float32 matmul GFLOPS.
+"""Built-in CPU probe: memory bandwidth (multi-threaded numpy copy and read) and float32 matmul GFLOPS.
 
 Bandwidth: one thread per usable logical CPU, each running ``np.copyto`` on its own slice of two buffers far larger
 than the last-level cache (256 MiB in all by default). numpy releases the GIL inside the copy, so the threads run in
-parallel. Bytes counted per pass: read + written (2 x the source size), the STREAM "copy" convention; the
-write-allocate read a CPU may add is not counted, so this is a floor on what the memory moves. Best of several passes.
+parallel. Bytes counted per copy: read + written (2 x the source size), the STREAM "copy" convention; the
+write-allocate read a CPU may add is not counted, so this is a floor on what the memory moves. A read-only pass
+(threads summing disjoint slices) is taken too, and the higher of the two kept: decode only reads weights.
 
-Compute: best of several ``float32`` matmuls (2 n^3 flops) through numpy's BLAS, which uses its own threads.
+Compute: ``float32`` matmuls (2 n^3 flops) through numpy's BLAS, which uses its own threads.
 
-Results are cached as JSON in ``data_dir()/cpu_probe.json``, keyed by CPU model and core/thread counts.
+The probe takes several short passes and keeps, per figure, the best pass taken while the machine was quiet
+(the best pass of all, marked busy, when none was). Around each pass it measures the other processes' CPU use
+(:mod:`app.telemetry.cpu_load`); every figure records its source: when, how many passes, busy or not, the
+load, and the spread of the passes. The record and its cache: :mod:`app.telemetry.cpu_probe_record`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from app.paths import data_dir
-from app.telemetry.host import machine_facts, usable_cpu_threads
+from app.telemetry.cpu_load import LoadReading, LoadSources, LoadWindow
+from app.telemetry.cpu_probe_record import (
+    CACHE_FILE,
+    CACHE_SCHEMA,
+    DEFAULT_BUFFER_BYTES,
+    DEFAULT_MATMUL_N,
+    CpuProbe,
+    FigureSource,
+    cache_key,
+    cached_entry,
+    combined_busy,
+    load_cached_probe,
+    save_probe,
+    stale_reason,
+)
+from app.telemetry.host import usable_cpu_threads
 
-CACHE_FILE = "cpu_probe.json"
-CACHE_SCHEMA = 1
-DEFAULT_BUFFER_BYTES = 256 * 2**20  # source + destination together
-DEFAULT_MATMUL_N = 2048
+__all__ = ["CACHE_FILE", "CACHE_SCHEMA", "CpuProbe", "FigureSource", "cache_key", "load_cached_probe",
+           "probe_cpu", "save_probe"]
 
-_cache_lock = threading.Lock()
+DEFAULT_PASSES = 3
 
 
-@dataclass(frozen=True, slots=True)
-class CpuProbe:
-    """Probed CPU figures: bandwidth in GB/s (10^9 B/s), float32 GFLOPS, threads used, ISO-8601 UTC time."""
+@dataclass(frozen=True)
+class PassResult:
+    """One pass: best copy/read bandwidth (GB/s), best matmul rate (GFLOPS), and the load while it ran."""
 
     bandwidth_gbps: float
     gflops_f32: float
-    n_threads: int
-    measured_at: str
-    buffer_bytes: int = DEFAULT_BUFFER_BYTES
-    matmul_n: int = DEFAULT_MATMUL_N
-    cached: bool = False  # True when read back from the cache rather than measured now
+    load: LoadReading
+    busy: bool
 
 
-def measure_bandwidth_gbps(
-    buffer_bytes: int = DEFAULT_BUFFER_BYTES, n_threads: int | None = None, repeats: int = 5
-) -> float:
-    """Best copy bandwidth in GB/s over ``repeats`` passes, ``n_threads`` threads on disjoint slices."""
-    n_threads = n_threads or usable_cpu_threads()
-    n_items = max(n_threads * 1024, buffer_bytes // 2 // 8)  # float64 items per buffer
-    src = np.ones(n_items, dtype=np.float64)
-    dst = np.empty_like(src)
-    bounds = np.linspace(0, n_items, n_threads + 1, dtype=np.int64)
-    slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+class _Bench:
+    """The probe's buffers and threads, allocated once for all passes."""
 
-    def copy(part: slice) -> None:
-        np.copyto(dst[part], src[part])
+    def __init__(self, buffer_bytes: int, n_threads: int, matmul_n: int) -> None:
+        self.n_threads = n_threads
+        n_items = max(n_threads * 1024, buffer_bytes // 2 // 8)  # float64 items per copy buffer
+        self.src = np.ones(n_items, dtype=np.float64)
+        self.dst = np.empty_like(self.src)
+        self.slices = self._slices(n_items)
+        rng = np.random.default_rng(0)
+        self.a = rng.standard_normal((matmul_n, matmul_n), dtype=np.float32)
+        self.b = rng.standard_normal((matmul_n, matmul_n), dtype=np.float32)
+        self.out = np.empty((matmul_n, matmul_n), dtype=np.float32)
+        self.pool = ThreadPoolExecutor(max_workers=n_threads)
+        list(self.pool.map(self._copy, self.slices))  # warm-up: fault in the destination pages
+        np.matmul(self.a, self.b, out=self.out)  # warm-up: BLAS threads
 
-    bytes_per_pass = 2 * src.nbytes
-    best_s = float("inf")
-    with ThreadPoolExecutor(max_workers=n_threads) as pool:
-        list(pool.map(copy, slices))  # warm-up: fault in the destination pages
+    def _slices(self, n_items: int) -> list[slice]:
+        bounds = np.linspace(0, n_items, self.n_threads + 1, dtype=np.int64)
+        return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def _copy(self, part: slice) -> None:
+        np.copyto(self.dst[part], self.src[part])
+
+    def _read(self, part: slice) -> float:
+        return float(np.add.reduce(self.src[part]))
+
+    @staticmethod
+    def _best_s(run: object, repeats: int) -> float:
+        best_s = float("inf")
         for _ in range(repeats):
             t0_ns = time.perf_counter_ns()
-            list(pool.map(copy, slices))
+            run()  # type: ignore[operator]
             best_s = min(best_s, (time.perf_counter_ns() - t0_ns) / 1e9)
-    return bytes_per_pass / best_s / 1e9
+        return best_s
+
+    def bandwidth_gbps(self, repeats: int) -> float:
+        """The better of copy (read + write counted) and read-only bandwidth, GB/s."""
+        copy_s = self._best_s(lambda: list(self.pool.map(self._copy, self.slices)), repeats)
+        read_s = self._best_s(lambda: list(self.pool.map(self._read, self.slices)), repeats)
+        return max(2 * self.src.nbytes / copy_s, self.src.nbytes / read_s) / 1e9
+
+    def gflops_f32(self, repeats: int) -> float:
+        n = self.a.shape[0]
+        return 2 * n**3 / self._best_s(lambda: np.matmul(self.a, self.b, out=self.out), repeats) / 1e9
+
+    def close(self) -> None:
+        self.pool.shutdown()
 
 
-def measure_read_bandwidth_gbps(
-    buffer_bytes: int = DEFAULT_BUFFER_BYTES, n_threads: int | None = None, repeats: int = 5
-) -> float:
-    """Best read-only bandwidth in GB/s: threads sum disjoint slices of one large float32 array.
+def run_passes(bench: _Bench, passes: int, repeats: int, load: LoadSources) -> list[PassResult]:
+    """``passes`` passes of bandwidth and matmul, each inside its own load window."""
+    out = []
+    for _ in range(max(1, passes)):
+        window = LoadWindow(load).start()
+        bw = bench.bandwidth_gbps(repeats)
+        gflops = bench.gflops_f32(max(1, repeats - 1))
+        reading = window.stop()
+        out.append(PassResult(bw, gflops, reading, reading.busy(bench.n_threads)))
+    return out
 
-    Decode streams weights without writing them back, so a read probe is the closer ceiling; a copy also
-    pays for the destination's write-allocate traffic on many CPUs.
-    """
+
+def best_of(results: list[PassResult], figure: str, measured_at: str) -> tuple[float, FigureSource]:
+    """The best value of ``figure`` among the quiet passes (all passes, marked busy, when none was quiet)."""
+    quiet = [r for r in results if not r.busy]
+    pool = quiet or results
+    best = max(pool, key=lambda r: getattr(r, figure))
+    values = [getattr(r, figure) for r in results]
+    top = max(values)
+    return getattr(best, figure), FigureSource(
+        measured_at=measured_at, passes=len(results), busy=not quiet, others_cpus=best.load.others_cpus,
+        load_1min=results[0].load.load_1min, spread_frac=(top - min(values)) / top if top > 0 else None,
+    )
+
+
+def _rank(probe: CpuProbe, figure: str) -> tuple[bool, float]:
+    return probe.quiet(figure), getattr(probe, figure)
+
+
+def _source_of(probe: CpuProbe, figure: str) -> FigureSource:
+    """The figure's source; for a record without one, its time and busy flag (passes 0: unknown)."""
+    return probe.source(figure) or FigureSource(measured_at=probe.measured_at, passes=0, busy=probe.busy)
+
+
+def merge(new: CpuProbe, old: CpuProbe | None) -> CpuProbe:
+    """Figure by figure, the better of ``new`` and ``old``: a quiet reading beats a busy one, then the higher."""
+    if old is None:
+        return new
+    keep_bw = _rank(old, "bandwidth_gbps") > _rank(new, "bandwidth_gbps")
+    keep_gf = _rank(old, "gflops_f32") > _rank(new, "gflops_f32")
+    bw_src = _source_of(old, "bandwidth_gbps") if keep_bw else _source_of(new, "bandwidth_gbps")
+    gf_src = _source_of(old, "gflops_f32") if keep_gf else _source_of(new, "gflops_f32")
+    return CpuProbe(
+        bandwidth_gbps=old.bandwidth_gbps if keep_bw else new.bandwidth_gbps,
+        gflops_f32=old.gflops_f32 if keep_gf else new.gflops_f32,
+        n_threads=new.n_threads, measured_at=new.measured_at, buffer_bytes=new.buffer_bytes,
+        matmul_n=new.matmul_n, busy=combined_busy([bw_src, gf_src]), bandwidth_source=bw_src, gflops_source=gf_src,
+    )
+
+
+def measure_probe(*, buffer_bytes: int = DEFAULT_BUFFER_BYTES, matmul_n: int = DEFAULT_MATMUL_N,
+                  n_threads: int | None = None, repeats: int = 2, passes: int = DEFAULT_PASSES,
+                  load: LoadSources | None = None) -> CpuProbe:
+    """Measure now: ``passes`` passes of ``repeats`` timings each; nothing is read from or written to the cache."""
     n_threads = n_threads or usable_cpu_threads()
-    src = np.ones(max(n_threads * 1024, buffer_bytes // 4), dtype=np.float32)
-    bounds = np.linspace(0, src.size, n_threads + 1, dtype=np.int64)
-    slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-    def read(part: slice) -> float:
-        return float(np.add.reduce(src[part]))
-
-    best_s = float("inf")
-    with ThreadPoolExecutor(max_workers=n_threads) as pool:
-        list(pool.map(read, slices))
-        for _ in range(repeats):
-            t0_ns = time.perf_counter_ns()
-            list(pool.map(read, slices))
-            best_s = min(best_s, (time.perf_counter_ns() - t0_ns) / 1e9)
-    return src.nbytes / best_s / 1e9
-
-
-def measure_gflops_f32(n: int = DEFAULT_MATMUL_N, repeats: int = 3) -> float:
-    """Best float32 ``n x n`` matmul rate in GFLOPS (2 n^3 flops per product)."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    out = np.empty((n, n), dtype=np.float32)
-    np.matmul(a, b, out=out)  # warm-up: BLAS threads, page faults
-    best_s = float("inf")
-    for _ in range(repeats):
-        t0_ns = time.perf_counter_ns()
-        np.matmul(a, b, out=out)
-        best_s = min(best_s, (time.perf_counter_ns() - t0_ns) / 1e9)
-    return 2 * n**3 / best_s / 1e9
-
-
-def cache_key(facts: dict[str, Any] | None = None) -> str:
-    """Cache key for this machine: CPU model, physical cores, logical threads."""
-    facts = facts or machine_facts()
-    return f"{facts.get('cpu_model')}|{facts.get('cpu_cores_physical')}c|{facts.get('cpu_threads')}t"
-
-
-def _cache_path() -> Path:
-    return data_dir() / CACHE_FILE
-
-
-def _read_cache(path: Path) -> dict[str, Any]:
+    measured_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    bench = _Bench(buffer_bytes, n_threads, matmul_n)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA or not isinstance(data.get("probes"), dict):
-        return {}
-    return data
-
-
-def load_cached_probe(key: str | None = None) -> CpuProbe | None:
-    """The cached probe for this machine (or ``key``), or None when absent or unreadable."""
-    entry = _read_cache(_cache_path()).get("probes", {}).get(key or cache_key())
-    if not isinstance(entry, dict):
-        return None
-    try:
-        return CpuProbe(
-            bandwidth_gbps=float(entry["bandwidth_gbps"]),
-            gflops_f32=float(entry["gflops_f32"]),
-            n_threads=int(entry["n_threads"]),
-            measured_at=str(entry["measured_at"]),
-            buffer_bytes=int(entry.get("buffer_bytes", DEFAULT_BUFFER_BYTES)),
-            matmul_n=int(entry.get("matmul_n", DEFAULT_MATMUL_N)),
-            cached=True,
-        )
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def save_probe(probe: CpuProbe, key: str | None = None) -> Path:
-    """Store ``probe`` under this machine's key (atomic replace; other machines' entries kept)."""
-    path = _cache_path()
-    with _cache_lock:
-        data = _read_cache(path) or {"schema": CACHE_SCHEMA, "probes": {}}
-        entry = asdict(probe)
-        entry.pop("cached", None)
-        data["probes"][key or cache_key()] = entry
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-        tmp.replace(path)
-    return path
+        results = run_passes(bench, passes, repeats, load or LoadSources())
+    finally:
+        bench.close()
+    bw, bw_src = best_of(results, "bandwidth_gbps", measured_at)
+    gf, gf_src = best_of(results, "gflops_f32", measured_at)
+    return CpuProbe(bandwidth_gbps=bw, gflops_f32=gf, n_threads=n_threads, measured_at=measured_at,
+                    buffer_bytes=buffer_bytes, matmul_n=matmul_n, busy=combined_busy([bw_src, gf_src]),
+                    bandwidth_source=bw_src, gflops_source=gf_src)
 
 
 def probe_cpu(
@@ -173,33 +180,25 @@ def probe_cpu(
     buffer_bytes: int = DEFAULT_BUFFER_BYTES,
     matmul_n: int = DEFAULT_MATMUL_N,
     n_threads: int | None = None,
-    repeats: int = 5,
+    repeats: int = 2,
+    passes: int = DEFAULT_PASSES,
     refresh: bool = False,
+    load: LoadSources | None = None,
 ) -> CpuProbe:
     """Probe this CPU's memory bandwidth and float32 GFLOPS (~1-2 s on a 2-core machine at the defaults).
 
-    With ``cache`` the stored result for this machine is returned if there is one, and a fresh one is stored;
-    ``refresh`` measures again and keeps, figure by figure, the better of the new and the stored result (a
-    busy machine only ever lowers a probe, and a ceiling read low would flatter every measurement against it).
-    Without ``cache`` the probe always runs and nothing is read or written.
+    With ``cache`` the stored result for this machine is returned when there is one that is not stale (see
+    :func:`app.telemetry.cpu_probe_record.stale_reason`: busy, not load-checked, or far below the best seen);
+    otherwise, or with ``refresh``, it measures again and keeps, figure by figure, the better of the new and the
+    stored figures (:func:`merge`), and stores that. Without ``cache`` the probe always runs and nothing is read
+    or written. ``load`` replaces the machine's load readings (tests replay recorded ones).
     """
     key = cache_key() if cache else None
-    old = load_cached_probe(key) if key is not None else None
-    if old is not None and not refresh:
+    old, best = cached_entry(key) if key is not None else (None, {})
+    if old is not None and not refresh and stale_reason(old, best) is None:
         return old
-    n_threads = n_threads or usable_cpu_threads()
-    probe = CpuProbe(
-        bandwidth_gbps=max(measure_bandwidth_gbps(buffer_bytes, n_threads, repeats),
-                           measure_read_bandwidth_gbps(buffer_bytes, n_threads, repeats)),
-        gflops_f32=measure_gflops_f32(matmul_n, max(1, repeats - 2)),
-        n_threads=n_threads,
-        measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        buffer_bytes=buffer_bytes,
-        matmul_n=matmul_n,
-    )
-    if old is not None and (old.bandwidth_gbps > probe.bandwidth_gbps or old.gflops_f32 > probe.gflops_f32):
-        probe = replace(probe, bandwidth_gbps=max(old.bandwidth_gbps, probe.bandwidth_gbps),
-                        gflops_f32=max(old.gflops_f32, probe.gflops_f32))
+    probe = merge(measure_probe(buffer_bytes=buffer_bytes, matmul_n=matmul_n, n_threads=n_threads,
+                                repeats=repeats, passes=passes, load=load), old)
     if key is not None:
         try:
             save_probe(probe, key)

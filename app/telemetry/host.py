@@ -94,6 +94,16 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
+def cpu_busy_seconds() -> float | None:
+    """CPU time all logical CPUs spent busy since boot, in seconds (user, system, irq and time stolen by the
+    hypervisor; not idle or I/O wait; guest time is inside user). None when the OS does not say."""
+    try:
+        t = psutil.cpu_times()
+    except Exception:
+        return None
+    return float(sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq", "steal")))
+
+
 def system_ram() -> tuple[int | None, int | None]:
     """(used, total) system RAM in bytes; used = total - available (what other programs cannot get back)."""
     try:
