@@ -45,6 +45,9 @@ MINOR_SHARE = 0.02
 BAND_FLOOR = 0.05
 #: ... and otherwise this percentile of the fit's absolute relative residuals.
 BAND_PERCENTILE = 90.0
+#: A point off the first fit by more than this × the median error, and by more than OUTLIER_MIN, is set aside.
+OUTLIER_FACTOR = 4.0
+OUTLIER_MIN = 0.25
 
 Phase = Literal["decode", "prefill"]
 PHASES: tuple[Phase, Phase] = ("decode", "prefill")
@@ -145,6 +148,7 @@ class FitPoint:
     label: str
     measured_tps: float
     fitted_tps: float
+    used: bool = True  # False: set aside as an outlier (a hiccup of the machine), not in the coefficients or band
 
     @property
     def rel_error(self) -> float:
@@ -161,12 +165,18 @@ class PhaseFit:
     points: tuple[FitPoint, ...] = field(default_factory=tuple)
 
     @property
+    def used_points(self) -> list[FitPoint]:
+        return [p for p in self.points if p.used]
+
+    @property
     def median_error(self) -> float:
-        return float(np.median([abs(p.rel_error) for p in self.points])) if self.points else math.nan
+        """Median absolute relative error of the points the fit used."""
+        used = self.used_points
+        return float(np.median([abs(p.rel_error) for p in used])) if used else math.nan
 
     @property
     def worst_error(self) -> float:
-        return max((abs(p.rel_error) for p in self.points), default=math.nan)
+        return max((abs(p.rel_error) for p in self.used_points), default=math.nan)
 
     def missing(self, workload: Workload) -> list[str]:
         """Regressors of ``workload`` this fit has no coefficient for (it cannot predict it)."""
@@ -193,21 +203,43 @@ class PhaseFit:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"phase": self.phase, "coefficients": dict(self.coefficients), "band_frac": self.band_frac,
-                "points": [[p.label, p.measured_tps, p.fitted_tps] for p in self.points]}
+                "points": [[p.label, p.measured_tps, p.fitted_tps, p.used] for p in self.points]}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> PhaseFit:
-        points = tuple(FitPoint(str(p[0]), float(p[1]), float(p[2])) for p in d.get("points", []))
+        points = tuple(FitPoint(str(p[0]), float(p[1]), float(p[2]), bool(p[3]) if len(p) > 3 else True)
+                       for p in d.get("points", []))
         return cls(str(d["phase"]), {str(k): float(v) for k, v in d["coefficients"].items()},
                    float(d["band_frac"]), points)
 
 
+def _rel_errors(fitted_over_measured_s: np.ndarray) -> np.ndarray:
+    """|fitted tps / measured tps - 1| from fitted ÷ measured seconds per token; a non-positive fit is infinitely off."""
+    with np.errstate(divide="ignore"):
+        return np.where(fitted_over_measured_s > 0, np.abs(1.0 / fitted_over_measured_s - 1.0), np.inf)
+
+
+def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:
+    """Least squares of ``design`` (one row per point, each divided by its measured time) against ones."""
+    scale = np.abs(design).max(axis=0)
+    scale[scale == 0] = 1.0
+    scaled = design / scale
+    rank = np.linalg.matrix_rank(scaled, tol=1e-6 * max(scaled.shape))
+    if rank < len(names):
+        raise FitError(f"{phase}: the points cannot separate {', '.join(names)} (rank {rank} of {len(names)}): "
+                       "vary the model size, layer count, prompt length and depth")
+    solution, *_ = np.linalg.lstsq(scaled, np.ones(len(design)), rcond=None)
+    return solution / scale
+
+
 def fit_phase(
     phase: Phase, points: Sequence[tuple[Workload, float]], labels: Sequence[str] | None = None,
-    *, band_floor: float = BAND_FLOOR,
+    *, band_floor: float = BAND_FLOOR, outlier_factor: float = OUTLIER_FACTOR,
 ) -> PhaseFit:
     """Fit ``phase``'s coefficients to (workload, measured tokens/s) points by least squares on relative time.
 
+    Points off the first fit by more than ``outlier_factor`` × the median error (and by over OUTLIER_MIN) are set
+    aside and the rest refitted once: a test slowed by another process must not bend the fit for every model.
     Raises FitError when there are fewer points than coefficients + 2, or when the points cannot tell two
     regressors apart (e.g. every point has the same model size, so per-byte and fixed costs are confounded).
     """
@@ -219,21 +251,23 @@ def fit_phase(
     tps = np.array([float(m) for _, m in points])
     if not np.all(np.isfinite(tps)) or np.any(tps <= 0):
         raise FitError(f"{phase}: measured tokens/s must be positive and finite")
-    seconds = 1.0 / tps
-    design = np.array([[f.get(n, 0.0) for n in names] for f in feats]) / seconds[:, None]
-    scale = np.abs(design).max(axis=0)
-    scaled = design / scale
-    rank = np.linalg.matrix_rank(scaled, tol=1e-6 * max(scaled.shape))
-    if rank < len(names):
-        raise FitError(f"{phase}: the points cannot separate {', '.join(names)} (rank {rank} of {len(names)}): "
-                       "vary the model size, layer count, prompt length and depth")
-    solution, *_ = np.linalg.lstsq(scaled, np.ones(len(points)), rcond=None)
-    coefficients = dict(zip(names, (solution / scale).tolist(), strict=True))
-    fitted_s = np.array([sum(coefficients[k] * v for k, v in f.items()) for f in feats])
-    if np.any(fitted_s <= 0):
+    design = np.array([[f.get(n, 0.0) for n in names] for f in feats]) * tps[:, None]
+    coef = _solve(design, names, phase)
+    rel = _rel_errors(design @ coef)
+    used = rel <= max(outlier_factor * float(np.median(rel)), OUTLIER_MIN)
+    if not used.all() and used.sum() >= len(names) + 2:
+        try:
+            coef = _solve(design[used], names, phase)
+        except FitError:
+            used[:] = True
+    else:
+        used[:] = True
+    fitted_s = design @ coef / tps
+    if np.any(fitted_s[used] <= 0):
         raise FitError(f"{phase}: the fit gives non-positive times for some points; the data do not follow the form")
     labels = list(labels) if labels is not None else [str(i) for i in range(len(points))]
-    fit_points = tuple(FitPoint(lab, float(m), float(1.0 / s)) for lab, m, s in zip(labels, tps, fitted_s, strict=True))
-    rel = np.abs(np.array([p.rel_error for p in fit_points]))
-    band = max(band_floor, float(np.percentile(rel, BAND_PERCENTILE)))
-    return PhaseFit(phase, coefficients, band, fit_points)
+    fit_points = tuple(FitPoint(lab, float(m), float(1.0 / s) if s > 0 else math.inf, bool(u))
+                       for lab, m, s, u in zip(labels, tps, fitted_s, used, strict=True))
+    errors = [abs(p.rel_error) for p in fit_points if p.used]
+    band = max(band_floor, float(np.percentile(errors, BAND_PERCENTILE)))
+    return PhaseFit(phase, dict(zip(names, coef.tolist(), strict=True)), band, fit_points)

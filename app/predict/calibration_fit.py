@@ -1,0 +1,167 @@
+"""A fit of one machine: the fitted model's coefficients per backend and phase, from measured rows.
+
+``workload_of`` reduces (model facts, test settings) to a ``fitted_model.Workload``; ``fit_machine`` fits every
+backend that has enough points; ``MachineFit.expected`` gives the expected figures (with bands and their source)
+for any model on this machine. Pure functions and plain data; saving and loading is ``calibration_store``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.model.facts import ModelFacts
+from app.predict.fitted_model import PHASES, Expected, FitError, PhaseFit, Workload, fit_phase, workload_for
+from app.predict.prediction import PredictSettings
+
+#: Fit document version; a file of another version is ignored (calibrate again).
+FIT_VERSION = 1
+
+
+def _type_of_tensor(facts: ModelFacts, n_bytes: int, n_elements: int) -> str:
+    """The ggml type whose bytes per element match a tensor's (the header summary has no per-tensor types)."""
+    ratio = n_bytes / max(n_elements, 1)
+    return min(facts.tensor_types, key=lambda t: abs(facts.tensor_types[t].n_bytes
+                                                     / max(facts.tensor_types[t].n_elements, 1) - ratio))
+
+
+def _read_parts(facts: ModelFacts) -> tuple[dict[str, float], dict[str, float], str]:
+    """(bytes read per generated token by type, matmul parameters per prompt token by type, the output's type).
+
+    The token embedding is looked up one row per token: it is read in full only when the output reuses it (tied).
+    Prefill computes logits for the last prompt token only, so the output matmul is left out of the parameters.
+    """
+    type_bytes = {t: float(s.n_bytes) for t, s in facts.tensor_types.items()}
+    type_params = {t: float(s.n_elements) for t, s in facts.tensor_types.items()}
+    head = facts.n_vocab * facts.n_embd
+    if not facts.tensor_types or not head:
+        return type_bytes, type_params, ""
+    embd_bytes = facts.tensor_bytes.get("token_embd.weight", round(head * facts.bits_per_weight / 8))
+    embd_type = _type_of_tensor(facts, embd_bytes, head)
+    out_bytes = facts.tensor_bytes.get("output.weight")
+    tied = out_bytes is None if facts.tensor_bytes else True
+    out_type = embd_type if tied else _type_of_tensor(facts, out_bytes or 0, head)
+    type_params[embd_type] -= head
+    if not tied:
+        type_bytes[embd_type] -= embd_bytes
+        type_params[out_type] -= head
+    return ({t: v for t, v in type_bytes.items() if v > 0}, {t: v for t, v in type_params.items() if v > 0},
+            out_type)
+
+
+def workload_of(facts: ModelFacts, s: PredictSettings) -> Workload:
+    """The workload of ``facts`` run with settings ``s`` (prompt, generated tokens, depth, cache types, fa)."""
+    type_bytes, type_params, out_type = _read_parts(facts)
+    if out_type:  # the one output matmul of the prompt, spread over its tokens
+        type_params[out_type] = type_params.get(out_type, 0.0) + facts.n_vocab * facts.n_embd / max(s.n_prompt, 1)
+    n_embd_attn = facts.n_head * (facts.head_dim_k + facts.head_dim_v) // 2
+    return workload_for(
+        type_bytes, type_params, n_layer=facts.n_layer, n_embd_attn=n_embd_attn,
+        kv_bytes_per_token=facts.kv_bytes_per_token(s.type_k, s.type_v), n_prompt=s.n_prompt, n_gen=s.n_gen,
+        depth=s.depth, flash_attn=s.flash_attn, n_ubatch=s.n_ubatch,
+    )
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured test reduced for the fit: its backend, workload and the rates measured (None: not measured)."""
+
+    backend: str
+    workload: Workload
+    label: str
+    decode_tps: float | None
+    prefill_tps: float | None
+
+
+def row_backend(row: Mapping[str, Any], n_layer: int) -> str | None:
+    """The backend a row ran on as a fit key: "CPU" with no layer offloaded, the row's backends with all of them;
+    None for a partial offload (two devices, not one fit)."""
+    ngl = int(row.get("n_gpu_layers_effective") or 0)
+    if ngl <= 0:
+        return "CPU"
+    return str(row.get("backends") or "GPU") if ngl >= n_layer + 1 else None
+
+
+def _rate(row: Mapping[str, Any], key: str) -> float | None:
+    value = row.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def samples_from_rows(rows: Sequence[Mapping[str, Any]],
+                      facts_of: Callable[[str], ModelFacts | None]) -> list[Sample]:
+    """Samples of the ok, single-sequence rows whose model file can still be read (``facts_of`` gives None if not)."""
+    out = []
+    for row in rows:
+        if row.get("status") != "ok" or int(row.get("n_parallel") or 1) != 1:
+            continue
+        facts = facts_of(str(row.get("model_path") or ""))
+        backend = row_backend(row, facts.n_layer) if facts else None
+        if facts is None or backend is None:
+            continue
+        s = PredictSettings.from_row(row)
+        label = f"{row.get('model_filename', '')} p{s.n_prompt} d{s.depth}{' fa' if s.flash_attn else ''}"
+        out.append(Sample(backend, workload_of(facts, s), label, _rate(row, "decode_tps"), _rate(row, "prefill_tps")))
+    return out
+
+
+@dataclass(frozen=True)
+class MachineFit:
+    """The fitted coefficients of one machine and llama.cpp build, per backend and phase."""
+
+    cpu_info: str
+    gpu_info: str
+    build: str
+    created: str  # ISO date
+    fits: dict[str, dict[str, PhaseFit]]  # backend -> phase -> fit
+    n_points: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def source(self, backend: str, phase: str) -> str:
+        fit = self.fits[backend][phase]
+        return (f"fit of this machine, {self.created}, {len(fit.points)} points, "
+                f"median error {fit.median_error * 100:.1f}%")
+
+    def expected(self, facts: ModelFacts, settings: PredictSettings, backend: str = "CPU"
+                 ) -> dict[str, Expected | None]:
+        """Expected decode and prefill tokens/s of ``facts`` with ``settings`` on ``backend`` (None: not fitted)."""
+        phases = self.fits.get(backend, {})
+        work = workload_of(facts, settings)
+        return {p: (phases[p].expected(work, self.source(backend, p)) if p in phases else None) for p in PHASES}
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"version": FIT_VERSION, "cpu_info": self.cpu_info, "gpu_info": self.gpu_info, "build": self.build,
+                "created": self.created, "n_points": self.n_points, "notes": list(self.notes),
+                "fits": {b: {p: f.to_json_dict() for p, f in ph.items()} for b, ph in self.fits.items()}}
+
+    @classmethod
+    def from_json_dict(cls, d: Mapping[str, Any]) -> MachineFit:
+        """Raises ValueError (or KeyError/TypeError) on a document of another version or shape."""
+        if d.get("version") != FIT_VERSION:
+            raise ValueError(f"fit version {d.get('version')!r} is not {FIT_VERSION}")
+        fits = {str(b): {str(p): PhaseFit.from_json_dict(f) for p, f in ph.items()} for b, ph in d["fits"].items()}
+        return cls(str(d["cpu_info"]), str(d["gpu_info"]), str(d["build"]), str(d["created"]), fits,
+                   int(d["n_points"]), tuple(str(n) for n in d.get("notes", [])))
+
+
+def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, build: str, created: str) -> MachineFit:
+    """Fit every backend and phase of ``samples``; a phase that cannot be fitted becomes a note.
+
+    Raises FitError when no phase of any backend could be fitted.
+    """
+    fits: dict[str, dict[str, PhaseFit]] = {}
+    notes: list[str] = []
+    for backend in sorted({s.backend for s in samples}):
+        mine = [s for s in samples if s.backend == backend]
+        for phase in PHASES:
+            pts = [(s, rate) for s in mine if (rate := getattr(s, f"{phase}_tps")) is not None]
+            try:
+                fits.setdefault(backend, {})[phase] = fit_phase(
+                    phase, [(s.workload, r) for s, r in pts], [s.label for s, _ in pts])
+            except FitError as e:
+                notes.append(f"{backend}: {e}")
+    fits = {b: ph for b, ph in fits.items() if ph}
+    if not fits:
+        raise FitError("; ".join(notes) or "no measured points to fit")
+    return MachineFit(cpu_info, gpu_info, build, created, fits, len(samples), tuple(notes))
+

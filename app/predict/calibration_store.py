@@ -1,0 +1,60 @@
+"""Where a machine's fit lives: one JSON file per (CPU, GPU, llama.cpp build) in the data dir.
+
+Saving writes a temporary file and renames it, keeping the file it replaces as ``.prev``; a file that cannot be
+read (damaged, another version) counts as no fit. Nothing here imports llama.cpp: the build is named from the
+installed llama-cpp-python's version and the backend libraries beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+
+from app.paths import data_dir
+from app.predict.calibration_fit import MachineFit
+from app.telemetry.llama_build import installed_gpu_backends
+
+
+def engine_version() -> str:
+    """The installed llama-cpp-python's version (rows' ``llama_cpp_python_version``), "" when not installed."""
+    try:
+        return metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def llama_build() -> str:
+    """"llama-cpp-python 0.3.36 (CPU)": the engine a fit is valid for."""
+    backends = installed_gpu_backends()
+    return f"llama-cpp-python {engine_version() or '?'} ({', '.join(backends) if backends else 'CPU'})"
+
+
+def fit_path(cpu_info: str, gpu_info: str, build: str) -> Path:
+    """``<data dir>/calibration/fit-<hash of machine and build>.json``."""
+    digest = hashlib.sha256("\n".join((cpu_info, gpu_info, build)).encode("utf-8")).hexdigest()[:16]
+    return data_dir() / "calibration" / f"fit-{digest}.json"
+
+
+def save_fit(fit: MachineFit) -> Path:
+    """Write ``fit`` whole (temporary file, rename); the fit it replaces is kept as ``.prev``."""
+    path = fit_path(fit.cpu_info, fit.gpu_info, fit.build)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(fit.to_json_dict(), indent=1), encoding="utf-8")
+    if path.exists():
+        os.replace(path, path.with_name(path.name + ".prev"))
+    os.replace(tmp, path)
+    return path
+
+
+def load_fit(cpu_info: str, gpu_info: str, build: str | None = None) -> MachineFit | None:
+    """The saved fit of this machine and build (default: the installed one), or None."""
+    path = fit_path(cpu_info, gpu_info, build if build is not None else llama_build())
+    try:
+        fit = MachineFit.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return fit if (fit.cpu_info, fit.gpu_info) == (cpu_info, gpu_info) else None

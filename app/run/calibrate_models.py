@@ -1,0 +1,129 @@
+"""Small runnable GGUF models for calibration: llama- or gemma-shaped, any common weight type, written directly.
+
+Speed depends on shapes and weight types, not on the weights' values (ggml's kernels take the same path for any
+value), so the quantized types are written as all-zero blocks: valid weights of every type (a zero fp16 scale),
+without a quantizer (gguf-py cannot write K-quants). F16/F32 tensors hold small random values. Norms are F32, as
+llama.cpp writes them. The vocabulary is a SentencePiece one (control tokens, the 256 byte tokens, plain pieces),
+which llama.cpp loads for both architectures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+#: The architectures written here: llama has a separate output matrix, gemma reuses the token embedding.
+TIED_OUTPUT = {"llama": False, "gemma": True}
+HEAD_DIM = 64
+
+
+@dataclass(frozen=True)
+class SynthShape:
+    """A model's shape and weight type; heads are n_embd / HEAD_DIM, KV heads a quarter of them (at least one)."""
+
+    n_embd: int
+    n_layer: int
+    weight_type: str  # ggml type name: F16, Q4_0, Q4_K, Q5_K, Q6_K, Q8_0, ...
+    arch: str = "llama"
+    n_vocab: int = 1024
+    ff_ratio: float = 2.75
+
+    @property
+    def n_head(self) -> int:
+        return max(1, self.n_embd // HEAD_DIM)
+
+    @property
+    def n_head_kv(self) -> int:
+        return max(1, self.n_head // 4)
+
+    @property
+    def n_ff(self) -> int:
+        return int(self.n_embd * self.ff_ratio) // 256 * 256 or 256
+
+    @property
+    def name(self) -> str:
+        return f"calib-{self.arch}-{self.n_embd}x{self.n_layer}-{self.weight_type}"
+
+
+def _tensor_shapes(s: SynthShape) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> numpy shape (rows, columns), in llama.cpp's order."""
+    q, kv = s.n_head * HEAD_DIM, s.n_head_kv * HEAD_DIM
+    shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (s.n_vocab, s.n_embd)}
+    for i in range(s.n_layer):
+        shapes.update({
+            f"blk.{i}.attn_norm.weight": (s.n_embd,), f"blk.{i}.attn_q.weight": (q, s.n_embd),
+            f"blk.{i}.attn_k.weight": (kv, s.n_embd), f"blk.{i}.attn_v.weight": (kv, s.n_embd),
+            f"blk.{i}.attn_output.weight": (s.n_embd, q), f"blk.{i}.ffn_norm.weight": (s.n_embd,),
+            f"blk.{i}.ffn_gate.weight": (s.n_ff, s.n_embd), f"blk.{i}.ffn_up.weight": (s.n_ff, s.n_embd),
+            f"blk.{i}.ffn_down.weight": (s.n_embd, s.n_ff),
+        })
+    shapes["output_norm.weight"] = (s.n_embd,)
+    if not TIED_OUTPUT[s.arch]:
+        shapes["output.weight"] = (s.n_vocab, s.n_embd)
+    return shapes
+
+
+def _metadata(w: gguf.GGUFWriter, s: SynthShape, qtype: gguf.GGMLQuantizationType) -> None:
+    a = s.arch
+    w.add_name(s.name)
+    w.add_block_count(s.n_layer)
+    w.add_context_length(8192)
+    w.add_embedding_length(s.n_embd)
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head_kv)
+    w.add_key_length(HEAD_DIM)
+    w.add_value_length(HEAD_DIM)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_uint32(f"{a}.vocab_size", s.n_vocab)
+    w.add_file_type(_FILE_TYPE.get(qtype.name, int(gguf.LlamaFileType.GUESSED)))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tokens += [f"\u2581t{i}" for i in range(s.n_vocab - len(tokens))]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256
+    types += [gguf.TokenType.NORMAL] * (s.n_vocab - len(types))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([-float(i) for i in range(s.n_vocab)])
+    w.add_token_types([int(t) for t in types])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+
+
+_FILE_TYPE = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
+              "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
+              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_S,
+              "Q5_K": gguf.LlamaFileType.MOSTLY_Q5_K_S, "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K}
+
+
+def write_synth_model(path: str | Path, shape: SynthShape, seed: int = 0) -> Path:
+    """Write ``shape`` as a GGUF file at ``path`` (which must not be read until this returns) and return it."""
+    if shape.arch not in TIED_OUTPUT:
+        raise ValueError(f"architecture {shape.arch!r} not in {sorted(TIED_OUTPUT)}")
+    qtype = gguf.GGMLQuantizationType[shape.weight_type.upper()]
+    block = gguf.GGML_QUANT_SIZES[qtype][0]
+    if shape.n_embd % max(block, 1) or shape.n_ff % max(block, 1):
+        raise ValueError(f"{shape.name}: n_embd and n_ff must be multiples of the {shape.weight_type} block ({block})")
+    pool = (np.random.default_rng(seed).standard_normal(1 << 20, dtype=np.float32) * 0.02)  # tiled: fast to write
+    path = Path(path)
+    writer = gguf.GGUFWriter(path, shape.arch)
+    _metadata(writer, shape, qtype)
+    for name, dims in _tensor_shapes(shape).items():
+        if len(dims) == 1:
+            writer.add_tensor(name, np.ones(dims, dtype=np.float32))
+        elif qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+            dtype = np.float32 if qtype == gguf.GGMLQuantizationType.F32 else np.float16
+            writer.add_tensor(name, np.resize(pool, dims).astype(dtype))
+        else:
+            raw = np.zeros(gguf.quant_shape_to_byte_shape(dims, qtype), dtype=np.uint8)
+            writer.add_tensor(name, raw, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
