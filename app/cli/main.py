@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.cli.choose_cmd import add_choose_parser
 from app.cli.doctor_cmd import add_doctor_parser
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
 from app.cli.predict_cmd import cmd_predict
 from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
 from app.cli.remote_cmd import add_remote_options
 from app.cli.run_cmd import cmd_run
+from app.cli.url_options import add_url_options
 from app.model.gguf_facts import GGUFFileError
 from app.paths import DataDirError
 from app.predict.profiles import ProfileError
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="facts read from a GGUF file without loading it")
     p.add_argument("model")
     p.add_argument("--json", action="store_true")
+    add_url_options(p)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("run", help="run a benchmark sweep (llama-bench flag names and list syntax)")
@@ -73,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--n-gen", dest="n_gen", type=int, default=128, help="generated tokens")
     p.add_argument("-d", "--n-depth", dest="n_depth", type=int, default=0)
     p.add_argument("--json", action="store_true")
+    add_url_options(p)
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("history", help="list past runs in the results store")
@@ -92,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reprobe", action="store_true", help="measure again; the cache keeps the better figures")
     p.set_defaults(func=cmd_hw)
     add_doctor_parser(sub)
+    add_choose_parser(sub)
     return ap
 
 

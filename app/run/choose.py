@@ -1,0 +1,163 @@
+"""``choose``: gather the files (paths, folders, URLs), the hardware, this machine's measurements and the measured
+quality, and rank them with :mod:`app.predict.choose`. Shared by ``gguf-bench choose`` and the window's chooser."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.model.gguf_facts import GGUFFileError
+from app.model.gguf_remote import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
+from app.model.library import scan_folder
+from app.predict.calibration import StoreCalibration
+from app.predict.choose import (
+    DEFAULT_N_GEN,
+    FileChoice,
+    Measured,
+    Quality,
+    Recommendation,
+    display_name,
+    evaluate_file,
+    recommend,
+)
+from app.predict.hardware import HardwareContext, hardware_context
+from app.predict.profiles import HardwareProfile, ProfileError
+from app.results.quality_store import quality_for
+from app.results.store import ResultStore, StoreError
+from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
+
+THIS_MACHINE = ("", "this", "local", "cpu")
+
+
+@dataclass(frozen=True)
+class ChooseRequest:
+    """What ``choose`` is asked: files/folders/URLs, hardware (None: this machine), context, floors."""
+
+    sources: tuple[str, ...]
+    hw: str | None = None
+    n_ctx: int = 8192
+    min_decode_tps: float | None = None
+    max_kld: float | None = None
+    n_prompt: int | None = None
+    n_gen: int = DEFAULT_N_GEN
+    store_path: str | None = None
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+
+
+@dataclass(frozen=True)
+class ChooseReport:
+    """Every file's verdict, the files that could not be read, and the recommendation."""
+
+    profile: HardwareProfile
+    this_machine: bool
+    n_ctx: int
+    choices: list[FileChoice]
+    errors: list[tuple[str, str]]  # (source, one-line cause)
+    recommendation: Recommendation
+    notes: list[str] = field(default_factory=list)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile.name, "this_machine": self.this_machine, "n_ctx": self.n_ctx,
+            "vram_bytes": self.profile.vram_bytes, "files": [c.to_json_dict() for c in self.choices],
+            "errors": [{"source": s, "error": e} for s, e in self.errors],
+            "recommendation": self.recommendation.to_json_dict(), "notes": list(self.notes),
+        }
+
+
+def expand_sources(sources: Sequence[str]) -> list[str]:
+    """Files as given, every GGUF under a folder (later split shards skipped), URLs as they are."""
+    out: list[str] = []
+    for s in sources:
+        if not is_url(s) and Path(s).expanduser().is_dir():
+            found = [e.path for e in scan_folder(s)]
+            if not found:
+                raise ValueError(f"{s}: no .gguf files in this folder")
+            out += found
+        else:
+            out.append(s if is_url(s) else os.path.expanduser(s))
+    return list(dict.fromkeys(out))
+
+
+def _hardware(hw: str | None, scan: MachineScan) -> tuple[HardwareContext, HardwareProfile, bool]:
+    this = (hw or "").strip().lower() in THIS_MACHINE
+    ctx = hardware_context(scan, None if this else hw)
+    profile = ctx.gpu if ctx.gpu is not None and (hw or "").lower() != "cpu" else ctx.cpu
+    return ctx, profile, this
+
+
+def _measured(rows: list[dict[str, Any]], filename: str) -> Measured | None:
+    """The newest ok row of this file measured on this machine (rows are newest first)."""
+    for r in rows:
+        if r.get("model_filename") == filename and r.get("status") == "ok" and r.get("decode_tps"):
+            settings = (f"p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth', 0)} "
+                        f"ngl{r.get('n_gpu_layers_effective', r.get('n_gpu_layers'))}")
+            return Measured(float(r["decode_tps"]), float(r["ttft_ms"]) if r.get("ttft_ms") else None, settings)
+    return None
+
+
+def _quality(store: ResultStore | None, source: str) -> Quality | None:
+    if store is None:
+        return None
+    row = quality_for(store, source)
+    if not row or row.get("mean_kld") is None:
+        return None
+    return Quality(mean_kld=float(row["mean_kld"]), ppl=row.get("ppl"), same_top_rate=row.get("same_top_rate"),
+                   reference=str(row.get("reference_filename") or ""))
+
+
+def _open_store(path: str | None, notes: list[str]) -> ResultStore | None:
+    try:
+        return ResultStore(path)
+    except (StoreError, OSError) as e:
+        notes.append(f"results store not read ({e})")
+        return None
+
+
+def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
+               progress: Callable[[str], None] | None = None) -> ChooseReport:
+    """Evaluate every file of ``req`` and recommend one. Raises ProfileError for an unknown --hw, ValueError for
+    an empty folder or a bad context; unreadable files are listed in ``errors``, not raised."""
+    if req.n_ctx < 1:
+        raise ValueError(f"--ctx must be at least 1 (got {req.n_ctx})")
+    scan = scan if scan is not None else scan_machine(ProbeMode.RUN)
+    hw, profile, this = _hardware(req.hw, scan)
+    notes = [hw.note] if hw.note else []
+    sources = expand_sources(req.sources)
+    store = _open_store(req.store_path, notes)
+    opts = RemoteOptions(max_header_bytes=req.max_header_bytes)
+    try:
+        machine = scan.run_facts()
+        calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) \
+            if store is not None and this else None
+        rows = [r for r in (store.recent_rows(2000) if store is not None and this else [])
+                if r.get("cpu_info") == machine.get("cpu_model", "")]
+        choices, errors = [], []
+        for source in sources:
+            if progress:
+                progress(f"reading {display_name(source)}")
+            try:
+                facts = read_facts(source, opts)
+            except GGUFFileError as e:
+                errors.append((source, e.cause))
+                continue
+            eff, eff_source = None, ""
+            if calib is not None:
+                backend = "CPU" if profile.kind == "cpu" else ("CUDA,CPU" if profile.vendor.lower() == "nvidia"
+                                                               else "GPU,CPU")
+                eff, eff_source = calib(backend, display_name(source), facts.file_type)
+            choices.append(evaluate_file(
+                source, facts, profile, req.n_ctx, n_prompt=req.n_prompt, n_gen=req.n_gen,
+                cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=eff, efficiency_source=eff_source,
+                measured=_measured(rows, display_name(source)) if this else None, quality=_quality(store, source)))
+    finally:
+        if store is not None:
+            store.close()
+    rec = recommend(choices, profile.name, req.n_ctx, req.min_decode_tps, req.max_kld)
+    return ChooseReport(profile, this, req.n_ctx, choices, errors, rec, notes)
+
+
+__all__ = ["ChooseReport", "ChooseRequest", "ProfileError", "expand_sources", "run_choose"]

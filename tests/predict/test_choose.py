@@ -1,0 +1,103 @@
+"""The chooser's pure part: fit per KV-cache type, the configuration picked, the ranking and the command."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.predict.choose import (
+    Quality,
+    display_name,
+    evaluate_file,
+    llama_server_command,
+    recommend,
+)
+from app.predict.memory import MIB
+from app.predict.profiles import GIB, HardwareProfile, find_profile
+from tests.predict.samples import make_facts, smollm2_facts
+
+
+def _gpu(profiles: list[HardwareProfile], vram_mib: float) -> HardwareProfile:
+    return replace(find_profile("RTX 4060 Laptop", profiles), vram_gib=vram_mib * MIB / GIB)
+
+
+def test_smollm2_memory_by_hand(profiles: list[HardwareProfile]) -> None:
+    """8192 tokens, f16 cache: 30 layers × 8192 cells × 3 heads × 64 × 2 (K and V) × 2 bytes = 180 MiB, plus the
+    weights, the flash-attention compute buffer (ubatch 512: the logits stage, 4 × (49152 + 3 × 576) × 512) and
+    the 512 MiB GPU allowance."""
+    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 8192), 8192)
+    assert c.kv_bytes == 180 * MIB
+    assert c.compute_bytes == 4 * (49152 + 3 * 576) * 512
+    assert c.memory_bytes == 96_576_768 + 180 * MIB + c.compute_bytes + 512 * MIB
+    assert (c.status, c.type_k, c.n_gpu_layers, c.kv_types_fitting) == ("fits", "f16", 31, ("f16", "q8_0", "q4_0"))
+
+
+def test_a_smaller_cache_type_makes_it_fit(profiles: list[HardwareProfile]) -> None:
+    # f16 needs ~882 MiB, q8_0 ~798 MiB, q4_0 ~754 MiB: with 800 MiB only the quantized caches fit entirely
+    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 800), 8192)
+    assert (c.status, c.type_k, c.kv_types_fitting) == ("fits", "q8_0", ("q8_0", "q4_0"))
+    assert c.memory_bytes <= c.budget_bytes
+
+
+def test_partial_offload_and_no_fit(profiles: list[HardwareProfile]) -> None:
+    big = make_facts()  # 4 GB of weights
+    c = evaluate_file("/m/7b.gguf", big, _gpu(profiles, 3 * 1024), 8192)
+    assert c.status == "partial" and 0 < c.n_gpu_layers < big.n_layer + 1 and c.kv_types_fitting == ()
+    assert c.memory_bytes <= c.budget_bytes
+    full = evaluate_file("/m/7b.gguf", big, _gpu(profiles, 8 * 1024), 8192)
+    assert c.decode_tps.value < full.decode_tps.value  # layers on the CPU slow decoding
+    none = evaluate_file("/m/7b.gguf", big, _gpu(profiles, 400), 8192)
+    assert none.status == "does_not_fit" and not none.usable
+
+
+def test_ceiling_is_labelled_when_no_efficiency(profiles: list[HardwareProfile]) -> None:
+    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 8192), 8192)
+    assert c.decode_tps.kind == "ceiling" and "(ceiling)" in c.decode_tps.text()
+
+
+def _choices(profiles: list[HardwareProfile], klds: dict[str, float | None]) -> list:
+    gpu = _gpu(profiles, 8192)
+    out = []
+    for i, (name, kld) in enumerate(klds.items()):
+        facts = make_facts(weight_bytes=4_000_000_000 - i * 800_000_000, file_bytes=4_000_000_000 - i * 800_000_000)
+        q = Quality(mean_kld=kld) if kld is not None else None
+        out.append(evaluate_file(f"/m/{name}", facts, gpu, 8192, quality=q))
+    return out
+
+
+def test_recommends_lowest_measured_kld_that_is_fast_enough(profiles: list[HardwareProfile]) -> None:
+    choices = _choices(profiles, {"q8.gguf": 0.001, "q6.gguf": 0.01, "q4.gguf": 0.05})
+    rec = recommend(choices, "RTX 4060 Laptop", 8192)
+    assert rec.choice is choices[0] and "lowest measured KLD (0.0010)" in rec.sentence
+    assert rec.command == "llama-server -m /m/q8.gguf -ngl 33 -c 8192 -ctk f16 -ctv f16 -fa on"
+    floor = (choices[0].decode_tps.value + choices[2].decode_tps.value) / 2  # only the smallest is fast enough
+    rec = recommend(choices, "RTX 4060 Laptop", 8192, min_decode_tps=floor)
+    assert rec.choice is choices[2] and f"above the {floor:g} tok/s floor" in rec.sentence
+    rec = recommend(choices, "RTX 4060 Laptop", 8192, min_decode_tps=floor, max_kld=0.02)
+    assert rec.choice is None and "KLD within 0.02" in rec.sentence
+    rec = recommend(choices, "RTX 4060 Laptop", 8192, min_decode_tps=1e9)
+    assert rec.choice is None and "fastest that fits is q4.gguf" in rec.sentence
+
+
+def test_unmeasured_quality_ranks_by_bits_per_weight(profiles: list[HardwareProfile]) -> None:
+    choices = _choices(profiles, {"q8.gguf": None, "q6.gguf": 0.01})
+    rec = recommend(choices, "RTX 4060 Laptop", 8192)
+    assert rec.choice is choices[0] and "bits per weight" in rec.sentence
+
+
+def test_nothing_fits() -> None:
+    assert recommend([], "X", 4096).choice is None
+
+
+def test_url_command_and_names(profiles: list[HardwareProfile]) -> None:
+    url = "https://huggingface.co/o/r/resolve/main/m-Q4_K_M.gguf?download=true"
+    assert display_name(url) == "m-Q4_K_M.gguf" and display_name("/a/b/c.gguf") == "c.gguf"
+    c = evaluate_file(url, smollm2_facts(), _gpu(profiles, 8192), 4096)
+    assert llama_server_command(c, 4096).startswith(f"llama-server -mu '{url}' -ngl 31 -c 4096")
+
+
+@pytest.mark.parametrize("ctx", [512, 8192])
+def test_memory_grows_with_context(profiles: list[HardwareProfile], ctx: int) -> None:
+    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 8192), ctx)
+    assert c.kv_bytes == 30 * 768 * max(ctx, 512)
