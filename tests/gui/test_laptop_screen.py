@@ -84,18 +84,53 @@ def test_the_fit_verdict_warns_beyond_the_trained_context(window, smollm2_path: 
         assert part in text
 
 
+def _two_model_events() -> list[Any]:
+    """The recorded sweep, then the same tests again on a second model file (a Q8_0 twice as fast at decode)."""
+    from dataclasses import replace
+
+    n = len(ROWS)
+    other = "/models/SmolLM2-135M-Instruct.Q8_0.gguf"
+    start = EVENTS[0]
+    tests = start.tests + [dict(t, model_path=other) for t in start.tests]
+    out: list[Any] = [replace(start, n_tests=len(tests), tests=tests)]
+    body = [e for e in EVENTS[1:] if e.type != "sweep_finished"]
+    out += body
+    for e in body:
+        if e.type == "test_started":
+            out.append(replace(e, test_index=e.test_index + n, test=dict(e.test, model_path=other)))
+        elif e.type == "test_finished":
+            row = dict(e.row, model_path=other, model_filename=Path(other).name, test_index=e.row["test_index"] + n,
+                       decode_tps=e.row["decode_tps"] * 2, model_size=144 * 2**20)
+            out.append(replace(e, test_index=e.test_index + n, row=row))
+        elif hasattr(e, "test_index"):
+            out.append(replace(e, test_index=e.test_index + n))
+        elif e.type == "model_loaded":
+            out.append(replace(e, model_path=other))
+    return out + [e for e in EVENTS if e.type == "sweep_finished"]
+
+
+def _settle() -> None:
+    """Let Qt run its deferred layout requests (a legend that collapsed resizes its plot on the next pass)."""
+    from PySide6.QtWidgets import QApplication
+
+    for _ in range(3):
+        QApplication.processEvents()
+
+
 def _rows_shown(view: Any, row_h: int) -> int:
     return view.viewport().height() // max(row_h, 1)
 
 
+@pytest.mark.parametrize("n_models", [1, 2])
 @pytest.mark.parametrize("size", [(1366, 768), (1600, 1000)])
-def test_a_laptop_screen_keeps_every_part_readable(window, size: tuple[int, int]) -> None:
+def test_a_laptop_screen_keeps_every_part_readable(window, size: tuple[int, int], n_models: int) -> None:
     w = window
-    w.replay(EVENTS, "recorded")
+    w.choose_profile("RTX 4060 Laptop")  # a what-if line too: the most legend entries a plot gets
+    w.replay(EVENTS if n_models == 1 else _two_model_events(), "recorded")
     w.resize(*size)
     for _ in range(20):
         w.sweeps.tick(force=True)
-        wait_for(lambda: True)
+        _settle()
     assert w.width() <= size[0] and w.height() <= size[1]
     lib_row_h = w.library.tree.sizeHintForRow(0)
     assert lib_row_h > 0 and _rows_shown(w.library.tree, lib_row_h) >= 3
@@ -104,11 +139,12 @@ def test_a_laptop_screen_keeps_every_part_readable(window, size: tuple[int, int]
     for tab in tabs:
         if tab is not None:
             w.plots.tabs.setCurrentIndex(tab)
-            wait_for(lambda: True)
+            _settle()
         for p in w.plots.panels:
             if p.widget.isVisible():
                 vb = p.plot.getViewBox()
                 assert vb.width() >= 200 and vb.height() >= 150, (size, p.name, vb.width(), vb.height())
+    assert len(w.session.models()) == n_models and w.results.rowCount() == n_models * len(ROWS)
     visible = {p.name for p in w.plots.panels if p.widget.isVisible()}
     assert w.plots.mode == "tabs" and visible  # two rows of plots would be too short on these screens
     assert "Fits" in w.inspector.text.text()[:600]  # the verdict comes before the facts: never scrolled away
@@ -212,3 +248,35 @@ def test_a_legend_with_a_shape_per_depth_paints(qtbot) -> None:  # noqa: ANN001
     plot.draw(PlotView(session, PredictionService()))
     assert not plot.widget.grab().isNull()
     assert "■ depth 64" in plot.legend.items[0][1].text
+
+
+def test_a_legend_too_tall_for_its_plot_collapses_to_one_line_and_opens_on_click(qtbot) -> None:  # noqa: ANN001
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui.plots.items import line, make_plot
+
+    w = make_plot("t", "x", "y", 1)
+    qtbot.addWidget(w)
+    plot = w.getPlotItem()
+    names = [f"predicted (this CPU), depth {k} — SmolLM2" for k in range(8)]
+    for name in names:
+        plot.addItem(line(name, "#d62728"))
+    w.resize(300, 365)
+    w.show()
+    QApplication.processEvents()
+    legend = plot.legend
+    legend.fit(270, 400)
+    assert not legend.collapsed and legend.header is None  # room enough: every entry shows
+    legend.fit(270, 130)
+    QApplication.processEvents()
+    assert legend.collapsed and legend.header.text.startswith("▸ legend: 8 entries")
+    assert legend.header.toolTip().split("\n") == names  # the entries stay readable on hover
+    assert legend.height() < 30 and plot.getViewBox().height() > 250
+    legend.toggle()  # the header's click
+    QApplication.processEvents()
+    assert not legend.collapsed and legend.height() > 150 and legend.header.text == "▾ hide legend"
+    legend.fit(270, 130)  # the user's choice wins over the plot's height until they collapse it again
+    assert not legend.collapsed
+    plot.addItem(line("what-if (RTX 4060 Laptop)", "#1f77b4"))
+    legend.toggle()
+    assert legend.collapsed and "9 entries" in legend.header.text

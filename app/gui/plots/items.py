@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -29,10 +30,102 @@ class ShapeSample(pg.ItemSample):
             opts["symbol"] = shapes
 
 
+class LegendHeader(pg.LabelItem):
+    """The legend's first row when it can collapse: "▸ legend: 8 entries" (click to show) or "▾ hide legend"."""
+
+    def __init__(self, legend: TopLegend) -> None:
+        super().__init__("", size="8pt", justify="left", color="#3060a0")
+        self.legend = legend
+        self.setAcceptHoverEvents(True)
+
+    def mouseClickEvent(self, ev: Any) -> None:  # noqa: N802 - pyqtgraph's name
+        ev.accept()
+        self.legend.toggle()
+
+
 class TopLegend(pg.LegendItem):
-    """A legend laid out above the plot area (in the PlotItem's grid), so it never hides data."""
+    """A legend laid out above the plot area (in the PlotItem's grid), so it never hides data.
+
+    Where its entries would take more of the plot's height than :meth:`fit` allows (many models and depths on a
+    laptop screen), it collapses to one clickable line that names how many entries it holds and lists them in its
+    tooltip; a click shows them all (the user's choice then wins over the plot's height) and another hides them.
+    """
 
     max_columns = 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.collapsed = False
+        self.expanded_by_user = False
+        self.header: LegendHeader | None = None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def collapsible(self) -> bool:
+        return self.header is not None
+
+    def addItem(self, item: Any, name: str) -> None:  # noqa: N802 - pyqtgraph's name
+        super().addItem(item, name)
+        self._update_header()
+
+    def removeItem(self, item: Any) -> None:  # noqa: N802 - pyqtgraph's name
+        super().removeItem(item)
+        self._update_header()
+
+    def _addItemToLayout(self, sample: Any, label: Any) -> None:  # noqa: N802 - pyqtgraph's name
+        """Entry k at row k // columns (below the header, if any); a collapsed legend lays out no entries."""
+        if self.collapsed:
+            sample.hide()
+            label.hide()
+            return
+        k = next((i for i, (s, _label) in enumerate(self.items) if s is sample), len(self.items))
+        cols = max(self.columnCount, 1)
+        row = k // cols + (1 if self.header is not None else 0)
+        self.layout.addItem(sample, row, (k % cols) * 2, alignment=Qt.AlignmentFlag.AlignVCenter)
+        self.layout.addItem(label, row, (k % cols) * 2 + 1)
+        sample.show()
+        label.show()
+        self.rowCount = max(self.rowCount, row + 1)
+
+    def setColumnCount(self, columnCount: int) -> None:  # noqa: N802 - pyqtgraph's name
+        if columnCount != self.columnCount:
+            self.columnCount = columnCount
+            self.relayout()
+
+    def relayout(self) -> None:
+        """Lay every entry (or only the header, when collapsed) out again."""
+        for i in range(self.layout.count() - 1, -1, -1):
+            self.layout.removeAt(i)
+        self.rowCount = 0
+        if self.header is not None:
+            self.layout.addItem(self.header, 0, 0, 1, max(self.columnCount, 1) * 2)
+            self.rowCount = 1
+        for sample, label in self.items:
+            self._addItemToLayout(sample, label)
+        self._update_header()
+        self.updateSize()
+
+    def toggle(self) -> None:
+        """Show a collapsed legend's entries, or collapse them again (the header's click)."""
+        self.expanded_by_user = self.collapsed
+        self.collapsed = not self.collapsed
+        self.relayout()
+
+    def _update_header(self) -> None:
+        if self.header is None:
+            return
+        texts = [label.text for _s, label in self.items]
+        if self.collapsed:
+            self.header.setText(f"▸ legend: {len(texts)} entries (click to show)")
+        else:
+            self.header.setText("▾ hide legend")
+        self.header.setToolTip("\n".join(texts))
+
+    def entries_height(self, columns: int) -> float:
+        """Pixels the entries take in ``columns`` columns."""
+        if not self.items:
+            return 0.0
+        row_h = max(label.preferredHeight() for _s, label in self.items)  # the row pitch, as laid out
+        return math.ceil(len(self.items) / max(columns, 1)) * max(row_h, 1.0)
 
     def updateSize(self) -> None:  # noqa: N802 - pyqtgraph's name
         height = width = 0.0
@@ -40,9 +133,11 @@ class TopLegend(pg.LegendItem):
             row_height = col_width = 0.0
             for col in range(self.layout.columnCount()):
                 item = self.layout.itemAt(row, col)
-                if item:
+                if item is None:
+                    continue
+                if item is not self.header:
                     col_width += item.width() + 3
-                    row_height = max(row_height, item.height())
+                row_height = max(row_height, item.height())
             width = max(width, col_width)
             height += row_height
         self.setMinimumHeight(height)
@@ -53,8 +148,9 @@ class TopLegend(pg.LegendItem):
     def paint(self, p: Any, *args: Any) -> None:
         return  # no frame: it sits outside the data
 
-    def fit(self, width: float) -> None:
-        """Use as many columns (up to ``max_columns``) as fit in ``width`` pixels."""
+    def fit(self, width: float, max_height: float = math.inf) -> None:
+        """Use as many columns (up to ``max_columns``) as fit in ``width`` pixels; collapse to one line where the
+        entries would be taller than ``max_height`` pixels (unless the user asked to see them)."""
         cols = max(self.max_columns, 1)
         while cols > 1:
             widths = [0.0] * cols
@@ -64,8 +160,19 @@ class TopLegend(pg.LegendItem):
             if sum(widths) <= width:
                 break
             cols -= 1
-        if cols != self.columnCount:
-            self.setColumnCount(cols)
+        too_tall = self.entries_height(cols) > max_height
+        changed = cols != self.columnCount
+        self.columnCount = cols
+        if too_tall and self.header is None:
+            self.header = LegendHeader(self)
+            self.collapsed, changed = not self.expanded_by_user, True
+        elif not too_tall and self.header is not None:
+            self.layout.removeItem(self.header)
+            self.header.hide()
+            self.header.setParentItem(None)
+            self.header, self.collapsed, self.expanded_by_user, changed = None, False, False, True
+        if changed:
+            self.relayout()
 
 
 def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:

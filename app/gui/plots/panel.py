@@ -30,6 +30,9 @@ from app.predict.profiles import HardwareProfile
 DEPTH_SYMBOLS = ("o", "s", "t", "d")  # marker shapes by context depth (colours are models)
 SYMBOL_GLYPHS = {"o": "●", "s": "■", "t": "▼", "d": "◆"}
 SETTING_KEYS = ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")
+MIN_DATA_HEIGHT_PX = 160  # the least data area a plot keeps for its legend
+PLOT_FRAME_PX = 75  # title, bottom axis and its label
+LEGEND_ROW_PX = 21  # one legend row (8 pt text): two rows always fit
 
 
 @dataclass(frozen=True)
@@ -221,8 +224,11 @@ class PlotPanel(ABC):
         vb.setRange(xRange=x, yRange=y, padding=0.0)
 
     def fit_legend(self) -> None:
-        """Fewer legend columns where the plot is too narrow for them."""
-        self.legend.fit(self.plot.getViewBox().width() or self.widget.width() - 60)
+        """Fewer legend columns where the plot is too narrow for them; a legend that would leave the data less
+        than :data:`MIN_DATA_HEIGHT_PX` (or take more than 40 % of the plot) collapses to one line."""
+        h = self.widget.height()
+        budget = min(h - PLOT_FRAME_PX - MIN_DATA_HEIGHT_PX, 0.4 * h)
+        self.legend.fit(self.plot.getViewBox().width() or self.widget.width() - 60, max(budget, 2 * LEGEND_ROW_PX))
 
     def draw_curves(self, curves: Sequence[Curve]) -> None:
         """Show only ``curves``, one colour each (the compare view), the y axis from zero: speeds and times
