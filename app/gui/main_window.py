@@ -12,6 +12,7 @@ from a 10 Hz timer.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,7 @@ class MainWindow(QMainWindow):
         self.inspector.settingsChanged.connect(self._inspector_settings_changed)
         self.scenario.changed.connect(self.details.update_scenario)
         self.editor.runRequested.connect(self.run_sweep)
+        self.scenario.run_requested.connect(self.run_scenario)
         self.editor.cancelRequested.connect(self.cancel_sweep)
         self.sweeps.rowsChanged.connect(lambda _rows: self.details.update_scenario())
         self.sweeps.finished.connect(self.sweepFinished)
@@ -284,6 +286,17 @@ class MainWindow(QMainWindow):
             return self._refuse("The sweep settings have errors (shown under the form).")
         self.settings.set_last_sweep(self.editor.state())
         return self.start_tests(spec.tests(), spec.name)
+
+    def run_scenario(self, n_prompt: int, n_gen: int) -> str | None:
+        """Measure the scenario panel's request for real: one test of exactly these lengths from an empty context,
+        on the selected model with the editor's load settings; returns why nothing started, or None."""
+        model = self.details.current_model() or self.default_model
+        if not model:
+            return self._refuse("Select a model in the library first (Ctrl+O adds one).")
+        spec = self.editor.spec([model])
+        base = spec.tests()[0] if spec is not None and spec.tests() else TestSpec(model_path=model)
+        test = replace(base, model_path=model, n_prompt=n_prompt, n_gen=n_gen, n_depth=0, repetitions=1)
+        return self.start_tests([test], f"scenario {n_prompt}+{n_gen}")
 
     def _refuse(self, why: str) -> str:
         self.notify(why)

@@ -1,7 +1,8 @@
 """One request's predicted and measured totals for a prompt and output length (the window's scenario panel).
 
-Predicted: the ceilings' prefill and decode rates. Measured: from a run's ok rows, the prefill rate of the test
-whose prompt length is closest to the scenario's and the mean decode rate of all tests. Both go through
+Predicted: the ceilings' prefill and decode rates. Estimated from measured rates: from a run's ok rows, the prefill
+rate of the test whose prompt length is closest to the scenario's and the mean decode rate of all tests. Measured:
+a test of exactly the scenario's lengths from an empty context ("Run this scenario"). All go through
 :func:`app.predict.scenario.scenario_time`; a total that cannot be made (no rates, a rate ≤ 0, nothing to do)
 is None.
 """
@@ -32,6 +33,7 @@ class ScenarioTotals:
     predicted: Scenario | None
     measured: Scenario | None
     rates: MeasuredRates | None  # the measured rates behind ``measured``
+    exact: Scenario | None = None  # a test of exactly these lengths at depth 0, measured as it ran
 
 
 def request_total(n_prompt: int, n_gen: int, rates: tuple[float, float] | None) -> Scenario | None:
@@ -61,9 +63,24 @@ def measured_rates(rows: Iterable[Row], n_prompt: int, model_path: str = "") -> 
                          decode_tps=mean_decode, n_decode_tests=len(decode))
 
 
+def exact_measurement(rows: Iterable[Row], n_prompt: int, n_gen: int, model_path: str = "") -> Scenario | None:
+    """The request as measured: the latest ok test of ``model_path`` with exactly these lengths from an empty
+    context, its TTFT and its decode time (``n_gen`` ÷ its decode rate); None when there is no such test."""
+    hits = [r for r in rows if r.get("status") == "ok" and r.get("model_path") == model_path
+            and int(r.get("n_prompt") or 0) == n_prompt and int(r.get("n_gen") or 0) == n_gen
+            and not r.get("n_depth") and r.get("ttft_ms") and (r.get("decode_tps") or not n_gen)]
+    if not hits or n_prompt <= 0:
+        return None
+    r = hits[-1]
+    ttft_s = float(r["ttft_ms"]) / 1000.0
+    decode_tps = float(r.get("decode_tps") or 1.0)  # unused when n_gen is 0
+    return scenario_time(n_prompt, n_gen, n_prompt / ttft_s, decode_tps) if ttft_s > 0 and decode_tps > 0 else None
+
+
 def scenario_totals(n_prompt: int, n_gen: int, predicted_rates: tuple[float, float] | None, rows: Iterable[Row],
                     model_path: str = "") -> ScenarioTotals:
     """Predicted and measured totals of one request of ``n_prompt`` prompt and ``n_gen`` output tokens."""
     rates = measured_rates(rows, n_prompt, model_path)
     measured = request_total(n_prompt, n_gen, (rates.prefill_tps, rates.decode_tps)) if rates else None
-    return ScenarioTotals(predicted=request_total(n_prompt, n_gen, predicted_rates), measured=measured, rates=rates)
+    return ScenarioTotals(predicted=request_total(n_prompt, n_gen, predicted_rates), measured=measured, rates=rates,
+                          exact=exact_measurement(rows, n_prompt, n_gen, model_path))

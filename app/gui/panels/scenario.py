@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent
-from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
 from app.predict.scenario import Scenario
 from app.predict.scenario_totals import MeasuredRates, ScenarioTotals
@@ -54,6 +54,7 @@ class ScenarioPanel(QWidget):
     """Chat / RAG / typed lengths → total time ≈ prompt ÷ prefill rate + output ÷ decode rate."""
 
     changed = Signal()
+    run_requested = Signal(int, int)  # (prompt tokens, answer tokens): measure this request for real
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -70,11 +71,12 @@ class ScenarioPanel(QWidget):
             spin.valueChanged.connect(self._typed)
         self.kind.currentIndexChanged.connect(self._kind_chosen)
         self.predicted = QLabel(self)
+        self.exact = QLabel(self)
         self.measured = QLabel(self)
         self.what_if = QLabel(self)
         self.warning = QLabel(self)
         self.warning.setStyleSheet("color:#a15c00")
-        for lab in (self.predicted, self.measured, self.what_if, self.warning):
+        for lab in (self.predicted, self.exact, self.measured, self.what_if, self.warning):
             lab.setWordWrap(True)
             lab.setTextFormat(Qt.TextFormat.RichText)
         self.pred_bar = SplitBar(self)
@@ -82,6 +84,10 @@ class ScenarioPanel(QWidget):
         self.source = QLabel(self)
         self.source.setWordWrap(True)
         self.source.setStyleSheet("color:#666")
+        self.run_button = QPushButton("Run this scenario", self)
+        self.run_button.setToolTip("Measure one request of exactly these lengths on the selected model, from an "
+                                   "empty context (one repetition after a warm-up), instead of extrapolating")
+        self.run_button.clicked.connect(lambda: self.run_requested.emit(*self.lengths()))
         grid = QGridLayout()
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.kind, 0, 0, 1, 4)
@@ -89,12 +95,14 @@ class ScenarioPanel(QWidget):
         grid.addWidget(self.prompt, 1, 1)
         grid.addWidget(QLabel("answer", self), 1, 2)
         grid.addWidget(self.output, 1, 3)
+        grid.addWidget(self.run_button, 2, 0, 1, 4)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
         lay.addLayout(grid)
         lay.addWidget(self.predicted)
         lay.addWidget(self.pred_bar)
+        lay.addWidget(self.exact)
         lay.addWidget(self.measured)
         lay.addWidget(self.meas_bar)
         lay.addWidget(self.what_if)
@@ -136,6 +144,9 @@ class ScenarioPanel(QWidget):
         self.pred, self.meas = totals.predicted, totals.measured
         on = f" on {profile_name}" if profile_name else ""
         self.predicted.setText(split_text(f"Predicted{escape(on)}", self.pred, missing or "no prediction yet"))
+        self.exact.setVisible(totals.exact is not None)
+        self.exact.setText(split_text(f"Measured{f' ({escape(model)})' if model else ''}", totals.exact)
+                           if totals.exact else "")
         self.measured.setText(split_text(f"Estimated from measured rates{f' ({escape(model)})' if model else ''}",
                                          self.meas, "run a sweep to measure"))
         self.what_if.setVisible(bool(what_if_name))
@@ -146,7 +157,7 @@ class ScenarioPanel(QWidget):
         self.warning.setVisible(bool(beyond))
         self.warning.setText(f"⚠ {p + n:,} tokens is beyond {escape(model) or 'the model'}'s trained context "
                              f"({n_ctx_train:,}): llama.cpp warns, and quality may collapse." if beyond else "")
-        scale = max((s.total_s for s in (self.pred, self.meas) if s is not None), default=1.0)
+        scale = max((s.total_s for s in (self.pred, self.meas, totals.exact) if s is not None), default=1.0)
         for bar, sc in ((self.pred_bar, self.pred), (self.meas_bar, self.meas)):
             bar.set_values(sc.ttft_s if sc else 0.0, sc.decode_s if sc else 0.0, scale)
         self.source.setText(source_text(totals.rates, profile_name))
