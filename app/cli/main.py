@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.cli.calibrate_cmd import add_calibrate_parser
 from app.cli.choose_cmd import add_choose_parser
 from app.cli.doctor_cmd import add_doctor_parser
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_hw)
     add_doctor_parser(sub)
     add_choose_parser(sub)
+    add_calibrate_parser(sub)
     return ap
 
 

@@ -1,0 +1,78 @@
+"""``gguf-bench calibrate``: fit this machine's decode and prefill model, for expected figures of any model.
+
+Writes a ladder of small synthetic models (several widths, depths and weight types), measures them through the
+worker, adds this machine's stored runs, fits, saves the fit (per machine and llama.cpp build, the previous one kept
+as .prev) and prints how well it fits. Progress on stderr. Exit 0 saved, 1 the fit failed, 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
+from app.predict.fitted_model import KERNEL_CLASS, FitError
+from app.results.store import ResultStore
+from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
+
+HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about 3 minutes)"
+
+
+def options_from_args(args: argparse.Namespace) -> CalibrateOptions:
+    """The ladder asked for: --quick or the full one, narrowed by --types, with -t, -r and --no-store-runs."""
+    o = CalibrateOptions.quick() if args.quick else CalibrateOptions()
+    if args.types:
+        types = tuple(t.strip().upper() for t in args.types.split(",") if t.strip())
+        unknown = [t for t in types if t not in KERNEL_CLASS]
+        if unknown or not types:
+            raise UserError(f"--types: unknown weight type {', '.join(unknown) or '(none)'} "
+                            f"(valid: {', '.join(KERNEL_CLASS)})")
+        o = dataclasses.replace(o, types=types)
+    if args.repetitions is not None:
+        if args.repetitions < 1:
+            raise UserError("-r must be at least 1")
+        o = dataclasses.replace(o, repetitions=args.repetitions)
+    return dataclasses.replace(o, n_threads=max(args.threads or 0, 0), use_store=not args.no_store_runs)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"calibrate: {msg}", file=sys.stderr, flush=True)
+
+    with ResultStore(args.store) as store:
+        calibration = Calibration(options, store=store, progress=progress)
+        try:
+            result = calibration.run()
+        except (CalibrationCancelled, KeyboardInterrupt):
+            calibration.cancel()
+            print("gguf-bench: calibration cancelled; the previous fit is unchanged", file=sys.stderr)
+            return EXIT_CANCELLED
+        except FitError as e:
+            print(f"gguf-bench: calibration could not fit: {e}", file=sys.stderr)
+            return EXIT_TESTS_FAILED
+    if args.json:
+        print(json.dumps({"path": str(result.path), **result.fit.to_json_dict()}, indent=1))
+        return EXIT_OK
+    print(residual_table(result.fit))
+    print(f"fit of {result.fit.cpu_info} with {result.fit.build}: {result.n_ladder_points} ladder points and "
+          f"{result.n_store_points} stored runs, saved to {result.path}")
+    return EXIT_OK
+
+
+def add_calibrate_parser(sub: Any) -> None:
+    """Register ``calibrate`` on the subcommand parsers of ``gguf-bench``."""
+    p = sub.add_parser("calibrate", help=HELP, description=__doc__)
+    p.add_argument("--quick", action="store_true", help="a tiny ladder (seconds; a rough fit, for tests)")
+    p.add_argument("--types", help="weight types of the ladder, comma-separated (default Q4_0,Q4_K,Q5_K,Q6_K,Q8_0,F16)")
+    p.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (0: all, as run's default)")
+    p.add_argument("-r", "--repetitions", type=int, default=None, help="repetitions per test (default 2)")
+    p.add_argument("--no-store-runs", action="store_true", help="fit the ladder only, not the stored runs")
+    p.add_argument("--json", action="store_true", help="print the saved fit as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_calibrate)
