@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.telemetry.cpu_report import compute_lines, probe_lines
+
 
 def _gib(n_bytes: float | None) -> str:
     return "n/a" if n_bytes is None else f"{n_bytes / 2**30:.1f} GiB"
@@ -32,12 +34,7 @@ def format_hw_report(report: dict[str, Any]) -> str:
     ]
     probe = report.get("cpu_probe")
     if probe:
-        origin = "cached" if probe.get("cached") else "measured"
-        lines += [
-            f"  Bandwidth:  {probe['bandwidth_gbps']:.1f} GB/s (probed copy, {probe['n_threads']} threads)",
-            f"  Compute:    {probe['gflops_f32']:.0f} GFLOPS float32 (matmul)",
-            f"  Probe:      {origin} {probe.get('measured_at', '')}",
-        ]
+        lines += probe_lines(probe) + compute_lines(report.get("cpu_compute"))
     elif report.get("cpu_probe_error"):
         lines.append(f"  Probe:      failed ({report['cpu_probe_error']})")
     else:

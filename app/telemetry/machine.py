@@ -12,6 +12,8 @@ from enum import StrEnum
 from typing import Any
 
 from app.telemetry import nvml
+from app.telemetry.cpu_features import CpuFeatures, read_cpu_features
+from app.telemetry.cpu_peaks import CpuPeaks, derive_peaks
 from app.telemetry.cpu_probe import CpuProbe, load_cached_probe, probe_cpu
 from app.telemetry.host import machine_facts
 
@@ -38,6 +40,13 @@ class MachineScan:
     nvml_reason: str | None = None  # why NVML cannot be used, when it cannot
     probe: CpuProbe | None = None
     probe_error: str | None = None
+    cpu_features: CpuFeatures | None = None
+
+    def cpu_peaks(self) -> CpuPeaks | None:
+        """This CPU's int8 and FMA peaks (or measured rooflines), from its features and the probe; None unprobed."""
+        if self.probe is None or self.cpu_features is None:
+            return None
+        return derive_peaks(self.cpu_features, self.probe.gflops_f32)
 
     @property
     def cpu_model(self) -> str:
@@ -68,6 +77,7 @@ class MachineScan:
             "gpu_note": self.gpu_note,
             "cpu_probe": asdict(self.probe) if self.probe is not None else None,
             "cpu_probe_error": self.probe_error,
+            "cpu_compute": peaks.to_json_dict() if (peaks := self.cpu_peaks()) is not None else None,
         }
 
 
@@ -85,7 +95,7 @@ def _gpus() -> dict[str, Any]:
 def _probe(mode: ProbeMode) -> tuple[CpuProbe | None, str | None]:
     try:
         if mode == ProbeMode.CACHED:
-            return load_cached_probe(), None
+            return load_cached_probe(include_stale=True), None
         if mode in (ProbeMode.RUN, ProbeMode.REFRESH):
             return probe_cpu(cache=True, refresh=mode == ProbeMode.REFRESH), None
     except Exception as e:  # noqa: BLE001 - e.g. not enough memory for the probe buffers
@@ -96,4 +106,8 @@ def _probe(mode: ProbeMode) -> tuple[CpuProbe | None, str | None]:
 def scan_machine(probe: ProbeMode | str = ProbeMode.NONE) -> MachineScan:
     """Look at this machine: host facts, NVIDIA GPUs and, as ``probe`` allows, the CPU probe. Never raises."""
     cpu_probe, error = _probe(ProbeMode(probe))
-    return MachineScan(facts=machine_facts(), probe=cpu_probe, probe_error=error, **_gpus())
+    try:
+        features: CpuFeatures | None = read_cpu_features()
+    except Exception:  # noqa: BLE001 - without features the probe's figure stands as a measured roofline
+        features = None
+    return MachineScan(facts=machine_facts(), probe=cpu_probe, probe_error=error, cpu_features=features, **_gpus())
