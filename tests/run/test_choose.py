@@ -1,0 +1,134 @@
+"""``choose`` end to end: files, folders and URLs; this machine and two GPU profiles; quality and measured speed from
+the store; and its memory figure for SmolLM2 at 8k against what llama.cpp itself allocates."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.cli.main import main
+from app.results.quality_store import model_key, save_quality_rows
+from app.results.store import ResultStore
+from app.run.choose import ChooseRequest, expand_sources, run_choose
+from app.telemetry.cpu_probe import CpuProbe, save_probe
+from app.telemetry.machine import ProbeMode, scan_machine
+from tests.model.range_server import serve
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def probed() -> None:
+    """A cached CPU probe, so no test measures the CPU."""
+    save_probe(CpuProbe(bandwidth_gbps=20.0, gflops_f32=200.0, n_threads=2, measured_at="test fixture"))
+
+
+def _two_files(smollm2_path: Path, make_gguf: Callable[..., Path]) -> list[str]:
+    return [str(smollm2_path), str(make_gguf("synthetic-f16.gguf", n_layer=2))]
+
+
+@pytest.mark.parametrize("hw", ["RTX 4060 Laptop", "RTX 4090", None])
+def test_recommendation_for_two_gpus_and_this_machine(
+    hw: str | None, smollm2_path: Path, make_gguf: Callable[..., Path]
+) -> None:
+    report = run_choose(ChooseRequest(sources=tuple(_two_files(smollm2_path, make_gguf)), hw=hw, n_ctx=8192))
+    assert report.this_machine is (hw is None)
+    assert not report.errors and len(report.choices) == 2
+    assert all(c.status == "fits" for c in report.choices)
+    rec = report.recommendation
+    assert rec.choice is not None and rec.sentence.startswith(f"Run {rec.choice.filename}")
+    # no quality measured: the F16 file has the most bits per weight
+    assert rec.choice.filename == "synthetic-f16.gguf" and "bits per weight" in rec.sentence
+    assert rec.command.startswith("llama-server -m ") and " -c 8192 -ctk f16 -ctv f16 -fa on" in rec.command
+    assert f"-ngl {0 if hw is None else rec.choice.n_layer + 1}" in rec.command
+
+
+def test_quality_and_measured_speed_from_the_store(smollm2_path: Path, make_gguf: Callable[..., Path]) -> None:
+    files = _two_files(smollm2_path, make_gguf)
+    machine = scan_machine(ProbeMode.CACHED).run_facts()
+    with ResultStore() as store:
+        save_quality_rows(store, [
+            {"run_id": "q1", "model_index": i, "model_path": f, "model_filename": Path(f).name,
+             "model_key": model_key(f), "status": "ok", "mean_kld": kld, "ppl": 20.0 + i, "same_top_rate": 0.9}
+            for i, (f, kld) in enumerate(zip(files, (0.04, 0.0), strict=True))])
+        store.begin_run("r1", machine=machine)
+        store.add_result("r1", {"model_filename": smollm2_path.name, "status": "ok", "decode_tps": 55.5,
+                                "ttft_ms": 120.0, "n_prompt": 512, "n_gen": 32, "n_depth": 0,
+                                "n_gpu_layers_effective": 0, "cpu_info": machine.get("cpu_model", "")})
+        store.finish_run("r1", "ok")
+    report = run_choose(ChooseRequest(sources=tuple(files), n_ctx=4096, max_kld=0.05))
+    smol = next(c for c in report.choices if c.filename == smollm2_path.name)
+    assert smol.quality is not None and smol.quality.mean_kld == 0.04 and smol.quality.ppl == 20.0
+    assert smol.measured is not None and smol.measured.decode_tps == 55.5 and smol.measured.settings.startswith("p512")
+    assert report.recommendation.choice.filename == "synthetic-f16.gguf"  # KLD 0 < 0.04
+    assert "lowest measured KLD" in report.recommendation.sentence
+    other_gpu = run_choose(ChooseRequest(sources=tuple(files), hw="RTX 4090", n_ctx=4096))
+    assert all(c.measured is None for c in other_gpu.choices)  # measured here, not on that GPU
+
+
+def test_cli_text_json_folder_and_url(smollm2_path: Path, make_gguf: Callable[..., Path],
+                                      capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    make_gguf("a.gguf")
+    make_gguf("b-00002-of-00002.gguf")  # a later shard: skipped in a folder
+    assert [Path(p).name for p in expand_sources([str(tmp_path)])] == ["a.gguf"]
+    assert main(["choose", "--hw", "RTX 4060 Laptop", "--ctx", "8192", "--min-decode-tps", "20",
+                 str(smollm2_path), str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "RTX 4060 Laptop (profile, 8.0 GiB) at 8,192 tokens" in out
+    assert "not measured — run gguf-bench quality" in out and "llama-server -m " in out
+    with serve({"/r/smol.gguf": smollm2_path}) as (base, _):
+        assert main(["choose", "--json", "--ctx", "2048", f"{base}/r/smol.gguf"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert main(["inspect", "--json", f"{base}/r/smol.gguf"]) == 0
+        assert json.loads(capsys.readouterr().out)["n_layer"] == 30
+        assert main(["predict", "--json", "-m", f"{base}/r/smol.gguf", "--hw", "RTX 4060 Laptop"]) == 0
+        assert json.loads(capsys.readouterr().out)["fit_status"] == "fits"
+        assert main(["inspect", f"{base}/r/missing.gguf"]) == 2
+        assert "missing.gguf: HTTP 404" in capsys.readouterr().err
+    assert doc["files"][0]["source"] == f"{base}/r/smol.gguf" and doc["recommendation"]["command"].startswith(
+        f"llama-server -mu {base}/r/smol.gguf -ngl 0 -c 2048")
+
+
+def test_unreadable_files_are_listed_not_fatal(make_gguf: Callable[..., Path], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"nope")
+    report = run_choose(ChooseRequest(sources=(str(make_gguf()), str(bad)), hw="RTX 4060 Laptop"))
+    assert len(report.choices) == 1 and report.errors[0][0] == str(bad)
+    assert main(["choose", str(bad)]) == 2
+    assert "no file could be read" in capsys.readouterr().err
+    assert main(["choose", "--hw", "no such gpu", str(bad)]) == 2
+
+
+_LLAMA_ALLOCATES = textwrap.dedent("""
+    import json, sys
+    from engines.base import ContextConfig, LoadConfig
+    from engines.llama_cpp_engine import LlamaCppEngine
+    eng = LlamaCppEngine()
+    eng.load(LoadConfig(model_path=sys.argv[1]))
+    eng.new_context(ContextConfig(n_ctx=8192, n_threads=1))  # llama-server's defaults: ubatch 512, -fa auto
+    mem = eng.memory_report()
+    print(json.dumps({"weights": mem.weights_bytes, "kv": mem.kv_bytes, "compute": mem.compute_bytes}))
+    eng.close()
+""")
+
+
+def test_memory_at_8k_within_5_percent_of_llama_cpp(smollm2_path: Path) -> None:
+    """llama.cpp loads SmolLM2 at n_ctx 8192 in a child process; the buffers it logs (model + KV + compute) are
+    compared with choose's figure for this machine (the CPU: no GPU allowance)."""
+    model = smollm2_path
+    done = subprocess.run([sys.executable, "-c", _LLAMA_ALLOCATES, str(model)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=True)
+    logged = json.loads(done.stdout.strip().splitlines()[-1])
+    assert logged["kv"] == 180 * 2**20  # 8192 cells × 30 layers × 3 KV heads × 64 × 2 × f16
+    llama_total = logged["weights"] + logged["kv"] + logged["compute"]
+    choice = run_choose(ChooseRequest(sources=(str(model),), hw=None, n_ctx=8192)).choices[0]
+    assert choice.overhead_bytes == 0
+    assert choice.memory_bytes == pytest.approx(llama_total, rel=0.05)
+    assert choice.kv_bytes == logged["kv"]
