@@ -7,16 +7,17 @@ prefill, memory, fit and scenario modules together. Pure functions; no I/O.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.model.facts import ModelFacts
 from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_ceiling_offload_tps
 from app.predict.fit import FitResult, fit_check
+from app.predict.fitted_model import Expected
 from app.predict.memory import DEFAULT_N_UBATCH, compute_buffer_bytes_for, kv_alloc_bytes
 from app.predict.offload import WeightSplit, effective_n_gpu_layers, split_weights
-from app.predict.prefill import matmul_params, prefill_ceiling_tps
+from app.predict.prefill import matmul_params, prefill_ceiling_tps, prefill_compute_note, prefill_tflops
 from app.predict.profiles import HardwareProfile
 from app.predict.scenario import Scenario, scenario_time
 
@@ -138,6 +139,8 @@ class Prediction:
     expected_decode_tps: float | None = None
     expected_scenario: Scenario | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    expected_decode: Expected | None = None  # from a fit of this machine: the value above with its band and source
+    expected_prefill: Expected | None = None
 
     @property
     def ttft_ms(self) -> float:
@@ -167,7 +170,18 @@ class Prediction:
             "expected_ttft_ms": exp.ttft_s * 1000.0 if exp else None, "expected_total_s": exp.total_s if exp else None,
             "fit": self.fit.to_json_dict(), "scenario": self.scenario.to_json_dict(),
             "expected_scenario": exp.to_json_dict() if exp else None, "notes": list(self.notes),
+            **_bands("expected_decode_tps", self.expected_decode),
+            **_bands("expected_prefill_tps", self.expected_prefill),
+            "expected_source": next((e.source for e in (self.expected_decode, self.expected_prefill) if e), ""),
         }
+
+
+def _bands(key: str, exp: Expected | None) -> dict[str, float | None]:
+    return {f"{key}_low": exp.low if exp else None, f"{key}_high": exp.high if exp else None}
+
+
+#: Expected figures from a fit (e.g. ``MachineFit.expected`` of this machine): phase -> Expected or None.
+FittedExpectation = Callable[[ModelFacts, "PredictSettings"], Mapping[str, Expected | None]]
 
 
 def _cpu_bandwidth(
@@ -193,14 +207,15 @@ def _prefill_tps(
     n_embd_attn = facts.n_head * (facts.head_dim_k + facts.head_dim_v) // 2
     n_swa = len(facts.swa_layers) if facts.swa_window else 0
     return prefill_ceiling_tps(
-        profile.fp16_tensor_tflops, matmul_params(facts, split, tensor_bytes), s.n_prompt, facts.n_layer, n_embd_attn,
-        s.depth, n_swa, facts.swa_window,
+        prefill_tflops(profile, facts.file_type), matmul_params(facts, split, tensor_bytes), s.n_prompt, facts.n_layer,
+        n_embd_attn, s.depth, n_swa, facts.swa_window,
     )
 
 
 def predict(
     facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings, *, cpu_bandwidth_gbps: float | None = None,
     efficiency: Efficiency | None = None, tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0,
+    fitted: FittedExpectation | None = None,
 ) -> Prediction:
     """Ceilings, memory, fit and an (n_prompt, n_gen) request's times for ``facts`` on ``profile``.
 
@@ -211,6 +226,8 @@ def predict(
     llama.cpp still runs large-batch matmuls on the GPU, copying CPU-held weights over PCIe, which is not counted.
     A profile of kind "cpu" runs everything on the host (n_gpu_layers is ignored).
     ``settings.depth`` tokens already in the KV cache (llama-bench ``-d``) add to the KV read and the attention work.
+    ``fitted`` (a CPU profile only): expected figures from a fit of this machine, taking the place of
+    ``efficiency`` × ceiling for each phase it can predict.
     """
     s = settings
     type_k, type_v = s.type_k, s.type_v or s.type_k
@@ -230,6 +247,7 @@ def predict(
 
     decode_tps = decode_at(s.depth + s.n_prompt + s.n_gen / 2.0)
     prefill_tps = _prefill_tps(facts, profile, split, s, tensor_bytes)
+    notes += [n for n in (prefill_compute_note(profile, facts.file_type),) if n]  # which CPU figure, its source
     if not is_cpu and 0 < split.n_gpu_layers < facts.n_layer + 1:
         notes.append("partial offload: prefill ceiling ignores copying CPU-held weights to the GPU")
     fit = fit_check(
@@ -240,6 +258,11 @@ def predict(
     exp_prefill = exp_decode = exp_scenario = None
     if efficiency is not None:
         exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
+    fit_exp = fitted(facts, s) if fitted is not None and is_cpu else {}
+    fit_decode, fit_prefill = fit_exp.get("decode"), fit_exp.get("prefill")
+    exp_decode = fit_decode.value if fit_decode else exp_decode
+    exp_prefill = fit_prefill.value if fit_prefill else exp_prefill
+    if exp_prefill and exp_decode:
         exp_scenario = scenario_time(s.n_prompt, s.n_gen, exp_prefill, exp_decode, chars_per_token)
     return Prediction(
         profile=profile.name, model=facts.name, kind=profile.kind, n_ctx=s.n_ctx, n_gpu_layers=ngl, type_k=type_k,
@@ -251,8 +274,8 @@ def predict(
         compute_buffer_bytes=round(compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)),
         decode_ceiling_tps=decode_tps, decode_ceiling_empty_tps=decode_at(0.0), prefill_ceiling_tps=prefill_tps,
         gpu_bandwidth_gbps=0.0 if is_cpu else profile.peak_bandwidth_gbps, cpu_bandwidth_gbps=cpu_bw,
-        tflops=profile.fp16_tensor_tflops, fit=fit,
+        tflops=prefill_tflops(profile, facts.file_type), fit=fit,
         scenario=scenario_time(s.n_prompt, s.n_gen, prefill_tps, decode_tps, chars_per_token), efficiency=efficiency,
         expected_prefill_tps=exp_prefill, expected_decode_tps=exp_decode, expected_scenario=exp_scenario,
-        notes=tuple(notes),
+        notes=tuple(notes), expected_decode=fit_decode, expected_prefill=fit_prefill,
     )
