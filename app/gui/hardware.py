@@ -1,26 +1,34 @@
 """The hardware the window predicts for: this CPU (probed), the detected NVIDIA GPUs, and profiles/hardware.
 
-Detection (:func:`app.telemetry.machine.scan_machine`: NVML, host facts and the CPU probe) runs on its own task
-thread; the list in the inspector shows "Detecting hardware…" until it answers. The choice is remembered.
+Detection (:func:`app.telemetry.machine.scan_machine`: NVML, host facts and the CPU probe, then
+:func:`app.run.doctor.run_doctor`: llama.cpp's backends and devices and the machine's GPUs) runs on its own task
+thread; the list in the inspector shows "Detecting hardware…" until it answers, and the GPU line under it
+(:class:`GpuFacts`) says what llama.cpp can offload to and the command that fixes a mismatch, which also goes to
+the message area. The choice is remembered.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
-from app.gui.first_run import cpu_only_build_text
+from app.gui.panels.gpu_facts import GpuFacts
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
 from app.predict.hardware import cpu_profile_of
 from app.predict.profiles import HardwareProfile, ProfileError, load_profiles, match_nvml_name
+from app.run.doctor import DoctorReport, Level, run_doctor
 from app.telemetry.cpu_probe import load_cached_probe
-from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 
 CPU_LABEL = "This CPU (measured)"
 DETECTING_LABEL = "Detecting hardware…"
 SETTING_KEY = "hardware/profile"
+
+
+def look_at_machine(probe: ProbeMode) -> tuple[MachineScan, DoctorReport]:
+    """The task: the machine scan, then the doctor's two looks (a second or two: vulkaninfo, a child process)."""
+    return scan_machine(probe), run_doctor()
 
 
 class HardwareProfiles(QObject):
@@ -39,6 +47,9 @@ class HardwareProfiles(QObject):
         self.cpu: HardwareProfile | None = None  # this CPU, from the probe
         self.probe_done = False  # no CPU probe is running or about to run
         self.ready = False  # detection has answered
+        self.doctor: DoctorReport | None = None  # what llama.cpp can use and what the machine has
+        self.gpu_facts = GpuFacts(inspector)
+        inspector.layout().insertWidget(1, self.gpu_facts)  # under the hardware list and its settings
         self._wanted = ""
         self.inspector.profile_combo.activated.connect(self._chosen)
 
@@ -63,16 +74,17 @@ class HardwareProfiles(QObject):
             cached = None
         if cached is not None or not probe:
             self.probe_done = True
-        self.tasks.submit(scan_machine, self._detected, ProbeMode.RUN if probe else ProbeMode.CACHED)
+        self.tasks.submit(look_at_machine, self._detected, ProbeMode.RUN if probe else ProbeMode.CACHED)
 
-    def _detected(self, scan: MachineScan | None, err: BaseException | None) -> None:
+    def _detected(self, found: tuple[MachineScan, DoctorReport] | None, err: BaseException | None) -> None:
         self.probe_done = True
         self.ready = True
-        if err is not None or scan is None:
+        if err is not None or found is None:
             self.message.emit(f"Hardware detection failed: {err}", "warning")
+            self.gpu_facts.show_error(str(err))
             return
-        if scan.gpus and installed_gpu_backends() == []:  # an NVIDIA GPU, and llama.cpp cannot use it
-            self.message.emit(cpu_only_build_text([g.name or "unnamed" for g in scan.gpus]), "warning")
+        scan, self.doctor = found
+        self._show_doctor(self.doctor)
         for gpu in scan.gpus:
             prof = match_nvml_name(gpu.name or "", self.profiles)
             if prof is not None:
@@ -85,6 +97,15 @@ class HardwareProfiles(QObject):
         elif scan.probe_error:
             self.message.emit(f"The CPU probe failed: {scan.probe_error}", "warning")
         self._refresh()
+
+    def _show_doctor(self, report: DoctorReport) -> None:
+        """The GPU line, and each fix (a GPU this llama.cpp cannot use) as a warning with its command."""
+        self.gpu_facts.show_report(report)
+        for a in report.advice:
+            if a.level is Level.FIX:
+                self.message.emit(f"{a.text}. Run `{a.command}`, then restart.", "warning")
+            elif a.level is Level.ERROR:
+                self.message.emit(a.text, "warning")
 
     def known(self) -> list[HardwareProfile]:
         """Every profile a measured row may name: the detected GPUs, this CPU and the profile files."""

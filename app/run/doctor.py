@@ -177,3 +177,19 @@ def report_text(report: DoctorReport) -> str:
     """The plain-text report of ``gguf-bench doctor``."""
     return "\n".join(["llama.cpp (asked from its ggml backend registry)", *llama_lines(report.llama),
                       "GPUs on this machine", *gpu_lines(report.gpus), "Verdict", *advice_lines(report.advice)])
+
+
+def short_summary(report: DoctorReport) -> str:
+    """One line for the window: llama.cpp's backends and offload devices, the machine's GPUs."""
+    llama = report.llama
+    if llama.error:
+        built = "llama.cpp: not asked (see tooltip)"
+    else:
+        devs = [d.name + (" (software)" if d.software else "") for d in llama.gpu_devices]
+        built = f"llama.cpp: {', '.join(llama.backends) or 'no backend'}" + (f" → {', '.join(devs)}" if devs else "")
+    gpus = [g.name or "NVIDIA GPU" for g in report.gpus.nvidia]
+    gpus += [d.name for d in report.gpus.vulkan_gpus if d.vendor != "NVIDIA"]
+    gpus += ["Apple GPU (Metal)"] if report.gpus.apple_metal else []
+    soft = [d for d in report.gpus.vulkan if d.software]
+    seen = ", ".join(gpus) or ("none (llvmpipe is software Vulkan, not a GPU)" if soft else "none")
+    return f"{built} · GPUs: {seen}"
