@@ -1,0 +1,155 @@
+"""The reference table of published llama-bench results (``profiles/reference/llama_bench_public.toml``).
+
+Two kinds of tables, units in the key names:
+
+``[[model]]`` — the shape of a model, for the bytes and FLOPs per token:
+    name (str), n_layer, n_embd, n_vocab, n_head, n_head_kv, head_dim (int), tied_embeddings (bool), source (str).
+
+``[[result]]`` — one model file on one GPU:
+    gpu (str, a hardware profile name), model (str, a [[model]] name), weight_type (str, "Q4_K_M"),
+    ggml_type (str, the type most weights have: "Q4_K"), file_size_gib, n_params_b (number, as llama-bench prints),
+    backend (str), n_gpu_layers (int), n_prompt (int) with pp_tps / pp_sd_tps (prompt tokens/s), n_gen (int) with
+    tg_tps / tg_sd_tps (generated tokens/s from an empty cache), build (str, "" unknown), source_url (str),
+    source_section (str), and optionally exclude_pp / exclude_tg (str: why the fit leaves that figure out).
+
+Pure reading and validation; a malformed file raises ``ReferenceTableError`` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.paths import PROFILES_DIR
+
+PUBLIC_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public.toml"
+GIB = 1024**3
+
+_MODEL_KEYS: dict[str, type] = {
+    "name": str, "n_layer": int, "n_embd": int, "n_vocab": int, "n_head": int, "n_head_kv": int, "head_dim": int,
+    "tied_embeddings": bool, "source": str,
+}
+_RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
+    "gpu": str, "model": str, "weight_type": str, "ggml_type": str, "file_size_gib": (int, float),
+    "n_params_b": (int, float), "backend": str, "n_gpu_layers": int, "n_prompt": int, "pp_tps": (int, float),
+    "pp_sd_tps": (int, float), "n_gen": int, "tg_tps": (int, float), "tg_sd_tps": (int, float), "build": str,
+    "source_url": str, "source_section": str,
+}
+_RESULT_OPTIONAL = {"exclude_pp": str, "exclude_tg": str}
+
+
+class ReferenceTableError(ValueError):
+    """The reference table is malformed; the message is one line."""
+
+
+@dataclass(frozen=True)
+class ReferenceModel:
+    """A model's shape: enough to count the bytes a token reads and the FLOPs it costs."""
+
+    name: str
+    n_layer: int
+    n_embd: int
+    n_vocab: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    tied_embeddings: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    """One published llama-bench result: a model file on a GPU, prompt and generation rates with their source."""
+
+    gpu: str
+    model: ReferenceModel
+    weight_type: str
+    ggml_type: str
+    file_size_gib: float
+    n_params_b: float
+    backend: str
+    n_gpu_layers: int
+    n_prompt: int
+    pp_tps: float
+    pp_sd_tps: float
+    n_gen: int
+    tg_tps: float
+    tg_sd_tps: float
+    build: str
+    source_url: str
+    source_section: str
+    exclude_pp: str = ""
+    exclude_tg: str = ""
+
+    @property
+    def file_bytes(self) -> float:
+        return self.file_size_gib * GIB
+
+    @property
+    def n_params(self) -> float:
+        return self.n_params_b * 1e9
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpu} · {self.model.name} {self.weight_type}"
+
+
+def _check(table: dict[str, object], keys: dict[str, type | tuple[type, ...]], optional: dict[str, type],
+           where: str) -> None:
+    unknown = sorted(set(table) - set(keys) - set(optional))
+    if unknown:
+        raise ReferenceTableError(f"{where}: unknown key {unknown[0]!r}")
+    missing = [k for k in keys if k not in table]
+    if missing:
+        raise ReferenceTableError(f"{where}: missing key {missing[0]!r}")
+    for key, value in table.items():
+        want = keys.get(key) or optional[key]
+        bad_bool = isinstance(value, bool) and want is not bool
+        if bad_bool or not isinstance(value, want):
+            raise ReferenceTableError(f"{where}: {key} has the wrong type ({type(value).__name__} {value!r})")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ReferenceTableError(f"{where}: {key} must not be negative, got {value!r}")
+    for key in ("source_url", "source_section", "source", "gpu", "model", "name"):
+        if key in keys and not str(table[key]).strip():
+            raise ReferenceTableError(f"{where}: {key} must not be empty")
+
+
+def parse_reference(doc: dict[str, object], where: str = "reference table") -> list[ReferenceResult]:
+    """Validate a parsed reference document and join each result to its model."""
+    extra = sorted(set(doc) - {"model", "result"})
+    if extra:
+        raise ReferenceTableError(f"{where}: unknown top-level key {extra[0]!r}")
+    models: dict[str, ReferenceModel] = {}
+    for i, m in enumerate(_tables(doc, "model", where)):
+        _check(m, _MODEL_KEYS, {}, f"{where}: model #{i + 1}")
+        models[m["name"]] = ReferenceModel(**m)
+    results = []
+    for i, r in enumerate(_tables(doc, "result", where)):
+        label = f"{where}: result #{i + 1}"
+        _check(r, _RESULT_KEYS, _RESULT_OPTIONAL, label)
+        if r["model"] not in models:
+            raise ReferenceTableError(f"{label}: model {r['model']!r} has no [[model]] table")
+        if r["pp_tps"] <= 0 or r["tg_tps"] <= 0 or r["n_prompt"] <= 0 or r["n_gen"] <= 0:
+            raise ReferenceTableError(f"{label}: pp_tps, tg_tps, n_prompt and n_gen must be positive")
+        results.append(ReferenceResult(**{**r, "model": models[r["model"]]}))
+    return results
+
+
+def _tables(doc: dict[str, object], key: str, where: str) -> list[dict[str, object]]:
+    tables = doc.get(key, [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ReferenceTableError(f"{where}: {key!r} must be an array of tables ([[{key}]])")
+    return tables
+
+
+def load_reference(path: Path = PUBLIC_TABLE_PATH) -> list[ReferenceResult]:
+    """Read and validate the reference table at ``path``."""
+    try:
+        with path.open("rb") as f:
+            doc = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ReferenceTableError(f"{path.name}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ReferenceTableError(f"{path.name}: cannot read: {exc.strerror}") from None
+    return parse_reference(doc, path.name)

@@ -1,0 +1,150 @@
+"""The public-GPU fit: synthetic rows with known parameters are recovered; the shipped table's leave-one-out runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from app.paths import HARDWARE_PROFILES_DIR
+from app.predict.profiles import HardwareProfile, find_profile, load_profiles
+from app.predict.public_data import ReferenceModel, ReferenceResult, load_reference
+from app.predict.public_fit import (
+    KAPPA_GRID,
+    PublicGpuModel,
+    compute_scale,
+    fit_phase_rows,
+    leave_one_gpu_out,
+    reference_demand,
+    summarize,
+)
+
+SMALL = ReferenceModel("Small", 32, 4096, 128256, 32, 8, 128, False, "test")
+BIG = ReferenceModel("Big", 80, 8192, 128256, 64, 8, 128, False, "test")
+TRUE_DECODE = {"class:k_quant": 1 / 0.80, "class:f16": 1 / 0.90, "layer": 60e-6, "fixed": 400e-6}
+TRUE_PREFILL = {"class:k_quant": 1 / 0.45, "class:f16": 1 / 0.60, "layer": 2e-6}
+TRUE_KAPPA = KAPPA_GRID[16]
+
+
+def gpu(name: str, bw: float, tflops: float, watts: float, arch: str = "Synth") -> HardwareProfile:
+    return HardwareProfile(name=name, vendor="NVIDIA", kind="desktop", vram_gib=48, memory_bus_bits=384,
+                           memory_data_rate_gbps=bw / 48, peak_bandwidth_gbps=bw, fp16_tensor_tflops=tflops,
+                           source="test", tdp_w=watts, architecture=arch)
+
+
+# The power cap binds on B, C and D, not on A and E: with any one left out, both kinds remain, so κ stays identified.
+GPUS = [gpu("A", 360, 100, 300), gpu("B", 1000, 300, 300), gpu("C", 700, 200, 400), gpu("D", 250, 60, 100),
+        gpu("E", 500, 150, 500)]
+PROFILES = {p.name: p for p in GPUS}
+
+
+def row(gpu_name: str, model: ReferenceModel, weight_type: str) -> ReferenceResult:
+    n_params_b = 8.03 if model is SMALL else 70.55
+    size_gib = n_params_b * (0.57 if weight_type == "Q4_K_M" else 1.86)
+    return ReferenceResult(
+        gpu=gpu_name, model=model, weight_type=weight_type, ggml_type="Q4_K" if weight_type == "Q4_K_M" else "F16",
+        file_size_gib=size_gib, n_params_b=n_params_b, backend="CUDA", n_gpu_layers=99, n_prompt=512, pp_tps=1.0,
+        pp_sd_tps=0.0, n_gen=512, tg_tps=1.0, tg_sd_tps=0.0, build="", source_url="https://example.org/x",
+        source_section="test",
+    )
+
+
+def truth(r: ReferenceResult) -> ReferenceResult:
+    """The row with the rates the true parameters give."""
+    p = PROFILES[r.gpu]
+    dec = sum(TRUE_DECODE[k] * v for k, v in reference_demand(r, p, "decode").features().items())
+    pre = sum(TRUE_PREFILL.get(k, 0.0) * v for k, v in reference_demand(r, p, "prefill", TRUE_KAPPA).features().items())
+    return dataclasses.replace(r, tg_tps=1 / dec, pp_tps=1 / pre)
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> list[ReferenceResult]:
+    rows = [row(g.name, SMALL, wt) for g in GPUS for wt in ("Q4_K_M", "F16")]
+    rows += [row(g.name, BIG, "Q4_K_M") for g in GPUS]
+    return [truth(r) for r in rows]
+
+
+def test_power_cap_only_binds_above_kappa_times_watts() -> None:
+    assert compute_scale(GPUS[0], 0.4) == 1.0  # 100 TFLOPS < 0.4 × 300 W
+    assert compute_scale(GPUS[1], 0.4) == pytest.approx(300 / 120)
+    assert compute_scale(GPUS[1], None) == 1.0
+
+
+def test_decode_parameters_are_recovered_within_2_percent(synthetic) -> None:
+    fit = fit_phase_rows("decode", synthetic, PROFILES, "Synth")
+    assert set(fit.coefficients) == set(TRUE_DECODE)
+    for name, value in TRUE_DECODE.items():
+        assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
+
+
+def test_prefill_parameters_and_power_cap_are_recovered(synthetic) -> None:
+    fit = fit_phase_rows("prefill", synthetic, PROFILES, "Synth")
+    assert fit.tflops_per_w == TRUE_KAPPA
+    for name, value in TRUE_PREFILL.items():
+        assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
+    assert fit.coefficients.get("fixed", 0.0) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_leave_one_gpu_out_on_exact_data_predicts_every_gpu(synthetic) -> None:
+    held = leave_one_gpu_out(synthetic, PROFILES)
+    assert len(held) == 2 * len(synthetic)
+    s = summarize(held)
+    assert s.unpredicted == 0 and s.worst < 0.01
+
+
+def test_a_wrong_rate_shows_as_held_out_error(synthetic) -> None:
+    bent = [dataclasses.replace(r, tg_tps=r.tg_tps * 1.5) if r.gpu == "D" else r for r in synthetic]
+    held = [h for h in leave_one_gpu_out(bent, PROFILES) if h.phase == "decode" and h.row.gpu == "D"]
+    assert all(h.rel_error == pytest.approx(1 / 1.5 - 1, rel=0.05) for h in held)
+
+
+# ------------------------------------------------------------------------------------------ the shipped table
+
+
+@pytest.fixture(scope="module")
+def shipped_profiles() -> list[HardwareProfile]:
+    return load_profiles([HARDWARE_PROFILES_DIR])
+
+
+@pytest.fixture(scope="module")
+def public(shipped_profiles) -> PublicGpuModel:
+    return PublicGpuModel(load_reference(), shipped_profiles)
+
+
+def test_shipped_leave_one_out_report(public: PublicGpuModel) -> None:
+    archs = {h.architecture for h in public.held_out}
+    assert archs == {"Ada", "Ampere", "Ampere GA100", "Apple silicon"}  # Hopper has one GPU: nothing to hold out
+    for phase in ("decode", "prefill"):
+        s = summarize(h for h in public.held_out if h.phase == phase)
+        assert s.n >= 39 and math.isfinite(s.median)
+        assert s.median <= 0.12, (phase, s)  # 5.8 % and 9.9 % today (target 10 %); worst: see the benchmark
+
+
+def test_expected_figures_for_a_laptop_gpu_carry_band_and_source(public, shipped_profiles) -> None:
+    laptop = find_profile("RTX 4060 Laptop", shipped_profiles)
+    got = public.expect(laptop, decode_ceiling_tps=400.0, prefill_ceiling_tps=20000.0, ggml_type="Q4_K", n_layer=30)
+    assert got.note == ""
+    for exp, ceiling in ((got.decode, 400.0), (got.prefill, 20000.0)):
+        assert exp is not None and exp.low < exp.value < exp.high and exp.value < ceiling
+        assert exp.source.startswith("public llama-bench results, Ada fit, ")
+        assert "leave-one-GPU-out" in exp.source and "XiongjieDai/GPU-Benchmarks-on-LLM-Inference" in exp.source
+
+
+def test_a_type_without_public_rows_borrows_and_says_so(public, shipped_profiles) -> None:
+    laptop = find_profile("RTX 4060 Laptop", shipped_profiles)
+    k_quant = public.expect(laptop, 400.0, 20000.0, "Q4_K", 30)
+    q8 = public.expect(laptop, 400.0, 20000.0, "Q8_0", 30)
+    assert q8.decode.value == pytest.approx(k_quant.decode.value)
+    assert "Q8_0 (q8_0) taken as k_quant" in q8.decode.source
+
+
+def test_an_architecture_without_public_data_has_no_expected_figure(public, shipped_profiles) -> None:
+    got = public.expect(find_profile("RTX 5090", shipped_profiles), 400.0, 20000.0, "Q4_K", 30)
+    assert got.decode is None and got.prefill is None
+    assert got.note == "no expected figure: no public data for Blackwell"
+
+
+def test_a_single_gpu_architecture_takes_the_pooled_band(public, shipped_profiles) -> None:
+    got = public.expect(find_profile("H200", shipped_profiles), 400.0, 20000.0, "Q4_K", 30)
+    assert got.decode is not None and "all architectures' leave-one-GPU-out (one Hopper GPU)" in got.decode.source
