@@ -10,7 +10,9 @@ import math
 import statistics
 from typing import Any
 
-from app.predict.prediction import Efficiency
+from app.predict.calibration_fit import MachineFit
+from app.predict.calibration_store import load_fit
+from app.predict.prediction import Efficiency, FittedExpectation
 from app.results.store import ResultStore
 
 
@@ -41,6 +43,15 @@ class StoreCalibration:
         self.rows = [r for r in store.recent_rows(limit)
                      if r.get("cpu_info") == cpu_info and (r.get("gpu_info") or "") == gpu_info]
         self._cache: dict[tuple[str, str], tuple[Efficiency | None, str]] = {}
+        self.machine_fit: MachineFit | None = load_fit(cpu_info, gpu_info)  # `gguf-bench calibrate`'s, if any
+
+    def fitted(self, backend: str = "CPU") -> FittedExpectation | None:
+        """Expected figures from this machine's saved fit on ``backend`` (None: not calibrated there); they take
+        the place of the stored efficiencies in ``predict``."""
+        fit = self.machine_fit
+        if fit is None or backend not in fit.fits:
+            return None
+        return lambda facts, settings: fit.expected(facts, settings, backend)
 
     def __call__(self, backends: str, model_filename: str, file_type: str = "") -> tuple[Efficiency | None, str]:
         """Efficiency from other models on this backend, preferring the same quantization type.
