@@ -28,25 +28,39 @@ def cmd_predict(args: argparse.Namespace) -> int:
     scan = scan_machine(ProbeMode.RUN)
     hw = hardware_context(scan, None if this_machine else args.hw)
     profile = hw.gpu if hw.gpu is not None and args.hw != "cpu" else hw.cpu
-    eff, source = None, ""
+    eff, source, fitted = None, "", None
     if this_machine:
         with ResultStore(args.store) as store:
             machine = scan.run_facts()
             calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
             backend = "CPU" if profile.kind == "cpu" else hw_backend_name(profile)
             eff, source = calib(backend, Path(model).name, facts.file_type)
+            fitted = calib.fitted(backend)
     try:
         pred = predict(facts, profile, PredictSettings.from_args(args), cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,
-                       efficiency=eff, tensor_bytes=facts.tensor_bytes or None)
+                       efficiency=eff, tensor_bytes=facts.tensor_bytes or None, fitted=fitted)
     except ValueError as e:
         raise UserError(str(e)) from None
     doc = pred.to_json_dict()
     doc["calibrated_from"] = source
+    add_sources(doc, profile)
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
         return EXIT_OK
     print(format_prediction(doc, facts.name, Path(model).name))
     return EXIT_OK
+
+
+def add_sources(doc: dict[str, Any], profile: Any) -> None:
+    """Label where each predicted figure's parameters came from: ``ceiling_source``; ``expected_source`` for the
+    expected figures (a fit of this machine, or stored runs' efficiency × the ceilings)."""
+    if profile.kind == "cpu":
+        doc["ceiling_source"] = (f"ceilings: upper bounds from this CPU's probed figures "
+                                 f"({profile.peak_bandwidth_gbps:.1f} GB/s), not fitted")
+    else:
+        doc["ceiling_source"] = f"ceiling: {profile.name} spec sheet ({profile.source})"
+    if not doc.get("expected_source") and doc.get("expected_decode_tps"):
+        doc["expected_source"] = f"stored runs' efficiency × ceiling: {doc.get('calibrated_from')}"
 
 
 def hw_backend_name(profile: Any) -> str:
@@ -71,7 +85,16 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         f"  request {d['n_prompt']}+{d['n_gen']}  TTFT {d['ttft_ms']:.0f} ms + decode {d['decode_s']:.2f} s = "
         f"{d['total_s']:.2f} s ({d['ttft_share'] * 100:.0f}% in TTFT)",
     ]
-    if d.get("expected_decode_tps"):
+    if d.get("ceiling_source"):
+        lines.insert(-1, f"    ({d['ceiling_source']})")
+    if d.get("expected_decode_tps_low") is not None or d.get("expected_prefill_tps_low") is not None:
+        for phase in ("decode", "prefill"):
+            key = f"expected_{phase}_tps"
+            if d.get(f"{key}_low") is not None:
+                lines.append(f"  expected {phase:<8} {d[key]:8.1f} tok/s ({d[f'{key}_low']:.1f} to "
+                             f"{d[f'{key}_high']:.1f})")
+        lines.append(f"    (expected: {d['expected_source']})")
+    elif d.get("expected_decode_tps"):
         lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s, prefill "
                      f"{d['expected_prefill_tps']:.1f} tok/s, total {d['expected_total_s']:.2f} s "
                      f"(calibrated from {d['calibrated_from']})")
