@@ -20,6 +20,7 @@ from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence
 from PySide6.QtWidgets import QGroupBox, QLabel, QMainWindow, QSplitter, QStyle, QVBoxLayout, QWidget
 
+from app.gui.chooser_view import ChooserView
 from app.gui.hardware import HardwareProfiles
 from app.gui.live import LiveRun
 from app.gui.model_details import ModelDetails
@@ -77,6 +78,7 @@ class MainWindow(QMainWindow):
         self.settings = settings or Settings()
         self.store_path = store_path
         self.remote: RemoteDialog | None = None
+        self.chooser: ChooserView | None = None
         self.default_model = str(default_model_path() or "")
         self.tasks = Tasks(self, max_workers=1)
         self.predictor = PredictionService()
@@ -204,7 +206,9 @@ class MainWindow(QMainWindow):
             "&Sweep": [act("Run sweep", "Ctrl+R", self.run_sweep), act("Cancel sweep", "Esc", self.cancel_sweep),
                        None, act("Remote server…", None, self.show_remote,
                                  "Benchmark an OpenAI-compatible server at several concurrencies")],
-            "&View": [act("Compare…", None, self.show_compare)],
+            "&View": [act("Compare…", None, self.show_compare),
+                      act("Which quantization…", "Ctrl+K", self.show_chooser,
+                          "Which file fits this GPU at a context: fit, speed and quality, and a recommendation")],
         }
         for title, actions in menus.items():
             menu = self.menuBar().addMenu(title)
@@ -343,6 +347,15 @@ class MainWindow(QMainWindow):
 
     def show_compare(self, runs: list[str] | None = None, models: list[str] | None = None) -> Any:
         return self.browser.show_compare(runs=runs, models=models)
+
+    def show_chooser(self) -> ChooserView:
+        """The quantization chooser (one per window), started with the library's models."""
+        if self.chooser is None:
+            self.chooser = ChooserView(self, self.store_path)
+            self.chooser.set_sources(self.library.paths())
+        self.chooser.show()
+        self.chooser.raise_()
+        return self.chooser
 
     def show_remote(self) -> RemoteDialog:
         """The remote-server sweep dialog (one per window; its runs go to this window's store)."""

@@ -224,3 +224,33 @@ def _sentence(c: FileChoice, profile_name: str, n_ctx: int, min_decode_tps: floa
     return (f"Run {c.filename} ({c.file_type}, {c.bits_per_weight:.2f} bits/weight): of the files that fit, it has "
             f"{quality}; it {place} at {n_ctx:,} tokens with a {c.type_k} KV cache, decoding at "
             f"{c.decode_tps.value:.1f} tok/s ({c.decode_tps.kind}){floor}.")
+
+
+#: The chooser table's columns (CSV export, the window's table): (key, header, unit).
+CHOICE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("filename", "file", ""), ("file_type", "type", ""), ("bits_per_weight", "bits/weight", ""),
+    ("size_mib", "size", "MiB"), ("status", "fit", ""), ("n_gpu_layers", "-ngl", ""), ("type_k", "KV cache", ""),
+    ("kv_types_fitting", "KV types that fit", ""), ("memory_mib", "memory", "MiB"), ("budget_mib", "device", "MiB"),
+    ("ttft_ms", "TTFT", "ms"), ("decode_tps", "decode", "tok/s"), ("decode_kind", "speed is", ""),
+    ("decode_low_tps", "decode low", "tok/s"), ("decode_high_tps", "decode high", "tok/s"),
+    ("speed_source", "speed source", ""), ("measured_decode_tps", "measured decode", "tok/s"),
+    ("measured_ttft_ms", "measured TTFT", "ms"), ("measured_settings", "measured at", ""),
+    ("mean_kld", "KLD", ""), ("ppl", "PPL", ""), ("same_top_rate", "same top", ""), ("source", "path or URL", ""),
+)
+
+
+def choice_row(c: FileChoice) -> dict[str, Any]:
+    """One file's values under :data:`CHOICE_COLUMNS` keys (None where there is nothing)."""
+    q, m = c.quality, c.measured
+    return {
+        "filename": c.filename, "file_type": c.file_type, "bits_per_weight": round(c.bits_per_weight, 3),
+        "size_mib": round(c.size_bytes / 2**20, 1), "status": c.status, "n_gpu_layers": c.n_gpu_layers,
+        "type_k": c.type_k, "kv_types_fitting": ",".join(c.kv_types_fitting),
+        "memory_mib": round(c.memory_bytes / 2**20, 1), "budget_mib": round(c.budget_bytes / 2**20, 1),
+        "ttft_ms": round(c.ttft_ms.value, 1), "decode_tps": round(c.decode_tps.value, 2),
+        "decode_kind": c.decode_tps.kind, "decode_low_tps": c.decode_tps.low, "decode_high_tps": c.decode_tps.high,
+        "speed_source": c.decode_tps.source, "measured_decode_tps": m.decode_tps if m else None,
+        "measured_ttft_ms": m.ttft_ms if m else None, "measured_settings": m.settings if m else None,
+        "mean_kld": q.mean_kld if q else None, "ppl": q.ppl if q else None,
+        "same_top_rate": q.same_top_rate if q else None, "source": c.source,
+    }

@@ -101,3 +101,13 @@ def test_url_command_and_names(profiles: list[HardwareProfile]) -> None:
 def test_memory_grows_with_context(profiles: list[HardwareProfile], ctx: int) -> None:
     c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 8192), ctx)
     assert c.kv_bytes == 30 * 768 * max(ctx, 512)
+
+
+def test_choice_row_has_every_column(profiles: list[HardwareProfile]) -> None:
+    from app.predict.choose import CHOICE_COLUMNS, choice_row
+
+    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 8192), 8192, quality=Quality(0.02, 21.0, 0.9))
+    row = choice_row(c)
+    assert list(row) == [k for k, _, _ in CHOICE_COLUMNS]
+    assert (row["mean_kld"], row["status"], row["kv_types_fitting"]) == (0.02, "fits", "f16,q8_0,q4_0")
+    assert row["memory_mib"] == round(c.memory_bytes / MIB, 1)

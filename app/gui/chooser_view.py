@@ -1,0 +1,259 @@
+"""View → Which quantization…: the chooser (``gguf-bench choose``) in a window.
+
+Files, folders or URLs, a GPU profile (or this machine) and a context; the evaluation runs on a pool thread
+(:class:`app.gui.tasks.Tasks`) and comes back as a ChooseReport: a Pareto plot of quality loss against decode
+speed, a memory bar per file against the device, the table (CSV export), and the recommendation with its
+llama-server command (copyable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QDialog,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.gui.plots.pareto import MemoryBars, ParetoPlot
+from app.gui.tasks import Tasks
+from app.predict.choose import CHOICE_COLUMNS, NOT_MEASURED, choice_row
+from app.predict.profiles import load_profiles
+from app.results.atomic import write_text_atomic
+from app.results.export import to_csv
+from app.run.choose import ChooseReport, ChooseRequest, run_choose
+
+THIS_MACHINE_LABEL = "This machine"
+#: The table shows these columns of CHOICE_COLUMNS (the CSV has them all).
+TABLE_KEYS: tuple[str, ...] = ("filename", "file_type", "bits_per_weight", "size_mib", "status", "n_gpu_layers",
+                               "kv_types_fitting", "memory_mib", "ttft_ms", "decode_tps", "decode_kind",
+                               "measured_decode_tps", "mean_kld", "ppl", "same_top_rate")
+_STATUS = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}
+
+
+def _cell(key: str, value: object) -> str:
+    if value is None or value == "":
+        return NOT_MEASURED if key == "mean_kld" else ""
+    if key == "status":
+        return _STATUS.get(str(value), str(value))
+    if key == "same_top_rate" and isinstance(value, float):
+        return f"{value * 100:.1f} %"
+    if key == "mean_kld" and isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+class ChooserView(QDialog):
+    """Inputs on top; the Pareto plot and memory bars, the table, the recommendation and the command below."""
+
+    def __init__(self, parent: QWidget | None = None, store_path: str | Path | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Which quantization for this GPU?")
+        self.store_path = None if store_path is None else str(store_path)
+        self.tasks = Tasks(self)
+        self.report: ChooseReport | None = None
+        self._build_inputs()
+        self.pareto = ParetoPlot(self)
+        self.bars = MemoryBars(self)
+        plots = QSplitter(Qt.Orientation.Horizontal, self)
+        plots.addWidget(self.pareto)
+        plots.addWidget(self.bars)
+        self.table = QTableWidget(0, len(TABLE_KEYS), self)
+        headers = {k: f"{h} ({u})" if u else h for k, h, u in CHOICE_COLUMNS}
+        self.table.setHorizontalHeaderLabels([headers[k] for k in TABLE_KEYS])
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.recommendation = QLabel("Add files, folders or URLs, pick a GPU and a context, then Choose.", self)
+        self.recommendation.setWordWrap(True)
+        self.recommendation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.command = QLineEdit(self)
+        self.command.setReadOnly(True)
+        self.copy_button = QPushButton("Copy command", self)
+        self.copy_button.clicked.connect(self.copy_command)
+        self.export_button = QPushButton("Export CSV…", self)
+        self.export_button.clicked.connect(self.ask_export_csv)
+        cmd_row = QHBoxLayout()
+        cmd_row.addWidget(self.command, 1)
+        cmd_row.addWidget(self.copy_button)
+        cmd_row.addWidget(self.export_button)
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        split.addWidget(plots)
+        split.addWidget(self.table)
+        split.setSizes([380, 220])
+        lay = QVBoxLayout(self)
+        lay.addLayout(self.form)
+        lay.addWidget(split, 1)
+        lay.addWidget(self.recommendation)
+        lay.addLayout(cmd_row)
+        self._enable_outputs(False)
+        self.resize(1280, 860)
+
+    # ------------------------------------------------------------------------------------------ inputs
+    def _build_inputs(self) -> None:
+        self.sources = QPlainTextEdit(self)
+        self.sources.setPlaceholderText("one GGUF file, folder or https URL per line")
+        self.sources.setFixedHeight(64)
+        add_files = QPushButton("Files…", self)
+        add_files.clicked.connect(self.ask_files)
+        add_folder = QPushButton("Folder…", self)
+        add_folder.clicked.connect(self.ask_folder)
+        self.hw = QComboBox(self)
+        self.hw.addItem(THIS_MACHINE_LABEL)
+        try:
+            self.hw.addItems([p.name for p in load_profiles()])
+        except ValueError:  # a broken user profile file: this machine still works
+            pass
+        self.ctx = QSpinBox(self)
+        self.ctx.setRange(256, 1 << 20)
+        self.ctx.setSingleStep(1024)
+        self.ctx.setValue(8192)
+        self.min_tps = QDoubleSpinBox(self)
+        self.min_tps.setRange(0, 100_000)
+        self.min_tps.setSpecialValueText("none")
+        self.max_kld = QDoubleSpinBox(self)
+        self.max_kld.setDecimals(4)
+        self.max_kld.setRange(0, 100)
+        self.max_kld.setSingleStep(0.01)
+        self.max_kld.setSpecialValueText("none")
+        self.choose_button = QPushButton("Choose", self)
+        self.choose_button.setDefault(True)
+        self.choose_button.clicked.connect(self.start)
+        self.status = QLabel("", self)
+        src_row = QHBoxLayout()
+        src_row.addWidget(self.sources, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(add_files)
+        buttons.addWidget(add_folder)
+        src_row.addLayout(buttons)
+        opts = QHBoxLayout()
+        for label, w in (("GPU", self.hw), ("context (tokens)", self.ctx), ("min decode tok/s", self.min_tps),
+                         ("max KLD", self.max_kld)):
+            opts.addWidget(QLabel(label, self))
+            opts.addWidget(w)
+        opts.addWidget(self.choose_button)
+        opts.addWidget(self.status, 1)
+        self.form = QFormLayout()
+        self.form.addRow("Models", src_row)
+        self.form.addRow(opts)
+
+    def set_sources(self, sources: list[str]) -> None:
+        self.sources.setPlainText("\n".join(sources))
+
+    def source_list(self) -> list[str]:
+        return [s.strip() for s in self.sources.toPlainText().splitlines() if s.strip()]
+
+    def ask_files(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "GGUF files to choose from", str(Path.home()),
+                                                "GGUF models (*.gguf *.GGUF);;All files (*)")
+        if files:
+            self.set_sources(self.source_list() + files)
+
+    def ask_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Every GGUF under a folder", str(Path.home()))
+        if folder:
+            self.set_sources(self.source_list() + [folder])
+
+    def request(self) -> ChooseRequest:
+        hw = self.hw.currentText()
+        return ChooseRequest(
+            sources=tuple(self.source_list()), hw=None if hw == THIS_MACHINE_LABEL else hw, n_ctx=self.ctx.value(),
+            min_decode_tps=self.min_tps.value() or None, max_kld=self.max_kld.value() or None,
+            store_path=self.store_path)
+
+    # ------------------------------------------------------------------------------------------ running
+    def start(self) -> str | None:
+        """Evaluate off the GUI thread; returns why nothing started, or None."""
+        req = self.request()
+        if not req.sources:
+            self.status.setText("Add at least one file, folder or URL.")
+            return "no sources"
+        self.choose_button.setEnabled(False)
+        self.status.setText(f"Reading {len(req.sources)} source(s)…")
+        self.tasks.submit(run_choose, self._done, req)
+        return None
+
+    def _done(self, report: ChooseReport | None, err: BaseException | None) -> None:
+        self.choose_button.setEnabled(True)
+        if err is not None or report is None:
+            self.status.setText(f"Could not choose: {err}")
+            return
+        self.show_report(report)
+
+    def show_report(self, report: ChooseReport) -> None:
+        self.report = report
+        self.pareto.show_choices(report.choices)
+        self.bars.show_choices(report.choices)
+        self._fill_table(report)
+        self.recommendation.setText(report.recommendation.sentence)
+        self.command.setText(report.recommendation.command)
+        skipped = "; ".join(f"{Path(s).name}: {e}" for s, e in report.errors)
+        self.status.setText(f"{len(report.choices)} file(s) on {report.profile.name}"
+                            + (f" — skipped {skipped}" if skipped else ""))
+        self._enable_outputs(bool(report.choices))
+
+    def _fill_table(self, report: ChooseReport) -> None:
+        self.table.setSortingEnabled(False)
+        self.table.setRowCount(len(report.choices))
+        chosen = report.recommendation.choice
+        for r, c in enumerate(report.choices):
+            row = choice_row(c)
+            for col, key in enumerate(TABLE_KEYS):
+                item = QTableWidgetItem(_cell(key, row[key]))
+                if not c.usable:
+                    item.setForeground(Qt.GlobalColor.gray)
+                if c is chosen:
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+                item.setToolTip(c.source if key == "filename" else c.decode_tps.source if key == "decode_tps" else "")
+                self.table.setItem(r, col, item)
+        self.table.resizeColumnsToContents()
+
+    def _enable_outputs(self, on: bool) -> None:
+        self.export_button.setEnabled(on)
+        self.copy_button.setEnabled(on and bool(self.command.text()))
+
+    # ------------------------------------------------------------------------------------------ outputs
+    def copy_command(self) -> None:
+        QGuiApplication.clipboard().setText(self.command.text())
+
+    def csv_text(self) -> str:
+        """Every column of the chooser table, one row per file (the recommended one marked)."""
+        assert self.report is not None
+        chosen = self.report.recommendation.choice
+        rows = [{**choice_row(c), "recommended": int(c is chosen)} for c in self.report.choices]
+        return to_csv(rows, [k for k, _, _ in CHOICE_COLUMNS] + ["recommended"])
+
+    def export_csv(self, path: str | Path) -> Path:
+        return write_text_atomic(path, self.csv_text())
+
+    def ask_export_csv(self) -> None:
+        if self.report is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export the chooser table", str(Path.home() / "choose.csv"),
+                                              "CSV (*.csv)")
+        if path:
+            try:
+                self.export_csv(path)
+                self.status.setText(f"Saved {path}")
+            except OSError as e:
+                self.status.setText(f"Could not save {path}: {e}")

@@ -1,0 +1,131 @@
+"""The chooser's plots: quality loss (KLD) against expected decode speed, and each file's memory against the device.
+
+Pareto plot: one point per file, x the decode tok/s at the chosen context (expected, else the ceiling), y the mean
+KLD against the reference; point area grows with the file size; files that do not fit are grey; files whose
+quality is not measured sit on a "not measured" line above the measured ones, hollow. The Pareto front (no other
+fitting file is both faster and closer to the reference) is a dashed line.
+Memory bars: weights, KV cache, compute buffers and the GPU allowance per file, against the device's memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from app.gui.plots.style import COLORS
+from app.predict.choose import FileChoice
+
+GREY = "#b0b0b0"
+FRONT = "#d62728"
+#: Memory bar segments: (FileChoice attribute, label, colour).
+SEGMENTS: tuple[tuple[str, str, str], ...] = (
+    ("weights_bytes", "weights", "#1f77b4"), ("kv_bytes", "KV cache", "#2ca02c"),
+    ("compute_bytes", "compute", "#ff7f0e"), ("overhead_bytes", "GPU allowance", "#9467bd"),
+)
+GIB = 1024.0**3
+
+
+def point_size(size_bytes: int, smallest: int, largest: int) -> float:
+    """Marker diameter (px): area proportional to the file size, 10–36 px across the set."""
+    if largest <= smallest:
+        return 18.0
+    return 10.0 + 26.0 * math.sqrt((size_bytes - smallest) / (largest - smallest))
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (speed, kld) points no other point beats on both (faster and lower KLD), by speed."""
+    front = [p for p in points if not any(q[0] >= p[0] and q[1] <= p[1] and q != p for q in points)]
+    return sorted(set(front))
+
+
+def kld_of(c: FileChoice) -> float | None:
+    return c.quality.mean_kld if c.quality is not None else None
+
+
+class ParetoPlot(pg.PlotWidget):
+    """Quality loss (mean KLD) against expected decode tok/s for the chosen device."""
+
+    def __init__(self, parent: object = None) -> None:
+        super().__init__(parent)
+        self.setBackground("w")
+        self.setTitle("Quality loss vs decode speed")
+        self.setLabel("bottom", "decode tok/s at the context (expected, else ceiling)")
+        self.setLabel("left", "mean KLD vs reference (lower is better)")
+        self.showGrid(x=True, y=True, alpha=0.2)
+        self.points: list[tuple[str, float, float | None, bool]] = []  # (file, tok/s, kld, fits)
+        self.front: list[tuple[float, float]] = []
+        self.unmeasured_y = 0.0
+
+    def show_choices(self, choices: Sequence[FileChoice]) -> None:
+        self.clear()
+        self.points = [(c.filename, c.decode_tps.value, kld_of(c), c.usable) for c in choices]
+        if not choices:
+            return
+        sizes = [c.size_bytes for c in choices]
+        measured = [k for _, _, k, _ in self.points if k is not None]
+        top = max(measured) if measured else 0.0
+        self.unmeasured_y = top * 1.25 if top > 0 else 1.0
+        for i, c in enumerate(choices):
+            kld = kld_of(c)
+            colour = COLORS[i % len(COLORS)] if c.usable else GREY
+            y = kld if kld is not None else self.unmeasured_y
+            brush = pg.mkBrush(colour) if kld is not None else pg.mkBrush(255, 255, 255, 0)
+            self.plot([c.decode_tps.value], [y], pen=None, symbol="o", symbolPen=pg.mkPen(colour, width=2),
+                      symbolBrush=brush, symbolSize=point_size(c.size_bytes, min(sizes), max(sizes)))
+            label = pg.TextItem(c.filename if c.usable else f"{c.filename} (does not fit)", color=colour,
+                                anchor=(0, 1))
+            label.setPos(c.decode_tps.value, y)
+            self.addItem(label)
+        if len(measured) < len(choices):
+            line = pg.InfiniteLine(pos=self.unmeasured_y, angle=0, pen=pg.mkPen(GREY, style=Qt.PenStyle.DotLine),
+                                   label="quality not measured", labelOpts={"position": 0.02, "color": "#666"})
+            self.addItem(line)
+        self.front = pareto_front([(s, k) for _, s, k, ok in self.points if ok and k is not None])
+        if len(self.front) > 1:
+            self.plot([p[0] for p in self.front], [p[1] for p in self.front],
+                      pen=pg.mkPen(FRONT, width=1.5, style=Qt.PenStyle.DashLine))
+        speeds = [s for _, s, _, _ in self.points]
+        self.setXRange(0, max(speeds) * 1.3 if max(speeds) > 0 else 1.0, padding=0)
+        self.setYRange(0, self.unmeasured_y * 1.15, padding=0)
+
+
+class MemoryBars(pg.PlotWidget):
+    """Memory per file at the chosen context (stacked segments), with the device's usable memory as a line."""
+
+    def __init__(self, parent: object = None) -> None:
+        super().__init__(parent)
+        self.setBackground("w")
+        self.setTitle("Memory at the chosen context vs the device")
+        self.setLabel("bottom", "GiB")
+        self.showGrid(x=True, alpha=0.2)
+        self.getAxis("left").setStyle(tickTextWidth=160, autoExpandTextSpace=False)
+        self.legend = self.addLegend(offset=(-10, 10))
+        self.totals_gib: list[float] = []
+        self.budget_gib = 0.0
+
+    def show_choices(self, choices: Sequence[FileChoice]) -> None:
+        self.clear()
+        self.totals_gib = [c.memory_bytes / GIB for c in choices]
+        if not choices:
+            return
+        rows = list(range(len(choices)))[::-1]  # first file at the top
+        left = [0.0] * len(choices)
+        for attr, label, colour in SEGMENTS:
+            widths = [getattr(c, attr) / GIB for c in choices]
+            if not any(widths):
+                continue
+            bars = pg.BarGraphItem(x0=left, y=rows, height=0.6, width=widths,
+                                   brushes=[pg.mkBrush(colour if c.usable else GREY) for c in choices],
+                                   pen=pg.mkPen("w"), name=label)
+            self.addItem(bars)
+            self.legend.addItem(bars, label)
+            left = [a + b for a, b in zip(left, widths, strict=True)]
+        self.budget_gib = choices[0].budget_bytes / GIB
+        self.addItem(pg.InfiniteLine(pos=self.budget_gib, angle=90, pen=pg.mkPen("#222", width=2),
+                                     label=f"device {self.budget_gib:.1f} GiB", labelOpts={"position": 0.95}))
+        self.getAxis("left").setTicks([[(r, c.filename[:28]) for r, c in zip(rows, choices, strict=True)]])
+        self.setXRange(0, max(max(self.totals_gib), self.budget_gib) * 1.1, padding=0)
+        self.setYRange(-0.6, len(choices) - 0.4, padding=0)
