@@ -13,6 +13,8 @@ from app.cli.choose_cmd import add_choose_parser
 from app.cli.doctor_cmd import add_doctor_parser
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
 from app.cli.predict_cmd import cmd_predict
+from app.cli.quality_cmd import add_quality_parser
+from app.cli.quantize_cmd import add_quantize_parser
 from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
 from app.cli.remote_cmd import add_remote_options
 from app.cli.run_cmd import cmd_run
@@ -98,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_hw)
     add_doctor_parser(sub)
     add_choose_parser(sub)
+    add_quantize_parser(sub)
+    add_quality_parser(sub)
     add_calibrate_parser(sub)
     return ap
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -158,8 +159,10 @@ def render_quality(rows: Sequence[dict[str, Any]], fmt: str) -> str:
     """Quality rows as csv, json, jsonl or md (the same cell rules as the speed rows' export)."""
     if fmt == "csv":
         return export.to_csv(rows, quality_columns_for(rows))
-    if fmt == "md":
-        return export.to_markdown(rows, QUALITY_MD_COLUMNS)
+    if fmt == "md":  # KLDs are small: significant digits, not the speed table's two decimals
+        shown = [{k: f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else v for k, v in r.items()}
+                 for r in rows]
+        return export.to_markdown(shown, QUALITY_MD_COLUMNS)
     if fmt == "json":
         return json.dumps([ordered(r) for r in rows], indent=2, ensure_ascii=False) + "\n"
     if fmt == "jsonl":

@@ -97,6 +97,10 @@ class CancelSignal:
 
 
 def run_job(job: dict[str, Any], writer: EventWriter, cancel: CancelSignal | None = None) -> int:
+    if job.get("kind", "sweep") != "sweep":  # quantize, quality: app.worker.jobs
+        from app.worker.jobs import run_other_job
+
+        return run_other_job(job, writer.emit, cancel)
     try:
         from app.worker.runner import Runner
         from engines.llama_cpp_engine import LlamaCppEngine  # only here: the worker owns the native library

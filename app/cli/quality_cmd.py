@@ -1,0 +1,99 @@
+"""``gguf-bench quality``: perplexity, KL divergence and same-top-token rate of GGUF files against a reference.
+
+Progress (per chunk) on stderr; the table on stdout or ``--out``; every file's row is stored as it finishes, so
+Ctrl+C keeps the files already scored. Exit 0 all scored, 1 some failed, 2 a user error, 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
+from app.cli.output import check_output_path, write_results
+from app.cli.quantize_cmd import interrupt_on_term
+from app.paths import check_writable_data_dir, data_dir
+from app.results.quality_store import QUALITY_FORMATS, render_quality
+from app.results.store import ResultStore, new_run_id
+from app.run.events import Event, JobProgress, TestFailed, TestFinished
+from app.run.quality import QualitySession, progress_text
+from app.run.quality_plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
+
+
+def add_quality_parser(sub: Any) -> None:
+    """Register ``gguf-bench quality`` on the subcommand parsers ``sub``."""
+    p = sub.add_parser("quality", help="perplexity and KL divergence of GGUF files against a reference")
+    p.add_argument("-m", "--model", action="append", required=True,
+                   help="GGUF file (repeat: the reference and the files to compare)")
+    p.add_argument("--ref", help="the reference file (default: the file with the most bits per weight)")
+    p.add_argument("--text", help="UTF-8 text file to score (default: the Python documentation shipped with Python)")
+    p.add_argument("--tokens", type=int, default=DEFAULT_N_TOKENS,
+                   help=f"token budget per file: whole chunks of --ctx tokens (default {DEFAULT_N_TOKENS})")
+    p.add_argument("--ctx", type=int, default=DEFAULT_N_CTX,
+                   help=f"chunk length in tokens; the second half of each is scored (default {DEFAULT_N_CTX})")
+    p.add_argument("-t", "--threads", type=int, default=0, help="threads (default: all)")
+    p.add_argument("-o", "--output", choices=QUALITY_FORMATS, default="md")
+    p.add_argument("--out", help="write the table to this file instead of stdout")
+    p.add_argument("--no-store", action="store_true", help="do not save to the results store")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_quality)
+
+
+class ChunkProgress:
+    """Per-chunk progress on one stderr line; a line per finished file."""
+
+    def __init__(self, plan: QualityPlan, session: QualitySession, enabled: bool) -> None:
+        self.plan, self.session, self.enabled = plan, session, enabled
+        self.tty = sys.stderr.isatty()
+        self.n_done = 0
+
+    def __call__(self, ev: Event) -> None:
+        if isinstance(ev, JobProgress):
+            if self.enabled and self.tty:
+                sys.stderr.write("\r\033[K" + progress_text(ev, self.plan, self.n_done))
+                sys.stderr.flush()
+            return
+        if not isinstance(ev, (TestFinished, TestFailed)):
+            return
+        self.n_done += 1
+        r = self.session.rows[int(ev.row["model_index"])]
+        if isinstance(ev, TestFailed):
+            text = f"FAILED: {ev.reason}"
+        else:
+            text = (f"ppl {r['ppl']:.3f} ± {r['ppl_err']:.3f}, mean KLD {r['mean_kld']:.5f}, "
+                    f"same top {100 * r['same_top_rate']:.1f}%, {r['tokens_per_s']} tok/s")
+        if self.enabled or isinstance(ev, TestFailed):
+            sys.stderr.write(("\r\033[K" if self.tty else "")
+                             + f"[{self.n_done}/{len(self.plan.models)}] {r['model_filename']}: {text}\n")
+            sys.stderr.flush()
+
+
+def cmd_quality(args: argparse.Namespace) -> int:
+    try:
+        plan = plan_quality(args.model, ref=args.ref, text=args.text, n_tokens=args.tokens, n_ctx=args.ctx,
+                            n_threads=args.threads)
+    except QualitySetupError as e:
+        raise UserError(str(e)) from None
+    if args.out:
+        check_output_path(args.out, "--out")
+    check_writable_data_dir()
+    run_id = new_run_id()
+    log_path = data_dir() / "logs" / f"worker-{run_id}.log"
+    store = None if args.no_store else ResultStore(getattr(args, "store", None))
+    print(f"reference: {plan.reference} ({plan.facts[plan.reference_index].file_type}); text: {plan.text_source}; "
+          f"{plan.n_tokens // plan.n_ctx} chunks of {plan.n_ctx} tokens", file=sys.stderr)
+    session = QualitySession(plan, run_id, store=store, log_path=log_path)
+    restore = interrupt_on_term()
+    try:
+        rows = session.run(ChunkProgress(plan, session, not args.quiet))
+    finally:
+        restore()
+        if store is not None:
+            store.close()
+    write_results(render_quality(rows, args.output), args.out)
+    if session.cancelled:
+        print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} files scored and kept",
+              file=sys.stderr)
+        return EXIT_CANCELLED
+    return EXIT_OK if all(r["status"] == "ok" for r in rows) else EXIT_TESTS_FAILED

@@ -1,0 +1,119 @@
+"""``gguf-bench quantize``: write quantized variants of a GGUF file with llama.cpp's quantizer, in the worker.
+
+Progress (per tensor) on stderr; a table of the outputs on stdout or ``--out``. Ctrl+C stops: the outputs already
+written stay, the one under way is removed. Exit 0 all written, 1 some failed, 2 a user error, 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
+from app.cli.output import check_output_path, write_results
+from app.paths import check_writable_data_dir, data_dir
+from app.results import export
+from app.results.store import new_run_id
+from app.run.events import Event, JobProgress, TestFailed, TestFinished
+from app.run.quantize import QUANTIZE_COLUMNS, QuantizeSession, progress_line
+from app.run.quantize_plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupError, parse_types, plan_quantize
+
+OUTPUT_FORMATS = ("md", "csv", "json", "jsonl")
+
+
+def add_quantize_parser(sub: Any) -> None:
+    """Register ``gguf-bench quantize`` on the subcommand parsers ``sub``."""
+    p = sub.add_parser("quantize", help="write quantized variants of a GGUF file (llama.cpp's quantizer)")
+    p.add_argument("-m", "--model", required=True, help="source GGUF file (F16/BF16/F32; a quantized one needs "
+                                                        "--allow-requantize)")
+    p.add_argument("--types", default=",".join(DEFAULT_TYPES),
+                   help=f"comma-separated target types (default {','.join(DEFAULT_TYPES)}; valid: "
+                        f"{', '.join(QUANT_TYPE_NAMES)})")
+    p.add_argument("--out", dest="out_dir", required=True, help="folder for the outputs (created if missing)")
+    p.add_argument("--allow-requantize", action="store_true",
+                   help="quantize an already quantized source (quality loss on top of its own; the outputs record "
+                        "requantized_from)")
+    p.add_argument("--force", action="store_true", help="overwrite outputs that already exist")
+    p.add_argument("-t", "--threads", type=int, default=0, help="quantizing threads (default: all)")
+    p.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default="md", help="the outputs table's format")
+    p.add_argument("--table-out", help="write the outputs table to this file instead of stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_quantize)
+
+
+def render_rows(rows: list[dict[str, Any]], fmt: str, columns: tuple[str, ...]) -> str:
+    """Rows of a non-sweep command in ``fmt``, ``columns`` first (the speed rows' cell rules)."""
+    if fmt == "csv":
+        return export.to_csv(rows, list(columns) + sorted({k for r in rows for k in r} - set(columns)))
+    if fmt == "md":
+        return export.to_markdown(rows, columns[:11])
+    ordered = [{k: r[k] for k in (*columns, *sorted(set(r) - set(columns))) if k in r} for r in rows]
+    return export.to_json(ordered) if fmt == "json" else export.to_jsonl(ordered)
+
+
+class FileProgress:
+    """Per-tensor progress on one stderr line (a line per finished output when stderr is not a terminal)."""
+
+    def __init__(self, session: QuantizeSession, enabled: bool) -> None:
+        self.session = session
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.monotonic()
+
+    def __call__(self, ev: Event) -> None:
+        if not self.enabled and not isinstance(ev, TestFailed):
+            return
+        n = len(self.session.items)
+        if isinstance(ev, JobProgress) and self.tty:
+            sys.stderr.write("\r\033[K" + progress_line(ev, self.session.items, time.monotonic() - self.t0))
+            sys.stderr.flush()
+        elif isinstance(ev, TestFinished):
+            r = self.session.rows[-1]  # the event's row with the output's header facts added
+            self._final(f"[{ev.test_index + 1}/{n}] wrote {r['model_filename']} ({r.get('file_type', '?')}, "
+                        f"{r.get('bits_per_weight', 0):.2f} bits/weight) in {r['elapsed_s']:.1f} s")
+        elif isinstance(ev, TestFailed):
+            self._final(f"[{ev.test_index + 1}/{n}] FAILED: {ev.reason}")
+        if not isinstance(ev, JobProgress):
+            self.t0 = time.monotonic()
+
+    def _final(self, text: str) -> None:
+        sys.stderr.write(("\r\033[K" if self.tty else "") + text + "\n")
+        sys.stderr.flush()
+
+
+def interrupt_on_term() -> Callable[[], None]:
+    """SIGTERM stops like Ctrl+C (KeyboardInterrupt); returns the function that puts the old handler back."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    try:
+        items = plan_quantize(args.model, parse_types(args.types), args.out_dir,
+                              allow_requantize=args.allow_requantize, force=args.force)
+    except QuantizeSetupError as e:
+        raise UserError(str(e)) from None
+    if args.table_out:
+        check_output_path(args.table_out, "--table-out")
+    check_writable_data_dir()
+    run_id = new_run_id()
+    log_path = data_dir() / "logs" / f"worker-{run_id}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
+    restore = interrupt_on_term()
+    try:
+        rows = session.run(FileProgress(session, not args.quiet))
+    finally:
+        restore()
+    write_results(render_rows(rows, args.output, QUANTIZE_COLUMNS), args.table_out, "--table-out")
+    if session.cancelled:
+        print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} outputs kept", file=sys.stderr)
+        return EXIT_CANCELLED
+    return EXIT_OK if all(r["status"] == "ok" for r in rows) else EXIT_TESTS_FAILED

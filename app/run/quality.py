@@ -1,0 +1,88 @@
+"""Run a quality plan in the worker: rows per file as they finish, each stored at once; cancel keeps them.
+
+The worker gets the text as a file and a temporary folder for the reference's log-probabilities; both are
+removed here when the run ends, however it ends (the worker may have been killed).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.results.quality_store import save_quality_rows
+from app.results.store import ResultStore, now_iso
+from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
+from app.run.job_client import JobClient
+from app.run.quality_plan import QualityPlan
+
+OnEvent = Callable[[Event], None]
+
+
+class QualitySession:
+    """One ``quality`` command: the worker's rows, completed with the files' columns and stored as they arrive."""
+
+    def __init__(self, plan: QualityPlan, run_id: str, *, store: ResultStore | None = None,
+                 log_path: str | Path | None = None) -> None:
+        self.plan = plan
+        self.run_id = run_id
+        self.store = store
+        self.log_path = log_path
+        self.rows: dict[int, dict[str, Any]] = {}
+        self.cancelled = False
+        self.worker_error = ""
+        self.client: JobClient | None = None
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.client is not None:
+            self.client.cancel(grace_s=0)
+
+    def run(self, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
+        """Every file's row in the order given (those not reached say cancelled, or why the worker stopped)."""
+        tmp = Path(tempfile.mkdtemp(prefix="gguf-quality-"))
+        try:
+            text_path = tmp / "text.txt"
+            text_path.write_text(self.plan.text(), encoding="utf-8")
+            self.client = JobClient({
+                "kind": "quality", "run_id": self.run_id, "models": list(self.plan.models),
+                "reference_index": self.plan.reference_index, "text_path": str(text_path),
+                "n_tokens": self.plan.n_tokens, "n_ctx": self.plan.n_ctx, "n_threads": self.plan.n_threads,
+                "tmp_dir": str(tmp)}, log_path=self.log_path)
+            try:
+                for event in self.client.events():
+                    self._handle(event)
+                    if on_event is not None:
+                        on_event(event)
+            except KeyboardInterrupt:
+                self.cancel()
+            finally:
+                self.client.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return [self.rows.get(i) or self._missing_row(i) for i in range(len(self.plan.models))]
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, (TestFinished, TestFailed)):
+            index = int(event.row["model_index"])
+            row = {"run_id": self.run_id, "model_index": index, **self.plan.file_columns(index), **event.row,
+                   "created_at": now_iso()}
+            self.rows[index] = row
+            if self.store is not None:
+                save_quality_rows(self.store, [row])
+        elif isinstance(event, WorkerError):
+            self.worker_error = event.message
+
+    def _missing_row(self, index: int) -> dict[str, Any]:
+        status, error = ("cancelled", "cancelled") if self.cancelled else ("failed", self.worker_error or
+                                                                             "worker stopped")
+        return {"run_id": self.run_id, "model_index": index, **self.plan.file_columns(index), "status": status,
+                "error": error, "created_at": now_iso()}
+
+
+def progress_text(event: JobProgress, plan: QualityPlan, n_done: int) -> str:
+    """``[2/7] SmolLM2.Q6_K.gguf  chunk 3/4``."""
+    name = Path(plan.models[event.item_index]).name
+    return f"[{n_done + 1}/{len(plan.models)}] {name}  chunk {event.done}/{event.total}"

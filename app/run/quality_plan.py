@@ -1,0 +1,115 @@
+"""What ``gguf-bench quality`` will score, checked before the worker starts: files, reference, text, budget.
+
+The reference is the highest-precision file of the set (most bits per weight; the first given on a tie) unless
+one is named. The default text is the documentation that ships with every Python (``pydoc_data.topics``: the
+language reference's topics, sorted by name), so the measurement runs offline and the same everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.model.facts import ModelFacts
+from app.model.facts_cache import cached_facts
+from app.model.gguf_facts import GGUFFileError
+from app.results.quality_store import model_key
+from app.run.quantize_plan import KEY_REQUANTIZED_FROM, UNQUANTIZED, header_strings
+
+DEFAULT_TEXT_SOURCE = "python-docs"
+DEFAULT_N_TOKENS = 2048
+DEFAULT_N_CTX = 512
+MIN_N_CTX = 16
+MAX_N_TOKENS = 1_048_576
+
+
+class QualitySetupError(ValueError):
+    """The quality command cannot start; str() is one line naming the file or value and the cause."""
+
+
+def python_docs_text() -> str:
+    """The built-in text: every topic of the Python language reference that ships with Python, sorted by name."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[name].strip() for name in sorted(topics))
+
+
+@dataclass(frozen=True)
+class QualityPlan:
+    models: tuple[str, ...]
+    facts: tuple[ModelFacts, ...]
+    reference_index: int
+    text_source: str  # DEFAULT_TEXT_SOURCE or the text file's path
+    n_tokens: int
+    n_ctx: int
+    n_threads: int = 0
+
+    @property
+    def reference(self) -> str:
+        return self.models[self.reference_index]
+
+    def text(self) -> str:
+        if self.text_source == DEFAULT_TEXT_SOURCE:
+            return python_docs_text()
+        return Path(self.text_source).read_text(encoding="utf-8")
+
+    def file_columns(self, index: int) -> dict[str, Any]:
+        """The columns of a row that come from the files' headers (identity, type, size, lineage, reference)."""
+        facts, ref = self.facts[index], self.facts[self.reference_index]
+        ref_origin = header_strings(ref.path).get(KEY_REQUANTIZED_FROM, "")
+        return {
+            "model_path": facts.path, "model_filename": Path(facts.path).name, "file_type": facts.file_type,
+            "bits_per_weight": round(facts.bits_per_weight, 4), "model_size": facts.file_bytes,
+            "model_key": model_key(facts.path), "reference_path": ref.path,
+            "reference_filename": Path(ref.path).name,
+            "reference_is_dequantized": bool(ref_origin) and ref.file_type in UNQUANTIZED,
+            "requantized_from": header_strings(facts.path).get(KEY_REQUANTIZED_FROM, ""),
+            "text_source": self.text_source, "n_ctx": self.n_ctx, "is_reference": index == self.reference_index,
+        }
+
+
+def _facts(path: str) -> ModelFacts:
+    try:
+        return cached_facts(path)
+    except GGUFFileError as e:
+        raise QualitySetupError(str(e)) from None
+
+
+def _check_text(text: str) -> str:
+    p = Path(text).expanduser()
+    try:
+        with open(p, encoding="utf-8") as f:
+            sample = f.read(1 << 16)
+    except (OSError, UnicodeDecodeError) as e:
+        cause = e.strerror if isinstance(e, OSError) and e.strerror else e.__class__.__name__
+        raise QualitySetupError(f"--text {text}: cannot read it as UTF-8 text ({cause})") from None
+    if not sample.strip():
+        raise QualitySetupError(f"--text {text}: the file holds no text")
+    return str(p.resolve())
+
+
+def plan_quality(models: list[str], *, ref: str | None = None, text: str | None = None,
+                 n_tokens: int = DEFAULT_N_TOKENS, n_ctx: int = DEFAULT_N_CTX, n_threads: int = 0) -> QualityPlan:
+    """The files, the reference and the budget, after every check; QualitySetupError (one line) when one fails."""
+    paths = [str(Path(m).expanduser().resolve()) for m in models]
+    if ref is not None:
+        ref_path = str(Path(ref).expanduser().resolve())
+        if ref_path not in paths:
+            paths.insert(0, ref_path)
+    if not paths:
+        raise QualitySetupError("no model given (-m FILE, repeated: the reference and the files to compare)")
+    facts = tuple(_facts(p) for p in paths)
+    if ref is not None:
+        ref_index = paths.index(ref_path)
+    else:
+        best = max(f.bits_per_weight for f in facts)
+        ref_index = next(i for i, f in enumerate(facts) if f.bits_per_weight == best)
+    n_train = facts[ref_index].n_ctx_train
+    if not MIN_N_CTX <= n_ctx <= max(n_train, MIN_N_CTX):
+        raise QualitySetupError(f"--ctx {n_ctx}: must be between {MIN_N_CTX} and the reference's trained context "
+                                f"({n_train})")
+    if not n_ctx <= n_tokens <= MAX_N_TOKENS:
+        raise QualitySetupError(f"--tokens {n_tokens}: must be between --ctx ({n_ctx}) and {MAX_N_TOKENS}")
+    source = _check_text(text) if text else DEFAULT_TEXT_SOURCE
+    return QualityPlan(tuple(paths), facts, ref_index, source, n_tokens, n_ctx, n_threads)

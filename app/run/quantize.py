@@ -1,0 +1,113 @@
+"""Run a quantize plan in the worker process: progress per tensor, rows per output, cancel that leaves no half file.
+
+The worker writes each output as ``<name>.part`` and renames it when complete. A cancel (Ctrl+C) or a worker that
+dies removes the ``.part`` of the output under way; the outputs already finished stay.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.model.facts_cache import cached_facts
+from app.model.gguf_facts import GGUFFileError
+from app.run.events import Event, JobProgress, TestFailed, TestFinished, TestStarted, WorkerError
+from app.run.job_client import JobClient
+from app.run.quantize_plan import UNQUANTIZED, QuantizeItem
+
+#: The quantize command's columns (CSV/markdown order).
+QUANTIZE_COLUMNS: tuple[str, ...] = (
+    "model_filename", "type", "file_type", "bits_per_weight", "model_size", "source_file_type", "requantized_from",
+    "reference_is_dequantized", "elapsed_s", "status", "error", "model_path", "source_path", "run_id",
+    "output_index",
+)
+
+OnEvent = Callable[[Event], None]
+
+
+def output_facts(path: str) -> dict[str, Any]:
+    """The columns read back from a written output's header: file type, bits per weight, size."""
+    try:
+        facts = cached_facts(path)
+    except GGUFFileError:
+        return {}
+    return {"file_type": facts.file_type, "bits_per_weight": round(facts.bits_per_weight, 4),
+            "model_size": facts.file_bytes}
+
+
+def _failed_row(item: QuantizeItem, index: int, run_id: str, error: str, status: str = "failed") -> dict[str, Any]:
+    return {"run_id": run_id, "output_index": index, "model_path": item.dst, "model_filename": Path(item.dst).name,
+            "type": item.type_name, "source_path": item.src, "status": status, "error": error}
+
+
+class QuantizeSession:
+    """One ``quantize`` command: iterate the worker's events into rows; ``cancel`` from another thread or Ctrl+C."""
+
+    def __init__(self, items: list[QuantizeItem], run_id: str, *, n_threads: int = 0,
+                 log_path: str | Path | None = None) -> None:
+        self.items = items
+        self.run_id = run_id
+        self.client = JobClient({"kind": "quantize", "run_id": run_id, "n_threads": n_threads,
+                                 "items": [i.to_dict() for i in items]}, log_path=log_path)
+        self.rows: list[dict[str, Any]] = []
+        self.cancelled = False
+        self.worker_error = ""
+        self._current: int | None = None
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.client.cancel(grace_s=0)
+
+    def run(self, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
+        """The outputs' rows in order (finished, failed, and those not reached when cancelled or the worker died)."""
+        try:
+            for event in self.client.events():
+                self._handle(event)
+                if on_event is not None:
+                    on_event(event)
+        except KeyboardInterrupt:
+            self.cancel()
+        finally:
+            self.client.close()
+            self._cleanup()
+        return self.rows
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, TestStarted):
+            self._current = event.test_index
+        elif isinstance(event, TestFinished):
+            row = dict(event.row)
+            row.update(output_facts(row["model_path"]))
+            row["reference_is_dequantized"] = bool(row.get("requantized_from")) and row.get("file_type") in UNQUANTIZED
+            self.rows.append(row)
+            self._current = None
+        elif isinstance(event, TestFailed):
+            self.rows.append(dict(event.row))
+            self._current = None
+        elif isinstance(event, WorkerError):
+            self.worker_error = event.message
+
+    def _cleanup(self) -> None:
+        """Remove the half-written output of a cancelled or dead worker; rows for the outputs not written."""
+        done = {r["output_index"] for r in self.rows}
+        for index, item in enumerate(self.items):
+            if index in done:
+                continue
+            if index == self._current:
+                try:
+                    os.unlink(item.part)
+                except OSError:
+                    pass
+            if self.cancelled:
+                self.rows.append(_failed_row(item, index, self.run_id, "cancelled", status="cancelled"))
+            else:
+                self.rows.append(_failed_row(item, index, self.run_id, self.worker_error or "worker stopped"))
+
+
+def progress_line(event: JobProgress, items: list[QuantizeItem], elapsed_s: float) -> str:
+    """``[2/7] q6_k  SmolLM2.Q6_K.gguf  tensor 120/272  3.1 s``."""
+    item = items[event.item_index]
+    return (f"[{event.item_index + 1}/{len(items)}] {item.type_name:<7} {Path(item.dst).name}  "
+            f"tensor {event.done}/{event.total}  {elapsed_s:.1f} s")

@@ -1,0 +1,129 @@
+"""What ``gguf-bench quantize`` will write, checked before the worker starts: types, source, outputs, lineage.
+
+Every check that can fail is made here, before anything is written, and fails with one line (QuantizeSetupError).
+Each output records where it came from in its own GGUF header (``workbench.*`` keys), so the record travels with
+the file: ``workbench.quantized_from`` is the source's file type, ``workbench.requantized_from`` the quantized type
+at the start of its lineage (set when the source was quantized, or was itself made from a quantized file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.model.facts_cache import cached_facts
+from app.model.gguf_facts import GGUFFileError
+from app.model.gguf_scan import CorruptHeader, ShortRead, scan_gguf
+
+#: The target types ``--types`` accepts, llama.cpp's names (engines.llama_cpp_quantize.QUANT_TYPES maps them).
+QUANT_TYPE_NAMES: tuple[str, ...] = (
+    "f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q5_k_s", "q5_1", "q5_0", "q4_k_m", "q4_k_s", "q4_1", "q4_0",
+    "q3_k_l", "q3_k_m", "q3_k_s", "q2_k", "q2_k_s",
+)
+DEFAULT_TYPES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
+#: File types that hold unquantized weights (llama.cpp names, as ModelFacts.file_type gives them).
+UNQUANTIZED = frozenset({"F32", "F16", "BF16"})
+KEY_QUANTIZED_FROM = "workbench.quantized_from"
+KEY_REQUANTIZED_FROM = "workbench.requantized_from"
+#: Suffix of an output while llama.cpp writes it; renamed to the final name only once complete.
+PART_SUFFIX = ".part"
+
+
+class QuantizeSetupError(ValueError):
+    """The quantize command cannot start; str() is one line naming the file or value and the cause."""
+
+
+@dataclass(frozen=True)
+class QuantizeItem:
+    """One output file: ``src`` quantized to ``type_name`` at ``dst`` (written as ``dst + .part`` first)."""
+
+    src: str
+    dst: str
+    type_name: str
+    allow_requantize: bool
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def part(self) -> str:
+        return self.dst + PART_SUFFIX
+
+    def to_dict(self) -> dict[str, object]:
+        return {"src": self.src, "dst": self.dst, "part": self.part, "type": self.type_name,
+                "allow_requantize": self.allow_requantize, "metadata": dict(self.metadata)}
+
+
+def parse_types(text: str) -> list[str]:
+    """``q8_0,Q4_K_M`` -> ["q8_0", "q4_k_m"]; an unknown name is one line listing the valid ones."""
+    names = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if not names:
+        raise QuantizeSetupError("--types: no type given")
+    for name in names:
+        if name not in QUANT_TYPE_NAMES:
+            raise QuantizeSetupError(f"--types: unknown type {name!r} (valid: {', '.join(QUANT_TYPE_NAMES)})")
+    return list(dict.fromkeys(names))
+
+
+def header_strings(path: str | Path, keys: tuple[str, ...] = (KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM)
+                   ) -> dict[str, str]:
+    """The string values of ``keys`` in a GGUF header (absent keys left out); {} when the header cannot be read."""
+    p = Path(path)
+    try:
+        scan = scan_gguf(p, p.stat().st_size)
+    except (OSError, ShortRead, CorruptHeader, ValueError):
+        return {}
+    out = {}
+    for key in keys:
+        f = scan.fields.get(key)
+        if f is not None and isinstance(f.value, str) and f.value:
+            out[key] = f.value
+    return out
+
+
+def lineage(src_file_type: str, src_header: dict[str, str]) -> dict[str, str]:
+    """The ``workbench.*`` header keys for a file made from a source of ``src_file_type`` with ``src_header``."""
+    meta = {KEY_QUANTIZED_FROM: src_file_type}
+    origin = src_header.get(KEY_REQUANTIZED_FROM) or ("" if src_file_type in UNQUANTIZED else src_file_type)
+    if origin:
+        meta[KEY_REQUANTIZED_FROM] = origin
+    return meta
+
+
+def output_name(src: Path, src_file_type: str, type_name: str) -> str:
+    """``SmolLM2-135M-Instruct.Q4_1.gguf`` quantized to q8_0 -> ``SmolLM2-135M-Instruct.Q8_0.gguf``."""
+    stem = src.name.removesuffix(".gguf")
+    for sep in (".", "-", "_"):
+        if stem.upper().endswith(sep + src_file_type.upper()):
+            stem = stem[: -len(src_file_type) - 1]
+            break
+    return f"{stem}.{type_name.upper()}.gguf"
+
+
+def plan_quantize(src: str | Path, types: list[str], out_dir: str | Path, *, allow_requantize: bool = False,
+                  force: bool = False) -> list[QuantizeItem]:
+    """The outputs to write, after every check; QuantizeSetupError (one line) when one fails."""
+    src_path = Path(src).expanduser()
+    try:
+        facts = cached_facts(src_path)
+    except GGUFFileError as e:
+        raise QuantizeSetupError(str(e)) from None
+    if facts.file_type not in UNQUANTIZED and not allow_requantize:
+        raise QuantizeSetupError(
+            f"{src_path}: already quantized ({facts.file_type}); quantizing it again loses quality on top of "
+            "its own: pass --allow-requantize to do it anyway (the outputs then record requantized_from)")
+    out = Path(out_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise QuantizeSetupError(f"--out {out_dir}: not a folder")
+    meta = lineage(facts.file_type, header_strings(src_path))
+    items = []
+    for name in types:
+        dst = out / output_name(src_path, facts.file_type, name)
+        if dst.resolve() == src_path.resolve():
+            raise QuantizeSetupError(f"{dst}: is the source file; choose another --out folder")
+        if dst.exists() and not force:
+            raise QuantizeSetupError(f"{dst}: already exists (pass --force to overwrite it)")
+        items.append(QuantizeItem(str(src_path), str(dst), name, allow_requantize, meta))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise QuantizeSetupError(f"--out {out_dir}: cannot create the folder ({e.strerror or e})") from None
+    return items
