@@ -1,6 +1,6 @@
 """Fitted time models of decode and prefill: what a machine (or a GPU architecture) *achieves*, beside the ceilings.
 
-The form (one per phase; every time in seconds per token, every coefficient fitted by relative least squares):
+The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted by least squares on relative time):
 
     decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa] + n_layer × t_layer + t_fixed
     prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa]
@@ -214,7 +214,7 @@ class PhaseFit:
 
 
 def _rel_errors(fitted_over_measured_s: np.ndarray) -> np.ndarray:
-    """|fitted tps / measured tps - 1| from fitted ÷ measured seconds per token; a non-positive fit is infinitely off."""
+    """|fitted tps / measured tps - 1| from fitted ÷ measured seconds per token (a non-positive fit: infinitely off)."""
     with np.errstate(divide="ignore"):
         return np.where(fitted_over_measured_s > 0, np.abs(1.0 / fitted_over_measured_s - 1.0), np.inf)
 
@@ -228,8 +228,32 @@ def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:
     if rank < len(names):
         raise FitError(f"{phase}: the points cannot separate {', '.join(names)} (rank {rank} of {len(names)}): "
                        "vary the model size, layer count, prompt length and depth")
-    solution, *_ = np.linalg.lstsq(scaled, np.ones(len(design)), rcond=None)
-    return solution / scale
+    return _nnls(scaled, np.ones(len(design))) / scale
+
+
+def _nnls(a: np.ndarray, b: np.ndarray, tol: float = 1e-10) -> np.ndarray:
+    """min ‖a·x − b‖ with x ≥ 0 (Lawson and Hanson's active set): every cost in the form is non-negative, so a noisy
+    point cannot buy a better fit with a negative per-layer cost that makes small models' times negative."""
+    n = a.shape[1]
+    free = np.zeros(n, dtype=bool)
+    x = np.zeros(n)
+    for _ in range(3 * n):
+        grad = a.T @ (b - a @ x)
+        if free.all() or grad[~free].max() <= tol:
+            break
+        free[np.argmax(np.where(free, -np.inf, grad))] = True
+        while True:
+            z = np.zeros(n)
+            z[free] = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
+            if (z[free] > tol).all():
+                break
+            neg = free & (z <= tol)
+            step = np.min(x[neg] / np.maximum(x[neg] - z[neg], 1e-300))
+            x = x + step * (z - x)
+            free &= x > tol
+            x[~free] = 0.0
+        x = z
+    return x
 
 
 def fit_phase(

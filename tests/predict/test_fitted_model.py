@@ -114,3 +114,13 @@ def test_an_outlier_is_set_aside_and_the_parameters_still_recovered() -> None:
     for name, value in TRUE_DECODE.items():
         assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
     assert fit.worst_error < 0.02
+
+
+def test_costs_are_never_negative() -> None:
+    """Points whose small models run *faster* than the form allows would want a negative fixed cost: it is 0."""
+    works = ladder()
+    truth = dict(TRUE_DECODE, fixed=0.0)
+    points = [(w, tps(truth, w, "decode") * (1.3 if w.n_layer == 4 else 1.0)) for w in works]
+    fit = fit_phase("decode", points)
+    assert min(fit.coefficients.values()) >= 0.0
+    assert all(p.fitted_tps > 0 for p in fit.points)
