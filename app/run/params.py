@@ -32,6 +32,8 @@ MAX_GPU_LAYERS = 9999
 MAX_THREADS = 4096  # a fixed ceiling; plan validation also refuses more than THREADS_PER_CPU × usable CPUs
 THREADS_PER_CPU = 4
 MAX_REPETITIONS = 10_000
+#: An imposed device memory limit (MiB): 16 TiB, beyond any device.
+MAX_DEVICE_MEM_MIB = 1 << 24
 #: Values in one list (``-p 1-100000000`` is refused before the list is built) and tests in one sweep.
 MAX_LIST_VALUES = 1000
 MAX_TESTS = 10_000
@@ -195,6 +197,14 @@ PARAMS: tuple[Param, ...] = (
     Param("n_parallel", ("--parallel",), INT, (1,), "sequences decoding together in one batch, e.g. 1,2,4,8",
           "Parallel seqs", "sequences decoding together (--parallel)", scope="context", tag="x", tag_always=False,
           min=1, max=MAX_PARALLEL),
+    Param("no_op_offload", ("-nopo", "--no-op-offload"), INT, (0,),
+          "1: host tensor ops stay on the CPU (llama.cpp's op_offload off; with -ngl 0 the prompt is otherwise "
+          "sent to the GPU), e.g. 0,1 (default 0, as llama-bench)", scope="context", tag="nopo", tag_always=False,
+          min=0, max=1),
+    Param("device_mem_limit_mib", ("--device-mem-limit",), INT, (0,),
+          "MiB a GPU device may hold (weights + KV cache + compute, as llama.cpp reports them): a test over it "
+          "fails as out of memory, the predicted largest context beside it (default 0: no limit)", scope="context",
+          tag="lim", tag_always=False, min=0, max=MAX_DEVICE_MEM_MIB),
     Param("repetitions", ("-r", "--repetitions"), INT, 5, "timed repetitions per test (one warmup is extra)",
           "Repetitions", "timed repetitions per test (one warmup runs first and is kept apart)", min=1,
           max=MAX_REPETITIONS, is_list=False, column="n_repetitions"),

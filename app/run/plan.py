@@ -50,6 +50,8 @@ class TestSpec:
     n_batch: int = _one("n_batch")
     n_ubatch: int = _one("n_ubatch")
     n_parallel: int = _one("n_parallel")
+    no_op_offload: int = _one("no_op_offload")  # 1: llama.cpp's op_offload off (llama-bench -nopo)
+    device_mem_limit_mib: int = _one("device_mem_limit_mib")  # 0: no limit
     repetitions: int = _one("repetitions")
     prompt_file: str | None = _one("prompt_file")
 
@@ -102,6 +104,8 @@ class SweepSpec:
     n_batch: list[int] = _many("n_batch")
     n_ubatch: list[int] = _many("n_ubatch")
     n_parallel: list[int] = _many("n_parallel")
+    no_op_offload: list[int] = _many("no_op_offload")
+    device_mem_limit_mib: list[int] = _many("device_mem_limit_mib")
     repetitions: int = _one("repetitions")
     prompt_file: str | None = _one("prompt_file")
     name: str = "custom"
