@@ -14,9 +14,10 @@ import sys
 from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
-from app.predict.fitted_model import KERNEL_CLASS, FitError
+from app.predict.fitted_model import FitError
 from app.results.store import ResultStore
 from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
+from app.run.calibrate_models import WRITABLE_TYPES
 
 HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about 3 minutes)"
 
@@ -26,10 +27,10 @@ def options_from_args(args: argparse.Namespace) -> CalibrateOptions:
     o = CalibrateOptions.quick() if args.quick else CalibrateOptions()
     if args.types:
         types = tuple(t.strip().upper() for t in args.types.split(",") if t.strip())
-        unknown = [t for t in types if t not in KERNEL_CLASS]
+        unknown = [t for t in types if t not in WRITABLE_TYPES]
         if unknown or not types:
             raise UserError(f"--types: unknown weight type {', '.join(unknown) or '(none)'} "
-                            f"(valid: {', '.join(KERNEL_CLASS)})")
+                            f"(valid: {', '.join(WRITABLE_TYPES)})")
         o = dataclasses.replace(o, types=types)
     if args.repetitions is not None:
         if args.repetitions < 1:

@@ -183,6 +183,6 @@ def residual_table(fit: MachineFit) -> str:
             lines.append(f"  {'point':<44} {'measured':>10} {'fitted':>10} {'error':>8}")
             for p in pf.points:
                 lines.append(f"  {p.label[:44]:<44} {p.measured_tps:>10.1f} {p.fitted_tps:>10.1f} "
-                             f"{p.rel_error * 100:>+7.1f}%")
+                             f"{p.rel_error * 100:>+7.1f}%{'' if p.used else '  (set aside: an outlier)'}")
     lines.extend(f"note: {n}" for n in fit.notes)
     return "\n".join(lines)

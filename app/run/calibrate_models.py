@@ -18,6 +18,9 @@ import numpy as np
 #: The architectures written here: llama has a separate output matrix, gemma reuses the token embedding.
 TIED_OUTPUT = {"llama": False, "gemma": True}
 HEAD_DIM = 64
+#: The weight types this module writes (the quantized ones as zero blocks; K-quants need widths of 256).
+WRITABLE_TYPES: tuple[str, ...] = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+                                   "F16", "F32")
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ _FILE_TYPE = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTL
 
 def write_synth_model(path: str | Path, shape: SynthShape, seed: int = 0) -> Path:
     """Write ``shape`` as a GGUF file at ``path`` (which must not be read until this returns) and return it."""
+    if shape.weight_type.upper() not in WRITABLE_TYPES:
+        raise ValueError(f"weight type {shape.weight_type!r} not in {', '.join(WRITABLE_TYPES)}")
     if shape.arch not in TIED_OUTPUT:
         raise ValueError(f"architecture {shape.arch!r} not in {sorted(TIED_OUTPUT)}")
     qtype = gguf.GGMLQuantizationType[shape.weight_type.upper()]

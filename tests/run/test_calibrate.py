@@ -1,0 +1,118 @@
+"""Calibration: the synthetic ladder, the fit of this machine saved per machine and build, and its use by predict."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli.predict_cmd import format_prediction
+from app.model.gguf_facts import read_model_facts
+from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
+from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit
+from app.predict.fitted_model import FitError, PhaseFit
+from app.predict.prediction import PredictSettings
+from app.results.store import ResultStore
+from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, residual_table, store_samples
+from app.run.calibrate_models import SynthShape, write_synth_model
+from app.telemetry.machine import scan_machine
+from tests.cli_helpers import gguf_bench
+
+#: The smallest ladder that still determines every coefficient: one type, three shapes.
+TINY = dataclasses.replace(CalibrateOptions.quick(), types=("F16",), use_store=False)
+
+
+def test_synthetic_models_have_the_shape_and_types_asked(tmp_path: Path) -> None:
+    llama = read_model_facts(write_synth_model(tmp_path / "a.gguf", SynthShape(256, 3, "Q4_K")))
+    gemma = read_model_facts(write_synth_model(tmp_path / "b.gguf", SynthShape(256, 2, "Q8_0", arch="gemma")))
+    assert (llama.architecture, llama.n_layer, llama.n_embd, llama.n_head, llama.n_head_kv) == ("llama", 3, 256, 4, 1)
+    assert set(llama.tensor_types) == {"Q4_K", "F32"} and "output.weight" in llama.tensor_bytes
+    assert gemma.architecture == "gemma" and "output.weight" not in gemma.tensor_bytes
+    s = PredictSettings(n_ctx=512, n_prompt=64, n_gen=16)
+    # untied: the embedding table is looked up, not read; tied (gemma): it is the output matrix, read every token
+    embd_llama = llama.tensor_bytes["token_embd.weight"]
+    assert sum(workload_of(llama, s).class_bytes.values()) == pytest.approx(llama.weight_bytes - embd_llama)
+    assert sum(workload_of(gemma, s).class_bytes.values()) == pytest.approx(gemma.weight_bytes)
+    with pytest.raises(ValueError, match="multiples"):
+        write_synth_model(tmp_path / "c.gguf", SynthShape(320, 2, "Q4_K"))
+
+
+def test_save_keeps_the_previous_fit_and_a_damaged_file_is_no_fit() -> None:
+    fit = MachineFit("cpu X", "", llama_build(), "2026-11-30",
+                     {"CPU": {"decode": PhaseFit("decode", {"fixed": 0.01}, 0.05)}}, 9)
+    path = save_fit(fit)
+    assert path == fit_path("cpu X", "", llama_build()) and load_fit("cpu X", "") == fit
+    save_fit(dataclasses.replace(fit, n_points=10))
+    assert json.loads(path.with_name(path.name + ".prev").read_text())["n_points"] == 9
+    assert load_fit("cpu X", "").n_points == 10
+    assert load_fit("cpu Y", "") is None and load_fit("cpu X", "", build="another build") is None
+    path.write_text("{not json")
+    assert load_fit("cpu X", "") is None
+
+
+def test_no_points_is_a_clear_error() -> None:
+    with pytest.raises(FitError, match="no measured points"):
+        fit_machine([], cpu_info="c", gpu_info="", build="b", created="d")
+
+
+def test_stored_rows_of_this_machine_become_samples(tmp_path: Path) -> None:
+    model = write_synth_model(tmp_path / "m.gguf", SynthShape(256, 2, "F16"))
+    base = {"status": "ok", "model_path": str(model), "model_filename": model.name, "cpu_info": "cpu X",
+            "gpu_info": "", "llama_cpp_python_version": "0.3.36", "n_prompt": 64, "n_gen": 16, "n_depth": 0,
+            "decode_tps": 100.0, "prefill_tps": 900.0, "n_gpu_layers_effective": 0, "test_index": 0}
+    rows = [base, dict(base, cpu_info="cpu Y"), dict(base, status="failed"), dict(base, n_parallel=4),
+            dict(base, llama_cpp_python_version="0.3.1"), dict(base, model_path=str(tmp_path / "gone.gguf"))]
+    with ResultStore(tmp_path / "s.sqlite3") as store:
+        store.begin_run("r1")
+        for i, r in enumerate(rows):
+            store.add_result("r1", dict(r, test_index=i))
+        samples = store_samples(store, "cpu X", "", "0.3.36")
+    assert len(samples) == 1 and isinstance(samples[0], Sample)
+    assert (samples[0].backend, samples[0].decode_tps, samples[0].prefill_tps) == ("CPU", 100.0, 900.0)
+
+
+def test_cancel_keeps_nothing(isolated_data_dir: Path) -> None:
+    calibration = Calibration(TINY)
+
+    def progress(msg: str) -> None:
+        if msg.startswith("test "):
+            calibration.cancel()
+
+    calibration.progress = progress
+    with pytest.raises(CalibrationCancelled):
+        calibration.run()
+    scan = scan_machine()
+    assert load_fit(scan.cpu_model, scan.gpu_info()) is None
+    assert list((isolated_data_dir / "calibration").iterdir()) == []  # the ladder's folder is gone too
+
+
+@pytest.mark.slow
+def test_calibrate_then_predict_a_model_it_never_saw(tmp_path: Path) -> None:
+    """The CLI end to end: a tiny ladder, the residual table, then predict --json with bands and the fit's source."""
+    cal = gguf_bench("calibrate", "--quick", "--types", "F16", "--no-store-runs")
+    assert cal.returncode == 0, cal.stderr
+    assert "CPU decode:" in cal.stdout and "median error" in cal.stdout and "saved to" in cal.stdout
+    assert "calibrate: test 1/" in cal.stderr
+    unseen = write_synth_model(tmp_path / "unseen.gguf", SynthShape(384, 3, "F16", arch="gemma"))
+    out = gguf_bench("predict", "-m", str(unseen), "-p", "64", "-n", "16", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    for phase in ("decode", "prefill"):
+        key = f"expected_{phase}_tps"
+        assert doc[f"{key}_low"] < doc[key] < doc[f"{key}_high"]
+    source = doc["expected_source"]
+    assert source.startswith("fit of this machine, ") and "points, median error" in source
+    assert doc["ceiling_source"].startswith("ceilings: ")
+    text = format_prediction(doc, "unseen", unseen.name)
+    assert "expected decode" in text and "(expected: fit of this machine" in text and "(ceilings: " in text
+
+
+def test_residual_table_marks_every_point() -> None:
+    fit = MachineFit("c", "", "b", "2026-11-30", {"CPU": {"decode": PhaseFit.from_json_dict(
+        {"phase": "decode", "coefficients": {"fixed": 0.01}, "band_frac": 0.1,
+         "points": [["m1 p64 d0", 100.0, 110.0, True], ["m2 p64 d0", 50.0, 100.0, False]]})}}, 2)
+    table = residual_table(fit)
+    assert "median error 10.0%" in table and "+10.0%" in table and "+100.0%" in table
+    assert "set aside" in table
