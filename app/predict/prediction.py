@@ -19,6 +19,7 @@ from app.predict.memory import DEFAULT_N_UBATCH, compute_buffer_bytes_for, kv_al
 from app.predict.offload import WeightSplit, effective_n_gpu_layers, split_weights
 from app.predict.prefill import matmul_params, prefill_ceiling_tps, prefill_compute_note, prefill_tflops
 from app.predict.profiles import HardwareProfile
+from app.predict.public_fit import PublicGpuModel, public_expected
 from app.predict.scenario import Scenario, scenario_time
 
 
@@ -215,7 +216,7 @@ def _prefill_tps(
 def predict(
     facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings, *, cpu_bandwidth_gbps: float | None = None,
     efficiency: Efficiency | None = None, tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0,
-    fitted: FittedExpectation | None = None,
+    fitted: FittedExpectation | None = None, public: PublicGpuModel | None = None,
 ) -> Prediction:
     """Ceilings, memory, fit and an (n_prompt, n_gen) request's times for ``facts`` on ``profile``.
 
@@ -227,7 +228,8 @@ def predict(
     A profile of kind "cpu" runs everything on the host (n_gpu_layers is ignored).
     ``settings.depth`` tokens already in the KV cache (llama-bench ``-d``) add to the KV read and the attention work.
     ``fitted`` (a CPU profile only): expected figures from a fit of this machine, taking the place of
-    ``efficiency`` × ceiling for each phase it can predict.
+    ``efficiency`` × ceiling for each phase it can predict. ``public`` (a GPU profile): expected figures from
+    published llama-bench results fitted per GPU architecture (app/predict/public_fit.py) where no other is given.
     """
     s = settings
     type_k, type_v = s.type_k, s.type_v or s.type_k
@@ -259,6 +261,9 @@ def predict(
     if efficiency is not None:
         exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
     fit_exp = fitted(facts, s) if fitted is not None and is_cpu else {}
+    if public is not None and not is_cpu and exp_decode is None and not fit_exp:
+        fit_exp, why = public_expected(public, profile, facts, split.n_gpu_layers, decode_tps, prefill_tps)
+        notes += [why] if why else []
     fit_decode, fit_prefill = fit_exp.get("decode"), fit_exp.get("prefill")
     exp_decode = fit_decode.value if fit_decode else exp_decode
     exp_prefill = fit_prefill.value if fit_prefill else exp_prefill

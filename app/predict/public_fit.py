@@ -15,11 +15,13 @@ t_layer and t_fixed are dropped when the data do not support them.
 Prefill compute is the spec tensor rate capped by board power, ``min(TFLOPS, κ × W)``, with κ (TFLOPS per watt)
 chosen per architecture from ``KAPPA_GRID`` (``None``: no cap): tensor-core GEMMs run into the power limit, and
 big-die workstation cards at 250–350 W sustain far less than their boost-clock figure (on the public Ada rows the
-held-out prefill error falls from a median of 24 % to about 6 % with the cap). Pure functions; numpy; no I/O.
+held-out prefill error falls from a median of 24 % to about 8 % with the cap). Pure functions (numpy), except
+``load_public_model``, which reads the shipped table once.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import statistics
@@ -28,11 +30,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.model.facts import ModelFacts
+from app.paths import HARDWARE_PROFILES_DIR
 from app.predict.decode import decode_ceiling_tps
 from app.predict.fitted_model import PHASES, Expected, Phase, kernel_class
 from app.predict.prefill import prefill_ceiling_tps
-from app.predict.profiles import HardwareProfile
-from app.predict.public_data import ReferenceResult
+from app.predict.profiles import HardwareProfile, load_profiles
+from app.predict.public_data import ReferenceResult, load_reference
 
 #: Kernel classes with no public rows borrow the coefficients of these (quantized types: the K-quant kernels).
 FLOAT_CLASSES = frozenset({"f16", "bf16", "f32"})
@@ -346,8 +350,9 @@ class PublicGpuModel:
             return None, f"no expected figure: no public {arch} data for {ggml_type} kernels"
         band, how = self.band(arch, phase)
         kernels = "" if stand_in == cls else f"; {ggml_type} ({cls}) taken as {stand_in}: no public rows for it"
-        source = (f"public llama-bench results, {arch} fit, {len(fit.rows)} rows of {len(fit.gpus)} GPUs, "
-                  f"{how}{kernels}, sources: {_sources(fit.rows)}")
+        models = " and ".join(dict.fromkeys(r.model.name for r in fit.rows))
+        source = (f"public llama-bench results, {arch} fit, {len(fit.rows)} rows of {len(fit.gpus)} GPUs "
+                  f"({models}), {how}{kernels}, sources: {_sources(fit.rows)}")
         return Expected(float(tps), float(tps * (1.0 - band)), float(tps * (1.0 + band)), source), ""
 
     def expect(self, profile: HardwareProfile, decode_ceiling_tps: float, prefill_ceiling_tps: float,
@@ -356,3 +361,30 @@ class PublicGpuModel:
         decode, why_d = self.expected(profile, "decode", decode_ceiling_tps, ggml_type, n_layer)
         prefill, why_p = self.expected(profile, "prefill", prefill_ceiling_tps, ggml_type, n_layer)
         return PublicExpectation(decode, prefill, why_d or why_p)
+
+
+def main_weight_type(facts: ModelFacts) -> str:
+    """The ggml type holding most of the weight bytes ("Q4_K" for a Q4_K_M file); the file type if unknown."""
+    if not facts.tensor_types:
+        return facts.file_type
+    return max(facts.tensor_types, key=lambda t: facts.tensor_types[t].n_bytes)
+
+
+def public_expected(
+    model: PublicGpuModel, profile: HardwareProfile, facts: ModelFacts, n_gpu_layers: int,
+    decode_ceiling_tps: float, prefill_ceiling_tps: float,
+) -> tuple[dict[str, Expected | None], str]:
+    """(phase -> Expected, why a figure is missing) for ``facts`` on a GPU ``profile`` at the given ceilings.
+
+    The public rows are full offloads: a model with layers left on the CPU gets no public figure.
+    """
+    if n_gpu_layers < facts.n_layer + 1:
+        return {}, "no expected figure from public data: they are full offloads, this is a partial one"
+    got = model.expect(profile, decode_ceiling_tps, prefill_ceiling_tps, main_weight_type(facts), facts.n_layer)
+    return {"decode": got.decode, "prefill": got.prefill}, got.note
+
+
+@functools.lru_cache(maxsize=1)
+def load_public_model() -> PublicGpuModel:
+    """The shipped reference table fitted against the shipped hardware profiles (read once per process)."""
+    return PublicGpuModel(load_reference(), load_profiles([HARDWARE_PROFILES_DIR]))

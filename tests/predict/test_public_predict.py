@@ -1,0 +1,53 @@
+"""predict() on a GPU profile with the public fit: expected figures beside the ceilings, with band and source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.model.gguf_facts import read_model_facts
+from app.predict.prediction import PredictSettings, predict
+from app.predict.profiles import find_profile, load_profiles
+from app.predict.public_fit import load_public_model
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return load_profiles()
+
+
+def test_a_laptop_gpu_gets_expected_figures_under_its_ceilings(smollm2_path: Path, profiles) -> None:
+    facts = read_model_facts(smollm2_path)
+    laptop = find_profile("RTX 4060 Laptop", profiles)
+    p = predict(facts, laptop, PredictSettings(4096), public=load_public_model())
+    d = json.loads(json.dumps(p.to_json_dict()))
+    for phase in ("decode", "prefill"):
+        value, low, high = (d[f"expected_{phase}_tps{s}"] for s in ("", "_low", "_high"))
+        assert low < value < high and value < d[f"{phase}_ceiling_tps"]
+    assert d["expected_source"].startswith("public llama-bench results, Ada fit, ")
+    assert "Q4_1 (q_legacy) taken as k_quant" in d["expected_source"]
+    assert d["expected_total_s"] > d["total_s"]  # expected figures sit below the ceilings: a longer request
+
+
+def test_no_public_fit_keeps_the_prediction_as_it_was(smollm2_path: Path, profiles) -> None:
+    facts = read_model_facts(smollm2_path)
+    laptop = find_profile("RTX 4060 Laptop", profiles)
+    d = predict(facts, laptop, PredictSettings(4096)).to_json_dict()
+    assert d["expected_decode_tps"] is None and d["expected_source"] == ""
+
+
+def test_an_architecture_without_data_says_so(smollm2_path: Path, profiles) -> None:
+    facts = read_model_facts(smollm2_path)
+    p = predict(facts, find_profile("RTX 5090", profiles), PredictSettings(4096), public=load_public_model())
+    assert p.expected_decode_tps is None and p.expected_prefill_tps is None
+    assert "no expected figure: no public data for Blackwell" in p.notes
+
+
+def test_a_partial_offload_gets_no_public_figure(smollm2_path: Path, profiles) -> None:
+    facts = read_model_facts(smollm2_path)
+    laptop = find_profile("RTX 4060 Laptop", profiles)
+    p = predict(facts, laptop, PredictSettings(4096, n_gpu_layers=10), public=load_public_model())
+    assert p.expected_decode_tps is None
+    assert any(n.startswith("no expected figure from public data") for n in p.notes)
