@@ -53,7 +53,8 @@ class GgmlRegistry:
 
 
 def find_lib_dir() -> Path | None:
-    """``site-packages/llama_cpp/lib`` of the installed llama-cpp-python (found without importing it), or None."""
+    """``site-packages/llama_cpp/lib`` (in a frozen app: the bundle's copy), found without importing llama_cpp;
+    None when it is not installed."""
     try:
         spec = importlib.util.find_spec("llama_cpp")
     except (ImportError, ValueError):

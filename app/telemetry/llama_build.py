@@ -9,26 +9,15 @@ what a model really ran on).
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
+
+from engines.ggml_devices import find_lib_dir as llama_lib_dir  # finds llama_cpp/lib without importing it
 
 #: ggml's library name part → the backend's usual name.
 GPU_BACKENDS = {"cuda": "CUDA", "vulkan": "Vulkan", "hip": "ROCm", "metal": "Metal", "sycl": "SYCL",
                 "opencl": "OpenCL", "musa": "MUSA", "cann": "CANN"}
 _LIBRARY = re.compile(r"^(?:lib)?ggml-([a-z]+)[.-]")
-
-
-def llama_lib_dir() -> Path | None:
-    """``site-packages/llama_cpp/lib`` (in a frozen app: the bundle's copy), or None when it is not installed."""
-    try:
-        spec = importlib.util.find_spec("llama_cpp")  # finds the package without importing it
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
-    return lib if lib.is_dir() else None
 
 
 def installed_gpu_backends(lib_dir: Path | None = None) -> list[str] | None:
