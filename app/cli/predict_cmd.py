@@ -14,6 +14,7 @@ from app.paths import default_model_path
 from app.predict.calibration import StoreCalibration
 from app.predict.hardware import hardware_context
 from app.predict.prediction import PredictSettings, predict
+from app.predict.public_fit import load_public_model
 from app.results.store import ResultStore
 from app.telemetry.machine import ProbeMode, scan_machine
 
@@ -38,7 +39,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             fitted = calib.fitted(backend)
     try:
         pred = predict(facts, profile, PredictSettings.from_args(args), cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,
-                       efficiency=eff, tensor_bytes=facts.tensor_bytes or None, fitted=fitted)
+                       efficiency=eff, tensor_bytes=facts.tensor_bytes or None, fitted=fitted,
+                       public=None if profile.kind == "cpu" else load_public_model())
     except ValueError as e:
         raise UserError(str(e)) from None
     doc = pred.to_json_dict()
