@@ -11,6 +11,7 @@ from app.model.gguf_facts import read_model_facts
 from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import find_profile, load_profiles
 from app.predict.public_fit import load_public_model
+from tests.cli_helpers import gguf_bench
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +52,13 @@ def test_a_partial_offload_gets_no_public_figure(smollm2_path: Path, profiles) -
     p = predict(facts, laptop, PredictSettings(4096, n_gpu_layers=10), public=load_public_model())
     assert p.expected_decode_tps is None
     assert any(n.startswith("no expected figure from public data") for n in p.notes)
+
+
+def test_cli_predict_for_a_gpu_profile_gives_expected_figures_with_band_and_source(smollm2_path: Path) -> None:
+    out = gguf_bench("predict", "-m", str(smollm2_path), "--hw", "RTX 4060 Laptop", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["expected_decode_tps_low"] < d["expected_decode_tps"] < d["expected_decode_tps_high"]
+    assert d["expected_prefill_tps_low"] < d["expected_prefill_tps"] < d["expected_prefill_tps_high"]
+    assert d["expected_source"].startswith("public llama-bench results, Ada fit")
+    assert d["decode_ceiling_tps"] > d["expected_decode_tps"]  # the ceilings stay, beside the expected figures
