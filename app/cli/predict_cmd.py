@@ -14,6 +14,7 @@ from app.paths import default_model_path
 from app.predict.calibration import StoreCalibration
 from app.predict.hardware import hardware_context
 from app.predict.prediction import PredictSettings, predict
+from app.predict.prefill import prefill_compute_doc
 from app.predict.public_fit import load_public_model
 from app.results.store import ResultStore
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -46,6 +47,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     doc = pred.to_json_dict()
     doc["calibrated_from"] = source
     add_sources(doc, profile)
+    doc.update(prefill_compute_doc(profile, facts.file_type))  # which compute figure the prefill ceiling used
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
         return EXIT_OK
@@ -83,7 +85,8 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "
         f"best -ngl {d['max_ngl']}, largest context {d['max_ctx']}",
         f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s (empty cache {d['decode_ceiling_empty_tps']:.1f})",
-        f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s",
+        f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s"
+        + (f" ({d['prefill_ceiling_kind']})" if d.get("prefill_ceiling_kind") else ""),
         f"  request {d['n_prompt']}+{d['n_gen']}  TTFT {d['ttft_ms']:.0f} ms + decode {d['decode_s']:.2f} s = "
         f"{d['total_s']:.2f} s ({d['ttft_share'] * 100:.0f}% in TTFT)",
     ]

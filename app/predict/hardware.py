@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from app.predict.profiles import (
     HardwareProfile,
@@ -12,7 +12,18 @@ from app.predict.profiles import (
     load_profiles,
     match_nvml_name,
 )
+from app.telemetry.cpu_peaks import ComputeFigure
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
+
+
+@dataclass(frozen=True)
+class CpuProfile(HardwareProfile):
+    """This machine's CPU: the probed bandwidth, and a compute figure per kernel (``fp16_tensor_tflops`` is the
+    float one). A prefill ceiling takes the figure for the model's weight type
+    (:func:`app.predict.prefill.prefill_compute`)."""
+
+    int8: ComputeFigure | None = None  # quantized weights: int8 dot products
+    fma: ComputeFigure | None = None  # F32/F16/BF16 weights: float FMA
 
 
 @dataclass(frozen=True)
@@ -26,11 +37,15 @@ class HardwareContext:
         return self.gpu if (self.gpu is not None and n_gpu_layers_effective > 0) else self.cpu
 
 
-def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> HardwareProfile:
-    """This machine's CPU as a profile (``label: model``), from the scan's probed figures (which must exist)."""
+def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> CpuProfile:
+    """This machine's CPU as a profile (``label: model``): the probed bandwidth and the compute peaks derived from
+    the CPU's features (:meth:`MachineScan.cpu_peaks`; the probed matmul, a measured roofline, without them)."""
     assert scan.probe is not None
-    return cpu_profile(f"{label}: {scan.cpu_model}", scan.probe.bandwidth_gbps, scan.probe.gflops_f32,
-                       scan.ram_total_bytes or 1)
+    peaks = scan.cpu_peaks()
+    gflops = peaks.fma.tflops * 1e3 if peaks is not None else scan.probe.gflops_f32
+    base = cpu_profile(f"{label}: {scan.cpu_model}", scan.probe.bandwidth_gbps, gflops, scan.ram_total_bytes or 1)
+    return CpuProfile(**{f.name: getattr(base, f.name) for f in fields(base)},
+                      int8=peaks.int8 if peaks else None, fma=peaks.fma if peaks else None)
 
 
 def hardware_context(scan: MachineScan, gpu_query: str | None = None,

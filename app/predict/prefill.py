@@ -1,6 +1,7 @@
 """Prefill ceilings: prefill is compute-bound, ``prefill_tps ≤ FLOPS / FLOPs per prompt token``.
 
-Pure functions; compute in TFLOPS (1e12 FLOP/s).
+Pure functions; compute in TFLOPS (1e12 FLOP/s). On a CPU the compute figure depends on the kernel the weights
+run through (:data:`FLOAT_WEIGHT_TYPES`, :func:`prefill_compute`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,44 @@ from collections.abc import Mapping
 
 from app.model.facts import ModelFacts
 from app.predict.offload import WeightSplit, guess_tied_embeddings
+from app.predict.profiles import HardwareProfile
+from app.telemetry.cpu_peaks import MEASURED_ROOFLINE, ComputeFigure
+
+#: Weight types ggml's CPU backend multiplies with float FMAs (``vec_dot_type`` F32 / F16 / BF16 in ggml-cpu.c's
+#: ``type_traits_cpu``). Every other type (Q4_0 … Q8_0, Q2_K … Q6_K and their _S/_M/_L mixes, IQ*, TQ*, MXFP4)
+#: is dotted against activations quantized to Q8_0 / Q8_1 / Q8_K: int8 dot products, on x86 (SSSE3 and later)
+#: and arm64 (NEON) alike. An unknown type takes the int8 figure, the larger, so the ceiling stays a bound.
+FLOAT_WEIGHT_TYPES = frozenset({"F32", "F16", "BF16"})
+
+
+def weights_use_int8_dot(file_type: str) -> bool:
+    """True when ``file_type`` (llama.cpp's name: "Q4_1", "Q4_K_M", "F16" …) runs int8 dot products on a CPU."""
+    return file_type.strip().upper() not in FLOAT_WEIGHT_TYPES
+
+
+def prefill_compute(profile: HardwareProfile, file_type: str) -> ComputeFigure | None:
+    """The CPU compute figure a prefill of ``file_type`` weights runs at (int8 dot peak, FMA peak, or a measured
+    roofline), for a profile that carries them (:class:`app.predict.hardware.CpuProfile`); None for the others."""
+    int8, fma = getattr(profile, "int8", None), getattr(profile, "fma", None)
+    if int8 is None or fma is None:
+        return None
+    return int8 if weights_use_int8_dot(file_type) else fma
+
+
+def prefill_tflops(profile: HardwareProfile, file_type: str) -> float:
+    """TFLOPS a prefill ceiling divides by: the figure for the weight type, else the profile's own."""
+    figure = prefill_compute(profile, file_type)
+    return figure.tflops if figure is not None else profile.fp16_tensor_tflops
+
+
+def prefill_compute_note(profile: HardwareProfile, file_type: str) -> str | None:
+    """One line naming the prefill compute figure and its source; None for a profile without per-kernel figures."""
+    figure = prefill_compute(profile, file_type)
+    if figure is None:
+        return None
+    what = "a ceiling" if figure.is_ceiling else "not a ceiling: measurements may exceed it"
+    return f"prefill compute for {file_type} weights: {figure.kind}, {figure.tflops * 1e3:.0f} G/s ({what}; " \
+           f"{figure.source})"
 
 
 def attention_flops_per_token(
@@ -60,3 +99,13 @@ def matmul_params(
         share = expert_bytes / max(sum(tensor_bytes.values()), 1)
         params *= 1.0 - share * (1.0 - facts.n_expert_used / facts.n_expert)
     return max(params, 0.0)
+
+
+def prefill_compute_doc(profile: HardwareProfile, file_type: str) -> dict[str, str]:
+    """``prefill_ceiling_kind`` (int8 dot peak / FMA peak / measured roofline / spec FP16 tensor peak) and
+    ``prefill_ceiling_source`` for a prediction's JSON."""
+    figure = prefill_compute(profile, file_type)
+    if figure is not None:
+        return {"prefill_ceiling_kind": figure.kind, "prefill_ceiling_source": figure.source}
+    kind = MEASURED_ROOFLINE if profile.kind == "cpu" else "spec FP16 tensor peak"
+    return {"prefill_ceiling_kind": kind, "prefill_ceiling_source": profile.source}

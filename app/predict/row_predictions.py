@@ -42,7 +42,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
         "model_ftype": facts.file_type,
         "hw_profile": profile.name,
         "pred_bandwidth_gbps": profile.peak_bandwidth_gbps,
-        "pred_tflops": profile.fp16_tensor_tflops,
+        "pred_tflops": pred.tflops,  # the compute the prefill ceiling divided by (by weight type on a CPU)
         "pred_decode_ceiling_tps": pred.decode_ceiling_tps,
         "pred_prefill_ceiling_tps": pred.prefill_ceiling_tps if n_prompt else None,
         "pred_ttft_ms": pred.ttft_ms if n_prompt else None,

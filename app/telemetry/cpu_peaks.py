@@ -112,8 +112,8 @@ def _clock(features: CpuFeatures, f32_per_cycle: int, measured_gflops_f32: float
                              f"({measured_gflops_f32:.0f} GFLOPS at the FMA peak); {said}")
     if stated is None:
         return None, features.clock_source
-    return stated, (f"{stated:.2f} GHz reported ({features.clock_source}; no stated maximum, "
-                    f"the f32 matmul implies {implied_ghz:.2f} GHz)")
+    return stated, (f"{stated:.2f} GHz reported ({features.clock_source}; no stated maximum; "
+                    f"the f32 matmul implies at least {implied_ghz:.2f} GHz)")
 
 
 def derive_peaks(features: CpuFeatures, measured_gflops_f32: float,

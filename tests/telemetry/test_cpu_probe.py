@@ -60,13 +60,15 @@ def test_small_probe_measures_something_with_its_sources(data_dir: Path) -> None
 
 
 def test_default_probe_fits_its_time_budget(data_dir: Path) -> None:
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     probe = probe_cpu(cache=False)
-    elapsed_s = time.perf_counter() - t0
+    elapsed_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     assert probe.buffer_bytes >= 256 * 2**20
     assert probe.bandwidth_gbps > 0 and probe.gflops_f32 > 0
     assert probe.bandwidth_source is not None and probe.bandwidth_source.passes == cpu_probe.DEFAULT_PASSES
-    assert elapsed_s < 8  # ~1.5 s on the 2-core dev machine; target under ~5 s
+    assert cpu_s < 8 * probe.n_threads  # the work itself, whatever else runs
+    if probe.busy is False:  # others sharing the CPUs stretch the wall time; the probe says when they did
+        assert elapsed_s < 8  # ~1.5 s on the quiet 2-core dev machine; target under ~5 s
 
 
 def test_cache_round_trip(data_dir: Path) -> None:

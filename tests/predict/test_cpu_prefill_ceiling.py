@@ -1,0 +1,105 @@
+"""The CPU prefill ceiling takes the compute figure for the model's weight type, and holds on the real model.
+
+The real-model test runs SmolLM2-135M Q4_1 and a Q8_0 requantization of it through the worker (-p 128, all
+cores: a ceiling checked against a one-thread run would prove nothing) and asserts the measured prefill stays
+below the ceiling each row was predicted with; before issue #9 it read 422 tok/s against a "ceiling" of 393.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.model.gguf_facts import read_model_facts
+from app.predict.hardware import CpuProfile, cpu_profile_of
+from app.predict.prediction import PredictSettings, predict
+from app.predict.prefill import (
+    matmul_params,
+    prefill_compute,
+    prefill_compute_doc,
+    prefill_flops_per_token,
+    weights_use_int8_dot,
+)
+from app.predict.profiles import cpu_profile, find_profile
+from app.telemetry.cpu_features import CpuFeatures
+from app.telemetry.cpu_peaks import FMA_PEAK, INT8_DOT_PEAK, ComputeFigure
+from app.telemetry.cpu_probe import CpuProbe
+from app.telemetry.machine import MachineScan
+from tests.cli_helpers import gguf_bench
+
+INT8 = ComputeFigure(0.768, INT8_DOT_PEAK, "2 cores x 3.00 GHz x 64 int8 MACs/cycle x 2 (AVX2)")
+FMA = ComputeFigure(0.192, FMA_PEAK, "2 cores x 3.00 GHz x 32 FLOP/cycle (FMA3)")
+BASE = cpu_profile("CPU: test", bandwidth_gbps=20.0, gflops=192.0, ram_bytes=16 * 2**30)
+CPU = CpuProfile(**{k: getattr(BASE, k) for k in BASE.__dataclass_fields__}, int8=INT8, fma=FMA)
+
+
+def test_which_weight_types_run_int8_dot_products() -> None:
+    for t in ("Q4_0", "Q4_1", "Q8_0", "Q4_K_M", "Q6_K", "IQ4_XS", "IQ2_XXS", "TQ1_0", "MXFP4_MOE", "unknown"):
+        assert weights_use_int8_dot(t), t
+    for t in ("F32", "F16", "BF16", "f16"):
+        assert not weights_use_int8_dot(t), t
+    assert prefill_compute(CPU, "Q4_1") is INT8 and prefill_compute(CPU, "F16") is FMA
+    assert prefill_compute(BASE, "Q4_1") is None  # a profile without per-kernel figures keeps its own
+
+
+def test_prefill_ceiling_by_weight_type_by_hand(smollm2_path: Path) -> None:
+    facts = read_model_facts(smollm2_path)
+    s = PredictSettings(n_ctx=512, n_prompt=128, n_gen=0)
+    flops = prefill_flops_per_token(matmul_params(facts), 128, facts.n_layer, facts.n_head * facts.head_dim_k)
+    q4 = predict(facts, CPU, s)
+    assert q4.prefill_ceiling_tps == pytest.approx(0.768e12 / flops, rel=1e-3)
+    assert q4.tflops == 0.768
+    assert any(n.startswith("prefill compute for Q4_1 weights: int8 dot peak, 768 G/s (a ceiling") for n in q4.notes)
+    f16 = predict(replace(facts, file_type="F16"), CPU, s)
+    assert f16.prefill_ceiling_tps == pytest.approx(q4.prefill_ceiling_tps / 4, rel=1e-3)
+    assert predict(facts, BASE, s).prefill_ceiling_tps == pytest.approx(0.192e12 / flops, rel=1e-3)
+
+
+def test_json_names_the_ceiling_for_cpu_and_gpu(profiles) -> None:
+    assert prefill_compute_doc(CPU, "Q8_0") == {"prefill_ceiling_kind": "int8 dot peak",
+                                                "prefill_ceiling_source": INT8.source}
+    assert prefill_compute_doc(BASE, "Q8_0")["prefill_ceiling_kind"] == "measured roofline"
+    gpu = find_profile("RTX 4060 Laptop", profiles)
+    assert prefill_compute_doc(gpu, "Q4_1") == {"prefill_ceiling_kind": "spec FP16 tensor peak",
+                                                "prefill_ceiling_source": gpu.source}
+
+
+def test_cpu_profile_of_a_scan_carries_both_peaks() -> None:
+    probe = CpuProbe(bandwidth_gbps=30.0, gflops_f32=190.2, n_threads=2, measured_at="recorded")
+    features = CpuFeatures("x86_64", ("avx", "avx2", "fma", "sse2", "ssse3"), 2, 2.445, "cpuinfo MHz")
+    scan = MachineScan(facts={"cpu_model": "AMD EPYC", "ram_total_bytes": 16 * 2**30}, probe=probe,
+                       cpu_features=features)
+    cpu = cpu_profile_of(scan, "This CPU")
+    assert isinstance(cpu, CpuProfile) and cpu.name == "This CPU: AMD EPYC"
+    assert cpu.fp16_tensor_tflops == pytest.approx(0.1902)  # the FMA peak, raised to the matmul's clock
+    assert cpu.int8.tflops == pytest.approx(4 * 0.1902) and cpu.peak_bandwidth_gbps == 30.0
+    bare = cpu_profile_of(replace(scan, cpu_features=None))
+    assert bare.int8 is None and bare.fp16_tensor_tflops == pytest.approx(0.1902)  # the probe, a roofline
+
+
+def _requantize(src: Path, dst: Path, ftype: str) -> Path:
+    """``src`` re-quantized with llama.cpp's quantizer, in a child process (llama_cpp never loads in pytest's)."""
+    code = ("import sys; from engines.llama_cpp_quantize import quantize_model; "
+            "quantize_model(sys.argv[1], sys.argv[2], sys.argv[3], 2)")
+    subprocess.run([sys.executable, "-c", code, str(src), str(dst), ftype], check=True, capture_output=True,
+                   timeout=120)
+    return dst
+
+
+def test_measured_prefill_stays_below_the_ceiling_on_the_real_model(smollm2_path: Path, tmp_path: Path) -> None:
+    q8 = _requantize(smollm2_path, tmp_path / "smollm2.Q8_0.gguf", "Q8_0")
+    proc = gguf_bench("run", "-m", str(smollm2_path), "-m", str(q8), "-p", "128", "-n", "1", "-r", "1",
+                      "-o", "json", "-q")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert {r["model_ftype"] for r in rows} == {"Q4_1", "Q8_0"}
+    for r in rows:
+        assert r["status"] == "ok"
+        ceiling = r["pred_prefill_ceiling_tps"]
+        assert r["prefill_tps"] < ceiling, (r["model_ftype"], r["prefill_tps"], ceiling)
+        assert 0 < r["prefill_achieved_frac"] < 1.0
