@@ -20,6 +20,7 @@ from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence
 from PySide6.QtWidgets import QGroupBox, QLabel, QMainWindow, QSplitter, QStyle, QVBoxLayout, QWidget
 
+from app.gui.calibrate_action import CalibrateAction
 from app.gui.chooser_view import ChooserView
 from app.gui.hardware import HardwareProfiles
 from app.gui.live import LiveRun
@@ -183,6 +184,8 @@ class MainWindow(QMainWindow):
         self.plots.setMinimumHeight(300)
 
     def _build_actions(self) -> None:
+        self.calibrate = CalibrateAction(self, self.notify, store_path=self.store_path)
+
         def act(text: str, shortcut: str | None, slot: Any, tip: str = "") -> QAction:
             a = QAction(text, self)
             if shortcut:
@@ -205,7 +208,8 @@ class MainWindow(QMainWindow):
                       act("Quit", "Ctrl+Q", self.close)],
             "&Sweep": [act("Run sweep", "Ctrl+R", self.run_sweep), act("Cancel sweep", "Esc", self.cancel_sweep),
                        None, act("Remote server…", None, self.show_remote,
-                                 "Benchmark an OpenAI-compatible server at several concurrencies")],
+                                 "Benchmark an OpenAI-compatible server at several concurrencies"),
+                       None, self.calibrate.action],
             "&View": [act("Compare…", None, self.show_compare),
                       act("Which quantization…", "Ctrl+K", self.show_chooser,
                           "Which file fits this GPU at a context: fit, speed and quality, and a recommendation")],

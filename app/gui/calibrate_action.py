@@ -1,0 +1,118 @@
+"""Sweep → Calibrate this machine…: ``gguf-bench calibrate`` from the window, off the GUI thread.
+
+The calibration (synthetic ladder through the worker, the store's runs, the fit) runs on a plain thread that never
+touches a widget; its progress lines reach a progress dialog through a signal, and the dialog's Cancel stops the
+worker (nothing is saved). The outcome is one line in the window's message area.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QApplication, QProgressDialog, QWidget
+
+from app.results.store import ResultStore
+from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, CalibrationResult
+
+Notify = Callable[[str, str], None]  # (text, level "info" | "warning" | "error")
+
+
+def result_line(result: CalibrationResult) -> str:
+    """"Calibrated: decode median error 3.1% (band ±8%), prefill ...; expected figures now come from this fit"."""
+    parts = [f"{backend} {phase} median error {pf.median_error * 100:.1f}% (band ±{pf.band_frac * 100:.0f}%)"
+             for backend, phases in result.fit.fits.items() for phase, pf in phases.items()]
+    return (f"Calibrated on {result.n_ladder_points} ladder points and {result.n_store_points} stored runs: "
+            f"{'; '.join(parts)}. Expected figures for this machine now come from this fit.")
+
+
+class CalibrateAction(QObject):
+    """The menu action, its progress dialog and the calibration thread."""
+
+    progress = Signal(str)
+    done = Signal(object, object)  # CalibrationResult | None, BaseException | None
+
+    def __init__(self, parent: QWidget, notify: Notify, *, options: CalibrateOptions | None = None,
+                 store_path: str | Path | None = None, on_calibrated: Callable[[], None] | None = None) -> None:
+        super().__init__(parent)
+        self._parent = parent
+        self._notify = notify
+        self.options = options or CalibrateOptions()
+        self.store_path = store_path
+        self.on_calibrated = on_calibrated
+        self.action = QAction("Calibrate this machine…", parent)
+        self.action.setStatusTip("Fit this machine's decode and prefill speeds from small synthetic models "
+                                 "(about 3 minutes), for expected figures of any model")
+        self.action.triggered.connect(lambda _checked=False: self.start())
+        self.dialog: QProgressDialog | None = None
+        self._calibration: Calibration | None = None
+        self._thread: threading.Thread | None = None
+        self.progress.connect(self._on_progress)
+        self.done.connect(self._on_done)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.cancel)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Open the progress dialog and start calibrating (a second start while one runs does nothing)."""
+        if self.running:
+            return
+        self._calibration = Calibration(self.options, progress=self.progress.emit)
+        self.dialog = QProgressDialog("Calibrating this machine…", "Cancel", 0, 0, self._parent)
+        self.dialog.setWindowTitle("Calibrate")
+        self.dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        self.dialog.setMinimumDuration(0)
+        self.dialog.canceled.connect(self.cancel)
+        self.dialog.show()
+        self.action.setEnabled(False)
+        self._thread = threading.Thread(target=self._work, args=(self._calibration,), name="calibrate", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Stop the calibration (safe when none runs); the previous fit stays."""
+        if self._calibration is not None:
+            self._calibration.cancel()
+
+    def wait(self, timeout_s: float = 30.0) -> bool:
+        """Join the calibration thread (tests, shutdown); True when it has ended."""
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        return not self.running
+
+    def _work(self, calibration: Calibration) -> None:
+        try:
+            with ResultStore(self.store_path) as store:  # sqlite connections belong to the thread that opens them
+                calibration.store = store
+                result = calibration.run()
+        except BaseException as e:  # noqa: BLE001 - every failure is shown in the window
+            self.done.emit(None, e)
+            return
+        self.done.emit(result, None)
+
+    def _on_progress(self, text: str) -> None:
+        if self.dialog is not None:
+            self.dialog.setLabelText(f"Calibrating this machine…\n{text}")
+
+    def _on_done(self, result: CalibrationResult | None, error: BaseException | None) -> None:
+        if self.dialog is not None:
+            self.dialog.canceled.disconnect(self.cancel)
+            self.dialog.close()
+            self.dialog.deleteLater()
+            self.dialog = None
+        self.action.setEnabled(True)
+        self._calibration = None
+        if isinstance(error, CalibrationCancelled):
+            self._notify("Calibration cancelled; the previous fit is unchanged.", "warning")
+        elif error is not None:
+            self._notify(f"Calibration failed: {error}", "error")
+        elif result is not None:
+            self._notify(result_line(result), "info")
+            if self.on_calibrated is not None:
+                self.on_calibrated()
