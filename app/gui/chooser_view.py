@@ -200,7 +200,7 @@ class ChooserView(QDialog):
 
     def show_report(self, report: ChooseReport) -> None:
         self.report = report
-        self.pareto.show_choices(report.choices)
+        self.pareto.show_choices(report.choices, self.request().min_decode_tps, report.recommendation.choice)
         self.bars.show_choices(report.choices)
         self._fill_table(report)
         self.recommendation.setText(report.recommendation.sentence)

@@ -223,7 +223,8 @@ def _sentence(c: FileChoice, profile_name: str, n_ctx: int, min_decode_tps: floa
     floor = f", above the {min_decode_tps:g} tok/s floor" if min_decode_tps is not None else ""
     return (f"Run {c.filename} ({c.file_type}, {c.bits_per_weight:.2f} bits/weight): of the files that fit, it has "
             f"{quality}; it {place} at {n_ctx:,} tokens with a {c.type_k} KV cache, decoding at "
-            f"{c.decode_tps.value:.1f} tok/s ({c.decode_tps.kind}){floor}.")
+            f"{'up to' if c.decode_tps.kind == 'ceiling' else 'about'} {c.decode_tps.value:.1f} tok/s "
+            f"({c.decode_tps.kind}){floor}.")
 
 
 #: The chooser table's columns (CSV export, the window's table): (key, header, unit).

@@ -10,6 +10,7 @@ Memory bars: weights, KV cache, compute buffers and the GPU allowance per file, 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import pyqtgraph as pg
@@ -41,6 +42,14 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
     return sorted(set(front))
 
 
+def short_labels(names: Sequence[str]) -> list[str]:
+    """File names without ".gguf" and without the prefix they all share (cut at a separator): "Q4_K_M", "Q8_0"."""
+    stems = [n[:-5] if n.lower().endswith(".gguf") else n for n in names]
+    common = os.path.commonprefix(stems) if len(stems) > 1 else ""
+    cut = max(common.rfind(sep) for sep in "-_. ") + 1 if common else 0
+    return [stem[cut:] or stem for stem in stems]
+
+
 def kld_of(c: FileChoice) -> float | None:
     return c.quality.mean_kld if c.quality is not None else None
 
@@ -55,11 +64,14 @@ class ParetoPlot(pg.PlotWidget):
         self.setLabel("bottom", "decode tok/s at the context (expected, else ceiling)")
         self.setLabel("left", "mean KLD vs reference (lower is better)")
         self.showGrid(x=True, y=True, alpha=0.2)
+        self.getAxis("left").enableAutoSIPrefix(False)
         self.points: list[tuple[str, float, float | None, bool]] = []  # (file, tok/s, kld, fits)
         self.front: list[tuple[float, float]] = []
         self.unmeasured_y = 0.0
 
-    def show_choices(self, choices: Sequence[FileChoice]) -> None:
+    def show_choices(self, choices: Sequence[FileChoice], floor_tps: float | None = None,
+                     chosen: FileChoice | None = None) -> None:
+        """One point per file; the speed floor as a vertical line and the recommended file ringed."""
         self.clear()
         self.points = [(c.filename, c.decode_tps.value, kld_of(c), c.usable) for c in choices]
         if not choices:
@@ -68,6 +80,7 @@ class ParetoPlot(pg.PlotWidget):
         measured = [k for _, _, k, _ in self.points if k is not None]
         top = max(measured) if measured else 0.0
         self.unmeasured_y = top * 1.25 if top > 0 else 1.0
+        labels = short_labels([c.filename for c in choices])
         for i, c in enumerate(choices):
             kld = kld_of(c)
             colour = COLORS[i % len(COLORS)] if c.usable else GREY
@@ -75,21 +88,30 @@ class ParetoPlot(pg.PlotWidget):
             brush = pg.mkBrush(colour) if kld is not None else pg.mkBrush(255, 255, 255, 0)
             self.plot([c.decode_tps.value], [y], pen=None, symbol="o", symbolPen=pg.mkPen(colour, width=2),
                       symbolBrush=brush, symbolSize=point_size(c.size_bytes, min(sizes), max(sizes)))
-            label = pg.TextItem(c.filename if c.usable else f"{c.filename} (does not fit)", color=colour,
-                                anchor=(0, 1))
+            label = pg.TextItem(labels[i] if c.usable else f"{labels[i]} (does not fit)", color=colour,
+                                anchor=(-0.15, 1))
             label.setPos(c.decode_tps.value, y)
             self.addItem(label)
         if len(measured) < len(choices):
             line = pg.InfiniteLine(pos=self.unmeasured_y, angle=0, pen=pg.mkPen(GREY, style=Qt.PenStyle.DotLine),
                                    label="quality not measured", labelOpts={"position": 0.02, "color": "#666"})
             self.addItem(line)
+        if floor_tps:
+            self.addItem(pg.InfiniteLine(pos=floor_tps, angle=90, pen=pg.mkPen("#222", style=Qt.PenStyle.DashLine),
+                                         label=f"floor {floor_tps:g} tok/s",
+                                         labelOpts={"position": 0.9, "color": "#222"}))
+        if chosen is not None:
+            kld = kld_of(chosen)
+            self.plot([chosen.decode_tps.value], [kld if kld is not None else self.unmeasured_y], pen=None,
+                      symbol="o", symbolSize=point_size(chosen.size_bytes, min(sizes), max(sizes)) + 12,
+                      symbolPen=pg.mkPen("#222", width=2), symbolBrush=pg.mkBrush(0, 0, 0, 0))
         self.front = pareto_front([(s, k) for _, s, k, ok in self.points if ok and k is not None])
         if len(self.front) > 1:
             self.plot([p[0] for p in self.front], [p[1] for p in self.front],
                       pen=pg.mkPen(FRONT, width=1.5, style=Qt.PenStyle.DashLine))
         speeds = [s for _, s, _, _ in self.points]
         self.setXRange(0, max(speeds) * 1.3 if max(speeds) > 0 else 1.0, padding=0)
-        self.setYRange(0, self.unmeasured_y * 1.15, padding=0)
+        self.setYRange(-0.05 * self.unmeasured_y, self.unmeasured_y * 1.15, padding=0)
 
 
 class MemoryBars(pg.PlotWidget):
@@ -101,8 +123,7 @@ class MemoryBars(pg.PlotWidget):
         self.setTitle("Memory at the chosen context vs the device")
         self.setLabel("bottom", "GiB")
         self.showGrid(x=True, alpha=0.2)
-        self.getAxis("left").setStyle(tickTextWidth=160, autoExpandTextSpace=False)
-        self.legend = self.addLegend(offset=(-10, 10))
+        self.legend = self.addLegend(offset=(-40, -10))
         self.totals_gib: list[float] = []
         self.budget_gib = 0.0
 
@@ -117,15 +138,17 @@ class MemoryBars(pg.PlotWidget):
             widths = [getattr(c, attr) / GIB for c in choices]
             if not any(widths):
                 continue
-            bars = pg.BarGraphItem(x0=left, y=rows, height=0.6, width=widths,
+            bars = pg.BarGraphItem(x0=left, y=rows, height=0.6, width=widths, brush=colour,
                                    brushes=[pg.mkBrush(colour if c.usable else GREY) for c in choices],
-                                   pen=pg.mkPen("w"), name=label)
+                                   pen=pg.mkPen("w"))
             self.addItem(bars)
             self.legend.addItem(bars, label)
             left = [a + b for a, b in zip(left, widths, strict=True)]
         self.budget_gib = choices[0].budget_bytes / GIB
         self.addItem(pg.InfiniteLine(pos=self.budget_gib, angle=90, pen=pg.mkPen("#222", width=2),
-                                     label=f"device {self.budget_gib:.1f} GiB", labelOpts={"position": 0.95}))
-        self.getAxis("left").setTicks([[(r, c.filename[:28]) for r, c in zip(rows, choices, strict=True)]])
+                                     label=f"device {self.budget_gib:.1f} GiB",
+                                     labelOpts={"position": 0.95, "color": "#222"}))
+        labels = short_labels([c.filename for c in choices])
+        self.getAxis("left").setTicks([list(zip(rows, labels, strict=True))])
         self.setXRange(0, max(max(self.totals_gib), self.budget_gib) * 1.1, padding=0)
         self.setYRange(-0.6, len(choices) - 0.4, padding=0)
