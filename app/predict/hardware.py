@@ -44,7 +44,10 @@ def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> CpuProfile:
     peaks = scan.cpu_peaks()
     gflops = peaks.fma.tflops * 1e3 if peaks is not None else scan.probe.gflops_f32
     base = cpu_profile(f"{label}: {scan.cpu_model}", scan.probe.bandwidth_gbps, gflops, scan.ram_total_bytes or 1)
-    return CpuProfile(**{f.name: getattr(base, f.name) for f in fields(base)},
+    state = {True: ", taken while busy", None: ", not load-checked"}.get(scan.probe.busy, "")
+    compute = f"{peaks.int8.kind} (quantized weights), {peaks.fma.kind} (float)" if peaks else "f32 matmul probe"
+    source = f"bandwidth probed {scan.probe.measured_at}{state}; compute: {compute}"
+    return CpuProfile(**{f.name: getattr(base, f.name) for f in fields(base) if f.name != "source"}, source=source,
                       int8=peaks.int8 if peaks else None, fma=peaks.fma if peaks else None)
 
 

@@ -78,6 +78,9 @@ def test_cpu_profile_of_a_scan_carries_both_peaks() -> None:
     assert isinstance(cpu, CpuProfile) and cpu.name == "This CPU: AMD EPYC"
     assert cpu.fp16_tensor_tflops == pytest.approx(0.1902)  # the FMA peak, raised to the matmul's clock
     assert cpu.int8.tflops == pytest.approx(4 * 0.1902) and cpu.peak_bandwidth_gbps == 30.0
+    assert cpu.source == ("bandwidth probed recorded; compute: int8 dot peak (quantized weights), FMA peak (float)")
+    busy = cpu_profile_of(replace(scan, probe=replace(probe, busy=True)))
+    assert "taken while busy" in busy.source  # the window's hardware tooltip shows the source
     bare = cpu_profile_of(replace(scan, cpu_features=None))
     assert bare.int8 is None and bare.fp16_tensor_tflops == pytest.approx(0.1902)  # the probe, a roofline
 
@@ -91,6 +94,7 @@ def _requantize(src: Path, dst: Path, ftype: str) -> Path:
     return dst
 
 
+@pytest.mark.slow
 def test_measured_prefill_stays_below_the_ceiling_on_the_real_model(smollm2_path: Path, tmp_path: Path) -> None:
     q8 = _requantize(smollm2_path, tmp_path / "smollm2.Q8_0.gguf", "Q8_0")
     proc = gguf_bench("run", "-m", str(smollm2_path), "-m", str(q8), "-p", "128", "-n", "1", "-r", "1",
