@@ -45,6 +45,13 @@ class _Handler(BaseHTTPRequestHandler):
         st = self.state
         st.requests += 1
         st.auth_headers.append(self.headers.get("Authorization", ""))
+        if self.path.startswith("/resolve/"):  # like Hugging Face: a redirect to the file's storage
+            self.state.statuses.append(302)
+            self.send_response(302)
+            self.send_header("Location", "/" + self.path.removeprefix("/resolve/"))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         path = st.files.get(self.path.split("?")[0])
         if path is None:
             self._send(404, {"Content-Length": "0"}, b"")

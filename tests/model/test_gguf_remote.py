@@ -157,3 +157,20 @@ def test_token_sent_only_to_hugging_face(make_gguf: Callable[..., Path], monkeyp
     with serve({"/f.gguf": make_gguf()}) as (base, state):
         remote_facts(f"{base}/f.gguf", FAST)
     assert state.auth_headers and all(h == "" for h in state.auth_headers)
+
+
+def test_redirects_keep_the_range(make_gguf: Callable[..., Path]) -> None:
+    path = make_gguf()
+    with serve({"/store/f.gguf": path}) as (base, state):
+        facts = remote_facts(f"{base}/resolve/store/f.gguf", FAST)
+    assert facts.n_layer == 2 and state.statuses == [302, 206]
+
+
+def test_token_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.model.gguf_remote import _auth_token
+
+    monkeypatch.setenv("HF_TOKEN", "secret")
+    assert _auth_token("https://huggingface.co/o/r/resolve/main/x.gguf") == "secret"
+    assert _auth_token("https://hf.co/o/r/resolve/main/x.gguf") == "secret"
+    assert _auth_token("https://cdn-lfs.example.com/x.gguf") is None
+    assert _auth_token("https://evilhuggingface.co/x.gguf") is None

@@ -54,16 +54,23 @@ def kld_of(c: FileChoice) -> float | None:
     return c.quality.mean_kld if c.quality is not None else None
 
 
+def _dress(plot: pg.PlotWidget, title: str, bottom: str, left: str = "") -> None:
+    """White background, title, axis labels and a light grid."""
+    plot.setBackground("w")
+    plot.setTitle(title)
+    plot.setLabel("bottom", bottom)
+    if left:
+        plot.setLabel("left", left)
+    plot.showGrid(x=True, y=bool(left), alpha=0.2)
+
+
 class ParetoPlot(pg.PlotWidget):
     """Quality loss (mean KLD) against expected decode tok/s for the chosen device."""
 
     def __init__(self, parent: object = None) -> None:
         super().__init__(parent)
-        self.setBackground("w")
-        self.setTitle("Quality loss vs decode speed")
-        self.setLabel("bottom", "decode tok/s at the context (expected, else ceiling)")
-        self.setLabel("left", "mean KLD vs reference (lower is better)")
-        self.showGrid(x=True, y=True, alpha=0.2)
+        _dress(self, "Quality loss vs decode speed", "decode tok/s at the context (expected, else ceiling)",
+               "mean KLD vs reference (lower is better)")
         self.getAxis("left").enableAutoSIPrefix(False)
         self.points: list[tuple[str, float, float | None, bool]] = []  # (file, tok/s, kld, fits)
         self.front: list[tuple[float, float]] = []
@@ -119,10 +126,7 @@ class MemoryBars(pg.PlotWidget):
 
     def __init__(self, parent: object = None) -> None:
         super().__init__(parent)
-        self.setBackground("w")
-        self.setTitle("Memory at the chosen context vs the device")
-        self.setLabel("bottom", "GiB")
-        self.showGrid(x=True, alpha=0.2)
+        _dress(self, "Memory at the chosen context vs the device", "GiB")
         self.legend = self.addLegend(offset=(-40, -10))
         self.totals_gib: list[float] = []
         self.budget_gib = 0.0
