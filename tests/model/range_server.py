@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,8 +16,8 @@ from pathlib import Path
 @dataclass
 class ServerState:
     files: dict[str, Path]
-    mode: str = "range"  # range | norange | truncate | flaky
-    fail_first: int = 0  # flaky: answer 500 this many times first
+    mode: str = "range"  # range | norange | truncate | flaky | stall
+    fail_first: int = 0  # flaky: answer 500 this many times first; stall: answer 1 s late
     requests: int = 0
     bytes_sent: int = 0
     statuses: list[int] = field(default_factory=list)
@@ -56,6 +57,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path is None:
             self._send(404, {"Content-Length": "0"}, b"")
             return
+        if st.mode == "stall" and st.fail_first > 0:  # answer too late for the client's timeout
+            st.fail_first -= 1
+            time.sleep(1.0)
         if st.mode == "flaky" and st.fail_first > 0:
             st.fail_first -= 1
             self._send(500, {"Content-Length": "0"}, b"")

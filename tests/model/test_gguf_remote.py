@@ -174,3 +174,9 @@ def test_token_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _auth_token("https://hf.co/o/r/resolve/main/x.gguf") == "secret"
     assert _auth_token("https://cdn-lfs.example.com/x.gguf") is None
     assert _auth_token("https://evilhuggingface.co/x.gguf") is None
+
+
+def test_timeouts_are_retried(make_gguf: Callable[..., Path]) -> None:
+    with serve({"/f.gguf": make_gguf()}, mode="stall", fail_first=1) as (base, state):
+        facts = remote_facts(f"{base}/f.gguf", RemoteOptions(timeout_s=0.3, backoff_s=0.01, use_cache=False))
+    assert facts.n_layer == 2 and state.requests == 2
