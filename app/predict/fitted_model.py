@@ -191,7 +191,8 @@ class PhaseFit:
         return sum(self.coefficients[k] * v for k, v in feats.items())
 
     def expected(self, workload: Workload, source: str) -> Expected | None:
-        """Tokens/s with its band; None when the workload needs a coefficient the fit lacks or the time is ≤ 0."""
+        """Tokens/s with its band (÷ and × (1 + band_frac): never below zero); None when the workload needs a
+        coefficient the fit lacks or the time is ≤ 0."""
         try:
             seconds = self.seconds_per_token(workload)
         except KeyError:
@@ -199,7 +200,7 @@ class PhaseFit:
         if seconds <= 0:
             return None
         tps = 1.0 / seconds
-        return Expected(tps, tps * (1.0 - self.band_frac), tps * (1.0 + self.band_frac), source)
+        return Expected(tps, tps / (1.0 + self.band_frac), tps * (1.0 + self.band_frac), source)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"phase": self.phase, "coefficients": dict(self.coefficients), "band_frac": self.band_frac,

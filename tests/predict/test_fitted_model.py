@@ -57,7 +57,7 @@ def test_expected_carries_band_and_source_and_round_trips() -> None:
     exp = fit.expected(works[3], "fit of this machine")
     assert exp is not None and exp.kind == "expected" and exp.source == "fit of this machine"
     assert exp.value == pytest.approx(tps(TRUE_DECODE, works[3], "decode"), rel=1e-6)
-    assert exp.low == pytest.approx(exp.value * (1 - BAND_FLOOR)) and exp.high == pytest.approx(exp.value * 1.05)
+    assert exp.low == pytest.approx(exp.value / (1 + BAND_FLOOR)) and exp.high == pytest.approx(exp.value * 1.05)
     again = PhaseFit.from_json_dict(fit.to_json_dict())
     assert again.coefficients == fit.coefficients and again.points == fit.points
 
