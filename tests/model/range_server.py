@@ -64,16 +64,18 @@ class _Handler(BaseHTTPRequestHandler):
             st.fail_first -= 1
             self._send(500, {"Content-Length": "0"}, b"")
             return
-        data = path.read_bytes()
-        etag = f'"{len(data)}-{path.stat().st_mtime_ns}"'
+        size = path.stat().st_size
+        etag = f'"{size}-{path.stat().st_mtime_ns}"'
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
         if st.mode == "norange" or not m:
-            self._send(200, {"Content-Length": str(len(data)), "ETag": etag}, data)
+            self._send(200, {"Content-Length": str(size), "ETag": etag}, path.read_bytes())
             return
         start = int(m.group(1))
-        end = min(int(m.group(2)) if m.group(2) else len(data) - 1, len(data) - 1)
-        body = data[start:end + 1]
-        headers = {"Content-Range": f"bytes {start}-{end}/{len(data)}", "Content-Length": str(len(body)),
+        end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+        with path.open("rb") as f:
+            f.seek(start)
+            body = f.read(end + 1 - start)
+        headers = {"Content-Range": f"bytes {start}-{end}/{size}", "Content-Length": str(len(body)),
                    "ETag": etag}
         if st.mode == "truncate":
             body = body[: len(body) // 2]  # promise the whole range, send half, close
