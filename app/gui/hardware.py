@@ -48,6 +48,7 @@ class HardwareProfiles(QObject):
         self.probe_done = False  # no CPU probe is running or about to run
         self.ready = False  # detection has answered
         self.doctor: DoctorReport | None = None  # what llama.cpp can use and what the machine has
+        self.scan: MachineScan | None = None  # the last machine scan (the expected figures' fits are keyed by it)
         self.gpu_facts = GpuFacts(inspector)
         inspector.layout().insertWidget(1, self.gpu_facts)  # under the hardware list and its settings
         self._wanted = ""
@@ -84,6 +85,7 @@ class HardwareProfiles(QObject):
             self.gpu_facts.show_error(str(err))
             return
         scan, self.doctor = found
+        self.scan = scan
         self._show_doctor(self.doctor)
         for gpu in scan.gpus:
             prof = match_nvml_name(gpu.name or "", self.profiles)

@@ -16,12 +16,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence
 from PySide6.QtWidgets import QGroupBox, QLabel, QMainWindow, QSplitter, QStyle, QVBoxLayout, QWidget
 
 from app.gui.calibrate_action import CalibrateAction
 from app.gui.chooser_view import ChooserView
+from app.gui.expectations import load_expectations
 from app.gui.hardware import HardwareProfiles
 from app.gui.live import LiveRun
 from app.gui.model_details import ModelDetails
@@ -39,6 +40,7 @@ from app.gui.run_browser import RunBrowser
 from app.gui.settings import Settings
 from app.gui.sweep_controller import SweepController
 from app.gui.tasks import Tasks
+from app.gui.window_state import restore_window_state, save_window_state
 from app.model import library as ml
 from app.paths import default_model_path
 from app.run.events import Event
@@ -127,6 +129,7 @@ class MainWindow(QMainWindow):
         self.library.selectionChanged.connect(self._models_selected)
         self.hardware.machineChanged.connect(
             lambda: self.predictor.set_machine(self.hardware.cpu, self.hardware.known()))
+        self.hardware.machineChanged.connect(self.load_expectations)
         self.inspector.profileChanged.connect(
             lambda: self.details.set_profile(self.inspector.current_profile(), self.hardware.cpu_bandwidth_gbps))
         self.inspector.settingsChanged.connect(self._inspector_settings_changed)
@@ -184,7 +187,8 @@ class MainWindow(QMainWindow):
         self.plots.setMinimumHeight(300)
 
     def _build_actions(self) -> None:
-        self.calibrate = CalibrateAction(self, self.notify, store_path=self.store_path)
+        self.calibrate = CalibrateAction(self, self.notify, store_path=self.store_path,
+                                         on_calibrated=self.load_expectations)
 
         def act(text: str, shortcut: str | None, slot: Any, tip: str = "") -> QAction:
             a = QAction(text, self)
@@ -306,6 +310,13 @@ class MainWindow(QMainWindow):
         test = replace(base, model_path=model, n_prompt=n_prompt, n_gen=n_gen, n_depth=0, repetitions=1)
         return self.start_tests([test], f"scenario {n_prompt}+{n_gen}")
 
+    def load_expectations(self) -> None:
+        """Load (off the GUI thread) the fits expected figures come from: after the machine scan, after a
+        calibration."""
+        scan = self.hardware.scan
+        self.tasks.submit(lambda: load_expectations(scan), lambda res, err: err is None and res is not None
+                          and self.predictor.set_expectations(res))
+
     def _refuse(self, why: str) -> str:
         self.notify(why)
         return why
@@ -380,35 +391,10 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------------------ settings
     def _restore_settings(self) -> None:
-        geo = self.settings.value("window/geometry")
-        if isinstance(geo, QByteArray) and not geo.isEmpty():
-            self.restoreGeometry(geo)
-        for key, split in self._splits():
-            state = self.settings.value(key)
-            if isinstance(state, QByteArray) and not state.isEmpty():
-                split.restoreState(state)
-        last = self.settings.last_sweep()
-        if last:
-            self.editor.restore(last)
-        try:
-            self.inspector.ctx.setValue(int(self.settings.value("inspector/ctx", 4096)))
-        except (TypeError, ValueError):
-            pass
-
-    def _splits(self) -> tuple[tuple[str, QSplitter], ...]:
-        return (("window/main_split", self.main_split), ("window/left_split", self.left_split),
-                ("window/right_split", self.right_split))
+        restore_window_state(self)
 
     def save_settings(self) -> None:
-        s = self.settings
-        s.set_value("window/geometry", self.saveGeometry())
-        for key, split in self._splits():
-            s.set_value(key, split.saveState())
-        s.set_value("inspector/ctx", self.inspector.ctx.value())
-        s.set_library_folders(self.library.folders)
-        s.set_selected_models(self.library.selected_paths())
-        s.set_last_sweep(self.editor.state())
-        s.sync()
+        save_window_state(self)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         self.save_settings()

@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from app.gui.expectations import Expectations
 from app.model.facts import ModelFacts
+from app.predict.fitted_model import Expected
 from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
 from app.predict.prediction import Prediction, PredictSettings
 from app.predict.prediction import predict as predict_ceilings
@@ -75,6 +77,7 @@ class PredictionService:
         self.cpu_bandwidth_gbps: float | None = None
         self.machine_cpu: HardwareProfile | None = None  # this machine's CPU (probed): what CPU rows ran on
         self.known: dict[str, HardwareProfile] = {}  # every profile in the hardware list, by name
+        self.expectations = Expectations()  # the fits behind expected figures (this CPU; public GPU data)
         self.version = 0
         self.curves_version = 0
         self._cache: dict[tuple[Any, ...], Any] = {}
@@ -104,6 +107,11 @@ class PredictionService:
         """The hardware measurements can have run on: this CPU, and the profiles rows may name."""
         self.machine_cpu = machine_cpu
         self.known = {p.name: p for p in known}
+        self._changed()
+
+    def set_expectations(self, expectations: Expectations) -> None:
+        """The fits expected figures come from (after the machine scan, and after a calibration)."""
+        self.expectations = expectations
         self._changed()
 
     def hardware_of(self, rows: Sequence[dict[str, Any]]) -> HardwareProfile | None:
@@ -179,9 +187,13 @@ class PredictionService:
         key = ("p", path, settings, profile)
         if key in self._cache:
             return self._cache[key]
+        exp = self.expectations
+        this_cpu = profile.kind == "cpu" and same_hardware(profile, self.machine_cpu)
         try:
             pred = predict_ceilings(facts, profile, settings, cpu_bandwidth_gbps=self.cpu_bandwidth_gbps,
-                                    tensor_bytes=facts.tensor_bytes or None)
+                                    tensor_bytes=facts.tensor_bytes or None,
+                                    fitted=exp.machine_fit if this_cpu else None,
+                                    public=exp.public if profile.kind != "cpu" else None)
         except Exception:  # noqa: BLE001 - a prediction that cannot be made is shown as "—"
             pred = None
         self._cache[key] = pred
@@ -231,6 +243,29 @@ class PredictionService:
             ys.append(_f(p.decode_ceiling_tps) or np.nan)
         return np.asarray(ys, dtype=float)
 
+    def expected_curve(self, path: str, xs: Sequence[float], phase: str, depth: int = 0,
+                       profile: HardwareProfile | None = None, **settings: Any) -> np.ndarray | None:
+        """Expected figures along ``xs`` on ``profile`` as rows (value, low, high): TTFT (ms) against prompt length
+        for ``phase="prefill"``, decode tok/s against position for ``"decode"``; None where no fit gives one."""
+        base = PredictSettings.from_row(dict(settings, model_path=path))
+        out = []
+        for x in xs:
+            if phase == "prefill":
+                at_x = replace(base, n_ctx=n_ctx_for({"n_prompt": int(x), "n_depth": depth}), n_prompt=max(int(x), 1),
+                               n_gen=0, depth=depth)
+            else:
+                at_x = replace(base, n_ctx=n_ctx_for({"n_prompt": int(x)}), n_prompt=max(int(x), 1), n_gen=0, depth=0)
+            pred = self.predict_settings(path, at_x, profile)
+            e = expected_of(pred, phase) if pred is not None else None
+            if e is None:
+                return None
+            if phase == "prefill":  # a faster prefill is a shorter TTFT: the band flips
+                n = max(int(x), 1)
+                out.append((n / e.value * 1000.0, n / e.high * 1000.0, n / e.low * 1000.0))
+            else:
+                out.append((e.value, e.low, e.high))
+        return np.asarray(out, dtype=float).T
+
     def kv_curve(self, path: str, ctxs: Sequence[float], **settings: Any) -> tuple[np.ndarray, np.ndarray] | None:
         """(KV-cache bytes, weights + KV + compute bytes) llama.cpp allocates at each context size."""
         return self._kv_curve(path, ctxs, PredictSettings.from_row(settings))
@@ -250,3 +285,13 @@ class PredictionService:
         except Exception:  # noqa: BLE001
             return None
         return np.asarray(kv, dtype=float), np.asarray(total, dtype=float)
+
+
+def expected_of(pred: Prediction, phase: str) -> Expected | None:
+    """A prediction's expected figure for ``phase`` with its band; a figure learned from stored runs without a fit
+    (achieved ÷ ceiling) has no band: low = high = value."""
+    fitted = pred.expected_prefill if phase == "prefill" else pred.expected_decode
+    if fitted is not None:
+        return fitted if fitted.value > 0 and fitted.low > 0 else None
+    value = _f(pred.expected_prefill_tps if phase == "prefill" else pred.expected_decode_tps)
+    return Expected(value, value, value, "stored runs (achieved ÷ ceiling)") if value else None

@@ -39,8 +39,15 @@ class Tasks(QObject):
         _POOLS.add(self._pool)
         self._done.connect(self._deliver)
         self.pending = 0
+        self.closed = False
 
     def submit(self, fn: Callable[..., Any], on_done: Callback | None, *args: Any) -> Future[Any]:
+        """Run ``fn(*args)`` on the pool and ``on_done(result, error)`` on the GUI thread; after ``shutdown``
+        (a late signal while the window closes) nothing runs and the future comes back cancelled."""
+        if self.closed:
+            late: Future[Any] = Future()
+            late.cancel()
+            return late
         self.pending += 1
         fut = self._pool.submit(fn, *args)
 
@@ -62,4 +69,5 @@ class Tasks(QObject):
             on_done(result, err)
 
     def shutdown(self) -> None:
+        self.closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui.panels.library import human_bytes
-from app.gui.predictions import PredictionService
+from app.gui.predictions import PredictionService, expected_of
 from app.model.facts import ModelFacts
 from app.model.format import format_params
 from app.model.kv_cache import REPORTED_CACHE_TYPES
@@ -184,12 +184,25 @@ class InspectorPanel(QWidget):
             ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty{full_tps}"),
             ("Prefill ceiling", f"{pred.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
             ("TTFT, 512 tokens", f"{pred.ttft_ms:,.1f} ms"),
+            *_expected_rows(pred),
         ]
         html = [f"<br><b>On {escape(profile.name)}</b>: {verdict}<br>", "<br>" + _table(rows)]
         if pred.notes:
             html.append("<span style='color:#666; font-size:small'>" +
                         "<br>".join(escape(n) for n in pred.notes) + "</span>")
         return html
+
+
+def _expected_rows(pred: Prediction) -> list[tuple[str, str]]:
+    """The expected figures (a fit of measurements) with their band and where the fit came from, or why none."""
+    rows = []
+    for label, phase in (("Decode expected", "decode"), ("Prefill expected", "prefill")):
+        e = expected_of(pred, phase)
+        if e is not None:
+            band = f" ({e.low:,.1f}–{e.high:,.1f})" if e.high > e.low else ""
+            rows.append((label, f"{e.value:,.1f} tok/s{band} <span style='color:#666'>— {escape(e.source)}</span>"))
+    return rows or [("Expected", "<span style='color:#666'>no fit for this hardware: ceilings only "
+                                 "(Sweep → Calibrate this machine…)</span>")]
 
 
 def fit_verdict(status: str, n_ctx: int, n_ctx_train: int, max_ngl: int, n_layer: int) -> tuple[str, str, str]:

@@ -28,10 +28,12 @@ class DecodePlot(PlotPanel):
     def __init__(self, title: str | None = None, columns: int | None = None) -> None:
         super().__init__(title, columns)
         self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, predicted tok/s)
+        self.expected: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, expected tok/s)
 
     def reset(self) -> None:
         super().reset()
         self.curves = {}
+        self.expected = {}
 
     def key(self, view: PlotView) -> tuple[Any, ...]:
         s = view.session
@@ -46,6 +48,7 @@ class DecodePlot(PlotPanel):
         pos, rate, starts = s.tok_pos.view(), s.tok_rate.view(), s.tok_rep_start.view()
         rows = [r for r in s.ok_rows() if r.get("decode_tps") is not None]
         curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.expected = {}
         for m, path in enumerate(view.models):
             c, mask = color(m), tok_m == m
             self.item(("tok", m), lambda c=c, path=path: line(view.label("per token (measured)", path), c, 1.0,
@@ -91,4 +94,11 @@ class DecodePlot(PlotPanel):
             rename(self.plot, item, name)
             item.setData(*((xs, curve) if curve is not None else ([], [])))
             ys = curve if key[0] == "pred" else ys
+        exp = None if ran_on is None else view.curve(
+            ("dec-exp", path, float(xs[-1]), ran_on, tuple(sorted(settings.items()))),
+            lambda: view.predictor.expected_curve(path, xs, "decode", 0, ran_on, **settings))
+        self.draw_expected(("exp", m), view.label(f"expected ± band ({profile_name(ran_on)})", path), color(m), xs,
+                           exp)
+        if exp is not None:
+            self.expected[m] = (xs, exp[0])
         return ys

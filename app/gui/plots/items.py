@@ -86,6 +86,16 @@ class TopLegend(pg.LegendItem):
         label.show()
         self.rowCount = max(self.rowCount, row + 1)
 
+    def _removeItemFromLayout(self, *items: Any) -> None:  # noqa: N802 - pyqtgraph's name
+        """Take entries out (a collapsed legend's entries are not in the layout: Qt would warn)."""
+        laid_out = {id(self.layout.itemAt(i)) for i in range(self.layout.count())}
+        for item in items:
+            if id(item) in laid_out:
+                self.layout.removeItem(item)
+            item.close()
+            if item.scene() is not None:
+                item.scene().removeItem(item)
+
     def setColumnCount(self, columnCount: int) -> None:  # noqa: N802 - pyqtgraph's name
         if columnCount != self.columnCount:
             self.columnCount = columnCount
@@ -232,6 +242,18 @@ def what_if_line(name: str | None, c: str) -> pg.PlotDataItem:
     qc = pg.mkColor(c)
     qc.setAlpha(150)
     return pg.PlotDataItem([], [], pen=pg.mkPen(qc, width=1.3, style=Qt.PenStyle.DotLine), name=name)
+
+
+def expected_line(name: str | None, c: str) -> pg.PlotDataItem:
+    """A dash-dot line: an expected figure (a fit of measurements), beside the dashed ceiling."""
+    return pg.PlotDataItem([], [], pen=pg.mkPen(c, width=1.6, style=Qt.PenStyle.DashDotLine), name=name)
+
+
+def band_between(low: pg.PlotDataItem, high: pg.PlotDataItem, c: str) -> pg.FillBetweenItem:
+    """A pale fill between two curves: an expected figure's band."""
+    qc = pg.mkColor(c)
+    qc.setAlpha(38)
+    return pg.FillBetweenItem(low, high, brush=pg.mkBrush(qc))
 
 
 def marked_line(name: str | None, c: str) -> pg.PlotDataItem:

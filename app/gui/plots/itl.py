@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from app.gui.plots.decode import DecodePlot
-from app.gui.plots.items import connect_reps, line
+from app.gui.plots.items import connect_reps, expected_line, line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import HILITE, finite_max, nice_ceil
 
@@ -37,9 +37,14 @@ class ItlPlot(PlotPanel):
         itl, starts = s.tok_itl_ms.view(), s.tok_rep_start.view()
         conn = connect_reps(starts)
         self.item(("meas",), lambda: line("measured, per token", "#1f77b4", 1.0)).setData(t, itl, connect=conn)
-        floor = self._floor(view, itl.size)
+        floor = self._floor(view, itl.size, self.decode.curves)
         self.item(("pred",), lambda: line("predicted floor (1000 / ceiling)", "#d62728", 1.6, dashed=True)).setData(
             t, floor, connect=conn)
+        if self.decode.expected:
+            self.item(("exp",), lambda: expected_line("expected (1000 / expected decode)", "#7a3db8")).setData(
+                t, self._floor(view, itl.size, self.decode.expected), connect=conn)
+        else:
+            self.drop(("exp",))
         in_sel = view.selected_tokens()
         self.item(("hl",), lambda: line(None, HILITE, 1.6)).setData(
             t[in_sel], itl[in_sel], connect=connect_reps(starts[in_sel]))
@@ -47,13 +52,13 @@ class ItlPlot(PlotPanel):
             y_hi = min(float(np.nanmax(itl)), 4 * float(np.percentile(itl, 95)))
             self.set_range(self.plot.getViewBox(), (0.0, nice_ceil(float(t[-1]))), finite_max([y_hi], floor))
 
-    def _floor(self, view: PlotView, n: int) -> np.ndarray:
-        """Per token: 1000 / the predicted decode ceiling at its position (NaN where there is none)."""
+    def _floor(self, view: PlotView, n: int, curves: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """Per token: 1000 / the decode rate ``curves`` give at its position (NaN where there is none)."""
         floor = np.full(n, np.nan)
-        if self.decode.curves and n:
+        if curves and n:
             tok_m = view.model_of_tokens()
             pos = view.session.tok_pos.view()
-            for m, (xs, ys) in self.decode.curves.items():
+            for m, (xs, ys) in curves.items():
                 mask = tok_m == m
                 floor[mask] = 1000.0 / np.interp(pos[mask], xs, ys)
         return floor

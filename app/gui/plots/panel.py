@@ -15,7 +15,9 @@ from app.gui.live import LiveRun
 from app.gui.plots.items import (
     ItemPool,
     TopLegend,
+    band_between,
     error_bars,
+    expected_line,
     line,
     make_plot,
     marked_line,
@@ -205,6 +207,24 @@ class PlotPanel(ABC):
             return
         rename(self.plot, item, name)
         item.setData(x, y, symbol=symbol)
+
+    def draw_expected(self, key: tuple[Any, ...], name: str, c: str, xs: np.ndarray,
+                      curve: np.ndarray | None) -> None:
+        """An expected curve (rows value, low, high along ``xs``) as a dash-dot line in a pale band; nothing
+        where there is no expected figure (no fit for that hardware) or while it is being computed."""
+        parts = [(*key, part) for part in ("band", "lo", "hi", "mid")]
+        if curve is None:
+            for k in parts:
+                self.drop(k)
+            return
+        lo = self.item(parts[1], lambda: line(None, c, 0.5, alpha=60))
+        hi = self.item(parts[2], lambda: line(None, c, 0.5, alpha=60))
+        lo.setData(xs, curve[1])
+        hi.setData(xs, curve[2])
+        self.item(parts[0], lambda: band_between(lo, hi, c))
+        mid = self.item(parts[3], lambda: expected_line(name, c))
+        rename(self.plot, mid, name)
+        mid.setData(xs, curve[0])
 
     def set_range(self, vb: pg.ViewBox, x: tuple[float, float] | None, y_hi: float | None,
                   y_lo: float = 0.0, which: str = "main") -> None:

@@ -70,9 +70,19 @@ class TtftPlot(PlotPanel):
                               path)
             self._curve(view, ("pred", m, j), name, path, xs, d, ran_on, settings,
                         lambda name=name, j=j: line(name, color(m), 1.8, dashed=True, alpha=255 - 60 * j))
+        self._draw_expected(view, m, path, xs, depths[0], ran_on, settings)
         name = view.label(f"what-if ({profile_name(what_if)})", path)
         self._curve(view, ("whatif", m), name, path, xs, depths[0], what_if, settings,
                     lambda: what_if_line(name, color(m)))
+
+    def _draw_expected(self, view: PlotView, m: int, path: str, xs: np.ndarray, depth: int,
+                       profile: HardwareProfile | None, settings: dict[str, Any]) -> None:
+        """The expected TTFT (a fit of measurements, with its band) on the hardware measured, at the first depth."""
+        curve = None if profile is None else view.curve(
+            ("ttft-exp", path, depth, float(xs[-1]), profile, tuple(sorted(settings.items()))),
+            lambda: view.predictor.expected_curve(path, xs, "prefill", depth, profile, **settings))
+        self.draw_expected(("exp", m), view.label(f"expected ± band ({profile_name(profile)})", path), color(m), xs,
+                           curve)
 
     def _curve(self, view: PlotView, key: tuple[Any, ...], name: str, path: str, xs: np.ndarray, depth: int,
                profile: HardwareProfile | None, settings: dict[str, Any], make: Any) -> None:
