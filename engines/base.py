@@ -61,6 +61,7 @@ class ContextConfig:
     flash_attn: int = FLASH_ATTN_AUTO  # -1 auto (the engine decides), 0 off, 1 on
     n_seq_max: int = 1
     swa_full: bool = False  # llama-bench and the llama.cpp CLI use a window-sized cache for sliding-window layers
+    op_offload: bool = True  # llama.cpp's default: host tensor ops may run on a GPU (llama-bench -nopo 1: False)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,29 @@ class ContextInfo:
     flash_attn: bool | None  # whether flash attention runs (auto resolved); None: the engine cannot tell
 
 
+#: The name per-device reports give host memory (llama.cpp's CPU device; pinned host buffers count there too).
+HOST_DEVICE = "CPU"
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One device's share of a loaded model and context, as the engine reported it (bytes)."""
+
+    device: str  # the engine's name for it: "CPU" (host memory, pinned host buffers included), "Vulkan0", "CUDA0"
+    n_layers: int = 0  # layers placed there: the repeating layers plus the output layer (n_layer + 1 in all)
+    weights_bytes: float = 0.0
+    kv_bytes: float = 0.0
+    compute_bytes: float = 0.0
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes
+
+    @property
+    def is_host(self) -> bool:
+        return self.device == HOST_DEVICE
+
+
 @dataclass(frozen=True)
 class MemoryReport:
     """What the engine itself reported allocating for the loaded model and context (bytes, all devices)."""
@@ -123,6 +147,7 @@ class MemoryReport:
     weights_bytes: float = 0.0
     kv_bytes: float = 0.0
     compute_bytes: float = 0.0
+    devices: tuple[DeviceMemory, ...] = ()  # the same per device ("CPU" first), when the engine says
 
     @property
     def total_bytes(self) -> float:

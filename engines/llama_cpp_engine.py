@@ -34,12 +34,15 @@ from engines.base import (
     SettingsError,
     TokenCallback,
 )
+from engines.device_buffers import memory_report
 from engines.llama_log import (
     clear_lines,
+    device_buffers,
     flash_attn_used,
     keep_line,
     last_error,
-    reported_buffers,
+    layers_per_device,
+    offloaded_layers,
     settings_refused,
 )
 
@@ -123,8 +126,9 @@ class LlamaCppEngine:
         self._filled: tuple[int, int] | None = None  # (depth, sequences) now in the KV cache
         self._n_vocab = 0
         self._model_path = ""
-        self._weights_reported = 0.0
-        self._ctx_reported: dict[str, float] = {}
+        self._load_reported: dict[str, dict[str, float]] = {}  # per device, as logged (engines.device_buffers)
+        self._ctx_reported: dict[str, dict[str, float]] = {}
+        self._layers: dict[str, int] = {}
 
     # --- facts -------------------------------------------------------------------------------
     def info(self) -> EngineInfo:
@@ -158,7 +162,7 @@ class LlamaCppEngine:
             raise ModelLoadError(f"{path}: llama.cpp could not load it: {last_error('unknown reason')}")
         self._model = model
         self._model_path = str(path)
-        self._weights_reported = reported_buffers()["weights"]
+        self._load_reported, self._layers, offloaded = device_buffers(), layers_per_device(), offloaded_layers()
         self._vocab = lc.llama_model_get_vocab(model)
         self._n_vocab = lc.llama_vocab_n_tokens(self._vocab)
         n_layer = lc.llama_model_n_layer(model)
@@ -168,7 +172,7 @@ class LlamaCppEngine:
         ngl = cfg.n_gpu_layers if cfg.n_gpu_layers >= 0 else n_layer + 1
         return LoadedModel(
             load_ms=load_ms,
-            n_gpu_layers_effective=min(ngl, n_layer + 1) if gpu else 0,
+            n_gpu_layers_effective=offloaded if offloaded is not None else min(ngl, n_layer + 1) if gpu else 0,
             n_vocab=self._n_vocab,
             n_layer=n_layer,
             size_bytes=int(lc.llama_model_size(model)),
@@ -193,6 +197,7 @@ class LlamaCppEngine:
         params.flash_attn_type = _FLASH_ATTN_TYPES[cfg.flash_attn]
         params.no_perf = False
         params.swa_full = cfg.swa_full  # the C default is true; llama-bench passes false, and so do we
+        params.op_offload = cfg.op_offload
         clear_lines()
         ctx = lc.llama_init_from_model(self._model, params)
         if not ctx:
@@ -204,7 +209,7 @@ class LlamaCppEngine:
             )
         self._ctx = ctx
         self._ctx_cfg = cfg
-        self._ctx_reported = reported_buffers()
+        self._ctx_reported = device_buffers()
         self._sampler = lc.llama_sampler_init_greedy()
         return ContextInfo(flash_attn=flash_attn_used(cfg.flash_attn))
 
@@ -221,12 +226,10 @@ class LlamaCppEngine:
         return list(buf[:n])
 
     def memory_report(self) -> MemoryReport | None:
-        """What llama.cpp logged allocating for the loaded model and context (bytes, all devices)."""
+        """What llama.cpp logged allocating for the loaded model and context (bytes), in all and per device."""
         if self._model is None:
             return None
-        ctx = self._ctx_reported if self._ctx is not None else {}
-        return MemoryReport(weights_bytes=self._weights_reported, kv_bytes=ctx.get("kv", 0.0),
-                            compute_bytes=ctx.get("compute", 0.0))
+        return memory_report(self._load_reported, self._ctx_reported if self._ctx is not None else {}, self._layers)
 
     # --- the timed run ---------------------------------------------------------------------------
     def _batches(self, items: list[tuple[int, int, int, bool]], size: int) -> list[lc.llama_batch]:

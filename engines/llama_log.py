@@ -8,15 +8,21 @@ from __future__ import annotations
 import collections
 import re
 
-from engines.base import FLASH_ATTN_AUTO, FLASH_ATTN_ON
+from engines.base import FLASH_ATTN_AUTO, FLASH_ATTN_ON, HOST_DEVICE
 
 LOG_DEBUG, LOG_ERROR, LOG_CONT = 1, 4, 5  # GGML_LOG_LEVEL_*
 LINES: collections.deque[tuple[int, str]] = collections.deque(maxlen=400)
+#: Layer index -> device, from load_tensors' debug lines (src/llama-model.cpp: "layer %3d assigned to device %s,
+#: is_swa = %d"; index n_layer is the output layer). Kept apart: debug lines are otherwise dropped.
+LAYER_DEVICES: dict[int, str] = {}
+_LAYER_RE = re.compile(r"layer\s+(\d+) assigned to device ([^,\s]+)")
 
 
 def keep_line(level: int, msg: str) -> bool:
     """Keep one message; False for per-tensor graph chatter at context creation (not kept, never in the timed path)."""
     if level == LOG_DEBUG or (level == LOG_CONT and LINES and LINES[-1][0] == LOG_DEBUG):
+        if "assigned to device" in msg and (m := _LAYER_RE.search(msg)):
+            LAYER_DEVICES[int(m.group(1))] = m.group(2)
         return False
     LINES.append((level, msg))
     return True
@@ -25,6 +31,7 @@ def keep_line(level: int, msg: str) -> bool:
 def clear_lines() -> None:
     """Forget what was logged: call before the llama.cpp call whose log is read next."""
     LINES.clear()
+    LAYER_DEVICES.clear()
 
 
 def _strip_prefix(text: str) -> str:
@@ -56,13 +63,55 @@ def settings_refused() -> bool:
 _BUFFER_RE = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([0-9.]+) MiB")
 
 
+_BUFFER_KINDS = {"model": "weights", "KV": "kv", "compute": "compute"}
+
+
 def reported_buffers() -> dict[str, float]:
     """Buffer sizes llama.cpp logged since the last clear (bytes): weights, KV cache, compute; all devices."""
     out = {"weights": 0.0, "kv": 0.0, "compute": 0.0}
-    key = {"model": "weights", "KV": "kv", "compute": "compute"}
+    for per_kind in device_buffers().values():
+        for kind, n in per_kind.items():
+            out[kind] += n
+    return out
+
+
+def buffer_device(buffer_name: str) -> str:
+    """The device a llama.cpp buffer (type) name lives on: "CPU" for host memory, else the device's own name.
+
+    Host: "CPU", "CPU_Mapped" (mmapped weights), "CPU_REPACK", and a GPU backend's pinned host buffers
+    ("Vulkan_Host", "CUDA_Host"); a device: "Vulkan0", "CUDA1", and its variants ("CUDA0_Split" -> "CUDA0").
+    """
+    if buffer_name.startswith("CPU") or "_Host" in buffer_name:
+        return HOST_DEVICE
+    return buffer_name.split("_", 1)[0]
+
+
+def device_buffers() -> dict[str, dict[str, float]]:
+    """Per device (see ``buffer_device``), the weights, KV cache and compute bytes llama.cpp logged since the clear."""
+    out: dict[str, dict[str, float]] = {}
     for _, msg in LINES:
         for m in _BUFFER_RE.finditer(msg):
-            out[key[m.group(2)]] += float(m.group(3)) * 2**20
+            per_kind = out.setdefault(buffer_device(m.group(1)), {"weights": 0.0, "kv": 0.0, "compute": 0.0})
+            per_kind[_BUFFER_KINDS[m.group(2)]] += float(m.group(3)) * 2**20
+    return out
+
+
+_OFFLOADED_RE = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+
+
+def offloaded_layers() -> int | None:
+    """The layers llama.cpp said it offloaded ("offloaded N/M layers to GPU"); None when it said nothing (CPU build)."""
+    for _, msg in LINES:
+        if m := _OFFLOADED_RE.search(msg):
+            return int(m.group(1))
+    return None
+
+
+def layers_per_device() -> dict[str, int]:
+    """How many layers (repeating and output) llama.cpp assigned to each device at the last load; {} if not logged."""
+    out: dict[str, int] = {}
+    for device in LAYER_DEVICES.values():
+        out[device] = out.get(device, 0) + 1
     return out
 
 

@@ -212,6 +212,25 @@ FIELD_TABLE: tuple[Field, ...] = (
         ("tokens_counted_by", str, "", "{}",
          "usage: the server's token counts; chunks: it reported none, stream chunks were counted (remote)", {}),
     )),
+    # offload per device (appended: the columns above keep their order)
+    _bench("no_op_offload", int, "", "{}", "1: host tensor ops stay on the CPU (llama.cpp's op_offload off; "
+           "-nopo); 0: llama.cpp may send them to a GPU, the prompt too at -ngl 0"),
+    _ours("device_mem_limit_mib", int, "MiB", "{}",
+          "imposed limit on one GPU device's memory (--device-mem-limit); a test over it fails; 0: none"),
+    _mem("device_buffers", str, "", "{}", "per device, as llama.cpp logged them: layers placed there and weights, "
+         "KV cache and compute buffer bytes (JSON; CPU is host memory, pinned host buffers included)", kind=MEASURED),
+    _mem("gpu_weights_bytes", int, "bytes", "{}", "llama.cpp's weights on GPU devices (0: none offloaded)",
+         kind=MEASURED),
+    _mem("gpu_kv_bytes", int, "bytes", "{}", "llama.cpp's KV cache on GPU devices", kind=MEASURED),
+    _mem("gpu_compute_bytes", int, "bytes", "{}", "llama.cpp's compute buffers on GPU devices", kind=MEASURED),
+    _pred("pred_gpu_weights_bytes", int, "bytes", "{}", "predicted weights on the GPU at the -ngl llama.cpp used",
+          kind=PREDICTED_VALUE),
+    _pred("pred_gpu_kv_bytes", int, "bytes", "{}", "predicted KV cache on the GPU (the offloaded layers' share)",
+          kind=PREDICTED_VALUE),
+    _pred("pred_gpu_compute_bytes", int, "bytes", "{}", "predicted compute buffer on the GPU", kind=PREDICTED_VALUE),
+    _pred("pred_device_max_ctx", int, "tokens", "{}",
+          "largest context predicted to fit device_mem_limit_mib at this -ngl (empty without a limit)",
+          kind=PREDICTED_VALUE),
 )
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}

@@ -29,6 +29,7 @@ from app.run.events import (
 )
 from app.run.plan import TestSpec
 from app.run.rows import base_row
+from app.worker.device_columns import check_device_limit, device_columns
 from app.worker.telemetry import TestTelemetry
 from engines.base import (
     ContextAllocError,
@@ -157,7 +158,8 @@ class Runner:
             self._ctx_key = None
             built = self.engine.new_context(ContextConfig(
                 n_ctx=test.n_ctx, n_batch=test.n_batch, n_ubatch=test.n_ubatch, n_threads=test.n_threads,
-                type_k=test.type_k, type_v=test.type_v, flash_attn=test.flash_attn, n_seq_max=test.n_parallel))
+                type_k=test.type_k, type_v=test.type_v, flash_attn=test.flash_attn, n_seq_max=test.n_parallel,
+                op_offload=not test.no_op_offload))
             self._flash_attn_used = built.flash_attn
             self._ctx_key = ckey
 
@@ -189,6 +191,7 @@ class Runner:
         self.telemetry.begin_test()
         try:
             self._prepare(test)
+            check_device_limit(self.engine.memory_report(), test.device_mem_limit_mib)
             prompt = self._prompt_tokens(test)
             spec = RunSpec(n_prompt=test.n_prompt, n_gen=test.n_gen, n_depth=test.n_depth,
                            n_parallel=test.n_parallel, prompt_tokens=prompt)
@@ -215,6 +218,7 @@ class Runner:
             self._ctx_key = None  # rebuild the context before the next test: its state is unknown now
             kind = failure_kind(e)
             row.update(self._row_facts(), flash_attn_effective=fa_used, status="failed", error=str(e), error_kind=kind)
+            row.update(device_columns(self.engine.memory_report()))
             self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=row, kind=kind))
             return False
         row.update(self._row_facts(), flash_attn_effective=self._flash_attn_effective(test))
@@ -228,6 +232,7 @@ class Runner:
         if mem is not None:
             row.update(llama_weights_bytes=mem.weights_bytes, llama_kv_bytes=mem.kv_bytes,
                        llama_compute_bytes=mem.compute_bytes, llama_mem_bytes=mem.total_bytes)
+            row.update(device_columns(mem))
         wt = warm.prefill_end_ns - warm.start_ns
         row["warmup_ttft_ms"] = wt / 1e6 if test.n_prompt else None
         row["warmup_decode_tps"] = (len(warm.token_ns) / ((warm.token_ns[-1] - warm.prefill_end_ns) / 1e9)

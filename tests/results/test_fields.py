@@ -50,6 +50,10 @@ EXPECTED_CSV_COLUMNS = [
     "req_per_s", "goodput_req_per_s", "slo_ttft_ms", "slo_tpot_ms",
     "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
     "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "prompt_tokens_mean", "prompt_tokens_by", "tokens_counted_by",
+    # offload per device (appended)
+    "no_op_offload", "device_mem_limit_mib", "device_buffers", "gpu_weights_bytes", "gpu_kv_bytes",
+    "gpu_compute_bytes", "pred_gpu_weights_bytes", "pred_gpu_kv_bytes", "pred_gpu_compute_bytes",
+    "pred_device_max_ctx",
 ]
 
 #: The unit a name's suffix promises (units in names).
@@ -91,7 +95,7 @@ def test_unit_matches_the_name(name: str) -> None:
 
 def test_llama_bench_columns_keep_llama_benchs_names() -> None:
     bench = [f for f in FIELD_TABLE if f.group == LLAMA_BENCH]
-    assert [f.name for f in bench] == EXPECTED_CSV_COLUMNS[:26]
+    assert [f.name for f in bench] == EXPECTED_CSV_COLUMNS[:26] + ["no_op_offload"]
     assert all(f.llama_bench == f.name for f in bench)
     assert not any(f.llama_bench for f in FIELD_TABLE if f.group != LLAMA_BENCH)
 
