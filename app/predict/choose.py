@@ -14,8 +14,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.model.facts import ModelFacts
-from app.predict.prediction import Efficiency, Prediction, PredictSettings, predict
+from app.predict.prediction import Efficiency, FittedExpectation, Prediction, PredictSettings, predict
 from app.predict.profiles import HardwareProfile
+from app.predict.public_fit import PublicGpuModel
 
 #: KV-cache types tried, best quality first.
 KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
@@ -117,12 +118,33 @@ def _expected(doc: dict[str, Any], key: str, ceiling_key: str, source: str) -> F
     return Figure(float(value), "expected", low, high, str(doc.get("expected_source") or source))
 
 
+@dataclass(frozen=True)
+class SpeedSources:
+    """What turns ceilings into expected figures: stored efficiencies, this machine's fit, the public GPU fit."""
+
+    cpu_bandwidth_gbps: float | None = None
+    efficiency: Efficiency | None = None
+    efficiency_source: str = ""
+    fitted: FittedExpectation | None = None
+    public: PublicGpuModel | None = None
+
+
+def _ttft(doc: dict[str, Any], source: str) -> Figure:
+    """Expected TTFT (its band scaled from the prefill rate's band, the prompt being the same), else the ceiling's."""
+    fig = _expected(doc, "ttft_ms", "ttft_ms", source)
+    prefill, low, high = (doc.get(f"expected_prefill_tps{k}") for k in ("", "_low", "_high"))
+    if fig.kind == "expected" and prefill and low and high:
+        return Figure(fig.value, fig.kind, fig.value * prefill / high, fig.value * prefill / low, fig.source)
+    return fig
+
+
 def _predict_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, ngl: int, n_prompt: int,
-                n_gen: int, cpu_bandwidth_gbps: float | None, efficiency: Efficiency | None) -> Prediction:
+                n_gen: int, speed: SpeedSources) -> Prediction:
     settings = PredictSettings(n_ctx=n_ctx, n_gpu_layers=ngl, type_k=type_k, type_v=type_k, n_prompt=n_prompt,
                                n_gen=n_gen, flash_attn=True)
-    return predict(facts, profile, settings, cpu_bandwidth_gbps=cpu_bandwidth_gbps, efficiency=efficiency,
-                   tensor_bytes=facts.tensor_bytes or None)
+    return predict(facts, profile, settings, cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps,
+                   efficiency=speed.efficiency, tensor_bytes=facts.tensor_bytes or None, fitted=speed.fitted,
+                   public=speed.public)
 
 
 def _configuration(preds: dict[str, Prediction]) -> tuple[str, str, int]:
@@ -139,22 +161,22 @@ def _configuration(preds: dict[str, Prediction]) -> tuple[str, str, int]:
 
 def evaluate_file(
     source: str, facts: ModelFacts, profile: HardwareProfile, n_ctx: int, *, n_prompt: int | None = None,
-    n_gen: int = DEFAULT_N_GEN, cpu_bandwidth_gbps: float | None = None, efficiency: Efficiency | None = None,
-    efficiency_source: str = "", measured: Measured | None = None, quality: Quality | None = None,
+    n_gen: int = DEFAULT_N_GEN, speed: SpeedSources | None = None, measured: Measured | None = None,
+    quality: Quality | None = None,
 ) -> FileChoice:
     """The verdict for one file: a prompt of ``n_prompt`` tokens (default: the context less ``n_gen``), then
     ``n_gen`` generated, at ``n_ctx`` on ``profile``."""
+    speed = speed or SpeedSources()
     prompt = max(1, n_ctx - n_gen) if n_prompt is None else n_prompt
-    preds = {t: _predict_at(facts, profile, n_ctx, t, 999, prompt, n_gen, cpu_bandwidth_gbps, efficiency)
-             for t in KV_TYPES}
+    preds = {t: _predict_at(facts, profile, n_ctx, t, 999, prompt, n_gen, speed) for t in KV_TYPES}
     status, type_k, ngl = _configuration(preds)
     is_cpu = profile.kind == "cpu"
     pred = preds[type_k]
     if status == "partial" and not is_cpu:
-        pred = _predict_at(facts, profile, n_ctx, type_k, ngl, prompt, n_gen, cpu_bandwidth_gbps, efficiency)
+        pred = _predict_at(facts, profile, n_ctx, type_k, ngl, prompt, n_gen, speed)
     doc = pred.to_json_dict()
     fit = pred.fit
-    source_text = f"calibrated from {efficiency_source}" if efficiency_source else "calibrated"
+    source_text = f"calibrated from {speed.efficiency_source}" if speed.efficiency_source else "calibrated"
     return FileChoice(
         source=source, filename=display_name(source), file_type=facts.file_type, size_bytes=facts.file_bytes,
         bits_per_weight=facts.bits_per_weight, n_layer=facts.n_layer, status=status,
@@ -163,7 +185,7 @@ def evaluate_file(
         memory_bytes=fit.needed_bytes, budget_bytes=fit.budget_bytes, weights_bytes=fit.weight_bytes,
         kv_bytes=fit.kv_bytes, compute_bytes=fit.compute_buffer_bytes, overhead_bytes=fit.overhead_bytes,
         decode_tps=_expected(doc, "decode_tps", "decode_ceiling_tps", source_text),
-        ttft_ms=_expected(doc, "ttft_ms", "ttft_ms", source_text), measured=measured, quality=quality,
+        ttft_ms=_ttft(doc, source_text), measured=measured, quality=quality,
         notes=pred.notes,
     )
 

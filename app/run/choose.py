@@ -19,12 +19,14 @@ from app.predict.choose import (
     Measured,
     Quality,
     Recommendation,
+    SpeedSources,
     display_name,
     evaluate_file,
     recommend,
 )
 from app.predict.hardware import HardwareContext, hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError
+from app.predict.public_fit import load_public_model
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
@@ -109,6 +111,22 @@ def _quality(store: ResultStore | None, source: str) -> Quality | None:
                    reference=str(row.get("reference_filename") or ""))
 
 
+def _speed_sources(calib: StoreCalibration | None, profile: HardwareProfile, hw: HardwareContext, filename: str,
+                   file_type: str) -> SpeedSources:
+    """This machine: its calibration fit, else stored runs' efficiency; a GPU profile: the public llama-bench fit."""
+    public = None
+    if profile.kind != "cpu":
+        try:
+            public = load_public_model()
+        except (OSError, ValueError):
+            public = None
+    if calib is None:
+        return SpeedSources(hw.cpu.peak_bandwidth_gbps, public=public)
+    backend = "CPU" if profile.kind == "cpu" else ("CUDA,CPU" if profile.vendor.lower() == "nvidia" else "GPU,CPU")
+    eff, eff_source = calib(backend, filename, file_type)
+    return SpeedSources(hw.cpu.peak_bandwidth_gbps, eff, eff_source, calib.fitted(backend), public)
+
+
 def _open_store(path: str | None, notes: list[str]) -> ResultStore | None:
     try:
         return ResultStore(path)
@@ -144,14 +162,9 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
             except GGUFFileError as e:
                 errors.append((source, e.cause))
                 continue
-            eff, eff_source = None, ""
-            if calib is not None:
-                backend = "CPU" if profile.kind == "cpu" else ("CUDA,CPU" if profile.vendor.lower() == "nvidia"
-                                                               else "GPU,CPU")
-                eff, eff_source = calib(backend, display_name(source), facts.file_type)
             choices.append(evaluate_file(
                 source, facts, profile, req.n_ctx, n_prompt=req.n_prompt, n_gen=req.n_gen,
-                cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=eff, efficiency_source=eff_source,
+                speed=_speed_sources(calib, profile, hw, display_name(source), facts.file_type),
                 measured=_measured(rows, display_name(source)) if this else None, quality=_quality(store, source)))
     finally:
         if store is not None:
