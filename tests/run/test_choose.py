@@ -47,6 +47,12 @@ def test_recommendation_for_two_gpus_and_this_machine(
     assert rec.choice.filename == "synthetic-f16.gguf" and "bits per weight" in rec.sentence
     assert rec.command.startswith("llama-server -m ") and " -c 8192 -ctk f16 -ctv f16 -fa on" in rec.command
     assert f"-ngl {0 if hw is None else rec.choice.n_layer + 1}" in rec.command
+    if hw == "RTX 4060 Laptop":  # a GPU profile: expected figures from the public llama-bench fit, with a band
+        d = rec.choice.decode_tps
+        assert d.kind == "expected" and d.low < d.value < d.high and "public" in d.source
+        assert rec.choice.ttft_ms.low < rec.choice.ttft_ms.value < rec.choice.ttft_ms.high
+    if hw is None:  # not calibrated here: the ceiling, labelled
+        assert rec.choice.decode_tps.kind == "ceiling"
 
 
 def test_quality_and_measured_speed_from_the_store(smollm2_path: Path, make_gguf: Callable[..., Path]) -> None:
