@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.model.facts import ModelFacts
@@ -144,11 +145,11 @@ class RemoteFile:
                     f"GGUF header did not end within the first {cap}; not downloading the file")
         return f"the GGUF header does not end within the first {cap} (the header cap; raise it to read further)"
 
-    def _with_retries(self, fetch: object) -> None:
+    def _with_retries(self, fetch: Callable[[], None]) -> None:
         delay = self.opts.backoff_s
         for attempt in range(self.opts.retries + 1):
             try:
-                fetch()  # type: ignore[operator]
+                fetch()
                 return
             except _Retry as exc:
                 if attempt == self.opts.retries:
