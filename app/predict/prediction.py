@@ -144,6 +144,11 @@ class Prediction:
     expected_prefill: Expected | None = None
 
     @property
+    def expected_source(self) -> str:
+        """Where the fitted expected figures came from ("" when none came from a fit)."""
+        return next((e.source for e in (self.expected_decode, self.expected_prefill) if e), "")
+
+    @property
     def ttft_ms(self) -> float:
         return self.scenario.ttft_s * 1000.0
 
@@ -173,7 +178,7 @@ class Prediction:
             "expected_scenario": exp.to_json_dict() if exp else None, "notes": list(self.notes),
             **_bands("expected_decode_tps", self.expected_decode),
             **_bands("expected_prefill_tps", self.expected_prefill),
-            "expected_source": next((e.source for e in (self.expected_decode, self.expected_prefill) if e), ""),
+            "expected_source": self.expected_source,
         }
 
 

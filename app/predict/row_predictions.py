@@ -13,7 +13,7 @@ from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.predict.hardware import HardwareContext
-from app.predict.prediction import Efficiency, PredictSettings, predict
+from app.predict.prediction import Efficiency, FittedExpectation, PredictSettings, predict
 
 #: (backends, model_filename, file_type) -> (efficiency or None, where it was learned)
 CalibrationLookup = Callable[[str, str, str], tuple[Efficiency | None, str]]
@@ -26,8 +26,10 @@ def _ratio(measured: Any, ceiling: float | None) -> float | None:
 
 
 def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContext,
-                      efficiency: Efficiency | None = None, calibrated_from: str = "") -> dict[str, Any]:
-    """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row."""
+                      efficiency: Efficiency | None = None, calibrated_from: str = "",
+                      fitted: FittedExpectation | None = None) -> dict[str, Any]:
+    """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row (expected_* from
+    ``fitted``, this machine's fit, where it can predict them)."""
     ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
     profile = hw.for_row(ngl_eff)
     n_prompt, n_gen, depth = int(row["n_prompt"]), int(row["n_gen"]), int(row.get("n_depth") or 0)
@@ -35,6 +37,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
     pred = predict(
         facts, profile, settings,
         cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=efficiency, tensor_bytes=facts.tensor_bytes or None,
+        fitted=fitted,
     )
     decode_tps = row.get("decode_tps")
     kv_read = facts.kv_bytes_per_token(settings.type_k, settings.type_v) * (depth + n_prompt + n_gen / 2.0)
@@ -56,7 +59,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
         "pred_mem_bytes": facts.weight_bytes + pred.kv_bytes + pred.compute_buffer_bytes,
         "expected_decode_tps": pred.expected_decode_tps,
         "expected_prefill_tps": pred.expected_prefill_tps if n_prompt else None,
-        "calibrated_from": calibrated_from if efficiency is not None else "",
+        "calibrated_from": (pred.expected_source or calibrated_from) if pred.expected_decode_tps else "",
     }
     return out
 
@@ -87,11 +90,13 @@ class RowPredictor:
         facts = self.facts(str(row.get("model_path", "")))
         if facts is None or row.get("n_prompt") is None:
             return {}
-        eff, source = (None, "")
+        eff, source, fitted = (None, "", None)
         if self.calibration is not None:
-            eff, source = self.calibration(str(row.get("backends") or "CPU"), str(row.get("model_filename") or ""),
-                                           facts.file_type)
+            backend = str(row.get("backends") or "CPU")
+            eff, source = self.calibration(backend, str(row.get("model_filename") or ""), facts.file_type)
+            fit_of = getattr(self.calibration, "fitted", None)  # StoreCalibration: this machine's saved fit
+            fitted = fit_of(backend) if callable(fit_of) else None
         try:
-            return predicted_columns(row, facts, self.hw, eff, source)
+            return predicted_columns(row, facts, self.hw, eff, source, fitted)
         except (ValueError, ZeroDivisionError) as e:
             return {"prediction_error": str(e)}

@@ -1,0 +1,73 @@
+"""A machine's fit in use: predict() and the run rows' expected_* columns come from it, with band and source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.model.gguf_facts import read_model_facts
+from app.predict.calibration import StoreCalibration
+from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
+from app.predict.calibration_store import llama_build, save_fit
+from app.predict.hardware import HardwareContext
+from app.predict.prediction import PredictSettings, predict
+from app.predict.profiles import cpu_profile
+from app.predict.row_predictions import RowPredictor
+from app.results.store import ResultStore
+from app.run.calibrate_models import SynthShape, write_synth_model
+
+DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "layer": 50e-6, "fixed": 200e-6}
+PREFILL = {"flops:f16": 1 / 50e9, "attn:fa": 1 / 20e9, "layer": 20e-6, "layer_ubatch": 1e-3}
+
+
+def _tps(coefs: dict[str, float], feats: dict[str, float]) -> float:
+    return 1.0 / sum(coefs[k] * v for k, v in feats.items())
+
+
+@pytest.fixture
+def machine_fit(tmp_path: Path) -> MachineFit:
+    """A fit of F16 synthetic models whose speeds follow known coefficients exactly."""
+    samples = []
+    for e, n in ((256, 2), (256, 6), (512, 3)):
+        facts = read_model_facts(write_synth_model(tmp_path / f"l{e}x{n}.gguf", SynthShape(e, n, "F16")))
+        for p, d in ((16, 0), (64, 256), (128, 512)):
+            w = workload_of(facts, PredictSettings(n_ctx=2048, n_prompt=p, n_gen=16, depth=d, flash_attn=True))
+            samples.append(Sample("CPU", w, f"{e}x{n} p{p} d{d}", _tps(DECODE, w.features("decode")),
+                                  _tps(PREFILL, w.features("prefill"))))
+    fit = fit_machine(samples, cpu_info="cpu X", gpu_info="", build=llama_build(), created="2026-11-30")
+    save_fit(fit)
+    return fit
+
+
+def test_predict_and_rows_use_the_fit(machine_fit: MachineFit, tmp_path: Path) -> None:
+    model = write_synth_model(tmp_path / "unseen.gguf", SynthShape(384, 4, "F16", arch="gemma"))
+    facts = read_model_facts(model)
+    settings = PredictSettings(n_ctx=1024, n_prompt=96, n_gen=32, depth=128, flash_attn=True)
+    truth = workload_of(facts, settings)
+    with ResultStore(tmp_path / "s.sqlite3") as store:
+        calib = StoreCalibration(store, "cpu X", "")
+    assert calib.machine_fit == machine_fit and calib.fitted("CUDA,CPU") is None
+    cpu = cpu_profile("CPU: X", 20.0, 100.0, 2**34)
+    pred = predict(facts, cpu, settings, fitted=calib.fitted("CPU"))
+    assert pred.expected_decode_tps == pytest.approx(_tps(DECODE, truth.features("decode")), rel=1e-3)
+    assert pred.expected_prefill_tps == pytest.approx(_tps(PREFILL, truth.features("prefill")), rel=1e-3)
+    doc = pred.to_json_dict()
+    assert doc["expected_decode_tps_low"] < doc["expected_decode_tps"] < doc["expected_decode_tps_high"]
+    assert doc["expected_source"].startswith("fit of this machine, 2026-11-30, 9 points, median error 0.0%")
+    assert doc["expected_total_s"] is not None
+    row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 128,
+           "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0, "decode_tps": 1.0}
+    cols = RowPredictor(HardwareContext(cpu=cpu), calib)(row)
+    assert cols["expected_decode_tps"] == pytest.approx(pred.expected_decode_tps, rel=1e-6)
+    assert cols["calibrated_from"] == doc["expected_source"]
+
+
+def test_without_a_fit_nothing_changes(tmp_path: Path) -> None:
+    facts = read_model_facts(write_synth_model(tmp_path / "m.gguf", SynthShape(256, 2, "F16")))
+    with ResultStore(tmp_path / "s.sqlite3") as store:
+        calib = StoreCalibration(store, "cpu X", "")
+    assert calib.machine_fit is None and calib.fitted() is None
+    doc = predict(facts, cpu_profile("CPU: X", 20.0, 100.0, 2**34), PredictSettings(n_ctx=512)).to_json_dict()
+    assert doc["expected_decode_tps"] is None and doc["expected_decode_tps_low"] is None
+    assert doc["expected_source"] == ""
