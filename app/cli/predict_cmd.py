@@ -87,8 +87,8 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s (empty cache {d['decode_ceiling_empty_tps']:.1f})",
         f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s"
         + (f" ({d['prefill_ceiling_kind']})" if d.get("prefill_ceiling_kind") else ""),
-        f"  request {d['n_prompt']}+{d['n_gen']}  TTFT {d['ttft_ms']:.0f} ms + decode {d['decode_s']:.2f} s = "
-        f"{d['total_s']:.2f} s ({d['ttft_share'] * 100:.0f}% in TTFT)",
+        f"  request {d['n_prompt']}+{d['n_gen']} at the ceilings: TTFT {d['ttft_ms']:.0f} ms + decode "
+        f"{d['decode_s']:.2f} s = {d['total_s']:.2f} s ({d['ttft_share'] * 100:.0f}% in TTFT)",
     ]
     if d.get("ceiling_source"):
         lines.insert(-1, f"    ({d['ceiling_source']})")
@@ -98,6 +98,9 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
             if d.get(f"{key}_low") is not None:
                 lines.append(f"  expected {phase:<8} {d[key]:8.1f} tok/s ({d[f'{key}_low']:.1f} to "
                              f"{d[f'{key}_high']:.1f})")
+        if d.get("expected_total_s") is not None:
+            lines.append(f"  expected request  TTFT {d['expected_ttft_ms']:.0f} ms, "
+                         f"total {d['expected_total_s']:.2f} s")
         lines.append(f"    (expected: {d['expected_source']})")
     elif d.get("expected_decode_tps"):
         lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s, prefill "

@@ -50,7 +50,7 @@ class CalibrateOptions:
     types: tuple[str, ...] = LADDER_TYPES
     shapes: tuple[tuple[int, int, int], ...] = FULL_SHAPES
     n_gen: int = 32
-    prompts: tuple[int, int] = (32, 128)
+    prompts: tuple[int, int] = (32, 256)
     repetitions: int = 2
     n_threads: int = 0
     use_store: bool = True
