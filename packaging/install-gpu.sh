@@ -11,7 +11,8 @@
 # The Python is $PYTHON, else the active venv's ($VIRTUAL_ENV), else the repository's .venv.
 # Exit codes: 0 done (dry run: ready), 1 the build failed, 2 usage, 3 something the build needs is missing.
 # Extra CMake flags: GGUF_EXTRA_CMAKE_ARGS="..." (e.g. -DCMAKE_CUDA_ARCHITECTURES=89 builds for one GPU, faster);
-# VULKAN_INCLUDE_DIR=/path/include uses other Vulkan headers than the system's.
+# VULKAN_INCLUDE_DIR=/path/include uses other Vulkan headers than the system's (with the SPIR-V headers' CMake config
+# found under /path/share/cmake too: an unpacked libvulkan-dev + spirv-headers; packaging/build-vulkan-venv.sh does it).
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -56,6 +57,14 @@ find_tool() {  # NAME DIR...: the path of NAME on PATH, else in the first DIR th
   return 0
 }
 
+spirv_config() {  # the folder holding SPIRV-HeadersConfig.cmake (ggml-vulkan's CMake wants it), or nothing
+  local d
+  for d in "$(dirname "$1")/share/cmake/SPIRV-Headers" "${VULKAN_SDK:+$VULKAN_SDK/share/cmake/SPIRV-Headers}" \
+      /usr/share/cmake/SPIRV-Headers /usr/local/share/cmake/SPIRV-Headers /usr/lib/cmake/SPIRV-Headers; do
+    [ -n "$d" ] && [ -f "$d/SPIRV-HeadersConfig.cmake" ] && { echo "$d"; return; }
+  done
+}
+
 vulkan_headers() {  # the folder holding vulkan/vulkan.hpp, or nothing
   local d
   for d in "${VULKAN_INCLUDE_DIR:-}" "${VULKAN_SDK:+$VULKAN_SDK/include}" /usr/include /usr/local/include; do
@@ -80,10 +89,13 @@ case "$route" in
     if [ -z "$inc" ]; then
       need "the Vulkan headers (vulkan/vulkan.hpp; Debian/Ubuntu: sudo apt install libvulkan-dev; or the LunarG Vulkan SDK with VULKAN_SDK set)"
     elif ! grep -rqs "LayerSettingEXT" "$inc/vulkan/"; then
-      need "newer Vulkan headers: $inc/vulkan is too old for this llama.cpp (no vk::LayerSettingEXT; Debian 12 ships 1.3.239). Use 1.4 headers, e.g. from Debian 13's libvulkan-dev (apt-get download libvulkan-dev; dpkg-deb -x) with VULKAN_INCLUDE_DIR=<unpacked>/usr/include"
+      need "newer Vulkan headers: $inc/vulkan is too old for this llama.cpp (no vk::LayerSettingEXT; Debian 12 ships 1.3.239). Use 1.4 headers, e.g. from Debian 13's libvulkan-dev and spirv-headers (apt-get download libvulkan-dev spirv-headers; dpkg-deb -x each) with VULKAN_INCLUDE_DIR=<unpacked>/usr/include; packaging/build-vulkan-venv.sh does this"
     else
       echo "found Vulkan headers: $inc/vulkan"
-      [ "$inc" = /usr/include ] || flags="$flags -DVulkan_INCLUDE_DIR=$inc"
+      [ "$inc" = /usr/include ] || flags="$flags -DVulkan_INCLUDE_DIR=$inc -DCMAKE_PREFIX_PATH=$(dirname "$inc")"
+    fi
+    if [ -n "$inc" ] && [ -z "$(spirv_config "$inc")" ]; then
+      need "the SPIR-V headers' CMake config (SPIRV-HeadersConfig.cmake; Debian/Ubuntu: sudo apt install spirv-headers)"
     fi
     if have glslc; then echo "found glslc: $(command -v glslc)"
     else need "the GLSL compiler glslc (Debian/Ubuntu: sudo apt install glslc; or the Vulkan SDK's bin/ on PATH)"
