@@ -33,6 +33,7 @@ QUALITY_COLUMNS: tuple[str, ...] = (
     "ppl",  # perplexity of the text under this file's own logits
     "ppl_err",  # ± one standard error of ppl (as llama.cpp's perplexity tool gives it)
     "mean_kld",  # mean KL divergence (nats) from the reference's next-token distribution to this file's
+    "mean_kld_err",  # ± one standard error of mean_kld
     "kld_p99",  # 99th percentile of the per-token KLD
     "same_top_rate",  # fraction of scored tokens where this file's top token is the reference's top token
     "n_tokens",  # tokens scored (the second half of each chunk)
@@ -53,8 +54,8 @@ QUALITY_COLUMNS: tuple[str, ...] = (
 )
 #: The compact markdown table.
 QUALITY_MD_COLUMNS: tuple[str, ...] = (
-    "model_filename", "file_type", "bits_per_weight", "ppl", "ppl_err", "mean_kld", "kld_p99", "same_top_rate",
-    "n_tokens", "tokens_per_s", "requantized_from", "status",
+    "model_filename", "file_type", "bits_per_weight", "ppl", "ppl_err", "mean_kld", "mean_kld_err", "kld_p99",
+    "same_top_rate", "n_tokens", "tokens_per_s", "requantized_from", "status",
 )
 
 

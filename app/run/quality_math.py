@@ -3,7 +3,8 @@
 Pure numpy, the formulas of llama.cpp's perplexity tool (tools/perplexity/perplexity.cpp): perplexity is
 exp(mean negative log-likelihood) with the error ``ppl × sqrt(var(nll) / (n - 1))`` (its "Final estimate: PPL =
 x +/- e"); KLD per token is ``sum p_ref × (log p_ref − log p)`` in nats (its kl_divergence()), summarised as the
-mean and the 99th percentile; "same top" counts tokens where both argmaxes agree.
+mean (± its standard error, as llama.cpp's "Mean KLD: x ± e") and the 99th percentile; "same top" counts
+tokens where both argmaxes agree.
 """
 
 from __future__ import annotations
@@ -51,11 +52,12 @@ class QualityAccumulator:
         return int(sum(len(x) for x in self.nll))
 
     def summary(self) -> dict[str, float | int | None]:
-        """ppl, ppl_err, mean_kld, kld_p99, same_top_rate, n_tokens (KLD figures None when not compared)."""
+        """ppl, ppl_err, mean_kld (± mean_kld_err, its standard error), kld_p99, same_top_rate, n_tokens (KLD figures
+        None when not compared)."""
         nll = np.concatenate(self.nll) if self.nll else np.zeros(0)
         n = len(nll)
         out: dict[str, float | int | None] = {"n_tokens": n, "ppl": None, "ppl_err": None, "mean_kld": None,
-                                              "kld_p99": None, "same_top_rate": None}
+                                              "mean_kld_err": None, "kld_p99": None, "same_top_rate": None}
         if n == 0:
             return out
         mean = float(nll.mean())
@@ -66,6 +68,7 @@ class QualityAccumulator:
         if self.kld:
             kld = np.concatenate(self.kld)
             out["mean_kld"] = float(kld.mean())
+            out["mean_kld_err"] = float(kld.std(ddof=1) / math.sqrt(len(kld))) if len(kld) > 1 else 0.0
             out["kld_p99"] = float(np.percentile(kld, 99))
         if self.same_top:
             out["same_top_rate"] = float(np.concatenate(self.same_top).mean())

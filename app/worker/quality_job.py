@@ -111,7 +111,7 @@ class QualityJob:
             engine.close()
         out: dict[str, Any] = {"n_chunks": len(self.chunks), **acc.summary()}
         if is_ref:
-            out.update(mean_kld=0.0, kld_p99=0.0, same_top_rate=1.0)
+            out.update(mean_kld=0.0, mean_kld_err=0.0, kld_p99=0.0, same_top_rate=1.0)
         out["tokens_per_s"] = round(len(self.chunks) * self.n_ctx / eval_s, 2) if eval_s > 0 else None
         return out
 
