@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +18,8 @@ from app.results.quality_store import QUALITY_COLUMNS, quality_for
 from app.results.store import ResultStore
 from tests.cli_helpers import gguf_bench
 from tests.quant.ladder import LADDER_TYPES
+
+pytestmark = pytest.mark.slow  # builds the ladder and scores seven files (about a minute on two busy cores)
 
 #: Small budget: 2 chunks of 128 tokens, 126 tokens scored per file, one thread (CI has two shared cores).
 BUDGET = ("--tokens", "256", "--ctx", "128", "-t", "1")
@@ -110,3 +115,28 @@ def test_a_text_too_short_fails_every_row(tmp_path: Path, quant_ladder: dict[str
                       "--ctx", "64", "--tokens", "64", "-t", "1", "-o", "csv", "--no-store")
     assert proc.returncode == 1, proc.stderr
     assert "one chunk needs 64" in proc.stdout and "the reference could not be scored" in proc.stdout
+
+
+def test_ctrl_c_keeps_the_files_already_scored(tmp_path: Path, quant_ladder: dict[str, Path]) -> None:
+    store_path = tmp_path / "results.sqlite3"
+    files = [quant_ladder[t] for t in ("f16", "q8_0", "q2_k")]
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "--store", str(store_path), "quality",
+                             *[a for f in files for a in ("-m", str(f))], *BUDGET, "-o", "csv"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline(), proc.stderr.readline()]  # "reference: ...", then the first file's result
+        assert lines[1].startswith("[1/3] " + files[0].name), lines
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "files scored and kept" in stderr
+    rows = list(csv.DictReader(io.StringIO(stdout)))
+    assert [r["model_filename"] for r in rows] == [f.name for f in files]
+    assert rows[0]["status"] == "ok" and rows[2]["status"] == "cancelled", rows
+    with ResultStore(store_path) as store:
+        assert quality_for(store, files[0]) is not None  # stored the moment it finished
+        assert quality_for(store, files[2]) is None

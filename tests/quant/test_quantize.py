@@ -26,6 +26,7 @@ from tests.cli_helpers import gguf_bench
 from tests.quant.ladder import LADDER_TYPES
 
 
+@pytest.mark.slow  # the session's ladder: about a minute to build on two busy cores
 def test_ladder_files_record_their_lineage_and_fall_in_bits(quant_ladder: dict[str, Path]) -> None:
     ref = quant_ladder["f16"]
     assert cached_facts(ref).file_type == "F16"
@@ -57,6 +58,7 @@ def test_every_type_name_is_known_to_the_engine() -> None:
     assert set(QUANT_TYPE_NAMES) == set(QUANT_TYPES)
 
 
+@pytest.mark.slow  # the session's ladder: about a minute to build on two busy cores
 def test_user_errors_are_one_line(tmp_path: Path, smollm2_path: Path, quant_ladder: dict[str, Path]) -> None:
     not_gguf = tmp_path / "notes.gguf"
     not_gguf.write_text("not a model")
@@ -76,6 +78,7 @@ def test_user_errors_are_one_line(tmp_path: Path, smollm2_path: Path, quant_ladd
     assert not (tmp_path / "SmolLM2-135M-Instruct.Q8_0.gguf").exists()
 
 
+@pytest.mark.slow  # the session's ladder: about a minute to build on two busy cores
 def test_force_overwrites_and_table_says_what_was_written(tmp_path: Path, quant_ladder: dict[str, Path]) -> None:
     src = quant_ladder["q4_k_m"]  # quantized: --allow-requantize; small, so quick
     args = ["-m", str(src), "--types", "q4_0", "--out", str(tmp_path), "--allow-requantize", "-o", "csv", "-q"]
@@ -90,6 +93,7 @@ def test_force_overwrites_and_table_says_what_was_written(tmp_path: Path, quant_
     assert float(cells["bits_per_weight"]) < cached_facts(src).bits_per_weight + 0.5
 
 
+@pytest.mark.slow  # the session's ladder: about a minute to build on two busy cores
 def test_ctrl_c_keeps_finished_outputs_and_removes_the_half_written_one(tmp_path: Path,
                                                                        quant_ladder: dict[str, Path]) -> None:
     out = tmp_path / "out"
