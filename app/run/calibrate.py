@@ -29,6 +29,7 @@ from app.run.calibrate_models import SynthShape, write_synth_model
 from app.run.events import Event, TestStarted
 from app.run.plan import TestSpec
 from app.run.session import SweepSession
+from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
 
 LADDER_TYPES: tuple[str, ...] = ("Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
@@ -95,9 +96,12 @@ def _facts_or_none(path: str) -> ModelFacts | None:
 
 
 def store_samples(store: ResultStore, cpu_info: str, gpu_info: str, version: str, limit: int = 2000) -> list[Sample]:
-    """Samples of this machine's ok rows in ``store`` run with this llama-cpp-python version, model file present."""
+    """Samples of this machine's ok rows in ``store`` run with this llama-cpp-python version and the default thread
+    count (the ladder's: the fit holds for it), whose model file is still there."""
+    threads = (0, usable_cpu_threads())
     rows = [r for r in store.recent_rows(limit) if r.get("cpu_info") == cpu_info
-            and (r.get("gpu_info") or "") == gpu_info and str(r.get("llama_cpp_python_version") or "") == version]
+            and (r.get("gpu_info") or "") == gpu_info and str(r.get("llama_cpp_python_version") or "") == version
+            and int(r.get("n_threads") or 0) in threads]
     return samples_from_rows(rows, _facts_or_none)
 
 

@@ -17,6 +17,7 @@ from app.predict.prediction import PredictSettings
 from app.results.store import ResultStore
 from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, residual_table, store_samples
 from app.run.calibrate_models import SynthShape, write_synth_model
+from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
 from tests.cli_helpers import gguf_bench
 
@@ -63,7 +64,8 @@ def test_stored_rows_of_this_machine_become_samples(tmp_path: Path) -> None:
             "gpu_info": "", "llama_cpp_python_version": "0.3.36", "n_prompt": 64, "n_gen": 16, "n_depth": 0,
             "decode_tps": 100.0, "prefill_tps": 900.0, "n_gpu_layers_effective": 0, "test_index": 0}
     rows = [base, dict(base, cpu_info="cpu Y"), dict(base, status="failed"), dict(base, n_parallel=4),
-            dict(base, llama_cpp_python_version="0.3.1"), dict(base, model_path=str(tmp_path / "gone.gguf"))]
+            dict(base, llama_cpp_python_version="0.3.1"), dict(base, model_path=str(tmp_path / "gone.gguf")),
+            dict(base, n_threads=usable_cpu_threads() + 1)]
     with ResultStore(tmp_path / "s.sqlite3") as store:
         store.begin_run("r1")
         for i, r in enumerate(rows):
