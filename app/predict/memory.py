@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from app.model.facts import ModelFacts
 from app.model.kv_cache import kv_bytes_per_token_per_layer
+from app.predict.offload import effective_n_gpu_layers
 
 MIB = 1024**2
 KV_CELL_PAD = 256  # llama.cpp pads n_ctx and the SWA cache size to a multiple of this
@@ -58,6 +59,20 @@ def kv_alloc_bytes(
 ) -> float:
     """Total KV-cache allocation at ``n_ctx``; ``facts.kv_bytes`` gives the unpadded bytes for n_ctx stored tokens."""
     return sum(kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full))
+
+
+def kv_alloc_bytes_split(
+    facts: ModelFacts, n_gpu_layers: int, n_ctx: int, type_k: str = "f16", type_v: str | None = None,
+    n_ubatch: int = DEFAULT_N_UBATCH, swa_full: bool = False,
+) -> tuple[float, float]:
+    """(GPU, CPU) KV-cache bytes: each layer's cache sits on that layer's device (``offload_kqv``, the default).
+
+    The GPU holds the last ``n_gpu_layers - 1`` repeating layers (the output layer has no cache; see offload.py).
+    """
+    per_layer = kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full)
+    n_gpu_repeating = max(effective_n_gpu_layers(n_gpu_layers, facts.n_layer) - 1, 0)
+    first_gpu = facts.n_layer - n_gpu_repeating
+    return sum(per_layer[first_gpu:]), sum(per_layer[:first_gpu])
 
 
 # --------------------------------------------------------------------------------------------- compute buffer

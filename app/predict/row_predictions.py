@@ -12,6 +12,7 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
+from app.predict.device_split import device_split_columns
 from app.predict.hardware import HardwareContext
 from app.predict.prediction import Efficiency, FittedExpectation, PredictSettings, predict
 
@@ -61,6 +62,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
         "expected_prefill_tps": pred.expected_prefill_tps if n_prompt else None,
         "calibrated_from": (pred.expected_source or calibrated_from) if pred.expected_decode_tps else "",
     }
+    out.update(device_split_columns(row, facts, settings))
     return out
 
 

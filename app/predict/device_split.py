@@ -1,0 +1,116 @@
+"""The predicted split of a loaded model and its context between one GPU device and the host, per kind of buffer.
+
+Pure functions of (model facts, settings); bytes are bytes. Weights follow llama.cpp's layer placement
+(offload.py), the KV cache each layer's device (memory.py). The compute buffers follow the scheduler's graph split
+(``ggml_backend_sched``, src/llama-context.cpp ``graph_reserve``), see :func:`compute_split`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.model.facts import ModelFacts
+from app.predict.memory import DEFAULT_N_UBATCH, KV_CELL_PAD, compute_buffer_bytes_for, kv_alloc_bytes_split
+from app.predict.offload import effective_n_gpu_layers, split_weights
+from app.predict.prediction import PredictSettings
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class DeviceSplit:
+    """Bytes predicted on the GPU device and on the host for one (model, -ngl, context)."""
+
+    n_gpu_layers: int  # effective: 0 .. n_layer + 1
+    gpu_weights_bytes: float
+    cpu_weights_bytes: float
+    gpu_kv_bytes: float
+    cpu_kv_bytes: float
+    gpu_compute_bytes: float
+    cpu_compute_bytes: float
+
+    @property
+    def gpu_total_bytes(self) -> float:
+        return self.gpu_weights_bytes + self.gpu_kv_bytes + self.gpu_compute_bytes
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """What the split depends on besides the model: the context and the offload settings."""
+
+    n_ctx: int
+    n_gpu_layers: int
+    type_k: str = "f16"
+    type_v: str | None = None
+    n_ubatch: int = DEFAULT_N_UBATCH
+    flash_attn: bool = False
+    op_offload: bool = True
+
+
+def compute_split(facts: ModelFacts, s: SplitSettings, ngl: int) -> tuple[float, float]:
+    """(GPU, host) compute buffer bytes; see the module docstring."""
+    full = compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)
+    if ngl == 0 and not s.op_offload:
+        return 0.0, full
+    return full, full
+
+
+def device_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str, int] | None = None) -> DeviceSplit:
+    """Weights, KV cache and compute buffer on the GPU and on the host (a CPU-only build: pass n_gpu_layers 0)."""
+    ngl = effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
+    weights = split_weights(facts, ngl, tensor_bytes)
+    kv_gpu, kv_cpu = kv_alloc_bytes_split(facts, ngl, s.n_ctx, s.type_k, s.type_v, s.n_ubatch)
+    gpu_compute, cpu_compute = compute_split(facts, s, ngl)
+    return DeviceSplit(ngl, weights.gpu_bytes, weights.cpu_bytes, kv_gpu, kv_cpu, gpu_compute, cpu_compute)
+
+
+def largest_ctx_on_gpu(facts: ModelFacts, limit_bytes: float, s: SplitSettings,
+                       tensor_bytes: Mapping[str, int] | None = None, max_ctx: int = 1 << 24) -> int:
+    """The largest context (a multiple of 256, llama.cpp's padding) whose GPU share fits ``limit_bytes``; 0: none."""
+    def fits(n_ctx: int) -> bool:
+        return device_split(facts, _with_ctx(s, n_ctx), tensor_bytes).gpu_total_bytes <= limit_bytes
+
+    lo, hi = 0, max_ctx // KV_CELL_PAD  # in units of 256 cells: fits(lo) holds (or lo == 0), fits(hi + 1) does not
+    if not fits(KV_CELL_PAD):
+        return 0
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid * KV_CELL_PAD):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * KV_CELL_PAD
+
+
+def _with_ctx(s: SplitSettings, n_ctx: int) -> SplitSettings:
+    return SplitSettings(n_ctx, s.n_gpu_layers, s.type_k, s.type_v, s.n_ubatch, s.flash_attn, s.op_offload)
+
+
+def _has_gpu_device(row: Mapping[str, Any]) -> bool:
+    """Whether the row ran with a GPU device present: layers offloaded, or llama.cpp gave a non-host device buffers."""
+    if int(row.get("n_gpu_layers_effective") or 0):
+        return True
+    try:
+        devices = json.loads(row.get("device_buffers") or "{}")
+    except (TypeError, ValueError):
+        return False
+    return any(name != "CPU" for name in devices)
+
+
+def device_split_columns(row: Mapping[str, Any], facts: ModelFacts, settings: PredictSettings) -> dict[str, Any]:
+    """A row's pred_gpu_*_bytes at the -ngl llama.cpp used (0 without a GPU device), and pred_device_max_ctx: the
+    largest context predicted to fit its device_mem_limit_mib (empty without a limit or with nothing offloaded)."""
+    s = SplitSettings(settings.n_ctx, int(row.get("n_gpu_layers_effective") or 0), settings.type_k, settings.type_v,
+                      settings.n_ubatch, settings.flash_attn, op_offload=not int(row.get("no_op_offload") or 0))
+    tensor_bytes = facts.tensor_bytes or None
+    split = device_split(facts, s, tensor_bytes) if _has_gpu_device(row) else None
+    limit_mib = int(row.get("device_mem_limit_mib") or 0)
+    max_ctx = largest_ctx_on_gpu(facts, limit_mib * MIB, s, tensor_bytes) if limit_mib and s.n_gpu_layers else None
+    return {"pred_gpu_weights_bytes": round(split.gpu_weights_bytes) if split else 0,
+            "pred_gpu_kv_bytes": round(split.gpu_kv_bytes) if split else 0,
+            "pred_gpu_compute_bytes": round(split.gpu_compute_bytes) if split else 0,
+            "pred_device_max_ctx": max_ctx}
