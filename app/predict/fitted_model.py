@@ -2,13 +2,16 @@
 
 The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted by least squares on relative time):
 
-    decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa] + n_layer × t_layer + t_fixed
+    decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa] (+ attn_dec × s_per_attn, fa on)
+              + n_layer × t_layer + t_fixed
     prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa]
               + n_layer × t_layer + n_layer × ubatches / n_prompt × t_layer_ubatch
 
 - ``bytes_class``: weight bytes read per generated token, split by kernel class (``KERNEL_CLASS``: on the CPU the
   int8 dot-product paths of the quantized types against f16/f32), so ``1 / s_per_byte`` is η_bw × bandwidth of
-  that kernel; ``kv_bytes``: the KV cache read at the average depth of the generation.
+  that kernel; ``kv_bytes``: the KV cache read at the average depth of the generation; ``attn_dec``: the attention
+  work of one generated token there, depth × n_layer × n_embd_attn (it grows with the query heads, the bytes with
+  the KV heads: models of other GQA ratios need both; with flash attention off, rare on CPUs, the bytes only).
 - ``flops_class``: 2 × the matmul parameters of that class per prompt token (so ``1 / s_per_flop`` = η_c × compute);
   ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
   on and off; the last term is a per-layer cost per micro-batch, spread over the prompt.
@@ -88,6 +91,7 @@ class Workload:
     flash_attn: bool
     n_prompt: int
     n_ubatch: int = 512
+    decode_attn_work: float = 0.0  # decode depth × n_layer × n_embd_attn, per generated token
 
     def features(self, phase: Phase) -> dict[str, float]:
         """The fitted model's regressors for ``phase`` (name -> value); zero entries left out."""
@@ -95,6 +99,8 @@ class Workload:
         if phase == "decode":
             feats = {f"bytes:{k}": v for k, v in self.class_bytes.items()}
             feats.update({f"kv:{fa}": self.kv_bytes_read, "layer": float(self.n_layer), "fixed": 1.0})
+            if self.flash_attn:
+                feats["attn:fa"] = self.decode_attn_work
         else:
             ubatches = math.ceil(self.n_prompt / max(self.n_ubatch, 1))
             feats = {f"flops:{k}": v for k, v in self.class_flops.items()}
@@ -135,7 +141,7 @@ def workload_for(
     decode_depth = depth + n_prompt + n_gen / 2.0
     return Workload(
         class_bytes=_merge_minor(class_bytes), class_flops=_merge_minor(class_flops), n_layer=n_layer,
-        kv_bytes_read=kv_bytes_per_token * decode_depth,
+        kv_bytes_read=kv_bytes_per_token * decode_depth, decode_attn_work=decode_depth * n_layer * n_embd_attn,
         attn_work=(depth + n_prompt / 2.0) * n_layer * n_embd_attn, flash_attn=flash_attn, n_prompt=n_prompt,
         n_ubatch=n_ubatch,
     )

@@ -33,10 +33,11 @@ from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
 
 LADDER_TYPES: tuple[str, ...] = ("Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
-#: (n_embd, n_layer, depth of the deep test): narrow and deep, wide and shallow, and the largest (about 80M
-#: parameters, whose cache is filled less deep: the untimed fill of every repetition is the slow part).
-FULL_SHAPES: tuple[tuple[int, int, int], ...] = ((256, 16, 2048), (512, 6, 2048), (1024, 8, 512))
-QUICK_SHAPES: tuple[tuple[int, int, int], ...] = ((256, 2, 256), (256, 5, 256), (512, 2, 256))
+#: (n_embd, n_layer, GQA ratio, depth of the deep test): narrow and deep without GQA (attention weighs most), wide
+#: and shallow, and the largest (about 80M parameters, whose cache is filled less deep: the untimed fill of every
+#: repetition is the slow part). The GQA ratios differ so the fit can tell KV bytes from attention work.
+FULL_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 16, 1, 2048), (512, 6, 4, 2048), (1024, 8, 4, 512))
+QUICK_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 2, 1, 256), (256, 5, 4, 256), (512, 2, 4, 256))
 QUICK_TYPES: tuple[str, ...] = ("Q8_0", "F16")
 
 
@@ -49,7 +50,7 @@ class CalibrateOptions:
     """What to measure: the ladder's weight types and shapes, tokens per test and repetitions."""
 
     types: tuple[str, ...] = LADDER_TYPES
-    shapes: tuple[tuple[int, int, int], ...] = FULL_SHAPES
+    shapes: tuple[tuple[int, int, int, int], ...] = FULL_SHAPES
     n_gen: int = 32
     prompts: tuple[int, int] = (32, 256)
     repetitions: int = 2
@@ -70,18 +71,25 @@ class CalibrationResult:
     n_store_points: int
 
 
+def ladder_shapes(o: CalibrateOptions) -> list[SynthShape]:
+    """Every weight type crossed with every shape of ``o``."""
+    return [SynthShape(e, n, t, gqa=g) for t in o.types for e, n, g, _ in o.shapes]
+
+
 def ladder_tests(models: Mapping[Path, SynthShape], o: CalibrateOptions) -> list[TestSpec]:
-    """Per model: a short prompt from empty, a longer one at its shape's depth; flash attention off too for the
-    first shape (the narrow one, where attention weighs most)."""
-    depth_of = {(e, n): d for e, n, d in o.shapes}
-    fa_off = o.shapes[0][:2]
+    """Per model: a short prompt from empty and a longer one at its shape's depth; for the first shape (the narrow
+    one, where attention weighs most) also half that depth, and flash attention off."""
+    depth_of = {(e, n, g): d for e, n, g, d in o.shapes}
+    first = o.shapes[0][:3]
     tests = []
     for path, shape in models.items():
         common = dict(n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
-        depth = depth_of[(shape.n_embd, shape.n_layer)]
+        key = (shape.n_embd, shape.n_layer, shape.gqa)
+        depth = depth_of[key]
         tests.append(TestSpec(str(path), n_prompt=o.prompts[0], n_depth=0, **common))
         tests.append(TestSpec(str(path), n_prompt=o.prompts[1], n_depth=depth, **common))
-        if (shape.n_embd, shape.n_layer) == fa_off:
+        if key == first:
+            tests.append(TestSpec(str(path), n_prompt=o.prompts[0], n_depth=depth // 2, **common))
             tests.append(TestSpec(str(path), n_prompt=o.prompts[1], n_depth=depth, flash_attn=0, **common))
     return tests
 
@@ -127,7 +135,7 @@ class Calibration:
             raise CalibrationCancelled("calibration cancelled; the previous fit is unchanged")
 
     def _write_ladder(self, folder: Path) -> dict[Path, SynthShape]:
-        shapes = [SynthShape(e, n, t) for t in self.options.types for e, n, _ in self.options.shapes]
+        shapes = ladder_shapes(self.options)
         models = {}
         for i, shape in enumerate(shapes, 1):
             self._check()

@@ -25,7 +25,7 @@ WRITABLE_TYPES: tuple[str, ...] = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K
 
 @dataclass(frozen=True)
 class SynthShape:
-    """A model's shape and weight type; heads are n_embd / HEAD_DIM, KV heads a quarter of them (at least one)."""
+    """A model's shape and weight type; heads are n_embd / HEAD_DIM, KV heads 1 / ``gqa`` of them (at least one)."""
 
     n_embd: int
     n_layer: int
@@ -33,6 +33,7 @@ class SynthShape:
     arch: str = "llama"
     n_vocab: int = 1024
     ff_ratio: float = 2.75
+    gqa: int = 4
 
     @property
     def n_head(self) -> int:
@@ -40,7 +41,7 @@ class SynthShape:
 
     @property
     def n_head_kv(self) -> int:
-        return max(1, self.n_head // 4)
+        return max(1, self.n_head // self.gqa)
 
     @property
     def n_ff(self) -> int:
@@ -48,7 +49,7 @@ class SynthShape:
 
     @property
     def name(self) -> str:
-        return f"calib-{self.arch}-{self.n_embd}x{self.n_layer}-{self.weight_type}"
+        return f"calib-{self.arch}-{self.n_embd}x{self.n_layer}g{self.gqa}-{self.weight_type}"
 
 
 def _tensor_shapes(s: SynthShape) -> dict[str, tuple[int, ...]]:

@@ -35,9 +35,9 @@ def test_calibrate_shows_progress_and_saves_the_fit(qtbot, gui_data_dir: Path) -
     assert action.running and action.dialog is not None and not action.action.isEnabled()
     qtbot.waitUntil(lambda: bool(notes), timeout=240_000)
     assert action.wait(10)
-    assert notes[-1][1] == "info" and notes[-1][0].startswith("Calibrated on 7 ladder points"), notes
+    assert notes[-1][1] == "info" and notes[-1][0].startswith("Calibrated on 8 ladder points"), notes
     assert "CPU decode median error" in notes[-1][0] and calibrated == [True]
-    assert any(t.startswith("test 1/7") for t in labels) and any(t.startswith("writing model") for t in labels)
+    assert any(t.startswith("test 1/8") for t in labels) and any(t.startswith("writing model") for t in labels)
     assert action.dialog is None and action.action.isEnabled()
     scan = scan_machine()
     assert load_fit(scan.cpu_model, scan.gpu_info()) is not None

@@ -15,22 +15,25 @@ from app.predict.fitted_model import (
     workload_for,
 )
 
-TRUE_DECODE = {"bytes:q_legacy": 1 / 9e9, "bytes:f16": 1 / 14e9, "kv:fa": 1 / 6e9, "layer": 40e-6, "fixed": 300e-6}
+TRUE_DECODE = {"bytes:q_legacy": 1 / 9e9, "bytes:f16": 1 / 14e9, "kv:fa": 1 / 6e9, "attn:fa": 1 / 30e9,
+               "layer": 40e-6, "fixed": 300e-6}
 TRUE_PREFILL = {"flops:q_legacy": 1 / 60e9, "flops:f16": 1 / 35e9, "attn:fa": 1 / 20e9, "layer": 30e-6,
                 "layer_ubatch": 2e-3}
 
 
 def ladder(n_prompts: tuple[int, ...] = (32, 128)) -> list[Workload]:
-    """Workloads like the calibration ladder's: two classes, three widths, two depths, two prompt lengths."""
+    """Workloads like the calibration ladder's: two classes, three widths (GQA 1 and 4), two depths, two prompt
+    lengths."""
     out = []
     for wtype, bpw in (("Q4_0", 4.5), ("F16", 16.0)):
-        for n_embd, n_layer in ((256, 4), (512, 8), (768, 6)):
+        for n_embd, n_layer, gqa in ((256, 4, 1), (512, 8, 4), (768, 6, 4)):
             params = 10 * n_embd * n_embd * n_layer
             for depth in (0, 1024):
                 for p in n_prompts:
                     out.append(workload_for({wtype: params * bpw / 8, "F32": 4 * n_embd * n_layer},
                                             {wtype: params}, n_layer=n_layer, n_embd_attn=n_embd,
-                                            kv_bytes_per_token=n_layer * n_embd, n_prompt=p, n_gen=16, depth=depth))
+                                            kv_bytes_per_token=4 * n_layer * n_embd / gqa, n_prompt=p, n_gen=16,
+                                            depth=depth))
     return out
 
 

@@ -17,7 +17,7 @@ from app.predict.row_predictions import RowPredictor
 from app.results.store import ResultStore
 from app.run.calibrate_models import SynthShape, write_synth_model
 
-DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "layer": 50e-6, "fixed": 200e-6}
+DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "attn:fa": 1 / 40e9, "layer": 50e-6, "fixed": 200e-6}
 PREFILL = {"flops:f16": 1 / 50e9, "attn:fa": 1 / 20e9, "layer": 20e-6, "layer_ubatch": 1e-3}
 
 
@@ -29,8 +29,8 @@ def _tps(coefs: dict[str, float], feats: dict[str, float]) -> float:
 def machine_fit(tmp_path: Path) -> MachineFit:
     """A fit of F16 synthetic models whose speeds follow known coefficients exactly."""
     samples = []
-    for e, n in ((256, 2), (256, 6), (512, 3)):
-        facts = read_model_facts(write_synth_model(tmp_path / f"l{e}x{n}.gguf", SynthShape(e, n, "F16")))
+    for e, n, g in ((256, 2, 1), (256, 6, 4), (512, 3, 4)):
+        facts = read_model_facts(write_synth_model(tmp_path / f"l{e}x{n}.gguf", SynthShape(e, n, "F16", gqa=g)))
         for p, d in ((16, 0), (64, 256), (128, 512)):
             w = workload_of(facts, PredictSettings(n_ctx=2048, n_prompt=p, n_gen=16, depth=d, flash_attn=True))
             samples.append(Sample("CPU", w, f"{e}x{n} p{p} d{d}", _tps(DECODE, w.features("decode")),
