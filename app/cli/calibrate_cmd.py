@@ -23,7 +23,8 @@ HELP = "fit this machine's decode/prefill model from a ladder of synthetic model
 
 
 def options_from_args(args: argparse.Namespace) -> CalibrateOptions:
-    """The ladder asked for: --quick or the full one, narrowed by --types, with -t, -r and --no-store-runs."""
+    """The ladder asked for: --quick or the full one, narrowed by --types, with -t, -r and --no-store-runs (-t other
+    than the default leaves the stored runs out)."""
     o = CalibrateOptions.quick() if args.quick else CalibrateOptions()
     if args.types:
         types = tuple(t.strip().upper() for t in args.types.split(",") if t.strip())
@@ -36,7 +37,8 @@ def options_from_args(args: argparse.Namespace) -> CalibrateOptions:
         if args.repetitions < 1:
             raise UserError("-r must be at least 1")
         o = dataclasses.replace(o, repetitions=args.repetitions)
-    return dataclasses.replace(o, n_threads=max(args.threads or 0, 0), use_store=not args.no_store_runs)
+    threads = max(args.threads or 0, 0)  # stored runs are of the default thread count: not mixed with another
+    return dataclasses.replace(o, n_threads=threads, use_store=not args.no_store_runs and not threads)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -71,7 +73,8 @@ def add_calibrate_parser(sub: Any) -> None:
     p = sub.add_parser("calibrate", help=HELP, description=__doc__)
     p.add_argument("--quick", action="store_true", help="a tiny ladder (seconds; a rough fit, for tests)")
     p.add_argument("--types", help="weight types of the ladder, comma-separated (default Q4_0,Q4_K,Q5_K,Q6_K,Q8_0,F16)")
-    p.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (0: all, as run's default)")
+    p.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (0: all, as run's default; "
+                   "another count fits the ladder only)")
     p.add_argument("-r", "--repetitions", type=int, default=None, help="repetitions per test (default 2)")
     p.add_argument("--no-store-runs", action="store_true", help="fit the ladder only, not the stored runs")
     p.add_argument("--json", action="store_true", help="print the saved fit as JSON")
