@@ -12,10 +12,10 @@ from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
+from app.cli.quantize_cmd import new_job
 from app.cli.run_cmd import _stop_on_signals
-from app.paths import check_writable_data_dir, data_dir
 from app.results.quality_store import QUALITY_FORMATS, render_quality
-from app.results.store import ResultStore, new_run_id
+from app.results.store import ResultStore
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
 from app.run.quality import QualitySession, progress_text
 from app.run.quality_plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
@@ -77,9 +77,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     if args.out:
         check_output_path(args.out, "--out")
-    check_writable_data_dir()
-    run_id = new_run_id()
-    log_path = data_dir() / "logs" / f"worker-{run_id}.log"
+    run_id, log_path = new_job()
     store = None if args.no_store else ResultStore(getattr(args, "store", None))
     print(f"reference: {plan.reference} ({plan.facts[plan.reference_index].file_type}); text: {plan.text_source}; "
           f"{plan.n_tokens // plan.n_ctx} chunks of {plan.n_ctx} tokens", file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
@@ -84,6 +85,15 @@ class FileProgress:
         sys.stderr.flush()
 
 
+def new_job() -> tuple[str, Path]:
+    """A run id and its worker log's path, after checking the data dir can take the log (one line if not)."""
+    check_writable_data_dir()
+    run_id = new_run_id()
+    log_path = data_dir() / "logs" / f"worker-{run_id}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    return run_id, log_path
+
+
 def cmd_quantize(args: argparse.Namespace) -> int:
     try:
         items = plan_quantize(args.model, parse_types(args.types), args.out_dir,
@@ -92,10 +102,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     if args.table_out:
         check_output_path(args.table_out, "--table-out")
-    check_writable_data_dir()
-    run_id = new_run_id()
-    log_path = data_dir() / "logs" / f"worker-{run_id}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    run_id, log_path = new_job()
     session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, what it finished is kept
     rows = session.run(FileProgress(session, not args.quiet))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from app.run.client import WorkerClient
+from app.run.events import Event
 
 
 class JobClient(WorkerClient):
@@ -17,3 +19,18 @@ class JobClient(WorkerClient):
 
     def job_document(self) -> dict[str, object]:
         return {**self.job, "log_path": str(self.log_path) if self.log_path else None}
+
+    def pump(self, handle: Callable[[Event], None], on_event: Callable[[Event], None] | None = None) -> bool:
+        """Each event to ``handle``, then ``on_event``, until the worker ends; False when interrupted (the worker is
+        then killed). The worker is always reaped."""
+        try:
+            for event in self.events():
+                handle(event)
+                if on_event is not None:
+                    on_event(event)
+        except KeyboardInterrupt:
+            self.cancel(grace_s=0)
+            return False
+        finally:
+            self.close()
+        return True

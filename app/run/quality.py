@@ -53,15 +53,8 @@ class QualitySession:
                 "tmp_dir": str(tmp)}, log_path=self.log_path)
             if self.cancelled:  # cancelled while the text was being written
                 return [self._missing_row(i) for i in range(len(self.plan.models))]
-            try:
-                for event in self.client.events():
-                    self._handle(event)
-                    if on_event is not None:
-                        on_event(event)
-            except KeyboardInterrupt:
-                self.cancel()
-            finally:
-                self.client.close()
+            if not self.client.pump(self._handle, on_event):
+                self.cancelled = True
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return [self.rows.get(i) or self._missing_row(i) for i in range(len(self.plan.models))]

@@ -62,14 +62,9 @@ class QuantizeSession:
     def run(self, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
         """The outputs' rows in order (finished, failed, and those not reached when cancelled or the worker died)."""
         try:
-            for event in self.client.events():
-                self._handle(event)
-                if on_event is not None:
-                    on_event(event)
-        except KeyboardInterrupt:
-            self.cancel()
+            if not self.client.pump(self._handle, on_event):
+                self.cancelled = True
         finally:
-            self.client.close()
             self._cleanup()
         return self.rows
 
