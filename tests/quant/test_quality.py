@@ -23,11 +23,26 @@ pytestmark = pytest.mark.slow  # builds the ladder and scores seven files (about
 
 #: Small budget: 2 chunks of 128 tokens, 126 tokens scored per file, one thread (CI has two shared cores).
 BUDGET = ("--tokens", "256", "--ctx", "128", "-t", "1")
+TEXT = Path(__file__).parent / "data" / "quality_text.txt"
+#: llama.cpp's own perplexity tool on the same files and text (the ladder's F16 as the KLD base), built from the
+#: llama.cpp that ships with llama-cpp-python 0.3.36:
+#:   llama-perplexity -m F16 -f quality_text.txt -c 128 -b 128 --chunks 2 -t 1 --kl-divergence-base base.bin
+#:   llama-perplexity -m VARIANT --kl-divergence-base base.bin --kl-divergence -c 128 -b 128 --chunks 2 -t 1
+#: (file: PPL, its ±, Mean KLD, its ±, 99.0% KLD, Same top p)
+LLAMA_PERPLEXITY = {
+    "f16": (41.6266, 12.02411, 0.0, 0.0, 0.0, 1.0),
+    "q8_0": (41.728988, 12.109276, 0.005946, 0.000503, 0.029541, 0.96032),
+    "q6_k": (41.638308, 12.180656, 0.014314, 0.002277, 0.126474, 0.92857),
+    "q5_k_m": (45.196248, 13.571861, 0.096407, 0.006473, 0.357479, 0.82540),
+    "q4_k_m": (43.371776, 12.729610, 0.073326, 0.006145, 0.316020, 0.88095),
+    "q3_k_m": (51.913962, 15.196345, 0.182055, 0.022610, 1.298278, 0.75397),
+    "q2_k": (78.647356, 20.753928, 0.647460, 0.054497, 3.187739, 0.57937),
+}
 #: Files at least this many bits per weight apart must rank by KLD. Closer ones may swap for real on this
 #: reference: it holds Q4_1's grid, and on SmolLM2 (576 columns, not a multiple of 256) K-quants fall back to
 #: Q5_1/Q5_0; Q5_K_M (6.56 bits, mostly Q5_1) measured above Q4_K_M (6.17 bits, mostly Q5_0): 0.068 ± 0.003 against
-#: 0.054 ± 0.002 over 504 tokens.
-MIN_BITS_APART = 0.5
+#: 0.054 ± 0.002 over 504 tokens of the Python docs.
+MIN_BITS_APART = 0.5  # (llama-perplexity agrees: LLAMA_PERPLEXITY's q5_k_m and q4_k_m)
 #: Ties within noise: two standard errors of the two means together.
 N_STD_ERR = 2.0
 @pytest.fixture(scope="module")
@@ -37,8 +52,8 @@ def quality_run(quant_ladder: dict[str, Path], tmp_path_factory: pytest.TempPath
     files = [quant_ladder[t] for t in reversed(("f16", *LADDER_TYPES))]
     args = [a for f in files for a in ("-m", str(f))]
     proc = subprocess.run([sys.executable, "-m", "app.cli.main", "--store", str(data / "results.sqlite3"), "quality",
-                           *args, *BUDGET, "-o", "json"], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "GGUF_WORKBENCH_DATA_DIR": str(data)})
+                           *args, *BUDGET, "--text", str(TEXT), "-o", "json"], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "GGUF_WORKBENCH_DATA_DIR": str(data)})
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     return {"rows": {Path(r["model_path"]).name: r for r in rows}, "order": rows, "store": data / "results.sqlite3",
@@ -58,7 +73,7 @@ def test_reference_is_the_dequantized_f16_and_every_row_says_so(quality_run: dic
     for r in rows:
         assert r["status"] == "ok", r
         assert r["reference_path"] == str(quant_ladder["f16"]) and r["reference_is_dequantized"] is True
-        assert r["requantized_from"] == "Q4_1" and r["text_source"] == "python-docs"
+        assert r["requantized_from"] == "Q4_1" and r["text_source"] == str(TEXT)
         assert r["n_tokens"] == 2 * 63 and r["n_chunks"] == 2 and r["n_ctx"] == 128
         assert 1 < r["ppl"] < 100 and r["ppl_err"] > 0 and r["tokens_per_s"] > 0
         assert list(r) == list(QUALITY_COLUMNS)  # every column, in the export's order
@@ -82,6 +97,18 @@ def test_kld_grows_as_bits_per_weight_fall(quality_run: dict[str, Any], quant_la
     assert n_pairs >= 10, table
     assert rows[-1]["mean_kld"] > 5 * rows[0]["mean_kld"], table  # q2_k is far worse than q8_0
     assert rows[-1]["same_top_rate"] < rows[0]["same_top_rate"] and rows[-1]["ppl"] > rows[0]["ppl"], table
+
+
+def test_figures_are_llama_perplexitys(quality_run: dict[str, Any], quant_ladder: dict[str, Path]) -> None:
+    """Same chunks, same scored tokens, same formulas: llama.cpp's figures, up to the float16 the reference's
+    log-probabilities are kept in (and the CPU's rounding): PPL to 0.2%, KLD to 2% (or 0.0002)."""
+    for name, (ppl, ppl_err, kld, kld_err, kld_p99, same_top) in LLAMA_PERPLEXITY.items():
+        r = quality_run["rows"][quant_ladder[name].name]
+        assert r["ppl"] == pytest.approx(ppl, rel=2e-3) and r["ppl_err"] == pytest.approx(ppl_err, rel=5e-3), name
+        assert r["mean_kld"] == pytest.approx(kld, rel=0.02, abs=2e-4), name
+        assert r["mean_kld_err"] == pytest.approx(kld_err, rel=0.05, abs=1e-4), name
+        assert r["kld_p99"] == pytest.approx(kld_p99, rel=0.03, abs=5e-4), name
+        assert r["same_top_rate"] == pytest.approx(same_top, abs=1.5 / 126), name
 
 
 def test_rows_are_stored_for_each_file(quality_run: dict[str, Any], quant_ladder: dict[str, Path]) -> None:
