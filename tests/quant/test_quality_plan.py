@@ -1,0 +1,52 @@
+"""Choosing the reference and checking the budget, from headers only (synthetic GGUF files; nothing is loaded)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.run.quality_plan import DEFAULT_TEXT_SOURCE, QualitySetupError, plan_quality, python_docs_text
+from app.run.quantize_plan import KEY_REQUANTIZED_FROM
+
+
+@pytest.fixture
+def pair(make_gguf: Callable[..., Path]) -> tuple[Path, Path]:
+    """(an F32 file dequantized from a Q4_1, an F16 file of the same model)."""
+    wide = make_gguf("m.F32.gguf", tensor_dtype="F32", extra_kv={KEY_REQUANTIZED_FROM: "Q4_1"})
+    narrow = make_gguf("m.F16.gguf", tensor_dtype="F16")
+    return wide, narrow
+
+
+def test_the_reference_is_the_file_with_most_bits(pair: tuple[Path, Path]) -> None:
+    wide, narrow = pair
+    plan = plan_quality([str(narrow), str(wide)], n_tokens=256, n_ctx=128)
+    assert plan.reference == str(wide) and plan.reference_index == 1 and plan.text_source == DEFAULT_TEXT_SOURCE
+    cols = plan.file_columns(0)
+    assert cols["reference_filename"] == "m.F32.gguf" and cols["reference_is_dequantized"] is True
+    assert cols["requantized_from"] == "" and not cols["is_reference"] and cols["file_type"] == "F16"
+    assert plan.file_columns(1)["requantized_from"] == "Q4_1" and plan.file_columns(1)["is_reference"]
+
+
+def test_ref_chooses_and_joins_the_list(pair: tuple[Path, Path]) -> None:
+    wide, narrow = pair
+    assert plan_quality([str(narrow), str(wide)], ref=str(narrow), n_tokens=256, n_ctx=128).reference_index == 0
+    plan = plan_quality([str(wide)], ref=str(narrow), n_tokens=256, n_ctx=128)
+    assert plan.models == (str(narrow), str(wide)) and plan.reference_index == 0
+    assert plan.file_columns(1)["reference_is_dequantized"] is False  # a true F16 reference
+
+
+def test_budget_limits(pair: tuple[Path, Path]) -> None:
+    wide, _ = pair
+    with pytest.raises(QualitySetupError, match="trained context"):
+        plan_quality([str(wide)], n_ctx=1024, n_tokens=2048)  # the synthetic model's trained context is 512
+    with pytest.raises(QualitySetupError, match="--tokens 100"):
+        plan_quality([str(wide)], n_ctx=128, n_tokens=100)
+    with pytest.raises(QualitySetupError, match="no model"):
+        plan_quality([])
+
+
+def test_the_default_text_is_deterministic_and_long_enough() -> None:
+    text = python_docs_text()
+    assert text == python_docs_text() and len(text) > 200_000  # over 40,000 tokens at ~4.5 characters each
