@@ -12,7 +12,7 @@ from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
-from app.cli.quantize_cmd import new_job
+from app.cli.quantize_cmd import check_threads, new_job
 from app.cli.run_cmd import _stop_on_signals
 from app.results.quality_store import QUALITY_FORMATS, render_quality
 from app.results.store import ResultStore
@@ -70,6 +70,7 @@ class ChunkProgress:
 
 
 def cmd_quality(args: argparse.Namespace) -> int:
+    check_threads(args.threads)
     try:
         plan = plan_quality(args.model, ref=args.ref, text=args.text, n_tokens=args.tokens, n_ctx=args.ctx,
                             n_threads=args.threads)

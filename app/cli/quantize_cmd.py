@@ -19,8 +19,10 @@ from app.paths import check_writable_data_dir, data_dir
 from app.results import export
 from app.results.store import new_run_id
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
+from app.run.params import THREADS_PER_CPU
 from app.run.quantize import QUANTIZE_COLUMNS, QuantizeSession, progress_line
 from app.run.quantize_plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupError, parse_types, plan_quantize
+from app.telemetry.host import usable_cpu_threads
 
 OUTPUT_FORMATS = ("md", "csv", "json", "jsonl")
 
@@ -85,6 +87,14 @@ class FileProgress:
         sys.stderr.flush()
 
 
+def check_threads(n_threads: int) -> None:
+    """``-t``: 0 (all) up to 4 × the CPU threads this process may use, as for sweeps; one line if not."""
+    limit = THREADS_PER_CPU * usable_cpu_threads()
+    if not 0 <= n_threads <= limit:
+        raise UserError(f"-t {n_threads}: must be between 0 (all) and {limit} (4 × the CPU threads this process "
+                        "may use)")
+
+
 def new_job() -> tuple[str, Path]:
     """A run id and its worker log's path, after checking the data dir can take the log (one line if not)."""
     check_writable_data_dir()
@@ -95,6 +105,7 @@ def new_job() -> tuple[str, Path]:
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:
+    check_threads(args.threads)
     try:
         items = plan_quantize(args.model, parse_types(args.types), args.out_dir,
                               allow_requantize=args.allow_requantize, force=args.force)

@@ -128,6 +128,7 @@ def test_user_errors_are_one_line(tmp_path: Path, quant_ladder: dict[str, Path])
         (["-m", ref, "--ctx", "100000"], "--ctx 100000: must be between"),
         (["-m", ref, "--ctx", "128", "--tokens", "64"], "--tokens 64: must be between"),
         (["-m", ref, "-m", str(empty)], "empty.txt"),
+        (["-m", ref, "-t", "-1"], "-t -1: must be between 0"),
     ]
     for args, message in cases:
         proc = gguf_bench("quality", *args)
