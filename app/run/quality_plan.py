@@ -7,6 +7,8 @@ language reference's topics, sorted by name), so the measurement runs offline an
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,21 @@ def _check_text(text: str) -> str:
     return str(p.resolve())
 
 
+def reference_scratch_bytes(n_tokens: int, n_ctx: int, n_vocab: int) -> int:
+    """Bytes of the reference's float16 log-probabilities on disk: every scored token × the vocabulary × 2."""
+    n_chunks = max(1, n_tokens // n_ctx)
+    return n_chunks * (n_ctx - 1 - n_ctx // 2) * n_vocab * 2
+
+
+def _check_scratch_space(n_tokens: int, n_ctx: int, n_vocab: int) -> None:
+    need = reference_scratch_bytes(n_tokens, n_ctx, n_vocab)
+    tmp = tempfile.gettempdir()
+    free = shutil.disk_usage(tmp).free
+    if need > free:
+        raise QualitySetupError(f"--tokens {n_tokens}: the reference's log-probabilities need {need / 2**30:.1f} GiB "
+                                f"in {tmp} ({free / 2**30:.1f} GiB free); lower --tokens or set TMPDIR")
+
+
 def plan_quality(models: list[str], *, ref: str | None = None, text: str | None = None,
                  n_tokens: int = DEFAULT_N_TOKENS, n_ctx: int = DEFAULT_N_CTX, n_threads: int = 0) -> QualityPlan:
     """The files, the reference and the budget, after every check; QualitySetupError (one line) when one fails."""
@@ -112,4 +129,5 @@ def plan_quality(models: list[str], *, ref: str | None = None, text: str | None 
     if not n_ctx <= n_tokens <= MAX_N_TOKENS:
         raise QualitySetupError(f"--tokens {n_tokens}: must be between --ctx ({n_ctx}) and {MAX_N_TOKENS}")
     source = _check_text(text) if text else DEFAULT_TEXT_SOURCE
+    _check_scratch_space(n_tokens, n_ctx, facts[ref_index].n_vocab)
     return QualityPlan(tuple(paths), facts, ref_index, source, n_tokens, n_ctx, n_threads)

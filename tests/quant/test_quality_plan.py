@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from app.run.quality_plan import DEFAULT_TEXT_SOURCE, QualitySetupError, plan_quality, python_docs_text
+from app.run.quality_plan import (
+    DEFAULT_TEXT_SOURCE,
+    QualitySetupError,
+    plan_quality,
+    python_docs_text,
+    reference_scratch_bytes,
+)
 from app.run.quantize_plan import KEY_REQUANTIZED_FROM
 
 
@@ -50,3 +57,19 @@ def test_budget_limits(pair: tuple[Path, Path]) -> None:
 def test_the_default_text_is_deterministic_and_long_enough() -> None:
     text = python_docs_text()
     assert text == python_docs_text() and len(text) > 200_000  # over 40,000 tokens at ~4.5 characters each
+
+
+def test_scratch_space_is_checked_up_front(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # SmolLM2 at the defaults: 4 chunks of 512, 255 scored each, vocabulary 49152: about 96 MiB
+    assert reference_scratch_bytes(2048, 512, 49152) == 4 * 255 * 49152 * 2
+    need = reference_scratch_bytes(1024, 128, 256)  # the synthetic model's vocabulary is 256 tokens
+    monkeypatch.setattr("app.run.quality_plan.shutil.disk_usage", lambda path: shutil_usage(need - 1))
+    with pytest.raises(QualitySetupError, match="lower --tokens or set TMPDIR"):
+        plan_quality([str(pair[0])], n_ctx=128, n_tokens=1024)
+    monkeypatch.setattr("app.run.quality_plan.shutil.disk_usage", lambda path: shutil_usage(need))
+    assert plan_quality([str(pair[0])], n_ctx=128, n_tokens=1024).n_tokens == 1024
+
+
+def shutil_usage(free: int) -> SimpleNamespace:
+    """What the plan reads of shutil.disk_usage: the free bytes."""
+    return SimpleNamespace(free=free)
