@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.memory import DEFAULT_N_UBATCH, KV_CELL_PAD, compute_buffer_bytes_for, kv_alloc_bytes_split
+from app.predict.memory import (
+    DEFAULT_N_UBATCH,
+    KV_CELL_PAD,
+    compute_stages,
+    graph_inputs_bytes,
+    kv_alloc_bytes_split,
+)
 from app.predict.offload import effective_n_gpu_layers, split_weights
 from app.predict.prediction import PredictSettings
 
@@ -50,12 +56,25 @@ class SplitSettings:
     op_offload: bool = True
 
 
-def compute_split(facts: ModelFacts, s: SplitSettings, ngl: int) -> tuple[float, float]:
-    """(GPU, host) compute buffer bytes; see the module docstring."""
-    full = compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)
-    if ngl == 0 and not s.op_offload:
+def compute_split(facts: ModelFacts, s: SplitSettings, ngl: int, output_weights_bytes: float) -> tuple[float, float]:
+    """(GPU, host) compute buffer bytes for a build with a GPU device.
+
+    The device that holds the output layer computes the logits, so it gets the whole graph's buffer (memory.py);
+    with op offload (llama.cpp's default) the scheduler also sends host-resident layers' big ops to the GPU, and at
+    -ngl 0 the LM head's weights are copied into the GPU's compute buffer. The host then keeps only the graph inputs;
+    without op offload it computes its own layers (their largest stage, no logits), or everything at -ngl 0.
+    Calibrated on lavapipe with SmolLM2-135M at -ngl 0, 1, 16, 31 and -nopo 0, 1 (tests/gpu_vulkan).
+    """
+    logits, attention, ffn = compute_stages(s.n_ubatch, s.n_ctx, facts.n_vocab, facts.n_embd,
+                                            facts.n_head, facts.n_ff, s.flash_attn)
+    full = max(logits, attention, ffn)
+    inputs = graph_inputs_bytes(s.n_ubatch, s.n_ctx, facts.n_embd, s.flash_attn)
+    host_layers = ngl < facts.n_layer + 1
+    if s.op_offload:
+        return full + (output_weights_bytes if ngl == 0 else 0.0), inputs
+    if ngl == 0:
         return 0.0, full
-    return full, full
+    return full, inputs + (max(attention, ffn) if host_layers else 0.0)
 
 
 def device_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str, int] | None = None) -> DeviceSplit:
@@ -63,7 +82,7 @@ def device_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str,
     ngl = effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
     weights = split_weights(facts, ngl, tensor_bytes)
     kv_gpu, kv_cpu = kv_alloc_bytes_split(facts, ngl, s.n_ctx, s.type_k, s.type_v, s.n_ubatch)
-    gpu_compute, cpu_compute = compute_split(facts, s, ngl)
+    gpu_compute, cpu_compute = compute_split(facts, s, ngl, split_weights(facts, 1, tensor_bytes).gpu_bytes)
     return DeviceSplit(ngl, weights.gpu_bytes, weights.cpu_bytes, kv_gpu, kv_cpu, gpu_compute, cpu_compute)
 
 

@@ -99,6 +99,14 @@ def compute_buffer_bytes(
     A CUDA build reports a similar device buffer plus a small host one; CUDA's memory pool (dequantized weights for
     cuBLAS, flash-attention K/V conversions) is not part of it and is left to the overhead allowance.
     """
+    return max(compute_stages(n_ubatch, n_ctx, n_vocab, n_embd, n_head, n_ff, flash_attn, n_batch, n_outputs))
+
+
+def compute_stages(
+    n_ubatch: int, n_ctx: int, n_vocab: int, n_embd: int, n_head: int, n_ff: int,
+    flash_attn: bool = False, n_batch: int | None = None, n_outputs: int | None = None,
+) -> tuple[float, float, float]:
+    """The graph's (logits, attention, ffn) stages in bytes; see :func:`compute_buffer_bytes`."""
     u = min(n_ubatch, n_batch or n_ubatch, max(n_ctx, 1))
     outputs = u if n_outputs is None else min(n_outputs, u)
     n_kv = _pad(max(n_ctx, 1))
@@ -108,7 +116,19 @@ def compute_buffer_bytes(
     else:
         attention = 4.0 * ((n_head + 1) * n_kv * u + 6 * n_embd * u)
     ffn = 4.0 * (3 * n_ff * u + 2 * n_embd * u)
-    return max(logits, attention, ffn)
+    return logits, attention, ffn
+
+
+def graph_inputs_bytes(n_ubatch: int, n_ctx: int, n_embd: int, flash_attn: bool = False,
+                       n_batch: int | None = None) -> float:
+    """Host compute buffer when a GPU runs the graph: the input embeddings (twice) and the KQ mask (f16 with flash
+    attention), for the worst-case ubatch ``u``: ``2 × 4 × n_embd × u + (2|4) × n_kv × u``.
+
+    Calibrated on llama.cpp's Vulkan backend (lavapipe, llama-cpp-python 0.3.36) with SmolLM2-135M: 1.25 MiB
+    predicted, "Vulkan_Host compute buffer size = 1.26 MiB" logged (n_ctx 256, flash attention on).
+    """
+    u = min(n_ubatch, n_batch or n_ubatch, max(n_ctx, 1))
+    return 8.0 * n_embd * u + (2.0 if flash_attn else 4.0) * _pad(max(n_ctx, 1)) * u
 
 
 def compute_buffer_bytes_for(

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.predict.device_split import SplitSettings, device_split, device_split_columns, largest_ctx_on_gpu
-from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.memory import compute_buffer_bytes_for, compute_stages, graph_inputs_bytes, kv_alloc_bytes
 from app.predict.prediction import PredictSettings
 from tests.predict.samples import MIB, TENSORS, make_facts
 
@@ -26,12 +26,20 @@ def test_weights_and_kv_follow_the_layers(ngl: int, gpu_w: int, cpu_w: int, gpu_
     assert split.gpu_kv_bytes + split.cpu_kv_bytes == kv_alloc_bytes(FACTS, 256)
 
 
-def test_compute_buffers_follow_op_offload() -> None:
+def test_compute_buffers_follow_the_output_layer_and_op_offload() -> None:
     full = compute_buffer_bytes_for(FACTS, 256)
-    kept_home = device_split(FACTS, SplitSettings(n_ctx=256, n_gpu_layers=0, op_offload=False), TENSORS)
-    assert (kept_home.gpu_compute_bytes, kept_home.cpu_compute_bytes) == (0, full)
-    all_on_gpu = device_split(FACTS, SplitSettings(n_ctx=256, n_gpu_layers=99), TENSORS)
-    assert all_on_gpu.gpu_compute_bytes == full
+    _, attention, ffn = compute_stages(512, 256, FACTS.n_vocab, FACTS.n_embd, FACTS.n_head, FACTS.n_ff)
+    inputs = 8.0 * 4096 * 256 + 4.0 * 256 * 256  # two f32 input embeddings and the f32 KQ mask, u = 256 tokens
+    assert graph_inputs_bytes(512, 256, FACTS.n_embd) == inputs
+
+    def compute(ngl: int, op_offload: bool) -> tuple[float, float]:
+        split = device_split(FACTS, SplitSettings(n_ctx=256, n_gpu_layers=ngl, op_offload=op_offload), TENSORS)
+        return split.gpu_compute_bytes, split.cpu_compute_bytes
+
+    assert compute(0, False) == (0, full)  # -nopo 1 at -ngl 0: everything on the host
+    assert compute(0, True) == (full + 42, inputs)  # op offload: the GPU runs the graph with the LM head copied over
+    assert compute(3, True) == compute(5, True) == compute(5, False) == (full, inputs)
+    assert compute(3, False) == (full, inputs + max(attention, ffn))  # the host runs its own layers, no logits
 
 
 def test_largest_context_on_the_gpu_is_the_boundary() -> None:
