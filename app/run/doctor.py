@@ -93,7 +93,14 @@ def _device_advice(llama: LlamaDevices, soft_vk: list[VulkanDevice]) -> list[Adv
     """Backends without devices, and software Vulkan devices (``soft_vk``: the machine's, from vulkaninfo)."""
     out = []
     for b in llama.gpu_backends:
-        if not any(d.backend == b for d in llama.devices):
+        if any(d.backend == b for d in llama.devices):
+            continue
+        if b == "Vulkan" and soft_vk and llama.vk_visible_devices is None:
+            indices = ",".join(str(d.index) for d in soft_vk)
+            out.append(Advice(Level.INFO, "llama.cpp's Vulkan backend sees no device: it skips software Vulkan "
+                                          f"devices ({soft_vk[0].name}) unless GGML_VK_VISIBLE_DEVICES is set",
+                              f"export GGML_VK_VISIBLE_DEVICES={indices}"))
+        else:
             out.append(Advice(Level.INFO, f"llama.cpp has the {b} backend but it sees no {b} device (is the "
                                           "driver installed and the GPU visible to this user?)"))
     soft = [d for d in llama.gpu_devices if d.software]
@@ -119,7 +126,8 @@ def advise(llama: LlamaDevices, gpus: GpuInventory, python: str | None = None) -
     if not any(a.level is Level.FIX for a in out):
         real = [d for d in llama.gpu_devices if not d.software]
         text = (f"llama.cpp can offload to {', '.join(d.name for d in real)}" if real
-                else "no GPU on this machine that llama.cpp could use: the CPU build is the right one")
+                else "no GPU on this machine that llama.cpp could use: the CPU build is the right one"
+                if not llama.gpu_backends else "no GPU device that llama.cpp can use: it runs on the CPU")
         if not real and llama.gpu_devices:
             text = "no real GPU on this machine; the software Vulkan device is for trying the GPU path"
         out.insert(0, Advice(Level.OK, text))

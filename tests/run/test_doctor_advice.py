@@ -98,6 +98,17 @@ def test_software_vulkan_device_is_never_called_a_gpu() -> None:
     assert "software Vulkan (CPU), not a real GPU" in text and "GGML_VK_VISIBLE_DEVICES=0 (set for this query)" in text
 
 
+def test_vulkan_build_that_skipped_llvmpipe_says_how_to_see_it() -> None:
+    """The user ran with GGML_VK_VISIBLE_DEVICES unset and a child the doctor did not set it for (as recorded from
+    a Vulkan build's registry on this machine: the backend registered, no Vulkan device)."""
+    advice = advise(LlamaDevices(backends=("Vulkan", "CPU"), devices=(CPU,)),
+                    GpuInventory(vulkan=(LLVMPIPE,), vulkan_listed=True))
+    assert [(a.level, a.command) for a in advice] == [(Level.OK, None),
+                                                      (Level.INFO, "export GGML_VK_VISIBLE_DEVICES=0")]
+    assert advice[0].text == "no GPU device that llama.cpp can use: it runs on the CPU"
+    assert advice[1].text.startswith("llama.cpp's Vulkan backend sees no device: it skips software Vulkan devices")
+
+
 def test_query_failure_is_an_error() -> None:
     advice = advise(LlamaDevices(error="the llama.cpp device query failed (killed by signal 11): "), GpuInventory())
     assert [a.level for a in advice] == [Level.ERROR]
