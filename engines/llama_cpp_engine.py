@@ -35,6 +35,7 @@ from engines.base import (
     TokenCallback,
 )
 from engines.device_buffers import memory_report
+from engines.ggml_devices import query_registry
 from engines.llama_log import (
     clear_lines,
     device_buffers,
@@ -104,13 +105,16 @@ def _ggml_build() -> tuple[str, str]:
         return "unknown", "unknown"
 
 
-def _backends(system_info: str, gpu_offload: bool) -> str:
+def _backends(gpu_offload: bool) -> str:
+    """The GPU backends ggml's registry holds, then CPU ("Vulkan,CPU"; llama-bench's backends column, CPU added)."""
     if not gpu_offload:
         return "CPU"
-    for name in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL", "MUSA", "CANN"):
-        if name.lower() in system_info.lower():
-            return f"{name},CPU"
-    return "GPU,CPU"
+    try:  # the libraries llama_cpp loaded (its LLAMA_CPP_LIB_PATH override too); already initialised in this process
+        names = query_registry(Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(lc.__file__).parent / "lib")).backends
+    except (OSError, AttributeError):
+        names = []
+    gpu = [n for n in names if n not in ("CPU", "BLAS", "RPC")]
+    return ",".join([*gpu, "CPU"]) if gpu else "GPU,CPU"
 
 
 class LlamaCppEngine:
@@ -139,7 +143,7 @@ class LlamaCppEngine:
             name="llama.cpp",
             version=f"llama-cpp-python {lc.__version__}, ggml {version}",
             build_commit=commit,
-            backends=_backends(system_info, gpu),
+            backends=_backends(gpu),
             gpu_offload=gpu,
             system_info=system_info,
         )
