@@ -199,11 +199,13 @@ PARAMS: tuple[Param, ...] = (
           min=1, max=MAX_PARALLEL),
     Param("no_op_offload", ("-nopo", "--no-op-offload"), INT, (0,),
           "1: host tensor ops stay on the CPU (llama.cpp's op_offload off; with -ngl 0 the prompt is otherwise "
-          "sent to the GPU), e.g. 0,1 (default 0, as llama-bench)", scope="context", tag="nopo", tag_always=False,
-          min=0, max=1),
+          "sent to the GPU), e.g. 0,1 (default 0, as llama-bench)", "No op offload",
+          "1: keep host tensor ops on the CPU (-nopo; llama.cpp's op_offload off), e.g. 0,1", scope="context",
+          tag="nopo", tag_always=False, min=0, max=1),
     Param("device_mem_limit_mib", ("--device-mem-limit",), INT, (0,),
           "MiB a GPU device may hold (weights + KV cache + compute, as llama.cpp reports them): a test over it "
-          "fails as out of memory, the predicted largest context beside it (default 0: no limit)", scope="context",
+          "fails as out of memory, the predicted largest context beside it (default 0: no limit)",
+          "GPU limit (MiB)", "MiB a GPU device may hold (--device-mem-limit); 0 = no limit", scope="context",
           tag="lim", tag_always=False, min=0, max=MAX_DEVICE_MEM_MIB),
     Param("repetitions", ("-r", "--repetitions"), INT, 5, "timed repetitions per test (one warmup is extra)",
           "Repetitions", "timed repetitions per test (one warmup runs first and is kept apart)", min=1,
