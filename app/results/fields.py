@@ -162,7 +162,9 @@ FIELD_TABLE: tuple[Field, ...] = (
     _pred("hw_profile", str, "", "{}", "hardware the predicted columns are for", window=18, header="hw", summary=3),
     _pred("pred_bandwidth_gbps", float, "GB/s", "{:.1f}", "peak memory bandwidth of that hardware",
           kind=PREDICTED_VALUE),
-    _pred("pred_tflops", float, "TFLOPS", "{:.1f}", "peak FP16 compute of that hardware", kind=PREDICTED_VALUE),
+    _pred("pred_tflops", float, "TFLOPS", "{:.1f}",
+          "compute the prefill ceiling divided by: a GPU's FP16 tensor peak; on a CPU the int8 dot-product "
+          "peak (quantized weights) or the FMA peak (float weights)", kind=PREDICTED_VALUE),
     _pred("pred_decode_ceiling_tps", float, "tok/s", "{:.1f}",
           "memory-bound ceiling at the test's context position, on the hardware it ran on", kind=PREDICTED_VALUE,
           window=12, header="decode ceiling", summary=22),
@@ -183,11 +185,15 @@ FIELD_TABLE: tuple[Field, ...] = (
     _pred("pred_mem_bytes", int, "bytes", "{:.0f}", "predicted weights + KV cache + compute buffer",
           kind=PREDICTED_VALUE, window=17, header="mem pred MiB", summary=27),
     _pred("expected_decode_tps", float, "tok/s", "{:.1f}",
-          "ceiling × this machine's efficiency learned from other stored models (calibrated_from)",
+          "expected decode: from this machine's calibration fit, else the ceiling × the efficiency learned from "
+          "other stored models (calibrated_from says which)",
           kind=PREDICTED_VALUE, window=14, header="decode expected"),
     _pred("expected_prefill_tps", float, "tok/s", "{:.1f}",
-          "prefill ceiling × this machine's efficiency learned from other stored models", kind=PREDICTED_VALUE),
-    _pred("calibrated_from", str, "", "{}", "the stored runs the expected_* columns learned from"),
+          "expected prefill: from this machine's calibration fit, else the ceiling × the efficiency learned "
+          "from other stored models", kind=PREDICTED_VALUE),
+    _pred("calibrated_from", str, "", "{}",
+          "where the expected_* columns came from: this machine's calibration fit, or the stored runs "
+          "they learned from"),
     *(_remote(*f) for f in (
         ("endpoint", str, "", "{}", "remote server's API root (no credentials); empty for a local model", {}),
         ("n_requests", int, "requests", "{}", "requests sent in the test (remote)", {}),
