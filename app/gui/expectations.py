@@ -21,14 +21,17 @@ class Expectations:
     machine_fit: FittedExpectation | None = None  # this CPU, from `gguf-bench calibrate`
     public: PublicGpuModel | None = None  # GPU profiles, from published llama-bench results
     note: str = ""  # why one is missing, for the status line
+    cpu_model: str = ""  # this machine's CPU as rows record it (``cpu_info``): their CPU is the one calibrated
 
 
 def load_expectations(scan: MachineScan | None) -> Expectations:
     """This machine's saved fit (CPU backend) and the public GPU model; a missing or unreadable one is None."""
     notes = []
     machine_fit: FittedExpectation | None = None
+    cpu_model = ""
     if scan is not None:
         facts = scan.run_facts()
+        cpu_model = str(facts.get("cpu_model") or "")
         fit = load_fit(str(facts.get("cpu_model") or ""), str(facts.get("gpu_info") or ""))
         if fit is not None and "CPU" in fit.fits:
             machine_fit = lambda f, s: fit.expected(f, s, "CPU")  # noqa: E731 - the predict() hook's shape
@@ -39,4 +42,4 @@ def load_expectations(scan: MachineScan | None) -> Expectations:
     except (OSError, ValueError) as e:
         public = None
         notes.append(f"no public GPU fit: {e}")
-    return Expectations(machine_fit=machine_fit, public=public, note="; ".join(notes))
+    return Expectations(machine_fit=machine_fit, public=public, note="; ".join(notes), cpu_model=cpu_model)

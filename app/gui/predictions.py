@@ -78,6 +78,7 @@ class PredictionService:
         self.machine_cpu: HardwareProfile | None = None  # this machine's CPU (probed): what CPU rows ran on
         self.known: dict[str, HardwareProfile] = {}  # every profile in the hardware list, by name
         self.expectations = Expectations()  # the fits behind expected figures (this CPU; public GPU data)
+        self._local_cpus: set[str] = set()  # names of CPU profiles read from rows measured on this machine's CPU
         self.version = 0
         self.curves_version = 0
         self._cache: dict[tuple[Any, ...], Any] = {}
@@ -112,6 +113,7 @@ class PredictionService:
     def set_expectations(self, expectations: Expectations) -> None:
         """The fits expected figures come from (after the machine scan, and after a calibration)."""
         self.expectations = expectations
+        self._local_cpus.clear()
         self._changed()
 
     def hardware_of(self, rows: Sequence[dict[str, Any]]) -> HardwareProfile | None:
@@ -124,6 +126,8 @@ class PredictionService:
             bw, tflops = _f(r.get("pred_bandwidth_gbps")), _f(r.get("pred_tflops"))
             if name and bw and tflops and (name.startswith("CPU") or r.get("n_gpu_layers_effective") == 0):
                 ram = self.machine_cpu.vram_bytes if self.machine_cpu is not None else 64 * GIB
+                if r.get("cpu_info") and r.get("cpu_info") == self.expectations.cpu_model:
+                    self._local_cpus.add(name)  # measured here: this machine's calibration fit applies
                 return cpu_profile(name, bw, tflops * 1000.0, ram)
         if any(r.get("n_gpu_layers_effective") == 0 for r in rows):
             return self.machine_cpu
@@ -188,7 +192,8 @@ class PredictionService:
         if key in self._cache:
             return self._cache[key]
         exp = self.expectations
-        this_cpu = profile.kind == "cpu" and same_hardware(profile, self.machine_cpu)
+        this_cpu = profile.kind == "cpu" and (same_hardware(profile, self.machine_cpu)
+                                              or profile.name in self._local_cpus)
         try:
             pred = predict_ceilings(facts, profile, settings, cpu_bandwidth_gbps=self.cpu_bandwidth_gbps,
                                     tensor_bytes=facts.tensor_bytes or None,

@@ -43,3 +43,38 @@ def test_without_a_fit_the_inspector_says_ceilings_only(window, smollm2_path: Pa
     w.inspector.ctx.setValue(2048)  # this CPU (the default profile), never calibrated in this test's data dir
     assert "no fit for this hardware: ceilings only" in w.inspector.text.text()
     assert w.predictor.expectations.machine_fit is None and "not calibrated" in w.predictor.expectations.note
+
+
+def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
+    """A CPU row names its hardware "CPU: <model>", not the window's "This CPU": the calibration fit still applies
+    when its ``cpu_info`` is this machine's. The fit here is a stand-in with known figures (a test double for a
+    saved calibration, which takes minutes to make)."""
+    from app.gui.bridge import read_event_stream
+    from app.gui.expectations import Expectations
+    from app.predict.fitted_model import Expected
+    from tests.gui.conftest import RECORDED
+
+    events = read_event_stream(RECORDED)
+    cpu = next(e.row["cpu_info"] for e in events if e.type == "test_finished")
+    known = {"decode": Expected(50.0, 40.0, 60.0, "stand-in fit"), "prefill": Expected(400.0, 300.0, 500.0, "stand-in")}
+    w = window
+    w.predictor.set_expectations(Expectations(machine_fit=lambda _facts, _settings: known, cpu_model=cpu))
+    w.replay(events, "recorded")
+
+    def drawn() -> bool:
+        w.sweeps.tick(force=True)
+        return len(w.plots.data_of("dec", "exp", 0, "mid")[1]) > 0
+    wait_for(drawn)
+    _x, mid = w.plots.data_of("dec", "exp", 0, "mid")
+    _x, ttft = w.plots.data_of("ttft", "exp", 0, "mid")
+    xs, _y = w.plots.data_of("ttft", "exp", 0, "mid")
+    assert np.allclose(mid, 50.0) and np.allclose(ttft, np.maximum(xs.astype(int), 1) / 400.0 * 1000.0)
+    w.predictor.set_expectations(Expectations(machine_fit=lambda _facts, _settings: known, cpu_model="another CPU"))
+    w.replay(events, "recorded")
+
+    def ceiling_drawn() -> bool:
+        w.sweeps.tick(force=True)
+        return len(w.plots.data_of("dec", "pred", 0)[1]) > 0 and not w.predictor.busy
+    wait_for(ceiling_drawn)
+    w.sweeps.tick(force=True)
+    assert len(w.plots.data_of("dec", "exp", 0, "mid")[1]) == 0  # another machine's rows: no fit of ours applies
