@@ -94,10 +94,15 @@ _FLASH_ATTN_TYPES: dict[int, int] = {
 _FLASH_ATTN_NAMES = {FLASH_ATTN_AUTO: "auto", FLASH_ATTN_OFF: "0", FLASH_ATTN_ON: "1"}
 
 
+def _lib_dir() -> Path:
+    """The folder of the libraries llama_cpp loaded (its LLAMA_CPP_LIB_PATH override too)."""
+    return Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(lc.__file__).parent / "lib")
+
+
 def _ggml_build() -> tuple[str, str]:
     """(commit, version) of the ggml this llama-cpp-python was built with."""
     try:
-        lib = ctypes.CDLL(str(Path(lc.__file__).parent / "lib" / "libggml-base.so"))
+        lib = ctypes.CDLL(str(_lib_dir() / "libggml-base.so"))
         lib.ggml_commit.restype = ctypes.c_char_p
         lib.ggml_version.restype = ctypes.c_char_p
         return lib.ggml_commit().decode(), lib.ggml_version().decode()
@@ -109,8 +114,8 @@ def _backends(gpu_offload: bool) -> str:
     """The GPU backends ggml's registry holds, then CPU ("Vulkan,CPU"; llama-bench's backends column, CPU added)."""
     if not gpu_offload:
         return "CPU"
-    try:  # the libraries llama_cpp loaded (its LLAMA_CPP_LIB_PATH override too); already initialised in this process
-        names = query_registry(Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(lc.__file__).parent / "lib")).backends
+    try:  # the libraries llama_cpp loaded, already initialised in this process
+        names = query_registry(_lib_dir()).backends
     except (OSError, AttributeError):
         names = []
     gpu = [n for n in names if n not in ("CPU", "BLAS", "RPC")]

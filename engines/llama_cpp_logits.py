@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ctypes
 
-import llama_cpp as lc
 import numpy as np
 
 from engines.base import ContextConfig, DecodeError, LoadConfig, LoadedModel
-from engines.llama_cpp_engine import LlamaCppEngine
+from engines.llama_cpp_engine import (
+    LlamaCppEngine,
+    lc,  # the one module that imports llama_cpp
+)
 from engines.llama_log import last_error
 
 

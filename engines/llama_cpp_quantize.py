@@ -11,10 +11,12 @@ import ctypes
 import re
 from collections.abc import Callable, Mapping
 
-import llama_cpp as lc
-
 from engines.base import EngineError, ModelLoadError
-from engines.llama_cpp_engine import _init_backend, _on_log
+from engines.llama_cpp_engine import (
+    _init_backend,
+    _on_log,
+    lc,  # the one module that imports llama_cpp
+)
 from engines.llama_log import clear_lines, keep_line, last_error
 
 #: Target types by their llama.cpp names (lower case, as llama-quantize takes them) -> LLAMA_FTYPE values

@@ -12,7 +12,7 @@ from app.cli.url_options import remote_options
 from app.model.gguf_remote import read_facts
 from app.paths import default_model_path
 from app.predict.calibration import StoreCalibration
-from app.predict.hardware import hardware_context
+from app.predict.hardware import backend_name, hardware_context
 from app.predict.prediction import PredictSettings, predict
 from app.predict.prefill import prefill_compute_doc
 from app.predict.public_fit import load_public_model
@@ -35,7 +35,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         with ResultStore(args.store) as store:
             machine = scan.run_facts()
             calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
-            backend = "CPU" if profile.kind == "cpu" else hw_backend_name(profile)
+            backend = backend_name(profile)
             eff, source = calib(backend, Path(model).name, facts.file_type)
             fitted = calib.fitted(backend)
     try:
@@ -65,11 +65,6 @@ def add_sources(doc: dict[str, Any], profile: Any) -> None:
         doc["ceiling_source"] = f"ceiling: {profile.name} spec sheet ({profile.source})"
     if not doc.get("expected_source") and doc.get("expected_decode_tps"):
         doc["expected_source"] = f"stored runs' efficiency × ceiling: {doc.get('calibrated_from')}"
-
-
-def hw_backend_name(profile: Any) -> str:
-    """The ``backends`` value rows measured on this GPU carry (see the engine): the vendor's API first."""
-    return "CUDA,CPU" if profile.vendor.lower() == "nvidia" else "GPU,CPU"
 
 
 def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:

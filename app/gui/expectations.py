@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.predict.calibration import fitted_expectation
 from app.predict.calibration_store import load_fit
 from app.predict.prediction import FittedExpectation
 from app.predict.public_fit import PublicGpuModel, load_public_model
@@ -32,10 +33,8 @@ def load_expectations(scan: MachineScan | None) -> Expectations:
     if scan is not None:
         facts = scan.run_facts()
         cpu_model = str(facts.get("cpu_model") or "")
-        fit = load_fit(str(facts.get("cpu_model") or ""), str(facts.get("gpu_info") or ""))
-        if fit is not None and "CPU" in fit.fits:
-            machine_fit = lambda f, s: fit.expected(f, s, "CPU")  # noqa: E731 - the predict() hook's shape
-        else:
+        machine_fit = fitted_expectation(load_fit(cpu_model, str(facts.get("gpu_info") or "")))
+        if machine_fit is None:
             notes.append("this machine is not calibrated (Sweep → Calibrate this machine…)")
     try:
         public: PublicGpuModel | None = load_public_model()

@@ -36,6 +36,13 @@ def _fractions(rows: list[dict[str, Any]], key: str) -> list[float]:
     return out
 
 
+def fitted_expectation(fit: MachineFit | None, backend: str = "CPU") -> FittedExpectation | None:
+    """``predict()``'s ``fitted`` hook from a saved fit of this machine; None when it has no fit on ``backend``."""
+    if fit is None or backend not in fit.fits:
+        return None
+    return lambda facts, settings: fit.expected(facts, settings, backend)
+
+
 class StoreCalibration:
     """Looks efficiencies up in the results store for this machine (same CPU and GPU), excluding the model itself."""
 
@@ -48,10 +55,7 @@ class StoreCalibration:
     def fitted(self, backend: str = "CPU") -> FittedExpectation | None:
         """Expected figures from this machine's saved fit on ``backend`` (None: not calibrated there); they take
         the place of the stored efficiencies in ``predict``."""
-        fit = self.machine_fit
-        if fit is None or backend not in fit.fits:
-            return None
-        return lambda facts, settings: fit.expected(facts, settings, backend)
+        return fitted_expectation(self.machine_fit, backend)
 
     def __call__(self, backends: str, model_filename: str, file_type: str = "") -> tuple[Efficiency | None, str]:
         """Efficiency from other models on this backend, preferring the same quantization type.

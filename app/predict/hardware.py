@@ -74,3 +74,11 @@ def hardware_context(scan: MachineScan, gpu_query: str | None = None,
 def detect_hardware_context(gpu_query: str | None = None) -> HardwareContext:
     """Look at this machine (probing the CPU once; cached per machine) and build its hardware context."""
     return hardware_context(scan_machine(ProbeMode.RUN), gpu_query)
+
+
+def backend_name(profile: HardwareProfile) -> str:
+    """The ``backends`` value rows measured on ``profile`` carry (see the engine): "CPU" for a CPU, else the GPU
+    vendor's API first ("CUDA,CPU" on NVIDIA)."""
+    if profile.kind == "cpu":
+        return "CPU"
+    return "CUDA,CPU" if profile.vendor.lower() == "nvidia" else "GPU,CPU"

@@ -24,7 +24,7 @@ from app.predict.choose import (
     evaluate_file,
     recommend,
 )
-from app.predict.hardware import HardwareContext, hardware_context
+from app.predict.hardware import HardwareContext, backend_name, hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError
 from app.predict.public_fit import load_public_model
 from app.results.quality_store import quality_for
@@ -122,7 +122,7 @@ def _speed_sources(calib: StoreCalibration | None, profile: HardwareProfile, hw:
             public = None
     if calib is None:
         return SpeedSources(hw.cpu.peak_bandwidth_gbps, public=public)
-    backend = "CPU" if profile.kind == "cpu" else ("CUDA,CPU" if profile.vendor.lower() == "nvidia" else "GPU,CPU")
+    backend = backend_name(profile)
     eff, eff_source = calib(backend, filename, file_type)
     return SpeedSources(hw.cpu.peak_bandwidth_gbps, eff, eff_source, calib.fitted(backend), public)
 
