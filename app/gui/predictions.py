@@ -57,8 +57,12 @@ def same_hardware(a: HardwareProfile | None, b: HardwareProfile | None) -> bool:
     """Whether two profiles describe the same hardware (the window's "This CPU: X" and a row's "CPU: X" do)."""
     if a is None or b is None:
         return a is b
-    return a.name == b.name or (a.kind == b.kind and a.peak_bandwidth_gbps == b.peak_bandwidth_gbps
-                                and a.fp16_tensor_tflops == b.fp16_tensor_tflops)
+    if a.name == b.name:
+        return True
+    if a.kind == b.kind == "cpu":  # a row records the compute figure its weight type used (int8 or FMA peak)
+        return math.isclose(a.peak_bandwidth_gbps, b.peak_bandwidth_gbps, rel_tol=1e-6)
+    return (a.kind == b.kind and a.peak_bandwidth_gbps == b.peak_bandwidth_gbps
+            and a.fp16_tensor_tflops == b.fp16_tensor_tflops)
 
 
 def n_ctx_for(test: dict[str, Any]) -> int:

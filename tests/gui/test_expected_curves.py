@@ -78,3 +78,28 @@ def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
     wait_for(ceiling_drawn)
     w.sweeps.tick(force=True)
     assert len(w.plots.data_of("dec", "exp", 0, "mid")[1]) == 0  # another machine's rows: no fit of ours applies
+
+
+def test_this_cpu_is_never_its_own_what_if(window) -> None:
+    """A CPU row records the compute figure of its weight type (the int8 dot peak for quantized weights), not the
+    FMA figure of the window's "This CPU" profile: the same CPU all the same, so no what-if line."""
+    from dataclasses import replace
+
+    from app.gui.bridge import read_event_stream
+    from tests.gui.conftest import RECORDED
+
+    w = window
+    cpu = w.predictor.machine_cpu
+    assert cpu is not None and w.choose_profile("This CPU")
+    rows = {"pred_bandwidth_gbps": cpu.peak_bandwidth_gbps, "pred_tflops": cpu.fp16_tensor_tflops * 4}
+    events = [replace(e, row=dict(e.row, **rows)) if e.type == "test_finished" else e
+              for e in read_event_stream(RECORDED)]
+    w.replay(events, "recorded")
+
+    def drawn() -> bool:
+        w.sweeps.tick(force=True)
+        return len(w.plots.data_of("ttft", "pred", 0, 0)[1]) > 0 and not w.predictor.busy
+    wait_for(drawn)
+    w.sweeps.tick(force=True)
+    assert len(w.plots.data_of("ttft", "whatif", 0)[1]) == 0
+    assert not any("what-if" in label.text for _s, label in w.plots.ttft.legend.items)
