@@ -9,16 +9,16 @@ import pytest
 
 from app.paths import HARDWARE_PROFILES_DIR
 from app.predict.profiles import HardwareProfile, find_profile, load_profiles
-from app.predict.public_data import ReferenceModel, ReferenceResult, load_reference
-from app.predict.public_fit import (
+from app.predict.public_arch_fit import (
     KAPPA_GRID,
-    PublicGpuModel,
     compute_scale,
     fit_phase_rows,
     leave_one_gpu_out,
     reference_demand,
     summarize,
 )
+from app.predict.public_data import ReferenceModel, ReferenceResult, load_reference
+from app.predict.public_fit import PublicGpuModel
 
 SMALL = ReferenceModel("Small", 32, 4096, 128256, 32, 8, 128, False, "test")
 BIG = ReferenceModel("Big", 80, 8192, 128256, 64, 8, 128, False, "test")
