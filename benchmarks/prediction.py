@@ -17,6 +17,7 @@ A tiny run that only proves the script works: ``--quick -p 32 -n 8 -d 0,256 -r 2
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -83,7 +84,9 @@ def calibrated_fit(args: argparse.Namespace) -> MachineFit:
     options = CalibrateOptions.quick() if args.quick else CalibrateOptions()
     with ResultStore() as store:
         result = Calibration(options, store=store, progress=lambda m: print(f"calibrate: {m}", file=sys.stderr)).run()
-    print(residual_table(result.fit), "\n")
+    print(residual_table(result.fit))
+    print(f"calibration: {result.n_ladder_points} ladder points, {result.n_store_points} stored runs, "
+          f"{result.wall_s:.0f} s wall time\n")
     return result.fit
 
 
@@ -102,6 +105,7 @@ def main() -> int:
     ap.add_argument("-r", "--repetitions", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=0)
     args = ap.parse_args()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     fit = calibrated_fit(args)
     models = target_models([m.strip() for m in args.models.split(",") if m.strip()])
     depths = [int(d) for d in args.depths.split(",")]
@@ -131,6 +135,7 @@ def main() -> int:
                   f"{spread(samples) * 100:>6.1f}%")
     print(f"\ntargets: decode within {TARGETS['decode']:.0%}, prefill within {TARGETS['prefill']:.0%} "
           f"(median of {args.repetitions}; noise = (max - min) / median): {'met' if ok else 'NOT met'}")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if ok else 1
 
 

@@ -3,6 +3,10 @@
 ``workload_of`` reduces (model facts, test settings) to a ``fitted_model.Workload``; ``fit_machine`` fits every
 backend that has enough points; ``MachineFit.expected`` gives the expected figures (with bands and their source)
 for any model on this machine. Pure functions and plain data; saving and loading is ``calibration_store``.
+
+A fit carries its ``MachineContext``: the CPU's kernel-class table (which measured weight type stands for which:
+:mod:`app.predict.cpu_kernels`) and its L2 size, both used for the CPU backend only; a fit saved without them (an
+older one) classifies with ``kernel_class`` and has no cache-spill term, as it was fitted.
 """
 
 from __future__ import annotations
@@ -12,7 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.fitted_model import PHASES, Expected, FitError, PhaseFit, Workload, fit_phase, workload_for
+from app.predict.fitted_model import (
+    PHASES,
+    Expected,
+    FitError,
+    PhaseFit,
+    Workload,
+    fit_phase,
+    kernel_class,
+    workload_for,
+)
 from app.predict.prediction import PredictSettings
 
 #: Fit document version; a file of another version is ignored (calibrate again).
@@ -50,16 +63,42 @@ def _read_parts(facts: ModelFacts) -> tuple[dict[str, float], dict[str, float], 
             out_type)
 
 
-def workload_of(facts: ModelFacts, s: PredictSettings) -> Workload:
-    """The workload of ``facts`` run with settings ``s`` (prompt, generated tokens, depth, cache types, fa)."""
+@dataclass(frozen=True)
+class MachineContext:
+    """What a CPU fit needs besides the model: this CPU's kernel classes (ggml type -> class; empty: the generic
+    ``kernel_class``) and its per-core L2 bytes (0: unknown, no spill term)."""
+
+    cpu_classes: Mapping[str, str] = field(default_factory=dict)
+    l2_cache_bytes: int = 0
+
+    def classify(self, backend: str) -> Callable[[str], str]:
+        """The kernel class of a ggml type on ``backend``: the CPU table on the CPU (a type it lacks is its own,
+        uncalibrated class), ``kernel_class`` elsewhere."""
+        table = self.cpu_classes
+        if backend != "CPU" or not table:
+            return kernel_class
+        return lambda t: table.get(t.upper(), t.lower())
+
+    def cache_bytes(self, backend: str) -> int:
+        return self.l2_cache_bytes if backend == "CPU" else 0
+
+
+def workload_of(facts: ModelFacts, s: PredictSettings, ctx: MachineContext | None = None,
+                backend: str = "CPU") -> Workload:
+    """The workload of ``facts`` run with settings ``s`` (prompt, generated tokens, depth, cache types, fa) on
+    ``backend`` of the machine ``ctx`` describes (None: generic kernel classes, no cache term)."""
+    ctx = ctx or MachineContext()
     type_bytes, type_params, out_type = _read_parts(facts)
     if out_type:  # the one output matmul of the prompt, spread over its tokens
         type_params[out_type] = type_params.get(out_type, 0.0) + facts.n_vocab * facts.n_embd / max(s.n_prompt, 1)
     n_embd_attn = facts.n_head * (facts.head_dim_k + facts.head_dim_v) // 2
+    kv_per_token = facts.kv_bytes_per_token(s.type_k, s.type_v)
     return workload_for(
         type_bytes, type_params, n_layer=facts.n_layer, n_embd_attn=n_embd_attn,
-        kv_bytes_per_token=facts.kv_bytes_per_token(s.type_k, s.type_v), n_prompt=s.n_prompt, n_gen=s.n_gen,
-        depth=s.depth, flash_attn=s.flash_attn, n_ubatch=s.n_ubatch,
+        kv_bytes_per_token=kv_per_token, n_prompt=s.n_prompt, n_gen=s.n_gen,
+        depth=s.depth, flash_attn=s.flash_attn, n_ubatch=s.n_ubatch, classify=ctx.classify(backend),
+        kv_head_bytes_per_token=kv_per_token / max(facts.n_layer * facts.n_head_kv, 1),
+        cache_bytes=ctx.cache_bytes(backend),
     )
 
 
@@ -88,9 +127,10 @@ def _rate(row: Mapping[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
-def samples_from_rows(rows: Sequence[Mapping[str, Any]],
-                      facts_of: Callable[[str], ModelFacts | None]) -> list[Sample]:
-    """Samples of the ok, single-sequence rows whose model file can still be read (``facts_of`` gives None if not)."""
+def samples_from_rows(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str], ModelFacts | None],
+                      ctx: MachineContext | None = None) -> list[Sample]:
+    """Samples of the ok, single-sequence rows whose model file can still be read (``facts_of`` gives None if not),
+    reduced with the machine context ``ctx``."""
     out = []
     for row in rows:
         if row.get("status") != "ok" or int(row.get("n_parallel") or 1) != 1:
@@ -101,7 +141,8 @@ def samples_from_rows(rows: Sequence[Mapping[str, Any]],
             continue
         s = PredictSettings.from_row(row)
         label = f"{row.get('model_filename', '')} p{s.n_prompt} d{s.depth}{' fa' if s.flash_attn else ''}"
-        out.append(Sample(backend, workload_of(facts, s), label, _rate(row, "decode_tps"), _rate(row, "prefill_tps")))
+        out.append(Sample(backend, workload_of(facts, s, ctx, backend), label, _rate(row, "decode_tps"),
+                          _rate(row, "prefill_tps")))
     return out
 
 
@@ -116,6 +157,7 @@ class MachineFit:
     fits: dict[str, dict[str, PhaseFit]]  # backend -> phase -> fit
     n_points: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    context: MachineContext = field(default_factory=MachineContext)
 
     def source(self, backend: str, phase: str) -> str:
         fit = self.fits[backend][phase]
@@ -126,13 +168,14 @@ class MachineFit:
                  ) -> dict[str, Expected | None]:
         """Expected decode and prefill tokens/s of ``facts`` with ``settings`` on ``backend`` (None: not fitted)."""
         phases = self.fits.get(backend, {})
-        work = workload_of(facts, settings)
+        work = workload_of(facts, settings, self.context, backend)
         return {p: (phases[p].expected(work, self.source(backend, p)) if p in phases else None) for p in PHASES}
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"version": FIT_VERSION, "cpu_info": self.cpu_info, "gpu_info": self.gpu_info, "build": self.build,
                 "created": self.created, "n_points": self.n_points, "notes": list(self.notes),
-                "fits": {b: {p: f.to_json_dict() for p, f in ph.items()} for b, ph in self.fits.items()}}
+                "fits": {b: {p: f.to_json_dict() for p, f in ph.items()} for b, ph in self.fits.items()},
+                "cpu_classes": dict(self.context.cpu_classes), "l2_cache_bytes": self.context.l2_cache_bytes}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> MachineFit:
@@ -140,12 +183,16 @@ class MachineFit:
         if d.get("version") != FIT_VERSION:
             raise ValueError(f"fit version {d.get('version')!r} is not {FIT_VERSION}")
         fits = {str(b): {str(p): PhaseFit.from_json_dict(f) for p, f in ph.items()} for b, ph in d["fits"].items()}
+        ctx = MachineContext({str(k): str(v) for k, v in d.get("cpu_classes", {}).items()},
+                             int(d.get("l2_cache_bytes", 0)))
         return cls(str(d["cpu_info"]), str(d["gpu_info"]), str(d["build"]), str(d["created"]), fits,
-                   int(d["n_points"]), tuple(str(n) for n in d.get("notes", [])))
+                   int(d["n_points"]), tuple(str(n) for n in d.get("notes", [])), ctx)
 
 
-def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, build: str, created: str) -> MachineFit:
-    """Fit every backend and phase of ``samples``; a phase that cannot be fitted becomes a note.
+def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, build: str, created: str,
+                context: MachineContext | None = None) -> MachineFit:
+    """Fit every backend and phase of ``samples`` (reduced with ``context``); a phase that cannot be fitted becomes
+    a note.
 
     Raises FitError when no phase of any backend could be fitted.
     """
@@ -163,5 +210,6 @@ def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, buil
     fits = {b: ph for b, ph in fits.items() if ph}
     if not fits:
         raise FitError("; ".join(notes) or "no measured points to fit")
-    return MachineFit(cpu_info, gpu_info, build, created, fits, len(samples), tuple(notes))
+    return MachineFit(cpu_info, gpu_info, build, created, fits, len(samples), tuple(notes),
+                      context or MachineContext())
 

@@ -4,7 +4,7 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
 
     decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa] (+ attn_dec × s_per_attn, fa on)
               + n_layer × t_layer + t_fixed
-    prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa]
+    prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa] (+ spill_work × s_per_spill, fa on)
               + n_layer × t_layer + n_layer × ubatches / n_prompt × t_layer_ubatch
 
 - ``bytes_class``: weight bytes read per generated token, split by kernel class (``KERNEL_CLASS``: on the CPU the
@@ -15,6 +15,13 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
 - ``flops_class``: 2 × the matmul parameters of that class per prompt token (so ``1 / s_per_flop`` = η_c × compute);
   ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
   on and off; the last term is a per-layer cost per micro-batch, spread over the prompt.
+- ``spill_work``: the part of ``attn_work`` whose keys and values do not fit in one core's L2 cache. The CPU's flash
+  attention walks one KV head's whole span (depth + n_prompt keys) for every tile of queries; while that span fits
+  in L2 each tile re-reads it from there, beyond it every tile streams it from L3 or memory, so the cost per unit of
+  attention work rises with depth (measured here: pp512 costs about 1.2 µs per key at depth 1024 and 2 µs at
+  4096). ``spill_work = attn_work × max(0, 1 − L2 / span bytes)``; with no cache size known it is 0 (and absent).
+- The kernel class of a type is the caller's (``classify``): ``kernel_class`` by default (GPUs, the public table),
+  the CPU's own table (:mod:`app.predict.cpu_kernels`: repacked and plain paths apart) for a CPU fit.
 
 A class holding under ``MINOR_SHARE`` of the bytes (the f32 norms) is merged into the largest class.
 
@@ -26,7 +33,7 @@ numpy least squares; no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -92,6 +99,7 @@ class Workload:
     n_prompt: int
     n_ubatch: int = 512
     decode_attn_work: float = 0.0  # decode depth × n_layer × n_embd_attn, per generated token
+    attn_spill_work: float = 0.0  # the part of attn_work whose KV span does not fit in a core's L2 (fa on)
 
     def features(self, phase: Phase) -> dict[str, float]:
         """The fitted model's regressors for ``phase`` (name -> value); zero entries left out."""
@@ -106,6 +114,8 @@ class Workload:
             feats = {f"flops:{k}": v for k, v in self.class_flops.items()}
             feats.update({f"attn:{fa}": self.attn_work, "layer": float(self.n_layer),
                           "layer_ubatch": self.n_layer * ubatches / max(self.n_prompt, 1)})
+            if self.flash_attn:
+                feats["attn_spill:fa"] = self.attn_spill_work
         return {k: float(v) for k, v in feats.items() if v}
 
 
@@ -124,26 +134,31 @@ def _merge_minor(by_class: dict[str, float]) -> dict[str, float]:
 def workload_for(
     type_bytes: Mapping[str, float], type_params: Mapping[str, float], *, n_layer: int, n_embd_attn: int,
     kv_bytes_per_token: float, n_prompt: int, n_gen: int, depth: int = 0, flash_attn: bool = True,
-    n_ubatch: int = 512,
+    n_ubatch: int = 512, classify: Callable[[str], str] = kernel_class, kv_head_bytes_per_token: float = 0.0,
+    cache_bytes: int = 0,
 ) -> Workload:
     """A ``Workload`` from weight bytes and matmul parameters per ggml type (the tensors a token really reads:
-    without an untied embedding table) and the model's shape.
+    without an untied embedding table) and the model's shape; ``classify`` names each type's kernel class.
 
     Decode reads the KV cache at the generation's average depth, depth + n_prompt + n_gen / 2; prefill attends
-    depth + n_prompt / 2 keys on average.
+    depth + n_prompt / 2 keys on average and walks a span of depth + n_prompt keys of ``kv_head_bytes_per_token``
+    (K and V of one KV head) each; the part of that span beyond ``cache_bytes`` (a core's L2) spills.
     """
     class_bytes: dict[str, float] = {}
     class_flops: dict[str, float] = {}
     for t, b in type_bytes.items():
-        class_bytes[kernel_class(t)] = class_bytes.get(kernel_class(t), 0.0) + float(b)
+        class_bytes[classify(t)] = class_bytes.get(classify(t), 0.0) + float(b)
     for t, p in type_params.items():
-        class_flops[kernel_class(t)] = class_flops.get(kernel_class(t), 0.0) + 2.0 * float(p)
+        class_flops[classify(t)] = class_flops.get(classify(t), 0.0) + 2.0 * float(p)
     decode_depth = depth + n_prompt + n_gen / 2.0
+    attn_work = (depth + n_prompt / 2.0) * n_layer * n_embd_attn
+    span_bytes = (depth + n_prompt) * kv_head_bytes_per_token
+    spill = max(0.0, 1.0 - cache_bytes / span_bytes) if cache_bytes > 0 and span_bytes > 0 else 0.0
     return Workload(
         class_bytes=_merge_minor(class_bytes), class_flops=_merge_minor(class_flops), n_layer=n_layer,
         kv_bytes_read=kv_bytes_per_token * decode_depth, decode_attn_work=decode_depth * n_layer * n_embd_attn,
-        attn_work=(depth + n_prompt / 2.0) * n_layer * n_embd_attn, flash_attn=flash_attn, n_prompt=n_prompt,
-        n_ubatch=n_ubatch,
+        attn_work=attn_work, flash_attn=flash_attn, n_prompt=n_prompt, n_ubatch=n_ubatch,
+        attn_spill_work=attn_work * spill,
     )
 
 

@@ -1,8 +1,11 @@
 """Calibration: measure a ladder of small synthetic models, add this machine's stored runs, fit, and save the fit.
 
-The ladder crosses weight types (one per kernel class and more: Q4_0, Q4_K, Q5_K, Q6_K, Q8_0, F16) with shapes of
-different widths and depths, each run at a short prompt from an empty cache and a longer one at some depth (and,
-for one shape, with flash attention off), so the fit can separate bytes, layers, prompt length and depth. The
+The ladder measures one weight type per CPU kernel path (Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K, Q8_0, F16). The anchor
+type (Q8_0) runs shapes of different widths and depths, each at a short prompt from an empty cache and a longer one
+at some depth (and, for one shape, half that depth and flash attention off), plus one long prompt deep in the cache:
+these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the cache spill). Every
+other type runs one wide shape at a short and a longer prompt, enough for its own bytes and FLOPs coefficients; so
+the ladder costs about as much as three types crossed with everything (about 3 minutes on 2 cores). The
 models live in a temporary folder of the data dir that is removed afterwards; the fit is written only at the end
 (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
 """
@@ -13,6 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -22,21 +26,34 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.paths import data_dir
-from app.predict.calibration_fit import MachineFit, Sample, fit_machine, samples_from_rows
+from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, samples_from_rows
 from app.predict.calibration_store import engine_version, llama_build, save_fit
+from app.predict.cpu_kernels import cpu_class_table
 from app.results.store import ResultStore
 from app.run.calibrate_models import SynthShape, write_synth_model
 from app.run.events import Event, TestStarted
 from app.run.plan import TestSpec
 from app.run.session import SweepSession
+from app.telemetry.cpu_cache import l2_cache_bytes
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
 
-LADDER_TYPES: tuple[str, ...] = ("Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
+#: One type per CPU kernel path the common files use (app.predict.cpu_kernels): on x86 with AVX2, Q4_0 and Q4_K run
+#: the repacked GEMM kernels, Q4_1, Q5_0, Q8_0, Q5_K and Q6_K the plain vec_dot ones, F16 the float path.
+LADDER_TYPES: tuple[str, ...] = ("Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
+#: The anchor types measured over every shape and depth: they fix the terms all types share (per layer, fixed, KV
+#: bytes, attention with flash attention on and off, the cache spill); the other types need only their own bytes and
+#: FLOPs coefficients.
+ANCHOR_TYPES: tuple[str, ...] = ("Q8_0",)
 #: (n_embd, n_layer, GQA ratio, depth of the deep test): narrow and deep without GQA (attention weighs most), wide
 #: and shallow, and the largest (about 80M parameters, whose cache is filled less deep: the untimed fill of every
 #: repetition is the slow part). The GQA ratios differ so the fit can tell KV bytes from attention work.
 FULL_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 16, 1, 2048), (512, 6, 4, 2048), (1024, 8, 4, 512))
+#: The shape every other type runs (wide: the weights dominate), a short and a long prompt from an empty cache.
+TYPE_SHAPE: tuple[int, int, int] = (1024, 8, 4)
+#: A long prompt deep in the cache on SmolLM2's head layout (9 heads of 64, 3 KV heads): the one point whose KV span
+#: per head is well beyond a core's L2 (n_embd, n_layer, GQA, depth, prompt).
+DEEP_TEST: tuple[int, int, int, int, int] = (576, 8, 3, 4096, 512)
 QUICK_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 2, 1, 256), (256, 5, 4, 256), (512, 2, 4, 256))
 QUICK_TYPES: tuple[str, ...] = ("Q8_0", "F16")
 
@@ -47,7 +64,8 @@ class CalibrationCancelled(Exception):
 
 @dataclass(frozen=True)
 class CalibrateOptions:
-    """What to measure: the ladder's weight types and shapes, tokens per test and repetitions."""
+    """What to measure: the ladder's weight types (anchors over every shape, the rest on ``type_shape``), the
+    shapes, the deep test (None: none), tokens per test and repetitions."""
 
     types: tuple[str, ...] = LADDER_TYPES
     shapes: tuple[tuple[int, int, int, int], ...] = FULL_SHAPES
@@ -56,11 +74,20 @@ class CalibrateOptions:
     repetitions: int = 2
     n_threads: int = 0
     use_store: bool = True
+    anchors: tuple[str, ...] = ANCHOR_TYPES
+    type_shape: tuple[int, int, int] = TYPE_SHAPE
+    deep: tuple[int, int, int, int, int] | None = DEEP_TEST
 
     @classmethod
     def quick(cls) -> CalibrateOptions:
         """A tiny ladder (seconds): two types, three small shapes, few tokens; for tests."""
-        return cls(types=QUICK_TYPES, shapes=QUICK_SHAPES, n_gen=8, prompts=(16, 64), repetitions=1)
+        return cls(types=QUICK_TYPES, shapes=QUICK_SHAPES, n_gen=8, prompts=(16, 64), repetitions=1,
+                   type_shape=(512, 2, 4), deep=None)
+
+    @property
+    def anchor_types(self) -> tuple[str, ...]:
+        """The anchors among ``types`` (the first type when none is)."""
+        return tuple(t for t in self.types if t in self.anchors) or self.types[:1]
 
 
 @dataclass(frozen=True)
@@ -69,29 +96,43 @@ class CalibrationResult:
     path: Path
     n_ladder_points: int
     n_store_points: int
+    wall_s: float = 0.0
 
 
-def ladder_shapes(o: CalibrateOptions) -> list[SynthShape]:
-    """Every weight type crossed with every shape of ``o``."""
-    return [SynthShape(e, n, t, gqa=g) for t in o.types for e, n, g, _ in o.shapes]
+@dataclass(frozen=True)
+class LadderModel:
+    """One model of the ladder and its tests: (n_prompt, depth, flash attention) each."""
+
+    shape: SynthShape
+    tests: tuple[tuple[int, int, bool], ...]
 
 
-def ladder_tests(models: Mapping[Path, SynthShape], o: CalibrateOptions) -> list[TestSpec]:
-    """Per model: a short prompt from empty and a longer one at its shape's depth; for the first shape (the narrow
-    one, where attention weighs most) also half that depth, and flash attention off."""
-    depth_of = {(e, n, g): d for e, n, g, d in o.shapes}
-    first = o.shapes[0][:3]
-    tests = []
-    for path, shape in models.items():
-        common = dict(n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
-        key = (shape.n_embd, shape.n_layer, shape.gqa)
-        depth = depth_of[key]
-        tests.append(TestSpec(str(path), n_prompt=o.prompts[0], n_depth=0, **common))
-        tests.append(TestSpec(str(path), n_prompt=o.prompts[1], n_depth=depth, **common))
-        if key == first:
-            tests.append(TestSpec(str(path), n_prompt=o.prompts[0], n_depth=depth // 2, **common))
-            tests.append(TestSpec(str(path), n_prompt=o.prompts[1], n_depth=depth, flash_attn=0, **common))
-    return tests
+def ladder_models(o: CalibrateOptions) -> list[LadderModel]:
+    """The anchors over every shape: a short prompt from empty and a longer one at the shape's depth; on the first
+    shape (narrow, where attention weighs most) also half that depth, and flash attention off; and the deep test.
+    Every other type on ``type_shape``: a short and a longer prompt from an empty cache."""
+    short, long = o.prompts
+    out = []
+    for t in o.anchor_types:
+        for i, (e, n, g, d) in enumerate(o.shapes):
+            tests = [(short, 0, True), (long, d, True)]
+            if i == 0:
+                tests += [(short, d // 2, True), (long, d, False)]
+            out.append(LadderModel(SynthShape(e, n, t, gqa=g), tuple(tests)))
+        if o.deep is not None:
+            e, n, g, d, p = o.deep
+            out.append(LadderModel(SynthShape(e, n, t, gqa=g), ((p, d, True),)))
+    e, n, g = o.type_shape
+    out += [LadderModel(SynthShape(e, n, t, gqa=g), ((short, 0, True), (long, 0, True)))
+            for t in o.types if t not in o.anchor_types]
+    return out
+
+
+def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions) -> list[TestSpec]:
+    """The tests of every written model, ``o``'s tokens and repetitions."""
+    common = dict(n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
+    return [TestSpec(str(path), n_prompt=p, n_depth=d, **common, **({} if fa else {"flash_attn": 0}))
+            for path, m in models.items() for p, d, fa in m.tests]
 
 
 def _facts_or_none(path: str) -> ModelFacts | None:
@@ -103,14 +144,15 @@ def _facts_or_none(path: str) -> ModelFacts | None:
         return None
 
 
-def store_samples(store: ResultStore, cpu_info: str, gpu_info: str, version: str, limit: int = 2000) -> list[Sample]:
+def store_samples(store: ResultStore, cpu_info: str, gpu_info: str, version: str, limit: int = 2000,
+                  ctx: MachineContext | None = None) -> list[Sample]:
     """Samples of this machine's ok rows in ``store`` run with this llama-cpp-python version and the default thread
-    count (the ladder's: the fit holds for it), whose model file is still there."""
+    count (the ladder's: the fit holds for it), whose model file is still there, reduced with ``ctx``."""
     threads = (0, usable_cpu_threads())
     rows = [r for r in store.recent_rows(limit) if r.get("cpu_info") == cpu_info
             and (r.get("gpu_info") or "") == gpu_info and str(r.get("llama_cpp_python_version") or "") == version
             and int(r.get("n_threads") or 0) in threads]
-    return samples_from_rows(rows, _facts_or_none)
+    return samples_from_rows(rows, _facts_or_none, ctx)
 
 
 class Calibration:
@@ -134,16 +176,16 @@ class Calibration:
         if self._cancel.is_set():
             raise CalibrationCancelled("calibration cancelled; the previous fit is unchanged")
 
-    def _write_ladder(self, folder: Path) -> dict[Path, SynthShape]:
-        shapes = ladder_shapes(self.options)
+    def _write_ladder(self, folder: Path) -> dict[Path, LadderModel]:
+        ladder = ladder_models(self.options)
         models = {}
-        for i, shape in enumerate(shapes, 1):
+        for i, m in enumerate(ladder, 1):
             self._check()
-            self.progress(f"writing model {i}/{len(shapes)}: {shape.name}")
-            models[write_synth_model(folder / f"{shape.name}.gguf", shape)] = shape
+            self.progress(f"writing model {i}/{len(ladder)}: {m.shape.name}")
+            models[write_synth_model(folder / f"{m.shape.name}.gguf", m.shape)] = m
         return models
 
-    def _measure(self, models: dict[Path, SynthShape], machine: dict[str, Any]) -> list[dict[str, Any]]:
+    def _measure(self, models: dict[Path, LadderModel], machine: dict[str, Any]) -> list[dict[str, Any]]:
         tests = ladder_tests(models, self.options)
 
         def on_event(ev: Event) -> None:
@@ -165,7 +207,10 @@ class Calibration:
 
     def run(self) -> CalibrationResult:
         """Write and measure the ladder, add the store's rows, fit and save. Raises FitError, CalibrationCancelled."""
+        start = time.perf_counter()
         scan = scan_machine()
+        flags = scan.cpu_features.flags if scan.cpu_features is not None else ()
+        ctx = MachineContext(cpu_class_table(self.options.types, flags), l2_cache_bytes())
         machine = scan.run_facts()
         cpu_info, gpu_info, build = scan.cpu_model, scan.gpu_info(), llama_build()
         root = data_dir() / "calibration"
@@ -173,16 +218,18 @@ class Calibration:
         folder = Path(tempfile.mkdtemp(prefix="ladder-", dir=root))
         try:
             rows = self._measure(self._write_ladder(folder), machine)
-            ladder = samples_from_rows(rows, _facts_or_none)
+            ladder = samples_from_rows(rows, _facts_or_none, ctx)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         use_store = self.store is not None and self.options.use_store
-        stored = store_samples(self.store, cpu_info, gpu_info, engine_version()) if use_store else []
+        stored = store_samples(self.store, cpu_info, gpu_info, engine_version(), ctx=ctx) if use_store else []
         self.progress(f"fitting {len(ladder)} ladder points and {len(stored)} stored runs")
         fit = fit_machine(ladder + stored, cpu_info=cpu_info, gpu_info=gpu_info, build=build,
-                          created=date.today().isoformat())
+                          created=date.today().isoformat(), context=ctx)
         self._check()
-        return CalibrationResult(fit, save_fit(fit), len(ladder), len(stored))
+        wall_s = time.perf_counter() - start
+        self.progress(f"done in {wall_s:.0f} s")
+        return CalibrationResult(fit, save_fit(fit), len(ladder), len(stored), wall_s)
 
 
 def residual_table(fit: MachineFit) -> str:

@@ -127,3 +127,33 @@ def test_costs_are_never_negative() -> None:
     fit = fit_phase("decode", points)
     assert min(fit.coefficients.values()) >= 0.0
     assert all(p.fitted_tps > 0 for p in fit.points)
+
+
+def test_attention_beyond_the_cache_is_its_own_term() -> None:
+    """The KV span per head (depth + prompt keys × bytes per key) beyond the cache adds a cost per unit of attention
+    work; the fit recovers it from points on both sides, and without a cache size the term is absent."""
+    truth = dict(TRUE_PREFILL, **{"attn_spill:fa": 1 / 8e9})
+    works = []
+    for w in ladder():
+        for depth in (0, 2048, 4096):
+            works.append(workload_for(
+                {"F16": 2e7}, {"F16": sum(w.class_flops.values()) / 2}, n_layer=w.n_layer, n_embd_attn=256,
+                kv_bytes_per_token=1e3, n_prompt=w.n_prompt, n_gen=16, depth=depth, kv_head_bytes_per_token=256,
+                cache_bytes=512 * 1024))
+    near = next(w for w in works if w.n_prompt == 32 and w.attn_work and w.attn_spill_work == 0)
+    deep = max(works, key=lambda w: w.attn_spill_work)
+    assert deep.attn_spill_work == pytest.approx(deep.attn_work * (1 - 512 * 1024 / ((4096 + 128) * 256)))
+    assert "attn_spill:fa" not in near.features("prefill")
+    truth = {k: v for k, v in truth.items() if "q_legacy" not in k}
+    fit = fit_phase("prefill", [(w, tps(truth, w, "prefill")) for w in works])
+    for name, value in truth.items():
+        assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
+    unknown = workload_for({"F16": 2e7}, {"F16": 1e7}, n_layer=4, n_embd_attn=256, kv_bytes_per_token=1e3,
+                           n_prompt=512, n_gen=16, depth=4096, kv_head_bytes_per_token=256)
+    assert unknown.attn_spill_work == 0 and "attn_spill:fa" not in unknown.features("prefill")
+
+
+def test_the_caller_names_the_kernel_classes() -> None:
+    w = workload_for({"Q4_1": 1e8, "Q4_0": 5e7}, {"Q4_1": 2e8, "Q4_0": 1e8}, n_layer=2, n_embd_attn=64,
+                     kv_bytes_per_token=0, n_prompt=8, n_gen=8, classify=str.lower)
+    assert dict(w.class_bytes) == {"q4_1": 1e8, "q4_0": 5e7}

@@ -8,8 +8,9 @@ import pytest
 
 from app.model.gguf_facts import read_model_facts
 from app.predict.calibration import StoreCalibration
-from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
+from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, workload_of
 from app.predict.calibration_store import llama_build, save_fit
+from app.predict.fitted_model import PhaseFit
 from app.predict.hardware import HardwareContext
 from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import cpu_profile
@@ -71,3 +72,21 @@ def test_without_a_fit_nothing_changes(tmp_path: Path) -> None:
     doc = predict(facts, cpu_profile("CPU: X", 20.0, 100.0, 2**34), PredictSettings(n_ctx=512)).to_json_dict()
     assert doc["expected_decode_tps"] is None and doc["expected_decode_tps_low"] is None
     assert doc["expected_source"] == ""
+
+
+def test_the_cpu_context_classifies_and_round_trips(tmp_path: Path) -> None:
+    """A CPU fit reduces models with its kernel-class table and L2 size; GPUs keep the generic classes; a fit saved
+    before the context existed loads with none and predicts as it was fitted."""
+    facts = read_model_facts(write_synth_model(tmp_path / "m.gguf", SynthShape(256, 2, "Q4_K")))
+    settings = PredictSettings(n_ctx=8192, n_prompt=512, n_gen=16, depth=4096, flash_attn=True)
+    ctx = MachineContext({"Q4_K": "q4_k", "F32": "f16"}, 512 * 1024)
+    cpu = workload_of(facts, settings, ctx, "CPU")
+    assert set(cpu.class_bytes) == {"q4_k"} and cpu.attn_spill_work > 0
+    gpu = workload_of(facts, settings, ctx, "CUDA,CPU")
+    assert set(gpu.class_bytes) == {"k_quant"} and gpu.attn_spill_work == 0
+    fit = MachineFit("cpu X", "", "b", "2026-11-30", {"CPU": {"decode": PhaseFit("decode", {"fixed": 0.01}, 0.05)}},
+                     3, (), ctx)
+    doc = fit.to_json_dict()
+    assert MachineFit.from_json_dict(doc) == fit
+    old = {k: v for k, v in doc.items() if k not in ("cpu_classes", "l2_cache_bytes")}
+    assert MachineFit.from_json_dict(old).context == MachineContext()

@@ -15,7 +15,16 @@ from app.predict.calibration_store import fit_path, llama_build, load_fit, save_
 from app.predict.fitted_model import FitError, PhaseFit
 from app.predict.prediction import PredictSettings
 from app.results.store import ResultStore
-from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, residual_table, store_samples
+from app.run.calibrate import (
+    LADDER_TYPES,
+    CalibrateOptions,
+    Calibration,
+    CalibrationCancelled,
+    ladder_models,
+    ladder_tests,
+    residual_table,
+    store_samples,
+)
 from app.run.calibrate_models import SynthShape, write_synth_model
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
@@ -118,3 +127,19 @@ def test_residual_table_marks_every_point() -> None:
     table = residual_table(fit)
     assert "median error 10.0%" in table and "+10.0%" in table and "+100.0%" in table
     assert "set aside" in table
+
+
+def test_the_ladder_crosses_shapes_and_depths_on_the_anchor_only() -> None:
+    o = CalibrateOptions()
+    models = ladder_models(o)
+    anchor = [m for m in models if m.shape.weight_type == "Q8_0"]
+    others = [m for m in models if m.shape.weight_type != "Q8_0"]
+    assert {m.shape.weight_type for m in others} == set(LADDER_TYPES) - {"Q8_0"}
+    assert {"Q4_1", "Q5_0"} <= set(LADDER_TYPES)
+    assert all(len(m.tests) == 2 and {d for _, d, _ in m.tests} == {0} for m in others)
+    assert len({(m.shape.n_embd, m.shape.n_layer) for m in anchor}) == len(o.shapes) + 1
+    assert (512, 4096, True) in [t for m in anchor for t in m.tests]  # the deep point
+    assert any(not fa for m in anchor for _, _, fa in m.tests)
+    assert sum(len(m.tests) for m in models) <= 24  # the time: about 3 minutes on 2 cores
+    tests = ladder_tests({Path(m.shape.name): m for m in models}, o)
+    assert sum(t.flash_attn == 0 for t in tests) == 1
