@@ -88,6 +88,12 @@ def compute_scale(profile: HardwareProfile, tflops_per_w: float | None) -> float
     return profile.fp16_tensor_tflops / min(profile.fp16_tensor_tflops, tflops_per_w * power)
 
 
+def matmul_params(r: ReferenceResult) -> float:
+    """Parameters a token multiplies through: all less an untied embedding table (only its looked-up rows are read)."""
+    m = r.model
+    return r.n_params - (0.0 if m.tied_embeddings else m.n_vocab * m.n_embd)
+
+
 def reference_demand(
     r: ReferenceResult, profile: HardwareProfile, phase: Phase, tflops_per_w: float | None = None,
 ) -> Demand:
@@ -98,13 +104,12 @@ def reference_demand(
     over an ``n_prompt``-token prompt.
     """
     m = r.model
-    embd_params = 0.0 if m.tied_embeddings else m.n_vocab * m.n_embd
     if phase == "decode":
-        weights_read = r.file_bytes * (1.0 - embd_params / r.n_params)
+        weights_read = r.file_bytes * matmul_params(r) / r.n_params
         kv_read = 2 * m.n_layer * m.n_head_kv * m.head_dim * 2 * (r.n_gen / 2.0)
         ceiling = decode_ceiling_tps(profile.peak_bandwidth_gbps, weights_read, kv_read)
     else:
-        ceiling = prefill_ceiling_tps(profile.fp16_tensor_tflops, r.n_params - embd_params, r.n_prompt,
+        ceiling = prefill_ceiling_tps(profile.fp16_tensor_tflops, matmul_params(r), r.n_prompt,
                                       m.n_layer, m.n_head * m.head_dim) / compute_scale(profile, tflops_per_w)
     return demand_from_ceiling(ceiling, r.ggml_type, m.n_layer)
 

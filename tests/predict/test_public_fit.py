@@ -11,6 +11,7 @@ from app.paths import HARDWARE_PROFILES_DIR
 from app.predict.profiles import HardwareProfile, find_profile, load_profiles
 from app.predict.public_arch_fit import (
     KAPPA_GRID,
+    Demand,
     compute_scale,
     fit_phase_rows,
     leave_one_gpu_out,
@@ -97,6 +98,59 @@ def test_a_wrong_rate_shows_as_held_out_error(synthetic) -> None:
     bent = [dataclasses.replace(r, tg_tps=r.tg_tps * 1.5) if r.gpu == "D" else r for r in synthetic]
     held = [h for h in leave_one_gpu_out(bent, PROFILES) if h.phase == "decode" and h.row.gpu == "D"]
     assert all(h.rel_error == pytest.approx(1 / 1.5 - 1, rel=0.05) for h in held)
+
+
+# ------------------------------------------------------------------------------------------ other forms (hooks)
+
+
+def alu_s(r: ReferenceResult) -> float:
+    """A made-up ALU time: 4 ops per weight at the GPU's spec rate (quantized rows only)."""
+    return 0.0 if r.ggml_type == "F16" else 4 * r.n_params / (PROFILES[r.gpu].fp16_tensor_tflops * 1e12)
+
+
+def with_known_alu(r, p, phase, kappa=None) -> Demand:
+    d = reference_demand(r, p, phase, kappa)
+    return dataclasses.replace(d, known_s=alu_s(r)) if phase == "decode" else d
+
+
+def with_fitted_alu(r, p, phase, kappa=None) -> Demand:
+    d = reference_demand(r, p, phase, kappa)
+    return dataclasses.replace(d, extra={"alu": alu_s(r)}) if phase == "decode" else d
+
+
+def test_unfitted_seconds_are_taken_out_of_the_fit_and_added_to_its_predictions(synthetic) -> None:
+    slower = [dataclasses.replace(r, tg_tps=1 / (1 / r.tg_tps + alu_s(r))) for r in synthetic]
+    fit = fit_phase_rows("decode", slower, PROFILES, "Synth", with_known_alu)
+    for name, value in TRUE_DECODE.items():
+        assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
+    r = slower[0]
+    assert fit.tps(with_known_alu(r, PROFILES[r.gpu], "decode")) == pytest.approx(r.tg_tps, rel=0.01)
+    held = leave_one_gpu_out(slower, PROFILES, with_known_alu)
+    assert summarize(h for h in held if h.phase == "decode").worst < 0.01
+
+
+def test_an_extra_term_is_fitted_like_an_overhead(synthetic) -> None:
+    slower = [dataclasses.replace(r, tg_tps=1 / (1 / r.tg_tps + 1.5 * alu_s(r))) for r in synthetic]
+    fit = fit_phase_rows("decode", slower, PROFILES, "Synth", with_fitted_alu)
+    assert fit.coefficients["alu"] == pytest.approx(1.5, rel=0.02)
+    assert fit.coefficients["class:k_quant"] == pytest.approx(TRUE_DECODE["class:k_quant"], rel=0.02)
+    plain = fit_phase_rows("decode", synthetic, PROFILES, "Synth", with_fitted_alu)
+    assert plain.coefficients.get("alu", 0.0) == pytest.approx(0.0, abs=1e-9)  # no such time: no such term
+
+
+def test_overheads_can_be_left_out(synthetic) -> None:
+    def bare(r, p, phase, kappa=None) -> Demand:
+        return dataclasses.replace(reference_demand(r, p, phase, kappa), overheads=())
+    fit = fit_phase_rows("decode", synthetic, PROFILES, "Synth", bare)
+    assert set(fit.coefficients) == {"class:k_quant", "class:f16"}
+
+
+def test_leave_one_out_groups_as_told(synthetic) -> None:
+    groups = {"A": "AB", "B": "AB", "C": "CDE", "D": "CDE", "E": "CDE"}
+    held = leave_one_gpu_out(synthetic, PROFILES, group=groups.get)
+    assert {h.architecture for h in held} == {"AB", "CDE"} and len(held) == 2 * len(synthetic)
+    alone = leave_one_gpu_out(synthetic, PROFILES, group={**groups, "A": "A"}.get)
+    assert {h.row.gpu for h in alone} == {"C", "D", "E"}  # "A" and "B" are each alone in a group: not held out
 
 
 # ------------------------------------------------------------------------------------------ the shipped table
