@@ -12,6 +12,12 @@
     python benchmarks/prediction.py [--quick] [--no-calibrate] [-p 512] [-n 128] [-d 0,4096] [-r 3] [-t 0]
 
 A tiny run that only proves the script works: ``--quick -p 32 -n 8 -d 0,256 -r 2 --models smollm2``.
+
+``--preset profiles/sweeps/long-context.toml`` takes the prompt, generated tokens, depths and repetitions from a
+sweep preset instead (its first prompt and generation lengths), each depth capped so the test fits the model's
+trained context (SmolLM2: 8192, so the long-context preset's 8192 and 16384 become one test at 7616):
+
+    python benchmarks/prediction.py --no-calibrate --preset profiles/sweeps/long-context.toml --models smollm2
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from app.predict.prediction import PredictSettings  # noqa: E402
 from app.results.store import ResultStore  # noqa: E402
 from app.run.calibrate import CalibrateOptions, Calibration, residual_table  # noqa: E402
 from app.run.calibrate_models import SynthShape, write_synth_model  # noqa: E402
-from app.run.plan import TestSpec  # noqa: E402
+from app.run.plan import TestSpec, load_sweep_preset  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
 from app.telemetry.machine import scan_machine  # noqa: E402
 
@@ -90,6 +96,24 @@ def calibrated_fit(args: argparse.Namespace) -> MachineFit:
     return result.fit
 
 
+def apply_preset(args: argparse.Namespace) -> None:
+    """Prompt, generated tokens, depths and repetitions from ``args.preset`` (its first lengths)."""
+    sweep = load_sweep_preset(args.preset)
+    args.n_prompt, args.n_gen, args.repetitions = sweep.n_prompt[0], sweep.n_gen[0], sweep.repetitions
+    args.depths = ",".join(str(d) for d in sweep.n_depth)
+
+
+def depths_for(path: Path, depths: list[int], n_prompt: int, n_gen: int) -> list[int]:
+    """``depths`` capped so depth + prompt + generated tokens fit the model's trained context (duplicates dropped)."""
+    limit = read_model_facts(path).n_ctx_train or 0
+    out: list[int] = []
+    for d in depths:
+        d = min(d, limit - n_prompt - n_gen) if limit else d
+        if d >= 0 and d not in out:
+            out.append(d)
+    return out
+
+
 def spread(samples: list[float]) -> float:
     return (max(samples) - min(samples)) / statistics.median(samples) if len(samples) > 1 else float("nan")
 
@@ -104,18 +128,23 @@ def main() -> int:
     ap.add_argument("-d", "--depths", default="0,4096")
     ap.add_argument("-r", "--repetitions", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=0)
+    ap.add_argument("--preset", help="take -p, -n, -d and -r from a sweep preset (e.g. long-context.toml)")
     args = ap.parse_args()
+    if args.preset:
+        apply_preset(args)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     fit = calibrated_fit(args)
     models = target_models([m.strip() for m in args.models.split(",") if m.strip()])
     depths = [int(d) for d in args.depths.split(",")]
-    tests = [TestSpec(str(path), n_prompt=args.n_prompt, n_gen=args.n_gen, n_depth=d, n_threads=args.threads,
-                      repetitions=args.repetitions) for path in models.values() for d in depths]
+    plan = [(name, d) for name, path in models.items()
+            for d in depths_for(path, depths, args.n_prompt, args.n_gen)]
+    tests = [TestSpec(str(models[name]), n_prompt=args.n_prompt, n_gen=args.n_gen, n_depth=d,
+                      n_threads=args.threads, repetitions=args.repetitions) for name, d in plan]
     rows = SweepSession(tests, store=None, token_ticks=False).run().rows
     print(f"{'model':<18} {'depth':>6} {'phase':<8} {'predicted (band)':>24} {'measured':>10} {'error':>8} "
           f"{'noise':>7}")
     ok = True
-    for name, (test, row) in zip([n for n in models for _ in depths], zip(tests, rows, strict=True), strict=True):
+    for (name, _), test, row in zip(plan, tests, rows, strict=True):
         if row.get("status") != "ok":
             print(f"{name:<18} {test.n_depth:>6} failed: {row.get('error')}")
             ok = False

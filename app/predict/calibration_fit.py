@@ -123,8 +123,12 @@ def row_backend(row: Mapping[str, Any], n_layer: int) -> str | None:
 
 
 def _rate(row: Mapping[str, Any], key: str) -> float | None:
-    value = row.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+    """The median over the row's repetitions (a repetition slowed by another process moves it least; the benchmark
+    judges medians too), else the row's mean; None when neither is a positive number."""
+    for value in (row.get(f"{key}_median"), row.get(key)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
 
 
 def samples_from_rows(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str], ModelFacts | None],

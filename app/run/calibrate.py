@@ -71,7 +71,7 @@ class CalibrateOptions:
     shapes: tuple[tuple[int, int, int, int], ...] = FULL_SHAPES
     n_gen: int = 32
     prompts: tuple[int, int] = (32, 256)
-    repetitions: int = 2
+    repetitions: int = 3
     n_threads: int = 0
     use_store: bool = True
     anchors: tuple[str, ...] = ANCHOR_TYPES
