@@ -131,6 +131,12 @@ def _rate(row: Mapping[str, Any], key: str) -> float | None:
     return None
 
 
+def row_label(row: Mapping[str, Any]) -> str:
+    """A fit point's label: ``<model file> p<prompt> d<depth>`` and `` fa`` with flash attention."""
+    s = PredictSettings.from_row(row)
+    return f"{row.get('model_filename', '')} p{s.n_prompt} d{s.depth}{' fa' if s.flash_attn else ''}"
+
+
 def samples_from_rows(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str], ModelFacts | None],
                       ctx: MachineContext | None = None) -> list[Sample]:
     """Samples of the ok, single-sequence rows whose model file can still be read (``facts_of`` gives None if not),
@@ -144,8 +150,7 @@ def samples_from_rows(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str
         if facts is None or backend is None:
             continue
         s = PredictSettings.from_row(row)
-        label = f"{row.get('model_filename', '')} p{s.n_prompt} d{s.depth}{' fa' if s.flash_attn else ''}"
-        out.append(Sample(backend, workload_of(facts, s, ctx, backend), label, _rate(row, "decode_tps"),
+        out.append(Sample(backend, workload_of(facts, s, ctx, backend), row_label(row), _rate(row, "decode_tps"),
                           _rate(row, "prefill_tps")))
     return out
 

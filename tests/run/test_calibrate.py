@@ -20,6 +20,8 @@ from app.run.calibrate import (
     CalibrateOptions,
     Calibration,
     CalibrationCancelled,
+    disturbed_labels,
+    faster,
     ladder_models,
     ladder_tests,
     residual_table,
@@ -143,3 +145,17 @@ def test_the_ladder_crosses_shapes_and_depths_on_the_anchor_only() -> None:
     assert sum(len(m.tests) for m in models) <= 24  # the time: about 3 minutes on 2 cores
     tests = ladder_tests({Path(m.shape.name): m for m in models}, o)
     assert sum(t.flash_attn == 0 for t in tests) == 1
+
+
+def test_disturbed_tests_are_found_and_the_faster_measurement_kept() -> None:
+    points = [["m p32 d0", 100.0, 101.0, True], ["m p256 d0", 100.0, 98.0, True], ["m p32 d512", 100.0, 103.0, True],
+              ["slow p32 d0", 20.0, 100.0, True], ["aside p32 d0", 50.0, 100.0, False]]
+    fit = MachineFit("c", "", "b", "d", {"CPU": {"decode": PhaseFit.from_json_dict(
+        {"phase": "decode", "coefficients": {"fixed": 0.01}, "band_frac": 0.1, "points": points})}}, 5)
+    assert disturbed_labels(fit) == {"slow p32 d0", "aside p32 d0"}
+    first = {"status": "ok", "decode_tps": 20.0, "decode_tps_median": 20.0, "prefill_tps": 900.0,
+             "prefill_tps_median": 900.0}
+    again = dict(first, decode_tps=99.0, decode_tps_median=100.0, prefill_tps=700.0, prefill_tps_median=700.0)
+    best = faster(first, again)
+    assert (best["decode_tps_median"], best["prefill_tps_median"]) == (100.0, 900.0)
+    assert faster(first, {"status": "failed"})["decode_tps_median"] == 20.0
