@@ -72,10 +72,11 @@ def add_calibrate_parser(sub: Any) -> None:
     """Register ``calibrate`` on the subcommand parsers of ``gguf-bench``."""
     p = sub.add_parser("calibrate", help=HELP, description=__doc__)
     p.add_argument("--quick", action="store_true", help="a tiny ladder (seconds; a rough fit, for tests)")
-    p.add_argument("--types", help="weight types of the ladder, comma-separated (default Q4_0,Q4_K,Q5_K,Q6_K,Q8_0,F16)")
+    p.add_argument("--types", help="weight types of the ladder, comma-separated (default "
+                   "Q4_0,Q4_1,Q5_0,Q4_K,Q5_K,Q6_K,Q8_0,F16; Q8_0, else the first, runs every shape and depth)")
     p.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (0: all, as run's default; "
                    "another count fits the ladder only)")
-    p.add_argument("-r", "--repetitions", type=int, default=None, help="repetitions per test (default 2)")
+    p.add_argument("-r", "--repetitions", type=int, default=None, help="repetitions per test (default 3)")
     p.add_argument("--no-store-runs", action="store_true", help="fit the ladder only, not the stored runs")
     p.add_argument("--json", action="store_true", help="print the saved fit as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
