@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,9 @@ from app.run.plan import TestSpec
 from app.run.session import SweepOutcome
 
 REDRAW_MS = 100
+#: A plot's redraw waits this long after the work before it (the tick, the previous plot's redraw): one frame, so
+#: input and the previous plot's repaint are handled in between and no two of them run as one stretch.
+STEP_MS = 16
 
 #: What a failure means and what to try, by its typed kind (see FailureKind); ``{reason}`` is the message.
 FAILURE_ADVICE: dict[str, str] = {
@@ -73,6 +77,7 @@ class SweepController(QObject):
         self.bridge = SweepBridge(self, store_path=store_path)
         self.bridge.finished.connect(self._finished)
         self._starting = False  # between start() and the sweep thread's start (plots drawn first)
+        self._draw_queued = False  # a tick's plot redraw waits for its turn of the event loop
         self._rows_seen = -1
         self._last_progress: tuple[Any, ...] | None = None
         self.contention = ContentionWatch()
@@ -102,7 +107,7 @@ class SweepController(QObject):
         self.editor.set_running(True)
         self.editor.progress.setValue(0)
         self.editor.progress.setFormat("starting…")
-        self._start_when_drawn(tests, name)
+        QTimer.singleShot(1, self, lambda: self._when_drawn(lambda: self._launch(tests, name)))
         return None
 
     def preview(self, tests: list[TestSpec]) -> None:
@@ -116,16 +121,12 @@ class SweepController(QObject):
         self.session = session
         self._reset_view()
 
-    def _start_when_drawn(self, tests: list[TestSpec], name: str) -> None:
-        """Draw the empty plots (which queues their predicted curves) a couple per event-loop turn, then start.
+    def _launch(self, tests: list[TestSpec], name: str) -> None:
+        """Start the sweep thread, once the empty plots (which queue their predicted curves) are drawn.
 
         The sweep thread waits for queued background work before the worker starts, so no prediction runs
         beside a measurement; drawing all five plots in one go held the GUI thread for ~60 ms.
         """
-        self.plots.refresh(self.session, self.predictor)
-        if self.plots.behind:
-            QTimer.singleShot(0, lambda: self._start_when_drawn(tests, name))
-            return
         self._starting = False
         self.bridge.start(tests, sweep_name=name, command="gguf-workbench", facts=dict(self.predictor.facts))
 
@@ -142,7 +143,7 @@ class SweepController(QObject):
         self.timer.stop()
 
     def _finished(self, outcome: SweepOutcome | str) -> None:
-        self.tick(force=True)
+        self.tick()  # the last events and rows; the plots follow one per turn of the event loop (at once: 25 ms)
         self.editor.set_running(False)
         if isinstance(outcome, str):
             self.session.mark_finished()
@@ -156,8 +157,16 @@ class SweepController(QObject):
         self.editor.progress.setValue(1000)
         self.editor.progress.setFormat("cancelled" if self.session.cancelled else "done")
         self.editor.status.setText("")
-        self.tick()  # not forced: redrawing all five plots at once held the GUI thread ~50 ms; ticks catch up
-        self.finished.emit(outcome)
+        QTimer.singleShot(1, self, lambda: self._when_drawn(lambda: self.finished.emit(outcome)))
+
+    def _when_drawn(self, then: Callable[[], None]) -> None:
+        """Bring the plots up to date one per turn of the event loop, then call ``then`` (the sweep's end is
+        announced with every plot showing all of it)."""
+        self.plots.refresh(self.session, self.predictor, self.selected)
+        if self.plots.behind:
+            QTimer.singleShot(STEP_MS, self, lambda: self._when_drawn(then))
+            return
+        then()
 
     # --- what is shown ----------------------------------------------------------------------------
     def show_session(self, session: LiveRun, title: str = "") -> None:
@@ -192,8 +201,16 @@ class SweepController(QObject):
         if self.bridge.running:
             self._update_progress()
             self._check_contention()
-        if self.view.isVisible() or force:
-            self.plots.refresh(self.session, self.predictor, self.selected, force=force)
+        if force:
+            self.plots.refresh(self.session, self.predictor, self.selected, force=True)
+        elif self.view.isVisible() and not self._starting and not self._draw_queued:  # starting: _when_drawn draws
+            self._draw_queued = True
+            QTimer.singleShot(STEP_MS, self, self._draw_one)  # its own turn of the event loop, after the rows
+
+    def _draw_one(self) -> None:
+        """Redraw the plot that waited longest of those due (one per tick)."""
+        self._draw_queued = False
+        self.plots.refresh(self.session, self.predictor, self.selected)
 
     def announce(self, events: list[Event]) -> None:
         """Notices and failures as messages, in plain words; a model load on the status bar."""

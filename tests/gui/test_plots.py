@@ -254,3 +254,27 @@ def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor:
     cmp.items.pop()
     cmp.refresh()
     assert len(_labels(cmp.ttft)) == 2 and len(cmp.ttft.data_of("ttft", "curve", 2)[0]) == 0
+
+
+def test_a_timer_redraw_repaints_a_turn_later_and_a_new_sweep_reuses_the_items(qtbot, run: LiveRun,  # noqa: ANN001
+                                                                              predictor: PredictionService) -> None:
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.resize(1200, 800)
+    plots.show()
+    qtbot.waitExposed(plots)
+    assert plots.refresh(run, predictor)  # one plot, not forced: its repaint waits for the next turn
+    waiting = [p for p in plots.panels if p.widget.isVisible() and not p.widget.updatesEnabled()]
+    assert len(waiting) == 1
+    qtbot.waitUntil(lambda: waiting[0].widget.updatesEnabled(), timeout=2000)
+    while plots.refresh(run, predictor):
+        pass
+    legends = {p.name: _labels(p) for p in plots.panels}
+    meas = plots.ttft.pool.items[("ttft", "meas", 0)][1]
+    plots.reset()  # a new sweep: hidden, not destroyed; shown plots keep their picture until redrawn
+    assert not meas.isVisible() and len(plots.data_of("ttft", "meas", 0)[0]) == 0
+    assert all(not p.widget.updatesEnabled() for p in plots.panels if p.widget.isVisible())
+    assert plots.refresh(run, predictor, force=True)  # a forced redraw paints at once
+    assert all(p.widget.updatesEnabled() for p in plots.panels)
+    assert plots.ttft.pool.items[("ttft", "meas", 0)][1] is meas and meas.isVisible()
+    assert {p.name: _labels(p) for p in plots.panels} == legends

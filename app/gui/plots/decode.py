@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from app.gui.plots.items import connect_reps, line, rename, ring, what_if_line
+from app.gui.plots.items import connect_reps, line, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name
 
@@ -30,8 +30,8 @@ class DecodePlot(PlotPanel):
         self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, predicted tok/s)
         self.expected: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, expected tok/s)
 
-    def reset(self) -> None:
-        super().reset()
+    def forget(self) -> None:
+        super().forget()
         self.curves = {}
         self.expected = {}
 
@@ -51,8 +51,8 @@ class DecodePlot(PlotPanel):
         self.expected = {}
         for m, path in enumerate(view.models):
             c, mask = color(m), tok_m == m
-            self.item(("tok", m), lambda c=c, path=path: line(view.label("per token (measured)", path), c, 1.0,
-                                                              alpha=110)).setData(
+            tok_name = view.label("per token (measured)", path)
+            self.item(("tok", m), lambda c=c, n=tok_name: line(n, c, 1.0, alpha=110), tok_name).setData(
                 pos[mask], rate[mask], connect=connect_reps(starts[mask]))
             mine = [r for r in rows if r.get("model_path") == path]
             self.points_with_sd(m, view.label("test mean (±1 sd)", path), c, (
@@ -90,8 +90,7 @@ class DecodePlot(PlotPanel):
             curve = view.curve(("dec", path, float(xs[-1]), prof, tuple(sorted(settings.items()))),
                                lambda prof=prof: view.predictor.decode_curve(path, xs, prof, **settings))
             name = view.label(f"{'ceiling' if key[0] == 'pred' else 'what-if'} ({profile_name(prof)})", path)
-            item = self.item(key, lambda make=make, name=name: make(name))
-            rename(self.plot, item, name)
+            item = self.item(key, lambda make=make, name=name: make(name), name)
             item.setData(*((xs, curve) if curve is not None else ([], [])))
             ys = curve if key[0] == "pred" else ys
         exp = None if ran_on is None else view.curve(

@@ -10,6 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from app.gui.plots.grid import add_tick_grid
 from app.gui.plots.style import HILITE
 
 
@@ -57,6 +58,8 @@ class TopLegend(pg.LegendItem):
         self.collapsed = False
         self.expanded_by_user = False
         self.header: LegendHeader | None = None
+        self._stashed: dict[int, tuple[Any, Any]] = {}  # id(item) -> (sample, label) of entries taken out
+        self._needs_relayout = False
         super().__init__(*args, **kwargs)
 
     @property
@@ -65,7 +68,14 @@ class TopLegend(pg.LegendItem):
 
     def addItem(self, item: Any, name: str) -> None:  # noqa: N802 - pyqtgraph's name
         super().addItem(item, name)
-        self._update_header()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Lay everything out again where an entry could not take its cell; update the header."""
+        if self._needs_relayout:
+            self.relayout()
+        else:
+            self._update_header()
 
     def removeItem(self, item: Any) -> None:  # noqa: N802 - pyqtgraph's name
         super().removeItem(item)
@@ -80,6 +90,11 @@ class TopLegend(pg.LegendItem):
         k = next((i for i, (s, _label) in enumerate(self.items) if s is sample), len(self.items))
         cols = max(self.columnCount, 1)
         row = k // cols + (1 if self.header is not None else 0)
+        lay = self.layout
+        if row < lay.rowCount() and (k % cols) * 2 < lay.columnCount() and lay.itemAt(row, (k % cols) * 2) is not None:
+            # an entry taken out earlier left the rows below it where they were: lay them all out again
+            self._needs_relayout = True
+            return
         self.layout.addItem(sample, row, (k % cols) * 2, alignment=Qt.AlignmentFlag.AlignVCenter)
         self.layout.addItem(label, row, (k % cols) * 2 + 1)
         sample.show()
@@ -96,6 +111,28 @@ class TopLegend(pg.LegendItem):
             if item.scene() is not None:
                 item.scene().removeItem(item)
 
+    def stash(self, item: Any) -> bool:
+        """Take ``item``'s entry out (hidden, its label kept for :meth:`unstash`); call :meth:`relayout` after.
+        False when the item has no entry."""
+        for pair in self.items:
+            if pair[0].item is item:
+                self.items.remove(pair)
+                self._stashed[id(item)] = pair
+                for part in pair:
+                    part.hide()
+                return True
+        return False
+
+    def unstash(self, item: Any) -> None:
+        """Put a stashed entry back, last (where a new entry would go)."""
+        pair = self._stashed.pop(id(item), None)
+        if pair is None:
+            return
+        self.items.append(pair)
+        self._addItemToLayout(*pair)
+        self._settle()
+        self.updateSize()
+
     def setColumnCount(self, columnCount: int) -> None:  # noqa: N802 - pyqtgraph's name
         if columnCount != self.columnCount:
             self.columnCount = columnCount
@@ -103,6 +140,7 @@ class TopLegend(pg.LegendItem):
 
     def relayout(self) -> None:
         """Lay every entry (or only the header, when collapsed) out again."""
+        self._needs_relayout = False
         for i in range(self.layout.count() - 1, -1, -1):
             self.layout.removeAt(i)
         self.rowCount = 0
@@ -186,7 +224,8 @@ class TopLegend(pg.LegendItem):
 
 
 def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:
-    """A white plot with a bold title, axis labels carrying their units, a grid and a legend above the data."""
+    """A white plot with a bold title, axis labels carrying their units, a grid (at the ticks, drawn in the view)
+    and a legend above the data."""
     w = pg.PlotWidget()
     w.setMinimumSize(240, 170)
     p = w.getPlotItem()
@@ -195,7 +234,7 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
     p.setLabel("left", y_label)
     for ax in ("left", "bottom"):
         p.getAxis(ax).enableAutoSIPrefix(False)
-    p.showGrid(x=True, y=True, alpha=0.18)
+    add_tick_grid(p)
     legend = TopLegend(labelTextSize="8pt", colCount=columns, verSpacing=-8, horSpacing=4, sampleType=ShapeSample)
     legend.max_columns = columns
     p.layout.removeItem(p.getAxis("top"))  # its cell (above the data) holds the legend; the axis stays hidden
@@ -289,26 +328,64 @@ def connect_reps(starts: np.ndarray) -> np.ndarray:
 
 
 class ItemPool:
-    """Plot items created on first use, reused by key; ``clear`` removes them all."""
+    """Plot items created on first use and reused by key.
+
+    ``retire`` (a new sweep) hides every item and takes its legend entry out, keeping both: the next draw that asks
+    for the same key shows them again instead of building a new item and legend label (a plot's first draw of a
+    sweep built 5-10 of them, 1-2 ms each). An item's name can differ between sweeps (another model, profile or
+    KV type): callers pass ``name`` wherever it can. ``clear`` removes everything.
+    """
 
     def __init__(self) -> None:
         self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        self.spare: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
     def get(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         hit = self.items.get(key)
-        if hit is None:
-            item = make()
-            owner.addItem(item)
-            self.items[key] = (owner, item)
+        if hit is not None:
+            return hit[1]
+        spare = self.spare.pop(key, None)
+        if spare is not None and spare[0] is owner:
+            item = spare[1]
+            item.show()
+            legend = getattr(owner, "legend", None)
+            if isinstance(legend, TopLegend):
+                legend.unstash(item)
+            self.items[key] = spare
             return item
-        return hit[1]
+        if spare is not None:
+            spare[0].removeItem(spare[1])
+        item = make()
+        owner.addItem(item)
+        self.items[key] = (owner, item)
+        return item
 
     def remove(self, key: tuple[Any, ...]) -> None:
-        hit = self.items.pop(key, None)
-        if hit is not None:
-            hit[0].removeItem(hit[1])
+        for pool in (self.items, self.spare):
+            hit = pool.pop(key, None)
+            if hit is not None:
+                if pool is self.spare:
+                    legend = getattr(hit[0], "legend", None)
+                    if isinstance(legend, TopLegend):
+                        legend.unstash(hit[1])
+                hit[0].removeItem(hit[1])
+
+    def retire(self) -> None:
+        """Hide every item and its legend entry, kept for the next ``get`` of its key."""
+        legends = []
+        for key, (owner, item) in self.items.items():
+            item.hide()
+            legend = getattr(owner, "legend", None)
+            if isinstance(legend, TopLegend) and legend.stash(item) and legend not in legends:
+                legends.append(legend)
+            self.spare[key] = (owner, item)
+        self.items.clear()
+        for legend in legends:
+            legend.relayout()
 
     def clear(self) -> None:
+        for key in list(self.spare):
+            self.remove(key)
         for owner, item in self.items.values():
             owner.removeItem(item)
         self.items.clear()

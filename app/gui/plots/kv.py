@@ -32,8 +32,8 @@ class KvPlot(PlotPanel):
         self.plot.setLogMode(x=False, y=True)
         self._limit: pg.InfiniteLine | None = None
 
-    def reset(self) -> None:
-        super().reset()
+    def forget(self) -> None:
+        super().forget()
         if self._limit is not None:
             self.plot.removeItem(self._limit)
             self._limit = None
@@ -53,12 +53,11 @@ class KvPlot(PlotPanel):
             c = color(m)
             mine = [r for r in rows if r.get("model_path") == path]
             kv_rows = [r for r in mine if r.get("llama_kv_bytes")]
-            self.item(("meas", m), lambda c=c, path=path: scatter(view.label("KV in llama.cpp's log", path), c,
-                                                                  "d", 11)).setData(
+            kv_name, mem_name = view.label("KV in llama.cpp's log", path), view.label(f"measured ({taken})", path)
+            self.item(("meas", m), lambda c=c, n=kv_name: scatter(n, c, "d", 11), kv_name).setData(
                 [ctx_of(r) for r in kv_rows], [float(r["llama_kv_bytes"]) / MIB for r in kv_rows])
             mem_rows = [r for r in mine if r.get("mem_measured_bytes")]
-            self.item(("mem", m), lambda c=c, path=path: scatter(view.label(f"measured ({taken})", path), c,
-                                                                 "t", 11)).setData(
+            self.item(("mem", m), lambda c=c, n=mem_name: scatter(n, c, "t", 11), mem_name).setData(
                 [ctx_of(r) for r in mem_rows], [float(r["mem_measured_bytes"]) / MIB for r in mem_rows])
         hi = [r for r in rows if r.get("test_index") in view.selected and r.get("mem_measured_bytes")]
         self.item(("hl",), lambda: ring(None)).setData(
@@ -70,10 +69,10 @@ class KvPlot(PlotPanel):
         c, settings = color(m), view.settings(path)
         res = view.curve(("kv", path, float(xs[-1]), tuple(sorted(settings.items()))),
                          lambda: view.predictor.kv_curve(path, xs, **settings))
-        kv_item = self.item(("kv", m), lambda: line(
-            view.label(f"KV cache, pred. ({settings.get('type_k') or 'f16'})", path), c, 2.0))
-        tot_item = self.item(("tot", m), lambda: line(view.label("weights+KV+compute, pred.", path), c, 1.6,
-                                                      dashed=True))
+        kv_name = view.label(f"KV cache, pred. ({settings.get('type_k') or 'f16'})", path)
+        tot_name = view.label("weights+KV+compute, pred.", path)
+        kv_item = self.item(("kv", m), lambda: line(kv_name, c, 2.0), kv_name)
+        tot_item = self.item(("tot", m), lambda: line(tot_name, c, 1.6, dashed=True), tot_name)
         kv_item.setData(*((xs, res[0] / MIB) if res is not None else ([], [])))
         tot_item.setData(*((xs, res[1] / MIB) if res is not None else ([], [])))
 

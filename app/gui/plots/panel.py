@@ -160,8 +160,18 @@ class PlotPanel(ABC):
         """Update the plot's items from ``view`` (setData only, after the first draw)."""
 
     def reset(self) -> None:
-        """Forget everything drawn (a new sweep, another past run)."""
+        """Remove everything drawn."""
         self.pool.clear()
+        self.forget()
+
+    def retire(self) -> None:
+        """Hide everything drawn (a new sweep, another past run); the next draw shows again the items it asks for
+        by the same keys (no new items and legend labels for the same curves)."""
+        self.pool.retire()
+        self.forget()
+
+    def forget(self) -> None:
+        """What a plot drew outside its item pool, and its axis ranges, forgotten (both ``reset`` and ``retire``)."""
         self.reset_ranges()
 
     def reset_ranges(self) -> None:
@@ -169,9 +179,13 @@ class PlotPanel(ABC):
         self._ranges.clear()
         self.plot.enableAutoRange()
 
-    def item(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-        """The plot's item for ``(name, *key)``, made and added on first use."""
-        return self.pool.get(self.plot, (self.name, *key), make)
+    def item(self, key: tuple[Any, ...], make: Callable[[], Any], name: str | None = None) -> Any:
+        """The plot's item for ``(name, *key)``, made and added on first use; ``name``: its legend label now
+        (an item kept from an earlier sweep may carry another)."""
+        item = self.pool.get(self.plot, (self.name, *key), make)
+        if name is not None:
+            rename(self.plot, item, name)
+        return item
 
     def drop(self, key: tuple[Any, ...]) -> None:
         """Remove the item for ``(name, *key)`` (and its legend entry), if there is one."""

@@ -63,8 +63,8 @@ class TelemetryPlot(PlotPanel):
             self._right_items[key] = item
         return item
 
-    def reset(self) -> None:
-        super().reset()
+    def forget(self) -> None:
+        super().forget()
         for r in self._regions:
             self.plot.removeItem(r)
         self._regions.clear()

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from app.gui.plots.items import hollow, line, rename, ring, what_if_line
+from app.gui.plots.items import hollow, line, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, color, profile_name
 from app.predict.profiles import HardwareProfile
@@ -56,7 +56,8 @@ class TtftPlot(PlotPanel):
         if not xs:
             self.drop(("rep", m))
             return
-        self.item(("rep", m), lambda: hollow(view.label("repetition (as it lands)", path), color(m))).setData(xs, ys)
+        name = view.label("repetition (as it lands)", path)
+        self.item(("rep", m), lambda: hollow(name, color(m)), name).setData(xs, ys)
 
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
         """Model ``m``'s predicted TTFT on the hardware it ran on, at each of (up to three of) the depths its tests
@@ -92,6 +93,5 @@ class TtftPlot(PlotPanel):
             return
         ys = view.curve(("ttft", path, depth, float(xs[-1]), profile, tuple(sorted(settings.items()))),
                         lambda: view.predictor.ttft_curve(path, xs, depth, profile, **settings))
-        item = self.item(key, make)
-        rename(self.plot, item, name)
+        item = self.item(key, make, name)
         item.setData(*((xs, ys) if ys is not None else ([], [])))

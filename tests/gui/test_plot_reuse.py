@@ -1,0 +1,91 @@
+"""What keeps the GUI thread's work in short pieces during a sweep: plot items kept across sweeps (hidden, with their
+legend entries, then shown again by key), the grid drawn in the view at the axes' ticks, and a plot's repaint
+coming a turn of the event loop after its redraw."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QCoreApplication
+
+from app.gui.plots.grid import TickGrid
+from app.gui.plots.items import line, make_plot
+from app.gui.plots.panel import PlotPanel, PlotView
+
+
+class _Panel(PlotPanel):
+    name, title, x_label, y_label = "t", "test", "x", "y"
+
+    def key(self, view: PlotView) -> tuple[object, ...]:
+        return ()
+
+    def draw(self, view: PlotView) -> None:
+        pass
+
+
+def _labels(panel: PlotPanel) -> list[str]:
+    return [label.text for _s, label in panel.legend.items]
+
+
+def test_a_retired_item_comes_back_by_key_with_its_legend_entry_and_the_name_asked_for(qtbot) -> None:  # noqa: ANN001
+    panel = _Panel()
+    qtbot.addWidget(panel.widget)
+    a = panel.item(("a",), lambda: line("measured — model A", "#1f77b4"), "measured — model A")
+    b = panel.item(("b",), lambda: line("predicted", "#d62728"))
+    a.setData([0, 1], [1, 2])
+    assert _labels(panel) == ["measured — model A", "predicted"]
+
+    panel.retire()
+    assert not a.isVisible() and not b.isVisible() and _labels(panel) == []
+    assert panel.data_of("t", "a")[0].size == 0  # a retired item is not drawn data
+
+    made: list[str] = []
+    again = panel.item(("a",), lambda: made.append("a") or line("x", "#000"), "measured — model B")
+    assert again is a and not made and a.isVisible()
+    assert _labels(panel) == ["measured — model B"]  # renamed; b stays hidden, out of the legend
+    assert not b.isVisible()
+    c = panel.item(("c",), lambda: line("new", "#2ca02c"))
+    assert _labels(panel) == ["measured — model B", "new"] and c.isVisible()
+
+    panel.reset()  # destructive: nothing kept
+    assert _labels(panel) == [] and not panel.pool.items and not panel.pool.spare
+    assert panel.item(("a",), lambda: line("fresh", "#000")) is not a
+
+
+def test_entries_coming_back_in_another_order_never_share_a_legend_cell(qtbot, qtlog) -> None:  # noqa: ANN001
+    panel = _Panel()
+    qtbot.addWidget(panel.widget)
+    for k in "abcd":
+        panel.item((k,), lambda k=k: line(f"entry {k}", "#333"))
+    panel.drop(("b",))
+    panel.retire()
+    for k in "dxa":
+        panel.item((k,), lambda k=k: line(f"entry {k}", "#333"))
+    assert _labels(panel) == ["entry d", "entry x", "entry a"]
+    lay = panel.legend.layout
+    laid_out = {id(lay.itemAt(r, c)) for r in range(lay.rowCount()) for c in range(lay.columnCount())
+                if lay.itemAt(r, c) is not None}
+    assert all(id(sample) in laid_out and id(label) in laid_out for sample, label in panel.legend.items)
+    assert not [m for m in qtlog.records if "already taken" in m.message]
+
+
+def test_the_grid_follows_the_axes_ticks_and_not_the_data(qtbot) -> None:  # noqa: ANN001
+    w = make_plot("t", "x", "y")
+    qtbot.addWidget(w)
+    w.resize(500, 400)
+    w.show()
+    plot = w.getPlotItem()
+    grid = next(i for i in plot.items if isinstance(i, TickGrid))
+    assert plot.getAxis("left").grid is False and plot.getAxis("bottom").grid is False  # not drawn by the axes
+    plot.getViewBox().setRange(xRange=(0, 1000), yRange=(0, 50), padding=0)
+    QCoreApplication.processEvents()
+    grid.viewRangeChanged()
+    major = grid.lines()[0]
+    xs = sorted({ln.x1() for ln in major if ln.x1() == ln.x2()})
+    ys = sorted({ln.y1() for ln in major if ln.y1() == ln.y2()})
+    assert xs == [float(v) for v in plot.getAxis("bottom").tickValues(0, 1000, plot.getViewBox().width())[0][1]]
+    assert ys and all(0 <= y <= 50 for y in ys)
+    plot.plot(np.arange(10), np.arange(10))  # data inside the grid's view (0-1000): the grid never widens the range
+    plot.enableAutoRange()
+    QCoreApplication.processEvents()
+    assert plot.getViewBox().childrenBounds()[0][1] < 10
+
