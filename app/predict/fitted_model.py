@@ -16,10 +16,13 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
   ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
   on and off; the last term is a per-layer cost per micro-batch, spread over the prompt.
 - ``spill_work``: the part of ``attn_work`` whose keys and values do not fit in one core's L2 cache. The CPU's flash
-  attention walks one KV head's whole span (depth + n_prompt keys) for every tile of queries; while that span fits
-  in L2 each tile re-reads it from there, beyond it every tile streams it from L3 or memory, so the cost per unit of
-  attention work rises with depth (measured here: pp512 costs about 1.2 µs per key at depth 1024 and 2 µs at
-  4096). ``spill_work = attn_work × max(0, 1 − L2 / span bytes)``; with no cache size known it is 0 (and absent).
+  attention walks one KV head's whole span (depth + n_prompt keys) for every tile of 64 queries; while that span
+  fits in L2 each tile re-reads it from there, beyond it every tile streams it from L3 or memory, so the cost per
+  unit of attention work may rise with depth. ``spill_work = attn_work × max(0, 1 − L2 / span bytes)``; with no
+  cache size known it is 0 (and absent). The fit decides its size (≥ 0): on the 2-core EPYC this was written on,
+  with a 512-token prompt at depth 4096 in the ladder, it came out at about 2% of the in-cache cost, so there
+  attention costs nearly the same per unit of work at any depth. Prompts of under 64 tokens run the scalar,
+  untiled kernel, about twice as slow per unit (not modelled: the ladder's one such point at depth is set aside).
 - The kernel class of a type is the caller's (``classify``): ``kernel_class`` by default (GPUs, the public table),
   the CPU's own table (:mod:`app.predict.cpu_kernels`: repacked and plain paths apart) for a CPU fit.
 
