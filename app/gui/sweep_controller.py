@@ -26,9 +26,10 @@ from app.run.plan import TestSpec
 from app.run.session import SweepOutcome
 
 REDRAW_MS = 100
-#: A plot's redraw waits this long after the work before it (the tick, the previous plot's redraw): one frame, so
-#: input and the previous plot's repaint are handled in between and no two of them run as one stretch.
-STEP_MS = 16
+#: A plot's redraw waits this long after the work before it (the tick, the previous plot's redraw): more than a
+#: frame (Qt paints together every update asked for within one), so the previous plot's repaint and any input are
+#: handled in between and no two of them run as one stretch.
+STEP_MS = 40
 
 #: What a failure means and what to try, by its typed kind (see FailureKind); ``{reason}`` is the message.
 FAILURE_ADVICE: dict[str, str] = {
@@ -241,9 +242,12 @@ class SweepController(QObject):
         if key == self._last_progress:
             return
         self._last_progress = key
-        self.editor.progress.setValue(int(frac * 1000))
+        bar = self.editor.progress
+        bar.setUpdatesEnabled(False)  # QProgressBar.setValue repaints at once (the whole window's dirty region, 6 ms)
+        bar.setValue(int(frac * 1000))
         left = "estimating time left" if eta is None else f"~{eta:.0f} s left"
-        self.editor.progress.setFormat(f"{s.n_done}/{s.n_tests or '?'} tests — {left}")
+        bar.setFormat(f"{s.n_done}/{s.n_tests or '?'} tests — {left}")
+        bar.setUpdatesEnabled(True)  # an ordinary update, painted with the rest of the frame
         if s.current is not None and s.current in s.tests:
             t = s.tests[s.current]
             rep = "warmup" if s.current_rep < 0 else f"rep {s.current_rep + 1}/{t.get('repetitions')}"

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGraphicsItem
 
 from app.gui.plots.grid import add_tick_grid
 from app.gui.plots.style import HILITE
@@ -68,6 +69,7 @@ class TopLegend(pg.LegendItem):
 
     def addItem(self, item: Any, name: str) -> None:  # noqa: N802 - pyqtgraph's name
         super().addItem(item, name)
+        cache_text(self.items[-1][1])
         self._settle()
 
     def _settle(self) -> None:
@@ -223,6 +225,13 @@ class TopLegend(pg.LegendItem):
             self.relayout()
 
 
+def cache_text(label: Any) -> None:
+    """Keep a rich-text label as a pixmap: a plot's full repaint (after a redraw) lays its text out again
+    otherwise."""
+    text = getattr(label, "item", label)
+    text.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
 def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:
     """A white plot with a bold title, axis labels carrying their units, a grid (at the ticks, drawn in the view)
     and a legend above the data."""
@@ -235,6 +244,9 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
     for ax in ("left", "bottom"):
         p.getAxis(ax).enableAutoSIPrefix(False)
     add_tick_grid(p)
+    cache_text(p.titleLabel)
+    for ax in ("left", "bottom"):
+        cache_text(p.getAxis(ax).label)
     legend = TopLegend(labelTextSize="8pt", colCount=columns, verSpacing=-8, horSpacing=4, sampleType=ShapeSample)
     legend.max_columns = columns
     p.layout.removeItem(p.getAxis("top"))  # its cell (above the data) holds the legend; the axis stays hidden
