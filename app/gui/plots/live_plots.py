@@ -23,6 +23,9 @@ from app.gui.predictions import PredictionService
 #: Below this height two rows of plots, each with a legend above its data, leave too little of each to read
 #: (at 1600×1000 a 289 px plot kept 135 px of data under a four-entry legend): the plots go into two tabs.
 GRID_MIN_HEIGHT_PX = 700
+#: A timer redraw's repaint comes this long after it: more than the 5 ms a short redraw can take, so that input
+#: and other due timers always get their turn between the two (a 2 ms redraw and its 12 ms repaint ran as one).
+REPAINT_DELAY_MS = 20
 
 
 class LivePlots(QWidget):
@@ -159,8 +162,8 @@ class LivePlots(QWidget):
         Qt repaints a scene from events it posts while the items change, and it handles posted events before it
         looks at timers again: a timer tick's redraw (3-9 ms) and the repaint it causes (8-20 ms, most of it the
         two axes re-rendering their ticks) ran as one unbroken stretch of the GUI thread. With updates off while
-        the items change and back on from a 1 ms timer, input and other timers due meanwhile are handled between
-        the two halves.
+        the items change and back on from a timer (``REPAINT_DELAY_MS``), input and other timers due meanwhile
+        are handled between the two halves.
         """
         w = panel.widget
         if not defer or not w.isVisible():
@@ -173,7 +176,7 @@ class LivePlots(QWidget):
         try:
             panel.draw(view)
         finally:
-            QTimer.singleShot(1, w, lambda: w.setUpdatesEnabled(True))
+            QTimer.singleShot(REPAINT_DELAY_MS, w, lambda: w.setUpdatesEnabled(True))
 
     def fit_legends(self) -> None:
         """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""
