@@ -157,13 +157,15 @@ class LivePlots(QWidget):
         return bool(changed)
 
     def _draw_then_paint(self, panel: PlotPanel, view: PlotView, defer: bool) -> None:
-        """Update ``panel``'s items; with ``defer``, its repaint waits for the next turn of the event loop.
+        """Update ``panel``'s items; with ``defer``, a repaint of the whole plot waits for a later turn of the event
+        loop.
 
         Qt repaints a scene from events it posts while the items change, and it handles posted events before it
-        looks at timers again: a timer tick's redraw (3-9 ms) and the repaint it causes (8-20 ms, most of it the
-        two axes re-rendering their ticks) ran as one unbroken stretch of the GUI thread. With updates off while
-        the items change and back on from a timer (``REPAINT_DELAY_MS``), input and other timers due meanwhile
-        are handled between the two halves.
+        looks at timers again. A redraw that moves an axis range or changes the legend repaints the whole plot
+        (8-14 ms, the axes re-rendering their ticks), and with the redraw itself (3-9 ms) that ran as one unbroken
+        stretch of the GUI thread. Such a repaint (and a plot's first after a reset) now comes
+        ``REPAINT_DELAY_MS`` later, so input and other due timers are handled between the two; a redraw that only
+        moves data keeps Qt's partial repaint of what changed (a few ms), at once.
         """
         w = panel.widget
         if not defer or not w.isVisible():
@@ -172,11 +174,14 @@ class LivePlots(QWidget):
             finally:
                 w.setUpdatesEnabled(True)  # after a reset
             return
-        w.setUpdatesEnabled(False)
+        first = not w.updatesEnabled()  # hidden since a reset: its whole picture changes
+        before = None if first else _layout_state(panel)
         try:
             panel.draw(view)
         finally:
-            QTimer.singleShot(REPAINT_DELAY_MS, w, lambda: w.setUpdatesEnabled(True))
+            if first or _layout_state(panel) != before:
+                w.setUpdatesEnabled(False)  # the scene's queued repaint of this draw is dropped; one later, whole
+                QTimer.singleShot(REPAINT_DELAY_MS, w, lambda: w.setUpdatesEnabled(True))
 
     def fit_legends(self) -> None:
         """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""
@@ -226,3 +231,11 @@ class LivePlots(QWidget):
             painter.drawPixmap(x * w, y * h, p.widget.grab().scaled(w * span, h))
         painter.end()
         return img.save(path, "PNG", 0)
+
+
+def _layout_state(panel: PlotPanel) -> tuple[Any, ...]:
+    """What, when a redraw changes it, makes the whole plot repaint: its views' ranges and its legend entries."""
+    views = [v for v in (panel.plot.getViewBox(), getattr(panel, "vb2", None)) if v is not None]
+    for v in views:
+        v.prepareForPaint()  # an auto-ranging view takes its new range here, not in the paint
+    return (*(tuple(map(tuple, v.viewRange())) for v in views), len(panel.legend.items), panel.legend.collapsed)
