@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QCoreApplication
 
 from app.gui.bridge import read_event_stream
 from app.gui.compare import CompareWindow
@@ -271,7 +270,7 @@ def test_a_timer_redraw_repaints_a_turn_later_and_a_new_sweep_reuses_the_items(q
     qtbot.waitUntil(lambda: waiting[0].widget.updatesEnabled(), timeout=2000)
     while plots.refresh(run, predictor):
         pass
-    QCoreApplication.processEvents()
+    qtbot.waitUntil(lambda: all(p.widget.updatesEnabled() for p in plots.panels), timeout=2000)
     assert plots.refresh(run, predictor, {0})  # a selection ring: no range or legend change, Qt's partial repaint
     assert all(p.widget.updatesEnabled() for p in plots.panels)
     while plots.refresh(run, predictor, {0}):
