@@ -45,6 +45,9 @@ def test_a_retired_item_comes_back_by_key_with_its_legend_entry_and_the_name_ask
     assert not b.isVisible()
     c = panel.item(("c",), lambda: line("new", "#2ca02c"))
     assert _labels(panel) == ["measured — model B", "new"] and c.isVisible()
+    stashed_label = panel.legend._stashed[id(b)][1]
+    panel.drop(("b",))  # a kept item dropped: it and its kept legend label leave the scene
+    assert b.scene() is None and stashed_label.scene() is None and not panel.legend._stashed
 
     panel.reset()  # destructive: nothing kept
     assert _labels(panel) == [] and not panel.pool.items and not panel.pool.spare

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -124,6 +123,12 @@ class TopLegend(pg.LegendItem):
                     part.hide()
                 return True
         return False
+
+    def discard(self, item: Any) -> None:
+        """Destroy a stashed entry (its item is being removed)."""
+        pair = self._stashed.pop(id(item), None)
+        if pair is not None:
+            self._removeItemFromLayout(*pair)
 
     def unstash(self, item: Any) -> None:
         """Put a stashed entry back, last (where a new entry would go)."""
@@ -337,67 +342,3 @@ def connect_reps(starts: np.ndarray) -> np.ndarray:
     if starts.size == 0:
         return np.zeros(0, dtype=bool)
     return np.append(starts[1:] < 0.5, False)
-
-
-class ItemPool:
-    """Plot items created on first use and reused by key.
-
-    ``retire`` (a new sweep) hides every item and takes its legend entry out, keeping both: the next draw that asks
-    for the same key shows them again instead of building a new item and legend label (a plot's first draw of a
-    sweep built 5-10 of them, 1-2 ms each). An item's name can differ between sweeps (another model, profile or
-    KV type): callers pass ``name`` wherever it can. ``clear`` removes everything.
-    """
-
-    def __init__(self) -> None:
-        self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}
-        self.spare: dict[tuple[Any, ...], tuple[Any, Any]] = {}
-
-    def get(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-        hit = self.items.get(key)
-        if hit is not None:
-            return hit[1]
-        spare = self.spare.pop(key, None)
-        if spare is not None and spare[0] is owner:
-            item = spare[1]
-            item.show()
-            legend = getattr(owner, "legend", None)
-            if isinstance(legend, TopLegend):
-                legend.unstash(item)
-            self.items[key] = spare
-            return item
-        if spare is not None:
-            spare[0].removeItem(spare[1])
-        item = make()
-        owner.addItem(item)
-        self.items[key] = (owner, item)
-        return item
-
-    def remove(self, key: tuple[Any, ...]) -> None:
-        for pool in (self.items, self.spare):
-            hit = pool.pop(key, None)
-            if hit is not None:
-                if pool is self.spare:
-                    legend = getattr(hit[0], "legend", None)
-                    if isinstance(legend, TopLegend):
-                        legend.unstash(hit[1])
-                hit[0].removeItem(hit[1])
-
-    def retire(self) -> None:
-        """Hide every item and its legend entry, kept for the next ``get`` of its key."""
-        legends = []
-        for key, (owner, item) in self.items.items():
-            item.hide()
-            legend = getattr(owner, "legend", None)
-            if isinstance(legend, TopLegend) and legend.stash(item) and legend not in legends:
-                legends.append(legend)
-            self.spare[key] = (owner, item)
-        self.items.clear()
-        for legend in legends:
-            legend.relayout()
-
-    def clear(self) -> None:
-        for key in list(self.spare):
-            self.remove(key)
-        for owner, item in self.items.values():
-            owner.removeItem(item)
-        self.items.clear()

@@ -13,7 +13,6 @@ import pyqtgraph as pg
 
 from app.gui.live import LiveRun
 from app.gui.plots.items import (
-    ItemPool,
     TopLegend,
     band_between,
     error_bars,
@@ -25,6 +24,7 @@ from app.gui.plots.items import (
     scatter,
     unstable_rings,
 )
+from app.gui.plots.pool import ItemPool
 from app.gui.plots.style import nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile

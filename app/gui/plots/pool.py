@@ -1,0 +1,72 @@
+"""A plot's items by key, created on first use and kept (hidden) across sweeps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.gui.plots.items import TopLegend
+
+
+def _legend(owner: Any) -> TopLegend | None:
+    legend = getattr(owner, "legend", None)
+    return legend if isinstance(legend, TopLegend) else None
+
+
+class ItemPool:
+    """One plot's items, created on first use and reused by key (one pool per plot: ``owner`` is that plot).
+
+    ``retire`` (a new sweep) hides every item and takes its legend entry out, keeping both: the next draw that asks
+    for the same key shows them again instead of building a new item and legend label (a plot's first draw of a
+    sweep built 5-10 of them, 1-2 ms each). An item's name can differ between sweeps (another model, profile or
+    KV type): callers pass ``name`` wherever it can. ``clear`` removes everything.
+    """
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        self.spare: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+    def get(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        hit = self.items.get(key)
+        if hit is not None:
+            return hit[1]
+        spare = self.spare.pop(key, None)
+        if spare is not None:
+            item = spare[1]
+            item.show()
+            legend = _legend(owner)
+            if legend is not None:
+                legend.unstash(item)
+            self.items[key] = spare
+            return item
+        item = make()
+        owner.addItem(item)
+        self.items[key] = (owner, item)
+        return item
+
+    def remove(self, key: tuple[Any, ...]) -> None:
+        hit = self.items.pop(key, None)
+        if hit is None:
+            hit = self.spare.pop(key, None)
+            legend = _legend(hit[0]) if hit is not None else None
+            if legend is not None:
+                legend.discard(hit[1])
+        if hit is not None:
+            hit[0].removeItem(hit[1])
+
+    def retire(self) -> None:
+        """Hide every item and its legend entry, kept for the next ``get`` of its key."""
+        legends: list[TopLegend] = []
+        for key, (owner, item) in self.items.items():
+            item.hide()
+            legend = _legend(owner)
+            if legend is not None and legend.stash(item) and legend not in legends:
+                legends.append(legend)
+            self.spare[key] = (owner, item)
+        self.items.clear()
+        for legend in legends:
+            legend.relayout()
+
+    def clear(self) -> None:
+        for key in [*self.spare, *self.items]:
+            self.remove(key)
