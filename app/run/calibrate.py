@@ -5,7 +5,7 @@ type (Q8_0) runs shapes of different widths and depths, each at a short prompt f
 at some depth (and, for one shape, half that depth and flash attention off), plus one long prompt deep in the cache:
 these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the cache spill). Every
 other type runs one wide shape at a short and a longer prompt, enough for its own bytes and FLOPs coefficients; so
-the ladder costs about as much as three types crossed with everything (about 3 minutes on 2 cores). The
+the ladder costs about as much as three types crossed with everything (62 s on this 2-core machine). The
 models live in a temporary folder of the data dir that is removed afterwards; the fit is written only at the end
 (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
 """
