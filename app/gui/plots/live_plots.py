@@ -16,6 +16,7 @@ from app.gui.plots.decode import DecodePlot
 from app.gui.plots.itl import ItlPlot
 from app.gui.plots.kv import KvPlot
 from app.gui.plots.panel import PlotPanel, PlotView
+from app.gui.plots.prepaint import prepare_plot
 from app.gui.plots.telemetry import TelemetryPlot
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
@@ -26,6 +27,9 @@ GRID_MIN_HEIGHT_PX = 700
 #: A timer redraw's repaint comes this long after it: more than the 5 ms a short redraw can take, so that input
 #: and other due timers always get their turn between the two (a 2 ms redraw and its 12 ms repaint ran as one).
 REPAINT_DELAY_MS = 20
+#: Between a timer redraw and its deferred repaint, the axes' tick pictures and the grid are built in a turn of
+#: their own (after Qt has laid out what the redraw changed), so the repaint only plays them.
+PREPARE_DELAY_MS = 8
 
 
 class LivePlots(QWidget):
@@ -164,8 +168,9 @@ class LivePlots(QWidget):
         looks at timers again. A redraw that moves an axis range or changes the legend repaints the whole plot
         (8-14 ms, the axes re-rendering their ticks), and with the redraw itself (3-9 ms) that ran as one unbroken
         stretch of the GUI thread. Such a repaint (and a plot's first after a reset) now comes
-        ``REPAINT_DELAY_MS`` later, so input and other due timers are handled between the two; a redraw that only
-        moves data keeps Qt's partial repaint of what changed (a few ms), at once.
+        ``REPAINT_DELAY_MS`` later, so input and other due timers are handled between the two, and the axes' tick
+        pictures are built between them, ``PREPARE_DELAY_MS`` after the redraw (:func:`prepare_plot`); a redraw
+        that only moves data keeps Qt's partial repaint of what changed (a few ms), at once.
         """
         w = panel.widget
         if not defer or not w.isVisible():
@@ -181,6 +186,7 @@ class LivePlots(QWidget):
         finally:
             if first or _layout_state(panel) != before:
                 w.setUpdatesEnabled(False)  # the scene's queued repaint of this draw is dropped; one later, whole
+                QTimer.singleShot(PREPARE_DELAY_MS, w, lambda: prepare_plot(panel.plot))
                 QTimer.singleShot(REPAINT_DELAY_MS, w, lambda: w.setUpdatesEnabled(True))
 
     def fit_legends(self) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from app.gui.plots.bands import SpanBands
 from app.gui.plots.items import line
 from app.gui.plots.panel import PlotPanel, PlotView, xy_of
 from app.gui.plots.style import DECODE_BRUSH, MIB, PREFILL_BRUSH, finite_max, nice_ceil
@@ -25,10 +26,12 @@ class TelemetryPlot(PlotPanel):
 
     def __init__(self, title: str | None = None, columns: int | None = None) -> None:
         super().__init__(title, columns)
-        self._regions: list[pg.LinearRegionItem] = []
+        self.phases = SpanBands({"prefill": PREFILL_BRUSH, "decode": DECODE_BRUSH})
+        self.plot.addItem(self.phases, ignoreBounds=True)
         self._n_phases = 0
         self._mem_pred: pg.InfiniteLine | None = None
         self._right_items: dict[str, pg.PlotDataItem] = {}
+        self._hidden: set[str] = set()  # right-axis lines retired with their legend entries, kept for reuse
         self.vb2 = self._setup_right_axis()
 
     def _setup_right_axis(self) -> pg.ViewBox:
@@ -55,27 +58,50 @@ class TelemetryPlot(PlotPanel):
         return vb2
 
     def _right(self, key: str, name: str, c: str, dashed: bool = False) -> pg.PlotDataItem:
+        """A line on the right axis, made on first use; one hidden by :meth:`retire` is shown again."""
         item = self._right_items.get(key)
         if item is None:
             item = line(None, c, 1.5, dashed)
             self.vb2.addItem(item)
             self.legend.addItem(item, name)
             self._right_items[key] = item
+        elif key in self._hidden:
+            self._hidden.discard(key)
+            item.show()
+            self.legend.unstash(item)
         return item
+
+    def retire(self) -> None:
+        """As :meth:`PlotPanel.retire`; the right axis' lines are hidden and kept too."""
+        stashed = False
+        for key, item in self._right_items.items():
+            if key not in self._hidden:
+                self._hidden.add(key)
+                item.setData([], [])
+                item.hide()
+                stashed = self.legend.stash(item) or stashed
+        if stashed:
+            self.legend.relayout()
+        super().retire()
+
+    def reset(self) -> None:
+        """As :meth:`PlotPanel.reset`; the right axis' lines are removed too."""
+        for key, item in self._right_items.items():
+            self.vb2.removeItem(item)
+            if key in self._hidden:
+                self.legend.discard(item)
+            else:
+                self.legend.removeItem(item)
+        self._right_items.clear()
+        self._hidden.clear()
+        super().reset()
 
     def forget(self) -> None:
         super().forget()
-        for r in self._regions:
-            self.plot.removeItem(r)
-        self._regions.clear()
+        self.phases.clear()
         self._n_phases = 0
-        for item in self._right_items.values():
-            self.vb2.removeItem(item)
-            self.legend.removeItem(item)
-        self._right_items.clear()
         if self._mem_pred is not None:
-            self.plot.removeItem(self._mem_pred)
-            self._mem_pred = None
+            self._mem_pred.hide()  # kept: a line with its label takes ~2 ms to build
         self.vb2.enableAutoRange()
 
     def key(self, view: PlotView) -> tuple[Any, ...]:
@@ -90,7 +116,7 @@ class TelemetryPlot(PlotPanel):
 
     @property
     def n_phase_regions(self) -> int:
-        return len(self._regions)
+        return len(self.phases.spans)
 
     def draw(self, view: PlotView) -> None:
         s = view.session
@@ -111,7 +137,7 @@ class TelemetryPlot(PlotPanel):
         t_hi = finite_max(t, [float(s.t_s(sp.end_ns)) for sp in s.phases[-1:]])
         x = (0.0, nice_ceil(t_hi)) if np.isfinite(t_hi) else None
         mem_hi = finite_max(tel["rss_bytes"] / MIB, tel["vram_used_bytes"] / MIB,
-                            [self._mem_pred.value()] if self._mem_pred is not None else [])
+                            [self._mem_pred.value()] if self._mem_shown else [])
         self.set_range(self.plot.getViewBox(), x, mem_hi if np.isfinite(mem_hi) else None)
         pct_hi = finite_max([100.0], tel["cpu_pct"], tel["gpu_util_pct"], tel["power_w"])
         self.set_range(self.vb2, None, pct_hi, which="right")
@@ -120,12 +146,8 @@ class TelemetryPlot(PlotPanel):
         """Shade the prefill and decode spans that finished since the last draw."""
         s = view.session
         for span in s.phases[self._n_phases:]:
-            brush = PREFILL_BRUSH if span.phase == "prefill" else DECODE_BRUSH
-            region = pg.LinearRegionItem(values=(float(s.t_s(span.start_ns)), float(s.t_s(span.end_ns))),
-                                         movable=False, brush=pg.mkBrush(*brush), pen=pg.mkPen(None))
-            region.setZValue(-10)
-            self.plot.addItem(region, ignoreBounds=True)
-            self._regions.append(region)
+            self.phases.add(float(s.t_s(span.start_ns)), float(s.t_s(span.end_ns)),
+                            "prefill" if span.phase == "prefill" else "decode")
         self._n_phases = len(s.phases)
 
     def _draw_mem_pred(self, view: PlotView) -> None:
@@ -143,3 +165,8 @@ class TelemetryPlot(PlotPanel):
                 labelOpts={"position": 0.12, "color": "#1f77b4", "anchors": [(0, 1), (0, 1)]})
             self.plot.addItem(self._mem_pred)
         self._mem_pred.setPos(needed / MIB)
+        self._mem_pred.show()
+
+    @property
+    def _mem_shown(self) -> bool:
+        return self._mem_pred is not None and self._mem_pred.isVisible()
