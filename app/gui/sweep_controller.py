@@ -26,10 +26,6 @@ from app.run.plan import TestSpec
 from app.run.session import SweepOutcome
 
 REDRAW_MS = 100
-#: A plot's redraw waits this long after the work before it (the tick, the previous plot's redraw): more than a
-#: frame (Qt paints together every update asked for within one), so the previous plot's repaint and any input are
-#: handled in between and no two of them run as one stretch.
-STEP_MS = 40
 
 #: What a failure means and what to try, by its typed kind (see FailureKind); ``{reason}`` is the message.
 FAILURE_ADVICE: dict[str, str] = {
@@ -78,14 +74,14 @@ class SweepController(QObject):
         self.bridge = SweepBridge(self, store_path=store_path)
         self.bridge.finished.connect(self._finished)
         self._starting = False  # between start() and the sweep thread's start (plots drawn first)
-        self._draw_queued = False  # a tick's plot redraw waits for its turn of the event loop
+        self.pacer = plots.pacer  # every deferred piece of work (tick, redraws, repaints) in one queue, spaced
         self._rows_seen = -1
         self._last_progress: tuple[Any, ...] | None = None
         self.contention = ContentionWatch()
         self._contention_at = 0.0
         self.timer = QTimer(self)
         self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(self.tick)
+        self.timer.timeout.connect(lambda: self.pacer.post(self.tick, key="tick"))
         self.timer.start()
 
     @property
@@ -108,7 +104,7 @@ class SweepController(QObject):
         self.editor.set_running(True)
         self.editor.progress.setValue(0)
         self.editor.progress.setFormat("starting…")
-        QTimer.singleShot(1, self, lambda: self._when_drawn(lambda: self._launch(tests, name)))
+        self.pacer.post(lambda: self._when_drawn(lambda: self._launch(tests, name)))
         return None
 
     def preview(self, tests: list[TestSpec]) -> None:
@@ -142,9 +138,14 @@ class SweepController(QObject):
             self.bridge.cancel()
             self.bridge.wait(timeout_s)
         self.timer.stop()
+        self.pacer.clear()
 
     def _finished(self, outcome: SweepOutcome | str) -> None:
-        self.tick()  # the last events and rows; the plots follow one per turn of the event loop (at once: 25 ms)
+        """The sweep thread ended: its last events and rows (one piece), then the window's state (another)."""
+        self.pacer.post(self.tick, key="tick")
+        self.pacer.post(lambda: self._finish(outcome))
+
+    def _finish(self, outcome: SweepOutcome | str) -> None:
         self.editor.set_running(False)
         if isinstance(outcome, str):
             self.session.mark_finished()
@@ -158,14 +159,14 @@ class SweepController(QObject):
         self.editor.progress.setValue(1000)
         self.editor.progress.setFormat("cancelled" if self.session.cancelled else "done")
         self.editor.status.setText("")
-        QTimer.singleShot(1, self, lambda: self._when_drawn(lambda: self.finished.emit(outcome)))
+        self.pacer.post(lambda: self._when_drawn(lambda: self.finished.emit(outcome)))
 
     def _when_drawn(self, then: Callable[[], None]) -> None:
-        """Bring the plots up to date one per turn of the event loop, then call ``then`` (the sweep's end is
-        announced with every plot showing all of it)."""
+        """Bring the plots up to date one per piece of the pacer (each plot's repaint pieces in between), then
+        call ``then`` (the sweep's end is announced with every plot showing all of it)."""
         self.plots.refresh(self.session, self.predictor, self.selected)
         if self.plots.behind:
-            QTimer.singleShot(STEP_MS, self, lambda: self._when_drawn(then))
+            self.pacer.post(lambda: self._when_drawn(then))
             return
         then()
 
@@ -197,20 +198,25 @@ class SweepController(QObject):
             self.session.extend(events)
             self.announce(events)
         if self.session.rows_version != self._rows_seen:
-            self._rows_seen = self.session.rows_version
-            self.rowsChanged.emit(self.session.ordered_rows())
+            if force:
+                self._emit_rows()
+            else:  # the table, the scenario and the inspector follow: a piece of their own (4-8 ms)
+                self.pacer.post(self._emit_rows, key="rows")
         if self.bridge.running:
             self._update_progress()
             self._check_contention()
         if force:
             self.plots.refresh(self.session, self.predictor, self.selected, force=True)
-        elif self.view.isVisible() and not self._starting and not self._draw_queued:  # starting: _when_drawn draws
-            self._draw_queued = True
-            QTimer.singleShot(STEP_MS, self, self._draw_one)  # its own turn of the event loop, after the rows
+        elif self.view.isVisible() and not self._starting:  # starting: _when_drawn draws
+            self.pacer.post(self._draw_one, key="draw")  # a piece of its own, after the rows
+
+    def _emit_rows(self) -> None:
+        if self.session.rows_version != self._rows_seen:
+            self._rows_seen = self.session.rows_version
+            self.rowsChanged.emit(self.session.ordered_rows())
 
     def _draw_one(self) -> None:
         """Redraw the plot that waited longest of those due (one per tick)."""
-        self._draw_queued = False
         self.plots.refresh(self.session, self.predictor, self.selected)
 
     def announce(self, events: list[Event]) -> None:

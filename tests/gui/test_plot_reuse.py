@@ -45,12 +45,15 @@ def test_a_retired_item_comes_back_by_key_with_its_legend_entry_and_the_name_ask
     assert not b.isVisible()
     c = panel.item(("c",), lambda: line("new", "#2ca02c"))
     assert _labels(panel) == ["measured — model B", "new"] and c.isVisible()
-    stashed_label = panel.legend._stashed[id(b)][1]
-    panel.drop(("b",))  # a kept item dropped: it and its kept legend label leave the scene
-    assert b.scene() is None and stashed_label.scene() is None and not panel.legend._stashed
+    panel.drop(("c",))  # an item that comes and goes within a sweep: hidden and out of the legend, kept
+    assert not c.isVisible() and _labels(panel) == ["measured — model B"]
+    assert panel.item(("c",), lambda: made.append("c") or line("x", "#000"), "new") is c and not made
+    assert c.isVisible() and _labels(panel) == ["measured — model B", "new"]
 
-    panel.reset()  # destructive: nothing kept
+    stashed_label = panel.legend._stashed[id(b)][1]
+    panel.reset()  # destructive: nothing kept; kept items and their kept legend labels leave the scene
     assert _labels(panel) == [] and not panel.pool.items and not panel.pool.spare
+    assert b.scene() is None and stashed_label.scene() is None and not panel.legend._stashed
     assert panel.item(("a",), lambda: line("fresh", "#000")) is not a
 
 

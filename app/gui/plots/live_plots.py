@@ -12,6 +12,7 @@ from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QStackedLayout, QTabWidget, QWidget
 
 from app.gui.live import LiveRun
+from app.gui.pacer import Pacer
 from app.gui.plots.decode import DecodePlot
 from app.gui.plots.itl import ItlPlot
 from app.gui.plots.kv import KvPlot
@@ -24,12 +25,6 @@ from app.gui.predictions import PredictionService
 #: Below this height two rows of plots, each with a legend above its data, leave too little of each to read
 #: (at 1600×1000 a 289 px plot kept 135 px of data under a four-entry legend): the plots go into two tabs.
 GRID_MIN_HEIGHT_PX = 700
-#: A timer redraw's repaint comes this long after it: more than the 5 ms a short redraw can take, so that input
-#: and other due timers always get their turn between the two (a 2 ms redraw and its 12 ms repaint ran as one).
-REPAINT_DELAY_MS = 20
-#: Between a timer redraw and its deferred repaint, the axes' tick pictures and the grid are built in a turn of
-#: their own (after Qt has laid out what the redraw changed), so the repaint only plays them.
-PREPARE_DELAY_MS = 8
 
 
 class LivePlots(QWidget):
@@ -51,8 +46,9 @@ class LivePlots(QWidget):
         self._plot_keys: dict[str, tuple[Any, ...]] = {}
         self._drawn_at: dict[str, int] = {}
         self._behind = False
-        self._legend_entries = 0
+        self._legend_entries: dict[str, int] = {}
         self.max_per_refresh = 1
+        self.pacer = Pacer(self)  # deferred pieces of the window's drawing, one per turn of the event loop
         for w in self.plots():
             for name in ("left", "bottom", "right"):
                 w.getPlotItem().getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -154,10 +150,6 @@ class LivePlots(QWidget):
             self.redraws += 1
             self._drawn_at[p.name] = self.redraws
         self._behind = any(self._plot_keys.get(k) != v for k, v in keys.items())
-        n_entries = sum(len(p.legend.items) for p in self.panels)
-        if n_entries != self._legend_entries:
-            self._legend_entries = n_entries
-            self.fit_legends()
         return bool(changed)
 
     def _draw_then_paint(self, panel: PlotPanel, view: PlotView, defer: bool) -> None:
@@ -167,27 +159,36 @@ class LivePlots(QWidget):
         Qt repaints a scene from events it posts while the items change, and it handles posted events before it
         looks at timers again. A redraw that moves an axis range or changes the legend repaints the whole plot
         (8-14 ms, the axes re-rendering their ticks), and with the redraw itself (3-9 ms) that ran as one unbroken
-        stretch of the GUI thread. Such a repaint (and a plot's first after a reset) now comes
-        ``REPAINT_DELAY_MS`` later, so input and other due timers are handled between the two, and the axes' tick
-        pictures are built between them, ``PREPARE_DELAY_MS`` after the redraw (:func:`prepare_plot`); a redraw
-        that only moves data keeps Qt's partial repaint of what changed (a few ms), at once.
+        stretch of the GUI thread. Such a repaint (and a plot's first after a reset) is now two later pieces of
+        the :attr:`pacer`: the axes' tick pictures and the grid (:func:`prepare_plot`), then the repaint, which
+        only plays them. A redraw that only moves data keeps Qt's partial repaint of what changed (a few ms), at
+        once.
         """
         w = panel.widget
         if not defer or not w.isVisible():
             try:
-                panel.draw(view)
+                self._draw_and_fit(panel, view)
             finally:
                 w.setUpdatesEnabled(True)  # after a reset
             return
         first = not w.updatesEnabled()  # hidden since a reset: its whole picture changes
         before = None if first else _layout_state(panel)
         try:
-            panel.draw(view)
+            self._draw_and_fit(panel, view)
         finally:
             if first or _layout_state(panel) != before:
                 w.setUpdatesEnabled(False)  # the scene's queued repaint of this draw is dropped; one later, whole
-                QTimer.singleShot(PREPARE_DELAY_MS, w, lambda: prepare_plot(panel.plot))
-                QTimer.singleShot(REPAINT_DELAY_MS, w, lambda: w.setUpdatesEnabled(True))
+                self.pacer.post(lambda: prepare_plot(panel.plot), key=("prepare", panel.name))
+                self.pacer.post(lambda: w.setUpdatesEnabled(True), key=("repaint", panel.name))
+
+    def _draw_and_fit(self, panel: PlotPanel, view: PlotView) -> None:
+        """Draw ``panel``; where its legend gained or lost entries, fit its columns now (in the same piece, so a
+        legend that changes rows is seen as a layout change and its repaint deferred with the rest)."""
+        panel.draw(view)
+        n = len(panel.legend.items)
+        if self._legend_entries.get(panel.name) != n:
+            self._legend_entries[panel.name] = n
+            panel.fit_legend()
 
     def fit_legends(self) -> None:
         """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""
@@ -240,8 +241,17 @@ class LivePlots(QWidget):
 
 
 def _layout_state(panel: PlotPanel) -> tuple[Any, ...]:
-    """What, when a redraw changes it, makes the whole plot repaint: its views' ranges and its legend entries."""
+    """What, when a redraw changes it, makes the whole plot repaint: its views' ranges and sizes, and its legend.
+
+    The plot's layout is settled first (Qt would do it from a posted event, after this check: a legend that gained a
+    row shrinks the view), then the views take their ranges (an auto-ranging view would inside the paint).
+    """
+    panel.legend.layout.activate()
+    panel.plot.layout.activate()
+    scene = panel.plot.scene()
+    if scene is not None:
+        scene.prepareForPaint()
     views = [v for v in (panel.plot.getViewBox(), getattr(panel, "vb2", None)) if v is not None]
-    for v in views:
-        v.prepareForPaint()  # an auto-ranging view takes its new range here, not in the paint
-    return (*(tuple(map(tuple, v.viewRange())) for v in views), len(panel.legend.items), panel.legend.collapsed)
+    legend = panel.legend
+    return (*(tuple(map(tuple, v.viewRange())) for v in views), tuple(panel.plot.getViewBox().size().toTuple()),
+            len(legend.items), legend.collapsed, legend.columnCount)

@@ -188,8 +188,9 @@ class PlotPanel(ABC):
         return item
 
     def drop(self, key: tuple[Any, ...]) -> None:
-        """Remove the item for ``(name, *key)`` (and its legend entry), if there is one."""
-        self.pool.remove((self.name, *key))
+        """Take the item for ``(name, *key)`` and its legend entry off the plot, if there is one (kept hidden: the
+        next draw that asks for it shows it again)."""
+        self.pool.park((self.name, *key))
 
     def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)``; empty if none."""

@@ -54,16 +54,27 @@ class ItemPool:
         if hit is not None:
             hit[0].removeItem(hit[1])
 
+    def park(self, key: tuple[Any, ...]) -> None:
+        """Hide one item and its legend entry, kept for the next ``get`` of its key (an item that comes and goes
+        within a sweep, such as the repetitions of the test running: built once, not once per test)."""
+        self._park([key])
+
     def retire(self) -> None:
         """Hide every item and its legend entry, kept for the next ``get`` of its key."""
+        self._park(list(self.items))
+
+    def _park(self, keys: list[tuple[Any, ...]]) -> None:
         legends: list[TopLegend] = []
-        for key, (owner, item) in self.items.items():
+        for key in keys:
+            hit = self.items.pop(key, None)
+            if hit is None:
+                continue
+            owner, item = hit
             item.hide()
             legend = _legend(owner)
             if legend is not None and legend.stash(item) and legend not in legends:
                 legends.append(legend)
-            self.spare[key] = (owner, item)
-        self.items.clear()
+            self.spare[key] = hit
         for legend in legends:
             legend.relayout()
 

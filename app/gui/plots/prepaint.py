@@ -31,7 +31,11 @@ def prepare_axis(axis: pg.AxisItem) -> bool:
 
 
 def prepare_plot(plot: pg.PlotItem) -> int:
-    """Build every visible axis' tick picture and the grid's lines that the next paint would; how many axes."""
+    """Settle the views' ranges and transforms (what pyqtgraph does at the start of a paint), then build every
+    visible axis' tick picture and the grid's lines that the next paint would; how many axes."""
+    scene = plot.scene()
+    if scene is not None:
+        scene.prepareForPaint()  # an auto-ranging or resized view takes its range now, not inside the paint
     built = sum(prepare_axis(entry["item"]) for entry in plot.axes.values())
     for item in plot.getViewBox().addedItems:
         if isinstance(item, TickGrid):
