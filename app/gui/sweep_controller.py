@@ -126,6 +126,7 @@ class SweepController(QObject):
         """
         self._starting = False
         self.bridge.start(tests, sweep_name=name, command="gguf-workbench", facts=dict(self.predictor.facts))
+        self.plots.prewarm(self.session, self.predictor)  # while the worker loads the model
 
     def cancel(self) -> None:
         if self.bridge.running:

@@ -187,6 +187,14 @@ class PlotPanel(ABC):
             rename(self.plot, item, name)
         return item
 
+    def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Callable[[], Any]]]:
+        """Items (key, make) that a sweep's first measurements would build, built ahead (and hidden) by
+        :meth:`LivePlots.prewarm` while the model loads; by default the unstable-point rings."""
+        return [(("unstable",), unstable_rings)]
+
+    def make_spare(self, key: tuple[Any, ...], make: Callable[[], Any]) -> bool:
+        return self.pool.make_spare(self.plot, (self.name, *key), make)
+
     def drop(self, key: tuple[Any, ...]) -> None:
         """Take the item for ``(name, *key)`` and its legend entry off the plot, if there is one (kept hidden: the
         next draw that asks for it shows it again)."""

@@ -54,6 +54,14 @@ class ItemPool:
         if hit is not None:
             hit[0].removeItem(hit[1])
 
+    def make_spare(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> bool:
+        """Build the item for ``key`` ahead of its first use, hidden (False if there is one already)."""
+        if key in self.items or key in self.spare:
+            return False
+        self.get(owner, key, make)
+        self.park(key)
+        return True
+
     def park(self, key: tuple[Any, ...]) -> None:
         """Hide one item and its legend entry, kept for the next ``get`` of its key (an item that comes and goes
         within a sweep, such as the repetitions of the test running: built once, not once per test)."""

@@ -46,6 +46,12 @@ class TtftPlot(PlotPanel):
         self.item(("hl",), lambda: ring(None)).setData([float(r["n_prompt"]) for r in hi],
                                                        [float(r["ttft_ms"]) for r in hi])
 
+    def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Any]]:
+        """As :meth:`PlotPanel.spares`, and each model's repetition markers."""
+        names = [view.label("repetition (as it lands)", path) for path in view.models]
+        reps = [(("rep", m), lambda m=m, n=n: hollow(n, color(m))) for m, n in enumerate(names)]
+        return [*super().spares(view), *reps]
+
     def _draw_repetitions(self, view: PlotView, m: int, path: str) -> None:
         """Each timed repetition's prefill time as it lands, for tests whose mean is not in yet."""
         s = view.session
