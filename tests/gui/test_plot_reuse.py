@@ -95,3 +95,44 @@ def test_the_grid_follows_the_axes_ticks_and_not_the_data(qtbot) -> None:  # noq
     QCoreApplication.processEvents()
     assert plot.getViewBox().childrenBounds()[0][1] < 10
 
+
+
+def test_a_spare_built_ahead_is_hidden_out_of_the_legend_and_shown_by_its_first_use(qtbot) -> None:  # noqa: ANN001
+    panel = _Panel()
+    qtbot.addWidget(panel.widget)
+    panel.item(("pred",), lambda: line("predicted", "#d62728"))
+    made: list[str] = []
+    assert panel.make_spare(("rep",), lambda: made.append("rep") or line("repetition", "#1f77b4"))
+    assert not panel.make_spare(("rep",), lambda: line("again", "#000"))  # one per key
+    rep = panel.pool.spare[("t", "rep")][1]
+    assert made == ["rep"] and not rep.isVisible() and _labels(panel) == ["predicted"]
+    assert rep.scene() is panel.plot.scene()  # in the plot already: the first use only shows it
+    again = panel.item(("rep",), lambda: made.append("twice") or line("x", "#000"), "repetition — model B")
+    assert again is rep and made == ["rep"] and rep.isVisible()
+    assert _labels(panel) == ["predicted", "repetition — model B"]
+    panel.drop(("rep",))
+    assert _labels(panel) == ["predicted"] and not rep.isVisible()
+
+
+def test_the_pacer_runs_one_piece_per_turn_in_order_and_a_keyed_piece_once(qtbot) -> None:  # noqa: ANN001
+    from app.gui.pacer import Pacer
+
+    pacer = Pacer(gap_ms=5)
+    ran: list[str] = []
+    assert pacer.post(lambda: ran.append("a"), key="a")
+    assert not pacer.post(lambda: ran.append("a2"), key="a")  # still waiting: not queued twice
+    pacer.post(lambda: (ran.append("b"), pacer.post(lambda: ran.append("d"))))  # posted while running: after c
+    pacer.post(lambda: ran.append("c"))
+    assert ran == [] and len(pacer) == 3  # nothing runs inside post
+    qtbot.waitUntil(lambda: ran == ["a", "b", "c", "d"], timeout=2000)
+    from PySide6.QtCore import QTimer
+
+    ran.clear()  # pieces run in turns of their own: a zero-delay timer set by one runs before the next piece
+    pacer.post(lambda: QTimer.singleShot(0, lambda: ran.append("turn")))
+    pacer.post(lambda: ran.append("next"))
+    qtbot.waitUntil(lambda: "next" in ran, timeout=2000)
+    assert ran == ["turn", "next"]
+    pacer.post(lambda: ran.append("e"))
+    pacer.clear()
+    qtbot.wait(30)
+    assert ran == ["turn", "next"] and len(pacer) == 0

@@ -71,6 +71,16 @@ class TopLegend(pg.LegendItem):
         cache_text(self.items[-1][1])
         self._settle()
 
+    def add_stashed(self, item: Any, name: str) -> None:
+        """An entry for ``item`` made now but kept out (as :meth:`stash` leaves one): :meth:`unstash` shows it."""
+        label = pg.LabelItem(name, color=self.opts["labelTextColor"], justify="left", size=self.opts["labelTextSize"])
+        sample = item if isinstance(item, self.sampleType) else self.sampleType(item)
+        sample.sigClicked.connect(self.sigSampleClicked)
+        cache_text(label)
+        sample.hide()
+        label.hide()
+        self._stashed[id(item)] = (sample, label)
+
     def _settle(self) -> None:
         """Lay everything out again where an entry could not take its cell; update the header."""
         if self._needs_relayout:

@@ -58,8 +58,18 @@ class ItemPool:
         """Build the item for ``key`` ahead of its first use, hidden (False if there is one already)."""
         if key in self.items or key in self.spare:
             return False
-        self.get(owner, key, make)
-        self.park(key)
+        item = make()
+        item.hide()
+        name = item.name() if hasattr(item, "name") else None
+        legend = _legend(owner)
+        if name and legend is not None:
+            item.opts["name"] = None  # added without a legend entry (laying the legend out again: 5-8 ms) ...
+            owner.addItem(item)
+            item.opts["name"] = name
+            legend.add_stashed(item, name)  # ... and given one kept out, as a parked item's is
+        else:
+            owner.addItem(item)
+        self.spare[key] = (owner, item)
         return True
 
     def park(self, key: tuple[Any, ...]) -> None:
