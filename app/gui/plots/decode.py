@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from app.gui.plots.envelope import chunk_tokens, envelope
 from app.gui.plots.items import connect_reps, line, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name
@@ -45,6 +46,7 @@ class DecodePlot(PlotPanel):
                     for t in view.tests] + [64]) * 1.05
         xs = np.linspace(0, xmax, CURVE_POINTS)
         tok_m = view.model_of_tokens()
+        chunk = chunk_tokens(xmax, self.plot.getViewBox().width())  # repetitions overlap: per-token runs, not x
         pos, rate, starts = s.tok_pos.view(), s.tok_rate.view(), s.tok_rep_start.view()
         rows = [r for r in s.ok_rows() if r.get("decode_tps") is not None]
         curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -52,8 +54,9 @@ class DecodePlot(PlotPanel):
         for m, path in enumerate(view.models):
             c, mask = color(m), tok_m == m
             tok_name = view.label("per token (measured)", path)
+            x, y, conn = envelope(pos[mask], rate[mask], connect_reps(starts[mask]), chunk)
             self.item(("tok", m), lambda c=c, n=tok_name: line(n, c, 1.0, alpha=110), tok_name).setData(
-                pos[mask], rate[mask], connect=connect_reps(starts[mask]))
+                x, y, connect=conn)
             mine = [r for r in rows if r.get("model_path") == path]
             self.points_with_sd(m, view.label("test mean (±1 sd)", path), c, (
                 np.array([mean_pos(r) for r in mine]), np.array([float(r["decode_tps"]) for r in mine]),
@@ -64,8 +67,8 @@ class DecodePlot(PlotPanel):
                 curves[m] = (xs, ys)
         self.curves = curves
         in_sel = view.selected_tokens()
-        self.item(("hltok",), lambda: line(None, HILITE, 1.6)).setData(
-            pos[in_sel], rate[in_sel], connect=connect_reps(starts[in_sel]))
+        x, y, conn = envelope(pos[in_sel], rate[in_sel], connect_reps(starts[in_sel]), chunk)
+        self.item(("hltok",), lambda: line(None, HILITE, 1.6)).setData(x, y, connect=conn)
         self.mark_unstable([(mean_pos(r), float(r["decode_tps"])) for r in rows
                             if "decode_tps" in str(r.get("unstable_metrics") or "")])
         hi = [r for r in rows if r.get("test_index") in view.selected]

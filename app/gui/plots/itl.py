@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from app.gui.plots.decode import DecodePlot
+from app.gui.plots.envelope import chunk_tokens, envelope
 from app.gui.plots.items import connect_reps, expected_line, line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import HILITE, finite_max, nice_ceil
@@ -36,7 +37,8 @@ class ItlPlot(PlotPanel):
         t = np.asarray(s.t_s(s.tok_t_ns.view()))
         itl, starts = s.tok_itl_ms.view(), s.tok_rep_start.view()
         conn = connect_reps(starts)
-        self.item(("meas",), lambda: line("measured, per token", "#1f77b4", 1.0)).setData(t, itl, connect=conn)
+        tx, ty, tconn = envelope(t, itl, conn, chunk_tokens(itl.size, self.plot.getViewBox().width()))
+        self.item(("meas",), lambda: line("measured, per token", "#1f77b4", 1.0)).setData(tx, ty, connect=tconn)
         floor = self._floor(view, itl.size, self.decode.curves)
         self.item(("pred",), lambda: line("predicted floor (1000 / ceiling)", "#d62728", 1.6, dashed=True)).setData(
             t, floor, connect=conn)
