@@ -33,7 +33,7 @@ from app.gui.panels.scenario import ScenarioPanel
 from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
 from app.gui.predictions import PredictionService
-from app.gui.qt_compat import collect_garbage_on_the_gui_thread
+from app.gui.qt_compat import collect_garbage_on_the_gui_thread, settle_heap
 from app.gui.remote_dialog import RemoteDialog
 from app.gui.results_panel import ResultsPanel
 from app.gui.run_browser import RunBrowser
@@ -96,6 +96,7 @@ class MainWindow(QMainWindow):
             self._restore_settings()
         self.hardware.start_detection(probe)
         self.details.update_inspector()
+        settle_heap()  # the window's objects out of the 1 s collector's full passes (50-80 ms each otherwise)
 
     # ------------------------------------------------------------------------------------------ parts
     def _build_parts(self) -> None:

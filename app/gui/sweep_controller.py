@@ -21,11 +21,14 @@ from app.gui.live import LiveRun, test_label
 from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
 from app.gui.predictions import PredictionService
+from app.gui.qt_compat import settle_heap
 from app.run.events import Event, FailureKind, ModelLoaded, Notice, TestFailed, WorkerError
 from app.run.plan import TestSpec
 from app.run.session import SweepOutcome
 
 REDRAW_MS = 100
+#: After a sweep, the window's full garbage collection (50-80 ms) waits this long, and is skipped if a sweep runs.
+IDLE_HEAP_S = 2
 
 #: What a failure means and what to try, by its typed kind (see FailureKind); ``{reason}`` is the message.
 FAILURE_ADVICE: dict[str, str] = {
@@ -161,6 +164,12 @@ class SweepController(QObject):
         self.editor.progress.setFormat("cancelled" if self.session.cancelled else "done")
         self.editor.status.setText("")
         self.pacer.post(lambda: self._when_drawn(lambda: self.finished.emit(outcome)))
+        QTimer.singleShot(IDLE_HEAP_S * 1000, self, self._settle_heap_if_idle)
+
+    def _settle_heap_if_idle(self) -> None:
+        """A full garbage collection once the window has been idle a while after a sweep (not if another runs)."""
+        if not self.busy:
+            settle_heap()
 
     def _when_drawn(self, then: Callable[[], None]) -> None:
         """Bring the plots up to date one per piece of the pacer (each plot's repaint pieces in between), then
