@@ -34,9 +34,16 @@ def test_a_retired_item_comes_back_by_key_with_its_legend_entry_and_the_name_ask
     a.setData([0, 1], [1, 2])
     assert _labels(panel) == ["measured — model A", "predicted"]
 
-    panel.retire()
-    assert not a.isVisible() and not b.isVisible() and _labels(panel) == []
+    panel.retire()  # a new sweep: hidden; the legend entries wait for the next draw's settle
+    assert not a.isVisible() and not b.isVisible() and _labels(panel) == ["measured — model A", "predicted"]
     assert panel.data_of("t", "a")[0].size == 0  # a retired item is not drawn data
+    entry = panel.legend.items[0]
+    assert panel.item(("a",), lambda: line("x", "#000")) is a and a.isVisible()  # asked for again: its entry
+    panel.settle()  # never left the legend; the one not asked for (b) leaves it now
+    assert panel.legend.items == [entry] and not b.isVisible()
+    panel.retire()
+    panel.settle()
+    assert _labels(panel) == []
 
     made: list[str] = []
     again = panel.item(("a",), lambda: made.append("a") or line("x", "#000"), "measured — model B")
@@ -66,7 +73,8 @@ def test_entries_coming_back_in_another_order_never_share_a_legend_cell(qtbot, q
     panel.retire()
     for k in "dxa":
         panel.item((k,), lambda k=k: line(f"entry {k}", "#333"))
-    assert _labels(panel) == ["entry d", "entry x", "entry a"]
+    panel.settle()
+    assert _labels(panel) == ["entry a", "entry d", "entry x"]  # kept entries keep their order, new ones last
     lay = panel.legend.layout
     laid_out = {id(lay.itemAt(r, c)) for r in range(lay.rowCount()) for c in range(lay.columnCount())
                 if lay.itemAt(r, c) is not None}

@@ -194,6 +194,7 @@ class LivePlots(QWidget):
         """Draw ``panel``; where its legend gained or lost entries, fit its columns now (in the same piece, so a
         legend that changes rows is seen as a layout change and its repaint deferred with the rest)."""
         panel.draw(view)
+        panel.settle()
         n = len(panel.legend.items)
         if self._legend_entries.get(panel.name) != n:
             self._legend_entries[panel.name] = n

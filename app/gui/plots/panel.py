@@ -170,6 +170,10 @@ class PlotPanel(ABC):
         self.pool.retire()
         self.forget()
 
+    def settle(self) -> None:
+        """After a draw: the items retired by a new sweep that it did not ask for leave the legend."""
+        self.pool.settle()
+
     def forget(self) -> None:
         """What a plot drew outside its item pool, and its axis ranges, forgotten (both ``reset`` and ``retire``)."""
         self.reset_ranges()

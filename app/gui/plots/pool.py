@@ -25,10 +25,16 @@ class ItemPool:
     def __init__(self) -> None:
         self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self.spare: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        self.stale: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # retired: hidden, legend entries still laid out
 
     def get(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         hit = self.items.get(key)
         if hit is not None:
+            return hit[1]
+        hit = self.stale.pop(key, None)
+        if hit is not None:  # retired and asked for again before :meth:`settle`: its legend entry never left
+            hit[1].show()
+            self.items[key] = hit
             return hit[1]
         spare = self.spare.pop(key, None)
         if spare is not None:
@@ -45,7 +51,7 @@ class ItemPool:
         return item
 
     def remove(self, key: tuple[Any, ...]) -> None:
-        hit = self.items.pop(key, None)
+        hit = self.items.pop(key, None) or self.stale.pop(key, None)
         if hit is None:
             hit = self.spare.pop(key, None)
             legend = _legend(hit[0]) if hit is not None else None
@@ -56,7 +62,7 @@ class ItemPool:
 
     def make_spare(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> bool:
         """Build the item for ``key`` ahead of its first use, hidden (False if there is one already)."""
-        if key in self.items or key in self.spare:
+        if key in self.items or key in self.spare or key in self.stale:
             return False
         item = make()
         item.hide()
@@ -78,13 +84,24 @@ class ItemPool:
         self._park([key])
 
     def retire(self) -> None:
-        """Hide every item and its legend entry, kept for the next ``get`` of its key."""
-        self._park(list(self.items))
+        """Hide every item, kept for the next ``get`` of its key; :meth:`settle` (after the next draw) takes the
+        legend entries of those not asked for again out. A new sweep of the same models asks for the same items, so
+        their entries never leave the legend and it is not laid out twice (the first draw of a sweep took 15 ms)."""
+        for key, hit in self.items.items():
+            hit[1].hide()
+            self.stale[key] = hit
+        self.items.clear()
+
+    def settle(self) -> bool:
+        """Park the retired items the last draw did not ask for (their legend entries out); True if any."""
+        keys = list(self.stale)
+        self._park(keys)
+        return bool(keys)
 
     def _park(self, keys: list[tuple[Any, ...]]) -> None:
         legends: list[TopLegend] = []
         for key in keys:
-            hit = self.items.pop(key, None)
+            hit = self.items.pop(key, None) or self.stale.pop(key, None)
             if hit is None:
                 continue
             owner, item = hit
@@ -97,5 +114,5 @@ class ItemPool:
             legend.relayout()
 
     def clear(self) -> None:
-        for key in [*self.spare, *self.items]:
+        for key in [*self.spare, *self.items, *self.stale]:
             self.remove(key)
