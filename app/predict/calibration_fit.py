@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.model.facts import ModelFacts
+from app.predict.cpu_kernels import SPLIT_KV_CELLS
 from app.predict.fitted_model import (
     PHASES,
     Expected,
@@ -98,7 +99,7 @@ def workload_of(facts: ModelFacts, s: PredictSettings, ctx: MachineContext | Non
         kv_bytes_per_token=kv_per_token, n_prompt=s.n_prompt, n_gen=s.n_gen,
         depth=s.depth, flash_attn=s.flash_attn, n_ubatch=s.n_ubatch, classify=ctx.classify(backend),
         kv_head_bytes_per_token=kv_per_token / max(facts.n_layer * facts.n_head_kv, 1),
-        cache_bytes=ctx.cache_bytes(backend),
+        cache_bytes=ctx.cache_bytes(backend), split_kv_cells=SPLIT_KV_CELLS if backend == "CPU" else 0,
     )
 
 

@@ -2,8 +2,8 @@
 
 The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted by least squares on relative time):
 
-    decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa] (+ attn_dec × s_per_attn, fa on)
-              + n_layer × t_layer + t_fixed
+    decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa]
+              (+ attn_dec × s_per_attn + attn_dec_far × s_per_attn_far, fa on) + n_layer × t_layer + t_fixed
     prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa] (+ spill_work × s_per_spill, fa on)
               + n_layer × t_layer + n_layer × ubatches / n_prompt × t_layer_ubatch
 
@@ -12,6 +12,10 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
   that kernel; ``kv_bytes``: the KV cache read at the average depth of the generation; ``attn_dec``: the attention
   work of one generated token there, depth × n_layer × n_embd_attn (it grows with the query heads, the bytes with
   the KV heads: models of other GQA ratios need both; with flash attention off, rare on CPUs, the bytes only).
+  On the CPU ``attn_dec_far`` is the part of it past ``cpu_kernels.SPLIT_KV_CELLS`` cells, where ggml's flash
+  attention for one query splits the cells (not the heads) across threads: per cell it cost about half as much
+  here, so one linear term made deep decode 15-20% too slow while fitting the shallow points. A fit saved without
+  that term (older, or a backend without the split) takes all of the attention under ``attn_dec``.
 - ``flops_class``: 2 × the matmul parameters of that class per prompt token (so ``1 / s_per_flop`` = η_c × compute);
   ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
   on and off; the last term is a per-layer cost per micro-batch, spread over the prompt.
@@ -103,6 +107,7 @@ class Workload:
     n_ubatch: int = 512
     decode_attn_work: float = 0.0  # decode depth × n_layer × n_embd_attn, per generated token
     attn_spill_work: float = 0.0  # the part of attn_work whose KV span does not fit in a core's L2 (fa on)
+    decode_attn_far_work: float = 0.0  # the part of decode_attn_work past the split-KV switch (CPU, fa on)
 
     def features(self, phase: Phase) -> dict[str, float]:
         """The fitted model's regressors for ``phase`` (name -> value); zero entries left out."""
@@ -111,7 +116,8 @@ class Workload:
             feats = {f"bytes:{k}": v for k, v in self.class_bytes.items()}
             feats.update({f"kv:{fa}": self.kv_bytes_read, "layer": float(self.n_layer), "fixed": 1.0})
             if self.flash_attn:
-                feats["attn:fa"] = self.decode_attn_work
+                feats["attn:fa"] = self.decode_attn_work - self.decode_attn_far_work
+                feats["attn_far:fa"] = self.decode_attn_far_work
         else:
             ubatches = math.ceil(self.n_prompt / max(self.n_ubatch, 1))
             feats = {f"flops:{k}": v for k, v in self.class_flops.items()}
@@ -138,14 +144,15 @@ def workload_for(
     type_bytes: Mapping[str, float], type_params: Mapping[str, float], *, n_layer: int, n_embd_attn: int,
     kv_bytes_per_token: float, n_prompt: int, n_gen: int, depth: int = 0, flash_attn: bool = True,
     n_ubatch: int = 512, classify: Callable[[str], str] = kernel_class, kv_head_bytes_per_token: float = 0.0,
-    cache_bytes: int = 0,
+    cache_bytes: int = 0, split_kv_cells: int = 0,
 ) -> Workload:
     """A ``Workload`` from weight bytes and matmul parameters per ggml type (the tensors a token really reads:
     without an untied embedding table) and the model's shape; ``classify`` names each type's kernel class.
 
     Decode reads the KV cache at the generation's average depth, depth + n_prompt + n_gen / 2; prefill attends
     depth + n_prompt / 2 keys on average and walks a span of depth + n_prompt keys of ``kv_head_bytes_per_token``
-    (K and V of one KV head) each; the part of that span beyond ``cache_bytes`` (a core's L2) spills.
+    (K and V of one KV head) each; the part of that span beyond ``cache_bytes`` (a core's L2) spills. With
+    ``split_kv_cells`` (the CPU's), a generated token's attention past that many cells is its own term.
     """
     class_bytes: dict[str, float] = {}
     class_flops: dict[str, float] = {}
@@ -162,6 +169,7 @@ def workload_for(
         kv_bytes_read=kv_bytes_per_token * decode_depth, decode_attn_work=decode_depth * n_layer * n_embd_attn,
         attn_work=attn_work, flash_attn=flash_attn, n_prompt=n_prompt, n_ubatch=n_ubatch,
         attn_spill_work=attn_work * spill,
+        decode_attn_far_work=max(0.0, decode_depth - split_kv_cells) * n_layer * n_embd_attn if split_kv_cells else 0.0,
     )
 
 
@@ -202,13 +210,21 @@ class PhaseFit:
     def worst_error(self) -> float:
         return max((abs(p.rel_error) for p in self.used_points), default=math.nan)
 
+    def features(self, workload: Workload) -> dict[str, float]:
+        """``workload``'s regressors as this fit knows them: a fit made before decode attention was split at the
+        CPU's split-KV switch (or whose points never passed it) takes the whole of it under ``attn:fa``."""
+        feats = workload.features(self.phase)  # type: ignore[arg-type]
+        if "attn_far:fa" in feats and "attn_far:fa" not in self.coefficients:
+            feats["attn:fa"] = feats.get("attn:fa", 0.0) + feats.pop("attn_far:fa")
+        return feats
+
     def missing(self, workload: Workload) -> list[str]:
         """Regressors of ``workload`` this fit has no coefficient for (it cannot predict it)."""
-        return sorted(set(workload.features(self.phase)) - set(self.coefficients))  # type: ignore[arg-type]
+        return sorted(set(self.features(workload)) - set(self.coefficients))
 
     def seconds_per_token(self, workload: Workload) -> float:
         """Fitted seconds per token; KeyError names a regressor the fit never saw (e.g. an uncalibrated class)."""
-        feats = workload.features(self.phase)  # type: ignore[arg-type]
+        feats = self.features(workload)
         missing = self.missing(workload)
         if missing:
             raise KeyError(", ".join(missing))
