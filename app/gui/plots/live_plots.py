@@ -168,10 +168,10 @@ class LivePlots(QWidget):
         Qt repaints a scene from events it posts while the items change, and it handles posted events before it
         looks at timers again. A redraw that moves an axis range or changes the legend repaints the whole plot
         (8-14 ms, the axes re-rendering their ticks), and with the redraw itself (3-9 ms) that ran as one unbroken
-        stretch of the GUI thread. Such a repaint (and a plot's first after a reset) is now two later pieces of
-        the :attr:`pacer`: the axes' tick pictures and the grid (:func:`prepare_plot`), then the repaint, which
-        only plays them. A redraw that only moves data keeps Qt's partial repaint of what changed (a few ms), at
-        once.
+        stretch of the GUI thread. The repaint is now a later piece of the :attr:`pacer`; where the redraw moved a
+        range or changed the legend (and for a plot's first draw after a reset) a piece before it builds the axes'
+        tick pictures and the grid (:func:`prepare_plot`), so the repaint only plays them. A redraw that only moved
+        data repaints later too: Qt's partial repaint at once (2-5 ms) ran in the redraw's stretch.
         """
         w = panel.widget
         if not defer or not w.isVisible():
@@ -185,10 +185,10 @@ class LivePlots(QWidget):
         try:
             self._draw_and_fit(panel, view)
         finally:
+            w.setUpdatesEnabled(False)  # the scene's queued repaint of this draw is dropped; one later, whole
             if first or _layout_state(panel) != before:
-                w.setUpdatesEnabled(False)  # the scene's queued repaint of this draw is dropped; one later, whole
                 self.pacer.post(lambda: prepare_plot(panel.plot), key=("prepare", panel.name))
-                self.pacer.post(lambda: w.setUpdatesEnabled(True), key=("repaint", panel.name))
+            self.pacer.post(lambda: w.setUpdatesEnabled(True), key=("repaint", panel.name))
 
     def _draw_and_fit(self, panel: PlotPanel, view: PlotView) -> None:
         """Draw ``panel``; where its legend gained or lost entries, fit its columns now (in the same piece, so a
