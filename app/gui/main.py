@@ -217,7 +217,8 @@ def _demo_run(win: Any, script: Script, screenshot: str | None) -> None:
 
 
 def _when_idle(win: Any, then: Callable[[], object], timeout_s: float = 30.0) -> None:
-    """Call ``then()`` once hardware detection and background predictions are done (pictures show them)."""
+    """Call ``then()`` once hardware detection, background predictions and the window's deferred drawing are done
+    (pictures show them)."""
     import time
 
     from PySide6.QtCore import QTimer
@@ -225,7 +226,7 @@ def _when_idle(win: Any, then: Callable[[], object], timeout_s: float = 30.0) ->
     deadline = time.monotonic() + timeout_s
 
     def check() -> None:
-        busy = win.tasks.pending or not win.hardware.ready
+        busy = win.tasks.pending or not win.hardware.ready or len(win.sweeps.pacer) > 0
         if busy and time.monotonic() < deadline:
             QTimer.singleShot(100, check)
         else:
