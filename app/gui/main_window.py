@@ -138,9 +138,7 @@ class MainWindow(QMainWindow):
         self.editor.runRequested.connect(self.run_sweep)
         self.scenario.run_requested.connect(self.run_scenario)
         self.editor.cancelRequested.connect(self.cancel_sweep)
-        # the scenario's text (and the layout it causes, up to ~10 ms) in a piece of its own, after the table's
-        self.sweeps.rowsChanged.connect(
-            lambda _rows: self.sweeps.pacer.post(self.details.update_scenario, key="scenario"))
+        self.sweeps.rowsChanged.connect(lambda _r: self.sweeps.pacer.post(self.details.update_scenario, "scenario"))
         self.sweeps.finished.connect(self.sweepFinished)
         self.details.predictionsChanged.connect(self.results.refresh_predictions)
         self.details.predictionsChanged.connect(self.plots.reset_ranges)

@@ -218,6 +218,12 @@ class PhaseFit:
             feats["attn:fa"] = feats.get("attn:fa", 0.0) + feats.pop("attn_far:fa")
         return feats
 
+    def disturbed(self) -> set[str]:
+        """Labels of the points set aside, or missed by more than the outlier test allows (the tests worth
+        measuring again)."""
+        limit = max(OUTLIER_FACTOR * self.median_error, OUTLIER_MIN)
+        return {p.label for p in self.points if not p.used or abs(p.rel_error) > limit}
+
     def missing(self, workload: Workload) -> list[str]:
         """Regressors of ``workload`` this fit has no coefficient for (it cannot predict it)."""
         return sorted(set(self.features(workload)) - set(self.coefficients))

@@ -36,7 +36,6 @@ from app.predict.calibration_fit import (
 )
 from app.predict.calibration_store import engine_version, llama_build, save_fit
 from app.predict.cpu_kernels import cpu_class_table
-from app.predict.fitted_model import OUTLIER_FACTOR, OUTLIER_MIN
 from app.results.store import ResultStore
 from app.run.calibrate_models import SynthShape, write_synth_model
 from app.run.events import Event, TestStarted
@@ -218,7 +217,8 @@ class Calibration:
         tests = ladder_tests(self._write_ladder(folder), self.options)
         rows = self._measure(tests, machine)
         fit = fit_rows(rows)
-        again = [i for i, r in enumerate(rows) if row_label(r) in disturbed_labels(fit)]
+        disturbed = disturbed_labels(fit)
+        again = [i for i, r in enumerate(rows) if row_label(r) in disturbed]
         if not again or len(again) > len(rows) // 2:  # none, or the whole machine is busy: measuring again won't help
             return rows, fit
         self.progress(f"measuring {len(again)} disturbed tests again")
@@ -261,12 +261,7 @@ class Calibration:
 def disturbed_labels(fit: MachineFit) -> set[str]:
     """Points a fit set aside, or misses by more than OUTLIER_FACTOR × its median error (and OUTLIER_MIN): the
     tests worth measuring again."""
-    out: set[str] = set()
-    for phases in fit.fits.values():
-        for pf in phases.values():
-            limit = max(OUTLIER_FACTOR * pf.median_error, OUTLIER_MIN)
-            out |= {p.label for p in pf.points if not p.used or abs(p.rel_error) > limit}
-    return out
+    return {label for phases in fit.fits.values() for pf in phases.values() for label in pf.disturbed()}
 
 
 def faster(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 from app.gui.plots.bands import SpanBands
 from app.gui.plots.items import line
-from app.gui.plots.panel import PlotPanel, PlotView, xy_of
+from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import DECODE_BRUSH, MIB, PREFILL_BRUSH, finite_max, nice_ceil
 from app.gui.predictions import n_ctx_for
 
@@ -30,9 +30,8 @@ class TelemetryPlot(PlotPanel):
         self.plot.addItem(self.phases, ignoreBounds=True)
         self._n_phases = 0
         self._mem_pred: pg.InfiniteLine | None = None
-        self._right_items: dict[str, pg.PlotDataItem] = {}
-        self._hidden: set[str] = set()  # right-axis lines retired with their legend entries, kept for reuse
         self.vb2 = self._setup_right_axis()
+        self._right_axis = _RightAxis(self.vb2, self.legend)
 
     def _setup_right_axis(self) -> pg.ViewBox:
         """A second view box for percentages and watts, sharing the time axis; shaded phases in the legend."""
@@ -58,43 +57,8 @@ class TelemetryPlot(PlotPanel):
         return vb2
 
     def _right(self, key: str, name: str, c: str, dashed: bool = False) -> pg.PlotDataItem:
-        """A line on the right axis, made on first use; one hidden by :meth:`retire` is shown again."""
-        item = self._right_items.get(key)
-        if item is None:
-            item = line(None, c, 1.5, dashed)
-            self.vb2.addItem(item)
-            self.legend.addItem(item, name)
-            self._right_items[key] = item
-        elif key in self._hidden:
-            self._hidden.discard(key)
-            item.show()
-            self.legend.unstash(item)
-        return item
-
-    def retire(self) -> None:
-        """As :meth:`PlotPanel.retire`; the right axis' lines are hidden and kept too."""
-        stashed = False
-        for key, item in self._right_items.items():
-            if key not in self._hidden:
-                self._hidden.add(key)
-                item.setData([], [])
-                item.hide()
-                stashed = self.legend.stash(item) or stashed
-        if stashed:
-            self.legend.relayout()
-        super().retire()
-
-    def reset(self) -> None:
-        """As :meth:`PlotPanel.reset`; the right axis' lines are removed too."""
-        for key, item in self._right_items.items():
-            self.vb2.removeItem(item)
-            if key in self._hidden:
-                self.legend.discard(item)
-            else:
-                self.legend.removeItem(item)
-        self._right_items.clear()
-        self._hidden.clear()
-        super().reset()
+        """A line on the right axis (``data_of("tel2", key)``), kept in the plot's item pool like the others."""
+        return self.pool.get(self._right_axis, ("tel2", key), lambda: line(name, c, 1.5, dashed))
 
     def forget(self) -> None:
         super().forget()
@@ -107,12 +71,6 @@ class TelemetryPlot(PlotPanel):
     def key(self, view: PlotView) -> tuple[Any, ...]:
         s = view.session
         return (*view.base_key, len(s.tel_t_ns), len(s.phases), len(s.tests))
-
-    def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
-        """As :meth:`PlotPanel.data_of`; ``("tel2", "cpu" | "gpu" | "pw")`` for the right axis' lines."""
-        if key[:1] == ("tel2",):
-            return xy_of(self._right_items.get(str(key[-1])))
-        return super().data_of(*key)
 
     @property
     def n_phase_regions(self) -> int:
@@ -170,3 +128,21 @@ class TelemetryPlot(PlotPanel):
     @property
     def _mem_shown(self) -> bool:
         return self._mem_pred is not None and self._mem_pred.isVisible()
+
+
+class _RightAxis:
+    """The right axis' view box as an owner of pooled items: a line added there gets its entry in the plot's legend,
+    as ``PlotItem.addItem`` gives one to the left axis' lines."""
+
+    def __init__(self, vb: pg.ViewBox, legend: Any) -> None:
+        self.vb = vb
+        self.legend = legend
+
+    def addItem(self, item: Any) -> None:  # noqa: N802 - the owner protocol of ItemPool (pyqtgraph's names)
+        self.vb.addItem(item)
+        if item.name():
+            self.legend.addItem(item, item.name())
+
+    def removeItem(self, item: Any) -> None:  # noqa: N802
+        self.vb.removeItem(item)
+        self.legend.removeItem(item)
