@@ -99,6 +99,11 @@ class Heartbeat:
         pairs = list(zip(self.beats, self.beats[1:], strict=False))
         return [(b[0] - a[0]) * 1000 for a, b in pairs], [(b[1] - a[1]) * 1000 for a, b in pairs]
 
+    def worst_own(self) -> tuple[float, float, float]:
+        """(own work ms, start, end) of the gap with the most GUI-thread CPU time (perf_counter seconds)."""
+        pairs = zip(self.beats, self.beats[1:], strict=False)
+        return max((((b[1] - a[1]) * 1000, a[0], b[0]) for a, b in pairs), default=(float("nan"), 0.0, 0.0))
+
     def during(self, start: Any, loop: Any) -> None:
         """Beat from ``start()`` until ``loop`` (a QEventLoop) returns."""
         self.beats.clear()
@@ -154,6 +159,11 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
           f"p50 {percentile(gaps, 50):.1f} ms (target: worst <= {TARGET_MS:.0f} ms)")
     print(f"  GUI thread's own work inside one gap: worst {max(busy, default=float('nan')):.1f} ms, "
           f"p99 {percentile(busy, 99):.1f} ms (thread CPU time; the rest of a long gap is the OS scheduler)")
+    own_ms, t0, t1 = hb.worst_own()
+    pieces = [(name, ms) for start, ms, name in win.plots.pacer.log or () if t0 <= start < t1]
+    listed = "; ".join(f"{name} {ms:.1f} ms" for name, ms in pieces) or "none"
+    print(f"  inside that gap: pacer pieces {listed}; the other {own_ms - sum(ms for _, ms in pieces):.1f} ms "
+          f"were Qt's own events (paints, layout, input) and signal handlers")
     if redraw_ms:
         print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
               f"{max(redraw_ms):.1f} ms worst (setData only; painting is in the gaps above)")
@@ -173,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     hb = Heartbeat()
     idle_noise(hb)
     redraw_ms = time_redraws(win)
+    win.plots.pacer.keep_log()
     results = [one_run(run, win, hb, tests, name, redraw_ms) for run in range(args.runs)]
     worst = max(r[0] for r in results)
     busy_worst = max(r[2] for r in results)

@@ -33,6 +33,12 @@ class Pacer(QObject):
         self._timer.timeout.connect(self._run_one)
         self._last_end = 0.0
         self._running = False
+        #: (start, perf_counter s; the GUI thread's CPU in it, ms; what ran) per piece, when ``keep_log`` asked
+        self.log: deque[tuple[float, float, str]] | None = None
+
+    def keep_log(self, n: int = 20000) -> None:
+        """Record the last ``n`` pieces run (for ``benchmarks/gui_stall.py``: what ran inside its worst gap)."""
+        self.log = deque(maxlen=n)
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -59,10 +65,13 @@ class Pacer(QObject):
         if key is not None:
             self._keys.discard(key)
         self._running = True
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         try:
             fn()
         finally:
             self._running = False
+            if self.log is not None:
+                self.log.append((t0, (time.thread_time() - cpu0) * 1000, piece_name(fn)))
             self._last_end = time.perf_counter()
             if self._queue and not self._timer.isActive():
                 self._timer.start(self.gap_ms)
@@ -79,3 +88,9 @@ class Pacer(QObject):
         while self._queue:
             self._run_one()
         self._timer.stop()
+
+
+def piece_name(fn: Callable[[], None]) -> str:
+    """A short name for a queued callable: its qualified name, or its owner's for a lambda."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return name.replace(".<locals>.<lambda>", " (step)")
