@@ -36,14 +36,15 @@ TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 
 
 def parameter_lines(model: PublicGpuModel) -> list[str]:
-    lines = ["| architecture | phase | GPUs | rows | η per kernel class | t_layer µs | t_fixed µs | κ TFLOPS/W |",
-             "|---|---|---:|---:|---|---:|---:|---:|"]
+    lines = ["| architecture | phase | GPUs | rows | η per kernel class | t_layer µs | t_fixed µs | κ TFLOPS/W "
+             "| ALU ops per quantized weight |", "|---|---|---:|---:|---|---:|---:|---:|---:|"]
     for (arch, phase), fit in sorted(model.fits.items()):
         c = fit.coefficients
         eta = ", ".join(f"{k.removeprefix('class:')} {1 / v:.2f}" for k, v in c.items() if k.startswith("class:"))
         kappa = f"{fit.tflops_per_w:.2f}" if fit.tflops_per_w else "-"
         lines.append(f"| {arch} | {phase} | {len(fit.gpus)} | {len(fit.rows)} | {eta} | "
-                     f"{c.get('layer', 0.0) * 1e6:.1f} | {c.get('fixed', 0.0) * 1e6:.0f} | {kappa} |")
+                     f"{c.get('layer', 0.0) * 1e6:.1f} | {c.get('fixed', 0.0) * 1e6:.0f} | {kappa} | "
+                     f"{f'{fit.alu_ops:.0f}' if fit.alu_ops else '-'} |")
     return lines
 
 

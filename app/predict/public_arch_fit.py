@@ -16,7 +16,18 @@ t_layer and t_fixed are dropped when the data do not support them. A ``Demand`` 
 Prefill compute is the spec tensor rate capped by board power, ``min(TFLOPS, κ × W)``, with κ (TFLOPS per watt)
 chosen per architecture from ``KAPPA_GRID`` (``None``: no cap): tensor-core GEMMs run into the power limit, and
 big-die workstation cards at 250–350 W sustain far less than their boost-clock figure (on the public Ada rows the
-held-out prefill error falls from a median of 24 % to about 8 % with the cap). Pure functions (numpy).
+held-out prefill error falls from a median of 24 % to about 8 % with the cap).
+
+Decode of quantized weights is also bounded by the ALU work of unpacking them: each weight is unpacked, scaled and
+multiplied, ``a`` operations at the profile's compute rate (``alu_s`` = matmul parameters ÷ that rate). The fitted
+decode time is the slower of the two sides (the roofline form), plus the overheads:
+
+    decode  s/token = max(Σ_class c_class × bytes_class / bandwidth,  a × alu_s [quantized classes])  + overheads
+
+``a`` (ops per weight, ``ALU_KEY``) is chosen per architecture from ``ALU_OPS_GRID``; 0 leaves the term out. On the
+Apple rows it comes out near 30 in every leave-one-GPU-out fit, and it is what sets Apple M1 Max apart: the GPU with
+the fewest FLOPs per byte of bandwidth of them (26 against 34–36) reads its K-quants at 41–46 % of its bandwidth
+where the others reach 57–80 %. Pure functions (numpy).
 """
 
 from __future__ import annotations
@@ -43,6 +54,11 @@ OVERHEADS = ("layer", "fixed")
 #: Tried in this order (uncapped, then ever tighter caps); a later one must fit better by RELATIVE_GAIN to win.
 KAPPA_GRID: tuple[float | None, ...] = (None, *(round(0.2 * 10 ** (i / 20), 4) for i in range(20, -1, -1)))
 RELATIVE_GAIN = 1e-9
+#: Candidate ALU operations per quantized weight for decode (0: no ALU side); the ALU term must cut the decode
+#: residual by ALU_GAIN to be kept, so an architecture whose rows are all bandwidth-bound keeps the linear form.
+ALU_OPS_GRID: tuple[float, ...] = tuple(float(a) for a in range(0, 61))
+ALU_GAIN = 0.2
+ALU_KEY = "alu:quant"
 
 
 class PublicFitError(ValueError):
@@ -58,6 +74,11 @@ class Demand:
     extra: Mapping[str, float] = field(default_factory=dict)  # further terms, fitted like the overheads
     known_s: float = 0.0  # seconds per token taken as they are (not fitted)
     overheads: tuple[str, ...] = OVERHEADS  # which of "layer" and "fixed" the fit may use
+    alu_s: float = 0.0  # decode of quantized weights: matmul parameters ÷ the compute rate (s per op per weight)
+
+    @property
+    def quantized(self) -> bool:
+        return any(v and k not in FLOAT_CLASSES for k, v in self.ideal_s.items())
 
     def features(self) -> dict[str, float]:
         feats = {f"class:{k}": float(v) for k, v in self.ideal_s.items() if v}
@@ -70,9 +91,15 @@ class Demand:
 DemandFn = Callable[[ReferenceResult, HardwareProfile, Phase, float | None], Demand]
 
 
-def demand_from_ceiling(ceiling_tps: float, ggml_type: str, n_layer: int) -> Demand:
-    """The demand of a phase whose ceiling is ``ceiling_tps`` for a model whose weights are mostly ``ggml_type``."""
-    return Demand({kernel_class(ggml_type): 1.0 / ceiling_tps}, n_layer)
+def demand_from_ceiling(ceiling_tps: float, ggml_type: str, n_layer: int, alu_s: float = 0.0) -> Demand:
+    """The demand of a phase whose ceiling is ``ceiling_tps`` for a model whose weights are mostly ``ggml_type``
+    (``alu_s``: decode's matmul parameters ÷ the compute rate)."""
+    return Demand({kernel_class(ggml_type): 1.0 / ceiling_tps}, n_layer, alu_s=alu_s)
+
+
+def alu_seconds(n_matmul_params: float, profile: HardwareProfile) -> float:
+    """Seconds per token for one ALU operation on every matmul weight at the profile's compute rate."""
+    return n_matmul_params / (profile.fp16_tensor_tflops * 1e12) if profile.fp16_tensor_tflops > 0 else 0.0
 
 
 def board_power_w(profile: HardwareProfile) -> float | None:
@@ -108,6 +135,7 @@ def reference_demand(
         weights_read = r.file_bytes * matmul_params(r) / r.n_params
         kv_read = 2 * m.n_layer * m.n_head_kv * m.head_dim * 2 * (r.n_gen / 2.0)
         ceiling = decode_ceiling_tps(profile.peak_bandwidth_gbps, weights_read, kv_read)
+        return demand_from_ceiling(ceiling, r.ggml_type, m.n_layer, alu_seconds(matmul_params(r), profile))
     else:
         ceiling = prefill_ceiling_tps(profile.fp16_tensor_tflops, matmul_params(r), r.n_prompt,
                                       m.n_layer, m.n_head * m.head_dim) / compute_scale(profile, tflops_per_w)
@@ -146,23 +174,32 @@ class ArchFit:
 
     def seconds(self, demand: Demand) -> float | None:
         """Fitted seconds per token; None when a class has neither its own nor a stand-in coefficient."""
-        total = demand.known_s
+        total, streamed = demand.known_s, 0.0
         for name, value in demand.features().items():
             if name.startswith("class:"):
                 cls = self.stand_in(name.removeprefix("class:"))
                 if cls is None:
                     return None
-                name = f"class:{cls}"
-            total += self.coefficients.get(name, 0.0) * value
+                streamed += self.coefficients.get(f"class:{cls}", 1.0) * value
+            else:
+                total += self.coefficients.get(name, 0.0) * value
+        total += max(streamed, self.alu_ops * demand.alu_s if demand.quantized else 0.0)
         return total if total > 0 else None
+
+    @property
+    def alu_ops(self) -> float:
+        """ALU operations per quantized weight (decode's roofline side); 0 when the fit has no ALU side."""
+        return self.coefficients.get(ALU_KEY, 0.0)
 
     def tps(self, demand: Demand) -> float | None:
         s = self.seconds(demand)
         return 1.0 / s if s else None
 
 
-def _solve(design: np.ndarray, names: Sequence[str]) -> tuple[float, dict[str, float]] | None:
-    """Non-negative least squares of ``design · c ≈ 1`` over the subsets that keep every class column.
+def _solve(
+    design: np.ndarray, names: Sequence[str], rhs: np.ndarray | None = None,
+) -> tuple[float, dict[str, float]] | None:
+    """Non-negative least squares of ``design · c ≈ rhs`` (default 1) over the subsets that keep every class column.
 
     The class columns always stay (an efficiency must exist); each overhead column is kept only if the data give it
     a non-negative value. Returns (sum of squared relative residuals, coefficients) of the best feasible subset.
@@ -170,16 +207,17 @@ def _solve(design: np.ndarray, names: Sequence[str]) -> tuple[float, dict[str, f
     class_idx = [i for i, n in enumerate(names) if n.startswith("class:")]
     extra = [i for i, n in enumerate(names) if not n.startswith("class:")]
     best: tuple[float, dict[str, float]] | None = None
+    target = np.ones(design.shape[0]) if rhs is None else rhs
     for k in range(len(extra) + 1):
         for chosen in itertools.combinations(extra, k):
             cols = class_idx + list(chosen)
             if len(cols) > design.shape[0]:
                 continue
             sub = design[:, cols]
-            coef, *_ = np.linalg.lstsq(sub, np.ones(design.shape[0]), rcond=None)
+            coef, *_ = np.linalg.lstsq(sub, target, rcond=None)
             if np.any(coef[: len(class_idx)] <= 0) or np.any(coef < 0):
                 continue
-            sse = float(np.sum((sub @ coef - 1.0) ** 2))
+            sse = float(np.sum((sub @ coef - target) ** 2))
             if best is None or sse < best[0] * (1.0 - RELATIVE_GAIN):
                 best = (sse, {names[c]: float(v) for c, v in zip(cols, coef, strict=True)})
     return best
@@ -190,6 +228,12 @@ def _fit_once(
     tflops_per_w: float | None, demand: DemandFn,
 ) -> tuple[float, dict[str, float]] | None:
     demands = [demand(r, profiles[r.gpu], phase, tflops_per_w) for r in rows]
+    return _fit_demands(phase, rows, demands)
+
+
+def _fit_demands(
+    phase: Phase, rows: Sequence[ReferenceResult], demands: Sequence[Demand],
+) -> tuple[float, dict[str, float]] | None:
     feats = [d.features() for d in demands]
     names = sorted({k for f in feats for k in f}, key=lambda n: (not n.startswith("class:"), n))
     seconds = np.array([1.0 / measured_tps(r, phase) - d.known_s for r, d in zip(rows, demands, strict=True)])
@@ -201,6 +245,41 @@ def _fit_once(
     if solved is None:
         return None
     return solved[0], {n: v / float(scale[names.index(n)]) for n, v in solved[1].items()}
+
+
+def _fit_roofline(
+    rows: Sequence[ReferenceResult], demands: Sequence[Demand], alu_ops: float,
+) -> tuple[float, dict[str, float]] | None:
+    """Decode fitted with an ALU side of ``alu_ops`` per quantized weight: which rows sit on the ALU side of the max
+    and the coefficients are found in turn (at most 8 rounds); an ALU-bound row's ALU seconds are taken as known.
+    A class whose rows are all ALU-bound keeps no coefficient: its bandwidth side is then taken at the ceiling.
+    Returns (sum of squared relative residuals of the max form, coefficients) of the best round."""
+    measured_s = np.array([1.0 / measured_tps(r, "decode") for r in rows])
+    alu_bound: frozenset[int] = frozenset()
+    best: tuple[float, dict[str, float]] | None = None
+    for _ in range(8):
+        feats = [{k: v for k, v in d.features().items() if not (i in alu_bound and k.startswith("class:"))}
+                 for i, d in enumerate(demands)]
+        known = np.array([d.known_s + (alu_ops * d.alu_s if i in alu_bound else 0.0) for i, d in enumerate(demands)])
+        names = sorted({k for f in feats for k in f}, key=lambda n: (not n.startswith("class:"), n))
+        design = np.array([[f.get(n, 0.0) for n in names] for f in feats]) / measured_s[:, None]
+        scale = np.where(np.abs(design).max(axis=0) > 0, np.abs(design).max(axis=0), 1.0)
+        solved = _solve(design / scale, names, 1.0 - known / measured_s)
+        if solved is None:
+            return best
+        coefs = {**{n: v / float(scale[names.index(n)]) for n, v in solved[1].items()}, ALU_KEY: alu_ops}
+        times = [ArchFit("", "decode", coefs, tuple(rows)).seconds(d) for d in demands]
+        if any(t is None for t in times):
+            return best
+        sse = float(np.sum((np.array(times) / measured_s - 1.0) ** 2))
+        now = frozenset(i for i, d in enumerate(demands) if d.quantized
+                        and alu_ops * d.alu_s > sum(coefs.get(f"class:{k}", 1.0) * v for k, v in d.ideal_s.items()))
+        if now and (best is None or sse < best[0]):  # no row on the ALU side: the linear form, not this one
+            best = (sse, coefs)
+        if now == alu_bound:
+            break
+        alu_bound = now
+    return best
 
 
 def fit_phase_rows(
@@ -217,6 +296,13 @@ def fit_phase_rows(
         solved = _fit_once(phase, rows, profiles, kappa, demand)
         if solved is not None and (best is None or solved[0] < best[0] * (1.0 - RELATIVE_GAIN)):
             best = (solved[0], solved[1], kappa)
+    if phase == "decode" and best is not None:
+        demands = [demand(r, profiles[r.gpu], phase, None) for r in rows]
+        linear_sse = best[0]
+        for ops in ALU_OPS_GRID[1:] if any(d.quantized and d.alu_s for d in demands) else ():
+            solved = _fit_roofline(rows, demands, ops)
+            if solved is not None and solved[0] < min(best[0], linear_sse * (1.0 - ALU_GAIN)):
+                best = (solved[0], solved[1], None)
     if best is None:
         raise PublicFitError(f"{architecture or 'rows'}: no non-negative {phase} fit")
     return ArchFit(architecture, phase, best[1], rows, best[2])

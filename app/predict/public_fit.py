@@ -16,10 +16,12 @@ import numpy as np
 from app.model.facts import ModelFacts
 from app.paths import HARDWARE_PROFILES_DIR
 from app.predict.fitted_model import Expected, Phase, kernel_class
+from app.predict.prefill import matmul_params
 from app.predict.profiles import HardwareProfile, load_profiles
 from app.predict.public_arch_fit import (
     HeldOut,
     PublicFitError,
+    alu_seconds,
     compute_scale,
     demand_from_ceiling,
     fit_architectures,
@@ -78,8 +80,9 @@ class PublicGpuModel:
         return pooled, f"band ±{pooled:.0%} from all architectures' leave-one-GPU-out (one {architecture} GPU)"
 
     def expected(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
-                 n_layer: int) -> tuple[Expected | None, str]:
-        """The expected figure of ``phase`` on ``profile`` for a model with that ceiling there, or (None, why)."""
+                 n_layer: int, n_matmul_params: float = 0.0) -> tuple[Expected | None, str]:
+        """The expected figure of ``phase`` on ``profile`` for a model with that ceiling there, or (None, why).
+        ``n_matmul_params`` sizes decode's ALU side (0: none)."""
         arch = profile.architecture or "unknown"
         fit = self.fits.get((arch, phase))
         if fit is None:
@@ -87,20 +90,22 @@ class PublicGpuModel:
         cls = kernel_class(ggml_type)
         stand_in = fit.stand_in(cls)
         ideal_tps = ceiling_tps / compute_scale(profile, fit.tflops_per_w)
-        tps = fit.tps(demand_from_ceiling(ideal_tps, ggml_type, n_layer)) if ceiling_tps > 0 else None
+        alu_s = alu_seconds(n_matmul_params, profile) if phase == "decode" else 0.0
+        tps = fit.tps(demand_from_ceiling(ideal_tps, ggml_type, n_layer, alu_s)) if ceiling_tps > 0 else None
         if stand_in is None or tps is None:
             return None, f"no expected figure: no public {arch} data for {ggml_type} kernels"
         band, how = self.band(arch, phase)
         kernels = "" if stand_in == cls else f"; {ggml_type} ({cls}) taken as {stand_in}: no public rows for it"
         models = " and ".join(dict.fromkeys(r.model.name for r in fit.rows))
+        alu = f"; quantized weights also bounded by ALU work, {fit.alu_ops:.0f} ops per weight" if fit.alu_ops else ""
         source = (f"public llama-bench results, {arch} fit, {len(fit.rows)} rows of {len(fit.gpus)} GPUs "
-                  f"({models}), {how}{kernels}, sources: {_sources(fit.rows)}")
+                  f"({models}), {how}{kernels}{alu}, sources: {_sources(fit.rows)}")
         return Expected(float(tps), float(tps * (1.0 - band)), float(tps * (1.0 + band)), source), ""
 
     def expect(self, profile: HardwareProfile, decode_ceiling_tps: float, prefill_ceiling_tps: float,
-               ggml_type: str, n_layer: int) -> PublicExpectation:
+               ggml_type: str, n_layer: int, n_matmul_params: float = 0.0) -> PublicExpectation:
         """Both phases' expected figures for a model fully offloaded to ``profile``."""
-        decode, why_d = self.expected(profile, "decode", decode_ceiling_tps, ggml_type, n_layer)
+        decode, why_d = self.expected(profile, "decode", decode_ceiling_tps, ggml_type, n_layer, n_matmul_params)
         prefill, why_p = self.expected(profile, "prefill", prefill_ceiling_tps, ggml_type, n_layer)
         return PublicExpectation(decode, prefill, why_d or why_p)
 
@@ -122,7 +127,8 @@ def public_expected(
     """
     if n_gpu_layers < facts.n_layer + 1:
         return {}, "no expected figure from public data: they are full offloads, this is a partial one"
-    got = model.expect(profile, decode_ceiling_tps, prefill_ceiling_tps, main_weight_type(facts), facts.n_layer)
+    got = model.expect(profile, decode_ceiling_tps, prefill_ceiling_tps, main_weight_type(facts), facts.n_layer,
+                       matmul_params(facts))
     return {"decode": got.decode, "prefill": got.prefill}, got.note
 
 

@@ -100,6 +100,61 @@ def test_a_wrong_rate_shows_as_held_out_error(synthetic) -> None:
     assert all(h.rel_error == pytest.approx(1 / 1.5 - 1, rel=0.05) for h in held)
 
 
+# ------------------------------------------------------------------------------------------ the ALU side (roofline)
+
+TRUE_ALU_OPS = 30.0
+# ALU-poor GPUs (P, Q, R: few FLOPs per byte of bandwidth) unpack their quantized weights slower than they stream
+# them; S and T do not. Two or more on each side, so either side stays identified with any one GPU left out.
+ALU_GPUS = [gpu("P", 400, 10, 60, "Unified"), gpu("Q", 800, 27, 200, "Unified"), gpu("R", 68, 2.3, 20, "Unified"),
+            gpu("S", 400, 40, 90, "Unified"), gpu("T", 300, 30, 40, "Unified")]
+ALU_PROFILES = {p.name: p for p in ALU_GPUS}
+
+
+def alu_truth(r: ReferenceResult) -> ReferenceResult:
+    """The row's decode rate under max(bytes / (η·BW), a × matmul params / FLOPS) + overheads."""
+    d = reference_demand(r, ALU_PROFILES[r.gpu], "decode")
+    streamed = sum(TRUE_DECODE[k] * v for k, v in d.features().items() if k.startswith("class:"))
+    alu = TRUE_ALU_OPS * d.alu_s if d.quantized else 0.0
+    return dataclasses.replace(r, tg_tps=1 / (max(streamed, alu) + TRUE_DECODE["layer"] * d.n_layer
+                                               + TRUE_DECODE["fixed"]))
+
+
+@pytest.fixture(scope="module")
+def alu_rows() -> list[ReferenceResult]:
+    rows = [row(g.name, m, wt) for g in ALU_GPUS for m in (SMALL, BIG) for wt in ("Q4_K_M", "F16")]
+    return [alu_truth(r) for r in rows]
+
+
+def test_alu_bound_decode_is_recovered_within_2_percent(alu_rows) -> None:
+    bound = {r.gpu for r in alu_rows
+             if r.ggml_type == "Q4_K" and TRUE_ALU_OPS * reference_demand(r, ALU_PROFILES[r.gpu], "decode").alu_s
+             > TRUE_DECODE["class:k_quant"] * reference_demand(r, ALU_PROFILES[r.gpu], "decode").ideal_s["k_quant"]}
+    assert bound and bound != set(ALU_PROFILES)  # both sides of the max are in the data
+    fit = fit_phase_rows("decode", alu_rows, ALU_PROFILES, "Unified")
+    assert fit.alu_ops == pytest.approx(TRUE_ALU_OPS, rel=0.02)
+    for name, value in TRUE_DECODE.items():
+        assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
+    held = leave_one_gpu_out(alu_rows, ALU_PROFILES)
+    assert summarize(h for h in held if h.phase == "decode").worst < 0.02
+
+
+def test_bandwidth_bound_data_keep_the_linear_form(synthetic) -> None:
+    assert fit_phase_rows("decode", synthetic, PROFILES, "Synth").alu_ops == 0.0
+    f16_only = [r for r in synthetic if r.ggml_type == "F16"]
+    assert fit_phase_rows("decode", f16_only, PROFILES, "Synth").alu_ops == 0.0  # nothing to unpack
+
+
+def test_the_alu_side_binds_only_on_quantized_weights(alu_rows) -> None:
+    fit = fit_phase_rows("decode", alu_rows, ALU_PROFILES, "Unified")
+    slow = ALU_PROFILES["R"]
+    q4, f16 = (next(r for r in alu_rows if r.gpu == "R" and r.model is SMALL and r.weight_type == wt)
+               for wt in ("Q4_K_M", "F16"))
+    d_q4, d_f16 = reference_demand(q4, slow, "decode"), reference_demand(f16, slow, "decode")
+    assert d_q4.alu_s == d_f16.alu_s > 0 and d_q4.quantized and not d_f16.quantized
+    assert fit.tps(d_f16) == pytest.approx(f16.tg_tps, rel=0.02)
+    assert fit.tps(d_q4) == pytest.approx(q4.tg_tps, rel=0.02)
+
+
 # ------------------------------------------------------------------------------------------ other forms (hooks)
 
 
