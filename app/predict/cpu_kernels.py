@@ -20,9 +20,12 @@ from collections.abc import Iterable
 #: The KV cells at which the CPU's flash attention for one query (a generated token) changes kernel: below it each
 #: thread takes whole heads; from it on (``use_split_kv_path``: ``nek1 >= 512`` in ggml-cpu/ops.cpp,
 #: ``ggml_compute_forward_flash_attn_ext_f16``, llama-cpp-python 0.3.36) each thread takes a span of the cells for
-#: every head and the partial results are reduced. llama-bench here (256 wide × 16 layers, Q8_0, -n 32, -t 2) cost
-#: ~100 ns per head and cell up to it and 50-60 ns past it: one term per side in the decode fit.
+#: every head and the partial results are reduced. ``nek1`` is the cache view's length, the used cells rounded up to
+#: ``KV_PAD_CELLS`` (``llama_kv_cache::get_n_kv``: at least 256), so a token at position 256 or later (257 cells)
+#: already takes the split path, for all of its cells. Per cell the split path cost about half as much here
+#: (llama-bench, 256 wide × 16 layers, Q8_0, -n 32, -t 2); it also adds a cost per layer (the partials' reduction).
 SPLIT_KV_CELLS = 512
+KV_PAD_CELLS = 256
 
 #: (ggml type, activation of its repacked kernel, the CPU flags any one of which makes llama.cpp repack it).
 REPACKED: tuple[tuple[str, str, frozenset[str]], ...] = (

@@ -3,7 +3,8 @@
 The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted by least squares on relative time):
 
     decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa]
-              (+ attn_dec × s_per_attn + attn_dec_far × s_per_attn_far, fa on) + n_layer × t_layer + t_fixed
+              (+ attn_dec × s_per_attn + attn_dec_split × s_per_attn_split + split × t_split, fa on)
+              + n_layer × t_layer + t_fixed
     prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa] (+ spill_work × s_per_spill, fa on)
               + n_layer × t_layer + n_layer × ubatches / n_prompt × t_layer_ubatch
 
@@ -12,10 +13,11 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
   that kernel; ``kv_bytes``: the KV cache read at the average depth of the generation; ``attn_dec``: the attention
   work of one generated token there, depth × n_layer × n_embd_attn (it grows with the query heads, the bytes with
   the KV heads: models of other GQA ratios need both; with flash attention off, rare on CPUs, the bytes only).
-  On the CPU ``attn_dec_far`` is the part of it past ``cpu_kernels.SPLIT_KV_CELLS`` cells, where ggml's flash
-  attention for one query splits the cells (not the heads) across threads: per cell it cost about half as much
-  here, so one linear term made deep decode 15-20% too slow while fitting the shallow points. A fit saved without
-  that term (older, or a backend without the split) takes all of the attention under ``attn_dec``.
+  On the CPU the attention of a token that ggml's flash attention runs on its split-KV path (the cells, not the
+  heads, spread across threads: from the 257th cell on, see ``cpu_kernels.SPLIT_KV_CELLS``) is its own term,
+  ``attn_dec_split``, with a cost per layer of that path, ``split`` (n_layer × the share of generated tokens on it):
+  per cell it cost about half as much here, so one linear term made deep decode 15-20% too slow while fitting the
+  shallow points. A fit saved without those terms takes all of the attention under ``attn_dec``.
 - ``flops_class``: 2 × the matmul parameters of that class per prompt token (so ``1 / s_per_flop`` = η_c × compute);
   ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
   on and off; the last term is a per-layer cost per micro-batch, spread over the prompt.
@@ -45,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+
+from app.predict.cpu_kernels import KV_PAD_CELLS
 
 #: ggml weight type -> kernel class. One table: types whose kernels differ get different classes.
 KERNEL_CLASS: dict[str, str] = {
@@ -107,7 +111,8 @@ class Workload:
     n_ubatch: int = 512
     decode_attn_work: float = 0.0  # decode depth × n_layer × n_embd_attn, per generated token
     attn_spill_work: float = 0.0  # the part of attn_work whose KV span does not fit in a core's L2 (fa on)
-    decode_attn_far_work: float = 0.0  # the part of decode_attn_work past the split-KV switch (CPU, fa on)
+    decode_attn_split_work: float = 0.0  # the part of decode_attn_work on the CPU's split-KV path (fa on)
+    decode_split_share: float = 0.0  # the share of generated tokens on that path
 
     def features(self, phase: Phase) -> dict[str, float]:
         """The fitted model's regressors for ``phase`` (name -> value); zero entries left out."""
@@ -116,8 +121,9 @@ class Workload:
             feats = {f"bytes:{k}": v for k, v in self.class_bytes.items()}
             feats.update({f"kv:{fa}": self.kv_bytes_read, "layer": float(self.n_layer), "fixed": 1.0})
             if self.flash_attn:
-                feats["attn:fa"] = self.decode_attn_work - self.decode_attn_far_work
-                feats["attn_far:fa"] = self.decode_attn_far_work
+                feats["attn:fa"] = self.decode_attn_work - self.decode_attn_split_work
+                feats["attn_split:fa"] = self.decode_attn_split_work
+                feats["split:fa"] = self.decode_split_share * self.n_layer
         else:
             ubatches = math.ceil(self.n_prompt / max(self.n_ubatch, 1))
             feats = {f"flops:{k}": v for k, v in self.class_flops.items()}
@@ -152,7 +158,7 @@ def workload_for(
     Decode reads the KV cache at the generation's average depth, depth + n_prompt + n_gen / 2; prefill attends
     depth + n_prompt / 2 keys on average and walks a span of depth + n_prompt keys of ``kv_head_bytes_per_token``
     (K and V of one KV head) each; the part of that span beyond ``cache_bytes`` (a core's L2) spills. With
-    ``split_kv_cells`` (the CPU's), a generated token's attention past that many cells is its own term.
+    ``split_kv_cells`` (the CPU's), the attention of the generated tokens on the split-KV path is its own term.
     """
     class_bytes: dict[str, float] = {}
     class_flops: dict[str, float] = {}
@@ -169,8 +175,20 @@ def workload_for(
         kv_bytes_read=kv_bytes_per_token * decode_depth, decode_attn_work=decode_depth * n_layer * n_embd_attn,
         attn_work=attn_work, flash_attn=flash_attn, n_prompt=n_prompt, n_ubatch=n_ubatch,
         attn_spill_work=attn_work * spill,
-        decode_attn_far_work=max(0.0, decode_depth - split_kv_cells) * n_layer * n_embd_attn if split_kv_cells else 0.0,
+        **_split_kv_decode(depth + n_prompt, n_gen, split_kv_cells, n_layer * n_embd_attn),
     )
+
+
+def _split_kv_decode(first_pos: int, n_gen: int, split_kv_cells: int, work_per_cell: float) -> dict[str, float]:
+    """The decode attention work (per generated token, on average) and share of tokens on the split-KV path, for
+    tokens at positions ``first_pos`` .. ``first_pos + n_gen - 1``: a token at position p attends p + ½ cells on
+    average (as ``decode_attn_work`` counts them) and splits when its padded view reaches ``split_kv_cells``."""
+    if not split_kv_cells or n_gen <= 0:
+        return {}
+    start = max(first_pos, split_kv_cells - KV_PAD_CELLS)
+    n_split = max(0, first_pos + n_gen - start)
+    cells = n_split * (start + (n_split - 1) / 2.0 + 0.5)
+    return {"decode_attn_split_work": cells * work_per_cell / n_gen, "decode_split_share": n_split / n_gen}
 
 
 @dataclass(frozen=True)
@@ -211,11 +229,13 @@ class PhaseFit:
         return max((abs(p.rel_error) for p in self.used_points), default=math.nan)
 
     def features(self, workload: Workload) -> dict[str, float]:
-        """``workload``'s regressors as this fit knows them: a fit made before decode attention was split at the
-        CPU's split-KV switch (or whose points never passed it) takes the whole of it under ``attn:fa``."""
+        """``workload``'s regressors as this fit knows them: a fit made without the split-KV terms (older, or whose
+        points never took that path) takes the whole of decode attention under ``attn:fa`` and no split cost."""
         feats = workload.features(self.phase)  # type: ignore[arg-type]
-        if "attn_far:fa" in feats and "attn_far:fa" not in self.coefficients:
-            feats["attn:fa"] = feats.get("attn:fa", 0.0) + feats.pop("attn_far:fa")
+        if "attn_split:fa" in feats and "attn_split:fa" not in self.coefficients:
+            feats["attn:fa"] = feats.get("attn:fa", 0.0) + feats.pop("attn_split:fa")
+        if "split:fa" not in self.coefficients:
+            feats.pop("split:fa", None)
         return feats
 
     def disturbed(self) -> set[str]:

@@ -160,11 +160,11 @@ def test_the_caller_names_the_kernel_classes() -> None:
 
 
 def _split_ladder() -> list[Workload]:
-    """Like the calibration ladder's anchor: three widths at depths either side of the CPU's split-KV switch."""
+    """Like the calibration ladder's anchor: widths at depths either side of the CPU's split-KV switch."""
     out = []
     for n_embd, n_layer, gqa in ((256, 16, 1), (512, 6, 4), (576, 8, 3), (1024, 8, 4)):
         params = 10 * n_embd * n_embd * n_layer
-        for depth, p in ((0, 32), (0, 256), (256, 32), (1024, 32), (2048, 256), (4096, 512)):
+        for depth, p in ((0, 32), (0, 240), (0, 256), (256, 32), (1024, 32), (2048, 256), (4096, 512)):
             out.append(workload_for({"Q8_0": params * 8.5 / 8}, {"Q8_0": params}, n_layer=n_layer,
                                     n_embd_attn=n_embd, kv_bytes_per_token=4 * n_layer * n_embd / gqa,
                                     n_prompt=p, n_gen=32, depth=depth, split_kv_cells=512))
@@ -172,28 +172,43 @@ def _split_ladder() -> list[Workload]:
 
 
 def test_decode_attention_either_side_of_the_split_kv_switch_is_recovered_within_2_percent() -> None:
-    # attention at ~100 ns a head (64 wide) and cell before the switch and ~50 ns past it, as measured here
-    truth = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 8e9, "attn:fa": 1 / 0.6e9, "attn_far:fa": 1 / 1.2e9,
-             "layer": 40e-6, "fixed": 300e-6}
+    # attention at ~100 ns a head (64 wide) and cell on the whole-head path, ~50 ns on the split one, which also
+    # costs 30 µs a layer
+    truth = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 8e9, "attn:fa": 1 / 0.6e9, "attn_split:fa": 1 / 1.2e9,
+             "split:fa": 30e-6, "layer": 40e-6, "fixed": 300e-6}
     rng = np.random.default_rng(5)
     works = _split_ladder()
-    near_only = [w for w in works if w.decode_attn_far_work == 0]
-    assert near_only and len(near_only) < len(works)  # both sides of the switch are in the ladder
+    whole_heads = [w for w in works if w.decode_split_share == 0]
+    straddling = [w for w in works if 0 < w.decode_split_share < 1]
+    assert whole_heads and straddling and len(whole_heads) < len(works)  # both paths are in the ladder
     # 0.1 % noise: deep points are mostly attention, so the per-layer and fixed costs rest on the shallow ones
     fit = fit_phase("decode", [(w, tps(truth, w, "decode") * (1 + rng.normal(0, 0.001))) for w in works])
     assert set(fit.coefficients) == set(truth)
     for name, value in truth.items():
         assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
-    w = works[-1]  # 4,624 cells: 512 at the near cost, the rest at the far one
-    assert w.features("decode")["attn_far:fa"] == pytest.approx((4096 + 512 + 16 - 512) * 8 * 1024)
 
 
-def test_a_fit_without_the_split_term_takes_all_decode_attention_as_one() -> None:
+def test_a_token_splits_from_position_256_on_with_all_its_cells() -> None:
+    def work(depth: int, p: int, n_gen: int = 32) -> Workload:
+        return workload_for({"Q8_0": 1e6}, {"Q8_0": 1e6}, n_layer=8, n_embd_attn=1024, kv_bytes_per_token=1.0,
+                            n_prompt=p, n_gen=n_gen, depth=depth, split_kv_cells=512)
+    assert work(0, 32).decode_split_share == 0.0 and work(0, 32).decode_attn_split_work == 0.0
+    assert work(0, 224).decode_split_share == 0.0  # positions 224..255: a view of 256 cells
+    deep = work(0, 512)  # positions 512..543 (a view of 768 cells): every cell of every token on the split path
+    assert deep.decode_split_share == 1.0
+    assert deep.decode_attn_split_work == pytest.approx(deep.decode_attn_work)
+    half = work(0, 240)  # positions 240..271: 256..271 split
+    assert half.decode_split_share == 0.5
+    assert half.decode_attn_split_work == pytest.approx(sum(p + 0.5 for p in range(256, 272)) * 8 * 1024 / 32)
+    assert half.features("decode")["split:fa"] == pytest.approx(0.5 * 8)
+
+
+def test_a_fit_without_the_split_terms_takes_all_decode_attention_as_one() -> None:
     old = PhaseFit("decode", {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 40e9, "attn:fa": 1 / 5e9, "layer": 40e-6,
                               "fixed": 300e-6}, 0.05, ())
     w = _split_ladder()[-1]
     feats = w.features("decode")
     assert not old.missing(w)
-    expected_s = sum(old.coefficients[k] * v for k, v in feats.items() if k != "attn_far:fa") \
-        + old.coefficients["attn:fa"] * feats["attn_far:fa"]
+    expected_s = sum(old.coefficients[k] * v for k, v in feats.items() if k not in ("attn_split:fa", "split:fa")) \
+        + old.coefficients["attn:fa"] * feats["attn_split:fa"]
     assert old.seconds_per_token(w) == pytest.approx(expected_s)  # as the old fit was made: one attention term
