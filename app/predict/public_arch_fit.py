@@ -180,7 +180,7 @@ class ArchFit:
                 cls = self.stand_in(name.removeprefix("class:"))
                 if cls is None:
                     return None
-                streamed += self.coefficients.get(f"class:{cls}", 1.0) * value
+                streamed += self.coefficients[f"class:{cls}"] * value
             else:
                 total += self.coefficients.get(name, 0.0) * value
         total += max(streamed, self.alu_ops * demand.alu_s if demand.quantized else 0.0)
@@ -252,8 +252,9 @@ def _fit_roofline(
 ) -> tuple[float, dict[str, float]] | None:
     """Decode fitted with an ALU side of ``alu_ops`` per quantized weight: which rows sit on the ALU side of the max
     and the coefficients are found in turn (at most 8 rounds); an ALU-bound row's ALU seconds are taken as known.
-    A class whose rows are all ALU-bound keeps no coefficient: its bandwidth side is then taken at the ceiling.
-    Returns (sum of squared relative residuals of the max form, coefficients) of the best round."""
+    A class whose rows are all ALU-bound gets no coefficient of its own (it borrows its stand-in's, else the round
+    ends the search). Returns (sum of squared relative residuals of the max form, coefficients) of the best round
+    that leaves a row on the ALU side, else None."""
     measured_s = np.array([1.0 / measured_tps(r, "decode") for r in rows])
     alu_bound: frozenset[int] = frozenset()
     best: tuple[float, dict[str, float]] | None = None
