@@ -69,6 +69,9 @@ BAND_PERCENTILE = 90.0
 #: A point off the first fit by more than this × the median error, and by more than OUTLIER_MIN, is set aside.
 OUTLIER_FACTOR = 4.0
 OUTLIER_MIN = 0.25
+#: Terms a fit with too few points (or points that cannot tell them apart) folds away, in this order: the split-KV
+#: path's per-layer cost is dropped, then its attention joins the whole-head term (as a fit saved without them reads).
+FOLDS: tuple[tuple[str, str | None], ...] = (("split:fa", None), ("attn_split:fa", "attn:fa"))
 
 Phase = Literal["decode", "prefill"]
 PHASES: tuple[Phase, Phase] = ("decode", "prefill")
@@ -332,9 +335,33 @@ def fit_phase(
     Points off the first fit by more than ``outlier_factor`` × the median error (and by over OUTLIER_MIN) are set
     aside and the rest refitted once: a test slowed by another process must not bend the fit for every model.
     Raises FitError when there are fewer points than coefficients + 2, or when the points cannot tell two
-    regressors apart (e.g. every point has the same model size, so per-byte and fixed costs are confounded).
+    regressors apart (e.g. every point has the same model size, so per-byte and fixed costs are confounded), even
+    with the terms of ``FOLDS`` folded away.
     """
     feats = [w.features(phase) for w, _ in points]
+    for n_folded in range(len(FOLDS) + 1):
+        try:
+            return _fit_features(phase, points, feats, labels, band_floor, outlier_factor)
+        except FitError:
+            if n_folded == len(FOLDS):
+                raise
+            name, into = FOLDS[n_folded]
+            feats = [_fold(f, name, into) for f in feats]
+    raise AssertionError("unreachable")
+
+
+def _fold(feats: dict[str, float], name: str, into: str | None) -> dict[str, float]:
+    out = dict(feats)
+    value = out.pop(name, 0.0)
+    if into is not None and value:
+        out[into] = out.get(into, 0.0) + value
+    return out
+
+
+def _fit_features(
+    phase: Phase, points: Sequence[tuple[Workload, float]], feats: Sequence[dict[str, float]],
+    labels: Sequence[str] | None, band_floor: float, outlier_factor: float,
+) -> PhaseFit:
     names = sorted({k for f in feats for k in f})
     if len(points) < len(names) + 2:
         raise FitError(f"{phase}: {len(points)} points for {len(names)} coefficients ({', '.join(names)}); "

@@ -212,3 +212,16 @@ def test_a_fit_without_the_split_terms_takes_all_decode_attention_as_one() -> No
     expected_s = sum(old.coefficients[k] * v for k, v in feats.items() if k not in ("attn_split:fa", "split:fa")) \
         + old.coefficients["attn:fa"] * feats["attn_split:fa"]
     assert old.seconds_per_token(w) == pytest.approx(expected_s)  # as the old fit was made: one attention term
+
+
+def test_too_few_points_fold_the_split_kv_terms_away() -> None:
+    truth = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 8e9, "attn:fa": 1 / 0.6e9, "attn_split:fa": 1 / 1.2e9,
+             "split:fa": 30e-6, "layer": 40e-6, "fixed": 300e-6}
+    # two points per shape, one on each path: 8 points, where 7 terms need 9
+    works = [w for i, w in enumerate(_split_ladder()) if i % 7 in (0, 5)]
+    assert {"attn_split:fa", "split:fa"} <= {k for w in works for k in w.features("decode")}
+    fit = fit_phase("decode", [(w, tps(truth, w, "decode")) for w in works])
+    assert "split:fa" not in fit.coefficients and "attn_split:fa" in fit.coefficients
+    assert fit.seconds_per_token(works[-1]) > 0  # it still predicts, as a fit saved without the term does
+    with pytest.raises(FitError):
+        fit_phase("decode", [(w, tps(truth, w, "decode")) for w in works[:3]])
