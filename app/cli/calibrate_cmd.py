@@ -19,12 +19,12 @@ from app.results.store import ResultStore
 from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
 from app.run.calibrate_models import WRITABLE_TYPES
 
-HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about a minute on 2 cores)"
+HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about two minutes on 2 cores)"
 
 
 def options_from_args(args: argparse.Namespace) -> CalibrateOptions:
-    """The ladder asked for: --quick or the full one, narrowed by --types, with -t, -r and --no-store-runs (-t other
-    than the default leaves the stored runs out)."""
+    """The ladder asked for: --quick or the full one, narrowed by --types, with -t, -r, --passes and
+    --no-store-runs (-t other than the default leaves the stored runs out)."""
     o = CalibrateOptions.quick() if args.quick else CalibrateOptions()
     if args.types:
         types = tuple(t.strip().upper() for t in args.types.split(",") if t.strip())
@@ -37,6 +37,10 @@ def options_from_args(args: argparse.Namespace) -> CalibrateOptions:
         if args.repetitions < 1:
             raise UserError("-r must be at least 1")
         o = dataclasses.replace(o, repetitions=args.repetitions)
+    if args.passes is not None:
+        if args.passes < 1:
+            raise UserError("--passes must be at least 1")
+        o = dataclasses.replace(o, passes=args.passes)
     threads = max(args.threads or 0, 0)  # stored runs are of the default thread count: not mixed with another
     return dataclasses.replace(o, n_threads=threads, use_store=not args.no_store_runs and not threads)
 
@@ -77,6 +81,8 @@ def add_calibrate_parser(sub: Any) -> None:
     p.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (0: all, as run's default; "
                    "another count fits the ladder only)")
     p.add_argument("-r", "--repetitions", type=int, default=None, help="repetitions per test (default 3)")
+    p.add_argument("--passes", type=int, default=None, help="passes over the whole ladder, each test's faster "
+                   "figures kept (default 2; --quick 1)")
     p.add_argument("--no-store-runs", action="store_true", help="fit the ladder only, not the stored runs")
     p.add_argument("--json", action="store_true", help="print the saved fit as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from app.cli.calibrate_cmd import add_calibrate_parser, options_from_args
+from app.cli.errors import UserError
 from app.cli.predict_cmd import format_prediction
 from app.model.gguf_facts import read_model_facts
 from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
@@ -159,3 +162,25 @@ def test_disturbed_tests_are_found_and_the_faster_measurement_kept() -> None:
     best = faster(first, again)
     assert (best["decode_tps_median"], best["prefill_tps_median"]) == (100.0, 900.0)
     assert faster(first, {"status": "failed"})["decode_tps_median"] == 20.0
+
+
+def test_a_second_pass_measures_every_test_again(isolated_data_dir: Path) -> None:
+    calibration = Calibration(dataclasses.replace(TINY, passes=2))
+    said: list[str] = []
+    calibration.progress = said.append
+    result = calibration.run()
+    assert "pass 2 of 2 over the ladder" in said
+    first_tests = [m for m in said if m.startswith("test 1/")]
+    assert len(first_tests) >= 2  # each pass starts the ladder over
+    assert result.n_ladder_points == sum(len(m.tests) for m in ladder_models(TINY))
+    assert {"decode", "prefill"} <= set(result.fit.fits["CPU"])
+
+
+def test_passes_flag_is_checked() -> None:
+    parser = argparse.ArgumentParser()
+    add_calibrate_parser(parser.add_subparsers())
+    assert options_from_args(parser.parse_args(["calibrate"])).passes == 2
+    assert options_from_args(parser.parse_args(["calibrate", "--quick"])).passes == 1
+    assert options_from_args(parser.parse_args(["calibrate", "--passes", "3"])).passes == 3
+    with pytest.raises(UserError, match="--passes"):
+        options_from_args(parser.parse_args(["calibrate", "--passes", "0"]))
