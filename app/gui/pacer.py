@@ -30,7 +30,7 @@ class Pacer(QObject):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
-        self._timer.timeout.connect(self._run_one)
+        self._timer.timeout.connect(self.run_next)
         self._last_end = 0.0
         self._running = False
         #: (start, perf_counter s; the GUI thread's CPU in it, ms; what ran) per piece, when ``keep_log`` asked
@@ -58,7 +58,8 @@ class Pacer(QObject):
     def pending(self, key: Hashable) -> bool:
         return key in self._keys
 
-    def _run_one(self) -> None:
+    def run_next(self) -> None:
+        """Run the first queued piece now (the timer does this; tests step with it)."""
         if not self._queue:
             return
         key, fn = self._queue.popleft()
@@ -86,7 +87,7 @@ class Pacer(QObject):
         """Run everything queued now, in order (closing the window, tests)."""
         self._timer.stop()
         while self._queue:
-            self._run_one()
+            self.run_next()
         self._timer.stop()
 
 

@@ -266,14 +266,18 @@ def test_a_timer_redraw_repaints_a_turn_later_and_a_new_sweep_reuses_the_items(q
     assert plots.refresh(run, predictor)  # one plot, not forced: its first draw changes the legend, so its
     # whole-plot repaint waits for a later turn of the event loop
     waiting = [p for p in plots.panels if p.widget.isVisible() and not p.widget.updatesEnabled()]
-    assert len(waiting) == 1 and plots.pacer.pending(("prepare", waiting[0].name))  # its tick pictures first
+    assert len(waiting) == 1 and plots.pacer.pending(("settle", waiting[0].name))  # its layout settles first,
+    plots.pacer.run_next()
+    assert plots.pacer.pending(("prepare", waiting[0].name))  # then its tick pictures are built, then it repaints
     qtbot.waitUntil(lambda: waiting[0].widget.updatesEnabled(), timeout=2000)
     while plots.refresh(run, predictor):
         pass
     qtbot.waitUntil(lambda: all(p.widget.updatesEnabled() for p in plots.panels), timeout=2000)
     assert plots.refresh(run, predictor, {0})  # a selection ring: no range or legend change: no tick pictures
     drawn = [p for p in plots.panels if p.widget.isVisible() and not p.widget.updatesEnabled()]
-    assert len(drawn) == 1 and plots.pacer.pending(("repaint", drawn[0].name))
+    assert len(drawn) == 1 and plots.pacer.pending(("settle", drawn[0].name))
+    plots.pacer.run_next()
+    assert plots.pacer.pending(("repaint", drawn[0].name))
     assert not plots.pacer.pending(("prepare", drawn[0].name))
     qtbot.waitUntil(lambda: all(p.widget.updatesEnabled() for p in plots.panels), timeout=2000)
     while plots.refresh(run, predictor, {0}):

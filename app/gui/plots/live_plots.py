@@ -186,9 +186,16 @@ class LivePlots(QWidget):
             self._draw_and_fit(panel, view)
         finally:
             w.setUpdatesEnabled(False)  # the scene's queued repaint of this draw is dropped; one later, whole
-            if first or _layout_state(panel) != before:
-                self.pacer.post(lambda: prepare_plot(panel.plot), key=("prepare", panel.name))
-            self.pacer.post(lambda: w.setUpdatesEnabled(True), key=("repaint", panel.name))
+            # the layout settles in a piece of its own (auto-range and legend layout: up to 5 ms of a 10 ms redraw)
+            self.pacer.post(lambda: self._settle_then_paint(panel, first, before), key=("settle", panel.name))
+
+    def _settle_then_paint(self, panel: PlotPanel, first: bool, before: tuple[Any, ...] | None) -> None:
+        """After a deferred redraw: settle the plot's layout; where it changed (or on a first draw) queue the tick
+        pictures' piece, then the repaint's."""
+        w = panel.widget
+        if first or _layout_state(panel) != before:
+            self.pacer.post(lambda: prepare_plot(panel.plot), key=("prepare", panel.name))
+        self.pacer.post(lambda: w.setUpdatesEnabled(True), key=("repaint", panel.name))
 
     def _draw_and_fit(self, panel: PlotPanel, view: PlotView) -> None:
         """Draw ``panel``; where its legend gained or lost entries, fit its columns now (in the same piece, so a
