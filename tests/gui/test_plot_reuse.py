@@ -122,6 +122,24 @@ def test_a_spare_built_ahead_is_hidden_out_of_the_legend_and_shown_by_its_first_
     assert _labels(panel) == ["predicted"] and not rep.isVisible()
 
 
+def test_a_spare_s_legend_entry_can_come_in_a_later_piece(qtbot) -> None:  # noqa: ANN001
+    panel = _Panel()
+    qtbot.addWidget(panel.widget)
+    queued: list = []
+    assert panel.make_spare(("rep",), lambda: line("repetition", "#1f77b4"), queued.append)
+    assert panel.make_spare(("ring",), lambda: line("unstable", "#ff9900"), queued.append)
+    assert len(queued) == 2 and _labels(panel) == []  # the items are in the plot; their entries are queued
+    queued[0]()  # the repetitions' entry is built, kept out of the legend
+    rep = panel.item(("rep",), lambda: line("x", "#000"), "repetition")
+    assert rep.isVisible() and _labels(panel) == ["repetition"]
+    ring = panel.item(("ring",), lambda: line("x", "#000"), "unstable")  # asked for before its entry was built
+    assert ring.isVisible() and _labels(panel) == ["repetition", "unstable"]
+    queued[1]()  # too late: it adds nothing
+    assert _labels(panel) == ["repetition", "unstable"]
+    panel.drop(("ring",))
+    assert _labels(panel) == ["repetition"]
+
+
 def test_the_pacer_runs_one_piece_per_turn_in_order_and_a_keyed_piece_once(qtbot) -> None:  # noqa: ANN001
     from app.gui.pacer import Pacer
 

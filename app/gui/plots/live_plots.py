@@ -116,12 +116,13 @@ class LivePlots(QWidget):
         self._behind = False
 
     def prewarm(self, session: LiveRun, predictor: PredictionService) -> None:
-        """Build (hidden) the items a sweep's first measurements would, one per piece of the pacer: a legend entry
-        and its item take 2-4 ms, and the first repetition's redraw built them beside everything else."""
+        """Build (hidden) the items a sweep's first measurements would, one per piece of the pacer, and their legend
+        entries in pieces of their own: an item and its entry took 2-11 ms, and the first repetition's redraw built
+        them beside everything else."""
         view = PlotView(session, predictor, frozenset(), self.kv_ctx_max)
         for panel in self.panels:
             for key, make in panel.spares(view):
-                self.pacer.post(lambda panel=panel, key=key, make=make: panel.make_spare(key, make),
+                self.pacer.post(lambda panel=panel, key=key, make=make: panel.make_spare(key, make, self.pacer.post),
                                 key=("spare", panel.name, key))
 
     def reset_ranges(self) -> None:

@@ -196,8 +196,9 @@ class PlotPanel(ABC):
         :meth:`LivePlots.prewarm` while the model loads; by default the unstable-point rings."""
         return [(("unstable",), unstable_rings)]
 
-    def make_spare(self, key: tuple[Any, ...], make: Callable[[], Any]) -> bool:
-        return self.pool.make_spare(self.plot, (self.name, *key), make)
+    def make_spare(self, key: tuple[Any, ...], make: Callable[[], Any],
+                   later: Callable[[Callable[[], None]], None] | None = None) -> bool:
+        return self.pool.make_spare(self.plot, (self.name, *key), make, later)
 
     def drop(self, key: tuple[Any, ...]) -> None:
         """Take the item for ``(name, *key)`` and its legend entry off the plot, if there is one (kept hidden: the

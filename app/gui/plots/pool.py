@@ -26,6 +26,7 @@ class ItemPool:
         self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self.spare: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self.stale: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # retired: hidden, legend entries still laid out
+        self._entry_due: dict[tuple[Any, ...], str] = {}  # spares whose legend entry is still to be built
 
     def get(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         hit = self.items.get(key)
@@ -41,7 +42,10 @@ class ItemPool:
             item = spare[1]
             item.show()
             legend = _legend(owner)
-            if legend is not None:
+            name = self._entry_due.pop(key, None)
+            if legend is not None and name is not None:
+                legend.addItem(item, name)  # asked for before its stashed entry was built
+            elif legend is not None:
                 legend.unstash(item)
             self.items[key] = spare
             return item
@@ -53,6 +57,7 @@ class ItemPool:
     def remove(self, key: tuple[Any, ...]) -> None:
         hit = self.items.pop(key, None) or self.stale.pop(key, None)
         if hit is None:
+            self._entry_due.pop(key, None)
             hit = self.spare.pop(key, None)
             legend = _legend(hit[0]) if hit is not None else None
             if legend is not None:
@@ -60,8 +65,10 @@ class ItemPool:
         if hit is not None:
             hit[0].removeItem(hit[1])
 
-    def make_spare(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> bool:
-        """Build the item for ``key`` ahead of its first use, hidden (False if there is one already)."""
+    def make_spare(self, owner: Any, key: tuple[Any, ...], make: Callable[[], Any],
+                   later: Callable[[Callable[[], None]], None] | None = None) -> bool:
+        """Build the item for ``key`` ahead of its first use, hidden (False if there is one already); with ``later``
+        (which queues a callable), its stashed legend entry is built by a piece of its own (the two: up to 11 ms)."""
         if key in self.items or key in self.spare or key in self.stale:
             return False
         item = make()
@@ -72,11 +79,23 @@ class ItemPool:
             item.opts["name"] = None  # added without a legend entry (laying the legend out again: 5-8 ms) ...
             owner.addItem(item)
             item.opts["name"] = name
-            legend.add_stashed(item, name)  # ... and given one kept out, as a parked item's is
+            if later is None:
+                legend.add_stashed(item, name)  # ... and given one kept out, as a parked item's is
+            else:
+                self._entry_due[key] = name
+                later(lambda: self._stash_entry(key))
         else:
             owner.addItem(item)
         self.spare[key] = (owner, item)
         return True
+
+    def _stash_entry(self, key: tuple[Any, ...]) -> None:
+        """Build a spare's stashed legend entry (not if the spare was taken or removed meanwhile)."""
+        name = self._entry_due.pop(key, None)
+        spare = self.spare.get(key)
+        legend = _legend(spare[0]) if spare is not None else None
+        if name is not None and spare is not None and legend is not None:
+            legend.add_stashed(spare[1], name)
 
     def park(self, key: tuple[Any, ...]) -> None:
         """Hide one item and its legend entry, kept for the next ``get`` of its key (an item that comes and goes
