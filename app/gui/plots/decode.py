@@ -36,6 +36,12 @@ class DecodePlot(PlotPanel):
         self.curves = {}
         self.expected = {}
 
+    def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Any]]:
+        """As :meth:`PlotPanel.spares`, and each model's per-token line, measured means and error bars."""
+        names = [view.label("per token (measured)", path) for path in view.models]
+        toks = [(("tok", m), lambda m=m, n=n: line(n, color(m), 1.0, alpha=110)) for m, n in enumerate(names)]
+        return [*super().spares(view), *toks, *self.point_spares(view, "test mean (±1 sd)", "s", 10)]
+
     def key(self, view: PlotView) -> tuple[Any, ...]:
         s = view.session
         return (*view.base_key, s.rows_version, len(s.tests), view.selected, len(s.tok_t_ns))

@@ -25,7 +25,7 @@ from app.gui.plots.items import (
     unstable_rings,
 )
 from app.gui.plots.pool import ItemPool
-from app.gui.plots.style import nice_ceil, short_model
+from app.gui.plots.style import color, nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
 
@@ -195,6 +195,16 @@ class PlotPanel(ABC):
         """Items (key, make) that a sweep's first measurements would build, built ahead (and hidden) by
         :meth:`LivePlots.prewarm` while the model loads; by default the unstable-point rings."""
         return [(("unstable",), unstable_rings)]
+
+    def point_spares(self, view: PlotView, what: str, symbol: str = "o",
+                     size: float = 8) -> list[tuple[tuple[Any, ...], Callable[[], Any]]]:
+        """Spares for each model's measured means and their error bars (:meth:`points_with_sd`'s items)."""
+        out: list[tuple[tuple[Any, ...], Callable[[], Any]]] = []
+        for m, path in enumerate(view.models):
+            c, name = color(m), view.label(what, path)
+            out += [(("err", m), lambda c=c: error_bars(c)),
+                    ((self.points_key, m), lambda c=c, n=name: scatter(n, c, symbol, size))]
+        return out
 
     def make_spare(self, key: tuple[Any, ...], make: Callable[[], Any],
                    later: Callable[[Callable[[], None]], None] | None = None) -> bool:

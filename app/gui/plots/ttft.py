@@ -47,10 +47,10 @@ class TtftPlot(PlotPanel):
                                                        [float(r["ttft_ms"]) for r in hi])
 
     def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Any]]:
-        """As :meth:`PlotPanel.spares`, and each model's repetition markers."""
+        """As :meth:`PlotPanel.spares`, and each model's repetition markers, measured means and error bars."""
         names = [view.label("repetition (as it lands)", path) for path in view.models]
         reps = [(("rep", m), lambda m=m, n=n: hollow(n, color(m))) for m, n in enumerate(names)]
-        return [*super().spares(view), *reps]
+        return [*super().spares(view), *reps, *self.point_spares(view, "measured (±1 sd)")]
 
     def _draw_repetitions(self, view: PlotView, m: int, path: str) -> None:
         """Each timed repetition's prefill time as it lands, for tests whose mean is not in yet."""
