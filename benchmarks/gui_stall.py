@@ -10,6 +10,7 @@ CPU the GUI process used while the worker measured (every core the GUI takes is 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -124,28 +125,44 @@ def idle_noise(hb: Heartbeat) -> None:
           f"p99 {percentile(idle_gaps, 99):.1f} ms (what this machine's scheduler does to any thread)")
 
 
-def time_redraws(win: Any) -> list[float]:
-    """Wrap the plots' refresh so every redraw that changed something records its duration (ms)."""
-    redraw_ms: list[float] = []
+def time_redraws(win: Any) -> list[tuple[float, float, str]]:
+    """Wrap the plots' refresh so every redraw that changed something records (start, duration in ms, the plots)."""
+    redraws: list[tuple[float, float, str]] = []
     original = win.plots.refresh
 
     def timed_refresh(*a: object, **k: object) -> bool:
         t0 = time.perf_counter()
         changed = original(*a, **k)
         if changed:
-            redraw_ms.append((time.perf_counter() - t0) * 1000)
+            redraws.append((t0, (time.perf_counter() - t0) * 1000, "+".join(win.plots.last_drawn)))
         return changed
 
     win.plots.refresh = timed_refresh
-    return redraw_ms
+    return redraws
+
+
+def log_gc() -> list[tuple[float, float, int]]:
+    """Record every garbage collection of this process: (start, duration in ms, generation)."""
+    passes: list[tuple[float, float, int]] = []
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            passes.append((started[0], (time.perf_counter() - started[0]) * 1000, info["generation"]))
+
+    gc.callbacks.append(on_gc)
+    return passes
 
 
 def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
-            redraw_ms: list[float]) -> tuple[float, float, float]:
+            redraws: list[tuple[float, float, str]],
+            gc_passes: list[tuple[float, float, int]] | None = None) -> tuple[float, float, float]:
     """Run the sweep once with the heartbeat on; print its figures; (worst gap, p99 gap, worst own work) in ms."""
     from PySide6.QtCore import QEventLoop
 
-    redraw_ms.clear()
+    redraws.clear()
     loop = QEventLoop()
     win.sweepFinished.connect(loop.quit)
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -164,6 +181,11 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
     listed = "; ".join(f"{name} {ms:.1f} ms" for name, ms in pieces) or "none"
     print(f"  inside that gap: pacer pieces {listed}; the other {own_ms - sum(ms for _, ms in pieces):.1f} ms "
           f"were Qt's own events (paints, layout, input) and signal handlers")
+    drawn = "; ".join(f"{names} {ms:.1f} ms" for start, ms, names in redraws if t0 <= start < t1)
+    collected = "; ".join(f"gen {g} {ms:.1f} ms" for start, ms, g in gc_passes or () if t0 <= start < t1)
+    if drawn or collected:
+        print(f"  of which plot redraws: {drawn or 'none'}; garbage collections: {collected or 'none'}")
+    redraw_ms = [ms for _, ms, _ in redraws]
     if redraw_ms:
         print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
               f"{max(redraw_ms):.1f} ms worst (setData only; painting is in the gaps above)")
@@ -182,9 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     _app, win, tests, name = open_window(args)
     hb = Heartbeat()
     idle_noise(hb)
-    redraw_ms = time_redraws(win)
+    redraws = time_redraws(win)
+    gc_passes = log_gc()
     win.plots.pacer.keep_log()
-    results = [one_run(run, win, hb, tests, name, redraw_ms) for run in range(args.runs)]
+    results = [one_run(run, win, hb, tests, name, redraws, gc_passes) for run in range(args.runs)]
     worst = max(r[0] for r in results)
     busy_worst = max(r[2] for r in results)
     print(f"gui_stall: worst GUI-thread gap {worst:.1f} ms, p99 {max(r[1] for r in results):.1f} ms; "

@@ -48,6 +48,7 @@ class LivePlots(QWidget):
         self._behind = False
         self._legend_entries: dict[str, int] = {}
         self.max_per_refresh = 1
+        self.last_drawn: tuple[str, ...] = ()  # the plots the last refresh drew (benchmarks/gui_stall.py)
         self.pacer = Pacer(self)  # deferred pieces of the window's drawing, one per turn of the event loop
         for w in self.plots():
             for name in ("left", "bottom", "right"):
@@ -154,6 +155,7 @@ class LivePlots(QWidget):
         if not force:
             changed.sort(key=lambda p: self._drawn_at.get(p.name, -1))
             changed = changed[: self.max_per_refresh]
+        self.last_drawn = tuple(p.name for p in changed)
         for p in changed:
             self._draw_then_paint(p, view, defer=not force)
             self._plot_keys[p.name] = keys[p.name]
