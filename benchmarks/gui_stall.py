@@ -1,8 +1,10 @@
 """GUI-thread stalls during a live sweep: a 5 ms QTimer heartbeat records the gaps while the window runs a sweep.
 
 Runs offscreen on the built-in SmolLM2 model (or ``-m FILE``) with the quick preset (or ``--sweep``/``-p``/``-n``).
-Prints the worst and p99 heartbeat gap (target: never above 50 ms), the time the 10 Hz redraws took, and how much
-CPU the GUI process used while the worker measured (every core the GUI takes is one the worker cannot use).
+Prints the worst and p99 heartbeat gap (target: never above 50 ms), the GUI thread's own CPU time inside the worst
+gap (target: at most 16 ms) and what ran there (the window's paced pieces, plot redraws, garbage collections; the
+rest is Qt's own events), the time the 10 Hz redraws took, and how much CPU the GUI process used while the worker
+measured (every core the GUI takes is one the worker cannot use).
 
     .venv/bin/python benchmarks/gui_stall.py [--sweep quick] [-r 3] [--runs 1]
 """
@@ -24,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 TARGET_MS = 50.0
+OWN_WORK_TARGET_MS = 16.0  # the GUI thread's own CPU time in one gap (a frame at 60 Hz)
 HEARTBEAT_MS = 5
 
 
@@ -212,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     busy_worst = max(r[2] for r in results)
     print(f"gui_stall: worst GUI-thread gap {worst:.1f} ms, p99 {max(r[1] for r in results):.1f} ms; "
           f"worst own work in a gap {busy_worst:.1f} ms -> "
-          f"{'PASS' if worst <= TARGET_MS else 'PASS (own work)' if busy_worst <= TARGET_MS else 'OVER TARGET'}")
+          f"{'PASS' if worst <= TARGET_MS else 'PASS (own work)' if busy_worst <= TARGET_MS else 'OVER TARGET'}; "
+          f"own work at most {OWN_WORK_TARGET_MS:.0f} ms: {'met' if busy_worst <= OWN_WORK_TARGET_MS else 'NOT met'}")
     win.close()
     return 0 if min(worst, busy_worst) <= TARGET_MS else 1
 
