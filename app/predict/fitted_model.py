@@ -235,10 +235,9 @@ class PhaseFit:
         """``workload``'s regressors as this fit knows them: a fit made without the split-KV terms (older, or whose
         points never took that path) takes the whole of decode attention under ``attn:fa`` and no split cost."""
         feats = workload.features(self.phase)  # type: ignore[arg-type]
-        if "attn_split:fa" in feats and "attn_split:fa" not in self.coefficients:
-            feats["attn:fa"] = feats.get("attn:fa", 0.0) + feats.pop("attn_split:fa")
-        if "split:fa" not in self.coefficients:
-            feats.pop("split:fa", None)
+        for name, into in FOLDS:
+            if name in feats and name not in self.coefficients:
+                feats = _fold(feats, name, into)
         return feats
 
     def disturbed(self) -> set[str]:
@@ -339,18 +338,16 @@ def fit_phase(
     with the terms of ``FOLDS`` folded away.
     """
     feats = [w.features(phase) for w, _ in points]
-    for n_folded in range(len(FOLDS) + 1):
+    for name, into in FOLDS:
         try:
             return _fit_features(phase, points, feats, labels, band_floor, outlier_factor)
         except FitError:
-            if n_folded == len(FOLDS):
-                raise
-            name, into = FOLDS[n_folded]
             feats = [_fold(f, name, into) for f in feats]
-    raise AssertionError("unreachable")
+    return _fit_features(phase, points, feats, labels, band_floor, outlier_factor)
 
 
 def _fold(feats: dict[str, float], name: str, into: str | None) -> dict[str, float]:
+    """``feats`` without ``name``: its value added to ``into``, or dropped (``into`` None)."""
     out = dict(feats)
     value = out.pop(name, 0.0)
     if into is not None and value:

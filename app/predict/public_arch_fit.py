@@ -18,16 +18,12 @@ chosen per architecture from ``KAPPA_GRID`` (``None``: no cap): tensor-core GEMM
 big-die workstation cards at 250–350 W sustain far less than their boost-clock figure (on the public Ada rows the
 held-out prefill error falls from a median of 24 % to about 8 % with the cap).
 
-Decode of quantized weights is also bounded by the ALU work of unpacking them: each weight is unpacked, scaled and
-multiplied, ``a`` operations at the profile's compute rate (``alu_s`` = matmul parameters ÷ that rate). The fitted
-decode time is the slower of the two sides (the roofline form), plus the overheads:
-
-    decode  s/token = max(Σ_class c_class × bytes_class / bandwidth,  a × alu_s [quantized classes])  + overheads
-
-``a`` (ops per weight, ``ALU_KEY``) is chosen per architecture from ``ALU_OPS_GRID``; 0 leaves the term out. On the
-Apple rows it comes out near 30 in every leave-one-GPU-out fit, and it is what sets Apple M1 Max apart: the GPU with
-the fewest FLOPs per byte of bandwidth of them (26 against 34–36) reads its K-quants at 41–46 % of its bandwidth
-where the others reach 57–80 %. Pure functions (numpy).
+Decode of quantized weights is also bounded by the ALU work of unpacking them, ``a`` operations per weight at the
+profile's compute rate (``alu_s`` = matmul parameters ÷ that rate): decode s/token = max(the class sum above,
+a × alu_s) + overheads (a roofline). ``a`` (``ALU_KEY``) is chosen per architecture from ``ALU_OPS_GRID``; 0 leaves
+it out. On the Apple rows it is 27–31 in every leave-one-GPU-out fit; it sets M1 Max apart, the GPU with the fewest
+FLOPs per byte of them (26 against 34–36), whose K-quants reach 41–46 % of its bandwidth (the others: 57–80 %).
+Pure functions (numpy).
 """
 
 from __future__ import annotations
@@ -172,17 +168,26 @@ class ArchFit:
         other = FLOAT_STAND_IN if cls in FLOAT_CLASSES else QUANT_STAND_IN
         return other if f"class:{other}" in self.coefficients else None
 
+    def streamed(self, demand: Demand) -> float | None:
+        """Fitted seconds per token of the kernel classes' work (bytes or FLOPs at η); None when a class has neither
+        its own nor a stand-in coefficient."""
+        total = 0.0
+        for cls, value in demand.ideal_s.items():
+            if not value:
+                continue
+            fitted = self.stand_in(cls)
+            if fitted is None:
+                return None
+            total += self.coefficients[f"class:{fitted}"] * value
+        return total
+
     def seconds(self, demand: Demand) -> float | None:
         """Fitted seconds per token; None when a class has neither its own nor a stand-in coefficient."""
-        total, streamed = demand.known_s, 0.0
-        for name, value in demand.features().items():
-            if name.startswith("class:"):
-                cls = self.stand_in(name.removeprefix("class:"))
-                if cls is None:
-                    return None
-                streamed += self.coefficients[f"class:{cls}"] * value
-            else:
-                total += self.coefficients.get(name, 0.0) * value
+        streamed = self.streamed(demand)
+        if streamed is None:
+            return None
+        total = demand.known_s + sum(self.coefficients.get(name, 0.0) * value
+                                     for name, value in demand.features().items() if not name.startswith("class:"))
         total += max(streamed, self.alu_ops * demand.alu_s if demand.quantized else 0.0)
         return total if total > 0 else None
 
@@ -234,14 +239,22 @@ def _fit_once(
 def _fit_demands(
     phase: Phase, rows: Sequence[ReferenceResult], demands: Sequence[Demand],
 ) -> tuple[float, dict[str, float]] | None:
-    feats = [d.features() for d in demands]
-    names = sorted({k for f in feats for k in f}, key=lambda n: (not n.startswith("class:"), n))
     seconds = np.array([1.0 / measured_tps(r, phase) - d.known_s for r, d in zip(rows, demands, strict=True)])
     if np.any(seconds <= 0):
         return None  # the unfitted seconds alone exceed a measured time
+    return _fit_scaled([d.features() for d in demands], seconds)
+
+
+def _fit_scaled(
+    feats: Sequence[Mapping[str, float]], seconds: np.ndarray, rhs: np.ndarray | None = None,
+) -> tuple[float, dict[str, float]] | None:
+    """Coefficients of ``feats`` with each row divided by its ``seconds`` (a fit on relative time) and every
+    column scaled to 1 for the solve (``_solve``; ``rhs`` default 1); (residual, coefficients) or None."""
+    names = sorted({k for f in feats for k in f}, key=lambda n: (not n.startswith("class:"), n))
     design = np.array([[f.get(n, 0.0) for n in names] for f in feats]) / seconds[:, None]
     scale = np.abs(design).max(axis=0)
-    solved = _solve(design / scale, names)
+    scale[scale == 0] = 1.0
+    solved = _solve(design / scale, names, rhs)
     if solved is None:
         return None
     return solved[0], {n: v / float(scale[names.index(n)]) for n, v in solved[1].items()}
@@ -262,21 +275,17 @@ def _fit_roofline(
         feats = [{k: v for k, v in d.features().items() if not (i in alu_bound and k.startswith("class:"))}
                  for i, d in enumerate(demands)]
         known = np.array([d.known_s + (alu_ops * d.alu_s if i in alu_bound else 0.0) for i, d in enumerate(demands)])
-        names = sorted({k for f in feats for k in f}, key=lambda n: (not n.startswith("class:"), n))
-        design = np.array([[f.get(n, 0.0) for n in names] for f in feats]) / measured_s[:, None]
-        scale = np.where(np.abs(design).max(axis=0) > 0, np.abs(design).max(axis=0), 1.0)
-        solved = _solve(design / scale, names, 1.0 - known / measured_s)
+        solved = _fit_scaled(feats, measured_s, 1.0 - known / measured_s)
         if solved is None:
             return best
-        coefs = {**{n: v / float(scale[names.index(n)]) for n, v in solved[1].items()}, ALU_KEY: alu_ops}
-        times = [ArchFit("", "decode", coefs, tuple(rows)).seconds(d) for d in demands]
+        fit = ArchFit("", "decode", {**solved[1], ALU_KEY: alu_ops}, tuple(rows))
+        times = [fit.seconds(d) for d in demands]
         if any(t is None for t in times):
             return best
         sse = float(np.sum((np.array(times) / measured_s - 1.0) ** 2))
-        now = frozenset(i for i, d in enumerate(demands) if d.quantized
-                        and alu_ops * d.alu_s > sum(coefs.get(f"class:{k}", 1.0) * v for k, v in d.ideal_s.items()))
+        now = frozenset(i for i, d in enumerate(demands) if d.quantized and alu_ops * d.alu_s > (fit.streamed(d) or 0))
         if now and (best is None or sse < best[0]):  # no row on the ALU side: the linear form, not this one
-            best = (sse, coefs)
+            best = (sse, fit.coefficients)
         if now == alu_bound:
             break
         alu_bound = now
