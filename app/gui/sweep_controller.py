@@ -203,30 +203,33 @@ class SweepController(QObject):
 
     # --- the 10 Hz timer --------------------------------------------------------------------------
     def tick(self, force: bool = False) -> None:
-        """Take the queued events, update rows and progress, and redraw (one plot per tick unless forced)."""
+        """Take the queued events, update rows and progress, and redraw (one plot per tick unless forced).
+
+        Unless forced, each update is a piece of the pacer of its own, with the repaint or layout it sets off: the
+        messages (a row and the panel's new layout, 3-8 ms), the rows (the table, the scenario and the inspector,
+        4-8 ms), the progress bar and status line (with the tick: 10-12 ms) and one plot's redraw, in that order.
+        """
+        def soon(fn: Callable[[], None], key: str | None = None) -> None:
+            if force:
+                fn()
+            else:
+                self.pacer.post(fn, key)
+
         events = self.bridge.drain()
         if events:
             self.session.extend(events)
             said = [e for e in events if isinstance(e, _ANNOUNCED)]
-            if said and force:
-                self.announce(said)
-            elif said:  # a message row and the panel's new layout: 3-8 ms, a piece of its own
-                self.pacer.post(lambda: self.announce(said))
+            if said:
+                soon(lambda: self.announce(said))
         if self.session.rows_version != self._rows_seen:
-            if force:
-                self._emit_rows()
-            else:  # the table, the scenario and the inspector follow: a piece of their own (4-8 ms)
-                self.pacer.post(self._emit_rows, key="rows")
+            soon(self._emit_rows, "rows")
         if self.bridge.running:
-            if force:
-                self._update_progress()
-            else:  # the bar's and the status line's repaint follow it: a piece of its own (tick + them: 10-12 ms)
-                self.pacer.post(self._update_progress, key="progress")
+            soon(self._update_progress, "progress")
             self._check_contention()
         if force:
             self.plots.refresh(self.session, self.predictor, self.selected, force=True)
         elif self.view.isVisible() and not self._starting:  # starting: _when_drawn draws
-            self.pacer.post(self._draw_one, key="draw")  # a piece of its own, after the rows
+            self.pacer.post(self._draw_one, key="draw")
 
     def _emit_rows(self) -> None:
         if self.session.rows_version != self._rows_seen:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,10 @@ from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile
 def mean_pos(row: dict[str, Any]) -> float:
     """Average context position of a test's decode steps: depth + prompt + half the generated tokens."""
     return float(int(row.get("n_depth") or 0) + int(row.get("n_prompt") or 0) + int(row.get("n_gen") or 0) / 2)
+
+
+MEANS_LABEL = "test mean (±1 sd)"
+MEANS_MARKER = ("s", 10)  # symbol, size of the measured means
 
 
 class DecodePlot(PlotPanel):
@@ -38,9 +43,13 @@ class DecodePlot(PlotPanel):
 
     def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Any]]:
         """As :meth:`PlotPanel.spares`, and each model's per-token line, measured means and error bars."""
-        names = [view.label("per token (measured)", path) for path in view.models]
-        toks = [(("tok", m), lambda m=m, n=n: line(n, color(m), 1.0, alpha=110)) for m, n in enumerate(names)]
-        return [*super().spares(view), *toks, *self.point_spares(view, "test mean (±1 sd)", "s", 10)]
+        toks = [(("tok", m), self._token_line(view, m, path)) for m, path in enumerate(view.models)]
+        return [*super().spares(view), *toks, *self.point_spares(view, MEANS_LABEL, *MEANS_MARKER)]
+
+    @staticmethod
+    def _token_line(view: PlotView, m: int, path: str) -> Callable[[], Any]:
+        name = view.label("per token (measured)", path)
+        return lambda: line(name, color(m), 1.0, alpha=110)
 
     def key(self, view: PlotView) -> tuple[Any, ...]:
         s = view.session
@@ -59,14 +68,13 @@ class DecodePlot(PlotPanel):
         self.expected = {}
         for m, path in enumerate(view.models):
             c, mask = color(m), tok_m == m
-            tok_name = view.label("per token (measured)", path)
             x, y, conn = envelope(pos[mask], rate[mask], connect_reps(starts[mask]), chunk)
-            self.item(("tok", m), lambda c=c, n=tok_name: line(n, c, 1.0, alpha=110), tok_name).setData(
+            self.item(("tok", m), self._token_line(view, m, path), view.label("per token (measured)", path)).setData(
                 x, y, connect=conn)
             mine = [r for r in rows if r.get("model_path") == path]
-            self.points_with_sd(m, view.label("test mean (±1 sd)", path), c, (
+            self.points_with_sd(m, view.label(MEANS_LABEL, path), c, (
                 np.array([mean_pos(r) for r in mine]), np.array([float(r["decode_tps"]) for r in mine]),
-                np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])), "s", 10,
+                np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])), *MEANS_MARKER,
                 depths=[int(r.get("n_depth") or 0) for r in mine])
             ys = self._draw_ceiling(view, m, path, xs)
             if ys is not None:

@@ -196,15 +196,16 @@ class PlotPanel(ABC):
         :meth:`LivePlots.prewarm` while the model loads; by default the unstable-point rings."""
         return [(("unstable",), unstable_rings)]
 
+    def point_makers(self, m: int, name: str, c: str, symbol: str = "o",
+                     size: float = 8) -> list[tuple[tuple[Any, ...], Callable[[], Any]]]:
+        """(key, make) of model ``m``'s error bars and measured means, for :meth:`points_with_sd` and the spares."""
+        return [(("err", m), lambda: error_bars(c)), ((self.points_key, m), lambda: scatter(name, c, symbol, size))]
+
     def point_spares(self, view: PlotView, what: str, symbol: str = "o",
                      size: float = 8) -> list[tuple[tuple[Any, ...], Callable[[], Any]]]:
         """Spares for each model's measured means and their error bars (:meth:`points_with_sd`'s items)."""
-        out: list[tuple[tuple[Any, ...], Callable[[], Any]]] = []
-        for m, path in enumerate(view.models):
-            c, name = color(m), view.label(what, path)
-            out += [(("err", m), lambda c=c: error_bars(c)),
-                    ((self.points_key, m), lambda c=c, n=name: scatter(n, c, symbol, size))]
-        return out
+        return [spare for m, path in enumerate(view.models)
+                for spare in self.point_makers(m, view.label(what, path), color(m), symbol, size)]
 
     def make_spare(self, key: tuple[Any, ...], make: Callable[[], Any],
                    later: Callable[[Callable[[], None]], None] | None = None) -> bool:
@@ -234,8 +235,9 @@ class PlotPanel(ABC):
         """Model ``m``'s measured means (``meas`` for TTFT, ``mean`` for decode) with ±1 sd error bars: colour by
         model, and where the tests ran at several ``depths``, a marker shape per depth that the legend names."""
         x, y, e = xyz
-        self.item(("err", m), lambda: error_bars(c)).setData(x=x, y=y, top=e, bottom=e)
-        item = self.item((self.points_key, m), lambda: scatter(name, c, symbol, size))
+        (err_key, make_err), (points_key, make_points) = self.point_makers(m, name, c, symbol, size)
+        self.item(err_key, make_err).setData(x=x, y=y, top=e, bottom=e)
+        item = self.item(points_key, make_points)
         distinct = sorted(set(depths))
         if len(distinct) > 1 and len(depths) == len(x):
             shape = {d: DEPTH_SYMBOLS[k % len(DEPTH_SYMBOLS)] for k, d in enumerate(distinct)}

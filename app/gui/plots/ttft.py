@@ -3,6 +3,7 @@ hardware they ran on, and the inspector's other profile as a labelled what-if.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,10 @@ from app.gui.plots.style import CURVE_POINTS, color, profile_name
 from app.predict.profiles import HardwareProfile
 
 MAX_DEPTHS = 3  # predicted curves per model, one per context depth the run used
+
+
+MEASURED_LABEL = "measured (±1 sd)"
+REPS_LABEL = "repetition (as it lands)"
 
 
 class TtftPlot(PlotPanel):
@@ -34,7 +39,7 @@ class TtftPlot(PlotPanel):
         xs = np.linspace(1, xmax, CURVE_POINTS)
         for m, path in enumerate(view.models):
             mine = [r for r in rows if r.get("model_path") == path]
-            self.points_with_sd(m, view.label("measured (±1 sd)", path), color(m), (
+            self.points_with_sd(m, view.label(MEASURED_LABEL, path), color(m), (
                 np.array([float(r["n_prompt"]) for r in mine]), np.array([float(r["ttft_ms"]) for r in mine]),
                 np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])),
                 depths=[int(r.get("n_depth") or 0) for r in mine])
@@ -48,9 +53,13 @@ class TtftPlot(PlotPanel):
 
     def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Any]]:
         """As :meth:`PlotPanel.spares`, and each model's repetition markers, measured means and error bars."""
-        names = [view.label("repetition (as it lands)", path) for path in view.models]
-        reps = [(("rep", m), lambda m=m, n=n: hollow(n, color(m))) for m, n in enumerate(names)]
-        return [*super().spares(view), *reps, *self.point_spares(view, "measured (±1 sd)")]
+        reps = [(("rep", m), self._rep_markers(view, m, path)) for m, path in enumerate(view.models)]
+        return [*super().spares(view), *reps, *self.point_spares(view, MEASURED_LABEL)]
+
+    @staticmethod
+    def _rep_markers(view: PlotView, m: int, path: str) -> Callable[[], Any]:
+        name = view.label(REPS_LABEL, path)
+        return lambda: hollow(name, color(m))
 
     def _draw_repetitions(self, view: PlotView, m: int, path: str) -> None:
         """Each timed repetition's prefill time as it lands, for tests whose mean is not in yet."""
@@ -62,8 +71,7 @@ class TtftPlot(PlotPanel):
         if not xs:
             self.drop(("rep", m))
             return
-        name = view.label("repetition (as it lands)", path)
-        self.item(("rep", m), lambda: hollow(name, color(m)), name).setData(xs, ys)
+        self.item(("rep", m), self._rep_markers(view, m, path), view.label(REPS_LABEL, path)).setData(xs, ys)
 
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
         """Model ``m``'s predicted TTFT on the hardware it ran on, at each of (up to three of) the depths its tests
