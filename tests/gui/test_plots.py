@@ -268,7 +268,8 @@ def test_a_timer_redraw_repaints_a_turn_later_and_a_new_sweep_reuses_the_items(q
     waiting = [p for p in plots.panels if p.widget.isVisible() and not p.widget.updatesEnabled()]
     assert len(waiting) == 1 and plots.pacer.pending(("settle", waiting[0].name))  # its layout settles first,
     plots.pacer.run_next()
-    assert plots.pacer.pending(("prepare", waiting[0].name))  # then its tick pictures are built, then it repaints
+    name = waiting[0].name  # then its ranges settle and each axis' tick picture is built, a piece each; it repaints
+    assert all(plots.pacer.pending(("prepare", name, i)) for i in range(3)) and plots.pacer.pending(("repaint", name))
     qtbot.waitUntil(lambda: waiting[0].widget.updatesEnabled(), timeout=2000)
     while plots.refresh(run, predictor):
         pass
@@ -278,7 +279,7 @@ def test_a_timer_redraw_repaints_a_turn_later_and_a_new_sweep_reuses_the_items(q
     assert len(drawn) == 1 and plots.pacer.pending(("settle", drawn[0].name))
     plots.pacer.run_next()
     assert plots.pacer.pending(("repaint", drawn[0].name))
-    assert not plots.pacer.pending(("prepare", drawn[0].name))
+    assert not plots.pacer.pending(("prepare", drawn[0].name, 0))
     qtbot.waitUntil(lambda: all(p.widget.updatesEnabled() for p in plots.panels), timeout=2000)
     while plots.refresh(run, predictor, {0}):
         pass

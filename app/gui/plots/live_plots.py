@@ -17,7 +17,7 @@ from app.gui.plots.decode import DecodePlot
 from app.gui.plots.itl import ItlPlot
 from app.gui.plots.kv import KvPlot
 from app.gui.plots.panel import PlotPanel, PlotView
-from app.gui.plots.prepaint import prepare_plot
+from app.gui.plots.prepaint import prepare_steps
 from app.gui.plots.telemetry import TelemetryPlot
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
@@ -172,9 +172,9 @@ class LivePlots(QWidget):
         looks at timers again. A redraw that moves an axis range or changes the legend repaints the whole plot
         (8-14 ms, the axes re-rendering their ticks), and with the redraw itself (3-9 ms) that ran as one unbroken
         stretch of the GUI thread. The repaint is now a later piece of the :attr:`pacer`; where the redraw moved a
-        range or changed the legend (and for a plot's first draw after a reset) a piece before it builds the axes'
-        tick pictures and the grid (:func:`prepare_plot`), so the repaint only plays them. A redraw that only moved
-        data repaints later too: Qt's partial repaint at once (2-5 ms) ran in the redraw's stretch.
+        range or changed the legend (and for a plot's first draw after a reset) pieces before it build the axes'
+        tick pictures and the grid (:func:`prepare_steps`), so the repaint only plays them. A redraw that only
+        moved data repaints later too: Qt's partial repaint at once (2-5 ms) ran in the redraw's stretch.
         """
         w = panel.widget
         if not defer or not w.isVisible():
@@ -197,7 +197,8 @@ class LivePlots(QWidget):
         pictures' piece, then the repaint's."""
         w = panel.widget
         if first or _layout_state(panel) != before:
-            self.pacer.post(lambda: prepare_plot(panel.plot), key=("prepare", panel.name))
+            for i, step in enumerate(prepare_steps(panel.plot)):
+                self.pacer.post(step, key=("prepare", panel.name, i))
         self.pacer.post(lambda: w.setUpdatesEnabled(True), key=("repaint", panel.name))
 
     def _draw_and_fit(self, panel: PlotPanel, view: PlotView) -> None:
