@@ -16,6 +16,7 @@ from app.gui.compare import CompareWindow
 from app.gui.live import LiveRun
 from app.gui.plots import LivePlots
 from app.gui.plots.decode import DecodePlot, mean_pos
+from app.gui.plots.items import show_curve
 from app.gui.plots.itl import ItlPlot
 from app.gui.plots.kv import KvPlot
 from app.gui.plots.panel import PlotPanel, PlotView
@@ -147,6 +148,23 @@ def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, 
     assert np.isfinite(wy).all() and wy[0] < cy[0]  # 20 GB/s chosen vs the 33 GB/s the run was measured on
 
 
+def test_a_redraw_leaves_a_predicted_curve_it_already_shows_alone(panels, view: PlotView) -> None:
+    p = panels["dec"]
+    p.draw(view)
+    item = p.pool.items[("dec", "pred", 0)][1]
+    shown = p.data_of("dec", "pred", 0)[1].copy()
+    calls: list[int] = []
+    set_data = item.setData
+    item.setData = lambda *a, **k: (calls.append(1), set_data(*a, **k))[1]  # counts, then the real setData
+    p.draw(view)
+    assert calls == [] and np.array_equal(p.data_of("dec", "pred", 0)[1], shown)
+    xs = np.linspace(0.0, 10.0, 5)
+    show_curve(item, xs, xs * 2)  # another curve object: shown
+    assert calls == [1] and np.array_equal(p.data_of("dec", "pred", 0)[1], xs * 2)
+    show_curve(item, xs, None)  # none (being computed): emptied
+    assert calls == [1, 1] and len(p.data_of("dec", "pred", 0)[0]) == 0
+
+
 def test_kv_plot_shows_predicted_memory_measured_points_and_the_ram_line(panels, view: PlotView) -> None:
     p = panels["kv"]
     p.draw(view)
@@ -156,6 +174,11 @@ def test_kv_plot_shows_predicted_memory_measured_points_and_the_ram_line(panels,
     _x, total_mib = p.data_of("kv", "tot", 0)
     assert np.isfinite(kv_mib).all() and (total_mib > kv_mib).all() and kv_mib[-1] > kv_mib[0]
     assert "KV cache, pred. (f16)" in _labels(p) and "RAM 16 GiB (test CPU)" in p._limit.label.format
+    line = p._limit
+    p.retire()  # a new sweep: the line is hidden and kept, the next draw moves and shows it
+    assert p._limit is line and not line.isVisible()
+    p.draw(view)
+    assert p._limit is line and line.isVisible()
     p.reset()
     assert p._limit is None and len(p.data_of("kv", "meas", 0)[0]) == 0
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from app.gui.plots.envelope import chunk_tokens, envelope
-from app.gui.plots.items import connect_reps, line, ring, what_if_line
+from app.gui.plots.items import connect_reps, line, ring, show_curve, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name
 
@@ -107,8 +107,7 @@ class DecodePlot(PlotPanel):
             curve = view.curve(("dec", path, float(xs[-1]), prof, tuple(sorted(settings.items()))),
                                lambda prof=prof: view.predictor.decode_curve(path, xs, prof, **settings))
             name = view.label(f"{'ceiling' if key[0] == 'pred' else 'what-if'} ({profile_name(prof)})", path)
-            item = self.item(key, lambda make=make, name=name: make(name), name)
-            item.setData(*((xs, curve) if curve is not None else ([], [])))
+            show_curve(self.item(key, lambda make=make, name=name: make(name), name), xs, curve)
             ys = curve if key[0] == "pred" else ys
         exp = None if ran_on is None else view.curve(
             ("dec-exp", path, float(xs[-1]), ran_on, tuple(sorted(settings.items()))),

@@ -337,6 +337,21 @@ def error_bars(c: str) -> pg.ErrorBarItem:
     return pg.ErrorBarItem(x=empty, y=empty, top=empty, bottom=empty, beam=6, pen=pg.mkPen(c, width=1.2))
 
 
+def show_curve(item: pg.PlotDataItem, xs: np.ndarray, curve: np.ndarray | None, part: int | None = None) -> None:
+    """``item`` shows ``curve`` (its row ``part``, for a stacked value/low/high curve) along ``xs``; nothing when
+    ``curve`` is None. A cached prediction is the same object from one redraw to the next, and an item that
+    already shows it is left alone: setData re-bounds the item and re-ranges its view each time."""
+    stamp = (part, len(xs), float(xs[-1]) if len(xs) else None)
+    shown = getattr(item, "_shown_curve", None)
+    if curve is not None and shown is not None and shown[0] is curve and shown[1] == stamp:
+        return
+    item._shown_curve = (curve, stamp) if curve is not None else None
+    if curve is None:
+        item.setData([], [])
+    else:
+        item.setData(xs, curve if part is None else curve[part])
+
+
 def rename(plot: pg.PlotItem, item: Any, name: str) -> None:
     """Change an item's legend label (names that carry the profile change when the profile does)."""
     legend = plot.legend

@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from app.gui.plots.items import line, ring, scatter
+from app.gui.plots.items import line, ring, scatter, show_curve
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, MIB, color
 from app.gui.predictions import n_ctx_for
@@ -31,6 +31,7 @@ class KvPlot(PlotPanel):
         super().__init__(title, columns)
         self.plot.setLogMode(x=False, y=True)
         self._limit: pg.InfiniteLine | None = None
+        self._in_mib: dict[int, tuple[Any, tuple[np.ndarray, np.ndarray]]] = {}  # model -> (curve, its MiB)
 
     def reset(self) -> None:
         super().reset()
@@ -80,8 +81,15 @@ class KvPlot(PlotPanel):
         tot_name = view.label("weights+KV+compute, pred.", path)
         kv_item = self.item(("kv", m), lambda: line(kv_name, c, 2.0), kv_name)
         tot_item = self.item(("tot", m), lambda: line(tot_name, c, 1.6, dashed=True), tot_name)
-        kv_item.setData(*((xs, res[0] / MIB) if res is not None else ([], [])))
-        tot_item.setData(*((xs, res[1] / MIB) if res is not None else ([], [])))
+        show_curve(kv_item, xs, None if res is None else self._mib(m, res), 0)
+        show_curve(tot_item, xs, None if res is None else self._mib(m, res), 1)
+
+    def _mib(self, m: int, res: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Model ``m``'s cached (KV, total) byte curves in MiB: the same arrays while the curve is the same."""
+        kept = self._in_mib.get(m)
+        if kept is None or kept[0] is not res:
+            kept = self._in_mib[m] = (res, (res[0] / MIB, res[1] / MIB))
+        return kept[1]
 
     def _draw_limit(self, view: PlotView) -> None:
         """The profile's VRAM (or RAM, for a CPU profile) as a labelled dotted line."""

@@ -22,6 +22,7 @@ from app.gui.plots.items import (
     marked_line,
     rename,
     scatter,
+    show_curve,
     unstable_rings,
 )
 from app.gui.plots.pool import ItemPool
@@ -259,12 +260,12 @@ class PlotPanel(ABC):
             return
         lo = self.item(parts[1], lambda: line(None, c, 0.5, alpha=60))
         hi = self.item(parts[2], lambda: line(None, c, 0.5, alpha=60))
-        lo.setData(xs, curve[1])
-        hi.setData(xs, curve[2])
+        show_curve(lo, xs, curve, 1)
+        show_curve(hi, xs, curve, 2)
         self.item(parts[0], lambda: band_between(lo, hi, c))
         mid = self.item(parts[3], lambda: expected_line(name, c))
         rename(self.plot, mid, name)
-        mid.setData(xs, curve[0])
+        show_curve(mid, xs, curve, 0)
 
     def set_range(self, vb: pg.ViewBox, x: tuple[float, float] | None, y_hi: float | None,
                   y_lo: float = 0.0, which: str = "main") -> None:
