@@ -5,7 +5,8 @@ type (Q8_0) runs shapes of different widths and depths, each at a short prompt f
 at some depth (and, for one shape, half that depth and flash attention off), plus one long prompt deep in the cache:
 these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the cache spill). Every
 other type runs one wide shape at a short and a longer prompt, enough for its own bytes and FLOPs coefficients; so
-the ladder costs about as much as three types crossed with everything (62 s on this 2-core machine). The
+the ladder costs about as much as three types crossed with everything (about a minute a pass on this 2-core
+machine; the default two passes took 115-136 s). The
 models live in a temporary folder of the data dir that is removed afterwards; the fit is written only at the end
 (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
 """
@@ -54,9 +55,13 @@ LADDER_TYPES: tuple[str, ...] = ("Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K",
 #: FLOPs coefficients.
 ANCHOR_TYPES: tuple[str, ...] = ("Q8_0",)
 #: (n_embd, n_layer, GQA ratio, depth of the deep test): narrow and deep without GQA (attention weighs most), wide
-#: and shallow, and the largest (about 80M parameters, whose cache is filled less deep: the untimed fill of every
-#: repetition is the slow part). The GQA ratios differ so the fit can tell KV bytes from attention work.
-FULL_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 16, 1, 2048), (512, 6, 4, 2048), (1024, 8, 4, 512))
+#: and shallow, the largest (about 80M parameters, whose cache is filled less deep: the untimed fill of every
+#: repetition is the slow part), and the shallow one's width with four times its layers: real models have 22-80
+#: layers, and with at most 16 here the fit found no per-layer prefill cost and predicted a 30-layer model of width
+#: 576 (SmolLM2's shape, synthetic or real) 10-20 % fast. The GQA ratios differ so the fit can tell KV bytes from
+#: attention work.
+FULL_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 16, 1, 2048), (512, 6, 4, 2048), (1024, 8, 4, 512),
+                                                      (512, 24, 4, 1024))
 #: The shape every other type runs (wide: the weights dominate), a short and a long prompt from an empty cache.
 TYPE_SHAPE: tuple[int, int, int] = (1024, 8, 4)
 #: A long prompt deep in the cache on SmolLM2's head layout (9 heads of 64, 3 KV heads): the one point whose KV span
