@@ -81,8 +81,8 @@ def add_calibrate_parser(sub: Any) -> None:
     p.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (0: all, as run's default; "
                    "another count fits the ladder only)")
     p.add_argument("-r", "--repetitions", type=int, default=None, help="repetitions per test (default 3)")
-    p.add_argument("--passes", type=int, default=None, help="passes over the whole ladder, each test's faster "
-                   "figures kept (default 2; --quick 1)")
+    p.add_argument("--passes", type=int, default=None, help="passes over the whole ladder, each test's "
+                   "repetitions pooled into one median (default 2; --quick 1)")
     p.add_argument("--no-store-runs", action="store_true", help="fit the ladder only, not the stored runs")
     p.add_argument("--json", action="store_true", help="print the saved fit as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
