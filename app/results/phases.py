@@ -17,7 +17,7 @@ class TestShape(Protocol):
     n_parallel: int
 
 
-def _spread(name: str, xs: list[float]) -> dict[str, float | None]:
+def spread(name: str, xs: list[float]) -> dict[str, float | None]:
     """``name`` (the mean), ``name_median`` and ``name_stddev`` of one metric's per-repetition values."""
     return {name: stats.mean(xs), f"{name}_median": stats.median(xs), f"{name}_stddev": stats.stddev(xs)}
 
@@ -60,9 +60,9 @@ def summarise_phases(
         "stddev_ts": stats.stddev(samples_ts),
         "samples_ns": list(total_ns),
         "samples_ts": samples_ts,
-        **_spread("ttft_ms", ttft_ms),
-        **_spread("prefill_tps", prefill_tps),
-        **_spread("decode_tps", decode_tps),
+        **spread("ttft_ms", ttft_ms),
+        **spread("prefill_tps", prefill_tps),
+        **spread("decode_tps", decode_tps),
         "decode_tps_aggregate": (stats.mean(decode_tps) or 0) * n_seq if decode_tps else None,
         "tpot_ms": 1000.0 / stats.mean(decode_tps) if decode_tps else None,
         **{f"itl_p{q}_ms": stats.percentile(itl_ms, q) for q in (50, 90, 99)},

@@ -37,7 +37,7 @@ from app.predict.calibration_fit import (
 )
 from app.predict.calibration_store import engine_version, llama_build, save_fit
 from app.predict.cpu_kernels import cpu_class_table
-from app.results import stats
+from app.results.phases import spread
 from app.results.store import ResultStore
 from app.run.calibrate_models import SynthShape, write_synth_model
 from app.run.events import Event, TestStarted
@@ -287,8 +287,7 @@ def pooled(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     for phase in ("decode", "prefill"):
         xs = [float(x) for r in oks for x in r.get(f"{phase}_samples_tps") or ()]
         if xs:
-            out.update({f"{phase}_samples_tps": xs, f"{phase}_tps": stats.mean(xs),
-                        f"{phase}_tps_median": stats.median(xs), f"{phase}_tps_stddev": stats.stddev(xs)})
+            out.update({f"{phase}_samples_tps": xs, **spread(f"{phase}_tps", xs)})
     return out
 
 

@@ -19,6 +19,11 @@ def ctx_of(row: dict[str, Any]) -> float:
     return float(row.get("n_ctx") or n_ctx_for(row))
 
 
+def _in_mib(curve: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(KV, total) byte curves in MiB, cached as such: the same arrays from one redraw to the next."""
+    return None if curve is None else (curve[0] / MIB, curve[1] / MIB)
+
+
 class KvPlot(PlotPanel):
     """Memory (MiB, log scale) vs context size (tokens), with the hardware profile's memory as a dotted line."""
 
@@ -31,7 +36,6 @@ class KvPlot(PlotPanel):
         super().__init__(title, columns)
         self.plot.setLogMode(x=False, y=True)
         self._limit: pg.InfiniteLine | None = None
-        self._in_mib: dict[int, tuple[Any, tuple[np.ndarray, np.ndarray]]] = {}  # model -> (curve, its MiB)
 
     def reset(self) -> None:
         super().reset()
@@ -75,21 +79,14 @@ class KvPlot(PlotPanel):
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
         """Model ``m``'s predicted KV cache alone (solid) and with weights and compute buffers (dashed)."""
         c, settings = color(m), view.settings(path)
-        res = view.curve(("kv", path, float(xs[-1]), tuple(sorted(settings.items()))),
-                         lambda: view.predictor.kv_curve(path, xs, **settings))
+        res = view.curve(("kv-mib", path, float(xs[-1]), tuple(sorted(settings.items()))),
+                         lambda: _in_mib(view.predictor.kv_curve(path, xs, **settings)))
         kv_name = view.label(f"KV cache, pred. ({settings.get('type_k') or 'f16'})", path)
         tot_name = view.label("weights+KV+compute, pred.", path)
         kv_item = self.item(("kv", m), lambda: line(kv_name, c, 2.0), kv_name)
         tot_item = self.item(("tot", m), lambda: line(tot_name, c, 1.6, dashed=True), tot_name)
-        show_curve(kv_item, xs, None if res is None else self._mib(m, res), 0)
-        show_curve(tot_item, xs, None if res is None else self._mib(m, res), 1)
-
-    def _mib(self, m: int, res: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Model ``m``'s cached (KV, total) byte curves in MiB: the same arrays while the curve is the same."""
-        kept = self._in_mib.get(m)
-        if kept is None or kept[0] is not res:
-            kept = self._in_mib[m] = (res, (res[0] / MIB, res[1] / MIB))
-        return kept[1]
+        show_curve(kv_item, xs, res, 0)
+        show_curve(tot_item, xs, res, 1)
 
     def _draw_limit(self, view: PlotView) -> None:
         """The profile's VRAM (or RAM, for a CPU profile) as a labelled dotted line."""
