@@ -100,7 +100,17 @@ def workload_of(facts: ModelFacts, s: PredictSettings, ctx: MachineContext | Non
         depth=s.depth, flash_attn=s.flash_attn, n_ubatch=s.n_ubatch, classify=ctx.classify(backend),
         kv_head_bytes_per_token=kv_per_token / max(facts.n_layer * facts.n_head_kv, 1),
         cache_bytes=ctx.cache_bytes(backend), split_kv_cells=SPLIT_KV_CELLS if backend == "CPU" else 0,
+        width_per_layer=facts.n_embd + _ff_per_token(facts),
     )
+
+
+def _ff_per_token(facts: ModelFacts) -> int:
+    """The feed-forward width one token runs through per layer: the used experts' together in a mixture of
+    experts, else ``n_ff``."""
+    expert_ff = facts.extra.get("n_ff_expert")
+    if facts.n_expert_used and isinstance(expert_ff, int) and expert_ff > 0:
+        return facts.n_expert_used * expert_ff
+    return facts.n_ff
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
               + n_layer × t_layer + t_fixed
     prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa] (+ spill_work × s_per_spill, fa on)
               + n_layer × t_layer + n_layer × ubatches / n_prompt × t_layer_ubatch
+              + Σ_class width_class × s_per_width[class]
 
 - ``bytes_class``: weight bytes read per generated token, split by kernel class (``KERNEL_CLASS``: on the CPU the
   int8 dot-product paths of the quantized types against f16/f32), so ``1 / s_per_byte`` is η_bw × bandwidth of
@@ -20,7 +21,16 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
   shallow points. A fit saved without those terms takes all of the attention under ``attn_dec``.
 - ``flops_class``: 2 × the matmul parameters of that class per prompt token (so ``1 / s_per_flop`` = η_c × compute);
   ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
-  on and off; the last term is a per-layer cost per micro-batch, spread over the prompt.
+  on and off; ``layer_ubatch`` is a per-layer cost per micro-batch, spread over the prompt.
+- ``width_class``: n_layer × (n_embd + n_ff) per prompt token, shared among the classes by their FLOPs: the work
+  that grows with a layer's width, not with its square (each matmul's activations quantized, each output row's dot
+  product set up, the norms and elementwise ops); per class, as the kernels differ in it. Beside the FLOPs it
+  weighs most in narrow models: llama-bench (p256, fa on, 2 threads, this 2-core EPYC) gave up to 20 % more time
+  per FLOP at widths 576 and 512 than at 1024 for Q4_1 and Q8_0 alike; fitted per type over four shapes, the term
+  came out 12-13 ns per unit for both and fitted them within 8 %, where FLOPs alone missed by 12 %. In the
+  calibration's fit the plain Q4_1 path had the largest cost per unit, 3-20 times the other paths'. It
+  is told from attention by prompts of one length from an empty cache at several widths (the ladder measures every
+  type at two); a fit saved without the term leaves it out.
 - ``spill_work``: the part of ``attn_work`` whose keys and values do not fit in one core's L2 cache. The CPU's flash
   attention walks one KV head's whole span (depth + n_prompt keys) for every tile of 64 queries; while that span
   fits in L2 each tile re-reads it from there, beyond it every tile streams it from L3 or memory, so the cost per
@@ -70,8 +80,10 @@ BAND_PERCENTILE = 90.0
 OUTLIER_FACTOR = 4.0
 OUTLIER_MIN = 0.25
 #: Terms a fit with too few points (or points that cannot tell them apart) folds away, in this order: the split-KV
-#: path's per-layer cost is dropped, then its attention joins the whole-head term (as a fit saved without them reads).
-FOLDS: tuple[tuple[str, str | None], ...] = (("split:fa", None), ("attn_split:fa", "attn:fa"))
+#: path's per-layer cost is dropped, then its attention joins the whole-head term (as a fit saved without them reads),
+#: then prefill's width term is dropped.
+#: A name ending in ":" stands for every regressor it begins (one per kernel class).
+FOLDS: tuple[tuple[str, str | None], ...] = (("split:fa", None), ("attn_split:fa", "attn:fa"), ("width:", None))
 
 Phase = Literal["decode", "prefill"]
 PHASES: tuple[Phase, Phase] = ("decode", "prefill")
@@ -116,6 +128,7 @@ class Workload:
     attn_spill_work: float = 0.0  # the part of attn_work whose KV span does not fit in a core's L2 (fa on)
     decode_attn_split_work: float = 0.0  # the part of decode_attn_work on the CPU's split-KV path (fa on)
     decode_split_share: float = 0.0  # the share of generated tokens on that path
+    width_work: float = 0.0  # n_layer × (n_embd + n_ff) per prompt token (0: unknown, no width term)
 
     def features(self, phase: Phase) -> dict[str, float]:
         """The fitted model's regressors for ``phase`` (name -> value); zero entries left out."""
@@ -132,6 +145,9 @@ class Workload:
             feats = {f"flops:{k}": v for k, v in self.class_flops.items()}
             feats.update({f"attn:{fa}": self.attn_work, "layer": float(self.n_layer),
                           "layer_ubatch": self.n_layer * ubatches / max(self.n_prompt, 1)})
+            total_flops = sum(self.class_flops.values())
+            if self.width_work and total_flops > 0:  # each class's share, by its share of the matmul work
+                feats.update({f"width:{k}": self.width_work * v / total_flops for k, v in self.class_flops.items()})
             if self.flash_attn:
                 feats["attn_spill:fa"] = self.attn_spill_work
         return {k: float(v) for k, v in feats.items() if v}
@@ -153,7 +169,7 @@ def workload_for(
     type_bytes: Mapping[str, float], type_params: Mapping[str, float], *, n_layer: int, n_embd_attn: int,
     kv_bytes_per_token: float, n_prompt: int, n_gen: int, depth: int = 0, flash_attn: bool = True,
     n_ubatch: int = 512, classify: Callable[[str], str] = kernel_class, kv_head_bytes_per_token: float = 0.0,
-    cache_bytes: int = 0, split_kv_cells: int = 0,
+    cache_bytes: int = 0, split_kv_cells: int = 0, width_per_layer: float = 0.0,
 ) -> Workload:
     """A ``Workload`` from weight bytes and matmul parameters per ggml type (the tensors a token really reads:
     without an untied embedding table) and the model's shape; ``classify`` names each type's kernel class.
@@ -162,6 +178,7 @@ def workload_for(
     depth + n_prompt / 2 keys on average and walks a span of depth + n_prompt keys of ``kv_head_bytes_per_token``
     (K and V of one KV head) each; the part of that span beyond ``cache_bytes`` (a core's L2) spills. With
     ``split_kv_cells`` (the CPU's), the attention of the generated tokens on the split-KV path is its own term.
+    ``width_per_layer`` (n_embd + n_ff; 0: none) gives prefill's width term.
     """
     class_bytes: dict[str, float] = {}
     class_flops: dict[str, float] = {}
@@ -177,7 +194,7 @@ def workload_for(
         class_bytes=_merge_minor(class_bytes), class_flops=_merge_minor(class_flops), n_layer=n_layer,
         kv_bytes_read=kv_bytes_per_token * decode_depth, decode_attn_work=decode_depth * n_layer * n_embd_attn,
         attn_work=attn_work, flash_attn=flash_attn, n_prompt=n_prompt, n_ubatch=n_ubatch,
-        attn_spill_work=attn_work * spill,
+        attn_spill_work=attn_work * spill, width_work=n_layer * width_per_layer,
         **_split_kv_decode(depth + n_prompt, n_gen, split_kv_cells, n_layer * n_embd_attn),
     )
 
@@ -236,7 +253,7 @@ class PhaseFit:
         points never took that path) takes the whole of decode attention under ``attn:fa`` and no split cost."""
         feats = workload.features(self.phase)  # type: ignore[arg-type]
         for name, into in FOLDS:
-            if name in feats and name not in self.coefficients:
+            if _named(feats, name) and not _named(self.coefficients, name):
                 feats = _fold(feats, name, into)
         return feats
 
@@ -346,10 +363,15 @@ def fit_phase(
     return _fit_features(phase, points, feats, labels, band_floor, outlier_factor)
 
 
+def _named(names: Mapping[str, float], name: str) -> list[str]:
+    """The keys of ``names`` that ``name`` stands for: itself, or with a trailing ":" every key it begins."""
+    return [k for k in names if k.startswith(name)] if name.endswith(":") else [name] if name in names else []
+
+
 def _fold(feats: dict[str, float], name: str, into: str | None) -> dict[str, float]:
-    """``feats`` without ``name``: its value added to ``into``, or dropped (``into`` None)."""
+    """``feats`` without ``name`` (see ``_named``): its value added to ``into``, or dropped (``into`` None)."""
     out = dict(feats)
-    value = out.pop(name, 0.0)
+    value = sum(out.pop(k) for k in _named(feats, name))
     if into is not None and value:
         out[into] = out.get(into, 0.0) + value
     return out

@@ -64,6 +64,11 @@ FULL_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 16, 1, 2048), (512, 
                                                       (512, 24, 4, 1024))
 #: The shape every other type runs (wide: the weights dominate), a short and a long prompt from an empty cache.
 TYPE_SHAPE: tuple[int, int, int] = (1024, 8, 4)
+#: ... and a narrow, deep one (an anchor shape), the long prompt only: with the wide shape alone a type's cost per
+#: FLOP came from width 1024, and SmolLM2 (576 wide, 30 layers) ran 20 % slower per FLOP than that in Q4_1 and Q8_0
+#: alike (llama-bench, p256 and p512), so its prefill was predicted 13-25 % fast. Two widths per type bound the
+#: reach to the widths of real small models.
+NARROW_SHAPE: tuple[int, int, int] = (512, 24, 4)
 #: A long prompt deep in the cache on SmolLM2's head layout (9 heads of 64, 3 KV heads): the one point whose KV span
 #: per head is well beyond a core's L2 (n_embd, n_layer, GQA, depth, prompt).
 DEEP_TEST: tuple[int, int, int, int, int] = (576, 8, 3, 4096, 512)
@@ -77,9 +82,10 @@ class CalibrationCancelled(Exception):
 
 @dataclass(frozen=True)
 class CalibrateOptions:
-    """What to measure: the ladder's weight types (anchors over every shape, the rest on ``type_shape``), the
-    shapes, the deep test (None: none), tokens per test, repetitions and passes over the whole ladder (each test's
-    repetitions pooled: on a shared machine one pass read points 10-25 % apart from the next)."""
+    """What to measure: the ladder's weight types (anchors over every shape, the rest on ``type_shape`` and
+    ``narrow_shape``, None: none), the shapes, the deep test (None: none), tokens per test, repetitions and passes
+    over the whole ladder (each test's repetitions pooled: on a shared machine one pass read points 10-25 % apart
+    from the next)."""
 
     types: tuple[str, ...] = LADDER_TYPES
     shapes: tuple[tuple[int, int, int, int], ...] = FULL_SHAPES
@@ -90,6 +96,7 @@ class CalibrateOptions:
     use_store: bool = True
     anchors: tuple[str, ...] = ANCHOR_TYPES
     type_shape: tuple[int, int, int] = TYPE_SHAPE
+    narrow_shape: tuple[int, int, int] | None = NARROW_SHAPE
     deep: tuple[int, int, int, int, int] | None = DEEP_TEST
     passes: int = 2
 
@@ -97,7 +104,7 @@ class CalibrateOptions:
     def quick(cls) -> CalibrateOptions:
         """A tiny ladder (seconds): two types, three small shapes, few tokens; for tests."""
         return cls(types=QUICK_TYPES, shapes=QUICK_SHAPES, n_gen=8, prompts=(16, 64), repetitions=1,
-                   type_shape=(512, 2, 4), deep=None, passes=1)
+                   type_shape=(512, 2, 4), narrow_shape=None, deep=None, passes=1)
 
     @property
     def anchor_types(self) -> tuple[str, ...]:
@@ -123,23 +130,28 @@ class LadderModel:
 
 
 def ladder_models(o: CalibrateOptions) -> list[LadderModel]:
-    """The anchors over every shape: a short prompt from empty and a longer one at the shape's depth; on the first
+    """The anchors over every shape: a short and a longer prompt from empty and the longer one at the shape's depth
+    (the longer prompt from empty at several widths tells the width term from attention); on the first
     shape (narrow, where attention weighs most) also half that depth, and flash attention off; and the deep test.
-    Every other type on ``type_shape``: a short and a longer prompt from an empty cache."""
+    Every other type on ``type_shape``: a short and a longer prompt from an empty cache; and on ``narrow_shape``
+    the longer one."""
     short, long = o.prompts
     out = []
     for t in o.anchor_types:
         for i, (e, n, g, d) in enumerate(o.shapes):
-            tests = [(short, 0, True), (long, d, True)]
+            tests = [(short, 0, True), (long, 0, True), (long, d, True)]
             if i == 0:
                 tests += [(short, d // 2, True), (long, d, False)]
             out.append(LadderModel(SynthShape(e, n, t, gqa=g), tuple(tests)))
         if o.deep is not None:
             e, n, g, d, p = o.deep
             out.append(LadderModel(SynthShape(e, n, t, gqa=g), ((p, d, True),)))
+    others = [t for t in o.types if t not in o.anchor_types]
     e, n, g = o.type_shape
-    out += [LadderModel(SynthShape(e, n, t, gqa=g), ((short, 0, True), (long, 0, True)))
-            for t in o.types if t not in o.anchor_types]
+    out += [LadderModel(SynthShape(e, n, t, gqa=g), ((short, 0, True), (long, 0, True))) for t in others]
+    if o.narrow_shape is not None:
+        e, n, g = o.narrow_shape
+        out += [LadderModel(SynthShape(e, n, t, gqa=g), ((long, 0, True),)) for t in others]
     return out
 
 

@@ -225,3 +225,50 @@ def test_too_few_points_fold_the_split_kv_terms_away() -> None:
     assert fit.seconds_per_token(works[-1]) > 0  # it still predicts, as a fit saved without the term does
     with pytest.raises(FitError):
         fit_phase("decode", [(w, tps(truth, w, "decode")) for w in works[:3]])
+
+
+def _width_ladder() -> list[Workload]:
+    """Two classes, each at three widths and two layer counts, short and long prompts from empty and at depth."""
+    out = []
+    for wtype, bpw in (("Q4_1", 5.0), ("Q8_0", 8.5)):
+        for n_embd, n_layer in ((256, 16), (512, 6), (512, 24), (1024, 8)):
+            params = 12 * n_embd * n_embd * n_layer
+            for depth, p in ((0, 32), (0, 256), (1024, 256)):
+                out.append(workload_for({wtype: params * bpw / 8}, {wtype: params}, n_layer=n_layer,
+                                        n_embd_attn=n_embd, kv_bytes_per_token=n_layer * n_embd, n_prompt=p,
+                                        n_gen=16, depth=depth, width_per_layer=n_embd * 3.75))
+    return out
+
+
+def test_per_class_width_costs_are_recovered_within_2_percent() -> None:
+    truth = {"flops:q_legacy": 1 / 55e9, "flops:q8_0": 1 / 110e9, "width:q_legacy": 20e-9, "width:q8_0": 6e-9,
+             "attn:fa": 1 / 20e9, "layer": 3e-6, "layer_ubatch": 2e-4}
+    works = _width_ladder()
+    assert works[0].width_work == 16 * 256 * 3.75
+    fit = fit_phase("prefill", [(w, tps(truth, w, "prefill")) for w in works])
+    assert set(fit.coefficients) == set(truth)
+    for name, value in truth.items():
+        assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
+    # With noise the width term trades against attention (both grow with layers × width; only the prompt length and
+    # depth tell them apart), so the coefficient moves more than the others; the figures it predicts do not.
+    rng = np.random.default_rng(3)
+    noisy = fit_phase("prefill", [(w, tps(truth, w, "prefill") * (1 + rng.normal(0, 0.003))) for w in works])
+    held_out = workload_for({"Q4_1": 9e7 * 5 / 8}, {"Q4_1": 9e7}, n_layer=30, n_embd_attn=576,
+                            kv_bytes_per_token=30 * 192, n_prompt=512, n_gen=16, width_per_layer=576 + 1536)
+    assert 1 / noisy.seconds_per_token(held_out) == pytest.approx(tps(truth, held_out, "prefill"), rel=0.02)
+    # FLOPs alone (no width term) cannot fit narrow and wide models of one type at once
+    no_width = [(w, tps(truth, w, "prefill")) for w in works]
+    plain = fit_phase("prefill", [(Workload(**{**w.__dict__, "width_work": 0.0}), r) for w, r in no_width])
+    assert plain.worst_error > 0.05
+
+
+def test_a_fit_without_the_width_term_predicts_as_it_was_made() -> None:
+    old = PhaseFit("prefill", {"flops:q8_0": 1 / 100e9, "attn:fa": 1 / 20e9, "layer": 3e-6, "layer_ubatch": 2e-4},
+                   0.05, ())
+    w = _width_ladder()[-1]
+    assert any(k.startswith("width:") for k in w.features("prefill"))
+    assert not old.missing(w)
+    feats = {k: v for k, v in w.features("prefill").items() if not k.startswith("width:")}
+    assert old.seconds_per_token(w) == pytest.approx(sum(old.coefficients[k] * v for k, v in feats.items()))
+    new = PhaseFit("prefill", {**old.coefficients, "width:q8_0": 5e-9}, 0.05, ())
+    assert new.seconds_per_token(w) > old.seconds_per_token(w)

@@ -20,7 +20,7 @@ from app.run.calibrate_models import SynthShape, write_synth_model
 
 DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "attn:fa": 1 / 40e9, "attn_split:fa": 1 / 80e9, "split:fa": 20e-6,
           "layer": 50e-6, "fixed": 200e-6}
-PREFILL = {"flops:f16": 1 / 50e9, "attn:fa": 1 / 20e9, "layer": 20e-6, "layer_ubatch": 1e-3}
+PREFILL = {"flops:f16": 1 / 50e9, "attn:fa": 1 / 20e9, "layer": 20e-6, "layer_ubatch": 1e-3, "width:f16": 4e-9}
 
 
 def _tps(coefs: dict[str, float], feats: dict[str, float]) -> float:
@@ -83,6 +83,7 @@ def test_the_cpu_context_classifies_and_round_trips(tmp_path: Path) -> None:
     ctx = MachineContext({"Q4_K": "q4_k", "F32": "f16"}, 512 * 1024)
     cpu = workload_of(facts, settings, ctx, "CPU")
     assert set(cpu.class_bytes) == {"q4_k"} and cpu.attn_spill_work > 0
+    assert cpu.width_work == facts.n_layer * (facts.n_embd + facts.n_ff)  # prefill's width term
     gpu = workload_of(facts, settings, ctx, "CUDA,CPU")
     assert set(gpu.class_bytes) == {"k_quant"} and gpu.attn_spill_work == 0
     fit = MachineFit("cpu X", "", "b", "2026-11-30", {"CPU": {"decode": PhaseFit("decode", {"fixed": 0.01}, 0.05)}},
