@@ -44,7 +44,6 @@ FAILURE_ADVICE: dict[str, str] = {
 }
 
 _OUTCOME_WORDS = {"finished": "Sweep finished", "cancelled": "Sweep cancelled", "crashed": "Sweep stopped"}
-_ANNOUNCED = (Notice, TestFailed, WorkerError, ModelLoaded)  # the events :meth:`SweepController.announce` shows
 
 
 CONTENTION_EVERY_S = 3.0
@@ -218,7 +217,7 @@ class SweepController(QObject):
         events = self.bridge.drain()
         if events:
             self.session.extend(events)
-            said = [e for e in events if isinstance(e, _ANNOUNCED)]
+            said = [e for e in events if isinstance(e, tuple(_SAYS))]
             if said:
                 soon(lambda: self.announce(said))
         if self.session.rows_version != self._rows_seen:
@@ -241,16 +240,25 @@ class SweepController(QObject):
         self.plots.refresh(self.session, self.predictor, self.selected)
 
     def announce(self, events: list[Event]) -> None:
-        """Notices and failures as messages, in plain words; a model load on the status bar."""
+        """Notices and failures as messages, in plain words; a model load on the status bar (``_SAYS``)."""
         for e in events:
-            if isinstance(e, Notice):
-                self.message.emit(e.message, "warning" if e.level != "info" else "info")
-            elif isinstance(e, TestFailed):
-                self.message.emit(f"Test {e.test_index + 1} failed. {plain_reason(e.reason, e.kind)}", "error")
-            elif isinstance(e, WorkerError) and e.kind != FailureKind.CANCELLED:
-                self.message.emit(plain_reason(e.message, e.kind), "error")
-            elif isinstance(e, ModelLoaded):
-                self.status.emit(f"Loaded {os.path.basename(e.model_path)} in {e.load_ms:.0f} ms ({e.backends}).")
+            for kind, say in _SAYS.items():
+                if isinstance(e, kind):
+                    say(self, e)
+                    break
+
+    def _say_notice(self, e: Notice) -> None:
+        self.message.emit(e.message, "warning" if e.level != "info" else "info")
+
+    def _say_failed(self, e: TestFailed) -> None:
+        self.message.emit(f"Test {e.test_index + 1} failed. {plain_reason(e.reason, e.kind)}", "error")
+
+    def _say_worker_error(self, e: WorkerError) -> None:
+        if e.kind != FailureKind.CANCELLED:
+            self.message.emit(plain_reason(e.message, e.kind), "error")
+
+    def _say_loaded(self, e: ModelLoaded) -> None:
+        self.status.emit(f"Loaded {os.path.basename(e.model_path)} in {e.load_ms:.0f} ms ({e.backends}).")
 
     def _check_contention(self) -> None:
         """Every few seconds of a run: warn (once per run) when other processes compete for the CPU or GPU."""
@@ -279,3 +287,10 @@ class SweepController(QObject):
             t = s.tests[s.current]
             rep = "warmup" if s.current_rep < 0 else f"rep {s.current_rep + 1}/{t.get('repetitions')}"
             self.editor.status.setText(f"test {s.current + 1}: {test_label(t)} — {rep}")
+
+
+#: The events :meth:`SweepController.announce` shows, and how: one place, so the filter and the wording agree.
+_SAYS: dict[type, Callable[[SweepController, Any], None]] = {
+    Notice: SweepController._say_notice, TestFailed: SweepController._say_failed,
+    WorkerError: SweepController._say_worker_error, ModelLoaded: SweepController._say_loaded,
+}
