@@ -118,6 +118,11 @@ def depths_for(path: Path, depths: list[int], n_prompt: int, n_gen: int) -> list
     return out
 
 
+def row_key(model: str, depth: int, phase: str = "") -> str:
+    """The start of a table row, the same in the per-run and the over-runs tables."""
+    return f"{model:<18} {depth:>6} {phase:<8}" if phase else f"{model:<18} {depth:>6}"
+
+
 def spread(samples: list[float]) -> float:
     return (max(samples) - min(samples)) / statistics.median(samples) if len(samples) > 1 else float("nan")
 
@@ -148,7 +153,7 @@ def measure_and_compare(args: argparse.Namespace, fit: MachineFit) -> list[RowRe
     out: list[RowResult] = []
     for (name, _), test, row in zip(plan, tests, rows, strict=True):
         if row.get("status") != "ok":
-            print(f"{name:<18} {test.n_depth:>6} failed: {row.get('error')}")
+            print(f"{row_key(name, test.n_depth)} failed: {row.get('error')}")
             out += [RowResult(name, test.n_depth, phase, None, None) for phase in ("decode", "prefill")]
             continue
         expected = fit.expected(read_model_facts(test.model_path), PredictSettings.from_row(row))
@@ -156,12 +161,12 @@ def measure_and_compare(args: argparse.Namespace, fit: MachineFit) -> list[RowRe
             exp, samples = expected[phase], [float(x) for x in row[f"{phase}_samples_tps"]]
             measured = statistics.median(samples)
             if exp is None:
-                print(f"{name:<18} {test.n_depth:>6} {phase:<8} {'not fitted':>24} {measured:>10.1f}")
+                print(f"{row_key(name, test.n_depth, phase)} {'not fitted':>24} {measured:>10.1f}")
                 out.append(RowResult(name, test.n_depth, phase, measured, None))
                 continue
             err = exp.value / measured - 1.0
             band = f"{exp.value:.1f} ({exp.low:.0f}-{exp.high:.0f})"
-            print(f"{name:<18} {test.n_depth:>6} {phase:<8} {band:>24} {measured:>10.1f} {err * 100:>+7.1f}% "
+            print(f"{row_key(name, test.n_depth, phase)} {band:>24} {measured:>10.1f} {err * 100:>+7.1f}% "
                   f"{spread(samples) * 100:>6.1f}%")
             out.append(RowResult(name, test.n_depth, phase, measured, err))
     return out
@@ -185,7 +190,7 @@ def summarize_runs(runs: list[list[RowResult]]) -> bool:
         ok &= meets(med, first.phase)
         each = " ".join("   n/a" if e is None else f"{e * 100:+6.1f}%" for e in errs)
         median = "   n/a" if med is None else f"{med * 100:+6.1f}%"
-        print(f"{first.model:<18} {first.depth:>6} {first.phase:<8} {each}  median {median}  "
+        print(f"{row_key(first.model, first.depth, first.phase)} {each}  median {median}  "
               f"measured moved {spread(measured) * 100:5.1f}%")
     return ok
 
