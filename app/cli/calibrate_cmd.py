@@ -19,7 +19,7 @@ from app.results.store import ResultStore
 from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
 from app.run.calibrate_models import WRITABLE_TYPES
 
-HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about two minutes on 2 cores)"
+HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about three minutes on 2 cores)"
 
 
 def options_from_args(args: argparse.Namespace) -> CalibrateOptions:

@@ -45,7 +45,7 @@ class CalibrateAction(QObject):
         self.on_calibrated = on_calibrated
         self.action = QAction("Calibrate this machine…", parent)
         self.action.setStatusTip("Fit this machine's decode and prefill speeds from small synthetic models "
-                                 "(about two minutes on 2 cores), for expected figures of any model")
+                                 "(about three minutes on 2 cores), for expected figures of any model")
         self.action.triggered.connect(lambda _checked=False: self.start())
         self.dialog: QProgressDialog | None = None
         self._calibration: Calibration | None = None

@@ -1,14 +1,13 @@
 """Calibration: measure a ladder of small synthetic models, add this machine's stored runs, fit, and save the fit.
 
 The ladder measures one weight type per CPU kernel path (Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K, Q8_0, F16). The anchor
-type (Q8_0) runs shapes of different widths and depths, each at a short prompt from an empty cache and a longer one
-at some depth (and, for one shape, half that depth and flash attention off), plus one long prompt deep in the cache:
-these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the cache spill). Every
-other type runs one wide shape at a short and a longer prompt, enough for its own bytes and FLOPs coefficients; so
-the ladder costs about as much as three types crossed with everything (about a minute a pass on this 2-core
-machine; the default two passes took 115-136 s). The
-models live in a temporary folder of the data dir that is removed afterwards; the fit is written only at the end
-(whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
+type (Q8_0) runs shapes of different widths and depths, each at a short and a longer prompt from an empty cache and
+the longer one at some depth (and, for one shape, half that depth and flash attention off), plus one long prompt
+deep in the cache: these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the
+cache spill). Every other type runs one wide shape at a short and a longer prompt and a narrow one at the longer,
+enough for its own bytes, FLOPs and width coefficients; the default two passes took 187-188 s on this 2-core
+machine. The models live in a temporary folder of the data dir that is removed afterwards; the fit is written only
+at the end (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
 """
 
 from __future__ import annotations
