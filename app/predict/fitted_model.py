@@ -27,9 +27,10 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
   product set up, the norms and elementwise ops); per class, as the kernels differ in it. Beside the FLOPs it
   weighs most in narrow models: llama-bench (p256, fa on, 2 threads, this 2-core EPYC) gave up to 20 % more time
   per FLOP at widths 576 and 512 than at 1024 for Q4_1 and Q8_0 alike; fitted per type over four shapes, the term
-  came out 12-13 ns per unit for both and fitted them within 8 %, where FLOPs alone missed by 12 %. In the
-  calibration's fit the plain Q4_1 path had the largest cost per unit, 3-20 times the other paths'. It
-  is told from attention by prompts of one length from an empty cache at several widths (the ladder measures every
+  came out 12-13 ns per unit for both and fitted them within 8 %, where FLOPs alone missed by 12 %. In three of
+  four calibrations the plain Q4_1 path had the largest cost per unit (1.7-16 times the others'; in the fourth its
+  FLOPs term took it all): the coefficients move between calibrations more than the figures they predict. It is
+  told from attention by prompts of one length from an empty cache at several widths (the ladder measures every
   type at two); a fit saved without the term leaves it out.
 - ``spill_work``: the part of ``attn_work`` whose keys and values do not fit in one core's L2 cache. The CPU's flash
   attention walks one KV head's whole span (depth + n_prompt keys) for every tile of 64 queries; while that span
