@@ -8,9 +8,9 @@
 3. Measures each (``-r`` repetitions in one test; the median and the spread (max - min) / median) and prints:
    model, depth, phase, predicted (with its band), measured median, error, noise.
    Targets: decode within 10%, prefill within 15%. Exit 0 when every row meets its target.
-4. With ``--runs N`` (about 10 minutes each here), calibrates and measures N times, then prints per row each run's
-   error, the median error over the runs (the verdict) and how far the measured medians moved between runs: on a
-   shared 2-core machine one run's measured figures moved up to 30 % from the next.
+4. With ``--runs N`` (about 9 minutes each here, 3 of them the calibration), calibrates and measures N times, then
+   prints per row each run's error, the median error over the runs (the verdict) and how far the measured medians
+   moved between runs: on a shared 2-core machine one row's measured median moved up to 41 % within three runs.
 
     python benchmarks/prediction.py [--quick] [--no-calibrate] [-p 512] [-n 128] [-d 0,4096] [-r 3] [-t 0] [--runs 3]
 

@@ -5,7 +5,7 @@ type (Q8_0) runs shapes of different widths and depths, each at a short and a lo
 the longer one at some depth (and, for one shape, half that depth and flash attention off), plus one long prompt
 deep in the cache: these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the
 cache spill). Every other type runs one wide shape at a short and a longer prompt and a narrow one at the longer,
-enough for its own bytes, FLOPs and width coefficients; the default two passes took 187-188 s on this 2-core
+enough for its own bytes, FLOPs and width coefficients; the default two passes took 168-188 s on this 2-core
 machine. The models live in a temporary folder of the data dir that is removed afterwards; the fit is written only
 at the end (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
 """
