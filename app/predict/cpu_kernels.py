@@ -22,8 +22,9 @@ from collections.abc import Iterable
 #: ``ggml_compute_forward_flash_attn_ext_f16``, llama-cpp-python 0.3.36) each thread takes a span of the cells for
 #: every head and the partial results are reduced. ``nek1`` is the cache view's length, the used cells rounded up to
 #: ``KV_PAD_CELLS`` (``llama_kv_cache::get_n_kv``: at least 256), so a token at position 256 or later (257 cells)
-#: already takes the split path, for all of its cells. Per cell the split path cost about half as much here
-#: (llama-bench, 256 wide × 16 layers, Q8_0, -n 32, -t 2); it also adds a cost per layer (the partials' reduction).
+#: already takes the split path, for all of its cells. That path gives each thread an equal span of the view (the
+#: masked cells past the used ones are skipped, so the first thread's span sets the time) and adds a cost per layer
+#: (the partials' reduction).
 SPLIT_KV_CELLS = 512
 KV_PAD_CELLS = 256
 

@@ -3,7 +3,7 @@
 The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted by least squares on relative time):
 
     decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa]
-              (+ attn_dec × s_per_attn + attn_dec_split × s_per_attn_split + split × t_split, fa on)
+              (+ attn_dec × s_per_attn + attn_dec_view × s_per_attn_view + split × t_split, fa on)
               + n_layer × t_layer + t_fixed
     prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa] (+ spill_work × s_per_spill, fa on)
               + n_layer × t_layer + n_layer × ubatches / n_prompt × t_layer_ubatch
@@ -16,9 +16,10 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
   the KV heads: models of other GQA ratios need both; with flash attention off, rare on CPUs, the bytes only).
   On the CPU the attention of a token that ggml's flash attention runs on its split-KV path (the cells, not the
   heads, spread across threads: from the 257th cell on, see ``cpu_kernels.SPLIT_KV_CELLS``) is its own term,
-  ``attn_dec_split``, with a cost per layer of that path, ``split`` (n_layer × the share of generated tokens on it):
-  per cell it cost about half as much here, so one linear term made deep decode 15-20% too slow while fitting the
-  shallow points. A fit saved without those terms takes all of the attention under ``attn_dec``.
+  ``attn_dec_view``, with a cost per layer of that path, ``split`` (n_layer × the share of generated tokens on it).
+  That path gives each thread an equal span of the cache's padded view, so its time follows the view's cells, not
+  the used ones (``_split_kv_decode``). A fit saved when the term counted used cells (``attn_split``) gets them; one
+  saved without the split terms takes all of the attention under ``attn_dec``.
 - ``flops_class``: 2 × the matmul parameters of that class per prompt token (so ``1 / s_per_flop`` = η_c × compute);
   ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
   on and off; ``layer_ubatch`` is a per-layer cost per micro-batch, spread over the prompt.
@@ -85,7 +86,10 @@ OUTLIER_MIN = 0.25
 #: path's per-layer cost is dropped, then its attention joins the whole-head term (as a fit saved without them reads),
 #: then prefill's width term is dropped.
 #: A name ending in ":" stands for every regressor it begins (one per kernel class).
-FOLDS: tuple[tuple[str, str | None], ...] = (("split:fa", None), ("attn_split:fa", "attn:fa"), ("width:", None))
+#: The split path's attention over its view becomes the same tokens' used cells (``attn_split:fa``, as fits made
+#: before the view read it), which in turn joins ``attn:fa``.
+FOLDS: tuple[tuple[str, str | None], ...] = (("split:fa", None), ("attn_view:fa", "attn_split:fa"),
+                                             ("attn_split:fa", "attn:fa"), ("width:", None))
 
 Phase = Literal["decode", "prefill"]
 PHASES: tuple[Phase, Phase] = ("decode", "prefill")
@@ -128,8 +132,9 @@ class Workload:
     n_ubatch: int = 512
     decode_attn_work: float = 0.0  # decode depth × n_layer × n_embd_attn, per generated token
     attn_spill_work: float = 0.0  # the part of attn_work whose KV span does not fit in a core's L2 (fa on)
-    decode_attn_split_work: float = 0.0  # the part of decode_attn_work on the CPU's split-KV path (fa on)
+    decode_attn_split_work: float = 0.0  # the CPU's split-KV path's attention, over its padded view (fa on)
     decode_split_share: float = 0.0  # the share of generated tokens on that path
+    decode_attn_split_used_work: float = 0.0  # the part of decode_attn_work those tokens' used cells make
     width_work: float = 0.0  # n_layer × (n_embd + n_ff) per prompt token (0: unknown, no width term)
 
     def features(self, phase: Phase) -> dict[str, float]:
@@ -139,8 +144,8 @@ class Workload:
             feats = {f"bytes:{k}": v for k, v in self.class_bytes.items()}
             feats.update({f"kv:{fa}": self.kv_bytes_read, "layer": float(self.n_layer), "fixed": 1.0})
             if self.flash_attn:
-                feats["attn:fa"] = self.decode_attn_work - self.decode_attn_split_work
-                feats["attn_split:fa"] = self.decode_attn_split_work
+                feats["attn:fa"] = self.decode_attn_work - self.decode_attn_split_used_work
+                feats["attn_view:fa"] = self.decode_attn_split_work
                 feats["split:fa"] = self.decode_split_share * self.n_layer
         else:
             ubatches = math.ceil(self.n_prompt / max(self.n_ubatch, 1))
@@ -203,14 +208,27 @@ def workload_for(
 
 def _split_kv_decode(first_pos: int, n_gen: int, split_kv_cells: int, work_per_cell: float) -> dict[str, float]:
     """The decode attention work (per generated token, on average) and share of tokens on the split-KV path, for
-    tokens at positions ``first_pos`` .. ``first_pos + n_gen - 1``: a token at position p attends p + ½ cells on
-    average (as ``decode_attn_work`` counts them) and splits when its padded view reaches ``split_kv_cells``."""
+    tokens at positions ``first_pos`` .. ``first_pos + n_gen - 1``. A token at position p has p + 1 cells in the
+    cache, a view of those rounded up to ``KV_PAD_CELLS``, and splits when the view reaches ``split_kv_cells``.
+    The split path hands each thread an equal span of the *view*; the cells past the used ones are masked and
+    skipped, so the last thread idles and the first one's span, view ÷ threads, sets the time: its work counts the
+    view's cells. (Counting the used cells made a fit's cost per cell 10-30 % too high at depth 4096 here: the
+    shallow points, whose views are up to twice their cells, lent it their padding.) The same tokens' used cells
+    are ``decode_attn_split_used_work``, the part of ``decode_attn_work`` the split term replaces."""
     if not split_kv_cells or n_gen <= 0:
         return {}
     start = max(first_pos, split_kv_cells - KV_PAD_CELLS)
-    n_split = max(0, first_pos + n_gen - start)
-    cells = n_split * (start + (n_split - 1) / 2.0 + 0.5)
-    return {"decode_attn_split_work": cells * work_per_cell / n_gen, "decode_split_share": n_split / n_gen}
+    end = first_pos + n_gen
+    n_split = max(0, end - start)
+    used = n_split * (start + (n_split - 1) / 2.0 + 0.5)
+    view = 0.0
+    pos = start
+    while pos < end:  # block by block of the padding: every token in one block has the same view
+        block_end = min(end, (pos // KV_PAD_CELLS + 1) * KV_PAD_CELLS)
+        view += (block_end - pos) * (pos // KV_PAD_CELLS + 1) * KV_PAD_CELLS
+        pos = block_end
+    return {"decode_attn_split_work": view * work_per_cell / n_gen, "decode_split_share": n_split / n_gen,
+            "decode_attn_split_used_work": used * work_per_cell / n_gen}
 
 
 @dataclass(frozen=True)
@@ -252,12 +270,10 @@ class PhaseFit:
 
     def features(self, workload: Workload) -> dict[str, float]:
         """``workload``'s regressors as this fit knows them: a fit made without the split-KV terms (older, or whose
-        points never took that path) takes the whole of decode attention under ``attn:fa`` and no split cost."""
-        feats = workload.features(self.phase)  # type: ignore[arg-type]
-        for name, into in FOLDS:
-            if _named(feats, name) and not _named(self.coefficients, name):
-                feats = _fold(feats, name, into)
-        return feats
+        points never took that path) takes the whole of decode attention under ``attn:fa`` and no split cost; one
+        made when the split path's work counted its used cells (``attn_split:fa``, before ``attn_view:fa``) gets
+        them."""
+        return _as_known(workload, self.phase, lambda name: bool(_named(self.coefficients, name)))
 
     def disturbed(self) -> set[str]:
         """Labels of the points set aside, or missed by more than the outlier test allows (the tests worth
@@ -331,18 +347,35 @@ def fit_phase(
     regressors apart (e.g. every point has the same model size, so per-byte and fixed costs are confounded), even
     with the terms of ``FOLDS`` folded away.
     """
-    feats = [w.features(phase) for w, _ in points]
-    for name, into in FOLDS:
+    for n_folded in range(len(FOLDS) + 1):
+        folded = {name for name, _ in FOLDS[:n_folded]}
+        feats = [_as_known(w, phase, lambda name, f=folded: name not in f) for w, _ in points]
         try:
             return _fit_features(phase, points, feats, labels, band_floor, outlier_factor)
         except FitError:
-            feats = [_fold(f, name, into) for f in feats]
-    return _fit_features(phase, points, feats, labels, band_floor, outlier_factor)
+            if n_folded == len(FOLDS):
+                raise
+    raise AssertionError("unreachable")
 
 
 def _named(names: Mapping[str, float], name: str) -> list[str]:
     """The keys of ``names`` that ``name`` stands for: itself, or with a trailing ":" every key it begins."""
     return [k for k in names if k.startswith(name)] if name.endswith(":") else [name] if name in names else []
+
+
+def _as_known(workload: Workload, phase: Phase, knows: Callable[[str], bool]) -> dict[str, float]:
+    """``workload``'s regressors for ``phase`` with each term of ``FOLDS`` that ``knows`` rejects folded away."""
+    feats = workload.features(phase)
+    for name, into in FOLDS:
+        if not _named(feats, name) or knows(name):
+            continue
+        if name == "attn_view:fa":
+            del feats[name]
+            if workload.decode_attn_split_used_work:
+                feats["attn_split:fa"] = workload.decode_attn_split_used_work
+        else:
+            feats = _fold(feats, name, into)
+    return feats
 
 
 def _fold(feats: dict[str, float], name: str, into: str | None) -> dict[str, float]:

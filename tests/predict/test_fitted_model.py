@@ -174,7 +174,7 @@ def _split_ladder() -> list[Workload]:
 def test_decode_attention_either_side_of_the_split_kv_switch_is_recovered_within_2_percent() -> None:
     # attention at ~100 ns a head (64 wide) and cell on the whole-head path, ~50 ns on the split one, which also
     # costs 30 µs a layer
-    truth = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 8e9, "attn:fa": 1 / 0.6e9, "attn_split:fa": 1 / 1.2e9,
+    truth = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 8e9, "attn:fa": 1 / 0.6e9, "attn_view:fa": 1 / 1.2e9,
              "split:fa": 30e-6, "layer": 40e-6, "fixed": 300e-6}
     rng = np.random.default_rng(5)
     works = _split_ladder()
@@ -188,19 +188,26 @@ def test_decode_attention_either_side_of_the_split_kv_switch_is_recovered_within
         assert fit.coefficients[name] == pytest.approx(value, rel=0.02), name
 
 
-def test_a_token_splits_from_position_256_on_with_all_its_cells() -> None:
+def test_a_token_splits_from_position_256_on_and_costs_its_padded_view() -> None:
     def work(depth: int, p: int, n_gen: int = 32) -> Workload:
         return workload_for({"Q8_0": 1e6}, {"Q8_0": 1e6}, n_layer=8, n_embd_attn=1024, kv_bytes_per_token=1.0,
                             n_prompt=p, n_gen=n_gen, depth=depth, split_kv_cells=512)
+    per_cell = 8 * 1024
     assert work(0, 32).decode_split_share == 0.0 and work(0, 32).decode_attn_split_work == 0.0
     assert work(0, 224).decode_split_share == 0.0  # positions 224..255: a view of 256 cells
-    deep = work(0, 512)  # positions 512..543 (a view of 768 cells): every cell of every token on the split path
+    deep = work(0, 512)  # positions 512..543: 513..544 cells, a view of 768: every token on the split path
     assert deep.decode_split_share == 1.0
-    assert deep.decode_attn_split_work == pytest.approx(deep.decode_attn_work)
-    half = work(0, 240)  # positions 240..271: 256..271 split
+    assert deep.decode_attn_split_used_work == pytest.approx(deep.decode_attn_work)
+    assert deep.decode_attn_split_work == pytest.approx(768 * per_cell)  # the view, not the used cells
+    half = work(0, 240)  # positions 240..271: 256..271 split, each with a view of 512 cells
     assert half.decode_split_share == 0.5
-    assert half.decode_attn_split_work == pytest.approx(sum(p + 0.5 for p in range(256, 272)) * 8 * 1024 / 32)
-    assert half.features("decode")["split:fa"] == pytest.approx(0.5 * 8)
+    assert half.decode_attn_split_used_work == pytest.approx(sum(p + 0.5 for p in range(256, 272)) * per_cell / 32)
+    assert half.decode_attn_split_work == pytest.approx(16 * 512 * per_cell / 32)
+    feats = half.features("decode")
+    assert feats["split:fa"] == pytest.approx(0.5 * 8)
+    assert feats["attn:fa"] == pytest.approx(half.decode_attn_work - half.decode_attn_split_used_work)
+    across = work(4096, 400, 128)  # positions 4496..4623: 112 tokens with a view of 4608, 16 of 4864
+    assert across.decode_attn_split_work == pytest.approx((112 * 4608 + 16 * 4864) * per_cell / 128)
 
 
 def test_a_fit_without_the_split_terms_takes_all_decode_attention_as_one() -> None:
@@ -209,22 +216,46 @@ def test_a_fit_without_the_split_terms_takes_all_decode_attention_as_one() -> No
     w = _split_ladder()[-1]
     feats = w.features("decode")
     assert not old.missing(w)
-    expected_s = sum(old.coefficients[k] * v for k, v in feats.items() if k not in ("attn_split:fa", "split:fa")) \
-        + old.coefficients["attn:fa"] * feats["attn_split:fa"]
+    expected_s = sum(old.coefficients[k] * v for k, v in feats.items() if k not in ("attn_view:fa", "split:fa",
+                                                                                     "attn:fa")) \
+        + old.coefficients["attn:fa"] * w.decode_attn_work
     assert old.seconds_per_token(w) == pytest.approx(expected_s)  # as the old fit was made: one attention term
 
 
+def test_a_fit_whose_split_term_counted_used_cells_predicts_as_it_was_made() -> None:
+    coefs = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 40e9, "attn:fa": 1 / 5e9, "attn_split:fa": 1 / 10e9,
+             "split:fa": 30e-6, "layer": 40e-6, "fixed": 300e-6}
+    old = PhaseFit("decode", coefs, 0.05, ())
+    w = _split_ladder()[-1]
+    assert not old.missing(w) and w.decode_attn_split_work > w.decode_attn_split_used_work > 0
+    feats = w.features("decode")
+    expected_s = sum(coefs[k] * v for k, v in feats.items() if k != "attn_view:fa") \
+        + coefs["attn_split:fa"] * w.decode_attn_split_used_work
+    assert old.seconds_per_token(w) == pytest.approx(expected_s)
+
+
 def test_too_few_points_fold_the_split_kv_terms_away() -> None:
-    truth = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 8e9, "attn:fa": 1 / 0.6e9, "attn_split:fa": 1 / 1.2e9,
+    truth = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 8e9, "attn:fa": 1 / 0.6e9, "attn_view:fa": 1 / 1.2e9,
              "split:fa": 30e-6, "layer": 40e-6, "fixed": 300e-6}
     # two points per shape, one on each path: 8 points, where 7 terms need 9
     works = [w for i, w in enumerate(_split_ladder()) if i % 7 in (0, 5)]
-    assert {"attn_split:fa", "split:fa"} <= {k for w in works for k in w.features("decode")}
+    assert {"attn_view:fa", "split:fa"} <= {k for w in works for k in w.features("decode")}
     fit = fit_phase("decode", [(w, tps(truth, w, "decode")) for w in works])
-    assert "split:fa" not in fit.coefficients and "attn_split:fa" in fit.coefficients
+    assert "split:fa" not in fit.coefficients and "attn_view:fa" in fit.coefficients
     assert fit.seconds_per_token(works[-1]) > 0  # it still predicts, as a fit saved without the term does
     with pytest.raises(FitError):
         fit_phase("decode", [(w, tps(truth, w, "decode")) for w in works[:3]])
+
+
+def test_a_fit_that_folded_the_view_away_predicts_with_the_terms_it_was_fitted_with() -> None:
+    truth = {"bytes:q8_0": 1 / 9e9, "kv:fa": 1 / 8e9, "attn:fa": 1 / 0.6e9, "attn_view:fa": 1 / 1.2e9,
+             "split:fa": 30e-6, "layer": 40e-6, "fixed": 300e-6}
+    works = [w for i, w in enumerate(_split_ladder()) if i % 7 in (0, 5)][:7]  # 7 points: 5 terms at most
+    fit = fit_phase("decode", [(w, tps(truth, w, "decode")) for w in works])
+    assert not {"split:fa", "attn_view:fa"} & set(fit.coefficients)
+    # each point as fitted: the fit's own residuals and its predictions agree
+    for p, w in zip(fit.points, works, strict=True):
+        assert 1.0 / fit.seconds_per_token(w) == pytest.approx(p.fitted_tps, rel=1e-9)
 
 
 def _width_ladder() -> list[Workload]:

@@ -18,7 +18,7 @@ from app.predict.row_predictions import RowPredictor
 from app.results.store import ResultStore
 from app.run.calibrate_models import SynthShape, write_synth_model
 
-DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "attn:fa": 1 / 40e9, "attn_split:fa": 1 / 80e9, "split:fa": 20e-6,
+DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "attn:fa": 1 / 40e9, "attn_view:fa": 1 / 80e9, "split:fa": 20e-6,
           "layer": 50e-6, "fixed": 200e-6}
 PREFILL = {"flops:f16": 1 / 50e9, "attn:fa": 1 / 20e9, "layer": 20e-6, "layer_ubatch": 1e-3, "width:f16": 4e-9}
 
