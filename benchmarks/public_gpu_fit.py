@@ -18,7 +18,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.paths import HARDWARE_PROFILES_DIR  # noqa: E402
-from app.predict.fitted_model import PHASES  # noqa: E402
 from app.predict.profiles import load_profiles  # noqa: E402
 from app.predict.public_arch_fit import (  # noqa: E402
     HeldOut,
@@ -31,6 +30,7 @@ from app.predict.public_arch_fit import (  # noqa: E402
 )
 from app.predict.public_data import PUBLIC_TABLE_PATH, ReferenceResult, load_reference  # noqa: E402
 from app.predict.public_fit import PublicGpuModel  # noqa: E402
+from app.predict.workload import PHASES  # noqa: E402
 
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 

@@ -29,7 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.paths import HARDWARE_PROFILES_DIR  # noqa: E402
-from app.predict.fitted_model import PHASES, Phase, kernel_class  # noqa: E402
 from app.predict.profiles import HardwareProfile, load_profiles  # noqa: E402
 from app.predict.public_arch_fit import (  # noqa: E402
     FLOAT_CLASSES,
@@ -44,6 +43,7 @@ from app.predict.public_arch_fit import (  # noqa: E402
     used,
 )
 from app.predict.public_data import PUBLIC_TABLE_PATH, ReferenceResult, load_reference  # noqa: E402
+from app.predict.workload import PHASES, Phase, kernel_class  # noqa: E402
 
 APPLE = "Apple silicon"
 FOCUS_GPU = "Apple M1 Max"

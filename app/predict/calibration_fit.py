@@ -17,17 +17,9 @@ from typing import Any
 
 from app.model.facts import ModelFacts
 from app.predict.cpu_kernels import SPLIT_KV_CELLS
-from app.predict.fitted_model import (
-    PHASES,
-    Expected,
-    FitError,
-    PhaseFit,
-    Workload,
-    fit_phase,
-    kernel_class,
-    workload_for,
-)
+from app.predict.fitted_model import Expected, FitError, PhaseFit, fit_phase
 from app.predict.prediction import PredictSettings
+from app.predict.workload import PHASES, Workload, kernel_class, workload_for
 
 #: Fit document version; a file of another version is ignored (calibrate again).
 FIT_VERSION = 1

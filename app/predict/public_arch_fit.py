@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.predict.decode import decode_ceiling_tps
-from app.predict.fitted_model import PHASES, Phase, kernel_class
 from app.predict.prefill import prefill_ceiling_tps
 from app.predict.profiles import HardwareProfile
 from app.predict.public_data import ReferenceResult
+from app.predict.workload import PHASES, Phase, kernel_class
 
 #: Kernel classes with no public rows borrow the coefficients of these (quantized types: the K-quant kernels).
 FLOAT_CLASSES = frozenset({"f16", "bf16", "f32"})

@@ -15,7 +15,7 @@ import numpy as np
 
 from app.model.facts import ModelFacts
 from app.paths import HARDWARE_PROFILES_DIR
-from app.predict.fitted_model import Expected, Phase, kernel_class
+from app.predict.fitted_model import Expected
 from app.predict.prefill import matmul_params
 from app.predict.profiles import HardwareProfile, load_profiles
 from app.predict.public_arch_fit import (
@@ -28,6 +28,7 @@ from app.predict.public_arch_fit import (
     leave_one_gpu_out,
 )
 from app.predict.public_data import ReferenceResult, load_reference
+from app.predict.workload import Phase, kernel_class
 
 BAND_FLOOR = 0.05
 BAND_PERCENTILE = 90.0

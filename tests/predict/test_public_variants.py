@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 from app.paths import REPO_ROOT
-from app.predict.fitted_model import PHASES
 from app.predict.public_arch_fit import summarize
 from app.predict.public_fit import load_public_model
+from app.predict.workload import PHASES
 
 
 def test_variants_report_starts_from_the_shipped_form() -> None:
