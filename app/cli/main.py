@@ -87,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("export", help="re-export one stored run")
-    p.add_argument("run_id", help="run id (a unique prefix, or 'last')")
+    p = sub.add_parser("export", help="re-export one stored run (a sweep, or a quality run)")
+    p.add_argument("run_id", help="run id (a unique prefix, 'last' or 'last-quality')")
     p.add_argument("-o", "--output", choices=export.FORMATS, default="csv", help=OUTPUT_HELP)
     p.add_argument("--out")
     p.set_defaults(func=cmd_export)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from app.cli.errors import EXIT_OK, EXIT_USAGE
+from app.cli.errors import EXIT_OK, EXIT_USAGE, UserError
 from app.cli.output import check_output_path, write_results
 from app.cli.url_options import remote_options
 from app.model.format import format_facts_text
 from app.model.gguf_remote import read_facts
 from app.results import export
-from app.results.store import ResultStore
+from app.results.quality_store import QUALITY_FORMATS, quality_rows, quality_run_ids, quality_runs, render_quality
+from app.results.store import ResultStore, StoreError
 
 
 # --- inspect ---------------------------------------------------------------------------------------
@@ -28,26 +29,43 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     with ResultStore(args.store) as store:
         runs = store.runs(limit=args.limit)
-        if args.json:
-            print(json.dumps([r.__dict__ for r in runs], indent=2))
-            return EXIT_OK
-        if not runs:
-            print(f"no runs stored yet in {store.path}")
-            return EXIT_OK
+        quality = quality_runs(store, limit=args.limit)
+    if args.json:
+        print(json.dumps([r.__dict__ for r in runs], indent=2))
+        return EXIT_OK
+    if not runs and not quality:
+        print(f"no runs stored yet in {store.path}")
+        return EXIT_OK
+    if runs:
         print(f"{'run_id':<24} {'created':<20} {'status':<10} {'ok':>4} {'fail':>4}  sweep / models")
-        for r in runs:
-            print(f"{r.run_id:<24} {r.created_at:<20} {r.status:<10} {r.n_ok:>4} {r.n_failed:>4}  "
-                  f"{r.sweep_name or '-'}: {r.models}")
+    for r in runs:
+        print(f"{r.run_id:<24} {r.created_at:<20} {r.status:<10} {r.n_ok:>4} {r.n_failed:>4}  "
+              f"{r.sweep_name or '-'}: {r.models}")
+    if quality:
+        print(f"{'' if not runs else chr(10)}{'quality run_id':<24} {'created':<20} {'files':>5} {'ok':>4}  models")
+    for run_id, created, n_files, n_ok, models in quality:
+        print(f"{run_id:<24} {created:<20} {n_files:>5} {n_ok:>4}  {models}")
     return EXIT_OK
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """One stored run as ``args.output``: a sweep (``run``) or a quality run (``quality``), by a prefix of its id."""
     with ResultStore(args.store) as store:
         if args.out:
             check_output_path(args.out, "--out", store.path)
-        run_id = store.resolve_run_id(args.run_id)
-        rows = store.rows(run_id)
-    return EXIT_OK if write_results(export.render(rows, args.output), args.out) else EXIT_USAGE
+        quality = [] if args.run_id == "last" else quality_run_ids(store, args.run_id)
+        if not quality or store.run_ids(args.run_id):  # a sweep, or no run at all: as before
+            if quality:
+                raise StoreError(f"{store.path}: run id {args.run_id!r} is ambiguous (a sweep and a quality run "
+                                 "match)")
+            rows = store.rows(store.resolve_run_id(args.run_id))
+            return EXIT_OK if write_results(export.render(rows, args.output), args.out) else EXIT_USAGE
+        if len(quality) > 1:
+            raise StoreError(f"{store.path}: run id {args.run_id!r} is ambiguous ({len(quality)} quality runs match)")
+        if args.output not in QUALITY_FORMATS:
+            raise UserError(f"-o {args.output}: a quality run exports as {', '.join(QUALITY_FORMATS)}")
+        rows = quality_rows(store, quality[0])
+    return EXIT_OK if write_results(render_quality(rows, args.output), args.out) else EXIT_USAGE
 
 
 # --- hw --------------------------------------------------------------------------------------------

@@ -204,17 +204,20 @@ class ResultStore:
 
     def resolve_run_id(self, prefix: str) -> str:
         """A full run id from a unique prefix (or 'last')."""
+        ids = self.run_ids(prefix)
+        if not ids:
+            raise StoreError(f"{self.path}: no runs stored yet" if prefix == "last" else
+                             f"{self.path}: no run {prefix!r} (see `gguf-bench history`)")
+        if len(ids) > 1:
+            raise StoreError(f"{self.path}: run id {prefix!r} is ambiguous ({len(ids)} runs match)")
+        return ids[0]
+
+    def run_ids(self, prefix: str) -> list[str]:
+        """The run ids beginning with ``prefix`` ('last': the newest run's)."""
         if prefix == "last":
             row = self._db.execute("SELECT run_id FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
-            if row is None:
-                raise StoreError(f"{self.path}: no runs stored yet")
-            return row[0]
-        rows = self._db.execute("SELECT run_id FROM runs WHERE run_id LIKE ? || '%'", (prefix,)).fetchall()
-        if not rows:
-            raise StoreError(f"{self.path}: no run {prefix!r} (see `gguf-bench history`)")
-        if len(rows) > 1:
-            raise StoreError(f"{self.path}: run id {prefix!r} is ambiguous ({len(rows)} runs match)")
-        return rows[0][0]
+            return [row[0]] if row else []
+        return [r[0] for r in self._db.execute("SELECT run_id FROM runs WHERE run_id LIKE ? || '%'", (prefix,))]
 
     def rows(self, run_id: str) -> list[dict[str, Any]]:
         cur = self._db.execute("SELECT row_json FROM results WHERE run_id = ? ORDER BY test_index", (run_id,))

@@ -6,6 +6,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from app.results import export
 from app.results.quality_store import (
     QUALITY_COLUMNS,
     last_quality_run,
@@ -17,6 +18,7 @@ from app.results.quality_store import (
 )
 from app.results.store import ResultStore
 from app.results.store_schema import SCHEMA_VERSION, user_version
+from tests.cli_helpers import gguf_bench
 
 
 def _row(run_id: str, index: int, path: Path, **more: object) -> dict[str, object]:
@@ -57,3 +59,32 @@ def test_render_orders_columns() -> None:
     assert header[: len(QUALITY_COLUMNS)] == list(QUALITY_COLUMNS) and header[-1] == "extra"
     assert "| m.gguf |" in render_quality(rows, "md")
     assert render_quality(rows, "jsonl").startswith('{"run_id": "r", "model_filename": "m.gguf"')
+
+
+def test_gguf_bench_exports_and_lists_a_quality_run(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    a.write_bytes(b"x" * 10)
+    b.write_bytes(b"y" * 20)
+    path = tmp_path / "s.sqlite3"
+    with ResultStore(path) as store:
+        store.begin_run("20261130T100000-sweep1", sweep_name="quick")
+        store.add_result("20261130T100000-sweep1", {"model_filename": "a.gguf", "status": "ok", "decode_tps": 9.5})
+        store.finish_run("20261130T100000-sweep1", "completed")
+        save_quality_rows(store, [_row("20261130T110000-qual1", 0, a, ppl=12.5), _row("20261130T110000-qual1", 1, b)])
+    csv_out = gguf_bench("--store", str(path), "export", "20261130T11", "-o", "csv")
+    assert csv_out.returncode == 0, csv_out.stderr
+    rows = export.read_csv(csv_out.stdout)
+    assert [r["model_filename"] for r in rows] == ["a.gguf", "b.gguf"] and rows[0]["ppl"] == "12.5"
+    assert list(rows[0])[: len(QUALITY_COLUMNS)] == list(QUALITY_COLUMNS)
+    assert "| a.gguf |" in gguf_bench("--store", str(path), "export", "last-quality", "-o", "md").stdout
+    # the sweep still exports as before: 'last' is the newest sweep, and its own prefix finds it
+    for run in ("last", "20261130T10"):
+        sweep = gguf_bench("--store", str(path), "export", run, "-o", "csv")
+        assert sweep.returncode == 0 and export.read_csv(sweep.stdout)[0]["decode_tps"] == "9.5", sweep.stderr
+    for args, needle in ((["20261130T110000-qual1", "-o", "summary"], "a quality run exports as csv, json, jsonl, md"),
+                         (["20261130T1", "-o", "csv"], "ambiguous (a sweep and a quality run match)")):
+        refused = gguf_bench("--store", str(path), "export", *args)
+        assert refused.returncode == 2 and needle in refused.stderr and len(refused.stderr.splitlines()) == 1
+    history = gguf_bench("--store", str(path), "history").stdout
+    assert "20261130T100000-sweep1" in history
+    assert any(line.startswith("20261130T110000-qual1") and "a.gguf,b.gguf" in line for line in history.splitlines())
