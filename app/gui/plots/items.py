@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -337,15 +338,23 @@ def error_bars(c: str) -> pg.ErrorBarItem:
     return pg.ErrorBarItem(x=empty, y=empty, top=empty, bottom=empty, beam=6, pen=pg.mkPen(c, width=1.2))
 
 
+#: What ``show_curve`` last gave each item (the curve object and where along ``xs``); an item that goes away drops out.
+_SHOWN_CURVES: weakref.WeakKeyDictionary[pg.PlotDataItem, tuple[np.ndarray, tuple[Any, ...]]] = \
+    weakref.WeakKeyDictionary()
+
+
 def show_curve(item: pg.PlotDataItem, xs: np.ndarray, curve: np.ndarray | None, part: int | None = None) -> None:
     """``item`` shows ``curve`` (its row ``part``, for a stacked value/low/high curve) along ``xs``; nothing when
     ``curve`` is None. A cached prediction is the same object from one redraw to the next, and an item that
     already shows it is left alone: setData re-bounds the item and re-ranges its view each time."""
     stamp = (part, len(xs), float(xs[-1]) if len(xs) else None)
-    shown = getattr(item, "_shown_curve", None)
+    shown = _SHOWN_CURVES.get(item)
     if curve is not None and shown is not None and shown[0] is curve and shown[1] == stamp:
         return
-    item._shown_curve = (curve, stamp) if curve is not None else None
+    if curve is None:
+        _SHOWN_CURVES.pop(item, None)
+    else:
+        _SHOWN_CURVES[item] = (curve, stamp)
     if curve is None:
         item.setData([], [])
     else:
