@@ -79,6 +79,7 @@ OUTLIER_MIN = 0.25
 FOLDS: tuple[tuple[str, str | None], ...] = (("split:fa", None), ("attn_view:fa", "attn_split:fa"),
                                              ("attn_split:fa", "attn:fa"), ("width:", None))
 
+
 class FitError(ValueError):
     """The points cannot determine the model (too few, or not varied enough); the message says what is missing."""
 
