@@ -133,18 +133,26 @@ def quality_run_ids(store: ResultStore, prefix: str) -> list[str]:
     if prefix == "last-quality":
         last = last_quality_run(store)
         return [last] if last else []
-    with _connect(store) as db:
-        cur = db.execute("SELECT DISTINCT run_id FROM quality WHERE substr(run_id, 1, length(?1)) = ?1", (prefix,))
-        return [r[0] for r in cur]
+    try:
+        with _connect(store) as db:
+            cur = db.execute("SELECT DISTINCT run_id FROM quality WHERE substr(run_id, 1, length(?1)) = ?1", (prefix,))
+            return [r[0] for r in cur]
+    except sqlite3.Error as e:  # a damaged quality table: the sweeps are still there
+        store.warn(f"{store.path}: cannot read quality runs ({e})")
+        return []
 
 
 def quality_runs(store: ResultStore, limit: int = 50) -> list[tuple[str, str, int, int, str]]:
     """The newest quality runs: (run_id, created_at, files, files scored ok, file names), newest first."""
-    with _connect(store) as db:
-        cur = db.execute("SELECT run_id, MIN(created_at), COUNT(*), SUM(status = 'ok'), "
-                         "GROUP_CONCAT(model_filename) FROM quality GROUP BY run_id "
-                         "ORDER BY MIN(created_at) DESC, MIN(rowid) DESC LIMIT ?", (limit,))
-        return [(a, b, int(c), int(d or 0), e or "") for a, b, c, d, e in cur]
+    try:
+        with _connect(store) as db:
+            cur = db.execute("SELECT run_id, MIN(created_at), COUNT(*), SUM(status = 'ok'), "
+                             "GROUP_CONCAT(model_filename) FROM quality GROUP BY run_id "
+                             "ORDER BY MIN(created_at) DESC, MIN(rowid) DESC LIMIT ?", (limit,))
+            return [(a, b, int(c), int(d or 0), e or "") for a, b, c, d, e in cur]
+    except sqlite3.Error as e:
+        store.warn(f"{store.path}: cannot read quality runs ({e})")
+        return []
 
 
 def quality_for(store: ResultStore, model: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -51,6 +51,8 @@ def test_store_fault_is_a_warning_not_an_error(tmp_path: Path) -> None:
             db.execute("DROP TABLE quality")
         assert not save_quality_rows(store, [_row("r", 0, tmp_path / "gone.gguf")])
     assert warnings and "cannot store quality results" in warnings[0]
+    proc = gguf_bench("--store", str(tmp_path / "s.sqlite3"), "history")  # the sweeps are still listed
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr and "cannot read quality runs" in proc.stderr
 
 
 def test_render_orders_columns() -> None:

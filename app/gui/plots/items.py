@@ -353,11 +353,9 @@ def show_curve(item: pg.PlotDataItem, xs: np.ndarray, curve: np.ndarray | None, 
         return
     if curve is None:
         _SHOWN_CURVES.pop(item, None)
-    else:
-        _SHOWN_CURVES[item] = (curve, stamp)
-    if curve is None:
         item.setData([], [])
     else:
+        _SHOWN_CURVES[item] = (curve, stamp)
         item.setData(xs, curve if part is None else curve[part])
 
 
