@@ -42,7 +42,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(f"{r.run_id:<24} {r.created_at:<20} {r.status:<10} {r.n_ok:>4} {r.n_failed:>4}  "
               f"{r.sweep_name or '-'}: {r.models}")
     if quality:
-        print(f"{'' if not runs else chr(10)}{'quality run_id':<24} {'created':<20} {'files':>5} {'ok':>4}  models")
+        if runs:
+            print()
+        print(f"{'quality run_id':<24} {'created':<20} {'files':>5} {'ok':>4}  models")
     for run_id, created, n_files, n_ok, models in quality:
         print(f"{run_id:<24} {created:<20} {n_files:>5} {n_ok:>4}  {models}")
     return EXIT_OK
@@ -54,10 +56,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.out:
             check_output_path(args.out, "--out", store.path)
         quality = [] if args.run_id == "last" else quality_run_ids(store, args.run_id)
-        if not quality or store.run_ids(args.run_id):  # a sweep, or no run at all: as before
-            if quality:
-                raise StoreError(f"{store.path}: run id {args.run_id!r} is ambiguous (a sweep and a quality run "
-                                 "match)")
+        if quality and store.run_ids(args.run_id):
+            raise StoreError(f"{store.path}: run id {args.run_id!r} is ambiguous (a sweep and a quality run match)")
+        if not quality:  # a sweep, or no run at all: as before
             rows = store.rows(store.resolve_run_id(args.run_id))
             return EXIT_OK if write_results(export.render(rows, args.output), args.out) else EXIT_USAGE
         if len(quality) > 1:

@@ -214,15 +214,16 @@ def fit_phase(
     regressors apart (e.g. every point has the same model size, so per-byte and fixed costs are confounded), even
     with the terms of ``FOLDS`` folded away.
     """
-    for n_folded in range(len(FOLDS) + 1):
+    def without(n_folded: int) -> list[dict[str, float]]:  # the regressors with the first n_folded FOLDS folded
         folded = {name for name, _ in FOLDS[:n_folded]}
-        feats = [_as_known(w, phase, lambda name, f=folded: name not in f) for w, _ in points]
+        return [_as_known(w, phase, lambda name: name not in folded) for w, _ in points]
+
+    for n_folded in range(len(FOLDS)):
         try:
-            return _fit_features(phase, points, feats, labels, band_floor, outlier_factor)
+            return _fit_features(phase, points, without(n_folded), labels, band_floor, outlier_factor)
         except FitError:
-            if n_folded == len(FOLDS):
-                raise
-    raise AssertionError("unreachable")
+            pass
+    return _fit_features(phase, points, without(len(FOLDS)), labels, band_floor, outlier_factor)
 
 
 def _named(names: Mapping[str, float], name: str) -> list[str]:
