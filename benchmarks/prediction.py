@@ -5,14 +5,17 @@
 2. Predicts, from the fit alone, models it never saw: SmolLM2-135M Q4_1 (the real built-in model), the same model
    requantized to Q8_0 and F16 (llama.cpp's quantizer), and a model of another architecture (a synthetic gemma,
    tied embeddings, Q4_K), each at depth 0 and at depth 4096.
-3. Measures each (``-r`` repetitions in one test; the median and the spread (max - min) / median) and prints:
-   model, depth, phase, predicted (with its band), measured median, error, noise.
+3. Measures each (``-r`` repetitions: half before the calibration, half after it in reverse order, so each row's
+   samples are centred on the calibration; ``--no-interleave``: all after it) and prints: model, depth, phase,
+   predicted (with its band), measured median, error, noise (max - min) / median, and how far the row moved across
+   the calibration (the median after it against the median before it).
    Targets: decode within 10%, prefill within 15%. Exit 0 when every row meets its target.
-4. With ``--runs N`` (about 9 minutes each here, 3 of them the calibration), calibrates and measures N times, then
+4. With ``--runs N`` (about 10 minutes each here, 3 of them the calibration), calibrates and measures N times, then
    prints per row each run's error, the median error over the runs (the verdict) and how far the measured medians
    moved between runs: on a shared 2-core machine one row's measured median moved up to 41 % within three runs.
 
-    python benchmarks/prediction.py [--quick] [--no-calibrate] [-p 512] [-n 128] [-d 0,4096] [-r 3] [-t 0] [--runs 3]
+    python benchmarks/prediction.py [--quick] [--no-calibrate] [-p 512] [-n 128] [-d 0,4096] [-r 4] [-t 0]
+                                    [--runs 3] [--no-interleave]
 
 A tiny run that only proves the script works: ``--quick -p 32 -n 8 -d 0,256 -r 2 --models smollm2``.
 
@@ -26,11 +29,13 @@ trained context (SmolLM2: 8192, so the long-context preset's 8192 and 16384 beco
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,7 +45,7 @@ from app.predict.calibration_fit import MachineFit  # noqa: E402
 from app.predict.calibration_store import load_fit  # noqa: E402
 from app.predict.prediction import PredictSettings  # noqa: E402
 from app.results.store import ResultStore  # noqa: E402
-from app.run.calibrate import CalibrateOptions, Calibration, residual_table  # noqa: E402
+from app.run.calibrate import CalibrateOptions, Calibration, pooled, residual_table  # noqa: E402
 from app.run.calibrate_models import SynthShape, write_synth_model  # noqa: E402
 from app.run.plan import TestSpec, load_sweep_preset  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
@@ -139,19 +144,41 @@ class RowResult:
     error: float | None
 
 
-def measure_and_compare(args: argparse.Namespace, fit: MachineFit) -> list[RowResult]:
-    """Measure the held-out models and print each row: predicted (band), measured median, error, noise."""
+def held_out_tests(args: argparse.Namespace) -> tuple[list[tuple[str, int]], list[TestSpec]]:
+    """The held-out rows (model name, depth) and their tests, ``args.repetitions`` repetitions each."""
     models = target_models([m.strip() for m in args.models.split(",") if m.strip()])
     depths = [int(d) for d in args.depths.split(",")]
     plan = [(name, d) for name, path in models.items()
             for d in depths_for(path, depths, args.n_prompt, args.n_gen)]
     tests = [TestSpec(str(models[name]), n_prompt=args.n_prompt, n_gen=args.n_gen, n_depth=d,
                       n_threads=args.threads, repetitions=args.repetitions) for name, d in plan]
-    rows = SweepSession(tests, store=None, token_ticks=False).run().rows
+    return plan, tests
+
+
+def measure(tests: list[TestSpec]) -> list[dict[str, Any]]:
+    """Run ``tests`` (not stored: the calibration must never see them) and return their rows."""
+    return SweepSession(tests, store=None, token_ticks=False).run().rows
+
+
+def phase_median(row: dict[str, Any], phase: str) -> float | None:
+    samples = row.get(f"{phase}_samples_tps") or ()
+    return statistics.median(float(x) for x in samples) if row.get("status") == "ok" and samples else None
+
+
+def moved(before: dict[str, Any], after: dict[str, Any], phase: str) -> str:
+    """How far a row's measured median moved from before the calibration to after it, in %."""
+    a, b = phase_median(before, phase), phase_median(after, phase)
+    return f"{(b / a - 1.0) * 100:+6.1f}%" if a and b else "    n/a"
+
+
+def compare(plan: list[tuple[str, int]], tests: list[TestSpec], rows: list[dict[str, Any]], fit: MachineFit,
+            halves: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None) -> list[RowResult]:
+    """Print each row: predicted (band), measured median, error, noise (and, with ``halves``, how far the row moved
+    across the calibration) and return the rows' errors."""
     print(f"{'model':<18} {'depth':>6} {'phase':<8} {'predicted (band)':>24} {'measured':>10} {'error':>8} "
-          f"{'noise':>7}")
+          f"{'noise':>7}{'  moved across calibration' if halves else ''}")
     out: list[RowResult] = []
-    for (name, _), test, row in zip(plan, tests, rows, strict=True):
+    for k, ((name, _), test, row) in enumerate(zip(plan, tests, rows, strict=True)):
         if row.get("status") != "ok":
             print(f"{row_key(name, test.n_depth)} failed: {row.get('error')}")
             out += [RowResult(name, test.n_depth, phase, None, None) for phase in ("decode", "prefill")]
@@ -166,10 +193,31 @@ def measure_and_compare(args: argparse.Namespace, fit: MachineFit) -> list[RowRe
                 continue
             err = exp.value / measured - 1.0
             band = f"{exp.value:.1f} ({exp.low:.0f}-{exp.high:.0f})"
+            drift = f"  {moved(halves[0][k], halves[1][k], phase):>25}" if halves else ""
             print(f"{row_key(name, test.n_depth, phase)} {band:>24} {measured:>10.1f} {err * 100:>+7.1f}% "
-                  f"{spread(samples) * 100:>6.1f}%")
+                  f"{spread(samples) * 100:>6.1f}%{drift}")
             out.append(RowResult(name, test.n_depth, phase, measured, err))
     return out
+
+
+def one_run(args: argparse.Namespace) -> list[RowResult]:
+    """Calibrate (or load the saved fit) and measure the held-out rows. Calibrating, the rows are measured half
+    before it and half after it in reverse order (each half ``args.repetitions`` / 2 repetitions, pooled), so every
+    row's samples are centred on the calibration: a slow drift of this shared machine weighs on the fit and on the
+    rows it is judged against alike. Measured after the calibration only, the rows were judged against a fit made
+    minutes earlier (at stop 13 one calibration ran in a fast spell and predicted every row fast, by up to 73 %)."""
+    plan, tests = held_out_tests(args)
+    if args.no_calibrate or args.no_interleave:
+        fit = calibrated_fit(args)
+        return compare(plan, tests, measure(tests), fit)
+    half = [replace(t, repetitions=max(1, math.ceil(args.repetitions / 2))) for t in tests]
+    print(f"measuring the held-out rows, first half ({half[0].repetitions} repetitions each)", file=sys.stderr)
+    before = measure(half)
+    fit = calibrated_fit(args)
+    print(f"measuring the held-out rows, second half, in reverse order ({half[0].repetitions} repetitions each)",
+          file=sys.stderr)
+    after = measure(half[::-1])[::-1]
+    return compare(plan, tests, [pooled(a, b) for a, b in zip(before, after, strict=True)], fit, (before, after))
 
 
 def meets(err: float | None, phase: str) -> bool:
@@ -203,7 +251,10 @@ def main() -> int:
     ap.add_argument("-p", "--n-prompt", type=int, default=512)
     ap.add_argument("-n", "--n-gen", type=int, default=128)
     ap.add_argument("-d", "--depths", default="0,4096")
-    ap.add_argument("-r", "--repetitions", type=int, default=3)
+    ap.add_argument("-r", "--repetitions", type=int, default=4,
+                    help="repetitions per row (calibrating: half before the calibration, half after it)")
+    ap.add_argument("--no-interleave", action="store_true",
+                    help="measure the rows after the calibration only (the order before stop 14)")
     ap.add_argument("-t", "--threads", type=int, default=0)
     ap.add_argument("--preset", help="take -p, -n, -d and -r from a sweep preset (e.g. long-context.toml)")
     ap.add_argument("--runs", type=int, default=1,
@@ -218,13 +269,14 @@ def main() -> int:
     for n in range(args.runs):
         if args.runs > 1:
             print(f"\n# run {n + 1} of {args.runs}\n")
-        runs.append(measure_and_compare(args, calibrated_fit(args)))
+        runs.append(one_run(args))
     if args.runs == 1:
         ok = all(meets(r.error, r.phase) for r in runs[0])
     else:
         ok = summarize_runs(runs)
+    per_row = args.repetitions if args.no_calibrate or args.no_interleave else 2 * math.ceil(args.repetitions / 2)
     print(f"\ntargets: decode within {TARGETS['decode']:.0%}, prefill within {TARGETS['prefill']:.0%} "
-          f"(median of {args.repetitions}{f', then the median error of {args.runs} runs' if args.runs > 1 else ''}; "
+          f"(median of {per_row}{f', then the median error of {args.runs} runs' if args.runs > 1 else ''}; "
           f"noise = (max - min) / median): {'met' if ok else 'NOT met'}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if ok else 1
