@@ -205,7 +205,7 @@ def one_run(args: argparse.Namespace) -> list[RowResult]:
     before it and half after it in reverse order (each half ``args.repetitions`` / 2 repetitions, pooled), so every
     row's samples are centred on the calibration: a slow drift of this shared machine weighs on the fit and on the
     rows it is judged against alike. Measured after the calibration only, the rows were judged against a fit made
-    minutes earlier (at stop 13 one calibration ran in a fast spell and predicted every row fast, by up to 73 %)."""
+    minutes earlier: one calibration that ran in a fast spell predicted every row fast, by up to 73 %."""
     plan, tests = held_out_tests(args)
     if args.no_calibrate or args.no_interleave:
         fit = calibrated_fit(args)
@@ -254,7 +254,7 @@ def main() -> int:
     ap.add_argument("-r", "--repetitions", type=int, default=4,
                     help="repetitions per row (calibrating: half before the calibration, half after it)")
     ap.add_argument("--no-interleave", action="store_true",
-                    help="measure the rows after the calibration only (the order before stop 14)")
+                    help="measure the rows after the calibration only (the earlier order)")
     ap.add_argument("-t", "--threads", type=int, default=0)
     ap.add_argument("--preset", help="take -p, -n, -d and -r from a sweep preset (e.g. long-context.toml)")
     ap.add_argument("--runs", type=int, default=1,
