@@ -161,6 +161,7 @@ def measure(tests: list[TestSpec]) -> list[dict[str, Any]]:
 
 
 def phase_median(row: dict[str, Any], phase: str) -> float | None:
+    """The median of a row's samples of ``phase`` (tokens/s); None for a failed row or no samples."""
     samples = row.get(f"{phase}_samples_tps") or ()
     return statistics.median(float(x) for x in samples) if row.get("status") == "ok" and samples else None
 

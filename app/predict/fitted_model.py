@@ -75,9 +75,14 @@ OUTLIER_MIN = 0.25
 #: then prefill's width term is dropped.
 #: A name ending in ":" stands for every regressor it begins (one per kernel class).
 #: The split path's attention over its view becomes the same tokens' used cells (``attn_split:fa``, as fits made
-#: before the view read it), which in turn joins ``attn:fa``.
-FOLDS: tuple[tuple[str, str | None], ...] = (("split:fa", None), ("attn_view:fa", "attn_split:fa"),
-                                             ("attn_split:fa", "attn:fa"), ("width:", None))
+#: before the view read it), which in turn joins ``attn:fa``: a fold may take the value it moves from the workload
+#: (third field; None: the folded regressors' own value).
+FOLDS: tuple[tuple[str, str | None, Callable[[Workload], float] | None], ...] = (
+    ("split:fa", None, None),
+    ("attn_view:fa", "attn_split:fa", lambda w: w.decode_attn_split_used_work),
+    ("attn_split:fa", "attn:fa", None),
+    ("width:", None, None),
+)
 
 
 class FitError(ValueError):
@@ -215,7 +220,7 @@ def fit_phase(
     with the terms of ``FOLDS`` folded away.
     """
     def without(n_folded: int) -> list[dict[str, float]]:  # the regressors with the first n_folded FOLDS folded
-        folded = {name for name, _ in FOLDS[:n_folded]}
+        folded = {name for name, _, _ in FOLDS[:n_folded]}
         return [_as_known(w, phase, lambda name: name not in folded) for w, _ in points]
 
     for n_folded in range(len(FOLDS)):
@@ -234,22 +239,18 @@ def _named(names: Mapping[str, float], name: str) -> list[str]:
 def _as_known(workload: Workload, phase: Phase, knows: Callable[[str], bool]) -> dict[str, float]:
     """``workload``'s regressors for ``phase`` with each term of ``FOLDS`` that ``knows`` rejects folded away."""
     feats = workload.features(phase)
-    for name, into in FOLDS:
-        if not _named(feats, name) or knows(name):
-            continue
-        if name == "attn_view:fa":
-            del feats[name]
-            if workload.decode_attn_split_used_work:
-                feats["attn_split:fa"] = workload.decode_attn_split_used_work
-        else:
-            feats = _fold(feats, name, into)
+    for name, into, value_of in FOLDS:
+        if _named(feats, name) and not knows(name):
+            feats = _fold(feats, name, into, None if value_of is None else value_of(workload))
     return feats
 
 
-def _fold(feats: dict[str, float], name: str, into: str | None) -> dict[str, float]:
-    """``feats`` without ``name`` (see ``_named``): its value added to ``into``, or dropped (``into`` None)."""
+def _fold(feats: dict[str, float], name: str, into: str | None, value: float | None = None) -> dict[str, float]:
+    """``feats`` without ``name`` (see ``_named``): its value (or ``value``) added to ``into``, or dropped (``into``
+    None)."""
     out = dict(feats)
-    value = sum(out.pop(k) for k in _named(feats, name))
+    own = sum(out.pop(k) for k in _named(feats, name))
+    value = own if value is None else value
     if into is not None and value:
         out[into] = out.get(into, 0.0) + value
     return out

@@ -133,23 +133,25 @@ def quality_run_ids(store: ResultStore, prefix: str) -> list[str]:
     if prefix == "last-quality":
         last = last_quality_run(store)
         return [last] if last else []
-    try:
-        with _connect(store) as db:
-            cur = db.execute("SELECT DISTINCT run_id FROM quality WHERE substr(run_id, 1, length(?1)) = ?1", (prefix,))
-            return [r[0] for r in cur]
-    except sqlite3.Error as e:  # a damaged quality table: the sweeps are still there
-        store.warn(f"{store.path}: cannot read quality runs ({e})")
-        return []
+    rows = _read_or_warn(store, "SELECT DISTINCT run_id FROM quality WHERE substr(run_id, 1, length(?1)) = ?1",
+                         (prefix,))
+    return [r[0] for r in rows]
 
 
 def quality_runs(store: ResultStore, limit: int = 50) -> list[tuple[str, str, int, int, str]]:
     """The newest quality runs: (run_id, created_at, files, files scored ok, file names), newest first."""
+    rows = _read_or_warn(store, "SELECT run_id, MIN(created_at), COUNT(*), SUM(status = 'ok'), "
+                         "GROUP_CONCAT(model_filename) FROM quality GROUP BY run_id "
+                         "ORDER BY MIN(created_at) DESC, MIN(rowid) DESC LIMIT ?", (limit,))
+    return [(a, b, int(c), int(d or 0), e or "") for a, b, c, d, e in rows]
+
+
+def _read_or_warn(store: ResultStore, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """``sql``'s rows from the quality table; none, with a warning, when the table is damaged (the sweeps are still
+    there)."""
     try:
         with _connect(store) as db:
-            cur = db.execute("SELECT run_id, MIN(created_at), COUNT(*), SUM(status = 'ok'), "
-                             "GROUP_CONCAT(model_filename) FROM quality GROUP BY run_id "
-                             "ORDER BY MIN(created_at) DESC, MIN(rowid) DESC LIMIT ?", (limit,))
-            return [(a, b, int(c), int(d or 0), e or "") for a, b, c, d, e in cur]
+            return db.execute(sql, params).fetchall()
     except sqlite3.Error as e:
         store.warn(f"{store.path}: cannot read quality runs ({e})")
         return []
