@@ -44,6 +44,7 @@ class LoadConfig:
     n_gpu_layers: int = 0
     use_mmap: bool = True
     main_gpu: int = 0
+    use_extra_bufts: bool = True  # llama.cpp's weight repacking into extra buffer types (llama-bench --repack)
 
 
 #: Flash attention requests, as llama.cpp's llama_flash_attn_type (and llama-bench's ``flash_attn`` column)
@@ -108,6 +109,7 @@ class LoadedModel:
     size_bytes: int
     n_params: int
     description: str
+    extra_buffers: tuple[str, ...] = ()  # CPU extra buffer types holding weights ("CPU_REPACK", "AMX"); () if none
 
 
 @dataclass(frozen=True)

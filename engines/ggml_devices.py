@@ -47,6 +47,9 @@ class GgmlRegistry:
     lib_dir: str
     backends: list[str] = field(default_factory=list)
     devices: list[GgmlDevice] = field(default_factory=list)
+    #: The CPU backend's extra buffer types, in the order llama.cpp tries them for weights when repacking is on
+    #: (``use_extra_bufts``; llama-bench ``--repack 1``): "AMX", "CPU_REPACK", "CPU_KLEIDIAI"…; [] if none
+    cpu_extra_buffers: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -79,6 +82,8 @@ def _bind(ggml: ctypes.CDLL, base: ctypes.CDLL) -> None:
         (base, "ggml_backend_dev_type", ctypes.c_int, [vp]),
         (base, "ggml_backend_dev_backend_reg", vp, [vp]),
         (base, "ggml_backend_dev_memory", None, [vp, ctypes.POINTER(sz), ctypes.POINTER(sz)]),
+        (base, "ggml_backend_reg_get_proc_address", vp, [vp, cp]),
+        (base, "ggml_backend_buft_name", cp, [vp]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
@@ -86,6 +91,26 @@ def _bind(ggml: ctypes.CDLL, base: ctypes.CDLL) -> None:
 
 def _text(raw: bytes | None) -> str:
     return raw.decode("utf-8", errors="replace") if raw else ""
+
+
+#: ggml-backend.h's ``ggml_backend_dev_get_extra_bufts_t``: a device -> a NULL-terminated array of buffer types.
+_GET_EXTRA_BUFTS = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+_MAX_EXTRA_BUFTS = 16
+
+
+def _extra_buffer_names(base: ctypes.CDLL, reg: int, dev: int) -> list[str]:
+    """The names of a device's extra buffer types, asked through the backend's ``get_proc_address`` (CPU only has
+    them); [] when the backend does not offer the function."""
+    addr = base.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
+    if not addr:
+        return []
+    bufts = _GET_EXTRA_BUFTS(addr)(dev)
+    names: list[str] = []
+    for i in range(_MAX_EXTRA_BUFTS):
+        if not bufts or not bufts[i]:
+            break
+        names.append(_text(base.ggml_backend_buft_name(bufts[i])))
+    return names
 
 
 def _load_all_if_dynamic(ggml: ctypes.CDLL, lib_dir: Path) -> None:
@@ -112,9 +137,12 @@ def query_registry(lib_dir: Path | None = None) -> GgmlRegistry:
     _load_all_if_dynamic(ggml, lib_dir)
     backends = [_text(base.ggml_backend_reg_name(ggml.ggml_backend_reg_get(i)))
                 for i in range(ggml.ggml_backend_reg_count())]
-    devices = []
+    devices, extra = [], []
     for i in range(ggml.ggml_backend_dev_count()):
         dev = ggml.ggml_backend_dev_get(i)
+        reg = base.ggml_backend_dev_backend_reg(dev)
+        if _text(base.ggml_backend_reg_name(reg)) == "CPU" and not extra:
+            extra = _extra_buffer_names(base, reg, dev)
         free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
         base.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
         kind = base.ggml_backend_dev_type(dev)
@@ -124,7 +152,7 @@ def query_registry(lib_dir: Path | None = None) -> GgmlRegistry:
             type=DEVICE_TYPES[kind] if 0 <= kind < len(DEVICE_TYPES) else f"type {kind}",
             backend=_text(base.ggml_backend_reg_name(base.ggml_backend_dev_backend_reg(dev))),
             memory_free_bytes=int(free.value), memory_total_bytes=int(total.value)))
-    return GgmlRegistry(lib_dir=str(lib_dir), backends=backends, devices=devices)
+    return GgmlRegistry(lib_dir=str(lib_dir), backends=backends, devices=devices, cpu_extra_buffers=extra)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(reg.to_json()))
     else:
         print(f"backends: {', '.join(reg.backends) or 'none'} ({reg.lib_dir})")
+        print(f"CPU extra buffer types: {', '.join(reg.cpu_extra_buffers) or 'none'}")
         for d in reg.devices:
             print(f"  {d.name} [{d.backend}, {d.type}] {d.description} "
                   f"({d.memory_free_bytes / 2**30:.1f}/{d.memory_total_bytes / 2**30:.1f} GiB free)")

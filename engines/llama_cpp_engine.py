@@ -45,6 +45,7 @@ from engines.llama_log import (
     layers_per_device,
     offloaded_layers,
     settings_refused,
+    weight_extra_buffers,
 )
 
 try:
@@ -163,6 +164,7 @@ class LlamaCppEngine:
         params.n_gpu_layers = cfg.n_gpu_layers
         params.main_gpu = cfg.main_gpu
         params.load_mode = lc.LLAMA_LOAD_MODE_MMAP if cfg.use_mmap else lc.LLAMA_LOAD_MODE_NONE
+        params.use_extra_bufts = cfg.use_extra_bufts
         clear_lines()
         t0 = time.perf_counter_ns()
         model = lc.llama_model_load_from_file(str(path).encode("utf-8"), params)
@@ -187,6 +189,7 @@ class LlamaCppEngine:
             size_bytes=int(lc.llama_model_size(model)),
             n_params=int(lc.llama_model_n_params(model)),
             description=desc.value.decode("utf-8", "replace"),
+            extra_buffers=tuple(weight_extra_buffers()),
         )
 
     def new_context(self, cfg: ContextConfig) -> ContextInfo:

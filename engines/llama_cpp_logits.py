@@ -22,9 +22,11 @@ from engines.llama_log import last_error
 class LlamaCppLogits(LlamaCppEngine):
     """The llama.cpp engine, with a context sized for scoring chunks and raw logits out."""
 
-    def open(self, model_path: str, n_ctx: int, n_threads: int = 0, n_gpu_layers: int = 0) -> LoadedModel:
-        """Load ``model_path`` and build a context of ``n_ctx`` tokens (one chunk; batches of up to 512)."""
-        loaded = self.load(LoadConfig(model_path=model_path, n_gpu_layers=n_gpu_layers))
+    def open(self, model_path: str, n_ctx: int, n_threads: int = 0, n_gpu_layers: int = 0,
+             repack: int = 1) -> LoadedModel:
+        """Load ``model_path`` (weights repacked for extra buffer types when ``repack``) and build a context of
+        ``n_ctx`` tokens (one chunk; batches of up to 512)."""
+        loaded = self.load(LoadConfig(model_path=model_path, n_gpu_layers=n_gpu_layers, use_extra_bufts=bool(repack)))
         n_batch = min(n_ctx, 512)
         self.new_context(ContextConfig(n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=n_threads))
         return loaded

@@ -81,9 +81,32 @@ def buffer_device(buffer_name: str) -> str:
     Host: "CPU", "CPU_Mapped" (mmapped weights), "CPU_REPACK", and a GPU backend's pinned host buffers
     ("Vulkan_Host", "CUDA_Host"); a device: "Vulkan0", "CUDA1", and its variants ("CUDA0_Split" -> "CUDA0").
     """
-    if buffer_name.startswith("CPU") or "_Host" in buffer_name:
+    if buffer_name.startswith("CPU") or "_Host" in buffer_name or buffer_name in _HOST_EXTRA_BUFFERS:
         return HOST_DEVICE
     return buffer_name.split("_", 1)[0]
+
+
+#: Extra buffer types of ggml's CPU backend whose names do not start with "CPU" (ggml-cpu/amx/amx.cpp: "AMX").
+_HOST_EXTRA_BUFFERS = ("AMX",)
+#: Host buffers that hold weights as they are in the file (plain or mmapped), not repacked for a kernel.
+_PLAIN_HOST_BUFFERS = ("CPU", "CPU_Mapped")
+
+
+def is_extra_buffer(buffer_name: str) -> bool:
+    """Whether a buffer (type) name is one of the CPU backend's extra buffer types, which repack weights for their
+    own kernels: AMX, CPU_REPACK, CPU_KLEIDIAI, CPU_RISCV64_SPACEMIT (llama.cpp's ``use_extra_bufts``)."""
+    return (buffer_name in _HOST_EXTRA_BUFFERS
+            or (buffer_name.startswith("CPU_") and buffer_name not in _PLAIN_HOST_BUFFERS))
+
+
+def weight_extra_buffers() -> list[str]:
+    """The extra buffer types llama.cpp put weights in at the last load ("model buffer size" lines), in log order."""
+    out: list[str] = []
+    for _, msg in LINES:
+        for m in _BUFFER_RE.finditer(msg):
+            if m.group(2) == "model" and is_extra_buffer(m.group(1)) and m.group(1) not in out:
+                out.append(m.group(1))
+    return out
 
 
 def device_buffers() -> dict[str, dict[str, float]]:

@@ -237,6 +237,11 @@ FIELD_TABLE: tuple[Field, ...] = (
     _pred("pred_device_max_ctx", int, "tokens", "{}",
           "largest context predicted to fit device_mem_limit_mib at this -ngl (empty without a limit)",
           kind=PREDICTED_VALUE),
+    # weight repacking (appended: the columns above keep their order)
+    _bench("repack", int, "", "{}", "1: llama.cpp may repack weights into its CPU extra buffer types (AMX, CPU_REPACK; "
+           "llama-bench --repack); 0: weights stay as in the file"),
+    _ours("extra_buffers", str, "", "{}", "the CPU extra buffer types llama.cpp put weights in (AMX, CPU_REPACK…), "
+          "empty: none; repacked weights run other kernels"),
 )
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}

@@ -66,6 +66,7 @@ class ModelLoaded(Event):
     n_gpu_layers_requested: int
     n_gpu_layers_effective: int
     backends: str
+    extra_buffers: list[str] = field(default_factory=list)  # CPU extra buffer types holding weights (AMX…)
 
 
 @dataclass(frozen=True)

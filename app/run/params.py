@@ -69,6 +69,29 @@ def flash_attn_text(value: object) -> str:
     return "auto" if fa == FA_AUTO else str(fa)
 
 
+# --- weight repacking: llama.cpp's use_extra_bufts, llama-bench's ``repack`` column ------------------------
+#: ``auto``: this machine's default, 1 as in llama-bench unless the crash guard found repacked weights crash here
+#: (app.telemetry.repack_guard); a test is given 0 or 1 before it runs, and rows record that.
+REPACK_AUTO = -1
+REPACK_WORDS = "0, 1 or auto"
+
+
+def parse_repack(value: object) -> int:
+    """0, 1 or -1 (auto) from ``0``/``1``/``auto``/``-1``, one of those ints, or a bool; anything else ValueError."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (REPACK_AUTO, 0, 1):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("0", "1", "-1", "auto"):
+        v = value.strip().lower()
+        return REPACK_AUTO if v in ("auto", "-1") else int(v)
+    raise ValueError(f"{value!r} is not {REPACK_WORDS}")
+
+
+def repack_text(value: object) -> str:
+    return "auto" if parse_repack(value) == REPACK_AUTO else str(parse_repack(value))
+
+
 # --- kinds of value ----------------------------------------------------------------------------------
 def _strict_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -96,6 +119,7 @@ INT = Kind("int", int, _strict_int)
 TEXT = Kind("str", str.strip, _strict_str)
 FLASH_ATTN = Kind("on|off|auto", parse_flash_attn, parse_flash_attn, flash_attn_text)
 PATH = Kind("path", str.strip, _strict_str)
+REPACK = Kind("0|1|auto", parse_repack, parse_repack, repack_text)
 
 
 @dataclass(frozen=True)
@@ -166,6 +190,8 @@ class Param:
         if self.kind is FLASH_ATTN:
             fa = parse_flash_attn(value)
             return "fa auto" if fa == FA_AUTO else f"fa{fa}"
+        if self.kind is REPACK:
+            return None if value in (REPACK_AUTO, 1) else f"{self.tag}{value}"
         return f"{self.tag}{value}"
 
 
@@ -207,6 +233,12 @@ PARAMS: tuple[Param, ...] = (
           "fails as out of memory, the predicted largest context beside it (default 0: no limit)",
           "GPU limit (MiB)", "MiB a GPU device may hold (--device-mem-limit); 0 = no limit", scope="context",
           tag="lim", tag_always=False, min=0, max=MAX_DEVICE_MEM_MIB),
+    Param("repack", ("--repack",), REPACK, (REPACK_AUTO,),
+          "weight repacking (llama.cpp's extra buffer types: AMX, CPU_REPACK): 0, 1 or auto, e.g. 0,1; a change "
+          "reloads the model (default auto: 1 as llama-bench, or 0 on a CPU where repacked weights were found to "
+          "crash llama.cpp; gguf-bench doctor says which)", "Repack",
+          "weight repacking (--repack): 0, 1, auto or 0,1; auto: 1, or 0 where repacked weights crash this CPU",
+          scope="load", tag="repack", tag_always=False),
     Param("repetitions", ("-r", "--repetitions"), INT, 5, "timed repetitions per test (one warmup is extra)",
           "Repetitions", "timed repetitions per test (one warmup runs first and is kept apart)", min=1,
           max=MAX_REPETITIONS, is_list=False, column="n_repetitions"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +13,12 @@ from app.run.params import (
     MAX_TESTS,
     MAX_TOKENS,
     PARAM,
+    REPACK_AUTO,
     THREADS_PER_CPU,
     PlanError,
     parse_flash_attn,
     parse_list,
+    parse_repack,
 )
 from app.telemetry.host import usable_cpu_threads
 
@@ -52,11 +54,17 @@ class TestSpec:
     n_parallel: int = _one("n_parallel")
     no_op_offload: int = _one("no_op_offload")  # 1: llama.cpp's op_offload off (llama-bench -nopo)
     device_mem_limit_mib: int = _one("device_mem_limit_mib")  # 0: no limit
+    repack: int = _one("repack")  # 1/0: llama.cpp's use_extra_bufts (llama-bench --repack); -1: not yet resolved
     repetitions: int = _one("repetitions")
     prompt_file: str | None = _one("prompt_file")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "flash_attn", parse_flash_attn(self.flash_attn))
+        object.__setattr__(self, "repack", parse_repack(self.repack))
+
+    def with_repack_default(self, default_repack: int) -> TestSpec:
+        """This test with ``auto`` repacking given the machine's default (0 or 1); other tests unchanged."""
+        return replace(self, repack=default_repack) if self.repack == REPACK_AUTO else self
 
     def load_key(self) -> tuple[Any, ...]:
         """Tests with equal load keys share one loaded model (llama-bench's equal_mparams)."""
@@ -106,6 +114,7 @@ class SweepSpec:
     n_parallel: list[int] = _many("n_parallel")
     no_op_offload: list[int] = _many("no_op_offload")
     device_mem_limit_mib: list[int] = _many("device_mem_limit_mib")
+    repack: list[int] = _many("repack")
     repetitions: int = _one("repetitions")
     prompt_file: str | None = _one("prompt_file")
     name: str = "custom"

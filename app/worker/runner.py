@@ -133,7 +133,8 @@ class Runner:
         }
         if m is not None:
             facts.update(model_type=m.description, model_size=m.size_bytes, model_n_params=m.n_params,
-                         n_gpu_layers_effective=m.n_gpu_layers_effective, load_ms=m.load_ms)
+                         n_gpu_layers_effective=m.n_gpu_layers_effective, load_ms=m.load_ms,
+                         extra_buffers=",".join(m.extra_buffers))
         return facts
 
     def _prepare(self, test: TestSpec) -> None:
@@ -144,7 +145,8 @@ class Runner:
             self._load_key = self._ctx_key = None
             self._loaded = None
             try:
-                self._loaded = self.engine.load(LoadConfig(model_path=test.model_path, n_gpu_layers=test.n_gpu_layers))
+                self._loaded = self.engine.load(LoadConfig(model_path=test.model_path, n_gpu_layers=test.n_gpu_layers,
+                                                           use_extra_bufts=bool(test.repack)))
             except ModelLoadError as e:
                 self._bad_models[key] = str(e)
                 raise
@@ -152,7 +154,8 @@ class Runner:
             self.emit(ModelLoaded(t_ns=_now(), model_path=test.model_path, load_ms=self._loaded.load_ms,
                                   n_gpu_layers_requested=test.n_gpu_layers,
                                   n_gpu_layers_effective=self._loaded.n_gpu_layers_effective,
-                                  backends=self._row_facts()["backends"]))
+                                  backends=self._row_facts()["backends"],
+                                  extra_buffers=list(self._loaded.extra_buffers)))
         ckey = test.context_key()
         if ckey != self._ctx_key:
             self._ctx_key = None

@@ -54,6 +54,8 @@ EXPECTED_CSV_COLUMNS = [
     "no_op_offload", "device_mem_limit_mib", "device_buffers", "gpu_weights_bytes", "gpu_kv_bytes",
     "gpu_compute_bytes", "pred_gpu_weights_bytes", "pred_gpu_kv_bytes", "pred_gpu_compute_bytes",
     "pred_device_max_ctx",
+    # weight repacking (appended, issue #24)
+    "repack", "extra_buffers",
 ]
 
 #: The unit a name's suffix promises (units in names).
@@ -95,7 +97,7 @@ def test_unit_matches_the_name(name: str) -> None:
 
 def test_llama_bench_columns_keep_llama_benchs_names() -> None:
     bench = [f for f in FIELD_TABLE if f.group == LLAMA_BENCH]
-    assert [f.name for f in bench] == EXPECTED_CSV_COLUMNS[:26] + ["no_op_offload"]
+    assert [f.name for f in bench] == EXPECTED_CSV_COLUMNS[:26] + ["no_op_offload", "repack"]
     assert all(f.llama_bench == f.name for f in bench)
     assert not any(f.llama_bench for f in FIELD_TABLE if f.group != LLAMA_BENCH)
 
