@@ -19,6 +19,10 @@ def main() -> int:
         from engines.ggml_devices import main as devices_main
 
         return devices_main(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--repack-probe":  # the repack crash guard's child (app.telemetry)
+        from app.worker.repack_probe import main as probe_main
+
+        return probe_main(sys.argv[2:])
     from app.gui.main import main as window_main
 
     return window_main(sys.argv[1:])

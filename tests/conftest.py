@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,9 +39,25 @@ def make_gguf(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+@pytest.fixture(scope="session")
+def repack_verdict_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repack crash guard's verdict for this machine, probed for real once per session (about half a second;
+    on a CPU where repacked weights crash llama.cpp it says so, and runs default to --repack 0 as for a user)."""
+    from app.telemetry import repack_guard
+
+    folder = tmp_path_factory.mktemp("repack-verdict")
+    verdict, _probed = repack_guard.ensure_verdict(folder / repack_guard.VERDICT_FILE)
+    if verdict.safe is None:
+        pytest.fail(f"the repack guard's probe could not decide: {verdict.detail}")
+    return folder / repack_guard.VERDICT_FILE
+
+
 @pytest.fixture(autouse=True)
-def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own data dir (results store, probe cache, settings), never the user's."""
+def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                      repack_verdict_file: Path) -> Path:
+    """Every test gets its own data dir (results store, probe cache, settings), never the user's; the session's
+    repack verdict is in it, so each run does not probe again."""
     path = tmp_path_factory.mktemp("data")
     monkeypatch.setenv("GGUF_WORKBENCH_DATA_DIR", str(path))
+    shutil.copy2(repack_verdict_file, path / repack_verdict_file.name)
     return path

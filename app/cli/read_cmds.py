@@ -71,10 +71,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 # --- hw --------------------------------------------------------------------------------------------
 def cmd_hw(args: argparse.Namespace) -> int:
+    from app.run.doctor import extra_buffers_json, repack_lines
     from app.telemetry.hw_report import format_hw_report
     from app.telemetry.machine import ProbeMode, scan_machine
+    from app.telemetry.repack_guard import ensure_verdict, remembered
 
     mode = ProbeMode.NONE if args.no_probe else ProbeMode.REFRESH if args.reprobe else ProbeMode.RUN
     report = scan_machine(mode).report()
-    print(json.dumps(report, indent=2, default=str) if args.json else format_hw_report(report))
+    verdict = remembered() if args.no_probe else ensure_verdict()[0]
+    report["extra_buffers"] = extra_buffers_json(verdict)
+    text = "\n".join([format_hw_report(report), "Weight repacking (--repack)", *repack_lines(verdict)])
+    print(json.dumps(report, indent=2, default=str) if args.json else text)
     return EXIT_OK

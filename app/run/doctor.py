@@ -18,6 +18,7 @@ from typing import Any
 from app.paths import REPO_ROOT
 from app.telemetry.gpu_inventory import GpuInventory, VulkanDevice, scan_gpus
 from app.telemetry.llama_devices import LlamaDevices, query_llama_devices
+from app.telemetry.repack_guard import RepackVerdict, ensure_verdict
 
 INSTALL_SCRIPT = REPO_ROOT / "packaging" / "install-gpu.sh"
 VULKAN_VENV_SCRIPT = REPO_ROOT / "packaging" / "build-vulkan-venv.sh"
@@ -46,13 +47,35 @@ class DoctorReport:
     llama: LlamaDevices
     gpus: GpuInventory
     advice: tuple[Advice, ...]
+    repack: RepackVerdict | None = None  # the repack crash guard's verdict for this machine and build
 
     def to_json(self) -> dict[str, Any]:
         llama = asdict(self.llama)
         for d, dev in zip(llama["devices"], self.llama.devices, strict=True):
             d["software"] = dev.software
         return {"llama_cpp": llama, "machine_gpus": self.gpus.to_json(),
+                "extra_buffers": extra_buffers_json(self.repack),
                 "advice": [{**asdict(a), "level": str(a.level)} for a in self.advice]}
+
+
+def extra_buffers_json(verdict: RepackVerdict | None) -> dict[str, Any]:
+    """The guard's verdict as doctor --json gives it: the types llama.cpp would use and whether they were safe."""
+    if verdict is None:
+        return {"types": [], "safe": None, "default_repack": 1, "detail": "not checked"}
+    return {"types": list(verdict.extra_buffers), "used_by_probe": list(verdict.used_buffers), "safe": verdict.safe,
+            "default_repack": verdict.default_repack, "detail": verdict.detail, "checked_at": verdict.checked_at,
+            "cpu_model": verdict.cpu_model, "build": verdict.build}
+
+
+def repack_lines(verdict: RepackVerdict | None) -> list[str]:
+    """The guard's verdict in words: extra buffer types, whether repacked weights ran here, the default."""
+    if verdict is None:
+        return ["  not checked"]
+    safe = {True: "safe", False: "NOT safe: crashes llama.cpp here", None: "not checked"}[verdict.safe]
+    return [f"  extra buffer types: {', '.join(verdict.extra_buffers) or 'none'} (this build's CPU backend)",
+            f"  repacked weights: {safe} ({verdict.detail}; checked {verdict.checked_at or 'never'})",
+            f"  default: --repack {verdict.default_repack}" + ("" if verdict.default_repack else
+                                                             " (--repack 1 forces repacking)")]
 
 
 def install_command(route: str, python: str | None = None) -> str:
@@ -134,11 +157,19 @@ def advise(llama: LlamaDevices, gpus: GpuInventory, python: str | None = None) -
     return out
 
 
+def repack_advice(verdict: RepackVerdict | None) -> list[Advice]:
+    """A finding when repacked weights crash llama.cpp here (runs already default to --repack 0)."""
+    if verdict is None or verdict.safe is not False:
+        return []
+    return [Advice(Level.INFO, verdict.notice)]
+
+
 def run_doctor(python: str | None = None) -> DoctorReport:
-    """Take both looks (seconds: vulkaninfo and a child process) and compare them. Never raises."""
+    """Take the looks (seconds: vulkaninfo, child processes, the repack probe once) and compare them. Never raises."""
     gpus = scan_gpus()
     llama = query_llama_devices(list(gpus.vulkan) if gpus.vulkan_listed else None)
-    return DoctorReport(llama, gpus, tuple(advise(llama, gpus, python)))
+    verdict, _probed = ensure_verdict()
+    return DoctorReport(llama, gpus, tuple(advise(llama, gpus, python) + repack_advice(verdict)), verdict)
 
 
 def _gib(n_bytes: int | None) -> str:
@@ -184,6 +215,7 @@ def advice_lines(advice: tuple[Advice, ...] | list[Advice]) -> list[str]:
 def report_text(report: DoctorReport) -> str:
     """The plain-text report of ``gguf-bench doctor``."""
     return "\n".join(["llama.cpp (asked from its ggml backend registry)", *llama_lines(report.llama),
+                      "Weight repacking (llama.cpp's extra buffer types, --repack)", *repack_lines(report.repack),
                       "GPUs on this machine", *gpu_lines(report.gpus), "Verdict", *advice_lines(report.advice)])
 
 

@@ -17,6 +17,7 @@ from app.results.store import ResultStore, now_iso
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
 from app.run.quality_plan import QualityPlan
+from app.telemetry import repack_guard
 
 OnEvent = Callable[[Event], None]
 
@@ -50,6 +51,8 @@ class QualitySession:
                 "kind": "quality", "run_id": self.run_id, "models": list(self.plan.models),
                 "reference_index": self.plan.reference_index, "text_path": str(text_path),
                 "n_tokens": self.plan.n_tokens, "n_ctx": self.plan.n_ctx, "n_threads": self.plan.n_threads,
+                # the repack crash guard's default: scoring runs the same matmuls a sweep does
+                "repack": repack_guard.ensure_verdict()[0].default_repack,
                 "tmp_dir": str(tmp)}, log_path=self.log_path)
             if self.cancelled:  # cancelled while the text was being written
                 return [self._missing_row(i) for i in range(len(self.plan.models))]

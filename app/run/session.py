@@ -29,10 +29,28 @@ from app.run.events import (
     TestStarted,
     WorkerError,
 )
+from app.run.params import REPACK_AUTO
 from app.run.plan import TestSpec
 from app.run.rows import base_row
+from app.telemetry import repack_guard
 from app.telemetry.machine import scan_machine
 from engines.llama_log import crash_cause
+
+#: Resolves ``--repack auto`` for a session: (this machine's default, the one line that says why, or "").
+RepackDefault = Callable[[], tuple[int, str]]
+
+
+def guarded_repack_default() -> tuple[int, str]:
+    """The crash guard's default for ``--repack auto`` (probing this machine first if it was never checked)."""
+    verdict, _probed = repack_guard.ensure_verdict()
+    return verdict.default_repack, verdict.notice
+
+
+def repack_crash_message(death_message: str, extra_buffers: list[str]) -> str:
+    """A worker's death by a signal while the weights sat in extra buffers, said with its likely cause and the fix."""
+    where = ", ".join(extra_buffers)
+    return (f"{death_message} while the weights sat in llama.cpp's {where} buffer (repacked weights): a known "
+            f"llama.cpp crash on some CPUs ({repack_guard.ISSUE}); run with --repack 0")
 
 EventHandler = Callable[[Event], None]
 
@@ -65,7 +83,8 @@ class SweepSession:
     def __init__(self, tests: list[TestSpec], *, store: ResultStore | None = None, sweep_name: str = "",
                  command: str = "", machine: dict[str, Any] | None = None, token_ticks: bool = True,
                  extra_row: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 failed_upfront: list[UpfrontFailure] | None = None, stall_timeout_s: float | None = None) -> None:
+                 failed_upfront: list[UpfrontFailure] | None = None, stall_timeout_s: float | None = None,
+                 repack_default: RepackDefault | None = None) -> None:
         self.tests = tests
         self.failed_upfront = list(failed_upfront or [])
         self.store = store
@@ -76,6 +95,7 @@ class SweepSession:
         self.token_ticks = token_ticks
         self.extra_row = extra_row
         self.stall_timeout_s = stall_timeout_s  # the watchdog's limit (None: app.run.client's default)
+        self.repack_default = repack_default or guarded_repack_default
         self.rows: dict[int, dict[str, Any]] = {}
         self._crashed_models: dict[tuple[Any, ...], WorkerError] = {}  # load key -> how loading it crashed
         self._client: WorkerClient | None = None
@@ -108,8 +128,24 @@ class SweepSession:
             self.store.add_result(self.run_id, row)
         return row
 
+    def _resolve_repack(self, outcome: SweepOutcome, on_event: EventHandler | None) -> None:
+        """Give ``--repack auto`` tests this machine's default (the guard probes once per machine and build), so
+        rows, the store and the worker see 0 or 1; one notice when that default is 0."""
+        if not any(isinstance(t, TestSpec) and t.repack == REPACK_AUTO
+                   for t in (*self.tests, *(f.test for f in self.failed_upfront))):
+            return  # every test says 0 or 1 (or is a remote server's test)
+        default, why = self.repack_default()
+        self.tests = [t.with_repack_default(default) if isinstance(t, TestSpec) else t for t in self.tests]
+        self.failed_upfront = [dataclasses.replace(f, test=f.test.with_repack_default(default))
+                               for f in self.failed_upfront]
+        if why:
+            outcome.notices.append(why)
+            if on_event is not None:
+                on_event(Notice(t_ns=0, message=why))
+
     def run(self, on_event: EventHandler | None = None) -> SweepOutcome:
         outcome = SweepOutcome(run_id=self.run_id, status="finished")
+        self._resolve_repack(outcome, on_event)
         if self.store is not None:
             all_tests = self.tests + [f.test for f in self.failed_upfront]
             self.store.begin_run(self.run_id, sweep_name=self.sweep_name, command=self.command,
@@ -207,11 +243,14 @@ class SweepSession:
         if self._cancel.is_set():
             return len(self.tests)
         death = self._with_crash_cause(death, log_offset)
+        failed_index = watch.current if watch.current is not None else watch.next_index
+        if (death.kind == FailureKind.WORKER_DIED and watch.extra_buffers and "killed by" in death.message
+                and failed_index < end and watch.loaded_key == self.tests[failed_index].load_key()):
+            death = dataclasses.replace(death, message=repack_crash_message(death.message, watch.extra_buffers))
         outcome.errors.append(death.message)
         if not watch.started:  # the worker cannot even start: trying again would fail the same way
             outcome.status = "crashed"
             return len(self.tests)
-        failed_index = watch.current if watch.current is not None else watch.next_index
         if failed_index < end:
             key = self.tests[failed_index].load_key()
             crashed = death.kind in (FailureKind.WORKER_DIED, FailureKind.WORKER_KILLED)
@@ -230,6 +269,7 @@ class SweepSession:
             watch.current = ev.test_index
         elif isinstance(ev, ModelLoaded) and watch.current is not None:
             watch.loaded_key = self.tests[watch.current].load_key()
+            watch.extra_buffers = list(ev.extra_buffers)
         elif isinstance(ev, (TestFinished, TestFailed)):
             ev = dataclasses.replace(ev, row=self._record(ev.row))  # listeners see the stored row
             watch.current = None
@@ -262,6 +302,7 @@ class _WorkerWatch:
     started: bool = False
     current: int | None = None
     loaded_key: tuple[Any, ...] | None = None
+    extra_buffers: list[str] = field(default_factory=list)  # of the model loaded now (ModelLoaded)
     death: WorkerError | None = None
 
 

@@ -102,11 +102,11 @@ def run_job(job: dict[str, Any], writer: EventWriter, cancel: CancelSignal | Non
 
         return run_other_job(job, writer.emit, cancel)
     try:
+        from app.worker.engines import new_llama_engine  # only here: the worker owns the native library
         from app.worker.runner import Runner
-        from engines.llama_cpp_engine import LlamaCppEngine  # only here: the worker owns the native library
 
         tests = [TestSpec.from_dict(t) for t in job["tests"]]
-        engine = LlamaCppEngine(log_path=job.get("log_path"))
+        engine = new_llama_engine(log_path=job.get("log_path"))
         runner = Runner(engine, writer.emit, run_id=job.get("run_id", ""), token_ticks=job.get("token_ticks", True))
     except Exception as e:  # noqa: BLE001 - reported as an event, the worker cannot go on
         writer.emit(WorkerError(t_ns=time.perf_counter_ns(), message=f"worker cannot start: {e}",

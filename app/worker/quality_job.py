@@ -44,6 +44,7 @@ class QualityJob:
         self.n_tokens = int(job["n_tokens"])
         self.n_ctx = int(job["n_ctx"])
         self.n_threads = int(job.get("n_threads", 0))
+        self.repack = int(job.get("repack", 1))  # llama.cpp's weight repacking (use_extra_bufts)
         self.tmp_dir = str(job["tmp_dir"])
         self.run_id = str(job.get("run_id", ""))
         self.log_path = job.get("log_path")
@@ -99,7 +100,7 @@ class QualityJob:
     def _score(self, index: int, path: str) -> dict[str, Any]:
         engine = self._engine_class(log_path=self.log_path)
         try:
-            loaded = engine.open(path, self.n_ctx, self.n_threads)
+            loaded = engine.open(path, self.n_ctx, self.n_threads, repack=self.repack)
             is_ref = index == self.ref_index
             if is_ref:
                 self._prepare(engine, loaded.n_vocab)
