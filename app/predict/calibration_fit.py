@@ -170,6 +170,16 @@ class MachineFit:
     n_points: int
     notes: tuple[str, ...] = field(default_factory=tuple)
     context: MachineContext = field(default_factory=MachineContext)
+    repack: int = 1  # the weight repacking its measurements ran with (fits saved before the setting: on)
+    #: weight types whose calibration rows had repacked weights (extra buffers); None: not recorded (older fits)
+    repacked_types: tuple[str, ...] | None = None
+
+    def applies_to(self, facts: ModelFacts, settings: PredictSettings) -> bool:
+        """Whether this fit's kernels are the ones ``settings`` run: the same repacking, or a weight type that no
+        extra buffer repacked here (its kernels are the same either way)."""
+        if settings.repack == self.repack:
+            return True
+        return self.repacked_types is not None and self.repack == 1 and facts.file_type not in self.repacked_types
 
     def source(self, backend: str, phase: str) -> str:
         fit = self.fits[backend][phase]
@@ -178,8 +188,9 @@ class MachineFit:
 
     def expected(self, facts: ModelFacts, settings: PredictSettings, backend: str = "CPU"
                  ) -> dict[str, Expected | None]:
-        """Expected decode and prefill tokens/s of ``facts`` with ``settings`` on ``backend`` (None: not fitted)."""
-        phases = self.fits.get(backend, {})
+        """Expected decode and prefill tokens/s of ``facts`` with ``settings`` on ``backend`` (None: not fitted, or
+        fitted with other repacking for weights whose kernels it changes)."""
+        phases = self.fits.get(backend, {}) if self.applies_to(facts, settings) else {}
         work = workload_of(facts, settings, self.context, backend)
         return {p: (phases[p].expected(work, self.source(backend, p)) if p in phases else None) for p in PHASES}
 
@@ -187,7 +198,9 @@ class MachineFit:
         return {"version": FIT_VERSION, "cpu_info": self.cpu_info, "gpu_info": self.gpu_info, "build": self.build,
                 "created": self.created, "n_points": self.n_points, "notes": list(self.notes),
                 "fits": {b: {p: f.to_json_dict() for p, f in ph.items()} for b, ph in self.fits.items()},
-                "cpu_classes": dict(self.context.cpu_classes), "l2_cache_bytes": self.context.l2_cache_bytes}
+                "cpu_classes": dict(self.context.cpu_classes), "l2_cache_bytes": self.context.l2_cache_bytes,
+                "repack": self.repack,
+                "repacked_types": list(self.repacked_types) if self.repacked_types is not None else None}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> MachineFit:
@@ -197,12 +210,16 @@ class MachineFit:
         fits = {str(b): {str(p): PhaseFit.from_json_dict(f) for p, f in ph.items()} for b, ph in d["fits"].items()}
         ctx = MachineContext({str(k): str(v) for k, v in d.get("cpu_classes", {}).items()},
                              int(d.get("l2_cache_bytes", 0)))
+        types = d.get("repacked_types")
         return cls(str(d["cpu_info"]), str(d["gpu_info"]), str(d["build"]), str(d["created"]), fits,
-                   int(d["n_points"]), tuple(str(n) for n in d.get("notes", [])), ctx)
+                   int(d["n_points"]), tuple(str(n) for n in d.get("notes", [])), ctx,
+                   repack=0 if d.get("repack") == 0 else 1,
+                   repacked_types=tuple(str(t) for t in types) if isinstance(types, list) else None)
 
 
 def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, build: str, created: str,
-                context: MachineContext | None = None) -> MachineFit:
+                context: MachineContext | None = None, repack: int = 1,
+                repacked_types: tuple[str, ...] | None = None) -> MachineFit:
     """Fit every backend and phase of ``samples`` (reduced with ``context``); a phase that cannot be fitted becomes
     a note.
 
@@ -223,5 +240,5 @@ def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, buil
     if not fits:
         raise FitError("; ".join(notes) or "no measured points to fit")
     return MachineFit(cpu_info, gpu_info, build, created, fits, len(samples), tuple(notes),
-                      context or MachineContext())
+                      context or MachineContext(), repack=repack, repacked_types=repacked_types)
 

@@ -14,6 +14,7 @@ from app.predict.profiles import (
 )
 from app.telemetry.cpu_peaks import ComputeFigure
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
+from app.telemetry.repack_guard import remembered
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class CpuProfile(HardwareProfile):
 
     int8: ComputeFigure | None = None  # quantized weights: int8 dot products
     fma: ComputeFigure | None = None  # F32/F16/BF16 weights: float FMA
+    #: AMX tiles, for weights of AMX types repacked into llama.cpp's AMX buffer: set only when this build has that
+    #: buffer type and the repack guard found it safe here (app.telemetry.repack_guard); None otherwise
+    amx: ComputeFigure | None = None
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,10 @@ def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> CpuProfile:
     state = {True: ", taken while busy", None: ", not load-checked"}.get(scan.probe.busy, "")
     compute = f"{peaks.int8.kind} (quantized weights), {peaks.fma.kind} (float)" if peaks else "f32 matmul probe"
     source = f"bandwidth probed {scan.probe.measured_at}{state}; compute: {compute}"
+    verdict = remembered()
+    amx = peaks.amx if peaks is not None and verdict is not None and verdict.safe and verdict.amx_in_use(1) else None
     return CpuProfile(**{f.name: getattr(base, f.name) for f in fields(base) if f.name != "source"}, source=source,
-                      int8=peaks.int8 if peaks else None, fma=peaks.fma if peaks else None)
+                      int8=peaks.int8 if peaks else None, fma=peaks.fma if peaks else None, amx=amx)
 
 
 def hardware_context(scan: MachineScan, gpu_query: str | None = None,

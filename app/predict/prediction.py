@@ -21,6 +21,7 @@ from app.predict.prefill import matmul_params, prefill_ceiling_tps, prefill_comp
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, public_expected
 from app.predict.scenario import Scenario, scenario_time
+from app.telemetry.repack_guard import default_repack
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class PredictSettings:
     n_ubatch: int = DEFAULT_N_UBATCH
     flash_attn: bool = False
     swa_full: bool = False
+    repack: int = 1  # llama.cpp's weight repacking (llama-bench --repack): 1 on, 0 off (weights as in the file)
 
     def __post_init__(self) -> None:
         if not self.type_v:
@@ -96,6 +98,7 @@ class PredictSettings:
             n_ctx=max(ctx, 1), n_gpu_layers=ngl, type_k=type_k, type_v=str(row.get("type_v") or type_k),
             n_prompt=max(n_prompt, 1), n_gen=max(n_gen, 0), depth=max(depth, 0),
             n_ubatch=_int(row, "n_ubatch", 0) or DEFAULT_N_UBATCH, flash_attn=flash_attn_enabled(fa),
+            repack=_repack_of(row),
         )
 
     @classmethod
@@ -106,6 +109,15 @@ class PredictSettings:
             n_prompt=args.n_prompt, n_gen=args.n_gen, depth=args.n_depth,
             flash_attn=flash_attn_enabled(args.flash_attn),
         )
+
+
+def _repack_of(row: Mapping[str, Any]) -> int:
+    """A row's repacking: its 0 or 1; auto (-1, a test not yet run): this machine's default; none (rows from before
+    the setting): 1, llama.cpp's default then."""
+    value = row.get("repack")
+    if value == -1:
+        return default_repack()
+    return 0 if value == 0 else 1
 
 
 @dataclass(frozen=True)
@@ -213,8 +225,8 @@ def _prefill_tps(
     n_embd_attn = facts.n_head * (facts.head_dim_k + facts.head_dim_v) // 2
     n_swa = len(facts.swa_layers) if facts.swa_window else 0
     return prefill_ceiling_tps(
-        prefill_tflops(profile, facts.file_type), matmul_params(facts, split, tensor_bytes), s.n_prompt, facts.n_layer,
-        n_embd_attn, s.depth, n_swa, facts.swa_window,
+        prefill_tflops(profile, facts.file_type, s.repack), matmul_params(facts, split, tensor_bytes), s.n_prompt,
+        facts.n_layer, n_embd_attn, s.depth, n_swa, facts.swa_window,
     )
 
 
@@ -254,7 +266,8 @@ def predict(
 
     decode_tps = decode_at(s.depth + s.n_prompt + s.n_gen / 2.0)
     prefill_tps = _prefill_tps(facts, profile, split, s, tensor_bytes)
-    notes += [n for n in (prefill_compute_note(profile, facts.file_type),) if n]  # which CPU figure, its source
+    # which CPU figure, and its source
+    notes += [n for n in (prefill_compute_note(profile, facts.file_type, s.repack),) if n]
     if not is_cpu and 0 < split.n_gpu_layers < facts.n_layer + 1:
         notes.append("partial offload: prefill ceiling ignores copying CPU-held weights to the GPU")
     fit = fit_check(
@@ -284,7 +297,7 @@ def predict(
         compute_buffer_bytes=round(compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)),
         decode_ceiling_tps=decode_tps, decode_ceiling_empty_tps=decode_at(0.0), prefill_ceiling_tps=prefill_tps,
         gpu_bandwidth_gbps=0.0 if is_cpu else profile.peak_bandwidth_gbps, cpu_bandwidth_gbps=cpu_bw,
-        tflops=prefill_tflops(profile, facts.file_type), fit=fit,
+        tflops=prefill_tflops(profile, facts.file_type, s.repack), fit=fit,
         scenario=scenario_time(s.n_prompt, s.n_gen, prefill_tps, decode_tps, chars_per_token), efficiency=efficiency,
         expected_prefill_tps=exp_prefill, expected_decode_tps=exp_decode, expected_scenario=exp_scenario,
         notes=tuple(notes), expected_decode=fit_decode, expected_prefill=fit_prefill,

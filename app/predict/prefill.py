@@ -6,12 +6,14 @@ run through (:data:`FLOAT_WEIGHT_TYPES`, :func:`prefill_compute`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from app.model.facts import ModelFacts
 from app.predict.offload import WeightSplit, guess_tied_embeddings
 from app.predict.profiles import HardwareProfile
 from app.telemetry.cpu_peaks import MEASURED_ROOFLINE, ComputeFigure
+from app.telemetry.repack_guard import AMX_WEIGHT_TYPES
 
 #: Weight types ggml's CPU backend multiplies with float FMAs (``vec_dot_type`` F32 / F16 / BF16 in ggml-cpu.c's
 #: ``type_traits_cpu``). Every other type (Q4_0 … Q8_0, Q2_K … Q6_K and their _S/_M/_L mixes, IQ*, TQ*, MXFP4)
@@ -25,24 +27,37 @@ def weights_use_int8_dot(file_type: str) -> bool:
     return file_type.strip().upper() not in FLOAT_WEIGHT_TYPES
 
 
-def prefill_compute(profile: HardwareProfile, file_type: str) -> ComputeFigure | None:
+def has_amx_kernels(file_type: str) -> bool:
+    """Whether ``file_type``'s weights ("Q4_K_M": Q4_K) have kernels in ggml's AMX buffer (amx/common.h)."""
+    name = file_type.strip().upper()
+    k_mix = re.fullmatch(r"(Q\d_K)_[SML]", name)  # a K-quant mix is named after its main type
+    return (k_mix.group(1) if k_mix else name) in AMX_WEIGHT_TYPES
+
+
+def prefill_compute(profile: HardwareProfile, file_type: str, repack: int = 1) -> ComputeFigure | None:
     """The CPU compute figure a prefill of ``file_type`` weights runs at (int8 dot peak, FMA peak, or a measured
-    roofline), for a profile that carries them (:class:`app.predict.hardware.CpuProfile`); None for the others."""
+    roofline), for a profile that carries them (:class:`app.predict.hardware.CpuProfile`); None for the others.
+
+    AMX tiles count only with ``repack`` on, for a type with AMX kernels, on a profile whose build has a working
+    AMX buffer (``CpuProfile.amx``): weights as they are in the file run the AVX-512/AVX2 dot products."""
     int8, fma = getattr(profile, "int8", None), getattr(profile, "fma", None)
     if int8 is None or fma is None:
         return None
+    amx = getattr(profile, "amx", None)
+    if amx is not None and repack and has_amx_kernels(file_type):
+        return amx
     return int8 if weights_use_int8_dot(file_type) else fma
 
 
-def prefill_tflops(profile: HardwareProfile, file_type: str) -> float:
+def prefill_tflops(profile: HardwareProfile, file_type: str, repack: int = 1) -> float:
     """TFLOPS a prefill ceiling divides by: the figure for the weight type, else the profile's own."""
-    figure = prefill_compute(profile, file_type)
+    figure = prefill_compute(profile, file_type, repack)
     return figure.tflops if figure is not None else profile.fp16_tensor_tflops
 
 
-def prefill_compute_note(profile: HardwareProfile, file_type: str) -> str | None:
+def prefill_compute_note(profile: HardwareProfile, file_type: str, repack: int = 1) -> str | None:
     """One line naming the prefill compute figure and its source; None for a profile without per-kernel figures."""
-    figure = prefill_compute(profile, file_type)
+    figure = prefill_compute(profile, file_type, repack)
     if figure is None:
         return None
     what = "a ceiling" if figure.is_ceiling else "not a ceiling: measurements may exceed it"
@@ -101,10 +116,10 @@ def matmul_params(
     return max(params, 0.0)
 
 
-def prefill_compute_doc(profile: HardwareProfile, file_type: str) -> dict[str, str]:
+def prefill_compute_doc(profile: HardwareProfile, file_type: str, repack: int = 1) -> dict[str, str]:
     """``prefill_ceiling_kind`` (int8 dot peak / FMA peak / measured roofline / spec FP16 tensor peak) and
     ``prefill_ceiling_source`` for a prediction's JSON."""
-    figure = prefill_compute(profile, file_type)
+    figure = prefill_compute(profile, file_type, repack)
     if figure is not None:
         return {"prefill_ceiling_kind": figure.kind, "prefill_ceiling_source": figure.source}
     kind = MEASURED_ROOFLINE if profile.kind == "cpu" else "spec FP16 tensor peak"

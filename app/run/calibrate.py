@@ -36,6 +36,7 @@ from app.predict.calibration_fit import (
 )
 from app.predict.calibration_store import engine_version, llama_build, save_fit
 from app.predict.cpu_kernels import cpu_class_table
+from app.predict.prediction import PredictSettings
 from app.results.phases import spread
 from app.results.store import ResultStore
 from app.run.calibrate_models import SynthShape, write_synth_model
@@ -45,6 +46,7 @@ from app.run.session import SweepSession
 from app.telemetry.cpu_cache import l2_cache_bytes
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
+from app.telemetry.repack_guard import ensure_verdict
 
 #: One type per CPU kernel path the common files use (app.predict.cpu_kernels): on x86 with AVX2, Q4_0 and Q4_K run
 #: the repacked GEMM kernels, Q4_1, Q5_0, Q8_0, Q5_K and Q6_K the plain vec_dot ones, F16 the float path.
@@ -170,14 +172,23 @@ def _facts_or_none(path: str) -> ModelFacts | None:
         return None
 
 
+def repacked_types(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The weight types whose ok rows had weights in an extra buffer (CPU_REPACK, AMX): their kernels differ with
+    repacking off."""
+    found = {facts.file_type for r in rows if r.get("status") == "ok" and r.get("extra_buffers")
+             and (facts := _facts_or_none(str(r.get("model_path") or ""))) is not None}
+    return tuple(sorted(found))
+
+
 def store_samples(store: ResultStore, cpu_info: str, gpu_info: str, version: str, limit: int = 2000,
-                  ctx: MachineContext | None = None) -> list[Sample]:
-    """Samples of this machine's ok rows in ``store`` run with this llama-cpp-python version and the default thread
-    count (the ladder's: the fit holds for it), whose model file is still there, reduced with ``ctx``."""
+                  ctx: MachineContext | None = None, repack: int = 1) -> list[Sample]:
+    """Samples of this machine's ok rows in ``store`` run with this llama-cpp-python version, the default thread
+    count and ``repack`` (the ladder's: the fit holds for them), whose model file is still there, reduced with
+    ``ctx``. Rows from before the repack column ran with repacking on."""
     threads = (0, usable_cpu_threads())
     rows = [r for r in store.recent_rows(limit) if r.get("cpu_info") == cpu_info
             and (r.get("gpu_info") or "") == gpu_info and str(r.get("llama_cpp_python_version") or "") == version
-            and int(r.get("n_threads") or 0) in threads]
+            and int(r.get("n_threads") or 0) in threads and PredictSettings.from_row(r).repack == repack]
     return samples_from_rows(rows, _facts_or_none, ctx)
 
 
@@ -256,8 +267,10 @@ class Calibration:
         flags = scan.cpu_features.flags if scan.cpu_features is not None else ()
         ctx = MachineContext(cpu_class_table(self.options.types, flags), l2_cache_bytes())
         cpu_info, gpu_info, build = scan.cpu_model, scan.gpu_info(), llama_build()
+        repack = ensure_verdict()[0].default_repack  # the ladder runs with the machine's default (--repack auto)
         use_store = self.store is not None and self.options.use_store
-        stored = store_samples(self.store, cpu_info, gpu_info, engine_version(), ctx=ctx) if use_store else []
+        stored = (store_samples(self.store, cpu_info, gpu_info, engine_version(), ctx=ctx, repack=repack)
+                  if use_store else [])
         n_ladder = 0
 
         def fit_rows(rows: list[dict[str, Any]]) -> MachineFit:
@@ -266,7 +279,8 @@ class Calibration:
             n_ladder = len(ladder)
             self.progress(f"fitting {len(ladder)} ladder points and {len(stored)} stored runs")
             return fit_machine(ladder + stored, cpu_info=cpu_info, gpu_info=gpu_info, build=build,
-                               created=date.today().isoformat(), context=ctx)
+                               created=date.today().isoformat(), context=ctx, repack=repack,
+                               repacked_types=repacked_types(rows))
 
         root = data_dir() / "calibration"
         root.mkdir(parents=True, exist_ok=True)

@@ -26,9 +26,11 @@ INT8_DOT_PEAK = "int8 dot peak"
 FMA_PEAK = "FMA peak"
 MEASURED_ROOFLINE = "measured roofline"
 
-# (flags that must all be present, int8 MACs per cycle per core, what it is) — best first
+# (flags that must all be present, int8 MACs per cycle per core, what it is) — best first. AMX tiles are apart
+# (_X86_AMX): ggml runs them only for weights repacked into its AMX buffer (llama-bench --repack 1, on a build
+# compiled with AMX), never for weights as they are in the file.
+_X86_AMX = (("amx_int8",), 1024, "AMX-INT8 tiles, 1024 int8 MACs/cycle")
 _X86_INT8: tuple[tuple[tuple[str, ...], int, str], ...] = (
-    (("amx_int8",), 1024, "AMX-INT8 tiles, 1024 int8 MACs/cycle"),
     (("avx512bw",), 128, "AVX-512 vpmaddubsw/vpdpbusd, 64 int8 MACs x 2 ports"),
     (("avx2",), 64, "AVX2 vpmaddubsw, 32 int8 MACs x 2 ports"),
     (("ssse3",), 32, "SSSE3 pmaddubsw, 16 int8 MACs x 2 ports"),
@@ -77,10 +79,11 @@ class CpuPeaks:
     fma: ComputeFigure
     clock_ghz: float | None
     clock_source: str
+    amx: ComputeFigure | None = None  # AMX-INT8 tiles: weights in llama.cpp's AMX buffer only; None without AMX
 
     def to_json_dict(self) -> dict[str, object]:
         return {"int8": asdict(self.int8), "fma": asdict(self.fma), "clock_ghz": self.clock_ghz,
-                "clock_source": self.clock_source}
+                "clock_source": self.clock_source, "amx": asdict(self.amx) if self.amx else None}
 
 
 def _first(table: tuple, features: CpuFeatures) -> tuple | None:
@@ -132,4 +135,9 @@ def derive_peaks(features: CpuFeatures, measured_gflops_f32: float,
                          f"{n} cores x {clock_ghz:.2f} GHz x {int8_macs} int8 MACs/cycle x 2 ({int8_isa})")
     fma = ComputeFigure(n * clock_ghz * float_flops / 1e3, FMA_PEAK,
                         f"{n} cores x {clock_ghz:.2f} GHz x {float_flops} FLOP/cycle ({float_isa})")
-    return CpuPeaks(int8=int8, fma=fma, clock_ghz=clock_ghz, clock_source=clock_source)
+    amx = None
+    if features.arch in ("x86_64", "amd64") and features.has(*_X86_AMX[0]):
+        amx = ComputeFigure(n * clock_ghz * _X86_AMX[1] * 2 / 1e3, INT8_DOT_PEAK,
+                            f"{n} cores x {clock_ghz:.2f} GHz x {_X86_AMX[1]} int8 MACs/cycle x 2 ({_X86_AMX[2]}; "
+                            "weights repacked into llama.cpp's AMX buffer)")
+    return CpuPeaks(int8=int8, fma=fma, clock_ghz=clock_ghz, clock_source=clock_source, amx=amx)

@@ -86,12 +86,15 @@ def test_this_cpu_is_never_its_own_what_if(window) -> None:
     from dataclasses import replace
 
     from app.gui.bridge import read_event_stream
+    from app.predict.prefill import prefill_tflops
     from tests.gui.conftest import RECORDED
 
     w = window
     cpu = w.predictor.machine_cpu
     assert cpu is not None and w.choose_profile("This CPU")
-    rows = {"pred_bandwidth_gbps": cpu.peak_bandwidth_gbps, "pred_tflops": cpu.fp16_tensor_tflops * 4}
+    # the figure this CPU's Q4_1 rows are predicted with: 4 x the FMA peak with AVX2 dot products, 2 x with AVX-512's
+    # and FP16, more with AMX tiles; never assume one ISA's ratio
+    rows = {"pred_bandwidth_gbps": cpu.peak_bandwidth_gbps, "pred_tflops": prefill_tflops(cpu, "Q4_1")}
     events = [replace(e, row=dict(e.row, **rows)) if e.type == "test_finished" else e
               for e in read_event_stream(RECORDED)]
     w.replay(events, "recorded")

@@ -85,6 +85,66 @@ def test_cpu_profile_of_a_scan_carries_both_peaks() -> None:
     assert bare.int8 is None and bare.fp16_tensor_tflops == pytest.approx(0.1902)  # the probe, a roofline
 
 
+AMX = ComputeFigure(6.144, INT8_DOT_PEAK, "2 cores x 3.00 GHz x 1024 int8 MACs/cycle x 2 (AMX-INT8 tiles)")
+
+
+def test_amx_tiles_count_only_for_repacked_weights_of_amx_types() -> None:
+    """Issue #24: AMX tiles run only weights llama.cpp repacked into its AMX buffer (ggml-cpu/amx/common.h's types),
+    so the prefill ceiling takes them only with repacking on, for those types, where the build has the buffer."""
+    amx_cpu = replace(CPU, amx=AMX)
+    for t in ("Q4_0", "Q4_1", "Q8_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K", "IQ4_XS"):
+        assert prefill_compute(amx_cpu, t, repack=1) is AMX, t
+        assert prefill_compute(amx_cpu, t, repack=0) is INT8, t  # weights as in the file: the AVX dot products
+    for t in ("Q5_0", "Q3_K_M", "Q2_K", "IQ2_XXS"):
+        assert prefill_compute(amx_cpu, t, repack=1) is INT8, t
+    assert prefill_compute(amx_cpu, "F16", repack=1) is FMA
+    assert prefill_compute(CPU, "Q4_1", repack=1) is INT8  # no AMX buffer on this profile's build
+
+
+def test_derived_peaks_keep_amx_apart_from_the_int8_figure() -> None:
+    from app.telemetry.cpu_peaks import derive_peaks
+
+    flags = ("amx_int8", "amx_tile", "avx2", "avx512bw", "avx512f", "fma", "ssse3")
+    peaks = derive_peaks(CpuFeatures("x86_64", flags, 2, 3.0, "cpufreq max"), 100.0)
+    assert peaks.int8.tflops == pytest.approx(2 * 3.0 * 128 * 2 / 1e3)  # AVX-512, not the tiles
+    assert peaks.amx is not None and peaks.amx.tflops == pytest.approx(2 * 3.0 * 1024 * 2 / 1e3)
+    assert derive_peaks(CpuFeatures("x86_64", ("avx2", "fma", "ssse3"), 2, 3.0, "cpufreq max"), 100.0).amx is None
+
+
+def test_a_profile_counts_amx_only_where_the_guard_found_the_amx_buffer_safe(
+        isolated_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.telemetry import repack_guard
+
+    probe = CpuProbe(bandwidth_gbps=30.0, gflops_f32=190.2, n_threads=2, measured_at="recorded")
+    features = CpuFeatures("x86_64", ("amx_int8", "avx2", "avx512bw", "avx512f", "fma", "ssse3"), 2, 3.0,
+                           "cpufreq max")
+    scan = MachineScan(facts={"cpu_model": "Xeon", "ram_total_bytes": 16 * 2**30}, probe=probe, cpu_features=features)
+    path = isolated_data_dir / repack_guard.VERDICT_FILE
+    key = repack_guard.machine_key()[0]
+    for safe, buffers, counted in ((True, ("AMX", "CPU_REPACK"), True), (False, ("AMX", "CPU_REPACK"), False),
+                                   (True, ("CPU_REPACK",), False)):
+        path.unlink(missing_ok=True)
+        repack_guard._save(path, repack_guard.RepackVerdict(key=key, safe=safe, default_repack=int(safe),
+                                                            extra_buffers=buffers))
+        cpu = cpu_profile_of(scan)
+        assert (cpu.amx is not None) is counted, (safe, buffers)
+
+
+def test_a_fit_made_with_repacking_on_does_not_predict_repacked_types_with_it_off(smollm2_path: Path) -> None:
+    from app.predict.calibration_fit import MachineFit
+
+    facts = read_model_facts(smollm2_path)  # Q4_1
+    on, off = PredictSettings(n_ctx=512, repack=1), PredictSettings(n_ctx=512, repack=0)
+    fit = MachineFit("cpu", "", "b", "2026-12-01", {}, 0, repack=1, repacked_types=("Q4_0",))
+    assert fit.applies_to(facts, on) and fit.applies_to(facts, off)  # Q4_1 was not repacked: the same kernels
+    assert not fit.applies_to(replace(facts, file_type="Q4_0"), off)
+    old = MachineFit("cpu", "", "b", "2026-12-01", {}, 0)  # saved before the setting: repacked, types unknown
+    assert old.applies_to(facts, on) and not old.applies_to(facts, off)
+    doc = MachineFit.from_json_dict({**fit.to_json_dict(), "fits": {}})
+    assert (doc.repack, doc.repacked_types) == (1, ("Q4_0",))
+    assert PredictSettings.from_row({"repack": 0}).repack == 0 and PredictSettings.from_row({}).repack == 1
+
+
 def _requantize(src: Path, dst: Path, ftype: str) -> Path:
     """``src`` re-quantized with llama.cpp's quantizer, in a child process (llama_cpp never loads in pytest's)."""
     code = ("import sys; from engines.llama_cpp_quantize import quantize_model; "

@@ -16,6 +16,7 @@ import pytest
 
 from app.results.quality_store import QUALITY_COLUMNS, quality_for
 from app.results.store import ResultStore
+from app.telemetry import repack_guard
 from tests.cli_helpers import gguf_bench
 from tests.quant.ladder import LADDER_TYPES
 
@@ -38,6 +39,15 @@ LLAMA_PERPLEXITY = {
     "q3_k_m": (51.913962, 15.196345, 0.182055, 0.022610, 1.298278, 0.75397),
     "q2_k": (78.647356, 20.753928, 0.647460, 0.054497, 3.187739, 0.57937),
 }
+#: The kernel path LLAMA_PERPLEXITY was recorded on (llama_print_system_info's CPU line; llama-perplexity repacks
+#: weights by default): the exact comparison holds there.
+RECORDED_PATH = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | "
+                 "OPENMP = 1 | REPACK = 1 |")
+RECORDED_TOL = {"ppl": 2e-3, "ppl_err": 5e-3, "kld": 0.02, "kld_abs": 2e-4, "kld_err": 0.05, "kld_p99": 0.03,
+                "same_top_tokens": 1.5}
+#: Elsewhere (see test_figures_are_llama_perplexitys): about twice the differences measured between kernel paths.
+CROSS_PATH = {"ppl": 0.03, "ppl_err": 0.04, "kld": 0.05, "kld_abs": 5e-4, "kld_err": 0.15, "kld_p99": 0.4,
+              "same_top_tokens": 8}
 #: Files at least this many bits per weight apart must rank by KLD. Closer ones may swap for real on this
 #: reference: it holds Q4_1's grid, and on SmolLM2 (576 columns, not a multiple of 256) K-quants fall back to
 #: Q5_1/Q5_0; Q5_K_M (6.56 bits, mostly Q5_1) measured above Q4_K_M (6.17 bits, mostly Q5_0): 0.068 ± 0.003 against
@@ -57,7 +67,7 @@ def quality_run(quant_ladder: dict[str, Path], tmp_path_factory: pytest.TempPath
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     return {"rows": {Path(r["model_path"]).name: r for r in rows}, "order": rows, "store": data / "results.sqlite3",
-            "stderr": proc.stderr, "files": files}
+            "stderr": proc.stderr, "files": files, "data": data}
 
 
 def _by_type(run: dict[str, Any], ladder: dict[str, Path]) -> list[dict[str, Any]]:
@@ -99,16 +109,36 @@ def test_kld_grows_as_bits_per_weight_fall(quality_run: dict[str, Any], quant_la
     assert rows[-1]["same_top_rate"] < rows[0]["same_top_rate"] and rows[-1]["ppl"] > rows[0]["ppl"], table
 
 
+def _cpu_path() -> str:
+    """This machine's llama.cpp CPU kernel path: the CPU features its build uses (llama_print_system_info's CPU
+    line), asked in a child process (llama_cpp never loads in pytest's own)."""
+    code = "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return " ".join(out.stdout.split())
+
+
 def test_figures_are_llama_perplexitys(quality_run: dict[str, Any], quant_ladder: dict[str, Path]) -> None:
-    """Same chunks, same scored tokens, same formulas: llama.cpp's figures, up to the float16 the reference's
-    log-probabilities are kept in (and the CPU's rounding): PPL to 0.2%, KLD to 2% (or 0.0002)."""
+    """Same chunks, same scored tokens, same formulas: llama.cpp's figures.
+
+    On the kernel path they were recorded on (RECORDED_PATH, repacking on): up to the float16 the reference's
+    log-probabilities are kept in, PPL to 0.2 %, KLD to 2 % (or 0.0002). On another path (other SIMD features, or
+    weights not repacked, as on a CPU where the repack guard chose --repack 0) the model itself computes slightly
+    other logits. Measured on the recording's CPU, the ladder with --repack 0 against these figures: PPL up to
+    1.4 % off (Q3_K_M 51.16 vs 51.91), its ± 1.7 %, mean KLD 2.5 %, KLD's ± 7.4 %, the 99th-percentile KLD (an
+    extreme of 126 tokens) 20 %, the same top token 4 tokens of 126; an Intel Xeon with AMX (repack 0, AVX-512)
+    read Q8_0's PPL 1.1 % off (issue #24). So there the figures are held to CROSS_PATH, about twice those: a formula
+    or token-range error larger than a few percent still fails."""
+    repack = repack_guard.remembered(quality_run["data"] / repack_guard.VERDICT_FILE)
+    same_path = _cpu_path() == RECORDED_PATH and (repack is None or repack.default_repack == 1)
+    tol = RECORDED_TOL if same_path else CROSS_PATH
     for name, (ppl, ppl_err, kld, kld_err, kld_p99, same_top) in LLAMA_PERPLEXITY.items():
         r = quality_run["rows"][quant_ladder[name].name]
-        assert r["ppl"] == pytest.approx(ppl, rel=2e-3) and r["ppl_err"] == pytest.approx(ppl_err, rel=5e-3), name
-        assert r["mean_kld"] == pytest.approx(kld, rel=0.02, abs=2e-4), name
-        assert r["mean_kld_err"] == pytest.approx(kld_err, rel=0.05, abs=1e-4), name
-        assert r["kld_p99"] == pytest.approx(kld_p99, rel=0.03, abs=5e-4), name
-        assert r["same_top_rate"] == pytest.approx(same_top, abs=1.5 / 126), name
+        assert r["ppl"] == pytest.approx(ppl, rel=tol["ppl"]), (name, same_path)
+        assert r["ppl_err"] == pytest.approx(ppl_err, rel=tol["ppl_err"]), (name, same_path)
+        assert r["mean_kld"] == pytest.approx(kld, rel=tol["kld"], abs=tol["kld_abs"]), (name, same_path)
+        assert r["mean_kld_err"] == pytest.approx(kld_err, rel=tol["kld_err"], abs=1e-4), (name, same_path)
+        assert r["kld_p99"] == pytest.approx(kld_p99, rel=tol["kld_p99"], abs=5e-4), (name, same_path)
+        assert r["same_top_rate"] == pytest.approx(same_top, abs=tol["same_top_tokens"] / 126), (name, same_path)
 
 
 def test_rows_are_stored_for_each_file(quality_run: dict[str, Any], quant_ladder: dict[str, Path]) -> None:
