@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -54,10 +55,40 @@ def repack_verdict_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
-                      repack_verdict_file: Path) -> Path:
-    """Every test gets its own data dir (results store, probe cache, settings), never the user's; the session's
-    repack verdict is in it, so each run does not probe again."""
+                      request: pytest.FixtureRequest) -> Path:
+    """Every test gets its own data dir (results store, probe cache, settings), never the user's; a test of the
+    full tier (one that may run llama.cpp) finds the session's repack verdict in it, so it does not probe again."""
     path = tmp_path_factory.mktemp("data")
     monkeypatch.setenv("GGUF_WORKBENCH_DATA_DIR", str(path))
-    shutil.copy2(repack_verdict_file, path / repack_verdict_file.name)
+    if request.node.get_closest_marker("heavy") is not None:
+        verdict: Path = request.getfixturevalue("repack_verdict_file")
+        shutil.copy2(verdict, path / verdict.name)
     return path
+
+
+# --- the fast tier: `pytest -m "not heavy"` -------------------------------------------------------------------
+#: Fixtures that bring a real model, a real window's background jobs or a worker with them.
+HEAVY_FIXTURES = frozenset({"smollm2_path", "quant_ladder", "window", "quality_run", "repack_verdict_file"})
+#: Calls in a test's own source that start a process: the CLI, a worker, the window, a child of any kind.
+HEAVY_CALLS = ("gguf_bench(", "subprocess.", "SweepSession(", "run_workbench(", "WorkerClient(", "JobClient(",
+               "Calibration(", "QualitySession(", "_run(", "run_doctor(", "ensure_verdict(")
+
+
+def _is_heavy(item: pytest.Item) -> bool:
+    """Whether a test runs a real model, a subprocess or a worker: by the fixtures it asks for (directly or through
+    other fixtures) and the calls in its own body."""
+    if HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    fn = getattr(item, "function", None)
+    try:
+        source = inspect.getsource(fn) if fn is not None else ""
+    except (OSError, TypeError):
+        return False
+    return any(call in source for call in HEAVY_CALLS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of the full tier (``heavy``); README's test command runs both tiers."""
+    for item in items:
+        if _is_heavy(item) or item.get_closest_marker("slow") or item.get_closest_marker("vulkan"):
+            item.add_marker(pytest.mark.heavy)
