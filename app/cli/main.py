@@ -24,7 +24,7 @@ from app.paths import DataDirError
 from app.predict.profiles import ProfileError
 from app.results import export
 from app.results.store import StoreError
-from app.run.params import FA_AUTO, INT, PARAM, PARAMS, parse_flash_attn
+from app.run.params import FA_AUTO, INT, PARAM, PARAMS, REPACK_AUTO, parse_flash_attn, parse_repack
 from app.run.plan import PlanError
 
 OUTPUT_HELP = ("md (a compact table), csv (every column, llama-bench compatible), summary (a short CSV for "
@@ -35,6 +35,13 @@ OUTPUT_HELP = ("md (a compact table), csv (every column, llama-bench compatible)
 def _flash_attn_arg(text: str) -> int:
     try:
         return parse_flash_attn(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _repack_arg(text: str) -> int:
+    try:
+        return parse_repack(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -78,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int, default=512, help="prompt tokens for the TTFT")
     p.add_argument("-n", "--n-gen", dest="n_gen", type=int, default=128, help="generated tokens")
     p.add_argument("-d", "--n-depth", dest="n_depth", type=int, default=0)
+    p.add_argument("--repack", dest="repack", type=_repack_arg, default=REPACK_AUTO,
+                   help="weight repacking: 0, 1 or auto (default: this machine's, as a run gets it)")
     p.add_argument("--json", action="store_true")
     add_url_options(p)
     p.set_defaults(func=cmd_predict)

@@ -11,11 +11,10 @@ from app.cli.errors import EXIT_OK, UserError
 from app.cli.url_options import remote_options
 from app.model.gguf_remote import read_facts
 from app.paths import default_model_path
-from app.predict.calibration import StoreCalibration
-from app.predict.hardware import backend_name, hardware_context
+from app.predict.expected_sources import ExpectedSources
+from app.predict.hardware import hardware_context
 from app.predict.prediction import PredictSettings, predict
 from app.predict.prefill import prefill_compute_doc
-from app.predict.public_fit import load_public_model
 from app.results.store import ResultStore
 from app.telemetry.machine import ProbeMode, scan_machine
 
@@ -30,18 +29,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
     scan = scan_machine(ProbeMode.RUN)
     hw = hardware_context(scan, None if this_machine else args.hw)
     profile = hw.gpu if hw.gpu is not None and args.hw != "cpu" else hw.cpu
-    eff, source, fitted = None, "", None
-    if this_machine:
-        with ResultStore(args.store) as store:
-            machine = scan.run_facts()
-            calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
-            backend = backend_name(profile)
-            eff, source = calib(backend, Path(model).name, facts.file_type)
-            fitted = calib.fitted(backend)
+    machine = scan.run_facts()
+    with ResultStore(args.store) as store:
+        sources = ExpectedSources.load(str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or ""),
+                                       store if this_machine else None)
+        inputs = sources.inputs(profile, this_machine=this_machine, model_filename=Path(model).name,
+                                file_type=facts.file_type)
+    source = inputs.efficiency_source
     try:
         pred = predict(facts, profile, PredictSettings.from_args(args), cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,
-                       efficiency=eff, tensor_bytes=facts.tensor_bytes or None, fitted=fitted,
-                       public=None if profile.kind == "cpu" else load_public_model())
+                       tensor_bytes=facts.tensor_bytes or None, **inputs.as_kwargs())  # type: ignore[arg-type]
     except ValueError as e:
         raise UserError(str(e)) from None
     doc = pred.to_json_dict()

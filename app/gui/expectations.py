@@ -1,44 +1,52 @@
-"""What the window's expected figures come from (no Qt): this machine's calibration fit and the public GPU fit.
+"""What the window's expected figures come from (no Qt): the one policy's sources (app.predict.expected_sources).
 
-Loaded off the GUI thread after the machine scan, and again after a calibration; the prediction service applies
-the machine's fit to this CPU's profile only, and the public fit to GPU profiles.
+Loaded off the GUI thread after the machine scan, and again after a calibration; the prediction service asks
+:meth:`ExpectedSources.inputs` for every prediction, as sweep rows, ``predict`` and the chooser do.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from app.predict.calibration import fitted_expectation
-from app.predict.calibration_store import load_fit
-from app.predict.prediction import FittedExpectation
-from app.predict.public_fit import PublicGpuModel, load_public_model
+from app.predict.calibration_fit import MachineFit
+from app.predict.expected_sources import ExpectedSources
+from app.predict.public_fit import PublicGpuModel
+from app.results.store import ResultStore, StoreError
 from app.telemetry.machine import MachineScan
 
 
 @dataclass(frozen=True)
 class Expectations:
-    """The fits behind expected figures; either may be missing (not calibrated; no public table)."""
+    """The sources behind expected figures, and this machine's CPU as rows record it (``cpu_info``: rows of that CPU
+    were measured here, so this machine's fit applies to them)."""
 
-    machine_fit: FittedExpectation | None = None  # this CPU, from `gguf-bench calibrate`
-    public: PublicGpuModel | None = None  # GPU profiles, from published llama-bench results
-    note: str = ""  # why one is missing, for the status line
-    cpu_model: str = ""  # this machine's CPU as rows record it (``cpu_info``): their CPU is the one calibrated
+    sources: ExpectedSources = field(default_factory=ExpectedSources)
+    note: str = ""  # why a source is missing, for the status line
+    cpu_model: str = ""
+
+    @property
+    def machine_fit(self) -> MachineFit | None:
+        return self.sources.machine_fit
+
+    @property
+    def public(self) -> PublicGpuModel | None:
+        return self.sources.public
 
 
-def load_expectations(scan: MachineScan | None) -> Expectations:
-    """This machine's saved fit (CPU backend) and the public GPU model; a missing or unreadable one is None."""
-    notes = []
-    machine_fit: FittedExpectation | None = None
-    cpu_model = ""
+def load_expectations(scan: MachineScan | None, store_path: str | Path | None = None) -> Expectations:
+    """This machine's saved fit, its stored-row efficiencies (from ``store_path``) and the public GPU model."""
+    facts = scan.run_facts() if scan is not None else {}
+    cpu_model, gpu_info = str(facts.get("cpu_model") or ""), str(facts.get("gpu_info") or "")
+    store = None
     if scan is not None:
-        facts = scan.run_facts()
-        cpu_model = str(facts.get("cpu_model") or "")
-        machine_fit = fitted_expectation(load_fit(cpu_model, str(facts.get("gpu_info") or "")))
-        if machine_fit is None:
-            notes.append("this machine is not calibrated (Sweep → Calibrate this machine…)")
+        try:
+            store = ResultStore(store_path)
+        except (StoreError, OSError):
+            store = None
     try:
-        public: PublicGpuModel | None = load_public_model()
-    except (OSError, ValueError) as e:
-        public = None
-        notes.append(f"no public GPU fit: {e}")
-    return Expectations(machine_fit=machine_fit, public=public, note="; ".join(notes), cpu_model=cpu_model)
+        sources = ExpectedSources.load(cpu_model, gpu_info, store)
+    finally:
+        if store is not None:
+            store.close()
+    return Expectations(sources=sources, note="; ".join(sources.notes), cpu_model=cpu_model)

@@ -314,8 +314,8 @@ class MainWindow(QMainWindow):
     def load_expectations(self) -> None:
         """Load (off the GUI thread) the fits expected figures come from: after the machine scan, after a
         calibration."""
-        scan = self.hardware.scan
-        self.tasks.submit(lambda: load_expectations(scan), lambda res, err: err is None and res is not None
+        scan, store_path = self.hardware.scan, self.store_path
+        self.tasks.submit(lambda: load_expectations(scan, store_path), lambda res, err: err is None and res is not None
                           and self.predictor.set_expectations(res))
 
     def _refuse(self, why: str) -> str:

@@ -7,6 +7,7 @@ table row or a plotted curve, as ``PredictSettings``, and remembers the answers.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -199,10 +200,10 @@ class PredictionService:
         this_cpu = profile.kind == "cpu" and (same_hardware(profile, self.machine_cpu)
                                               or profile.name in self._local_cpus)
         try:
+            inputs = exp.sources.inputs(profile, this_machine=this_cpu, model_filename=os.path.basename(path),
+                                        file_type=facts.file_type)
             pred = predict_ceilings(facts, profile, settings, cpu_bandwidth_gbps=self.cpu_bandwidth_gbps,
-                                    tensor_bytes=facts.tensor_bytes or None,
-                                    fitted=exp.machine_fit if this_cpu else None,
-                                    public=exp.public if profile.kind != "cpu" else None)
+                                    tensor_bytes=facts.tensor_bytes or None, **inputs.as_kwargs())
         except Exception:  # noqa: BLE001 - a prediction that cannot be made is shown as "—"
             pred = None
         self._cache[key] = pred

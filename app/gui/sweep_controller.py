@@ -270,6 +270,8 @@ class SweepController(QObject):
             self.message.emit(text, "warning")
 
     def _update_progress(self) -> None:
+        if not self.bridge.running:  # posted by a tick before the sweep ended: the final state stays ("done")
+            return
         s = self.session
         frac = s.progress()
         eta = s.eta_s(time.perf_counter_ns())

@@ -73,9 +73,13 @@ class PredictSettings:
     n_ubatch: int = DEFAULT_N_UBATCH
     flash_attn: bool = False
     swa_full: bool = False
-    repack: int = 1  # llama.cpp's weight repacking (llama-bench --repack): 1 on, 0 off (weights as in the file)
+    #: llama.cpp's weight repacking (llama-bench --repack): 1 on, 0 off (weights as in the file); -1 (auto): this
+    #: machine's default, as a run with --repack auto gets it
+    repack: int = -1
 
     def __post_init__(self) -> None:
+        if self.repack not in (0, 1):
+            object.__setattr__(self, "repack", default_repack())
         if not self.type_v:
             object.__setattr__(self, "type_v", self.type_k)
 
@@ -107,7 +111,7 @@ class PredictSettings:
         return cls(
             n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers, type_k=args.type_k, type_v=args.type_v,
             n_prompt=args.n_prompt, n_gen=args.n_gen, depth=args.n_depth,
-            flash_attn=flash_attn_enabled(args.flash_attn),
+            flash_attn=flash_attn_enabled(args.flash_attn), repack=getattr(args, "repack", -1),
         )
 
 
@@ -115,9 +119,9 @@ def _repack_of(row: Mapping[str, Any]) -> int:
     """A row's repacking: its 0 or 1; auto (-1, a test not yet run): this machine's default; none (rows from before
     the setting): 1, llama.cpp's default then."""
     value = row.get("repack")
-    if value == -1:
-        return default_repack()
-    return 0 if value == 0 else 1
+    if value in (0, 1, -1):
+        return int(value)  # -1 is resolved by PredictSettings
+    return 1
 
 
 @dataclass(frozen=True)
@@ -244,7 +248,8 @@ def predict(
     llama.cpp still runs large-batch matmuls on the GPU, copying CPU-held weights over PCIe, which is not counted.
     A profile of kind "cpu" runs everything on the host (n_gpu_layers is ignored).
     ``settings.depth`` tokens already in the KV cache (llama-bench ``-d``) add to the KV read and the attention work.
-    ``fitted`` (a CPU profile only): expected figures from a fit of this machine, taking the place of
+    ``fitted``: expected figures from a fit of this machine for the backend the test runs on (the CPU, or a GPU
+    backend with every layer offloaded; app.predict.expected_sources picks it), taking the place of
     ``efficiency`` × ceiling for each phase it can predict. ``public`` (a GPU profile): expected figures from
     published llama-bench results fitted per GPU architecture (app/predict/public_fit.py) where no other is given.
     """
@@ -278,7 +283,7 @@ def predict(
     exp_prefill = exp_decode = exp_scenario = None
     if efficiency is not None:
         exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
-    fit_exp = fitted(facts, s) if fitted is not None and is_cpu else {}
+    fit_exp = fitted(facts, s) if fitted is not None else {}
     if public is not None and not is_cpu and exp_decode is None and not fit_exp:
         fit_exp, why = public_expected(public, profile, facts, split.n_gpu_layers, decode_tps, prefill_tps)
         notes += [why] if why else []

@@ -6,18 +6,16 @@ Every measured number stands beside what physics allows on the hardware it ran o
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.predict.device_split import device_split_columns
+from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware import HardwareContext
 from app.predict.prediction import Efficiency, FittedExpectation, PredictSettings, predict
-
-#: (backends, model_filename, file_type) -> (efficiency or None, where it was learned)
-CalibrationLookup = Callable[[str, str, str], tuple[Efficiency | None, str]]
+from app.predict.public_fit import PublicGpuModel
 
 
 def _ratio(measured: Any, ceiling: float | None) -> float | None:
@@ -28,9 +26,9 @@ def _ratio(measured: Any, ceiling: float | None) -> float | None:
 
 def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContext,
                       efficiency: Efficiency | None = None, calibrated_from: str = "",
-                      fitted: FittedExpectation | None = None) -> dict[str, Any]:
-    """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row (expected_* from
-    ``fitted``, this machine's fit, where it can predict them)."""
+                      fitted: FittedExpectation | None = None, public: PublicGpuModel | None = None) -> dict[str, Any]:
+    """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row (expected_* by the
+    one policy: ``fitted``, this machine's fit, then ``efficiency``, then the ``public`` GPU fit)."""
     ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
     profile = hw.for_row(ngl_eff)
     n_prompt, n_gen, depth = int(row["n_prompt"]), int(row["n_gen"]), int(row.get("n_depth") or 0)
@@ -38,7 +36,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
     pred = predict(
         facts, profile, settings,
         cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=efficiency, tensor_bytes=facts.tensor_bytes or None,
-        fitted=fitted,
+        fitted=fitted, public=public,
     )
     decode_tps = row.get("decode_tps")
     kv_read = facts.kv_bytes_per_token(settings.type_k, settings.type_v) * (depth + n_prompt + n_gen / 2.0)
@@ -69,9 +67,9 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
 class RowPredictor:
     """Callable for SweepSession(extra_row=...): reads each model's facts once, never raises."""
 
-    def __init__(self, hw: HardwareContext, calibration: CalibrationLookup | None = None) -> None:
+    def __init__(self, hw: HardwareContext, sources: ExpectedSources | None = None) -> None:
         self.hw = hw
-        self.calibration = calibration
+        self.sources = sources  # where expected figures come from (app.predict.expected_sources)
         self._unreadable: set[str] = set()
 
     def prime(self, path: str, facts: ModelFacts) -> None:
@@ -92,13 +90,16 @@ class RowPredictor:
         facts = self.facts(str(row.get("model_path", "")))
         if facts is None or row.get("n_prompt") is None:
             return {}
-        eff, source, fitted = (None, "", None)
-        if self.calibration is not None:
-            backend = str(row.get("backends") or "CPU")
-            eff, source = self.calibration(backend, str(row.get("model_filename") or ""), facts.file_type)
-            fit_of = getattr(self.calibration, "fitted", None)  # StoreCalibration: this machine's saved fit
-            fitted = fit_of(backend) if callable(fit_of) else None
+        ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
+        inputs = (self.sources.inputs(self.hw.for_row(ngl_eff), this_machine=True,
+                                      model_filename=str(row.get("model_filename") or ""), file_type=facts.file_type,
+                                      row_backends=str(row.get("backends") or "CPU"),
+                                      n_gpu_layers_effective=ngl_eff, n_layer=facts.n_layer)
+                  if self.sources is not None else None)
         try:
-            return predicted_columns(row, facts, self.hw, eff, source, fitted)
+            if inputs is None:
+                return predicted_columns(row, facts, self.hw)
+            return predicted_columns(row, facts, self.hw, inputs.efficiency, inputs.efficiency_source, inputs.fitted,
+                                     inputs.public)
         except (ValueError, ZeroDivisionError) as e:
             return {"prediction_error": str(e)}

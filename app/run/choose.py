@@ -12,7 +12,6 @@ from typing import Any
 from app.model.gguf_facts import GGUFFileError
 from app.model.gguf_remote import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
-from app.predict.calibration import StoreCalibration
 from app.predict.choose import (
     DEFAULT_N_GEN,
     FileChoice,
@@ -24,9 +23,9 @@ from app.predict.choose import (
     evaluate_file,
     recommend,
 )
-from app.predict.hardware import HardwareContext, backend_name, hardware_context
+from app.predict.expected_sources import ExpectedSources
+from app.predict.hardware import HardwareContext, hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError
-from app.predict.public_fit import load_public_model
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
@@ -111,20 +110,11 @@ def _quality(store: ResultStore | None, source: str) -> Quality | None:
                    reference=str(row.get("reference_filename") or ""))
 
 
-def _speed_sources(calib: StoreCalibration | None, profile: HardwareProfile, hw: HardwareContext, filename: str,
-                   file_type: str) -> SpeedSources:
-    """This machine: its calibration fit, else stored runs' efficiency; a GPU profile: the public llama-bench fit."""
-    public = None
-    if profile.kind != "cpu":
-        try:
-            public = load_public_model()
-        except (OSError, ValueError):
-            public = None
-    if calib is None:
-        return SpeedSources(hw.cpu.peak_bandwidth_gbps, public=public)
-    backend = backend_name(profile)
-    eff, eff_source = calib(backend, filename, file_type)
-    return SpeedSources(hw.cpu.peak_bandwidth_gbps, eff, eff_source, calib.fitted(backend), public)
+def _speed_sources(expected: ExpectedSources, profile: HardwareProfile, hw: HardwareContext, this: bool,
+                   filename: str, file_type: str) -> SpeedSources:
+    """The expected figures' sources for one file, by the one policy (app.predict.expected_sources)."""
+    i = expected.inputs(profile, this_machine=this, model_filename=filename, file_type=file_type)
+    return SpeedSources(hw.cpu.peak_bandwidth_gbps, i.efficiency, i.efficiency_source, i.fitted, i.public)
 
 
 def _open_store(path: str | None, notes: list[str]) -> ResultStore | None:
@@ -149,8 +139,8 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
     opts = RemoteOptions(max_header_bytes=req.max_header_bytes)
     try:
         machine = scan.run_facts()
-        calib = StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", "")) \
-            if store is not None and this else None
+        expected = ExpectedSources.load(str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or ""),
+                                        store if this else None, public=profile.kind != "cpu")
         rows = [r for r in (store.recent_rows(2000) if store is not None and this else [])
                 if r.get("cpu_info") == machine.get("cpu_model", "")]
         choices, errors = [], []
@@ -164,7 +154,7 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
                 continue
             choices.append(evaluate_file(
                 source, facts, profile, req.n_ctx, n_prompt=req.n_prompt, n_gen=req.n_gen,
-                speed=_speed_sources(calib, profile, hw, display_name(source), facts.file_type),
+                speed=_speed_sources(expected, profile, hw, this, display_name(source), facts.file_type),
                 measured=_measured(rows, display_name(source)) if this else None, quality=_quality(store, source)))
     finally:
         if store is not None:

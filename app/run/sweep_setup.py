@@ -14,7 +14,7 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.predict.calibration import StoreCalibration
+from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware import HardwareContext, hardware_context
 from app.predict.row_predictions import RowPredictor
 from app.results.store import ResultStore
@@ -86,9 +86,8 @@ def prepare_sweep(tests: list[TestSpec], store: ResultStore | None, *, predict: 
     if not predict:
         return SweepSetup(tests, good, bad, machine)
     hw = hardware_context(scan, gpu_query)
-    calibration = (StoreCalibration(store, machine.get("cpu_model", ""), machine.get("gpu_info", ""))
-                   if store is not None else None)
-    predictor = RowPredictor(hw, calibration)
+    sources = ExpectedSources.load(str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or ""), store)
+    predictor = RowPredictor(hw, sources)
     for path, model_facts in good.items():
         predictor.prime(path, model_facts)
     return SweepSetup(tests, good, bad, machine, hw, predictor)

@@ -51,14 +51,23 @@ def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
     saved calibration, which takes minutes to make)."""
     from app.gui.bridge import read_event_stream
     from app.gui.expectations import Expectations
+    from app.predict.expected_sources import ExpectedSources
     from app.predict.fitted_model import Expected
     from tests.gui.conftest import RECORDED
 
     events = read_event_stream(RECORDED)
     cpu = next(e.row["cpu_info"] for e in events if e.type == "test_finished")
     known = {"decode": Expected(50.0, 40.0, 60.0, "stand-in fit"), "prefill": Expected(400.0, 300.0, 500.0, "stand-in")}
+
+    class StandInFit:  # a saved CPU fit with known figures (MachineFit's interface)
+        fits = {"CPU": {}}
+
+        def expected(self, _facts: object, _settings: object, _backend: str = "CPU") -> dict[str, Expected]:
+            return known
+
+    stand_in = ExpectedSources(machine_fit=StandInFit())  # type: ignore[arg-type]
     w = window
-    w.predictor.set_expectations(Expectations(machine_fit=lambda _facts, _settings: known, cpu_model=cpu))
+    w.predictor.set_expectations(Expectations(sources=stand_in, cpu_model=cpu))
     w.replay(events, "recorded")
 
     def drawn() -> bool:
@@ -69,7 +78,7 @@ def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
     _x, ttft = w.plots.data_of("ttft", "exp", 0, "mid")
     xs, _y = w.plots.data_of("ttft", "exp", 0, "mid")
     assert np.allclose(mid, 50.0) and np.allclose(ttft, np.maximum(xs.astype(int), 1) / 400.0 * 1000.0)
-    w.predictor.set_expectations(Expectations(machine_fit=lambda _facts, _settings: known, cpu_model="another CPU"))
+    w.predictor.set_expectations(Expectations(sources=stand_in, cpu_model="another CPU"))
     w.replay(events, "recorded")
 
     def ceiling_drawn() -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from app.model.gguf_facts import read_model_facts
 from app.predict.calibration import StoreCalibration
 from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, workload_of
 from app.predict.calibration_store import llama_build, save_fit
+from app.predict.expected_sources import ExpectedSources
 from app.predict.fitted_model import PhaseFit
 from app.predict.hardware import HardwareContext
 from app.predict.prediction import PredictSettings, predict
@@ -60,7 +62,8 @@ def test_predict_and_rows_use_the_fit(machine_fit: MachineFit, tmp_path: Path) -
     assert doc["expected_total_s"] is not None
     row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 128,
            "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0, "decode_tps": 1.0}
-    cols = RowPredictor(HardwareContext(cpu=cpu), calib)(row)
+    sources = ExpectedSources(machine_fit=calib.machine_fit, store_efficiency=calib)
+    cols = RowPredictor(HardwareContext(cpu=cpu), sources)(row)
     assert cols["expected_decode_tps"] == pytest.approx(pred.expected_decode_tps, rel=1e-6)
     assert cols["calibrated_from"] == doc["expected_source"]
 
@@ -92,3 +95,80 @@ def test_the_cpu_context_classifies_and_round_trips(tmp_path: Path) -> None:
     assert MachineFit.from_json_dict(doc) == fit
     old = {k: v for k, v in doc.items() if k not in ("cpu_classes", "l2_cache_bytes")}
     assert MachineFit.from_json_dict(old).context == MachineContext()
+
+
+def test_rows_the_window_predict_and_the_chooser_give_one_expected_figure(tmp_path: Path) -> None:
+    """Issue #25 point 2: one policy picks where an expected figure comes from, so the same test on the same
+    hardware gets the same figure from a sweep row, the window's prediction service, ``gguf-bench predict`` and the
+    chooser (here from this machine's saved fit: the fixture's coefficients, saved under this machine's CPU)."""
+    from app.gui.expectations import Expectations
+    from app.gui.predictions import PredictionService
+    from app.run.choose import ChooseRequest, run_choose
+    from app.telemetry.machine import ProbeMode, scan_machine
+    from tests.cli_helpers import gguf_bench
+
+    machine = scan_machine(ProbeMode.NONE).run_facts()
+    cpu_model, gpu_info = str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or "")
+    samples = []
+    for e, n, g in ((256, 2, 1), (256, 6, 4), (512, 3, 4)):
+        facts = read_model_facts(write_synth_model(tmp_path / f"l{e}x{n}.gguf", SynthShape(e, n, "F16", gqa=g)))
+        for p, d in ((16, 0), (64, 256), (128, 512)):
+            w = workload_of(facts, PredictSettings(n_ctx=2048, n_prompt=p, n_gen=16, depth=d, flash_attn=True))
+            samples.append(Sample("CPU", w, f"{e}x{n} p{p} d{d}", _tps(DECODE, w.features("decode")),
+                                  _tps(PREFILL, w.features("prefill"))))
+    save_fit(fit_machine(samples, cpu_info=cpu_model, gpu_info=gpu_info, build=llama_build(), created="2026-12-01"))
+    model = write_synth_model(tmp_path / "unseen.gguf", SynthShape(384, 4, "F16", arch="gemma"))
+    facts = read_model_facts(model)
+    row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 0,
+           "n_ctx": 1024, "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0, "repack": 1}
+    truth = _tps(DECODE, workload_of(facts, PredictSettings.from_row(row)).features("decode"))
+    with ResultStore(tmp_path / "s.sqlite3") as store:
+        sources = ExpectedSources.load(cpu_model, gpu_info, store)
+    cpu = cpu_profile(f"CPU: {cpu_model}", 20.0, 100.0, 2**34)
+    from_row = RowPredictor(HardwareContext(cpu=cpu), sources)(row)["expected_decode_tps"]
+    service = PredictionService()
+    service.facts[str(model)] = facts
+    service.set_machine(cpu, [])
+    service.set_profile(cpu)
+    service.set_expectations(Expectations(sources=sources, cpu_model=cpu_model))
+    from_window = service.predict_settings(str(model), PredictSettings.from_row(row)).expected_decode_tps
+    proc = gguf_bench("predict", "-m", str(model), "--ctx", "1024", "-p", "96", "-n", "32", "-fa", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    from_predict = json.loads(proc.stdout)["expected_decode_tps"]
+    report = run_choose(ChooseRequest(sources=(str(model),), n_ctx=1024, n_prompt=96, n_gen=32,
+                                      store_path=str(tmp_path / "s.sqlite3")))
+    from_chooser = report.choices[0].decode_tps.value
+    assert report.choices[0].decode_tps.kind == "expected"
+    for figure in (from_row, from_window, from_predict, from_chooser):
+        assert figure == pytest.approx(truth, rel=1e-6), (from_row, from_window, from_predict, from_chooser)
+
+
+def test_a_gpu_backend_fit_predicts_fully_offloaded_gpu_rows_only(tmp_path: Path) -> None:
+    """Issue #25: calibration fits every backend (the ladder runs at -ngl 99); a fit of a GPU backend is what then
+    predicts that backend's rows with every layer offloaded. A partial offload runs on two devices: no fit of one
+    applies, and the public GPU fit (or the ceilings) speaks instead."""
+    from app.predict.profiles import find_profile, load_profiles
+
+    samples = []
+    for e, n, g in ((256, 2, 1), (256, 6, 4), (512, 3, 4)):
+        facts = read_model_facts(write_synth_model(tmp_path / f"l{e}x{n}.gguf", SynthShape(e, n, "F16", gqa=g)))
+        for p, d in ((16, 0), (64, 256), (128, 512)):
+            w = workload_of(facts, PredictSettings(n_ctx=2048, n_prompt=p, n_gen=16, depth=d, flash_attn=True),
+                            backend="Vulkan,CPU")
+            samples.append(Sample("Vulkan,CPU", w, f"{e}x{n} p{p} d{d}", _tps(DECODE, w.features("decode")),
+                                  _tps(PREFILL, w.features("prefill"))))
+    fit = fit_machine(samples, cpu_info="cpu X", gpu_info="gpu Y", build=llama_build(), created="2026-12-01")
+    model = write_synth_model(tmp_path / "unseen.gguf", SynthShape(384, 4, "F16", arch="gemma"))
+    facts = read_model_facts(model)
+    gpu = find_profile("RTX 4060 Laptop", load_profiles())
+    hw = HardwareContext(cpu=cpu_profile("CPU: X", 20.0, 100.0, 2**34), gpu=gpu)
+    sources = ExpectedSources(machine_fit=fit)
+    row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 0,
+           "n_ctx": 1024, "flash_attn_effective": 1, "backends": "Vulkan,CPU", "n_gpu_layers": 99,
+           "n_gpu_layers_effective": facts.n_layer + 1}
+    expected = fit.expected(facts, PredictSettings.from_row(row, n_gpu_layers=facts.n_layer + 1), "Vulkan,CPU")
+    cols = RowPredictor(hw, sources)(row)
+    assert cols["expected_decode_tps"] == pytest.approx(expected["decode"].value, rel=1e-6)
+    assert cols["calibrated_from"].startswith("fit of this machine")
+    partial = RowPredictor(hw, sources)({**row, "n_gpu_layers": 2, "n_gpu_layers_effective": 2})
+    assert not str(partial.get("calibrated_from") or "").startswith("fit of this machine")

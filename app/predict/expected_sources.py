@@ -1,0 +1,103 @@
+"""The one policy for where an expected figure comes from; rows, the window, ``predict`` and the chooser ask it.
+
+For the hardware a prediction is for, in this order per phase (``predict`` applies the order):
+
+1. **this machine's calibration fit** (``gguf-bench calibrate``) for the backend the test runs on: ``CPU`` with
+   no layer offloaded, the GPU backend (``Vulkan,CPU``, ``CUDA,CPU``…) with every layer offloaded; never for a
+   partial offload (two devices, no fit) and never for hardware that is not this machine's;
+2. **stored-row efficiency**: achieved ÷ ceiling of other models measured here on that backend, times the
+   ceilings (this machine only);
+3. **the public llama-bench fit**, for a GPU profile, where neither of the above gives a figure.
+
+Without any of them a prediction has ceilings only. Each source is loaded once per :class:`ExpectedSources`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.predict.calibration import StoreCalibration, fitted_expectation
+from app.predict.calibration_fit import MachineFit
+from app.predict.calibration_store import load_fit
+from app.predict.hardware import backend_name
+from app.predict.prediction import Efficiency, FittedExpectation
+from app.predict.profiles import HardwareProfile
+from app.predict.public_fit import PublicGpuModel, load_public_model
+from app.results.store import ResultStore
+from app.telemetry.llama_build import installed_gpu_backends
+
+
+@dataclass(frozen=True)
+class ExpectedInputs:
+    """What ``predict`` takes to turn ceilings into expected figures, for one (hardware, model, backend)."""
+
+    fitted: FittedExpectation | None = None
+    efficiency: Efficiency | None = None
+    efficiency_source: str = ""
+    public: PublicGpuModel | None = None
+
+    def as_kwargs(self) -> dict[str, object]:
+        """``predict()``'s keyword arguments."""
+        return {"fitted": self.fitted, "efficiency": self.efficiency, "public": self.public}
+
+
+def machine_backend(profile: HardwareProfile, row_backends: str | None = None) -> str:
+    """The backend a test on ``profile`` runs (and a fit of it is keyed) on: ``CPU`` for a CPU profile; for a GPU,
+    the row's own ``backends`` when known, else this build's GPU backend (``Vulkan,CPU``), else the vendor's."""
+    if profile.kind == "cpu":
+        return "CPU"
+    if row_backends and row_backends != "CPU":
+        return row_backends
+    built = installed_gpu_backends() or []
+    return f"{built[0]},CPU" if built else backend_name(profile)
+
+
+@dataclass
+class ExpectedSources:
+    """This machine's fit, its stored-row efficiencies and the public GPU fit, each loaded once."""
+
+    machine_fit: MachineFit | None = None
+    store_efficiency: StoreCalibration | None = None
+    public: PublicGpuModel | None = None
+    notes: list[str] = field(default_factory=list)  # why a source is missing, for a status line
+
+    @classmethod
+    def load(cls, cpu_model: str, gpu_info: str = "", store: ResultStore | None = None, *,
+             public: bool = True) -> ExpectedSources:
+        """Load what exists for this machine (``cpu_model``, ``gpu_info`` as rows record them); never raises."""
+        notes: list[str] = []
+        fit = load_fit(cpu_model, gpu_info) if cpu_model else None
+        if fit is None:
+            notes.append("this machine is not calibrated (Sweep → Calibrate this machine…, or gguf-bench calibrate)")
+        eff = StoreCalibration(store, cpu_model, gpu_info) if store is not None and cpu_model else None
+        model = None
+        if public:
+            try:
+                model = load_public_model()
+            except (OSError, ValueError) as e:
+                notes.append(f"no public GPU fit: {e}")
+        return cls(machine_fit=fit, store_efficiency=eff, public=model, notes=notes)
+
+    def fitted_backends(self) -> tuple[str, ...]:
+        """The backends this machine's fit covers ("CPU", "Vulkan,CPU"…)."""
+        return tuple(self.machine_fit.fits) if self.machine_fit is not None else ()
+
+    def inputs(self, profile: HardwareProfile, *, this_machine: bool, model_filename: str = "", file_type: str = "",
+               row_backends: str | None = None, n_gpu_layers_effective: int | None = None,
+               n_layer: int | None = None) -> ExpectedInputs:
+        """The sources a prediction on ``profile`` takes, by the policy in the module docstring.
+
+        ``this_machine``: ``profile`` is this machine's CPU or GPU (rows measured here, the window's "This CPU").
+        ``n_gpu_layers_effective`` and ``n_layer``, when known: a partial offload takes no machine fit.
+        """
+        public = self.public if profile.kind != "cpu" else None
+        if not this_machine:
+            return ExpectedInputs(public=public)
+        backend = machine_backend(profile, row_backends)
+        partial = (profile.kind != "cpu" and n_gpu_layers_effective is not None and n_layer is not None
+                   and n_gpu_layers_effective < n_layer + 1)
+        fitted = None if partial else fitted_expectation(self.machine_fit, backend)
+        eff, eff_source = (None, "")
+        if self.store_efficiency is not None:
+            eff, eff_source = self.store_efficiency(backend, model_filename, file_type)
+        return ExpectedInputs(fitted=fitted, efficiency=eff, efficiency_source=eff_source, public=public)
