@@ -39,14 +39,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.calibrate.ladder import CalibrateOptions, Calibration, pooled, residual_table  # noqa: E402
+from app.calibrate.synth_models import SynthShape, write_synth_model  # noqa: E402
 from app.model.gguf_facts import read_model_facts  # noqa: E402
 from app.paths import data_dir, default_model_path  # noqa: E402
 from app.predict.calibration_fit import MachineFit  # noqa: E402
 from app.predict.calibration_store import load_fit  # noqa: E402
 from app.predict.prediction import PredictSettings  # noqa: E402
 from app.results.store import ResultStore  # noqa: E402
-from app.run.calibrate import CalibrateOptions, Calibration, pooled, residual_table  # noqa: E402
-from app.run.calibrate_models import SynthShape, write_synth_model  # noqa: E402
 from app.run.plan import TestSpec, load_sweep_preset  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
 from app.telemetry.machine import scan_machine  # noqa: E402

@@ -13,11 +13,11 @@ import json
 import sys
 from typing import Any
 
+from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
+from app.calibrate.synth_models import WRITABLE_TYPES
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.predict.fitted_model import FitError
 from app.results.store import ResultStore
-from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
-from app.run.calibrate_models import WRITABLE_TYPES
 
 HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about three minutes on 2 cores)"
 

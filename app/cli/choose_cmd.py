@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
+from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
+from app.choose.verdicts import NOT_MEASURED, FileChoice
 from app.cli.errors import EXIT_OK, UserError
 from app.cli.url_options import add_url_options, max_header_bytes
-from app.predict.choose import NOT_MEASURED, FileChoice
-from app.run.choose import ChooseReport, ChooseRequest, run_choose
 
 _FIT = {"fits": "fits", "partial": "partial", "does_not_fit": "no fit"}
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from app.cli.errors import EXIT_OK, EXIT_TESTS_FAILED
-from app.run.doctor import Level, report_text, run_doctor
+from app.doctor.report import Level, report_text, run_doctor
 
 HELP = "which llama.cpp backends/devices and which GPUs this machine has, and the command that fixes a mismatch"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.cli.errors import EXIT_OK, UserError
 from app.cli.url_options import remote_options
-from app.model.gguf_remote import read_facts
+from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware import hardware_context

@@ -14,11 +14,11 @@ from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
 from app.cli.quantize_cmd import check_threads, new_job
 from app.cli.run_cmd import _stop_on_signals
+from app.quality.plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
+from app.quality.session import QualitySession, progress_text
 from app.results.quality_store import QUALITY_FORMATS, render_quality
 from app.results.store import ResultStore
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
-from app.run.quality import QualitySession, progress_text
-from app.run.quality_plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
 
 
 def add_quality_parser(sub: Any) -> None:

@@ -16,12 +16,12 @@ from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
 from app.cli.run_cmd import _stop_on_signals
 from app.paths import check_writable_data_dir, data_dir
+from app.quantize.plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupError, parse_types, plan_quantize
+from app.quantize.session import QUANTIZE_COLUMNS, QuantizeSession, progress_line
 from app.results import export
 from app.results.store import new_run_id
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
 from app.run.params import THREADS_PER_CPU
-from app.run.quantize import QUANTIZE_COLUMNS, QuantizeSession, progress_line
-from app.run.quantize_plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupError, parse_types, plan_quantize
 from app.telemetry.host import usable_cpu_threads
 
 OUTPUT_FORMATS = ("md", "csv", "json", "jsonl")

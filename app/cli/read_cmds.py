@@ -9,7 +9,7 @@ from app.cli.errors import EXIT_OK, EXIT_USAGE, UserError
 from app.cli.output import check_output_path, write_results
 from app.cli.url_options import remote_options
 from app.model.format import format_facts_text
-from app.model.gguf_remote import read_facts
+from app.model.gguf_http import read_facts
 from app.results import export
 from app.results.quality_store import QUALITY_FORMATS, quality_rows, quality_run_ids, quality_runs, render_quality
 from app.results.store import ResultStore, StoreError
@@ -71,7 +71,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 # --- hw --------------------------------------------------------------------------------------------
 def cmd_hw(args: argparse.Namespace) -> int:
-    from app.run.doctor import extra_buffers_json, repack_lines
+    from app.doctor.report import extra_buffers_json, repack_lines
     from app.telemetry.hw_report import format_hw_report
     from app.telemetry.machine import ProbeMode, scan_machine
     from app.telemetry.repack_guard import ensure_verdict, remembered

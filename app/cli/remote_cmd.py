@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from app.cli.errors import UserError
+from app.remote.rows import Objective
+from app.remote.session import MAX_CONCURRENCY, RemoteSession, RemoteSpec, build_remote_spec
 from app.results.store import ResultStore
 from app.run.params import PARAM, PARAMS
-from app.run.remote import MAX_CONCURRENCY, RemoteSession, RemoteSpec, build_remote_spec
-from app.run.remote_rows import Objective
 from engines.openai_http import API_KEY_ENVS
 
 #: Options of a local run that mean nothing for a remote server (refused with --url rather than ignored).

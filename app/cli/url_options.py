@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.model.gguf_remote import DEFAULT_MAX_HEADER_BYTES, MIB, RemoteOptions
+from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, MIB, RemoteOptions
 
 
 def add_url_options(p: argparse.ArgumentParser) -> None:

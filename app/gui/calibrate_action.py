@@ -15,8 +15,8 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QProgressDialog, QWidget
 
+from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, CalibrationResult
 from app.results.store import ResultStore
-from app.run.calibrate import CalibrateOptions, Calibration, CalibrationCancelled, CalibrationResult
 
 Notify = Callable[[str, str], None]  # (text, level "info" | "warning" | "error")
 

@@ -1,5 +1,5 @@
 """What the window says on a first run: where GGUF files come from (and where it looked). Plain text builders,
-no Qt. (The fix for a GPU the installed llama.cpp cannot use comes from app.run.doctor.)"""
+no Qt. (The fix for a GPU the installed llama.cpp cannot use comes from app.doctor.report.)"""
 
 from __future__ import annotations
 

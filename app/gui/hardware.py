@@ -1,7 +1,7 @@
 """The hardware the window predicts for: this CPU (probed), the detected NVIDIA GPUs, and profiles/hardware.
 
 Detection (:func:`app.telemetry.machine.scan_machine`: NVML, host facts and the CPU probe, then
-:func:`app.run.doctor.run_doctor`: llama.cpp's backends and devices and the machine's GPUs) runs on its own task
+:func:`app.doctor.report.run_doctor`: llama.cpp's backends and devices and the machine's GPUs) runs on its own task
 thread; the list in the inspector shows "Detecting hardware…" until it answers, and the GPU line under it
 (:class:`GpuFacts`) says what llama.cpp can offload to and the command that fixes a mismatch, which also goes to
 the message area. The choice is remembered.
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
+from app.doctor.report import DoctorReport, Level, run_doctor
 from app.gui.panels.gpu_facts import GpuFacts
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
 from app.predict.hardware import cpu_profile_of
 from app.predict.profiles import HardwareProfile, ProfileError, load_profiles, match_nvml_name
-from app.run.doctor import DoctorReport, Level, run_doctor
 from app.telemetry.cpu_probe import load_cached_probe
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 

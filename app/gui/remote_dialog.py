@@ -23,10 +23,10 @@ from PySide6.QtWidgets import (
 
 from app.gui.bridge import SweepBridge
 from app.gui.plots.concurrency import ConcurrencyPlot
+from app.remote.session import RemoteSession, RemoteSpec, build_remote_spec
 from app.results.store import ResultStore
 from app.run.events import TestFailed, TestFinished
 from app.run.params import PlanError
-from app.run.remote import RemoteSession, RemoteSpec, build_remote_spec
 from app.run.session import SweepOutcome
 from engines.openai_http import API_KEY_ENVS
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.predict.calibration import StoreCalibration, fitted_expectation
 from app.predict.calibration_fit import MachineFit
 from app.predict.calibration_store import load_fit
 from app.predict.hardware import backend_name
 from app.predict.prediction import Efficiency, FittedExpectation
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, load_public_model
+from app.predict.store_efficiency import StoreCalibration, fitted_expectation
 from app.results.store import ResultStore
 from app.telemetry.llama_build import installed_gpu_backends
 

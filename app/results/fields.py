@@ -17,7 +17,7 @@ LLAMA_BENCH = "llama-bench"  # llama-bench's own columns, same name and meaning
 OURS = "ours"  # the run, the test and its two phases
 MEMORY = "memory"  # memory and energy, measured in the worker
 PREDICTED = "predicted"  # from the GGUF's metadata and the hardware, beside the measurement
-REMOTE = "remote"  # remote server runs (app.run.remote): requests, their latency percentiles, goodput
+REMOTE = "remote"  # remote server runs (app.remote.session): requests, their latency percentiles, goodput
 
 # kinds: what a value is (the window shades predicted values and fractions)
 PLAIN = "plain"  # a setting, a name or a label

@@ -307,7 +307,7 @@ def _parse_range(part: str, room: int) -> list[int]:
 def short_name(test: Mapping[str, Any]) -> str:
     """Short name of a test (a TestSpec dict): ``model p128 n32 d0 ngl99 f16 fa auto x4``.
 
-    A remote server test (app.run.remote.RemoteTest's dict) reads ``model p128 n32 c4`` (c: concurrency).
+    A remote server test (app.remote.session.RemoteTest's dict) reads ``model p128 n32 c4`` (c: concurrency).
     """
     if test.get("endpoint"):
         rate = f" {test['rate_rps']:g}/s" if test.get("rate_rps") else ""

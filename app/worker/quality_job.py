@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from app.quality.scores import QualityAccumulator, log_softmax
 from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
-from app.run.quality_math import QualityAccumulator, log_softmax
 
 Emit = Callable[[Event], None]
 #: Characters of text tokenized per token wanted (English prose and docs run at about 4 per token).

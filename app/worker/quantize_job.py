@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM
 from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
-from app.run.quantize_plan import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM
 
 Emit = Callable[[Event], None]
 #: At most one progress event per this many seconds (and always the last tensor).

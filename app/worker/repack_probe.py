@@ -21,7 +21,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from app.run.calibrate_models import SynthShape, write_synth_model
+from app.calibrate.synth_models import SynthShape, write_synth_model
 from engines.base import ContextConfig, EngineError, LoadConfig, RunSpec
 
 #: 2 layers, 256 wide: every matrix's rows and columns are multiples of the AMX tile and repack block sizes.

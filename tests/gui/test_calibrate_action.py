@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QPushButton, QWidget
 
+from app.calibrate.ladder import CalibrateOptions, ladder_models
 from app.gui.calibrate_action import CalibrateAction
 from app.predict.calibration_store import load_fit
-from app.run.calibrate import CalibrateOptions, ladder_models
 from app.telemetry.machine import scan_machine
 
 TINY = dataclasses.replace(CalibrateOptions.quick(), types=("F16",))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from app.doctor.report import install_command
 from app.gui.panels.gpu_facts import CHECKING
-from app.run.doctor import install_command
 from app.telemetry import nvml
 from app.telemetry.llama_build import installed_gpu_backends
 from tests.telemetry.nvml_replay import replay

@@ -9,7 +9,7 @@ import gguf
 import pytest
 
 from app.model.gguf_facts import read_model_facts
-from app.model.gguf_remote import (
+from app.model.gguf_http import (
     RemoteGGUFError,
     RemoteOptions,
     check_url,
@@ -167,7 +167,7 @@ def test_redirects_keep_the_range(make_gguf: Callable[..., Path]) -> None:
 
 
 def test_token_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.model.gguf_remote import _auth_token
+    from app.model.gguf_http import _auth_token
 
     monkeypatch.setenv("HF_TOKEN", "secret")
     assert _auth_token("https://huggingface.co/o/r/resolve/main/x.gguf") == "secret"

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.predict.choose import (
+from app.choose.verdicts import (
     Quality,
     display_name,
     evaluate_file,
@@ -104,7 +104,7 @@ def test_memory_grows_with_context(profiles: list[HardwareProfile], ctx: int) ->
 
 
 def test_choice_row_has_every_column(profiles: list[HardwareProfile]) -> None:
-    from app.predict.choose import CHOICE_COLUMNS, choice_row
+    from app.choose.verdicts import CHOICE_COLUMNS, choice_row
 
     c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 8192), 8192, quality=Quality(0.02, 21.0, 0.9))
     row = choice_row(c)

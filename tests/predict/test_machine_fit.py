@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.gguf_facts import read_model_facts
-from app.predict.calibration import StoreCalibration
 from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, workload_of
 from app.predict.calibration_store import llama_build, save_fit
 from app.predict.expected_sources import ExpectedSources
@@ -17,8 +17,8 @@ from app.predict.hardware import HardwareContext
 from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import cpu_profile
 from app.predict.row_predictions import RowPredictor
+from app.predict.store_efficiency import StoreCalibration
 from app.results.store import ResultStore
-from app.run.calibrate_models import SynthShape, write_synth_model
 
 DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "attn:fa": 1 / 40e9, "attn_view:fa": 1 / 80e9, "split:fa": 20e-6,
           "layer": 50e-6, "fixed": 200e-6}
@@ -101,9 +101,9 @@ def test_rows_the_window_predict_and_the_chooser_give_one_expected_figure(tmp_pa
     """Issue #25 point 2: one policy picks where an expected figure comes from, so the same test on the same
     hardware gets the same figure from a sweep row, the window's prediction service, ``gguf-bench predict`` and the
     chooser (here from this machine's saved fit: the fixture's coefficients, saved under this machine's CPU)."""
+    from app.choose.chooser import ChooseRequest, run_choose
     from app.gui.expectations import Expectations
     from app.gui.predictions import PredictionService
-    from app.run.choose import ChooseRequest, run_choose
     from app.telemetry.machine import ProbeMode, scan_machine
     from tests.cli_helpers import gguf_bench
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from app.model.gguf_facts import read_model_facts
-from app.predict.calibration import StoreCalibration, efficiency_from_rows
 from app.predict.hardware import HardwareContext
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor, predicted_columns
+from app.predict.store_efficiency import StoreCalibration, efficiency_from_rows
 from app.results.store import ResultStore
 from tests.cli_helpers import gguf_bench
 

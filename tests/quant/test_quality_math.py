@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from app.run.quality_math import QualityAccumulator, kl_divergence, log_softmax
+from app.quality.scores import QualityAccumulator, kl_divergence, log_softmax
 
 
 def test_log_softmax_and_kld_by_hand() -> None:

@@ -8,14 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.run.quality_plan import (
+from app.model.lineage import KEY_REQUANTIZED_FROM
+from app.quality.plan import (
     DEFAULT_TEXT_SOURCE,
     QualitySetupError,
     plan_quality,
     python_docs_text,
     reference_scratch_bytes,
 )
-from app.run.quantize_plan import KEY_REQUANTIZED_FROM
 
 
 @pytest.fixture
@@ -63,10 +63,10 @@ def test_scratch_space_is_checked_up_front(pair: tuple[Path, Path], monkeypatch:
     # SmolLM2 at the defaults: 4 chunks of 512, 255 scored each, vocabulary 49152: about 96 MiB
     assert reference_scratch_bytes(2048, 512, 49152) == 4 * 255 * 49152 * 2
     need = reference_scratch_bytes(1024, 128, 256)  # the synthetic model's vocabulary is 256 tokens
-    monkeypatch.setattr("app.run.quality_plan.shutil.disk_usage", lambda path: shutil_usage(need - 1))
+    monkeypatch.setattr("app.quality.plan.shutil.disk_usage", lambda path: shutil_usage(need - 1))
     with pytest.raises(QualitySetupError, match="lower --tokens or set TMPDIR"):
         plan_quality([str(pair[0])], n_ctx=128, n_tokens=1024)
-    monkeypatch.setattr("app.run.quality_plan.shutil.disk_usage", lambda path: shutil_usage(need))
+    monkeypatch.setattr("app.quality.plan.shutil.disk_usage", lambda path: shutil_usage(need))
     assert plan_quality([str(pair[0])], n_ctx=128, n_tokens=1024).n_tokens == 1024
 
 

@@ -12,16 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.model.facts_cache import cached_facts
-from app.run.quantize_plan import (
-    KEY_QUANTIZED_FROM,
-    KEY_REQUANTIZED_FROM,
-    QUANT_TYPE_NAMES,
-    QuantizeSetupError,
-    header_strings,
-    lineage,
-    output_name,
-    parse_types,
-)
+from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM, header_strings
+from app.quantize.plan import QUANT_TYPE_NAMES, QuantizeSetupError, lineage, output_name, parse_types
 from tests.cli_helpers import gguf_bench
 from tests.quant.ladder import LADDER_TYPES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.run.remote_rows import Objective, summarise_requests, tpot_ms, ttft_ms
+from app.remote.rows import Objective, summarise_requests, tpot_ms, ttft_ms
 from engines.openai_http import RequestResult
 
 MS = 1_000_000

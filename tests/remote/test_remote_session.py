@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from app.remote.session import RemoteSession, build_remote_spec
 from app.results.store import ResultStore
 from app.run.events import Event, SweepFinished, SweepStarted, TestFinished, TestStarted
-from app.run.remote import RemoteSession, build_remote_spec
 from tests.remote.fake_server import fake_server
 
 

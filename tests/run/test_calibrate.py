@@ -9,16 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli.calibrate_cmd import add_calibrate_parser, options_from_args
-from app.cli.errors import UserError
-from app.cli.predict_cmd import format_prediction
-from app.model.gguf_facts import read_model_facts
-from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
-from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit
-from app.predict.fitted_model import FitError, PhaseFit
-from app.predict.prediction import PredictSettings
-from app.results.store import ResultStore
-from app.run.calibrate import (
+from app.calibrate.ladder import (
     LADDER_TYPES,
     CalibrateOptions,
     Calibration,
@@ -31,7 +22,16 @@ from app.run.calibrate import (
     residual_table,
     store_samples,
 )
-from app.run.calibrate_models import SynthShape, write_synth_model
+from app.calibrate.synth_models import SynthShape, write_synth_model
+from app.cli.calibrate_cmd import add_calibrate_parser, options_from_args
+from app.cli.errors import UserError
+from app.cli.predict_cmd import format_prediction
+from app.model.gguf_facts import read_model_facts
+from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
+from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit
+from app.predict.fitted_model import FitError, PhaseFit
+from app.predict.prediction import PredictSettings
+from app.results.store import ResultStore
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
 from tests.cli_helpers import gguf_bench

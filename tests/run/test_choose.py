@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from app.choose.chooser import ChooseRequest, expand_sources, run_choose
 from app.cli.main import main
 from app.results.quality_store import model_key, save_quality_rows
 from app.results.store import ResultStore
-from app.run.choose import ChooseRequest, expand_sources, run_choose
 from app.telemetry.cpu_probe import CpuProbe, save_probe
 from app.telemetry.machine import ProbeMode, scan_machine
 from tests.model.range_server import serve

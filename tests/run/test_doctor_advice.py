@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from app.doctor.report import DoctorReport, Level, advise, install_command, report_text, run_doctor
 from app.paths import REPO_ROOT
-from app.run.doctor import DoctorReport, Level, advise, install_command, report_text, run_doctor
 from app.telemetry import nvml
 from app.telemetry.gpu_inventory import GpuInventory, VulkanDevice, parse_vulkaninfo_summary
 from app.telemetry.llama_build import installed_gpu_backends

@@ -1,6 +1,6 @@
 """The inspector's GPU line: what llama.cpp can offload to, the GPUs this machine has, and the fix command.
 
-Shows :func:`app.run.doctor.short_summary` (one line), the fix commands below it (selectable, to copy), and the
+Shows :func:`app.doctor.report.short_summary` (one line), the fix commands below it (selectable, to copy), and the
 whole ``gguf-bench doctor`` report as the tooltip.
 """
 
@@ -11,7 +11,7 @@ from html import escape
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
-from app.run.doctor import DoctorReport, Level, report_text, short_summary
+from app.doctor.report import DoctorReport, Level, report_text, short_summary
 
 CHECKING = "GPU check: asking llama.cpp and the machine…"
 

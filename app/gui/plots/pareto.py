@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from app.choose.verdicts import FileChoice
 from app.gui.plots.style import COLORS
-from app.predict.choose import FileChoice
 
 GREY = "#b0b0b0"
 FRONT = "#d62728"

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.quality.plan import QualityPlan
 from app.results.quality_store import save_quality_rows
 from app.results.store import ResultStore, now_iso
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
-from app.run.quality_plan import QualityPlan
 from app.telemetry import repack_guard
 
 OnEvent = Callable[[Event], None]

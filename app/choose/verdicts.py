@@ -1,7 +1,7 @@
 """Which file of a set to run on one device at one context: fit per KV-cache type, speed, quality, a recommendation.
 
 Pure functions of (model facts, hardware profile, settings, measured quality and speed). Gathering the files, URLs,
-the results store and the machine is :mod:`app.run.choose`. Every configuration is predicted with flash attention
+the results store and the machine is :mod:`app.choose.chooser`. Every configuration is predicted with flash attention
 on (what llama.cpp's "auto" picks where it can, and what a quantized V cache needs).
 """
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
+from app.quantize.plan import UNQUANTIZED, QuantizeItem
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
-from app.run.quantize_plan import UNQUANTIZED, QuantizeItem
 
 #: The quantize command's columns (CSV/markdown order).
 QUANTIZE_COLUMNS: tuple[str, ...] = (

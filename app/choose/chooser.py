@@ -1,5 +1,5 @@
 """``choose``: gather the files (paths, folders, URLs), the hardware, this machine's measurements and the measured
-quality, and rank them with :mod:`app.predict.choose`. Shared by ``gguf-bench choose`` and the window's chooser."""
+quality, and rank them with :mod:`app.choose.verdicts`. Shared by ``gguf-bench choose`` and the window's chooser."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.model.gguf_facts import GGUFFileError
-from app.model.gguf_remote import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
-from app.model.library import scan_folder
-from app.predict.choose import (
+from app.choose.verdicts import (
     DEFAULT_N_GEN,
     FileChoice,
     Measured,
@@ -23,6 +20,9 @@ from app.predict.choose import (
     evaluate_file,
     recommend,
 )
+from app.model.gguf_facts import GGUFFileError
+from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
+from app.model.library import scan_folder
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware import HardwareContext, hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError

@@ -23,6 +23,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.paths import data_dir
@@ -39,7 +40,6 @@ from app.predict.cpu_kernels import cpu_class_table
 from app.predict.prediction import PredictSettings
 from app.results.phases import spread
 from app.results.store import ResultStore
-from app.run.calibrate_models import SynthShape, write_synth_model
 from app.run.events import Event, TestStarted
 from app.run.plan import TestSpec
 from app.run.session import SweepSession

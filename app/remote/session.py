@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.remote.rows import NO_OBJECTIVE, Objective, summarise_requests
 from app.results.store import ResultStore, now_iso
 from app.run.events import (
     FailureKind,
@@ -25,7 +26,6 @@ from app.run.events import (
     TestStarted,
 )
 from app.run.params import INT, PlanError, parse_list
-from app.run.remote_rows import NO_OBJECTIVE, Objective, summarise_requests
 from app.run.session import EventHandler, SweepOutcome, SweepSession
 from engines.openai_http import Endpoint, EndpointError, LoadRun, count_tokens, poisson_arrivals_s, stream_request
 

@@ -16,8 +16,8 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
+from app.model.lineage import KEY_REQUANTIZED_FROM, UNQUANTIZED, header_strings
 from app.results.quality_store import model_key
-from app.run.quantize_plan import KEY_REQUANTIZED_FROM, UNQUANTIZED, header_strings
 
 DEFAULT_TEXT_SOURCE = "python-docs"
 DEFAULT_N_TOKENS = 2048

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.model.gguf_scan import CorruptHeader, ShortRead, scan_gguf
+from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM, UNQUANTIZED, header_strings
 
 #: The target types ``--types`` accepts, llama.cpp's names (engines.llama_cpp_quantize.QUANT_TYPES maps them).
 QUANT_TYPE_NAMES: tuple[str, ...] = (
@@ -21,10 +21,6 @@ QUANT_TYPE_NAMES: tuple[str, ...] = (
     "q3_k_l", "q3_k_m", "q3_k_s", "q2_k", "q2_k_s",
 )
 DEFAULT_TYPES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
-#: File types that hold unquantized weights (llama.cpp names, as ModelFacts.file_type gives them).
-UNQUANTIZED = frozenset({"F32", "F16", "BF16"})
-KEY_QUANTIZED_FROM = "workbench.quantized_from"
-KEY_REQUANTIZED_FROM = "workbench.requantized_from"
 #: Suffix of an output while llama.cpp writes it; renamed to the final name only once complete.
 PART_SUFFIX = ".part"
 
@@ -61,22 +57,6 @@ def parse_types(text: str) -> list[str]:
         if name not in QUANT_TYPE_NAMES:
             raise QuantizeSetupError(f"--types: unknown type {name!r} (valid: {', '.join(QUANT_TYPE_NAMES)})")
     return list(dict.fromkeys(names))
-
-
-def header_strings(path: str | Path, keys: tuple[str, ...] = (KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM)
-                   ) -> dict[str, str]:
-    """The string values of ``keys`` in a GGUF header (absent keys left out); {} when the header cannot be read."""
-    p = Path(path)
-    try:
-        scan = scan_gguf(p, p.stat().st_size)
-    except (OSError, ShortRead, CorruptHeader, ValueError):
-        return {}
-    out = {}
-    for key in keys:
-        f = scan.fields.get(key)
-        if f is not None and isinstance(f.value, str) and f.value:
-            out[key] = f.value
-    return out
 
 
 def lineage(src_file_type: str, src_header: dict[str, str]) -> dict[str, str]:

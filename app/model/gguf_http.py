@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from app.model.facts import ModelFacts
 from app.model.gguf_facts import GGUF_MAGIC_BYTES, SUPPORTED_GGUF_VERSIONS, GGUFFileError, facts_from_scan
+from app.model.gguf_http_cache import load_cached_facts, save_cached_facts
 from app.model.gguf_scan import CorruptHeader, Scan, ShortRead, scan_gguf_stream
-from app.model.remote_cache import load_cached_facts, save_cached_facts
 
 MIB = 1024**2
 DEFAULT_MAX_HEADER_BYTES = 64 * MIB
