@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from app.atomic import replace_atomically, write_text_atomic
 from app.cli.errors import UserError, print_error
-from app.results.atomic import replace_atomically, write_text_atomic
 
 _STORE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 

@@ -32,12 +32,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.atomic import write_text_atomic
 from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
 from app.choose.verdicts import CHOICE_COLUMNS, NOT_MEASURED, choice_row
 from app.gui.plots.pareto import MemoryBars, ParetoPlot
 from app.gui.tasks import Tasks
 from app.predict.profiles import load_profiles
-from app.results.atomic import write_text_atomic
 from app.results.export import to_csv
 
 THIS_MACHINE_LABEL = "This machine"

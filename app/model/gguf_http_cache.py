@@ -10,6 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from app.atomic import write_text_atomic
 from app.model.facts import ModelFacts, TensorTypeStat
 from app.paths import DataDirError, data_dir
 
@@ -49,9 +50,7 @@ def save_cached_facts(url: str, etag: str, total_bytes: int, facts: ModelFacts) 
     try:
         path = _entry_path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
         entry = {"url": url, "etag": etag, "total_bytes": total_bytes, "facts": facts_to_dict(facts)}
-        tmp.write_text(json.dumps(entry), encoding="utf-8")
-        tmp.replace(path)
+        write_text_atomic(path, json.dumps(entry))
     except (OSError, DataDirError, TypeError, ValueError):
         pass

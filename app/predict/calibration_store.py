@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import shutil
 from importlib import metadata
 from pathlib import Path
 
+from app.atomic import write_text_atomic
 from app.paths import data_dir
 from app.predict.calibration_fit import MachineFit
 from app.telemetry.llama_build import installed_gpu_backends
@@ -42,12 +43,9 @@ def save_fit(fit: MachineFit) -> Path:
     """Write ``fit`` whole (temporary file, rename); the fit it replaces is kept as ``.prev``."""
     path = fit_path(fit.cpu_info, fit.gpu_info, fit.build)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(fit.to_json_dict(), indent=1), encoding="utf-8")
-    if path.exists():
-        os.replace(path, path.with_name(path.name + ".prev"))
-    os.replace(tmp, path)
-    return path
+    if path.is_file():  # copied, not moved: readers always find a whole fit at ``path``
+        shutil.copy2(path, path.with_name(path.name + ".prev"))
+    return write_text_atomic(path, json.dumps(fit.to_json_dict(), indent=1))
 
 
 def load_fit(cpu_info: str, gpu_info: str, build: str | None = None) -> MachineFit | None:

@@ -14,6 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from app.atomic import write_text_atomic
+
 Write = dict[str, Any]
 
 
@@ -88,6 +90,4 @@ class PendingRows:
         """Writes claimed by ``take`` that could not be replayed go back, ahead of any appended since."""
         later = self.path.read_text(encoding="utf-8") if self.path.is_file() else ""
         text = "".join(json.dumps(w, ensure_ascii=False) + "\n" for w in writes) + later
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, text)

@@ -13,12 +13,12 @@ ceiling read low would flatter every measurement against it.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from app.atomic import write_text_atomic
 from app.paths import data_dir
 from app.telemetry.host import machine_facts
 
@@ -172,7 +172,5 @@ def save_probe(probe: CpuProbe, key: str | None = None) -> Path:
         entry.pop("cached", None)
         entry["best_seen"] = best
         data["probes"][key] = entry
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-        tmp.replace(path)
+        write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True))
     return path

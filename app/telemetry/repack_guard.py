@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from app.atomic import write_text_atomic
 from app.paths import REPO_ROOT, data_dir
 from app.telemetry.cpu_features import CPUINFO, cpuinfo_flags
 from app.telemetry.host import cpu_model
@@ -188,12 +189,10 @@ def _save(path: Path, verdict: RepackVerdict) -> None:
     """Add ``verdict`` to the file (other machines' and builds' verdicts kept), atomically; unwritable: skipped."""
     verdicts = _read_all(path)
     verdicts[verdict.key] = verdict.to_json_dict()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps({"version": FORMAT_VERSION, "verdicts": verdicts}, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps({"version": FORMAT_VERSION, "verdicts": verdicts}, indent=1))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 def probe_command(python: str | None = None) -> list[str]:

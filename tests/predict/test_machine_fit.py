@@ -29,16 +29,23 @@ def _tps(coefs: dict[str, float], feats: dict[str, float]) -> float:
     return 1.0 / sum(coefs[k] * v for k, v in feats.items())
 
 
-@pytest.fixture
-def machine_fit(tmp_path: Path) -> MachineFit:
-    """A fit of F16 synthetic models whose speeds follow known coefficients exactly."""
+def _known_samples(tmp_path: Path, backend: str = "CPU") -> list[Sample]:
+    """F16 synthetic models on ``backend`` whose speeds follow DECODE and PREFILL exactly."""
     samples = []
     for e, n, g in ((256, 2, 1), (256, 6, 4), (512, 3, 4)):
         facts = read_model_facts(write_synth_model(tmp_path / f"l{e}x{n}.gguf", SynthShape(e, n, "F16", gqa=g)))
         for p, d in ((16, 0), (64, 256), (128, 512)):
-            w = workload_of(facts, PredictSettings(n_ctx=2048, n_prompt=p, n_gen=16, depth=d, flash_attn=True))
-            samples.append(Sample("CPU", w, f"{e}x{n} p{p} d{d}", _tps(DECODE, w.features("decode")),
+            w = workload_of(facts, PredictSettings(n_ctx=2048, n_prompt=p, n_gen=16, depth=d, flash_attn=True),
+                            backend=backend)
+            samples.append(Sample(backend, w, f"{e}x{n} p{p} d{d}", _tps(DECODE, w.features("decode")),
                                   _tps(PREFILL, w.features("prefill"))))
+    return samples
+
+
+@pytest.fixture
+def machine_fit(tmp_path: Path) -> MachineFit:
+    """A fit of F16 synthetic models whose speeds follow known coefficients exactly."""
+    samples = _known_samples(tmp_path)
     fit = fit_machine(samples, cpu_info="cpu X", gpu_info="", build=llama_build(), created="2026-11-30")
     save_fit(fit)
     return fit
@@ -109,13 +116,7 @@ def test_rows_the_window_predict_and_the_chooser_give_one_expected_figure(tmp_pa
 
     machine = scan_machine(ProbeMode.NONE).run_facts()
     cpu_model, gpu_info = str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or "")
-    samples = []
-    for e, n, g in ((256, 2, 1), (256, 6, 4), (512, 3, 4)):
-        facts = read_model_facts(write_synth_model(tmp_path / f"l{e}x{n}.gguf", SynthShape(e, n, "F16", gqa=g)))
-        for p, d in ((16, 0), (64, 256), (128, 512)):
-            w = workload_of(facts, PredictSettings(n_ctx=2048, n_prompt=p, n_gen=16, depth=d, flash_attn=True))
-            samples.append(Sample("CPU", w, f"{e}x{n} p{p} d{d}", _tps(DECODE, w.features("decode")),
-                                  _tps(PREFILL, w.features("prefill"))))
+    samples = _known_samples(tmp_path)
     save_fit(fit_machine(samples, cpu_info=cpu_model, gpu_info=gpu_info, build=llama_build(), created="2026-12-01"))
     model = write_synth_model(tmp_path / "unseen.gguf", SynthShape(384, 4, "F16", arch="gemma"))
     facts = read_model_facts(model)
@@ -149,14 +150,7 @@ def test_a_gpu_backend_fit_predicts_fully_offloaded_gpu_rows_only(tmp_path: Path
     applies, and the public GPU fit (or the ceilings) speaks instead."""
     from app.predict.profiles import find_profile, load_profiles
 
-    samples = []
-    for e, n, g in ((256, 2, 1), (256, 6, 4), (512, 3, 4)):
-        facts = read_model_facts(write_synth_model(tmp_path / f"l{e}x{n}.gguf", SynthShape(e, n, "F16", gqa=g)))
-        for p, d in ((16, 0), (64, 256), (128, 512)):
-            w = workload_of(facts, PredictSettings(n_ctx=2048, n_prompt=p, n_gen=16, depth=d, flash_attn=True),
-                            backend="Vulkan,CPU")
-            samples.append(Sample("Vulkan,CPU", w, f"{e}x{n} p{p} d{d}", _tps(DECODE, w.features("decode")),
-                                  _tps(PREFILL, w.features("prefill"))))
+    samples = _known_samples(tmp_path, "Vulkan,CPU")
     fit = fit_machine(samples, cpu_info="cpu X", gpu_info="gpu Y", build=llama_build(), created="2026-12-01")
     model = write_synth_model(tmp_path / "unseen.gguf", SynthShape(384, 4, "F16", arch="gemma"))
     facts = read_model_facts(model)
