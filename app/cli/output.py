@@ -1,7 +1,9 @@
 """Output files of ``gguf-bench``: checked before the first test, written atomically, never lost.
 
 ``--out``, ``--telemetry`` and ``export --out`` are checked up front (one line, exit 2): a folder, a missing
-folder, a place we cannot write, or the results store itself (or its WAL/SHM/journal files). They are then
+folder, a place we cannot write, a file the same command reads (a model, a text, a preset: by path or inode, so
+a link to one counts too), the results store itself (or its WAL/SHM/journal/pending-rows files), or any file
+the workbench keeps in its data dir. They are then
 written through a temporary file and a rename. When writing still fails (``/dev/full``, a disk that fills during
 the sweep), the results go to stdout instead, with one line saying so.
 """
@@ -11,17 +13,63 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from app.atomic import replace_atomically, write_text_atomic
 from app.cli.errors import UserError, print_error
+from app.paths import data_dir
 
-_STORE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+_STORE_SIDE_FILES = ("", "-wal", "-shm", "-journal", ".pending-rows.jsonl")
 
 
-def check_output_path(path: str, flag: str, store_path: Path | None = None) -> Path:
-    """``path`` as given, after checking it can be written; UserError (one line naming ``flag``) if not."""
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same resolved path, or (both existing) the same inode (a hard link)."""
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        sa, sb = a.stat(), b.stat()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _data_dir_files() -> list[Path]:
+    """The workbench's own files in its data dir (caches, probe records, fits, verdicts, logs): never an output."""
+    try:
+        root = data_dir()
+    except OSError:
+        return []
+    out: list[Path] = []
+    for dirpath, _dirnames, filenames in os.walk(root):  # os.walk does not follow links to folders
+        out += [Path(dirpath) / name for name in filenames]
+        if len(out) > 10_000:  # a data dir this large is not ours alone to guard file by file
+            break
+    return out
+
+
+def _refuse_inputs(p: Path, where: str, store_path: Path | None, inputs: Sequence[str | Path]) -> None:
+    """UserError when ``p`` is a file this command reads or the workbench keeps: an input, the store or one of its
+    side files (the pending-rows file too), or any file of the data dir."""
+    if store_path is not None:
+        for suffix in _STORE_SIDE_FILES:
+            if _same_file(p, Path(f"{store_path}{suffix}")):
+                what = f" {suffix.lstrip('.-').upper()} file" if suffix else ""
+                raise UserError(f"{where}: is the results store{what} ({store_path}); choose another file")
+    for given in inputs:
+        if given and _same_file(p, Path(given).expanduser()):
+            raise UserError(f"{where}: is an input of this command ({given}); choose another file")
+    if p.exists():
+        for own in _data_dir_files():
+            if _same_file(p, own):
+                raise UserError(f"{where}: is a file of the workbench's data dir ({own}); choose another file")
+
+
+def check_output_path(path: str, flag: str, store_path: Path | None = None,
+                      inputs: Sequence[str | Path] = ()) -> Path:
+    """``path`` as given, after checking it can be written and is none of the files the command reads (``inputs``:
+    models, texts, presets) or the workbench keeps (the store and its side files, the data dir); UserError (one line
+    naming ``flag``) if not."""
     p = Path(path).expanduser()
     where = f"{flag} {path}"
     if p.is_dir():
@@ -29,12 +77,7 @@ def check_output_path(path: str, flag: str, store_path: Path | None = None) -> P
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise UserError(f"{where}: folder {parent} does not exist")
-    if store_path is not None:
-        resolved = p.resolve()
-        for suffix in _STORE_SIDE_FILES:
-            if resolved == Path(f"{store_path}{suffix}").resolve():
-                raise UserError(f"{where}: is the results store{' ' + suffix[1:].upper() + ' file' if suffix else ''}"
-                                f" ({store_path}); choose another file")
+    _refuse_inputs(p, where, store_path, inputs)
     if p.exists():
         if not os.access(p, os.W_OK):
             raise UserError(f"{where}: cannot write there (permission denied)")

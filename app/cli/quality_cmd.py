@@ -77,7 +77,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
     except QualitySetupError as e:
         raise UserError(str(e)) from None
     if args.out:
-        check_output_path(args.out, "--out")
+        check_output_path(args.out, "--out", None, [*plan.models, plan.text_source])
     run_id, log_path = new_job()
     store = None if args.no_store else ResultStore(getattr(args, "store", None))
     print(f"reference: {plan.reference} ({plan.facts[plan.reference_index].file_type}); text: {plan.text_source}; "

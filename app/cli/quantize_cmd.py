@@ -112,7 +112,9 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     except QuantizeSetupError as e:
         raise UserError(str(e)) from None
     if args.table_out:
-        check_output_path(args.table_out, "--table-out")
+        check_output_path(args.table_out, "--table-out", None,
+                          [*([args.model] if isinstance(args.model, str) else args.model or []),
+                           *(item.dst for item in items)])
     run_id, log_path = new_job()
     session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, what it finished is kept

@@ -79,10 +79,16 @@ def _check_outputs(args: argparse.Namespace) -> None:
     """Everything the run will write, checked before the first test: the data dir, --out and --telemetry."""
     check_writable_data_dir()  # the worker log goes there, even with --no-store
     store_path = Path(args.store) if args.store else default_store_path()
+    inputs = [*(args.model or []), args.prompt_file or ""]
+    if getattr(args, "sweep", None):
+        try:
+            inputs.append(resolve_sweep_path(args.sweep))
+        except UserError:
+            pass  # said when the sweep is built
     if args.out:
-        check_output_path(args.out, "--out", store_path)
+        check_output_path(args.out, "--out", store_path, inputs)
     if args.telemetry:
-        check_output_path(args.telemetry, "--telemetry", store_path)
+        check_output_path(args.telemetry, "--telemetry", store_path, inputs)
         if args.out and Path(args.out).resolve() == Path(args.telemetry).resolve():
             raise UserError(f"--telemetry {args.telemetry}: is also --out; choose two files")
 
