@@ -8,6 +8,8 @@ at the start of its lineage (set when the source was quantized, or was itself ma
 
 from __future__ import annotations
 
+import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,17 +33,19 @@ class QuantizeSetupError(ValueError):
 
 @dataclass(frozen=True)
 class QuantizeItem:
-    """One output file: ``src`` quantized to ``type_name`` at ``dst`` (written as ``dst + .part`` first)."""
+    """One output file: ``src`` quantized to ``type_name`` at ``dst``, written as ``dst.<run>.part`` first: a name
+    of this run's own, so two runs into one folder never write, rename or remove each other's file."""
 
     src: str
     dst: str
     type_name: str
     allow_requantize: bool
     metadata: dict[str, str] = field(default_factory=dict)
+    run_token: str = field(default_factory=lambda: f"{os.getpid()}-{secrets.token_hex(4)}")
 
     @property
     def part(self) -> str:
-        return self.dst + PART_SUFFIX
+        return f"{self.dst}.{self.run_token}{PART_SUFFIX}"
 
     def to_dict(self) -> dict[str, object]:
         return {"src": self.src, "dst": self.dst, "part": self.part, "type": self.type_name,
@@ -95,13 +99,14 @@ def plan_quantize(src: str | Path, types: list[str], out_dir: str | Path, *, all
         raise QuantizeSetupError(f"--out {out_dir}: not a folder")
     meta = lineage(facts.file_type, header_strings(src_path))
     items = []
+    run_token = f"{os.getpid()}-{secrets.token_hex(4)}"  # one per run: its outputs' .part names
     for name in types:
         dst = out / output_name(src_path, facts.file_type, name)
         if dst.resolve() == src_path.resolve():
             raise QuantizeSetupError(f"{dst}: is the source file; choose another --out folder")
         if dst.exists() and not force:
             raise QuantizeSetupError(f"{dst}: already exists (pass --force to overwrite it)")
-        items.append(QuantizeItem(str(src_path), str(dst), name, allow_requantize, meta))
+        items.append(QuantizeItem(str(src_path), str(dst), name, allow_requantize, meta, run_token))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -13,7 +13,7 @@ import pytest
 
 from app.model.facts_cache import cached_facts
 from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM, header_strings
-from app.quantize.plan import QUANT_TYPE_NAMES, QuantizeSetupError, lineage, output_name, parse_types
+from app.quantize.plan import QUANT_TYPE_NAMES, QuantizeSetupError, lineage, output_name, parse_types, plan_quantize
 from tests.cli_helpers import gguf_bench
 from tests.quant.ladder import LADDER_TYPES
 
@@ -95,7 +95,7 @@ def test_ctrl_c_keeps_finished_outputs_and_removes_the_half_written_one(tmp_path
                             stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 300
     try:  # interrupt while the second output is being written (the first is complete)
-        while not (list(out.glob("*.Q4_0.gguf")) and list(out.glob("*.Q8_0.gguf.part"))):
+        while not (list(out.glob("*.Q4_0.gguf")) and list(out.glob("*.Q8_0.gguf.*.part"))):
             assert proc.poll() is None and time.monotonic() < deadline, "quantize ended before it was interrupted"
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
@@ -108,3 +108,22 @@ def test_ctrl_c_keeps_finished_outputs_and_removes_the_half_written_one(tmp_path
                                                                              .removesuffix(".F16.gguf"))]
     assert cached_facts(next(out.iterdir())).file_type == "Q4_0"
     assert "cancelled" in stdout and "1 outputs kept" in stderr
+
+
+def test_two_runs_into_one_folder_never_touch_each_others_part_files(tmp_path: Path) -> None:
+    """Issue #29 case 3: interrupting run A removed run B's half-written ``.part`` file (both wrote ``dst.part``).
+    Each run's outputs now go through names of its own, and a run cleans up only what it made."""
+    from app.quantize.session import QuantizeSession
+    from tests.gguf_synth import write_synthetic_gguf
+
+    src = write_synthetic_gguf(tmp_path / "m.F16.gguf")
+    a = plan_quantize(src, ["q8_0"], tmp_path / "out")
+    b = plan_quantize(src, ["q8_0"], tmp_path / "out")
+    assert a[0].dst == b[0].dst and a[0].part != b[0].part
+    Path(a[0].part).write_bytes(b"A half-written")
+    Path(b[0].part).write_bytes(b"B half-written")
+    session = QuantizeSession(a, "run-a")
+    session.cancelled = True
+    session._cleanup()  # what A does after a Ctrl+C: A's own .part goes, B's stays
+    assert not Path(a[0].part).exists() and Path(b[0].part).read_bytes() == b"B half-written"
+    assert [r["status"] for r in session.rows] == ["cancelled"]
