@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -83,12 +84,24 @@ def _headers() -> dict[str, str]:
     return headers
 
 
-def _scrub(text: str) -> str:
-    """``text`` with the API key (if any) blanked out and cut to one short line."""
+#: ``Authorization: <scheme> <credentials>`` and ``Bearer <token>`` as a server may echo them back (any key).
+_CREDENTIALS = re.compile(r"(?i)(authorization\s*[:=]\s*)(\S+(?:\s+\S+)?)|(\bbearer\s+)(\S+)")
+
+
+def scrub_secrets(text: str) -> str:
+    """``text`` with the API key (if any) and every Authorization/Bearer credential blanked out: every string
+    that leaves this engine (errors, reason phrases, server messages) passes through here."""
     key = api_key()
     if key:
-        text = text.replace(key, "***")
-    text = " ".join(text.split())
+        for part in {key, *key.split()}:
+            if len(part) >= 4:
+                text = text.replace(part, "***")
+    return _CREDENTIALS.sub(lambda m: (m.group(1) or m.group(3)) + "***", text)
+
+
+def _scrub(text: str) -> str:
+    """``text`` without secrets (:func:`scrub_secrets`), cut to one short line."""
+    text = " ".join(scrub_secrets(text).split())
     return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
 
 
@@ -218,10 +231,14 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: C
         conn.request("POST", path, body=json.dumps(request_body(endpoint, prompt, max_tokens)), headers=_headers())
         resp = conn.getresponse()
         if resp.status != 200:
-            raise _Fail(f"HTTP {resp.status} {resp.reason}: {_scrub(resp.read(2048).decode('utf-8', 'replace'))}")
+            raise _Fail(f"HTTP {resp.status} {_scrub(str(resp.reason))}: "
+                        f"{_scrub(resp.read(2048).decode('utf-8', 'replace'))}")
         stream.read(resp, cancel)
     except _Fail as e:
         result.error = str(e)
+    except ValueError as e:  # http.client refuses a header value: the key holds a newline or a control character
+        result.error = ("the API key cannot be sent: it holds a newline or control character" if "header" in str(e)
+                        else f"bad request: {type(e).__name__}")
     except ConnectionRefusedError:
         result.error = f"connection refused by {endpoint.display}"
     except TimeoutError:
@@ -233,6 +250,7 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: C
         conn.close()
         if on_socket is not None:
             on_socket(None)
+    result.error = " ".join(scrub_secrets(result.error).split())  # the one boundary every error crosses, one line
     return result
 
 

@@ -3,7 +3,8 @@
 ``http://127.0.0.1:PORT/<mode>/v1`` streams ``/completions`` as ``mode`` says: ``usage`` (tokens and a usage
 chunk), ``nousage`` (no usage reported), ``slow`` (waits past the client's timeout), ``http500``, ``http429``,
 ``halfway`` (stops after three chunks), ``badjson`` and ``badline`` (malformed SSE), ``flaky`` (every other
-request answers 500), ``echoauth`` (401 quoting the Authorization header it got). Every stream is a few
+request answers 500), ``echoauth`` (401 quoting the Authorization header it got), ``echoreason`` (401 whose
+HTTP reason phrase quotes it). Every stream is a few
 lines long, and the server counts the requests in flight.
 """
 
@@ -42,6 +43,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, mode: str, body: dict) -> None:
         if mode == "flaky" and self.server.count % 2 == 0:
             mode = "http500"
+        if mode == "echoreason":
+            self.send_response(401, f"denied for {self.headers.get('Authorization', '')}")
+            self.end_headers()
+            return
         if mode in ("http500", "http429", "echoauth"):
             status = {"http500": 500, "http429": 429, "echoauth": 401}[mode]
             text = f"denied for {self.headers.get('Authorization', '')}" if mode == "echoauth" else "overloaded"

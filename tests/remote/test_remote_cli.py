@@ -91,3 +91,30 @@ def test_remote_columns_are_in_the_csv(server: FakeServer, tmp_path: Path) -> No
 def test_flags_that_do_not_fit_are_one_line_errors(args: list[str], message: str, tmp_path: Path) -> None:
     proc = gguf_bench("--store", str(tmp_path / "r.sqlite3"), "run", *args, timeout=30)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_key_echoed_in_the_reason_phrase_is_written_nowhere(server, tmp_path: Path,  # noqa: ANN001
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #29 case 2: a server whose HTTP reason phrase echoes the Authorization header put ``Bearer sk-…`` into
+    stderr, the CSV, the stored row and the gzipped event log. Everything written is searched for the key."""
+    import gzip
+
+    key = "sk-reason-echo-secret-5678"
+    monkeypatch.setenv("GGUF_BENCH_API_KEY", key)
+    data = Path(os.environ["GGUF_WORKBENCH_DATA_DIR"])
+    store = tmp_path / "r.sqlite3"
+    out = tmp_path / "rows.csv"
+    proc = gguf_bench("--store", str(store), "run", "--url", server.url("echoreason"), "--served-model", "fake",
+                      "-p", "8", "-n", "2", "-o", "csv", "--out", str(out), timeout=60)
+    assert proc.returncode == 1 and "HTTP 401" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    written = [proc.stdout, proc.stderr]
+    for p in [*tmp_path.rglob("*"), *data.rglob("*")]:
+        if p.is_file():
+            raw = p.read_bytes()
+            written.append((gzip.decompress(raw) if p.suffix == ".gz" else raw).decode("utf-8", "replace"))
+    assert len(written) > 3 and not any(key in w or "Bearer sk" in w for w in written)
+    monkeypatch.setenv("GGUF_BENCH_API_KEY", "sk-two\nlines")  # a key no HTTP header can carry: one line, no key
+    proc = gguf_bench("--store", str(store), "run", "--url", server.url("usage"), "--served-model", "fake",
+                      "-p", "8", "-n", "2", "-o", "csv", timeout=60)
+    assert "Traceback" not in proc.stderr and "sk-two" not in proc.stderr + proc.stdout, proc.stderr
+    assert "the API key cannot be sent" in proc.stderr
