@@ -81,6 +81,7 @@ vulkan_headers() {
   { apt-get "${apt_opts[@]}" update -qq &&
     (cd "$apt_dir" && apt-get "${apt_opts[@]}" download -qq libvulkan-dev spirv-headers); } ||
     { rm -rf "$apt_dir"; fail 3 "could not fetch Debian 13's libvulkan-dev and spirv-headers"; }
+  mkdir -p "$dir" || { rm -rf "$apt_dir"; fail 1 "cannot create $dir"; }  # a fresh machine has no cache folder
   for deb in "$apt_dir"/*.deb; do
     dpkg-deb -x "$deb" "$dir" || { rm -rf "$apt_dir"; fail 1 "dpkg-deb -x $deb failed"; }
   done
