@@ -92,14 +92,40 @@ def describe(entry: ModelEntry) -> ModelEntry:
                    architecture=facts.architecture, error="")
 
 
+def walk_files(root: Path, *, follow_links: bool = False,
+               skip_hidden: bool = False) -> Iterator[tuple[Path, list[str]]]:
+    """(folder, its file names) under ``root`` in name order, each folder once: a directory reached twice (a link
+    loop such as ``ln -s . again``, or two links to one folder) is not walked again, and with ``follow_links`` a link
+    to a folder is followed only when it stays inside ``root`` (a link to ``/`` is not). Unreadable folders are
+    skipped; ``skip_hidden`` leaves out folders whose names start with a dot."""
+    try:
+        top = root.resolve()
+    except (OSError, RuntimeError):
+        return
+    seen: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda _e: None, followlinks=follow_links):
+        here = Path(dirpath)
+        try:
+            st = here.stat()
+            real = here.resolve()
+        except (OSError, RuntimeError):
+            dirnames[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen or (real != top and top not in real.parents):
+            dirnames[:] = []  # walked already, or a link out of the root: neither it nor anything below it
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirnames[:] = sorted(d for d in dirnames if not (skip_hidden and d.startswith(".")))
+        yield here, filenames
+
+
 def _walk_gguf(root: Path, limit: int = MAX_FILES_PER_FOLDER) -> Iterator[Path]:
     """``*.gguf`` files under ``root`` (case-insensitive suffix, hidden folders skipped, later shards skipped)."""
     count = 0
-    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda _e: None, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    for dirpath, filenames in walk_files(root, skip_hidden=True):
         for fn in sorted(filenames):
             if fn.lower().endswith(".gguf") and not _LATER_SHARD.search(fn):
-                yield Path(dirpath) / fn
+                yield dirpath / fn
                 count += 1
                 if count >= limit:
                     return
@@ -138,10 +164,10 @@ def scan_hf_cache(hub: Path) -> list[ModelEntry]:
         for rev in sorted(snapshots.iterdir()):
             if not rev.is_dir():
                 continue
-            for dirpath, _dirs, files in os.walk(rev, followlinks=True):
+            for dirpath, files in walk_files(rev, follow_links=True):
                 for fn in sorted(files):
                     if fn.lower().endswith(".gguf") and not _LATER_SHARD.search(fn):
-                        link = Path(dirpath) / fn
+                        link = dirpath / fn
                         rel = link.relative_to(rev)
                         out.append(entry_for_file(link, "Hugging Face", name=f"{repo}/{rel}"))
     return out
@@ -177,7 +203,7 @@ def _ollama_names(manifests: Path) -> dict[str, str]:
     names: dict[str, str] = {}
     if not manifests.is_dir():
         return names
-    for path in sorted(manifests.rglob("*")):
+    for path in sorted(d / fn for d, files in walk_files(manifests) for fn in files):
         if not path.is_file():
             continue
         try:

@@ -1,0 +1,54 @@
+"""Issue #25: a fit of a GPU backend predicts that backend's rows. Small synthetic models measured for real on
+llama.cpp's Vulkan backend (lavapipe where there is no GPU) at -ngl 99 are fitted as calibration fits them; the fit
+is keyed by the rows' backend (``Vulkan,CPU``), and a fully offloaded row of a model it never saw gets its expected
+figures from it, through the one policy (app.predict.expected_sources)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.calibrate.synth_models import SynthShape, write_synth_model
+from app.model.facts_cache import cached_facts
+from app.predict.calibration_fit import fit_machine, samples_from_rows
+from app.predict.expected_sources import ExpectedSources
+from app.predict.hardware import HardwareContext
+from app.predict.profiles import cpu_profile, find_profile, load_profiles
+from app.predict.row_predictions import RowPredictor
+from tests.cli_helpers import gguf_bench
+
+pytestmark = pytest.mark.vulkan
+SHAPES = (SynthShape(256, 2, "F16", gqa=1), SynthShape(256, 6, "F16", gqa=4), SynthShape(512, 3, "F16", gqa=4),
+          SynthShape(512, 6, "F16", gqa=2))
+HELD_OUT = SynthShape(384, 4, "F16", arch="gemma")
+
+
+def _measure(models: list[Path]) -> list[dict[str, Any]]:
+    args = [a for m in models for a in ("-m", str(m))]
+    proc = gguf_bench("run", *args, "-p", "8,32", "-n", "4", "-d", "0,64", "-r", "1", "-t", "1", "-ngl", "99",
+                      "--no-store", "--no-predict", "-o", "json", timeout=1200)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_vulkan_fit_predicts_a_vulkan_row_of_a_model_it_never_saw(tmp_path: Path) -> None:
+    ladder = [write_synth_model(tmp_path / f"{s.name}.gguf", s) for s in SHAPES]
+    rows = _measure(ladder)
+    backends = {r["backends"] for r in rows}
+    assert backends == {"Vulkan,CPU"}, backends
+    fit = fit_machine(samples_from_rows(rows, lambda p: cached_facts(p)), cpu_info="cpu", gpu_info="lavapipe",
+                      build="test", created="2026-12-01")
+    assert "Vulkan,CPU" in fit.fits and "CPU" not in fit.fits
+    held_out = write_synth_model(tmp_path / f"{HELD_OUT.name}.gguf", HELD_OUT)
+    (row,) = [r for r in _measure([held_out]) if r["n_prompt"] == 32 and r["n_depth"] == 0]
+    gpu = find_profile("RTX 4060 Laptop", load_profiles())  # the figure comes from the fit, not the profile
+    cols = RowPredictor(HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu),
+                        ExpectedSources(machine_fit=fit))(row)
+    assert cols["calibrated_from"].startswith("fit of this machine"), cols["calibrated_from"]
+    for phase in ("decode", "prefill"):
+        expected, measured = cols[f"expected_{phase}_tps"], row[f"{phase}_tps"]
+        print(f"{phase}: expected {expected:.1f} tok/s, measured {measured:.1f} tok/s on {row['backends']}")
+        assert measured / 3 < expected < measured * 3, (phase, expected, measured)
