@@ -8,15 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def replace_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:
+def replace_atomically(path: str | Path, write: Callable[[Path], object], *, own_file: bool = False) -> Path:
     """Have ``write`` fill a temporary file beside ``path``, then rename it over ``path`` (never half a file).
 
-    A target that exists but is not a regular file (``/dev/full``, ``/dev/null``) is written in place. The new
+    A target that exists but is not a regular file (``/dev/full``, ``/dev/null``) is written in place, unless
+    ``own_file`` (a file the workbench keeps: a FIFO or device put there is replaced, never written into). The new
     file gets the usual permissions (0666 less the umask). OSError from ``write`` or the rename propagates, and
     the temporary file is removed.
     """
     target = Path(path)
-    if target.exists() and not target.is_file():
+    if not own_file and target.exists() and not target.is_file():
         write(target)
         return target
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -34,7 +35,7 @@ def replace_atomically(path: str | Path, write: Callable[[Path], object]) -> Pat
     return target
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
+def write_text_atomic(path: str | Path, text: str, *, own_file: bool = False) -> Path:
     """``text`` written to ``path`` through a temporary file and a rename (see :func:`replace_atomically`)."""
 
     def write(p: Path) -> None:
@@ -42,4 +43,4 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
             f.write(text)
             f.flush()
 
-    return replace_atomically(path, write)
+    return replace_atomically(path, write, own_file=own_file)

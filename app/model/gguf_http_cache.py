@@ -51,6 +51,6 @@ def save_cached_facts(url: str, etag: str, total_bytes: int, facts: ModelFacts) 
         path = _entry_path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
         entry = {"url": url, "etag": etag, "total_bytes": total_bytes, "facts": facts_to_dict(facts)}
-        write_text_atomic(path, json.dumps(entry))
+        write_text_atomic(path, json.dumps(entry), own_file=True)
     except (OSError, DataDirError, TypeError, ValueError):
         pass

@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from app.atomic import write_text_atomic
+from app.bounded_read import read_bounded_text
 from app.paths import data_dir
 from app.predict.calibration_fit import MachineFit
 from app.telemetry.llama_build import installed_gpu_backends
@@ -45,14 +46,14 @@ def save_fit(fit: MachineFit) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_file():  # copied, not moved: readers always find a whole fit at ``path``
         shutil.copy2(path, path.with_name(path.name + ".prev"))
-    return write_text_atomic(path, json.dumps(fit.to_json_dict(), indent=1))
+    return write_text_atomic(path, json.dumps(fit.to_json_dict(), indent=1), own_file=True)
 
 
 def load_fit(cpu_info: str, gpu_info: str, build: str | None = None) -> MachineFit | None:
     """The saved fit of this machine and build (default: the installed one), or None."""
     path = fit_path(cpu_info, gpu_info, build if build is not None else llama_build())
     try:
-        fit = MachineFit.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
+        fit = MachineFit.from_json_dict(json.loads(read_bounded_text(path)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return fit if (fit.cpu_info, fit.gpu_info) == (cpu_info, gpu_info) else None

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
 from app.paths import HARDWARE_PROFILES_DIR, REPO_ROOT, data_dir
 
 GIB = 1024**3
@@ -198,10 +199,13 @@ def load_profile_file(path: Path) -> list[HardwareProfile]:
     """Read and validate one TOML file of ``[[gpu]]`` tables."""
     where = _display_path(path)
     try:
-        with path.open("rb") as f:
-            doc = tomllib.load(f)
+        doc = tomllib.loads(read_bounded_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{where}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ProfileError(f"{where}: not UTF-8 text") from None
+    except (NotARegularFile, FileTooLarge) as exc:
+        raise ProfileError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
     except OSError as exc:
         raise ProfileError(f"{where}: cannot read: {exc.strerror}") from None
     extra = sorted(set(doc) - {"gpu"})

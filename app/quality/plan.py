@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded, read_bounded_text
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
@@ -54,7 +55,7 @@ class QualityPlan:
     def text(self) -> str:
         if self.text_source == DEFAULT_TEXT_SOURCE:
             return python_docs_text()
-        return Path(self.text_source).read_text(encoding="utf-8")
+        return read_bounded_text(self.text_source, MAX_TEXT_BYTES)
 
     def file_columns(self, index: int) -> dict[str, Any]:
         """The columns of a row that come from the files' headers (identity, type, size, lineage, reference)."""
@@ -78,11 +79,16 @@ def _facts(path: str) -> ModelFacts:
         raise QualitySetupError(str(e)) from None
 
 
+#: The most text ``--text`` reads (a budget of MAX tokens needs far less; 64 MiB is about 16 million tokens).
+MAX_TEXT_BYTES = 64 << 20
+
+
 def _check_text(text: str) -> str:
     p = Path(text).expanduser()
     try:
-        with open(p, encoding="utf-8") as f:
-            sample = f.read(1 << 16)
+        sample = read_bounded(p, MAX_TEXT_BYTES).decode("utf-8")  # the whole text: an invalid byte anywhere is found
+    except (NotARegularFile, FileTooLarge) as e:
+        raise QualitySetupError(f"--text {text}: {str(e).split(': ', 1)[-1]}") from None
     except (OSError, UnicodeDecodeError) as e:
         cause = e.strerror if isinstance(e, OSError) and e.strerror else e.__class__.__name__
         raise QualitySetupError(f"--text {text}: cannot read it as UTF-8 text ({cause})") from None

@@ -90,4 +90,4 @@ class PendingRows:
         """Writes claimed by ``take`` that could not be replayed go back, ahead of any appended since."""
         later = self.path.read_text(encoding="utf-8") if self.path.is_file() else ""
         text = "".join(json.dumps(w, ensure_ascii=False) + "\n" for w in writes) + later
-        write_text_atomic(self.path, text)
+        write_text_atomic(self.path, text, own_file=True)

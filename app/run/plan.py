@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
 from app.run.params import (
     LIST_PARAMS,
     MAX_TESTS,
@@ -197,11 +198,15 @@ def load_sweep_preset(path: str | Path) -> SweepSpec:
     """
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        if p.is_dir():
+            raise IsADirectoryError(p)
+        data = tomllib.loads(read_bounded_text(p))
     except FileNotFoundError:
         raise PlanError(f"{p}: sweep preset not found") from None
     except IsADirectoryError:
         raise PlanError(f"{p}: is a directory, not a sweep file") from None
+    except (NotARegularFile, FileTooLarge) as e:
+        raise PlanError(f"{e} (a sweep preset is a TOML file)") from None
     except OSError as e:
         raise PlanError(f"{p}: cannot read ({e.strerror or e})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.atomic import write_text_atomic
+from app.bounded_read import read_bounded_text
 from app.paths import data_dir
 from app.telemetry.host import machine_facts
 
@@ -90,7 +91,7 @@ def _cache_path() -> Path:
 
 def _read_cache(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_bounded_text(path))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS or not isinstance(
@@ -172,5 +173,5 @@ def save_probe(probe: CpuProbe, key: str | None = None) -> Path:
         entry.pop("cached", None)
         entry["best_seen"] = best
         data["probes"][key] = entry
-        write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True))
+        write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True), own_file=True)
     return path

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app.atomic import write_text_atomic
+from app.bounded_read import read_bounded_text
 from app.paths import REPO_ROOT, data_dir
 from app.telemetry.cpu_features import CPUINFO, cpuinfo_flags
 from app.telemetry.host import cpu_model
@@ -148,7 +149,7 @@ def verdict_path() -> Path:
 
 def _read_all(path: Path) -> dict[str, dict[str, object]]:
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = json.loads(read_bounded_text(path))
     except (OSError, ValueError, UnicodeDecodeError):
         return {}
     if not isinstance(d, dict) or d.get("version") != FORMAT_VERSION or not isinstance(d.get("verdicts"), dict):
@@ -190,7 +191,7 @@ def _save(path: Path, verdict: RepackVerdict) -> None:
     verdicts = _read_all(path)
     verdicts[verdict.key] = verdict.to_json_dict()
     try:
-        write_text_atomic(path, json.dumps({"version": FORMAT_VERSION, "verdicts": verdicts}, indent=1))
+        write_text_atomic(path, json.dumps({"version": FORMAT_VERSION, "verdicts": verdicts}, indent=1), own_file=True)
     except OSError:
         pass
 

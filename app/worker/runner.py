@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
 from app.results import stats
 from app.results.phases import summarise_phases
 from app.run.events import (
@@ -48,6 +48,8 @@ from engines.base import (
 
 Emit = Callable[[Event], None]
 WARMUP_MAX_GEN = 16
+#: A prompt file's bytes at most (a prompt of MAX_TOKENS tokens is far smaller).
+MAX_PROMPT_FILE_BYTES = 256 << 20
 #: Status of a row cut short by a cancel: the repetitions timed before it, summarised as usual.
 PARTIAL = "partial"
 
@@ -177,7 +179,9 @@ class Runner:
             return None
         if test.prompt_file not in self._prompt_cache:
             try:
-                text = Path(test.prompt_file).read_text(encoding="utf-8")
+                text = read_bounded_text(test.prompt_file, MAX_PROMPT_FILE_BYTES)  # a FIFO would block the worker
+            except (NotARegularFile, FileTooLarge) as e:
+                raise InputError(str(e)) from None
             except (OSError, UnicodeDecodeError) as e:
                 raise InputError(f"{test.prompt_file}: cannot read prompt file ({e.__class__.__name__})") from None
             toks = self.engine.tokenize(text)

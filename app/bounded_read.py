@@ -1,0 +1,68 @@
+"""Reading a file given from outside: a regular file only, and a bounded number of bytes.
+
+A FIFO, a device or a socket where a file is expected would block ``open()`` until a writer comes, or stream without
+end (``/dev/zero``); a huge file would be read whole into memory. :func:`read_bounded` checks the path before it is
+opened (``stat``: never blocks), opens it without blocking, checks the opened file again (it may have been swapped)
+and reads at most ``max_bytes``, so every such read ends in bounded time and memory, or fails with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+#: TOML presets and profiles, JSON records (probe, fits, verdicts): far above any real one.
+MAX_SMALL_FILE_BYTES = 16 << 20
+
+
+class NotARegularFile(OSError):
+    """The path is a FIFO, a device, a socket or a folder where a regular file is expected; str() names it."""
+
+
+class FileTooLarge(OSError):
+    """The file holds more bytes than its reader takes; str() names it and both sizes."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (links followed), at most ``max_bytes`` of them.
+
+    Raises NotARegularFile, FileTooLarge, or the OSError of the failed call (FileNotFoundError, PermissionError…).
+    """
+    p = Path(path)
+    mode = os.stat(p).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotARegularFile(f"{p}: is {_kind(mode)}, not a regular file")
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped for something else between the two looks
+            raise NotARegularFile(f"{p}: is {_kind(st.st_mode)}, not a regular file")
+        if st.st_size > max_bytes:
+            raise FileTooLarge(f"{p}: {st.st_size:,} bytes, more than the {max_bytes:,} this reads")
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > max_bytes:  # it grew while being read
+            raise FileTooLarge(f"{p}: more than the {max_bytes:,} bytes this reads")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_bounded_text(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_BYTES) -> str:
+    """:func:`read_bounded`, decoded as UTF-8 (UnicodeDecodeError when it is not)."""
+    return read_bounded(path, max_bytes).decode("utf-8")
