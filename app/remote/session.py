@@ -77,6 +77,11 @@ class RemoteSpec:
                 for p in self.n_prompt for n in self.n_gen for c in self.concurrency]
 
 
+#: A common English word is one to three tokens in any tokenizer: a server count outside ×/÷ this many per word is
+#: not believed, and a prompt never has more than this many words per token asked (nor fewer than 1 / this).
+WORDS_PER_TOKEN_BOUND = 4
+
+
 class PromptMaker:
     """Prompts of a given token count: seeded random common words, a different text for every request (so no
     server-side prefix cache can fake a fast TTFT), sized with the server's tokenizer where it offers one."""
@@ -94,14 +99,15 @@ class PromptMaker:
         """(words for ``n_tokens`` tokens, how the count was checked: ``tokenize`` or ``approximate``)."""
         if n_tokens not in self._sized:
             words, how = n_tokens, "approximate"
+            low, high = max(1, n_tokens // WORDS_PER_TOKEN_BOUND), n_tokens * WORDS_PER_TOKEN_BOUND
             for _ in range(3):
                 counted = count_tokens(self.endpoint, self.text(words, -1))
-                if counted is None or counted <= 0:
-                    break
+                if counted is None or not words / WORDS_PER_TOKEN_BOUND <= counted <= words * WORDS_PER_TOKEN_BOUND:
+                    break  # no count, or one no tokenizer gives for common words: the server is not believed
                 how = "tokenize"
                 if counted == n_tokens:
                     break
-                words = max(1, round(words * n_tokens / counted))
+                words = min(high, max(low, round(words * n_tokens / counted)))
             self._sized[n_tokens] = (words, how)
         return self._sized[n_tokens]
 

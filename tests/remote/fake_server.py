@@ -4,8 +4,8 @@
 chunk), ``nousage`` (no usage reported), ``slow`` (waits past the client's timeout), ``http500``, ``http429``,
 ``halfway`` (stops after three chunks), ``badjson`` and ``badline`` (malformed SSE), ``flaky`` (every other
 request answers 500), ``echoauth`` (401 quoting the Authorization header it got), ``echoreason`` (401 whose
-HTTP reason phrase quotes it). Every stream is a few
-lines long, and the server counts the requests in flight.
+HTTP reason phrase quotes it), ``countone`` (a tokenize route that counts every text as one token). Every
+stream is a few lines long, and the server counts the requests in flight.
 """
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.leave()
 
     def _answer(self, mode: str, body: dict) -> None:
+        if mode == "countone" and "tokenize" in self.path:  # a tokenize route that says every text is one token
+            payload = json.dumps({"count": 1}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
         if mode == "flaky" and self.server.count % 2 == 0:
             mode = "http500"
         if mode == "echoreason":

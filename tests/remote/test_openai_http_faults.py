@@ -122,3 +122,15 @@ def test_cancel_cuts_the_streams_in_flight(server: FakeServer) -> None:
     results = load.run()
     assert time.monotonic() - t0 < 1.2  # the server sleeps 1.5 s before its first token
     assert len(results) == 2 and [r.error for r in results] == ["cancelled"] * 2  # nothing more was sent
+
+
+def test_a_tokenize_route_that_lies_cannot_grow_the_prompt(server: FakeServer) -> None:
+    """Issue #29 case 5: a /tokenize route answering {"count": 1} made the prompt builder scale the prompt by the
+    asked length three times over (512³ words: requests of over 600 MB). A count no tokenizer gives for common words
+    is not believed, and a prompt stays within a few words per token asked."""
+    from app.remote.session import WORDS_PER_TOKEN_BOUND, PromptMaker
+
+    maker = PromptMaker(Endpoint(server.url("countone"), "fake"))
+    words, how = maker.size(512)
+    assert words <= 512 * WORDS_PER_TOKEN_BOUND and how == "approximate"
+    assert len(maker.text(words, 0)) < 512 * WORDS_PER_TOKEN_BOUND * 16
