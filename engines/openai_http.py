@@ -144,6 +144,10 @@ def request_body(endpoint: Endpoint, prompt: str, max_tokens: int) -> dict[str, 
     return body
 
 
+#: One SSE line at most (a chunk of a few tokens is under 1 KiB).
+MAX_SSE_LINE_BYTES = 1 << 20
+
+
 class _Stream:
     """Reads one SSE response into a RequestResult."""
 
@@ -157,7 +161,9 @@ class _Stream:
                 raise _Fail("cancelled")
             if self.clock() > self.deadline_ns:
                 raise _Fail("timed out: the whole request took too long")
-            raw = resp.readline()
+            raw = resp.readline(MAX_SSE_LINE_BYTES + 1)
+            if len(raw) > MAX_SSE_LINE_BYTES:
+                raise _Fail(f"an SSE line longer than {MAX_SSE_LINE_BYTES:,} bytes")
             if not raw:
                 if cancel is not None and cancel.is_set():
                     raise _Fail("cancelled")
@@ -219,10 +225,29 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: C
     ``on_socket`` is told the connected socket (and None when done), so another thread can cut the stream.
     """
     result = RequestResult(start_ns=clock())
-    stream = _Stream(result, endpoint.chat, clock, result.start_ns + int(endpoint.timeout_s * 10 * 1e9))
+    total_s = endpoint.timeout_s * 10  # the whole request, however the server trickles its bytes
+    stream = _Stream(result, endpoint.chat, clock, result.start_ns + int(total_s * 1e9))
     conn = endpoint._connection()
+    overdue = threading.Event()
+    held: list[socket.socket] = []  # the connected socket (http.client drops conn.sock once the response owns it)
+
+    def cut() -> None:  # the deadline: a server sending a byte before each socket timeout cannot hold us longer
+        overdue.set()
+        for sock in held:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    deadline = threading.Timer(total_s, cut)
+    deadline.daemon = True
+    deadline.start()
     try:
         conn.connect()
+        if conn.sock is not None:
+            held.append(conn.sock)
+            if overdue.is_set():
+                cut()
         if on_socket is not None and conn.sock is not None:
             on_socket(conn.sock)
         if cancel is not None and cancel.is_set():
@@ -246,10 +271,13 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: C
     except (OSError, http.client.HTTPException) as e:
         result.error = f"connection error: {_scrub(type(e).__name__ + ' ' + str(e))}"
     finally:
+        deadline.cancel()
         result.end_ns = clock()
         conn.close()
         if on_socket is not None:
             on_socket(None)
+    if overdue.is_set() and result.error:
+        result.error = f"timed out: the whole request took more than {total_s:g} s"
     result.error = " ".join(scrub_secrets(result.error).split())  # the one boundary every error crosses, one line
     return result
 

@@ -49,6 +49,43 @@ class RemoteOptions:
     retries: int = 3  # after the first try, for 5xx, 429, timeouts, resets and truncated bodies
     backoff_s: float = 0.5  # doubled after each retry
     use_cache: bool = True
+    deadline_s: float = 180.0  # the whole read (every shard, every retry), whatever the server trickles
+    max_requests: int = 256  # in all: a server answering each range with one byte ends here, not after a million
+
+
+#: More shards than any published split model has (the largest have tens): a file name saying more is refused.
+MAX_SHARDS = 512
+
+
+@dataclass
+class _Budget:
+    """What one remote read may still spend, shared by every shard: bytes (the header cap counts once, not once per
+    shard), requests, and time."""
+
+    opts: RemoteOptions
+    url: str
+    bytes_used: int = 0
+    requests: int = 0
+    deadline: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.opts.deadline_s
+
+    def spend_request(self) -> float:
+        """Count one request; the socket timeout it may use (never past the deadline)."""
+        self.requests += 1
+        if self.requests > self.opts.max_requests:
+            raise RemoteGGUFError(self.url, f"more than {self.opts.max_requests} requests for one header (the server "
+                                            "answers with tiny pieces)")
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise RemoteGGUFError(self.url, f"the header read took more than {self.opts.deadline_s:g} s")
+        return min(self.opts.timeout_s, left)
+
+    def spend_bytes(self, n: int) -> None:
+        self.bytes_used += n
+        if time.monotonic() > self.deadline:
+            raise RemoteGGUFError(self.url, f"the header read took more than {self.opts.deadline_s:g} s")
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
@@ -83,6 +120,8 @@ def split_urls(url: str) -> list[str]:
     n = int(m.group(2))
     if n < 1:
         raise RemoteGGUFError(url, "split file name says 0 shards")
+    if n > MAX_SHARDS:
+        raise RemoteGGUFError(url, f"split file name says {n:,} shards (at most {MAX_SHARDS} are read)")
     stem = parts.path[: m.start()]
     return [urllib.parse.urlunsplit(parts._replace(path=f"{stem}-{i:05d}-of-{n:05d}.gguf")) for i in range(1, n + 1)]
 
@@ -110,9 +149,10 @@ class RemoteFile:
     """One remote file's leading bytes, fetched on demand: ranges when the server honours them, else a capped
     prefix of its single 200 response."""
 
-    def __init__(self, url: str, opts: RemoteOptions) -> None:
+    def __init__(self, url: str, opts: RemoteOptions, budget: _Budget | None = None) -> None:
         self.url = url
         self.opts = opts
+        self.budget = budget if budget is not None else _Budget(opts, url)
         self.buf = bytearray()
         self.total_bytes = -1
         self.etag = ""
@@ -126,15 +166,21 @@ class RemoteFile:
 
     def prefix(self, n_bytes: int) -> bytes:
         """The first ``min(n_bytes, file size)`` bytes; RemoteGGUFError past the cap or when the server fails."""
-        if n_bytes > self.opts.max_header_bytes:
+        if n_bytes > self.opts.max_header_bytes or (
+                self.budget.bytes_used + max(0, n_bytes - len(self.buf)) > self.opts.max_header_bytes):
             raise RemoteGGUFError(self.url, self._cap_cause())
         if self.total_bytes >= 0:
             n_bytes = min(n_bytes, self.total_bytes)
-        if len(self.buf) < n_bytes:
+        while len(self.buf) < n_bytes:  # a server may answer a range with less than asked: ask for the rest
+            had = len(self.buf)
             if self._stream is not None:
                 self._read_stream(n_bytes)
             else:
-                self._with_retries(lambda: self._fetch(len(self.buf), n_bytes))
+                self._with_retries(lambda end=n_bytes: self._fetch(len(self.buf), end))
+            if self.total_bytes >= 0:
+                n_bytes = min(n_bytes, self.total_bytes)
+            if len(self.buf) == had or self._stream is not None:
+                break
         return bytes(self.buf[:n_bytes])
 
     def _cap_cause(self) -> str:
@@ -169,7 +215,8 @@ class RemoteFile:
     def _fetch(self, start: int, end: int) -> None:
         """One GET of bytes [start, end); a 200 answer turns this file into a capped stream."""
         try:
-            resp = urllib.request.urlopen(self._request(start, end), timeout=self.opts.timeout_s)  # noqa: S310
+            timeout_s = self.budget.spend_request()
+            resp = urllib.request.urlopen(self._request(start, end), timeout=timeout_s)  # noqa: S310
         except urllib.error.HTTPError as exc:
             if exc.code >= 500 or exc.code == 429:
                 raise _Retry(f"HTTP {exc.code} {exc.reason}") from None
@@ -202,23 +249,42 @@ class RemoteFile:
                                             f"Content-Range {resp.headers.get('Content-Range')!r})")
         if m.group(3) != "*":
             self.total_bytes = int(m.group(3))
-        expected = int(m.group(2)) - start + 1
+        expected = min(int(m.group(2)) - start + 1, end - start)  # never more than asked, whatever the server says
+        if expected <= 0:
+            raise RemoteGGUFError(self.url, f"unexpected answer to a range request (Content-Range "
+                                            f"{resp.headers.get('Content-Range')!r})")
         try:
-            data = resp.read(expected)
+            data = self._read_up_to(resp, expected)
         except http.client.IncompleteRead as exc:
             data = exc.partial
         except (TimeoutError, OSError) as exc:
             raise _Retry(f"response cut off ({exc})") from None
         if len(data) < expected:
             raise _Retry(f"response truncated: {len(data):,} of {expected:,} bytes at byte {start:,}")
+        self.budget.spend_bytes(len(data))
         self.buf += data
+
+    def _read_up_to(self, resp: http.client.HTTPResponse, n_bytes: int) -> bytes:
+        """At most ``n_bytes`` of ``resp``'s body, read as it comes: a server that trickles stops at the read's
+        deadline, not when the socket idles (each byte in time would keep a plain read() going for ever)."""
+        chunks, got = [], 0
+        while got < n_bytes:
+            if time.monotonic() > self.budget.deadline:
+                raise RemoteGGUFError(self.url, f"the header read took more than {self.opts.deadline_s:g} s")
+            chunk = resp.read1(min(n_bytes - got, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
 
     def _read_stream(self, n_bytes: int) -> None:
         """Read more of a 200 answer, up to ``n_bytes`` in all (never past the cap: prefix() checks it)."""
         assert self._stream is not None
         want = n_bytes - len(self.buf)
         try:
-            data = self._stream.read(want)
+            data = self._read_up_to(self._stream, want)
+            self.budget.spend_bytes(len(data))
         except http.client.IncompleteRead as exc:
             data = exc.partial
         except (TimeoutError, OSError) as exc:
@@ -281,7 +347,8 @@ def remote_facts(url: str, opts: RemoteOptions | None = None) -> ModelFacts:
     opts = opts or RemoteOptions()
     check_url(url)
     urls = split_urls(url)
-    files = [RemoteFile(u, opts) for u in urls]
+    budget = _Budget(opts, url)  # one for every shard: bytes, requests and time
+    files = [RemoteFile(u, opts, budget) for u in urls]
     try:
         first = files[0]
         _check_start(first.url, first.prefix(opts.first_read_bytes))

@@ -16,7 +16,9 @@ from pathlib import Path
 @dataclass
 class ServerState:
     files: dict[str, Path]
-    mode: str = "range"  # range | norange | truncate | flaky | stall
+    #: range | norange | truncate | flaky | stall | hugerange (claims a 1 TB range, sends without end) | onebyte
+    #: (answers every range with one byte) | trickle (sends one byte every 0.2 s)
+    mode: str = "range"
     fail_first: int = 0  # flaky: answer 500 this many times first; stall: answer 1 s late
     requests: int = 0
     bytes_sent: int = 0
@@ -41,6 +43,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.bytes_sent += len(body)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _hostile(self, path: Path, start: int, size: int) -> None:
+        st = self.state
+        end = start if st.mode == "onebyte" else 10**12 - 1
+        self.state.statuses.append(206)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size if st.mode != 'hugerange' else 10**12}")
+        if st.mode == "onebyte":
+            self.send_header("Content-Length", "1")
+        self.end_headers()
+        try:
+            for chunk in _hostile_body(path, start, st.mode):
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                st.bytes_sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         st = self.state
@@ -67,6 +87,9 @@ class _Handler(BaseHTTPRequestHandler):
         size = path.stat().st_size
         etag = f'"{size}-{path.stat().st_mtime_ns}"'
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        if st.mode in ("hugerange", "onebyte", "trickle") and m:
+            self._hostile(path, int(m.group(1)), size)
+            return
         if st.mode == "norange" or not m:
             self._send(200, {"Content-Length": str(size), "ETag": etag}, path.read_bytes())
             return
@@ -81,6 +104,20 @@ class _Handler(BaseHTTPRequestHandler):
             body = body[: len(body) // 2]  # promise the whole range, send half, close
             self.close_connection = True
         self._send(206, headers, body)
+
+
+def _hostile_body(path: Path, start: int, mode: str) -> Iterator[bytes]:
+    data = path.read_bytes()
+    if mode == "onebyte":
+        yield data[start : start + 1]
+    elif mode == "trickle":
+        for i in range(start, min(start + 50, len(data))):  # bounded: the test's deadline comes first
+            yield data[i : i + 1]
+            time.sleep(0.2)
+    else:  # hugerange: the file, then zeros, at most 64 MiB in all
+        yield data[start:]
+        for _ in range(64):
+            yield bytes(1 << 20)
 
 
 @contextmanager

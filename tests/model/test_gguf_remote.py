@@ -180,3 +180,49 @@ def test_timeouts_are_retried(make_gguf: Callable[..., Path]) -> None:
     with serve({"/f.gguf": make_gguf()}, mode="stall", fail_first=1) as (base, state):
         facts = remote_facts(f"{base}/f.gguf", RemoteOptions(timeout_s=0.3, backoff_s=0.01, use_cache=False))
     assert facts.n_layer == 2 and state.requests == 2
+
+
+def test_hostile_servers_cannot_set_the_memory_or_the_time(make_gguf: Callable[..., Path]) -> None:
+    """Issue #29 cases 7 and 8: a huge Content-Range (a MemoryError traceback, or GBs with an endless body), a server
+    answering every range with one byte (one request per byte), one trickling a byte at a time (waiting for ever):
+    each now ends within the read's own bounds, with one line."""
+    import resource
+    import time
+
+    path = make_gguf("m.gguf", n_layer=4)
+    opts = RemoteOptions(backoff_s=0.01, use_cache=False, retries=0, deadline_s=3.0, timeout_s=2.0,
+                         max_header_bytes=4 << 20)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for mode, says in (("hugerange", ""), ("onebyte", "requests for one header"), ("trickle", "took more than 3 s")):
+        with serve({"/m.gguf": path}, mode=mode) as (base, state):
+            t0 = time.monotonic()
+            try:
+                facts = remote_facts(f"{base}/m.gguf", opts)
+            except RemoteGGUFError as e:
+                assert says in str(e) and "\n" not in str(e), (mode, str(e))
+            else:
+                assert mode == "hugerange" and facts.n_layer == 4  # it asked for what it needed and read only that
+            assert time.monotonic() - t0 < opts.deadline_s + opts.timeout_s + 2, mode
+            assert state.requests <= opts.max_requests + 1, mode
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before < 200 * 1024  # KiB: under 200 MiB more
+
+
+def test_split_names_cannot_multiply_the_requests_or_the_cap(make_gguf: Callable[..., Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(RemoteGGUFError, match="99,999 shards"):
+        remote_facts("http://127.0.0.1:9/m-00001-of-99999.gguf", FAST)
+
+    class SplitWriter(gguf.GGUFWriter):
+        def __init__(self, p: object, arch: str) -> None:
+            super().__init__(p, arch, split_max_tensors=14)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gguf, "GGUFWriter", SplitWriter)
+    make_gguf("split.gguf", n_layer=4)
+    shards = sorted(make_gguf("x.gguf").parent.glob("split-0000*-of-*.gguf"))
+    one_header = max(p.stat().st_size for p in shards)
+    cap = RemoteOptions(backoff_s=0.01, use_cache=False, first_read_bytes=one_header,
+                        max_header_bytes=int(one_header * 1.5))  # one shard's header fits, three do not
+    with serve({f"/{p.name}": p for p in shards}) as (base, state):
+        with pytest.raises(RemoteGGUFError, match="header"):
+            remote_facts(f"{base}/{shards[0].name}", cap)
+        assert state.bytes_sent <= cap.max_header_bytes + one_header

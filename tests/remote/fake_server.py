@@ -4,8 +4,8 @@
 chunk), ``nousage`` (no usage reported), ``slow`` (waits past the client's timeout), ``http500``, ``http429``,
 ``halfway`` (stops after three chunks), ``badjson`` and ``badline`` (malformed SSE), ``flaky`` (every other
 request answers 500), ``echoauth`` (401 quoting the Authorization header it got), ``echoreason`` (401 whose
-HTTP reason phrase quotes it), ``countone`` (a tokenize route that counts every text as one token). Every
-stream is a few lines long, and the server counts the requests in flight.
+HTTP reason phrase quotes it), ``countone`` (a tokenize route that counts every text as one token), ``trickle``
+(a byte every 0.3 s). Every stream is a few lines long, and the server counts the requests in flight.
 """
 
 from __future__ import annotations
@@ -67,6 +67,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if mode == "slow":
             time.sleep(1.5)
+        if mode == "trickle":  # one byte every 0.3 s, never a whole line: each byte comes before a 1 s timeout
+            try:
+                for _ in range(100):
+                    self.wfile.write(b"d")
+                    self.wfile.flush()
+                    time.sleep(0.3)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         n = min(int(body.get("max_tokens", N_TOKENS)), N_TOKENS)
         for i in range(n):
             if mode == "halfway" and i == 3:

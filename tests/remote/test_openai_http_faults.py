@@ -134,3 +134,15 @@ def test_a_tokenize_route_that_lies_cannot_grow_the_prompt(server: FakeServer) -
     words, how = maker.size(512)
     assert words <= 512 * WORDS_PER_TOKEN_BOUND and how == "approximate"
     assert len(maker.text(words, 0)) < 512 * WORDS_PER_TOKEN_BOUND * 16
+
+
+def test_a_server_that_trickles_bytes_is_cut_at_the_requests_deadline(server: FakeServer) -> None:
+    """Issue #29 case 8: one byte every 1.5 s kept ``run --url --request-timeout 2`` waiting for ever (each byte
+    came before the socket timeout, and no line ever ended). The whole request now has a deadline."""
+    import time
+
+    t0 = time.monotonic()
+    r = stream_request(Endpoint(server.url("trickle"), "fake", timeout_s=0.5), "p", N_TOKENS)
+    took = time.monotonic() - t0
+    assert r.error.startswith("timed out: the whole request took more than 5 s"), r.error
+    assert took < 8, took
