@@ -21,6 +21,8 @@ from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestF
 Emit = Callable[[Event], None]
 #: Characters of text tokenized per token wanted (English prose and docs run at about 4 per token).
 CHARS_PER_TOKEN_BOUND = 8
+#: Characters of the text every file must tokenize exactly as the reference does.
+TOKENIZER_SAMPLE_CHARS = 4096
 
 
 def _now() -> int:
@@ -54,6 +56,8 @@ class QualityJob:
         self.ref_logp: np.memmap | None = None
         self.ref_top: np.ndarray | None = None
         self.n_vocab = 0
+        self.sample_text = ""
+        self.sample_tokens: list[int] = []
 
     def request_cancel(self) -> None:
         self.cancel_requested = True
@@ -107,6 +111,9 @@ class QualityJob:
             elif loaded.n_vocab != self.n_vocab:
                 raise QualityError(f"vocabulary of {loaded.n_vocab} tokens, the reference has {self.n_vocab}: "
                                    "not the same model")
+            elif engine.tokenize(self.sample_text) != self.sample_tokens:
+                raise QualityError("its tokenizer splits the text differently from the reference's (same vocabulary "
+                                   "size, other tokens): not the same model")
             acc, eval_s = self._chunks(engine, index, is_ref)
         finally:
             engine.close()
@@ -121,6 +128,9 @@ class QualityJob:
         with open(self.text_path, encoding="utf-8") as f:
             text = f.read(self.n_tokens * CHARS_PER_TOKEN_BOUND + 4096)
         tokens = engine.tokenize(text)
+        # every other file must split this sample into the same tokens: a vocabulary of the same size is not enough
+        self.sample_text = text[:TOKENIZER_SAMPLE_CHARS]
+        self.sample_tokens = engine.tokenize(self.sample_text)
         n_chunks = min(len(tokens) // self.n_ctx, max(1, self.n_tokens // self.n_ctx))
         if n_chunks < 1:
             raise QualityError(f"the text gives {len(tokens)} tokens; one chunk needs {self.n_ctx} (--ctx)")

@@ -73,3 +73,27 @@ def test_scratch_space_is_checked_up_front(pair: tuple[Path, Path], monkeypatch:
 def shutil_usage(free: int) -> SimpleNamespace:
     """What the plan reads of shutil.disk_usage: the free bytes."""
     return SimpleNamespace(free=free)
+
+
+def test_two_models_with_the_same_vocabulary_size_but_other_tokens_are_not_compared(tmp_path: Path) -> None:
+    """Issue #29 case 10: only the vocabulary's size was compared, so two different models with 32,000 tokens each
+    (Llama 2 and Mistral) were scored against each other as ok. The files must tokenize the text alike."""
+    import json
+
+    from tests.cli_helpers import gguf_bench
+    from tests.gguf_synth import write_synthetic_gguf
+
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "runs"]
+    ref = write_synthetic_gguf(tmp_path / "ref.gguf", n_vocab=300, tensor_dtype="F16")
+    # the same 300 tokens, the byte tokens in another order: the same text gets other token ids
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in reversed(range(256)))]
+    tokens += [f"\u2581tok{i}" for i in range(len(tokens), 300)]
+    other = write_synthetic_gguf(tmp_path / "other.gguf", n_vocab=300, tensor_dtype="F16",
+                                 extra_kv={"tokenizer.ggml.tokens": tokens})
+    text = tmp_path / "t.txt"
+    text.write_text(" ".join(words * 200))
+    proc = gguf_bench("quality", "-m", str(ref), "-m", str(other), "--ref", str(ref), "--text", str(text),
+                      "--tokens", "128", "--ctx", "64", "-t", "1", "--no-store", "-o", "json", timeout=300)
+    rows = {Path(r["model_path"]).name: r for r in json.loads(proc.stdout)}
+    assert rows["ref.gguf"]["status"] == "ok", proc.stderr
+    assert rows["other.gguf"]["status"] == "failed" and "tokenizer" in rows["other.gguf"]["error"], rows
