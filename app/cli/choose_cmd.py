@@ -8,8 +8,10 @@ import sys
 
 from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
 from app.choose.verdicts import NOT_MEASURED, FileChoice
+from app.cli.arg_types import count, finite
 from app.cli.errors import EXIT_OK, UserError
 from app.cli.url_options import add_url_options, max_header_bytes
+from app.run.params import MAX_TOKENS
 
 _FIT = {"fits": "fits", "partial": "partial", "does_not_fit": "no fit"}
 
@@ -18,12 +20,14 @@ def add_choose_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     p = sub.add_parser("choose", help="which quantization to run on a GPU at a context (files, folders or URLs)")
     p.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_URL")
     p.add_argument("--hw", help='GPU profile, e.g. "RTX 4060 Laptop" (default: this machine)')
-    p.add_argument("--ctx", type=int, default=8192, help="context the file must hold (tokens, default 8192)")
-    p.add_argument("--min-decode-tps", type=float, help="speed floor: decode tok/s at that context")
-    p.add_argument("--max-kld", type=float, help="quality floor: the largest mean KLD accepted (where measured)")
-    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int,
+    p.add_argument("--ctx", type=count(1, MAX_TOKENS), default=8192,
+                   help="context the file must hold (tokens, default 8192)")
+    p.add_argument("--min-decode-tps", type=finite(0.0), help="speed floor: decode tok/s at that context")
+    p.add_argument("--max-kld", type=finite(0.0), help="quality floor: the largest mean KLD accepted (where measured)")
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=count(1, MAX_TOKENS),
                    help="prompt tokens for the TTFT (default: the context less the generated tokens)")
-    p.add_argument("-n", "--n-gen", dest="n_gen", type=int, default=128, help="generated tokens (default 128)")
+    p.add_argument("-n", "--n-gen", dest="n_gen", type=count(0, MAX_TOKENS), default=128,
+                   help="generated tokens (default 128)")
     add_url_options(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_choose)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from app.cli.arg_types import count
 from app.cli.calibrate_cmd import add_calibrate_parser
 from app.cli.choose_cmd import add_choose_parser
 from app.cli.doctor_cmd import add_doctor_parser
@@ -24,7 +25,17 @@ from app.paths import DataDirError
 from app.predict.profiles import ProfileError
 from app.results import export
 from app.results.store import StoreError
-from app.run.params import FA_AUTO, INT, PARAM, PARAMS, REPACK_AUTO, parse_flash_attn, parse_repack
+from app.run.params import (
+    FA_AUTO,
+    INT,
+    MAX_GPU_LAYERS,
+    MAX_TOKENS,
+    PARAM,
+    PARAMS,
+    REPACK_AUTO,
+    parse_flash_attn,
+    parse_repack,
+)
 from app.run.plan import PlanError
 
 OUTPUT_HELP = ("md (a compact table), csv (every column, llama-bench compatible), summary (a short CSV for "
@@ -76,15 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="predict ceilings, memory and fit without running anything")
     p.add_argument("-m", "--model", help="GGUF file (default: the built-in SmolLM2-135M)")
     p.add_argument("--hw", help='hardware profile, e.g. "RTX 4060 Laptop" (default: this machine)')
-    p.add_argument("--ctx", type=int, default=4096, help="context length to fit (tokens)")
-    p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=int, default=999)
+    p.add_argument("--ctx", type=count(1, MAX_TOKENS), default=4096, help="context length to fit (tokens)")
+    p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=count(0, MAX_GPU_LAYERS), default=999)
     p.add_argument("-ctk", "--cache-type-k", dest="type_k", default="f16")
     p.add_argument("-ctv", "--cache-type-v", dest="type_v", default="f16")
     p.add_argument(*PARAM["flash_attn"].flags, dest="flash_attn", type=_flash_attn_arg, default=FA_AUTO,
                    help="flash attention: on|off|auto or 1|0|-1 (default auto, predicted as on)")
-    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=int, default=512, help="prompt tokens for the TTFT")
-    p.add_argument("-n", "--n-gen", dest="n_gen", type=int, default=128, help="generated tokens")
-    p.add_argument("-d", "--n-depth", dest="n_depth", type=int, default=0)
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=count(1, MAX_TOKENS), default=512,
+                   help="prompt tokens for the TTFT")
+    p.add_argument("-n", "--n-gen", dest="n_gen", type=count(0, MAX_TOKENS), default=128, help="generated tokens")
+    p.add_argument("-d", "--n-depth", dest="n_depth", type=count(0, MAX_TOKENS), default=0)
     p.add_argument("--repack", dest="repack", type=_repack_arg, default=REPACK_AUTO,
                    help="weight repacking: 0, 1 or auto (default: this machine's, as a run gets it)")
     p.add_argument("--json", action="store_true")
@@ -92,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("history", help="list past runs in the results store")
-    p.add_argument("--limit", type=int, default=30)
+    p.add_argument("--limit", type=count(1, 1_000_000), default=30)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_history)
 

@@ -170,3 +170,18 @@ def test_past_the_trained_context_warns_and_runs(isolated_data_dir: Path, tmp_pa
     assert len(export.read_csv(proc.stdout)) == 1
     (run,) = _stored_runs(isolated_data_dir)
     assert run.n_ok + run.n_failed == 1
+
+
+@pytest.mark.parametrize("args", [
+    ("predict", "-p", "-5"), ("predict", "-n", "-1"), ("predict", "-d", "-7"), ("predict", "--ctx", "1e400"),
+    ("predict", "--ctx", "1" + "0" * 400), ("predict", "-ngl", "-2"),
+    ("choose", "m.gguf", "--ctx", "-3"), ("choose", "m.gguf", "-p", "-1"), ("choose", "m.gguf", "-n", "-4"),
+    ("choose", "m.gguf", "--min-decode-tps", "nan"), ("choose", "m.gguf", "--max-kld", "inf"),
+    ("history", "--limit", "0"),
+])
+def test_out_of_range_counts_are_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    """Issue #29: negative -p/-n/-d in choose and predict were accepted with exit 0; huge ones gave tracebacks."""
+    proc = gguf_bench(*args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()  # argparse's usage line, then the one that says why
+    assert len(lines) <= 2 and any(w in lines[-1] for w in ("must be", "is not a")), proc.stderr
