@@ -17,6 +17,7 @@ import argparse
 import ctypes
 import importlib.util
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,8 +57,12 @@ class GgmlRegistry:
 
 
 def find_lib_dir() -> Path | None:
-    """``site-packages/llama_cpp/lib`` (in a frozen app: the bundle's copy), found without importing llama_cpp;
-    None when it is not installed."""
+    """The folder llama_cpp loads its libraries from: ``LLAMA_CPP_LIB_PATH`` when set (llama_cpp's own override,
+    even when it names no folder: then runs fail, and so must this), else ``site-packages/llama_cpp/lib`` (in a
+    frozen app: the bundle's copy), found without importing llama_cpp; None when it is not installed."""
+    override = os.environ.get("LLAMA_CPP_LIB_PATH")
+    if override:
+        return Path(override)
     try:
         spec = importlib.util.find_spec("llama_cpp")
     except (ImportError, ValueError):

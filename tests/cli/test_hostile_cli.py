@@ -185,3 +185,12 @@ def test_out_of_range_counts_are_one_line_and_exit_2(args: tuple[str, ...]) -> N
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]  # argparse's usage, then the one line that says why
     assert last.startswith("gguf-bench") and any(w in last for w in ("must be", "is not a")), proc.stderr
+
+
+def test_doctor_follows_the_library_path_runs_use(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue #29: with LLAMA_CPP_LIB_PATH naming no llama.cpp, doctor said [ok] while every run failed to start:
+    it asked the installed libraries, not the ones llama_cpp loads."""
+    monkeypatch.setenv("LLAMA_CPP_LIB_PATH", str(tmp_path / "nonexistent"))
+    proc = gguf_bench("doctor")
+    assert proc.returncode == 1 and "[error]" in proc.stdout and "[ok]" not in proc.stdout, proc.stdout
+    assert "nonexistent" in proc.stdout and "Traceback" not in proc.stderr
