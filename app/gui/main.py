@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "with them and the model's predicted curves, save it as PNG, exit")
     ap.add_argument("--replay", help="show a recorded event stream (JSONL) instead of running")
     ap.add_argument("--profile", help="hardware profile for the predictions, e.g. 'RTX 4060 Laptop'")
-    ap.add_argument("--size", default="1600x1000", help="window size for screenshots, WxH")
+    ap.add_argument("--size", default="1600x1000", type=_window_size,
+                    help=f"window size for screenshots, WxH (at most {MAX_SHOT_SIDE}x{MAX_SHOT_SIDE})")
     ap.add_argument("--self-test", action="store_true",
                     help="no window: load the model (built-in, or -m FILE), run one tiny test (p16 n8 r1 t1) "
                          "through the worker, print TTFT, prefill and decode tok/s and the backend, exit 0")
@@ -154,6 +155,22 @@ def main(argv: list[str] | None = None) -> int:
     return script.rc if shot or script.rc != EXIT_OK else rc
 
 
+#: The largest screenshot side: an 8K screen's width, not 30,000 pixels (13.8 GB of picture).
+MAX_SHOT_SIDE = 7680
+
+
+def _window_size(text: str) -> tuple[int, int]:
+    """``WxH`` as two whole numbers from 200 to MAX_SHOT_SIDE; argparse prints the reason otherwise."""
+    w, sep, h = text.lower().partition("x")
+    try:
+        size = (int(w), int(h)) if sep else None
+    except ValueError:
+        size = None
+    if size is None or not all(200 <= v <= MAX_SHOT_SIDE for v in size):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not WxH with each side from 200 to {MAX_SHOT_SIDE}")
+    return size
+
+
 def _self_test(model: str | None) -> int:
     from app.gui.self_test import self_test
 
@@ -184,8 +201,7 @@ def _read_replay(path: str) -> list[Any] | str:
 def _prepare(win: Any, args: argparse.Namespace) -> None:
     """Window size, models, preset and profile from the command line."""
     if args.screenshot or args.compare_screenshot:
-        w, _, h = args.size.partition("x")
-        win.resize(int(w), int(h))
+        win.resize(*args.size)
     if args.models:
         win.library.add_files([str(Path(m).expanduser().resolve()) for m in args.models])
     if args.sweep:

@@ -28,6 +28,7 @@ A user profile with the same name as a built-in one replaces it.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -153,6 +154,8 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
         types = _REQUIRED.get(key) or _OPTIONAL[key]
         if isinstance(value, bool) or not isinstance(value, types):
             raise ProfileError(f"{label}: {key} must be {_type_name(types)}, got {type(value).__name__} {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ProfileError(f"{label}: {key} must be a finite number, got {value!r}")
         if key in _POSITIVE and value <= 0:
             raise ProfileError(f"{label}: {key} must be positive, got {value!r}")
         if key in ("name", "vendor", "source") and not value.strip():
@@ -164,7 +167,8 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
         raise ProfileError(f"{label}: aliases must be non-empty strings")
     power = entry.get("power_limit_w")
     if power is not None:
-        ok = len(power) == 2 and all(isinstance(p, int | float) and not isinstance(p, bool) and p > 0 for p in power)
+        ok = len(power) == 2 and all(isinstance(p, int | float) and not isinstance(p, bool) and 0 < p < math.inf
+                                     for p in power)
         if not ok or power[0] > power[1]:
             raise ProfileError(f"{label}: power_limit_w must be [low, high] positive watts, got {power!r}")
     profile = HardwareProfile(

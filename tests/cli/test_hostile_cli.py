@@ -5,6 +5,8 @@ that fails at write time keeps the results (stdout) and the store."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -194,3 +196,27 @@ def test_doctor_follows_the_library_path_runs_use(monkeypatch: pytest.MonkeyPatc
     proc = gguf_bench("doctor")
     assert proc.returncode == 1 and "[error]" in proc.stdout and "[ok]" not in proc.stdout, proc.stdout
     assert "nonexistent" in proc.stdout and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_hardware_profile_with_a_non_finite_figure_is_one_line(value: str, isolated_data_dir: Path) -> None:
+    """Issue #29: NaN or inf in a user's hardware TOML reached the predictions (tracebacks, NaN figures)."""
+    (isolated_data_dir / "hardware").mkdir()
+    (isolated_data_dir / "hardware" / "mine.toml").write_text(
+        '[[gpu]]\nname = "Mine"\nvendor = "NVIDIA"\nkind = "laptop"\narchitecture = "Ampere"\nvram_gib = 8\n'
+        'memory_type = "GDDR6"\nmemory_bus_bits = 128\nmemory_data_rate_gbps = 12.0\n'
+        f'peak_bandwidth_gbps = {value}\nfp16_tensor_tflops = 20.0\nsource = "test"\n')
+    proc = gguf_bench("predict", "--hw", "Mine")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "mine.toml" in proc.stderr and "finite" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("size", ["30000x30000", "0x0", "800", "axb", "-5x600"])
+def test_a_screenshot_size_past_any_screen_is_refused(size: str, tmp_path: Path) -> None:
+    """Issue #29: ``--size 30000x30000`` was obeyed (13.8 GB) and larger sizes crashed."""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.run([sys.executable, "-m", "app.gui.main", "--replay", str(tmp_path / "x.jsonl"),
+                           "--screenshot", str(tmp_path / "s.png"), "--size", size],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2 and "--size" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "s.png").exists()
