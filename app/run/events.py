@@ -7,7 +7,7 @@ replays in tests without a model. One JSON object per line: ``{"v": 1, "type": .
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -183,8 +183,35 @@ def event_from_dict(d: dict[str, Any]) -> Event:
     cls = EVENT_TYPES.get(str(d.get("type")))
     if cls is None:
         raise EventDecodeError(f"unknown event type {d.get('type')!r}")
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in d.items() if k in names})
+    given = {}
+    for f in fields(cls):
+        if f.name in d:
+            value = d[f.name]
+            if not _of_kind(value, str(f.type)):
+                raise EventDecodeError(f"{cls.type}: {f.name} is {type(value).__name__} {str(value)[:40]!r}, "
+                                       f"not {f.type}")
+            given[f.name] = value
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise EventDecodeError(f"{cls.type}: no {f.name}")
+    return cls(**given)
+
+
+def _of_kind(value: Any, annotation: str) -> bool:
+    """Whether a JSON value fits a field's annotation (its outer type: replays are checked where they enter)."""
+    outer = annotation.split("[", 1)[0].split("|", 1)[0].strip()
+    if outer == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if outer == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if outer == "bool":
+        return isinstance(value, bool)
+    if outer == "str":
+        return isinstance(value, str)
+    if outer == "list":
+        return isinstance(value, list)
+    if outer == "dict":
+        return isinstance(value, dict)
+    return True
 
 
 def event_from_json(line: str) -> Event:
