@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.results import stats
+from app.results.phases import spread
 from engines.openai_http import RequestResult
 
 _QS = (50, 90, 99)
@@ -63,6 +64,22 @@ def _counted_by(ok: Sequence[RequestResult]) -> str:
     return ", ".join(sorted({r.counted_by for r in ok}))
 
 
+def _decode_window_s(ok: Sequence[RequestResult]) -> float:
+    """Seconds during which at least one request was decoding (first text chunk → last chunk): the union of the
+    requests' decode spans, so prefill and idle time do not dilute the aggregate decode rate."""
+    spans = sorted((r.first_token_ns, r.chunk_ns[-1]) for r in ok if r.first_token_ns is not None and r.chunk_ns
+                   and r.chunk_ns[-1] > r.first_token_ns)
+    total, end = 0, None
+    for a, b in spans:
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total / 1e9
+
+
 def summarise_requests(results: Sequence[RequestResult], duration_ns: int, prompt_tokens_est: int,
                        objective: Objective = NO_OBJECTIVE) -> dict[str, Any]:
     """The measured columns of one remote test; ``status`` is ok when at least one request finished."""
@@ -78,31 +95,41 @@ def summarise_requests(results: Sequence[RequestResult], duration_ns: int, promp
     e2e_ms = [(r.end_ns - r.start_ns) / 1e6 for r in ok]
     itl_ms = [(b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
     prompt = [r.prompt_tokens if r.prompt_tokens is not None else prompt_tokens_est for r in ok]
-    out_tokens = sum(r.output_tokens for r in ok)
+    decode_samples = [1e3 / t for t in tpots if t > 0]
+    prefill_samples = [p / (t / 1e3) for p, t in zip(prompt, ttfts, strict=True) if t > 0]
+    e2e_ts = [(p + r.output_tokens) / (e / 1e3) for p, r, e in zip(prompt, ok, e2e_ms, strict=True) if e > 0]
+    decoded = sum(max(r.output_tokens - 1, 0) for r in ok if tpot_ms(r) is not None)  # tokens after the first
+    window_s = _decode_window_s(ok)
     row: dict[str, Any] = {
         "n_requests": n, "n_errors": len(failed), "error_rate": len(failed) / n if n else None,
         "request_errors": _error_summary(failed), "duration_ms": duration_ns / 1e6,
         "req_per_s": len(ok) / duration_s,
         "goodput_req_per_s": (sum(1 for r in ok if objective.met(ttft_ms(r) or 0.0, tpot_ms(r))) / duration_s
                               if objective.given else None),
-        "ttft_ms": stats.mean(ttfts), "ttft_ms_median": stats.median(ttfts), "ttft_ms_stddev": stats.stddev(ttfts),
+        **spread("ttft_ms", ttfts),
         **_percentiles("ttft", ttfts),
         "tpot_ms": stats.mean(tpots), **_percentiles("tpot", tpots),
         **{f"itl_p{q}_ms": stats.percentile(itl_ms, q) for q in _QS},
         **_percentiles("e2e", e2e_ms),
-        "prefill_tps": stats.mean([p / (t / 1e3) for p, t in zip(prompt, ttfts, strict=True) if t > 0]),
-        "decode_tps": stats.mean([1e3 / t for t in tpots if t > 0]),
-        "decode_tps_aggregate": out_tokens / duration_s if ok else None,
-        "avg_ts": stats.mean([(p + r.output_tokens) / (e / 1e3) for p, r, e in zip(prompt, ok, e2e_ms, strict=True)
-                              if e > 0]),
+        **spread("prefill_tps", prefill_samples),
+        **spread("decode_tps", decode_samples),
+        # every request's tokens after its first, over the time any request was decoding (no prefill, no idle)
+        "decode_tps_aggregate": decoded / window_s if window_s > 0 else None,
+        "avg_ts": stats.mean(e2e_ts), "stddev_ts": stats.stddev(e2e_ts), "samples_ts": e2e_ts,
         "avg_ns": int(stats.mean(e2e_ms) * 1e6) if ok else None,
+        "stddev_ns": int(stats.stddev(e2e_ms) * 1e6) if len(e2e_ms) > 1 else None,
         "samples_ns": [int(e * 1e6) for e in e2e_ms],
         "ttft_samples_ms": ttfts,
+        "prefill_samples_tps": prefill_samples,
+        "decode_samples_tps": decode_samples,
         "prompt_tokens_mean": stats.mean([float(p) for p in prompt]),
         "tokens_counted_by": _counted_by(ok),
         "status": "ok" if ok else "failed",
     }
-    row["decode_tps_median"] = stats.median([1e3 / t for t in tpots if t > 0])
+    unstable = [name for name, xs in (("ttft_ms", ttfts), ("decode_tps", decode_samples))
+                if (c := stats.cv(xs)) is not None and c >= stats.UNSTABLE_CV]  # the local rows' rule
+    row["unstable"] = int(bool(unstable))
+    row["unstable_metrics"] = ",".join(unstable)
     if not ok:
         row["error"] = f"all {n} requests failed: {row['request_errors']}" if n else "no request was sent"
     return row

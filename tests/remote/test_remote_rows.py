@@ -35,7 +35,8 @@ def test_latencies_rates_and_goodput_by_hand() -> None:
     assert row["e2e_p50_ms"] == pytest.approx(330)
     assert row["req_per_s"] == pytest.approx(2 / 0.5)
     assert row["goodput_req_per_s"] == pytest.approx(1 / 0.5)  # only a meets both objectives
-    assert row["decode_tps_aggregate"] == pytest.approx(10 / 0.5)
+    # 4 tokens after the first in each, over the time one of them was decoding (100-180 and 300-460 ms)
+    assert row["decode_tps_aggregate"] == pytest.approx(8 / 0.240)
     assert row["decode_tps"] == pytest.approx((50 + 25) / 2)  # per request: 1000 / TPOT
     assert row["prefill_tps"] == pytest.approx((500 + 50 / 0.3) / 2)
     assert row["prompt_tokens_mean"] == 50 and row["tokens_counted_by"] == "usage"
@@ -56,3 +57,20 @@ def test_all_requests_failed_is_a_failed_row_with_the_reasons() -> None:
     assert row["status"] == "failed" and row["error_rate"] == 1.0 and row["decode_tps_aggregate"] is None
     assert row["error"] == ("all 3 requests failed: 2× connection refused by http://127.0.0.1:9/v1; "
                             "1× the stream carried no text")
+
+
+def test_remote_rows_have_the_local_rows_statistics() -> None:
+    """Issue #29: remote rows never set ``unstable`` and left decode's spread and samples empty (1.25 tok/s with an
+    inter-token p99 of 7.6 s looked normal), and the aggregate decode rate counted prefill time (8.9 tok/s at
+    concurrency 1 beside 35.5 per request)."""
+    steady = [_req(i * 1000, [i * 1000 + 200 + 28 * k for k in range(9)], i * 1000 + 500, completion=9, prompt=8)
+              for i in range(4)]  # one at a time: TTFT 200 ms, 28 ms per token
+    row = summarise_requests(steady, duration_ns=4000 * MS, prompt_tokens_est=8)
+    assert row["decode_tps_aggregate"] == pytest.approx(row["decode_tps"], rel=1e-6)  # concurrency 1: the same
+    assert row["decode_tps_stddev"] == pytest.approx(0, abs=1e-9) and len(row["decode_samples_tps"]) == 4
+    assert row["unstable"] == 0 and row["unstable_metrics"] == ""
+    uneven = [_req(0, [200 + 28 * k for k in range(9)], 500, completion=9),
+              _req(1000, [1200 + 800 * k for k in range(9)], 8000, completion=9)]  # one stalls between tokens
+    row = summarise_requests(uneven, duration_ns=8000 * MS, prompt_tokens_est=8)
+    assert row["unstable"] == 1 and "decode_tps" in row["unstable_metrics"]
+    assert row["decode_tps_stddev"] > 0 and row["prefill_samples_tps"] and row["samples_ts"]
