@@ -32,6 +32,10 @@ class EndpointError(ValueError):
     """The endpoint URL cannot be used (not http/https, no host)."""
 
 
+#: The longest wait for one socket read (a day: a whole request then gets at most ten).
+MAX_TIMEOUT_S = 86_400.0
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where to send requests: ``base_url`` ends at the API root, e.g. ``http://127.0.0.1:8080/v1``."""
@@ -43,9 +47,16 @@ class Endpoint:
     ignore_eos: bool = True  # ask for exactly max_tokens (ignore_eos and min_tokens, where supported)
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.base_url)
+        try:
+            parts = urlsplit(self.base_url)
+            _ = parts.port  # raises for a port out of 0-65535 or not a number
+        except ValueError as e:  # "Invalid IPv6 URL", "Port out of range 0-65535"
+            raise EndpointError(f"{self.base_url[:200]}: not a usable URL ({e})") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise EndpointError(f"{self.display}: not an http:// or https:// URL with a host")
+        if not (isinstance(self.timeout_s, int | float) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise EndpointError(f"a request timeout of {self.timeout_s!r} s: must be above 0 and at most "
+                                f"{MAX_TIMEOUT_S:g}")
 
     @property
     def display(self) -> str:

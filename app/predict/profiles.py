@@ -208,6 +208,8 @@ def load_profile_file(path: Path) -> list[HardwareProfile]:
         raise ProfileError(f"{where}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ProfileError(f"{where}: not UTF-8 text") from None
+    except RecursionError:
+        raise ProfileError(f"{where}: not a hardware profile (its values are nested too deeply)") from None
     except (NotARegularFile, FileTooLarge) as exc:
         raise ProfileError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
     except OSError as exc:

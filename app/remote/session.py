@@ -9,6 +9,7 @@ progress line, the results store and the window read a remote run like any other
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import threading
 import time
@@ -27,7 +28,15 @@ from app.run.events import (
 )
 from app.run.params import INT, PlanError, parse_list
 from app.run.session import EventHandler, SweepOutcome, SweepSession
-from engines.openai_http import Endpoint, EndpointError, LoadRun, count_tokens, poisson_arrivals_s, stream_request
+from engines.openai_http import (
+    MAX_TIMEOUT_S,
+    Endpoint,
+    EndpointError,
+    LoadRun,
+    count_tokens,
+    poisson_arrivals_s,
+    stream_request,
+)
 
 MAX_CONCURRENCY = 256
 MAX_REQUESTS = 100_000
@@ -217,10 +226,10 @@ def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_ge
         raise PlanError("--url needs --served-model NAME (the model name the server knows)")
     if n_requests is not None and not 1 <= n_requests <= MAX_REQUESTS:
         raise PlanError(f"--requests must be between 1 and {MAX_REQUESTS}")
-    if rate_rps is not None and not rate_rps > 0:
+    if rate_rps is not None and not 0 < rate_rps < math.inf:
         raise PlanError("--rate must be a positive number of requests per second")
-    if not timeout_s > 0:
-        raise PlanError("--request-timeout must be positive")
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise PlanError(f"--request-timeout must be above 0 and at most {MAX_TIMEOUT_S:g} s")
     try:
         endpoint = Endpoint(url.strip(), model.strip(), timeout_s=timeout_s, chat=chat, ignore_eos=ignore_eos)
     except EndpointError as e:

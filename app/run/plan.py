@@ -211,6 +211,8 @@ def load_sweep_preset(path: str | Path) -> SweepSpec:
         raise PlanError(f"{p}: cannot read ({e.strerror or e})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise PlanError(f"{p}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise PlanError(f"{p}: not a sweep preset (its values are nested too deeply)") from None
     table = data.get("sweep", data)
     if not isinstance(table, dict):
         raise PlanError(f"{p}: 'sweep' must be a table, got {table!r}")

@@ -220,3 +220,30 @@ def test_a_screenshot_size_past_any_screen_is_refused(size: str, tmp_path: Path)
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2 and "--size" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "s.png").exists()
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--url", "http://127.0.0.1:99999/v1"), "Port out of range"),
+    (("--url", "http://[::1/v1"), "Invalid IPv6 URL"),
+    (("--url", "http://127.0.0.1:1/v1", "--request-timeout", "inf"), "--request-timeout"),
+    (("--url", "http://127.0.0.1:1/v1", "--rate", "inf"), "--rate"),
+])
+def test_server_urls_and_timeouts_are_checked_where_they_enter(args: tuple[str, ...], says: str) -> None:
+    """This stop's own hostile round: a port past 65535, a broken IPv6 literal and an infinite timeout gave
+    tracebacks (ValueError, OverflowError)."""
+    proc = gguf_bench("run", *args, "--served-model", "x", "-p", "4", "-n", "1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_toml_nested_too_deeply_is_one_line(tmp_path: Path, isolated_data_dir: Path) -> None:
+    """This stop's own hostile round: 600 nested arrays raised RecursionError out of tomllib."""
+    nested = "[" * 600 + "1" + "]" * 600
+    preset = tmp_path / "deep.toml"
+    preset.write_text(f"[sweep]\nn_prompt = {nested}\n")
+    proc = gguf_bench("run", "--sweep", str(preset))
+    assert proc.returncode == 2 and "nested too deeply" in proc.stderr and "Traceback" not in proc.stderr
+    (isolated_data_dir / "hardware").mkdir()
+    (isolated_data_dir / "hardware" / "deep.toml").write_text(f"x = {nested}\n")
+    proc = gguf_bench("predict", "--hw", "RTX 4060 Laptop")
+    assert proc.returncode == 2 and "nested too deeply" in proc.stderr and "Traceback" not in proc.stderr
