@@ -272,6 +272,8 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: C
         stream.read(resp, cancel)
     except _Fail as e:
         result.error = str(e)
+    except UnicodeEncodeError:  # http.client sends header values as Latin-1
+        result.error = "the API key cannot be sent: it holds a character HTTP headers cannot carry (not Latin-1)"
     except ValueError as e:  # http.client refuses a header value: the key holds a newline or a control character
         result.error = ("the API key cannot be sent: it holds a newline or control character" if "header" in str(e)
                         else f"bad request: {type(e).__name__}")

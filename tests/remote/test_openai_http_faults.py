@@ -146,3 +146,10 @@ def test_a_server_that_trickles_bytes_is_cut_at_the_requests_deadline(server: Fa
     took = time.monotonic() - t0
     assert r.error.startswith("timed out: the whole request took more than 5 s"), r.error
     assert took < 8, took
+
+
+def test_a_key_headers_cannot_carry_is_one_reason(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #29 ('non-Latin-1 keys'): http.client encodes header values as Latin-1; such a key is a reason."""
+    monkeypatch.setenv("GGUF_BENCH_API_KEY", "sk-\u2603-snowman")
+    r = _one(server, "usage")
+    assert "cannot be sent" in r.error and "\u2603" not in r.error and "snowman" not in r.error
