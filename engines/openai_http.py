@@ -295,6 +295,28 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: C
     return result
 
 
+def served_models(endpoint: Endpoint) -> list[str] | None:
+    """The model ids the server's ``GET /models`` lists (OpenAI's route; llama-server, vLLM and llama-cpp-python
+    have it), or None when it cannot say (no route, an error, not JSON). Bounded: 1 MiB, the endpoint's timeout."""
+    conn = endpoint._connection()
+    try:
+        conn.request("GET", endpoint._path("/models"), headers={k: v for k, v in _headers().items()
+                                                                 if k != "Content-Type"})
+        resp = conn.getresponse()
+        payload = resp.read(1 << 20)
+        if resp.status != 200:
+            return None
+        data = json.loads(payload)
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        conn.close()
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return None
+    return [str(m["id"]) for m in items if isinstance(m, dict) and isinstance(m.get("id"), str)][:1000]
+
+
 def count_tokens(endpoint: Endpoint, text: str) -> int | None:
     """The server's token count for ``text`` (llama-cpp-python, llama.cpp and vLLM tokenize routes), or None."""
     tries = (("/extras/tokenize/count", {"input": text, "model": endpoint.model}),

@@ -76,7 +76,8 @@ class RemoteDialog(QDialog):
         """The sweep the fields describe; PlanError (one line) when they do not fit."""
         f = {name: edit.text() for name, edit in self.fields.items()}
         return build_remote_spec(f["url"], f["model"], n_prompt=f["n_prompt"], n_gen=f["n_gen"],
-                                 concurrency=f["concurrency"], n_requests=self.requests.value() or None)
+                                 concurrency=f["concurrency"], n_requests=self.requests.value() or None,
+                                 ask_server=False)  # the window's thread never waits on a server
 
     def run(self) -> str | None:
         """Start the sweep; returns why nothing started, or None."""

@@ -35,6 +35,7 @@ from engines.openai_http import (
     LoadRun,
     count_tokens,
     poisson_arrivals_s,
+    served_models,
     stream_request,
 )
 
@@ -217,13 +218,32 @@ def parse_counts(flag: str, text: str | None, default: list[int], lo: int, hi: i
     return values
 
 
+def _the_one_served_model(url: str, timeout_s: float) -> str:
+    """The model a server lists when it lists exactly one; PlanError saying what to pass otherwise."""
+    try:
+        listed = served_models(Endpoint(url.strip(), "", timeout_s=min(timeout_s, 10.0)))
+    except EndpointError as e:
+        raise PlanError(f"--url {e}") from None
+    if listed is not None and len(listed) == 1:
+        return listed[0]
+    if listed:
+        shown = ", ".join(listed[:5]) + (", …" if len(listed) > 5 else "")
+        raise PlanError(f"--url serves {len(listed)} models ({shown}): choose one with --served-model NAME")
+    raise PlanError("--url needs --served-model NAME (the server did not list its models at GET /models)")
+
+
 def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_gen: str | None = None,
                       concurrency: str | None = None, n_requests: int | None = None, rate_rps: float | None = None,
                       objective: Objective = NO_OBJECTIVE, timeout_s: float = 60.0, chat: bool = False,
-                      ignore_eos: bool = True, seed: int = 0) -> RemoteSpec:
-    """A remote sweep from what a user typed (CLI flags or the window's fields); PlanError names what is wrong."""
-    if not model.strip():
+                      ignore_eos: bool = True, seed: int = 0, ask_server: bool = True) -> RemoteSpec:
+    """A remote sweep from what a user typed (CLI flags or the window's fields); PlanError names what is wrong.
+
+    Without ``model`` the server is asked which it serves (``GET /models``, when ``ask_server``: not from the
+    window's thread): the one it lists is used."""
+    if not model.strip() and not ask_server:
         raise PlanError("--url needs --served-model NAME (the model name the server knows)")
+    if not model.strip():
+        model = _the_one_served_model(url, timeout_s)
     if n_requests is not None and not 1 <= n_requests <= MAX_REQUESTS:
         raise PlanError(f"--requests must be between 1 and {MAX_REQUESTS}")
     if rate_rps is not None and not 0 < rate_rps < math.inf:

@@ -31,6 +31,20 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
 
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name): /<mode>/v1/models
+        mode = self.path.strip("/").split("/")[0]
+        ids = {"usage": ["fake"], "twomodels": ["a", "b"]}.get(mode)
+        if not self.path.endswith("/models") or ids is None:
+            self.send_response(404)
+            self.end_headers()
+            return
+        payload = json.dumps({"object": "list", "data": [{"id": i, "object": "model"} for i in ids]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")

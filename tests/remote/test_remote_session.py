@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from app.remote.session import RemoteSession, build_remote_spec
 from app.results.store import ResultStore
 from app.run.events import Event, SweepFinished, SweepStarted, TestFinished, TestStarted
+from app.run.params import PlanError
 from tests.remote.fake_server import fake_server
 
 
@@ -40,3 +43,14 @@ def test_cancel_keeps_the_finished_tests(tmp_path: Path) -> None:
         run = store.runs()[0]
     assert outcome.status == "cancelled" and run.status == "cancelled"
     assert 2 <= len(outcome.rows) < 7 and all(r["status"] == "ok" for r in outcome.rows)
+
+
+def test_the_served_model_is_asked_when_not_given() -> None:
+    """Issue #29: ``--served-model`` was required even when the server's /v1/models lists one model."""
+    with fake_server() as server:
+        assert build_remote_spec(server.url("usage"), "").endpoint.model == "fake"
+        with pytest.raises(PlanError, match="serves 2 models \\(a, b\\): choose one with --served-model"):
+            build_remote_spec(server.url("twomodels"), "")
+        with pytest.raises(PlanError, match="did not list its models"):
+            build_remote_spec(server.url("http500"), "")
+        assert build_remote_spec(server.url("twomodels"), "b").endpoint.model == "b"
