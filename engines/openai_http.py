@@ -128,6 +128,8 @@ class RequestResult:
     completion_tokens: int | None = None  # as the server reports them (usage); None: count chunks
     finish_reason: str = ""
     error: str = ""
+    text: str = ""  # the generated text (at most MAX_KEPT_TEXT characters), to count its tokens afterwards
+    retokenized: bool = False  # completion_tokens is the server's tokenize count of ``text``, not its usage
 
     @property
     def ok(self) -> bool:
@@ -139,8 +141,11 @@ class RequestResult:
 
     @property
     def counted_by(self) -> str:
-        """``usage``: the server's count; ``chunks``: the server reported none, stream chunks were counted."""
-        return "usage" if self.completion_tokens is not None else "chunks"
+        """``usage``: the server's count; ``tokenize``: the output text counted with the server's tokenizer;
+        ``chunks``: neither could be had, stream chunks were counted (one chunk may carry several tokens)."""
+        if self.completion_tokens is None:
+            return "chunks"
+        return "tokenize" if self.retokenized else "usage"
 
 
 def request_body(endpoint: Endpoint, prompt: str, max_tokens: int) -> dict[str, Any]:
@@ -155,6 +160,8 @@ def request_body(endpoint: Endpoint, prompt: str, max_tokens: int) -> dict[str, 
     return body
 
 
+#: Characters of generated text kept per request (to count its tokens when the server reports no usage).
+MAX_KEPT_TEXT = 1 << 20
 #: One SSE line at most (a chunk of a few tokens is under 1 KiB).
 MAX_SSE_LINE_BYTES = 1 << 20
 
@@ -216,6 +223,8 @@ class _Stream:
                 if self.result.first_token_ns is None:
                     self.result.first_token_ns = now
                 self.result.chunk_ns.append(now)
+                if isinstance(text, str) and len(self.result.text) < MAX_KEPT_TEXT:
+                    self.result.text += text[: MAX_KEPT_TEXT - len(self.result.text)]
             if choice.get("finish_reason"):
                 self.result.finish_reason = str(choice["finish_reason"])
 

@@ -216,7 +216,8 @@ FIELD_TABLE: tuple[Field, ...] = (
          "(remote)", {"kind": MEASURED}),
         ("prompt_tokens_by", str, "", "{}", "how the prompt length was checked: usage, tokenize or approximate", {}),
         ("tokens_counted_by", str, "", "{}",
-         "usage: the server's token counts; chunks: it reported none, stream chunks were counted (remote)", {}),
+         "usage: the server's token counts; tokenize: it reported none, the output was counted with its tokenize "
+         "route; chunks: neither, stream chunks were counted (remote)", {}),
     )),
     # offload per device (appended: the columns above keep their order)
     _bench("no_op_offload", int, "", "{}", "1: host tensor ops stay on the CPU (llama.cpp's op_offload off; "

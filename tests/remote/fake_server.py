@@ -5,7 +5,8 @@ chunk), ``nousage`` (no usage reported), ``slow`` (waits past the client's timeo
 ``halfway`` (stops after three chunks), ``badjson`` and ``badline`` (malformed SSE), ``flaky`` (every other
 request answers 500), ``echoauth`` (401 quoting the Authorization header it got), ``echoreason`` (401 whose
 HTTP reason phrase quotes it), ``countone`` (a tokenize route that counts every text as one token), ``trickle``
-(a byte every 0.3 s). Every stream is a few lines long, and the server counts the requests in flight.
+(a byte every 0.3 s), ``multitoken`` (three-token chunks, no usage, a tokenize route). Every stream is a few
+lines long, and the server counts the requests in flight.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.leave()
 
     def _answer(self, mode: str, body: dict) -> None:
-        if mode == "countone" and "tokenize" in self.path:  # a tokenize route that says every text is one token
-            payload = json.dumps({"count": 1}).encode()
+        if mode in ("countone", "multitoken") and "tokenize" in self.path:
+            # countone: every text is one token; multitoken: a token per character (chunks carry several)
+            text = str(body.get("content") or body.get("input") or "")
+            payload = json.dumps({"count": 1 if mode == "countone" else len(text)}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -89,6 +92,11 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(0.3)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            return
+        if mode == "multitoken":  # no usage, each chunk three characters: three tokens by the tokenize route
+            for _ in range(N_TOKENS):
+                self.wfile.write(_chunk("abc"))
+            self.wfile.write(b"data: [DONE]\n\n")
             return
         n = min(int(body.get("max_tokens", N_TOKENS)), N_TOKENS)
         for i in range(n):

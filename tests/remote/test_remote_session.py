@@ -54,3 +54,18 @@ def test_the_served_model_is_asked_when_not_given() -> None:
         with pytest.raises(PlanError, match="did not list its models"):
             build_remote_spec(server.url("http500"), "")
         assert build_remote_spec(server.url("twomodels"), "b").endpoint.model == "b"
+
+
+def test_output_tokens_are_recounted_with_the_servers_tokenizer(tmp_path: Path) -> None:
+    """Issue #29: with no usage reported, decode was counted from stream chunks, about 20 % above a re-tokenized
+    count on a real server (a chunk may carry several tokens). Where the server has a tokenize route, it counts."""
+    with fake_server() as server:
+        spec = build_remote_spec(server.url("multitoken"), "fake", n_prompt="8", n_gen="12", n_requests=2)
+        outcome = RemoteSession(spec).run()
+        spec = build_remote_spec(server.url("nousage"), "fake", n_prompt="8", n_gen="4", n_requests=2)
+        chunks = RemoteSession(spec).run()
+    (row,) = outcome.rows
+    assert row["status"] == "ok" and row["tokens_counted_by"] == "tokenize", row
+    assert row["decode_tps"] > 0 and row["tpot_ms"] > 0
+    (plain,) = chunks.rows
+    assert plain["tokens_counted_by"] == "chunks"  # no tokenize route there: chunks, and it says so
