@@ -234,7 +234,13 @@ class _Fail(Exception):
 
 
 def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A token count a server reported: a whole number from 0 to MAX_REPORTED_TOKENS, else None (not believed)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_REPORTED_TOKENS
+    return value if ok else None  # type: ignore[return-value]
+
+
+#: More tokens than any one request holds (a context of 16 million tokens).
+MAX_REPORTED_TOKENS = 1 << 24
 
 
 def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: Clock = time.perf_counter_ns,

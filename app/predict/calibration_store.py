@@ -54,6 +54,6 @@ def load_fit(cpu_info: str, gpu_info: str, build: str | None = None) -> MachineF
     path = fit_path(cpu_info, gpu_info, build if build is not None else llama_build())
     try:
         fit = MachineFit.from_json_dict(json.loads(read_bounded_text(path)))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None  # missing, or damaged: not calibrated (a new calibration replaces it)
     return fit if (fit.cpu_info, fit.gpu_info) == (cpu_info, gpu_info) else None

@@ -185,8 +185,11 @@ class PhaseFit:
     def from_json_dict(cls, d: Mapping[str, Any]) -> PhaseFit:
         points = tuple(FitPoint(str(p[0]), float(p[1]), float(p[2]), bool(p[3]) if len(p) > 3 else True)
                        for p in d.get("points", []))
-        return cls(str(d["phase"]), {str(k): float(v) for k, v in d["coefficients"].items()},
-                   float(d["band_frac"]), points)
+        coefficients = {str(k): float(v) for k, v in d["coefficients"].items()}
+        band = float(d["band_frac"])
+        if not all(math.isfinite(v) for v in (*coefficients.values(), band)):
+            raise ValueError("a saved fit holds a coefficient or band that is not a finite number")
+        return cls(str(d["phase"]), coefficients, band, points)
 
 
 def _rel_errors(fitted_over_measured_s: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ that fails at write time keeps the results (stdout) and the store."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -247,3 +248,34 @@ def test_a_toml_nested_too_deeply_is_one_line(tmp_path: Path, isolated_data_dir:
     (isolated_data_dir / "hardware" / "deep.toml").write_text(f"x = {nested}\n")
     proc = gguf_bench("predict", "--hw", "RTX 4060 Laptop")
     assert proc.returncode == 2 and "nested too deeply" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("damage", [
+    '{"version": 1, "fits": []}', '{"version": 1, "cpu_info": "x", "gpu_info": "", "build": "b", "created": "d", '
+    '"n_points": 1, "fits": {"CPU": {"decode": {"phase": "decode", "coefficients": {"fixed": NaN}, '
+    '"band_frac": 0.1}}}}', "[" * 5000, '{"version": 1', '"just a string"',
+])
+def test_a_damaged_saved_fit_means_not_calibrated(damage: str, tmp_path: Path) -> None:
+    """Issue #29: damaged saved fits gave tracebacks (or NaN figures). One is read as no fit at all."""
+    from app.predict.calibration_store import fit_path, llama_build
+    from app.telemetry.machine import ProbeMode, scan_machine
+
+    facts = scan_machine(ProbeMode.NONE).run_facts()
+    path = fit_path(str(facts.get("cpu_model") or ""), str(facts.get("gpu_info") or ""), llama_build())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(damage.replace('"cpu_info": "x"', json.dumps(str(facts.get("cpu_model") or "")).join(
+        ['"cpu_info": ', ""])))
+    model = tmp_path / "m.gguf"
+    from tests.gguf_synth import write_synthetic_gguf
+
+    write_synthetic_gguf(model)
+    proc = gguf_bench("predict", "-m", str(model), "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["expected_source"] == "" and doc["decode_ceiling_tps"] > 0
+
+
+def test_negative_or_absurd_token_counts_from_a_server_are_not_believed() -> None:
+    from engines.openai_http import _int_or_none
+
+    assert [_int_or_none(v) for v in (5, 0, -3, 10**30, True, "7", 2.0)] == [5, 0, None, None, None, None, None]
