@@ -66,3 +66,36 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_B
 def read_bounded_text(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_BYTES) -> str:
     """:func:`read_bounded`, decoded as UTF-8 (UnicodeDecodeError when it is not)."""
     return read_bounded(path, max_bytes).decode("utf-8")
+
+
+class TomlFileError(ValueError):
+    """A TOML file that cannot be read: ``kind`` says why (missing, directory, not_regular, unreadable, invalid,
+    nested), ``cause`` the detail; callers put their own file label in front."""
+
+    def __init__(self, kind: str, cause: str) -> None:
+        super().__init__(cause)
+        self.kind = kind
+        self.cause = cause
+
+
+def read_toml(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_BYTES) -> dict[str, object]:
+    """The TOML document at ``path``, read as every outside file is (:func:`read_bounded`); TomlFileError else."""
+    import tomllib
+
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise TomlFileError("directory", "is a directory")
+        return tomllib.loads(read_bounded_text(p, max_bytes))
+    except FileNotFoundError:
+        raise TomlFileError("missing", "not found") from None
+    except (NotARegularFile, FileTooLarge) as e:
+        raise TomlFileError("not_regular", str(e).split(": ", 1)[-1]) from None
+    except OSError as e:
+        raise TomlFileError("unreadable", str(e.strerror or e)) from None
+    except UnicodeDecodeError:
+        raise TomlFileError("invalid", "not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise TomlFileError("invalid", str(e)) from None
+    except RecursionError:
+        raise TomlFileError("nested", "its values are nested too deeply") from None

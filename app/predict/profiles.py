@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
+from app.bounded_read import TomlFileError, read_toml
 from app.paths import HARDWARE_PROFILES_DIR, REPO_ROOT, data_dir
 
 GIB = 1024**3
@@ -203,17 +202,11 @@ def load_profile_file(path: Path) -> list[HardwareProfile]:
     """Read and validate one TOML file of ``[[gpu]]`` tables."""
     where = _display_path(path)
     try:
-        doc = tomllib.loads(read_bounded_text(path))
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{where}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ProfileError(f"{where}: not UTF-8 text") from None
-    except RecursionError:
-        raise ProfileError(f"{where}: not a hardware profile (its values are nested too deeply)") from None
-    except (NotARegularFile, FileTooLarge) as exc:
-        raise ProfileError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
-    except OSError as exc:
-        raise ProfileError(f"{where}: cannot read: {exc.strerror}") from None
+        doc = read_toml(path)
+    except TomlFileError as e:
+        says = {"invalid": f"not valid TOML: {e.cause}", "nested": f"not a hardware profile ({e.cause})",
+                "not_regular": e.cause}.get(e.kind, f"cannot read: {e.cause}")
+        raise ProfileError(f"{where}: {says}") from None
     extra = sorted(set(doc) - {"gpu"})
     if extra:
         raise ProfileError(f"{where}: unknown top-level key {extra[0]!r} (only [[gpu]] tables are allowed)")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
+from app.bounded_read import TomlFileError, read_toml
 from app.run.params import (
     LIST_PARAMS,
     MAX_TESTS,
@@ -198,21 +197,12 @@ def load_sweep_preset(path: str | Path) -> SweepSpec:
     """
     p = Path(path)
     try:
-        if p.is_dir():
-            raise IsADirectoryError(p)
-        data = tomllib.loads(read_bounded_text(p))
-    except FileNotFoundError:
-        raise PlanError(f"{p}: sweep preset not found") from None
-    except IsADirectoryError:
-        raise PlanError(f"{p}: is a directory, not a sweep file") from None
-    except (NotARegularFile, FileTooLarge) as e:
-        raise PlanError(f"{e} (a sweep preset is a TOML file)") from None
-    except OSError as e:
-        raise PlanError(f"{p}: cannot read ({e.strerror or e})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise PlanError(f"{p}: not valid TOML ({e})") from None
-    except RecursionError:
-        raise PlanError(f"{p}: not a sweep preset (its values are nested too deeply)") from None
+        data = read_toml(p)
+    except TomlFileError as e:
+        says = {"missing": "sweep preset not found", "directory": "is a directory, not a sweep file",
+                "not_regular": f"{e.cause} (a sweep preset is a TOML file)", "unreadable": f"cannot read ({e.cause})",
+                "invalid": f"not valid TOML ({e.cause})", "nested": f"not a sweep preset ({e.cause})"}[e.kind]
+        raise PlanError(f"{p}: {says}") from None
     table = data.get("sweep", data)
     if not isinstance(table, dict):
         raise PlanError(f"{p}: 'sweep' must be a table, got {table!r}")
