@@ -8,6 +8,7 @@ and reads at most ``max_bytes``, so every such read ends in bounded time and mem
 
 from __future__ import annotations
 
+import codecs
 import os
 import stat
 from pathlib import Path
@@ -99,3 +100,26 @@ def read_toml(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_BYTE
         raise TomlFileError("invalid", str(e)) from None
     except RecursionError:
         raise TomlFileError("nested", "its values are nested too deeply") from None
+
+
+def read_prefix_text(path: str | os.PathLike[str], max_bytes: int) -> str:
+    """The first ``max_bytes`` of the regular file ``path`` as UTF-8 text, a character cut at the end dropped: a
+    text of any size costs only what is read (UnicodeDecodeError for an invalid byte within it)."""
+    p = Path(path)
+    mode = os.stat(p).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotARegularFile(f"{p}: is {_kind(mode)}, not a regular file")
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotARegularFile(f"{p}: not a regular file")
+        chunks, total = [], 0
+        while total < max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    finally:
+        os.close(fd)
+    return codecs.getincrementaldecoder("utf-8")().decode(b"".join(chunks), final=False)

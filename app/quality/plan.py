@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded, read_bounded_text
+from app.bounded_read import FileTooLarge, NotARegularFile, read_prefix_text
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
@@ -53,9 +53,10 @@ class QualityPlan:
         return self.models[self.reference_index]
 
     def text(self) -> str:
+        """The text the run scores: only as much of the file as ``n_tokens`` can use (a 1.5 GB corpus costs MiBs)."""
         if self.text_source == DEFAULT_TEXT_SOURCE:
             return python_docs_text()
-        return read_bounded_text(self.text_source, MAX_TEXT_BYTES)
+        return read_prefix_text(self.text_source, text_bytes_needed(self.n_tokens))
 
     def file_columns(self, index: int) -> dict[str, Any]:
         """The columns of a row that come from the files' headers (identity, type, size, lineage, reference)."""
@@ -79,14 +80,20 @@ def _facts(path: str) -> ModelFacts:
         raise QualitySetupError(str(e)) from None
 
 
-#: The most text ``--text`` reads (a budget of MAX tokens needs far less; 64 MiB is about 16 million tokens).
-MAX_TEXT_BYTES = 64 << 20
+#: Characters of text tokenized per token wanted (English prose and docs run at about 4 per token).
+CHARS_PER_TOKEN_BOUND = 8
 
 
-def _check_text(text: str) -> str:
+def text_bytes_needed(n_tokens: int) -> int:
+    """Bytes of ``--text`` a run of ``n_tokens`` can use: CHARS_PER_TOKEN_BOUND characters a token, 4 bytes at most
+    a character, and a margin."""
+    return (n_tokens * CHARS_PER_TOKEN_BOUND + 4096) * 4
+
+
+def _check_text(text: str, n_tokens: int) -> str:
     p = Path(text).expanduser()
     try:
-        sample = read_bounded(p, MAX_TEXT_BYTES).decode("utf-8")  # the whole text: an invalid byte anywhere is found
+        sample = read_prefix_text(p, text_bytes_needed(n_tokens))  # all the run will read, checked as UTF-8
     except (NotARegularFile, FileTooLarge) as e:
         raise QualitySetupError(f"--text {text}: {str(e).split(': ', 1)[-1]}") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -134,6 +141,6 @@ def plan_quality(models: list[str], *, ref: str | None = None, text: str | None 
                                 f"({n_train})")
     if not n_ctx <= n_tokens <= MAX_N_TOKENS:
         raise QualitySetupError(f"--tokens {n_tokens}: must be between --ctx ({n_ctx}) and {MAX_N_TOKENS}")
-    source = _check_text(text) if text else DEFAULT_TEXT_SOURCE
+    source = _check_text(text, n_tokens) if text else DEFAULT_TEXT_SOURCE
     _check_scratch_space(n_tokens, n_ctx, facts[ref_index].n_vocab)
     return QualityPlan(tuple(paths), facts, ref_index, source, n_tokens, n_ctx, n_threads)

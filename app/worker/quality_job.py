@@ -15,12 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from app.quality.plan import CHARS_PER_TOKEN_BOUND
 from app.quality.scores import QualityAccumulator, log_softmax
 from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
 
 Emit = Callable[[Event], None]
-#: Characters of text tokenized per token wanted (English prose and docs run at about 4 per token).
-CHARS_PER_TOKEN_BOUND = 8
 #: Characters of the text every file must tokenize exactly as the reference does.
 TOKENIZER_SAMPLE_CHARS = 4096
 

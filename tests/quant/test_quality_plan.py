@@ -97,3 +97,27 @@ def test_two_models_with_the_same_vocabulary_size_but_other_tokens_are_not_compa
     rows = {Path(r["model_path"]).name: r for r in json.loads(proc.stdout)}
     assert rows["ref.gguf"]["status"] == "ok", proc.stderr
     assert rows["other.gguf"]["status"] == "failed" and "tokenizer" in rows["other.gguf"]["error"], rows
+
+
+def test_a_huge_text_costs_only_what_the_run_reads(tmp_path: Path) -> None:
+    """Issue #29 case 10: quality read the whole --text (a 1.5 GB text for a 64-token budget took 4.3 GB) but checked
+    only its first 64 KiB. Now it reads, and checks, just what the run can use."""
+    import resource
+
+    from app.quality.plan import plan_quality, text_bytes_needed
+    from tests.gguf_synth import write_synthetic_gguf
+
+    model = write_synthetic_gguf(tmp_path / "m.gguf", n_ctx_train=512)
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as f:
+        f.write(b"plain words " * 5000)
+        f.seek(3 << 30)  # 3 GiB, sparse: the rest is NUL characters, then one invalid byte far past the budget
+        f.write(b"\xff")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    plan = plan_quality([str(model)], text=str(huge), n_tokens=256, n_ctx=128)
+    assert len(plan.text().encode()) <= text_bytes_needed(256)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 100 * 1024  # KiB
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"words " * 100 + b"\xff" + b"more " * 100)  # an invalid byte within what the run reads
+    with pytest.raises(QualitySetupError, match="cannot read it as UTF-8 text"):
+        plan_quality([str(model)], text=str(bad), n_tokens=256, n_ctx=128)
