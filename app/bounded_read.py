@@ -9,6 +9,7 @@ and reads at most ``max_bytes``, so every such read ends in bounded time and mem
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import stat
 from pathlib import Path
@@ -41,6 +42,8 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_B
     """
     p = Path(path)
     mode = os.stat(p).st_mode
+    if stat.S_ISDIR(mode):  # the OS's own error, as every reader already words it ("Is a directory")
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
     if not stat.S_ISREG(mode):
         raise NotARegularFile(f"{p}: is {_kind(mode)}, not a regular file")
     fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
@@ -107,6 +110,8 @@ def read_prefix_text(path: str | os.PathLike[str], max_bytes: int) -> str:
     text of any size costs only what is read (UnicodeDecodeError for an invalid byte within it)."""
     p = Path(path)
     mode = os.stat(p).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
     if not stat.S_ISREG(mode):
         raise NotARegularFile(f"{p}: is {_kind(mode)}, not a regular file")
     fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))

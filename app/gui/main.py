@@ -194,7 +194,8 @@ def _read_replay(path: str) -> list[Any] | str:
     try:
         events = read_event_stream(path)
     except READ_ERRORS as e:
-        return f"cannot replay {path}: {getattr(e, 'strerror', None) or e}"
+        why = getattr(e, "strerror", None) or str(e).removeprefix(f"{path}: ")  # the path is said once
+        return f"cannot replay {path}: {why}"
     return events if events else f"cannot replay {path}: it holds no events"
 
 
