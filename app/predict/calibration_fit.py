@@ -20,6 +20,7 @@ from app.predict.cpu_kernels import SPLIT_KV_CELLS
 from app.predict.fitted_model import Expected, FitError, PhaseFit, fit_phase
 from app.predict.prediction import PredictSettings
 from app.predict.workload import PHASES, Workload, kernel_class, workload_for
+from app.telemetry.repack_guard import default_repack
 
 #: Fit document version; a file of another version is ignored (calibrate again).
 FIT_VERSION = 1
@@ -218,7 +219,7 @@ class MachineFit:
 
 
 def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, build: str, created: str,
-                context: MachineContext | None = None, repack: int = 1,
+                context: MachineContext | None = None, repack: int | None = None,
                 repacked_types: tuple[str, ...] | None = None) -> MachineFit:
     """Fit every backend and phase of ``samples`` (reduced with ``context``); a phase that cannot be fitted becomes
     a note.
@@ -239,6 +240,7 @@ def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, buil
     fits = {b: ph for b, ph in fits.items() if ph}
     if not fits:
         raise FitError("; ".join(notes) or "no measured points to fit")
+    repack = default_repack() if repack is None else repack  # None: the samples ran with this machine's default
     return MachineFit(cpu_info, gpu_info, build, created, fits, len(samples), tuple(notes),
                       context or MachineContext(), repack=repack, repacked_types=repacked_types)
 

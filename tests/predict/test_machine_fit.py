@@ -68,7 +68,8 @@ def test_predict_and_rows_use_the_fit(machine_fit: MachineFit, tmp_path: Path) -
     assert doc["expected_source"].startswith("fit of this machine, 2026-11-30, 9 points, median error 0.0%")
     assert doc["expected_total_s"] is not None
     row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 128,
-           "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0, "decode_tps": 1.0}
+           "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0, "decode_tps": 1.0,
+           "repack": PredictSettings(n_ctx=1).repack}  # a row measured here has this machine's repacking
     sources = ExpectedSources(machine_fit=calib.machine_fit, store_efficiency=calib)
     cols = RowPredictor(HardwareContext(cpu=cpu), sources)(row)
     assert cols["expected_decode_tps"] == pytest.approx(pred.expected_decode_tps, rel=1e-6)
@@ -121,7 +122,8 @@ def test_rows_the_window_predict_and_the_chooser_give_one_expected_figure(tmp_pa
     model = write_synth_model(tmp_path / "unseen.gguf", SynthShape(384, 4, "F16", arch="gemma"))
     facts = read_model_facts(model)
     row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 0,
-           "n_ctx": 1024, "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0, "repack": 1}
+           "n_ctx": 1024, "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0,
+           "repack": PredictSettings(n_ctx=1).repack}  # as measured here: this machine's repacking
     truth = _tps(DECODE, workload_of(facts, PredictSettings.from_row(row)).features("decode"))
     with ResultStore(tmp_path / "s.sqlite3") as store:
         sources = ExpectedSources.load(cpu_model, gpu_info, store)
