@@ -59,7 +59,7 @@ def test_list_ranges_never_build_more_than_their_bound(text: str) -> None:
 def test_toml_sweep_presets(tmp_path_factory: pytest.TempPathFactory, table: dict[str, object]) -> None:
     """A preset whose values are anything TOML can hold: a SweepSpec that validates, or one PlanError line."""
     path = tmp_path_factory.mktemp("preset") / "p.toml"
-    path.write_text("[sweep]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in table.items() if _toml(v)))
+    path.write_text(_toml_table("[sweep]", table))
     try:
         spec = load_sweep_preset(path)
     except PlanError as e:
@@ -87,7 +87,7 @@ def test_toml_that_is_not_toml(tmp_path_factory: pytest.TempPathFactory, raw: by
 def test_hardware_profiles(tmp_path_factory: pytest.TempPathFactory, entry: dict[str, object]) -> None:
     """A user's ``[[gpu]]`` table: profiles with finite positive figures, or one ProfileError line."""
     path = tmp_path_factory.mktemp("hw") / "mine.toml"
-    path.write_text("[[gpu]]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in entry.items() if _toml(v)))
+    path.write_text(_toml_table("[[gpu]]", entry))
     try:
         profiles = load_profile_file(path)
     except ProfileError as e:
@@ -152,6 +152,11 @@ def test_the_gguf_header_reader(raw: bytes) -> None:
     except (ShortRead, CorruptHeader):
         return
     assert scan.header_bytes <= len(data) or scan.header_bytes > 0
+
+
+def _toml_table(header: str, table: dict[str, object]) -> str:
+    """``table`` under ``header`` as TOML, keys whose value TOML cannot hold left out."""
+    return header + "\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in table.items() if _toml(v))
 
 
 def _toml(value: object) -> str:

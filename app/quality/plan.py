@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.bounded_read import FileTooLarge, NotARegularFile, read_prefix_text
+from app.bounded_read import NotARegularFile, read_prefix_text
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
@@ -94,7 +94,7 @@ def _check_text(text: str, n_tokens: int) -> str:
     p = Path(text).expanduser()
     try:
         sample = read_prefix_text(p, text_bytes_needed(n_tokens))  # all the run will read, checked as UTF-8
-    except (NotARegularFile, FileTooLarge) as e:
+    except NotARegularFile as e:  # the prefix read has no size to refuse
         raise QualitySetupError(f"--text {text}: {str(e).split(': ', 1)[-1]}") from None
     except (OSError, UnicodeDecodeError) as e:
         cause = e.strerror if isinstance(e, OSError) and e.strerror else e.__class__.__name__
