@@ -9,6 +9,7 @@ which llama.cpp loads for both architectures.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,8 +129,20 @@ def write_synth_model(path: str | Path, shape: SynthShape, seed: int = 0) -> Pat
         else:
             raw = np.zeros(gguf.quant_shape_to_byte_shape(dims, qtype), dtype=np.uint8)
             writer.add_tensor(name, raw, raw_dtype=qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    try:
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+    except OSError as e:  # a full disk: numpy's tofile says only "N requested and M written"
+        path.unlink(missing_ok=True)
+        try:
+            free = f"; {shutil.disk_usage(path.parent).free / 2**20:,.1f} MiB free there"
+        except OSError:
+            free = ""
+        raise SynthWriteError(f"{path}: cannot write a ladder model ({e.strerror or e}{free})") from None
     return path
+
+
+class SynthWriteError(OSError):
+    """A synthetic model could not be written (a full disk, no permission); str() names the file and the cause."""

@@ -63,6 +63,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         except FitError as e:
             print(f"gguf-bench: calibration could not fit: {e}", file=sys.stderr)
             return EXIT_TESTS_FAILED
+        except OSError as e:  # a full disk or a read-only data dir: writing a ladder model or saving the fit
+            where = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
+            print(f"gguf-bench: calibration stopped: {where}; the previous fit is unchanged", file=sys.stderr)
+            return EXIT_TESTS_FAILED
     if args.json:
         print(json.dumps({"path": str(result.path), **result.fit.to_json_dict()}, indent=1))
         return EXIT_OK

@@ -228,13 +228,15 @@ class RemoteFile:
             if isinstance(reason, socket.timeout | TimeoutError | ConnectionError):
                 raise _Retry(f"no answer ({reason or 'timed out'})") from None
             raise RemoteGGUFError(self.url, f"cannot connect ({reason})") from None
+        except http.client.HTTPException as exc:  # a status line or headers that are not HTTP
+            raise RemoteGGUFError(self.url, f"not an HTTP answer ({type(exc).__name__}: {str(exc)[:80]})") from None
         self.etag = resp.headers.get("ETag", "") or self.etag
         if resp.status == 200:
             if start > 0:
                 resp.close()
                 raise RemoteGGUFError(self.url, "the server stopped honouring HTTP range requests")
             self.ranged = False
-            self.total_bytes = int(resp.headers.get("Content-Length") or -1)
+            self.total_bytes = _content_length(resp.headers.get("Content-Length"))
             self._stream = resp
             self._read_stream(end)
             return
@@ -295,6 +297,12 @@ class RemoteFile:
             raise RemoteGGUFError(self.url, f"response truncated ({got} bytes)")
         if self.total_bytes < 0 and len(data) < want:
             self.total_bytes = len(self.buf)
+
+
+def _content_length(value: str | None) -> int:
+    """A Content-Length header's byte count; -1 when it is missing or not a whole number."""
+    value = (value or "").strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 20 else -1
 
 
 def _check_start(url: str, head: bytes) -> None:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,3 +208,23 @@ def test_passes_flag_is_checked() -> None:
     assert options_from_args(parser.parse_args(["calibrate", "--passes", "3"])).passes == 3
     with pytest.raises(UserError, match="--passes"):
         options_from_args(parser.parse_args(["calibrate", "--passes", "0"]))
+
+
+def _small_disk() -> None:
+    """The child's files may not pass 120 KB (RLIMIT_FSIZE): writes past it fail with EFBIG as on a full disk
+    (SIGXFSZ ignored, so the write returns the error instead of killing the process)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (120_000, 120_000))
+
+
+def test_a_full_disk_stops_calibration_with_one_line(isolated_data_dir: Path) -> None:
+    """Issue #29 "Also": a full disk during calibration gave a traceback out of numpy's tofile ("139264 requested
+    and 107744 written"). Now one line names the model file and the cause, the ladder is removed, no fit saved."""
+    proc = subprocess.run([sys.executable, "-m", "app.cli.main", "calibrate", "--quick", "-q"], capture_output=True,
+                          text=True, timeout=300, preexec_fn=_small_disk)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "calibration stopped: " in line and "cannot write a ladder model" in line, line
+    assert "the previous fit is unchanged" in line
+    calibration = isolated_data_dir / "calibration"
+    assert not list(calibration.glob("ladder-*")) and not list(calibration.glob("fit-*.json"))
