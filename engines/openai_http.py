@@ -10,6 +10,7 @@ becomes a :class:`RequestResult` whose ``error`` says why. The API key is read f
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import os
@@ -125,6 +126,7 @@ class RequestResult:
     first_token_ns: int | None = None
     chunk_ns: list[int] = field(default_factory=list)  # arrival of each chunk that carried text
     prompt_tokens: int | None = None  # as the server reports them (usage)
+    cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache, where it says so
     completion_tokens: int | None = None  # as the server reports them (usage); None: count chunks
     finish_reason: str = ""
     error: str = ""
@@ -148,13 +150,16 @@ class RequestResult:
         return "tokenize" if self.retokenized else "usage"
 
 
-def request_body(endpoint: Endpoint, prompt: str, max_tokens: int) -> dict[str, Any]:
+def request_body(endpoint: Endpoint, prompt: str, max_tokens: int, context: str = "") -> dict[str, Any]:
+    """The JSON of one request. ``context`` (a depth's earlier text) goes first: before the prompt in
+    /completions, as the system message in /chat/completions, so a prefix cache can hold it."""
     body: dict[str, Any] = {"model": endpoint.model, "max_tokens": max_tokens, "stream": True,
                             "stream_options": {"include_usage": True}, "temperature": 0.0}
     if endpoint.chat:
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = ([{"role": "system", "content": context}] if context else []) + [
+            {"role": "user", "content": prompt}]
     else:
-        body["prompt"] = prompt
+        body["prompt"] = f"{context} {prompt}" if context and prompt else context or prompt
     if endpoint.ignore_eos:
         body.update(ignore_eos=True, min_tokens=max_tokens)
     return body
@@ -201,7 +206,7 @@ class _Stream:
             return
         try:
             chunk = json.loads(data)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a number past Python's digit limit, nested too deep
             raise _Fail(f"malformed SSE data {_scrub(data)!r}") from None
         if not isinstance(chunk, dict):
             raise _Fail(f"malformed SSE data {_scrub(data)!r}")
@@ -215,10 +220,17 @@ class _Stream:
         if isinstance(usage, dict):
             self.result.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
             self.result.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+            details = usage.get("prompt_tokens_details")  # OpenAI's, vLLM's and llama-server's cached count
+            if isinstance(details, dict) and (cached := _int_or_none(details.get("cached_tokens"))) is not None:
+                self.result.cached_tokens = cached
+        timings = chunk.get("timings")  # llama-server: cache_n prompt tokens came from its cache
+        if isinstance(timings, dict) and self.result.cached_tokens is None:
+            self.result.cached_tokens = _int_or_none(timings.get("cache_n"))
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict):
                 continue
-            text = (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
+            delta = choice.get("delta")
+            text = (delta.get("content") if isinstance(delta, dict) else None) if self.chat else choice.get("text")
             if text:
                 if self.result.first_token_ns is None:
                     self.result.first_token_ns = now
@@ -243,8 +255,8 @@ def _int_or_none(value: object) -> int | None:
 MAX_REPORTED_TOKENS = 1 << 24
 
 
-def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: Clock = time.perf_counter_ns,
-                   cancel: threading.Event | None = None,
+def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, context: str = "",
+                   clock: Clock = time.perf_counter_ns, cancel: threading.Event | None = None,
                    on_socket: Callable[[socket.socket | None], None] | None = None) -> RequestResult:
     """Send one streamed request and time it. Never raises: a failure is ``result.error``.
 
@@ -279,7 +291,8 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, clock: C
         if cancel is not None and cancel.is_set():
             raise _Fail("cancelled")
         path = endpoint._path("/chat/completions" if endpoint.chat else "/completions")
-        conn.request("POST", path, body=json.dumps(request_body(endpoint, prompt, max_tokens)), headers=_headers())
+        body = json.dumps(request_body(endpoint, prompt, max_tokens, context))
+        conn.request("POST", path, body=body, headers=_headers())
         resp = conn.getresponse()
         if resp.status != 200:
             raise _Fail(f"HTTP {resp.status} {_scrub(str(resp.reason))}: "
@@ -322,7 +335,7 @@ def served_models(endpoint: Endpoint) -> list[str] | None:
         if resp.status != 200:
             return None
         data = json.loads(payload)
-    except (OSError, http.client.HTTPException, ValueError):
+    except (OSError, http.client.HTTPException, ValueError, RecursionError):
         return None
     finally:
         conn.close()
@@ -349,7 +362,7 @@ def count_tokens(endpoint: Endpoint, text: str) -> int | None:
                 return int(data["count"])
             if isinstance(data, dict) and isinstance(data.get("tokens"), list):
                 return len(data["tokens"])
-        except (OSError, http.client.HTTPException, ValueError):
+        except (OSError, http.client.HTTPException, ValueError, RecursionError):
             continue
         finally:
             conn.close()
@@ -369,13 +382,24 @@ def poisson_arrivals_s(n: int, rate_rps: float | None, seed: int) -> list[float]
 
 
 class LoadRun:
-    """``len(prompts)`` requests, at most ``concurrency`` in flight, sent no earlier than their arrival times."""
+    """``len(prompts)`` requests, at most ``concurrency`` in flight, sent no earlier than their arrival times.
+
+    ``contexts`` (one per prompt) is text sent before each prompt (a depth). With ``prime_contexts`` each request
+    is preceded, on the same thread, by one that sends its context alone for one token (llama-benchy's context
+    load): the timed request then finds the context in the server's prefix cache, if it keeps one. The loads'
+    results are ``context_results``."""
 
     def __init__(self, endpoint: Endpoint, prompts: Sequence[str], max_tokens: int, concurrency: int,
-                 arrivals_s: Sequence[float], clock: Clock = time.perf_counter_ns) -> None:
+                 arrivals_s: Sequence[float], clock: Clock = time.perf_counter_ns, *,
+                 contexts: Sequence[str] | None = None, prime_contexts: bool = False) -> None:
         self.endpoint, self.prompts, self.max_tokens = endpoint, list(prompts), max_tokens
         self.concurrency, self.arrivals_s, self.clock = max(1, concurrency), list(arrivals_s), clock
+        self.contexts = list(contexts) if contexts is not None else [""] * len(self.prompts)
+        if len(self.contexts) != len(self.prompts):
+            raise ValueError(f"{len(self.contexts)} contexts for {len(self.prompts)} prompts")
+        self.prime_contexts = prime_contexts
         self.results: list[RequestResult | None] = [None] * len(self.prompts)
+        self.context_results: list[RequestResult | None] = [None] * len(self.prompts)
         self._next = 0
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -416,8 +440,16 @@ class LoadRun:
             delay_s = self.start_ns / 1e9 + self.arrivals_s[i] - self.clock() / 1e9
             if delay_s > 0 and self._cancel.wait(delay_s):
                 return
-            self.results[i] = stream_request(self.endpoint, self.prompts[i], self.max_tokens, clock=self.clock,
-                                             cancel=self._cancel, on_socket=track)
+            context = self.contexts[i]
+            if self.prime_contexts and context:
+                loaded = stream_request(self.endpoint, "", 1, context=context, clock=self.clock,
+                                        cancel=self._cancel, on_socket=track)
+                self.context_results[i] = loaded
+                if not loaded.ok:  # the timed request would not find its context cached: it is not sent
+                    self.results[i] = dataclasses.replace(loaded, error=f"context load failed: {loaded.error}")
+                    continue
+            self.results[i] = stream_request(self.endpoint, self.prompts[i], self.max_tokens, context=context,
+                                             clock=self.clock, cancel=self._cancel, on_socket=track)
 
     def run(self) -> list[RequestResult]:
         """Send every request (or until cancelled); the results of the requests that were sent, in order."""

@@ -29,14 +29,31 @@ def add_remote_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--request-timeout", type=float, default=60.0, help="seconds without data before a request "
                    "fails (default 60; a whole request gets 10× that)")
     g.add_argument("--seed", type=int, default=0, help="seed of the prompts' words and the arrival times")
+    g.add_argument("--prefix-cache", action="store_true",
+                   help="with -d: send each request's context alone first, then time the prompt over the cached "
+                   "context (llama-benchy's --enable-prefix-caching)")
     g.add_argument("--chat", action="store_true", help="use /chat/completions instead of /completions")
     g.add_argument("--no-ignore-eos", action="store_true",
                    help="do not send ignore_eos/min_tokens (for servers that reject them)")
 
 
+#: Options that mean something only for a server (refused without --url rather than ignored).
+_REMOTE_ONLY = ("served_model", "concurrency", "rate", "requests", "slo_ttft_ms", "slo_tpot_ms", "prefix_cache",
+                "chat", "no_ignore_eos")
+
+
+def check_remote_flags_need_url(args: argparse.Namespace) -> None:
+    """UserError naming the server-only flags given to a local run."""
+    given = [name for name in _REMOTE_ONLY if getattr(args, name, None) not in (None, False)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UserError(f"{flags}: only apply to a remote server (--url)")
+
+
 def _check_local_flags(args: argparse.Namespace) -> None:
     local = [name for name in _LOCAL_ONLY if getattr(args, name, None)]
-    local += [p.name for p in PARAMS if p.is_list and p.name not in ("n_prompt", "n_gen") and getattr(args, p.name)]
+    shared = ("n_prompt", "n_gen", "n_depth")
+    local += [p.name for p in PARAMS if p.is_list and p.name not in shared and getattr(args, p.name)]
     if local:
         flags = ", ".join(PARAM[n].flags[-1] if n in PARAM else "--" + n.replace("_", "-") for n in local)
         raise UserError(f"--url: {flags} only apply to a local model")
@@ -48,7 +65,8 @@ def remote_spec(args: argparse.Namespace) -> RemoteSpec:
     return build_remote_spec(args.url, args.served_model or "", n_prompt=args.n_prompt, n_gen=args.n_gen,
                              concurrency=args.concurrency, n_requests=args.requests, rate_rps=args.rate,
                              objective=Objective(args.slo_ttft_ms, args.slo_tpot_ms), timeout_s=args.request_timeout,
-                             chat=args.chat, ignore_eos=not args.no_ignore_eos, seed=args.seed)
+                             chat=args.chat, ignore_eos=not args.no_ignore_eos, seed=args.seed,
+                             n_depth=args.n_depth, prefix_cache=args.prefix_cache)
 
 
 def remote_session(args: argparse.Namespace) -> RemoteSession:

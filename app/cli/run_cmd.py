@@ -13,7 +13,7 @@ from typing import Any
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, UserError, print_error
 from app.cli.output import check_output_path, write_file, write_results
 from app.cli.progress import Progress
-from app.cli.remote_cmd import remote_session
+from app.cli.remote_cmd import check_remote_flags_need_url, remote_session
 from app.paths import SWEEP_PRESETS_DIR, check_writable_data_dir, default_model_path
 from app.predict.hardware import HardwareContext
 from app.results import export
@@ -113,6 +113,8 @@ def _local_session(args: argparse.Namespace) -> SweepSession | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     _check_outputs(args)
+    if not getattr(args, "url", None):
+        check_remote_flags_need_url(args)
     session = remote_session(args) if getattr(args, "url", None) else _local_session(args)
     if session is None:
         return EXIT_USAGE

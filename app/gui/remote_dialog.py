@@ -11,6 +11,7 @@ from typing import Any
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
@@ -44,15 +45,19 @@ class RemoteDialog(QDialog):
         self.rows: dict[int, dict[str, Any]] = {}
         self.fields = {name: QLineEdit(text, self) for name, text in (
             ("url", "http://127.0.0.1:8080/v1"), ("model", ""), ("n_prompt", "128"), ("n_gen", "64"),
-            ("concurrency", "1,2,4,8"))}
+            ("concurrency", "1,2,4,8"), ("n_depth", "0"))}
         self.requests = QSpinBox(self)
         self.requests.setRange(0, 10_000)
         self.requests.setSpecialValueText("auto (4 × concurrency, at least 8)")
         form = QFormLayout()
         for label, name in (("URL (API root)", "url"), ("Served model", "model"), ("Prompt lengths", "n_prompt"),
-                            ("Output lengths", "n_gen"), ("Concurrency", "concurrency")):
+                            ("Output lengths", "n_gen"), ("Concurrency", "concurrency"),
+                            ("Context depths", "n_depth")):
             form.addRow(label, self.fields[name])
         form.addRow("Requests per test", self.requests)
+        self.prefix_cache = QCheckBox("Load each context first, then time the prompt over the cached context", self)
+        self.prefix_cache.setToolTip("llama-benchy's prefix-cache test: needs a depth above 0")
+        form.addRow("Prefix cache", self.prefix_cache)
         self.plot = ConcurrencyPlot(self)
         self.status = QLabel(f"API key, if the server needs one: {' or '.join(API_KEY_ENVS)} in the environment.", self)
         self.status.setWordWrap(True)
@@ -77,6 +82,7 @@ class RemoteDialog(QDialog):
         f = {name: edit.text() for name, edit in self.fields.items()}
         return build_remote_spec(f["url"], f["model"], n_prompt=f["n_prompt"], n_gen=f["n_gen"],
                                  concurrency=f["concurrency"], n_requests=self.requests.value() or None,
+                                 n_depth=f["n_depth"], prefix_cache=self.prefix_cache.isChecked(),
                                  ask_server=False)  # the window's thread never waits on a server
 
     def run(self) -> str | None:

@@ -80,9 +80,26 @@ def _decode_window_s(ok: Sequence[RequestResult]) -> float:
     return total / 1e9
 
 
+def prefill_tokens(r: RequestResult, loaded: RequestResult | None, estimate: int) -> int:
+    """The prompt tokens request ``r`` really processed before its first token: the server's prompt count less
+    what it says came from its prefix cache; after a context load (``loaded``) and with no cache count, less the
+    load's own prompt count; ``estimate`` when the server counted nothing."""
+    if r.prompt_tokens is None:
+        return estimate
+    if r.cached_tokens is not None:
+        return max(r.prompt_tokens - r.cached_tokens, 1)
+    if loaded is not None and loaded.ok and loaded.prompt_tokens is not None:
+        return max(r.prompt_tokens - loaded.prompt_tokens, 1)
+    return r.prompt_tokens
+
+
 def summarise_requests(results: Sequence[RequestResult], duration_ns: int, prompt_tokens_est: int,
-                       objective: Objective = NO_OBJECTIVE) -> dict[str, Any]:
-    """The measured columns of one remote test; ``status`` is ok when at least one request finished."""
+                       objective: Objective = NO_OBJECTIVE,
+                       context_results: Sequence[RequestResult | None] | None = None) -> dict[str, Any]:
+    """The measured columns of one remote test; ``status`` is ok when at least one request finished.
+
+    ``context_results[i]`` is the context load sent before ``results[i]`` (prefix-cache tests): prefill then
+    counts only the tokens after the cached context, and ``ctx_ttft_ms`` is the loads' mean TTFT."""
     for r in results:
         if r.ok and r.first_token_ns is None:
             r.error = "the stream carried no text"
@@ -94,9 +111,14 @@ def summarise_requests(results: Sequence[RequestResult], duration_ns: int, promp
     tpots = [t for r in ok if (t := tpot_ms(r)) is not None]
     e2e_ms = [(r.end_ns - r.start_ns) / 1e6 for r in ok]
     itl_ms = [(b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
+    loads = list(context_results) if context_results is not None else [None] * len(results)
+    loaded = [c for r, c in zip(results, loads, strict=True) if r.ok]
     prompt = [r.prompt_tokens if r.prompt_tokens is not None else prompt_tokens_est for r in ok]
+    prefill = [prefill_tokens(r, c, prompt_tokens_est) for r, c in zip(ok, loaded, strict=True)]
+    cached = [float(r.cached_tokens) for r in ok if r.cached_tokens is not None]
+    ctx_ttfts = [t for c in loads if c is not None and c.ok and (t := ttft_ms(c)) is not None]
     decode_samples = [1e3 / t for t in tpots if t > 0]
-    prefill_samples = [p / (t / 1e3) for p, t in zip(prompt, ttfts, strict=True) if t > 0]
+    prefill_samples = [p / (t / 1e3) for p, t in zip(prefill, ttfts, strict=True) if t > 0]
     e2e_ts = [(p + r.output_tokens) / (e / 1e3) for p, r, e in zip(prompt, ok, e2e_ms, strict=True) if e > 0]
     decoded = sum(max(r.output_tokens - 1, 0) for r in ok if tpot_ms(r) is not None)  # tokens after the first
     window_s = _decode_window_s(ok)
@@ -123,6 +145,9 @@ def summarise_requests(results: Sequence[RequestResult], duration_ns: int, promp
         "prefill_samples_tps": prefill_samples,
         "decode_samples_tps": decode_samples,
         "prompt_tokens_mean": stats.mean([float(p) for p in prompt]),
+        "prefill_tokens_mean": stats.mean([float(p) for p in prefill]),
+        "cached_tokens_mean": stats.mean(cached) if cached else None,
+        "ctx_ttft_ms": stats.mean(ctx_ttfts) if ctx_ttfts else None,
         "tokens_counted_by": _counted_by(ok),
         "status": "ok" if ok else "failed",
     }

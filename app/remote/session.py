@@ -52,7 +52,8 @@ _WORDS = ("the of and to in is that for it as was with be by on not he this are 
 
 @dataclass(frozen=True)
 class RemoteTest:
-    """One remote test: ``n_requests`` prompts of ``n_prompt`` tokens, ``concurrency`` in flight at most."""
+    """One remote test: ``n_requests`` prompts of ``n_prompt`` tokens after ``n_depth`` tokens of context,
+    ``concurrency`` in flight at most; with ``prefix_cache`` each request's context is loaded first, alone."""
 
     __test__ = False  # not a pytest class
 
@@ -63,6 +64,8 @@ class RemoteTest:
     concurrency: int
     n_requests: int
     rate_rps: float | None = None
+    n_depth: int = 0
+    prefix_cache: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """As stored in the run's test list and sent in TestStarted (``model_path``: what short names read)."""
@@ -71,7 +74,11 @@ class RemoteTest:
 
 @dataclass
 class RemoteSpec:
-    """A remote sweep: lists are crossed; ``n_requests`` None means max(8, 4 × concurrency) per test."""
+    """A remote sweep: lists are crossed; ``n_requests`` None means max(8, 4 × concurrency) per test.
+
+    ``n_depth`` are llama-benchy's context depths: each request carries that many tokens of its own text before
+    the prompt. ``prefix_cache`` (llama-benchy's ``--enable-prefix-caching``) loads each context in a request of
+    its own first, so the timed request measures the prompt over a cached context; depth 0 runs plain."""
 
     endpoint: Endpoint
     n_prompt: list[int] = field(default_factory=lambda: [512])
@@ -81,11 +88,13 @@ class RemoteSpec:
     rate_rps: float | None = None
     objective: Objective = Objective()
     seed: int = 0
+    n_depth: list[int] = field(default_factory=lambda: [0])
+    prefix_cache: bool = False
 
     def tests(self) -> list[RemoteTest]:
         return [RemoteTest(self.endpoint.display, self.endpoint.model, p, n, c,
-                           self.n_requests or max(8, 4 * c), self.rate_rps)
-                for p in self.n_prompt for n in self.n_gen for c in self.concurrency]
+                           self.n_requests or max(8, 4 * c), self.rate_rps, d, self.prefix_cache and d > 0)
+                for p in self.n_prompt for n in self.n_gen for d in self.n_depth for c in self.concurrency]
 
 
 #: A common English word is one to three tokens in any tokenizer: a server count outside ×/÷ this many per word is
@@ -194,8 +203,13 @@ class RemoteSession(SweepSession):
         row = remote_base_row(test, index, self.run_id, self.spec.objective)
         words, how = self.prompts.size(test.n_prompt)
         prompts = [self.prompts.text(words, index * MAX_REQUESTS + i) for i in range(test.n_requests)]
+        contexts = None
+        if test.n_depth:  # every request its own context: only a prefix-cache test may find one cached
+            depth_words, _ = self.prompts.size(test.n_depth)
+            contexts = [self.prompts.text(depth_words, -3 - index * MAX_REQUESTS - i) for i in range(test.n_requests)]
         load = LoadRun(self.spec.endpoint, prompts, test.n_gen, test.concurrency,
-                       poisson_arrivals_s(test.n_requests, test.rate_rps, self.spec.seed + index))
+                       poisson_arrivals_s(test.n_requests, test.rate_rps, self.spec.seed + index),
+                       contexts=contexts, prime_contexts=test.prefix_cache)
         with self._load_lock:
             self._load = load
         if self._cancel.is_set():
@@ -205,7 +219,10 @@ class RemoteSession(SweepSession):
             self._load = None
         self._recount(results)
         end_ns = max((r.end_ns for r in results), default=load.start_ns)
-        row.update(summarise_requests(results, end_ns - load.start_ns, test.n_prompt, self.spec.objective))
+        estimate = test.n_prompt if test.prefix_cache else test.n_prompt + test.n_depth
+        loads = [c for c, r in zip(load.context_results, load.results, strict=True) if r is not None]
+        row.update(summarise_requests(results, end_ns - load.start_ns, estimate, self.spec.objective,
+                                      loads if test.prefix_cache else None))
         reported = any(r.prompt_tokens is not None for r in results if r.ok)
         row["prompt_tokens_by"] = "usage" if reported else how
         if row["status"] != "ok":
@@ -219,7 +236,8 @@ def remote_base_row(test: RemoteTest, index: int, run_id: str, objective: Object
         "run_id": run_id, "test_index": index, "status": "pending", "error": "", "error_kind": "",
         "model_path": test.endpoint, "model_filename": test.served_model, "backends": "remote",
         "endpoint": test.endpoint, "cpu_info": "", "gpu_info": "",
-        "n_prompt": test.n_prompt, "n_gen": test.n_gen, "n_depth": 0, "n_parallel": test.concurrency,
+        "n_prompt": test.n_prompt, "n_gen": test.n_gen, "n_depth": test.n_depth, "n_parallel": test.concurrency,
+        "prefix_cache": int(test.prefix_cache),
         "n_requests": test.n_requests, "request_rate_rps": test.rate_rps,
         "slo_ttft_ms": objective.ttft_ms, "slo_tpot_ms": objective.tpot_ms, "test_time": now_iso(),
     }
@@ -251,7 +269,8 @@ def _the_one_served_model(url: str, timeout_s: float) -> str:
 def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_gen: str | None = None,
                       concurrency: str | None = None, n_requests: int | None = None, rate_rps: float | None = None,
                       objective: Objective = NO_OBJECTIVE, timeout_s: float = 60.0, chat: bool = False,
-                      ignore_eos: bool = True, seed: int = 0, ask_server: bool = True) -> RemoteSpec:
+                      ignore_eos: bool = True, seed: int = 0, ask_server: bool = True, n_depth: str | None = None,
+                      prefix_cache: bool = False) -> RemoteSpec:
     """A remote sweep from what a user typed (CLI flags or the window's fields); PlanError names what is wrong.
 
     Without ``model`` the server is asked which it serves (``GET /models``, when ``ask_server``: not from the
@@ -266,6 +285,9 @@ def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_ge
         raise PlanError("--rate must be a positive number of requests per second")
     if not 0 < timeout_s <= MAX_TIMEOUT_S:
         raise PlanError(f"--request-timeout must be above 0 and at most {MAX_TIMEOUT_S:g} s")
+    depths = parse_counts("-d", n_depth, [0], 0, 1 << 20)
+    if prefix_cache and not any(depths):
+        raise PlanError("--prefix-cache needs a context to cache: give -d a depth above 0")
     try:
         endpoint = Endpoint(url.strip(), model.strip(), timeout_s=timeout_s, chat=chat, ignore_eos=ignore_eos)
     except EndpointError as e:
@@ -273,4 +295,5 @@ def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_ge
     return RemoteSpec(endpoint, n_prompt=parse_counts("-p", n_prompt, [512], 1, 1 << 20),
                       n_gen=parse_counts("-n", n_gen, [128], 1, 1 << 20),
                       concurrency=parse_counts("--concurrency", concurrency, [1], 1, MAX_CONCURRENCY),
-                      n_requests=n_requests, rate_rps=rate_rps, objective=objective, seed=seed)
+                      n_requests=n_requests, rate_rps=rate_rps, objective=objective, seed=seed,
+                      n_depth=depths, prefix_cache=prefix_cache)

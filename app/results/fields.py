@@ -243,6 +243,17 @@ FIELD_TABLE: tuple[Field, ...] = (
            "llama-bench --repack); 0: weights stay as in the file"),
     _ours("extra_buffers", str, "", "{}", "the CPU extra buffer types llama.cpp put weights in (AMX, CPU_REPACK…), "
           "empty: none; repacked weights run other kernels"),
+    # remote depth and prefix-cache tests (appended: the columns above keep their order)
+    *(_remote(*f) for f in (
+        ("prefix_cache", int, "", "{}", "1: each request's n_depth context was sent alone first, so the timed "
+         "request could find it in the server's prefix cache (remote; llama-benchy's ctx_pp step)", {}),
+        ("prefill_tokens_mean", float, "tokens", "{:.1f}", "prompt tokens per request the prefill rate counts: "
+         "the server's prompt count less what came from its cache (remote)", {"kind": MEASURED}),
+        ("cached_tokens_mean", float, "tokens", "{:.1f}", "prompt tokens per request the server says it took from "
+         "its prefix cache; empty: it does not say (remote)", {"kind": MEASURED}),
+        ("ctx_ttft_ms", float, "ms", "{:.1f}", "mean TTFT of the context loads (prefix-cache tests): the "
+         "uncached cost the timed requests' TTFT is compared with (remote)", {"kind": MEASURED}),
+    )),
 )
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}

@@ -5,8 +5,10 @@ chunk), ``nousage`` (no usage reported), ``slow`` (waits past the client's timeo
 ``halfway`` (stops after three chunks), ``badjson`` and ``badline`` (malformed SSE), ``flaky`` (every other
 request answers 500), ``echoauth`` (401 quoting the Authorization header it got), ``echoreason`` (401 whose
 HTTP reason phrase quotes it), ``countone`` (a tokenize route that counts every text as one token), ``trickle``
-(a byte every 0.3 s), ``multitoken`` (three-token chunks, no usage, a tokenize route). Every stream is a few
-lines long, and the server counts the requests in flight.
+(a byte every 0.3 s), ``multitoken`` (three-token chunks, no usage, a tokenize route), ``prefix`` (a word is
+a token; one cache slot like llama-server's: the words shared with the previous prompt are cached, each other
+word costs PREFILL_S_PER_WORD before the first token, and usage says how many were cached). Every stream is a
+few lines long, and the server counts the requests in flight.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 N_TOKENS = 4
+PREFILL_S_PER_WORD = 0.0005
 
 
 def _chunk(text: str, finish: str | None = None) -> bytes:
@@ -99,6 +102,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: [DONE]\n\n")
             return
         n = min(int(body.get("max_tokens", N_TOKENS)), N_TOKENS)
+        prompt_words, cached = 11, None
+        if mode == "prefix":
+            words = str(body.get("prompt", "")).split()
+            cached = self.server.take_prefix(words)
+            prompt_words = len(words)
+            time.sleep((prompt_words - cached) * PREFILL_S_PER_WORD)
         for i in range(n):
             if mode == "halfway" and i == 3:
                 return
@@ -112,7 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(0.005)
         self.wfile.write(_chunk("", "length"))
         if mode != "nousage":
-            usage = {"prompt_tokens": 11, "completion_tokens": n, "total_tokens": 11 + n}
+            usage: dict = {"prompt_tokens": prompt_words, "completion_tokens": n, "total_tokens": prompt_words + n}
+            if cached is not None:
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
             self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
         if mode != "halfway":
             self.wfile.write(b"data: [DONE]\n\n")
@@ -129,6 +140,19 @@ class FakeServer(ThreadingHTTPServer):
         self.max_in_flight = 0
         self.bodies: list[dict] = []
         self.auth: list[str] = []
+        self._slot: list[str] = []  # the words the ``prefix`` mode's one cache slot holds
+
+    def take_prefix(self, words: list[str]) -> int:
+        """Words of ``words`` the slot already holds (its common prefix with the previous prompt); then it holds
+        ``words``."""
+        with self._lock:
+            shared = 0
+            for a, b in zip(self._slot, words, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            self._slot = list(words)
+            return shared
 
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # a client that timed out and hung up is part of the test

@@ -90,3 +90,25 @@ def test_concurrency_sweep_against_a_real_server(llama_server: str, tmp_path: Pa
         stored = s.rows(run.run_id)
     assert run.status == "finished"
     assert [r["ttft_p50_ms"] for r in stored] == [r["ttft_p50_ms"] for r in rows]
+
+
+@pytest.mark.slow
+def test_depth_and_prefix_cache_against_a_real_server(llama_server: str, tmp_path: Path) -> None:
+    """Issue #29, llama-benchy's depth tests: llama-cpp-python's server keeps one prefix cache (the longest
+    prefix shared with the previous prompt). At depth 512 every request's own context makes each prefill the
+    whole 528 tokens; with --prefix-cache the context load pays that, and the timed prompt finds it cached."""
+    runs = {}
+    for flag in ((), ("--prefix-cache",)):
+        proc = gguf_bench("--store", str(tmp_path / "r.sqlite3"), "run", "--url", llama_server, "--served-model",
+                          "smollm2", "-p", "16", "-n", "2", "-d", "512", "--requests", "3", *flag, "-o", "json",
+                          timeout=240)
+        assert proc.returncode == 0, proc.stderr
+        (runs[bool(flag)],) = json.loads(proc.stdout)
+    plain, cached = runs[False], runs[True]
+    for r in (plain, cached):
+        assert r["status"] == "ok" and r["n_errors"] == 0 and r["n_depth"] == 512, r.get("request_errors")
+    assert plain["prefix_cache"] == 0 and plain["ctx_ttft_ms"] is None
+    assert cached["prefix_cache"] == 1 and cached["prefill_tokens_mean"] == 16  # no usage: the prompt, estimated
+    # the cached context is not prefilled again: the timed TTFT is well under the load's and the plain run's
+    assert cached["ttft_p50_ms"] < 0.5 * cached["ctx_ttft_ms"]
+    assert cached["ttft_p50_ms"] < 0.5 * plain["ttft_p50_ms"]

@@ -118,3 +118,24 @@ def test_a_key_echoed_in_the_reason_phrase_is_written_nowhere(server, tmp_path: 
                       "-p", "8", "-n", "2", "-o", "csv", timeout=60)
     assert "Traceback" not in proc.stderr and "sk-two" not in proc.stderr + proc.stdout, proc.stderr
     assert "the API key cannot be sent" in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--concurrency", "4"], "--concurrency: only apply to a remote server (--url)"),
+    (["--prefix-cache", "-d", "64"], "--prefix-cache: only apply to a remote server (--url)"),
+    (["--url", "http://127.0.0.1:1/v1", "--served-model", "m", "--prefix-cache"], "--prefix-cache needs a context"),
+])
+def test_server_flags_are_refused_where_they_do_not_apply(args: list[str], message: str, tmp_path: Path) -> None:
+    """Server-only flags on a local run were silently ignored; --prefix-cache without a depth measures nothing."""
+    proc = gguf_bench("--store", str(tmp_path / "r.sqlite3"), "run", *args, "-p", "4", "-n", "1", timeout=30)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_depth_runs_through_the_cli_and_lands_in_the_csv(server: FakeServer, tmp_path: Path) -> None:
+    rc, rows, err = _run("--url", server.url("prefix"), "--served-model", "fake", "-p", "8", "-n", "2", "-d",
+                         "0,64", "--prefix-cache", "--requests", "2", store=tmp_path / "r.sqlite3")
+    assert rc == 0, err
+    assert [(r["n_depth"], r["prefix_cache"]) for r in rows] == [(0, 0), (64, 1)]
+    assert rows[1]["cached_tokens_mean"] == 64 and rows[1]["ctx_ttft_ms"] > 0
+    header = export.to_csv(rows).splitlines()[0].split(",")
+    assert header[-4:] == ["prefix_cache", "prefill_tokens_mean", "cached_tokens_mean", "ctx_ttft_ms"]

@@ -27,6 +27,21 @@ def test_latency_curves_follow_concurrency_per_shape() -> None:
     rows.append({"status": "ok", "backends": "remote", "n_prompt": 64, "n_gen": 4, "n_parallel": 1,
                  "ttft_p50_ms": 99.0})
     assert set(latency_curves(rows)) >= {"TTFT p50 (p8 n4)", "TTFT p50 (p64 n4)"}
+    rows.append({"status": "ok", "backends": "remote", "n_prompt": 8, "n_gen": 4, "n_depth": 512, "prefix_cache": 1,
+                 "n_parallel": 1, "ttft_p50_ms": 7.0})
+    assert latency_curves(rows)["TTFT p50 (p8 n4 d512 cached)"] == ([1.0], [7.0])
+
+
+def test_the_dialog_sends_depths_and_the_prefix_cache_choice(qtbot) -> None:  # type: ignore[no-untyped-def]
+    dlg = RemoteDialog()
+    qtbot.addWidget(dlg)
+    dlg.fields["model"].setText("m")
+    dlg.fields["n_depth"].setText("0,1024")
+    dlg.prefix_cache.setChecked(True)
+    spec = dlg.spec()
+    assert spec.n_depth == [0, 1024] and [t.prefix_cache for t in spec.tests()][-2:] == [True] * 2
+    dlg.fields["n_depth"].setText("0")
+    assert dlg.run() is not None and "--prefix-cache needs a context" in dlg.status.text()
 
 
 def test_the_dialog_runs_a_remote_sweep_and_plots_it(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.remote.rows import Objective, summarise_requests, tpot_ms, ttft_ms
-from engines.openai_http import RequestResult
+from app.remote.rows import Objective, prefill_tokens, summarise_requests, tpot_ms, ttft_ms
+from engines.openai_http import Endpoint, RequestResult, request_body
 
 MS = 1_000_000
 
@@ -74,3 +74,22 @@ def test_remote_rows_have_the_local_rows_statistics() -> None:
     row = summarise_requests(uneven, duration_ns=8000 * MS, prompt_tokens_est=8)
     assert row["unstable"] == 1 and "decode_tps" in row["unstable_metrics"]
     assert row["decode_tps_stddev"] > 0 and row["prefill_samples_tps"] and row["samples_ts"]
+
+
+def test_a_depths_context_goes_first_in_both_apis() -> None:
+
+    plain, chat = Endpoint("http://h/v1", "m"), Endpoint("http://h/v1", "m", chat=True)
+    assert request_body(plain, "question", 4, "context words")["prompt"] == "context words question"
+    assert request_body(plain, "", 1, "context words")["prompt"] == "context words"  # the context load
+    assert request_body(chat, "question", 4, "context words")["messages"] == [
+        {"role": "system", "content": "context words"}, {"role": "user", "content": "question"}]
+    assert request_body(chat, "question", 4)["messages"] == [{"role": "user", "content": "question"}]
+
+
+def test_prefill_counts_only_what_the_server_did_not_take_from_its_cache() -> None:
+
+    r = RequestResult(start_ns=0, prompt_tokens=520, cached_tokens=512)
+    assert prefill_tokens(r, None, 99) == 8
+    load = RequestResult(start_ns=0, prompt_tokens=500)
+    assert prefill_tokens(RequestResult(start_ns=0, prompt_tokens=520), load, 99) == 20  # less the load's count
+    assert prefill_tokens(RequestResult(start_ns=0), load, 99) == 99  # nothing counted: the estimate

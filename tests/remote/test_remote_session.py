@@ -69,3 +69,49 @@ def test_output_tokens_are_recounted_with_the_servers_tokenizer(tmp_path: Path) 
     assert row["decode_tps"] > 0 and row["tpot_ms"] > 0
     (plain,) = chunks.rows
     assert plain["tokens_counted_by"] == "chunks"  # no tokenize route there: chunks, and it says so
+
+
+def test_depth_puts_each_requests_own_context_before_its_prompt() -> None:
+    """Issue #29: ``-d`` was refused for servers. Without --prefix-cache every request carries a context of its
+    own (no cache can serve one request's context to the next), and the prefill counts context and prompt."""
+    with fake_server() as server:
+        spec = build_remote_spec(server.url("prefix"), "fake", n_prompt="8", n_gen="2", n_depth="0,200",
+                                 n_requests=3)
+        outcome = RemoteSession(spec).run()
+        bodies = [b for b in server.bodies if b.get("max_tokens") == 2]
+    plain, deep = outcome.rows
+    assert (plain["n_depth"], deep["n_depth"]) == (0, 200) and plain["prefix_cache"] == deep["prefix_cache"] == 0
+    assert plain["prompt_tokens_mean"] == 8 and deep["prompt_tokens_mean"] == 208  # a word is a token here
+    assert deep["prefill_tokens_mean"] == 208 and deep["cached_tokens_mean"] == 0
+    assert deep["ctx_ttft_ms"] is None
+    contexts = [" ".join(b["prompt"].split()[:200]) for b in bodies[-3:]]
+    assert len(set(contexts)) == 3  # three requests, three contexts
+    assert deep["ttft_p50_ms"] > plain["ttft_p50_ms"]
+
+
+def test_prefix_cache_loads_the_context_then_times_the_prompt_over_it() -> None:
+    """llama-benchy's --enable-prefix-caching: a context load (the context alone, one token), then the timed
+    request with the same context and its prompt. Prefill counts only the uncached tokens the server reports."""
+    with fake_server() as server:
+        spec = build_remote_spec(server.url("prefix"), "fake", n_prompt="8", n_gen="2", n_depth="400",
+                                 n_requests=3, prefix_cache=True)
+        outcome = RemoteSession(spec).run()
+        sent = list(server.bodies)
+    (row,) = outcome.rows
+    assert row["status"] == "ok" and row["prefix_cache"] == 1 and row["n_depth"] == 400
+    assert row["cached_tokens_mean"] == 400 and row["prefill_tokens_mean"] == 8
+    assert row["prompt_tokens_mean"] == 408
+    assert row["ctx_ttft_ms"] > 2 * row["ttft_p50_ms"]  # 400 words at 0.5 ms each against 8
+    timed = [i for i, b in enumerate(sent) if b.get("max_tokens") == 2 and len(b["prompt"].split()) == 408]
+    assert len(timed) == 3
+    for i in timed:  # each timed request right after the load of its own context
+        load = sent[i - 1]
+        assert load["max_tokens"] == 1 and sent[i]["prompt"].startswith(load["prompt"] + " ")
+    assert row["prefill_tps"] == pytest.approx(8 / (row["ttft_ms"] / 1e3), rel=0.5)
+
+
+def test_prefix_cache_without_a_depth_is_refused() -> None:
+    with pytest.raises(PlanError, match="--prefix-cache needs a context to cache: give -d a depth above 0"):
+        build_remote_spec("http://127.0.0.1:1/v1", "m", n_depth="0", prefix_cache=True)
+    with pytest.raises(PlanError, match="-d: -4 is outside"):
+        build_remote_spec("http://127.0.0.1:1/v1", "m", n_depth="-4")

@@ -21,15 +21,20 @@ SERIES: tuple[tuple[str, str, str, bool], ...] = (
 def latency_curves(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
     """Per legend label: (concurrency, ms) sorted by concurrency, from the ok remote rows.
 
-    Tests of several prompt/output lengths get one curve each, labelled ``TTFT p50 (p128 n64)``.
+    Tests of several prompt/output lengths or depths get one curve each, labelled ``TTFT p50 (p128 n64)``,
+    ``(p128 n64 d4096)``, ``(… d4096 cached)`` for a prefix-cache test.
     """
     ok = [r for r in rows if r.get("status") == "ok" and r.get("backends") == "remote"]
-    shapes = sorted({(r.get("n_prompt"), r.get("n_gen")) for r in ok}, key=str)
+
+    def shape(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("n_prompt"), r.get("n_gen"), r.get("n_depth") or 0, bool(r.get("prefix_cache"))
+
+    shapes = sorted({shape(r) for r in ok}, key=str)
     curves: dict[str, tuple[list[float], list[float]]] = {}
-    for p, n in shapes:
-        same = sorted((r for r in ok if (r.get("n_prompt"), r.get("n_gen")) == (p, n)),
-                      key=lambda r: r.get("n_parallel") or 0)
-        suffix = f" (p{p} n{n})" if len(shapes) > 1 else ""
+    for p, n, d, cached in shapes:
+        same = sorted((r for r in ok if shape(r) == (p, n, d, cached)), key=lambda r: r.get("n_parallel") or 0)
+        depth = f" d{d}" + (" cached" if cached else "") if d else ""
+        suffix = f" (p{p} n{n}{depth})" if len(shapes) > 1 else ""
         for column, label, _, _ in SERIES:
             pts = [(float(r["n_parallel"]), float(r[column])) for r in same
                    if isinstance(r.get(column), (int, float)) and math.isfinite(r[column]) and r[column] > 0]
