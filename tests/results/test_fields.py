@@ -56,6 +56,8 @@ EXPECTED_CSV_COLUMNS = [
     "pred_device_max_ctx",
     # weight repacking (appended, issue #24)
     "repack", "extra_buffers",
+    # remote depth and prefix-cache tests (appended, issue #29)
+    "prefix_cache", "prefill_tokens_mean", "cached_tokens_mean", "ctx_ttft_ms",
 ]
 
 #: The unit a name's suffix promises (units in names).
