@@ -5,8 +5,8 @@ type (Q8_0) runs shapes of different widths and depths, each at a short and a lo
 the longer one at some depth (and, for one shape, half that depth and flash attention off), plus one long prompt
 deep in the cache: these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the
 cache spill). Every other type runs one wide shape at a short and a longer prompt and a narrow one at the longer,
-enough for its own bytes, FLOPs and width coefficients; the default two passes took 168-188 s on this 2-core
-machine. The models live in a temporary folder of the data dir that is removed afterwards; the fit is written only
+enough for its own bytes, FLOPs and width coefficients; the default two passes take about three minutes on 2
+cores. The models live in a temporary folder of the data dir that is removed afterwards; the fit is written only
 at the end (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
 """
 
@@ -38,6 +38,7 @@ from app.predict.calibration_fit import (
 from app.predict.calibration_store import engine_version, llama_build, save_fit
 from app.predict.cpu_kernels import cpu_class_table
 from app.predict.prediction import PredictSettings
+from app.results.fields import RowStatus
 from app.results.phases import spread
 from app.results.store import ResultStore
 from app.run.events import Event, TestStarted
@@ -175,7 +176,7 @@ def _facts_or_none(path: str) -> ModelFacts | None:
 def repacked_types(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     """The weight types whose ok rows had weights in an extra buffer (CPU_REPACK, AMX): their kernels differ with
     repacking off."""
-    found = {facts.file_type for r in rows if r.get("status") == "ok" and r.get("extra_buffers")
+    found = {facts.file_type for r in rows if r.get("status") == RowStatus.OK and r.get("extra_buffers")
              and (facts := _facts_or_none(str(r.get("model_path") or ""))) is not None}
     return tuple(sorted(found))
 
@@ -305,7 +306,7 @@ def pooled(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two passes over one test as one measurement: each phase's median (mean, stddev) over the repetitions of
     both, the statistic the prediction benchmark judges, over twice the samples. (Keeping the faster pass's median
     instead made the fit faster than held-out medians: 21 of 24 held-out prefill errors positive in three runs.)"""
-    oks = [r for r in (a, b) if r.get("status") == "ok"]
+    oks = [r for r in (a, b) if r.get("status") == RowStatus.OK]
     if len(oks) < 2:
         return dict(oks[0] if oks else b)
     out = dict(b)
@@ -318,9 +319,9 @@ def pooled(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def faster(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two measurements of one test merged phase by phase: the faster median (and its figures) of each."""
-    out = dict(b if b.get("status") == "ok" else a)
+    out = dict(b if b.get("status") == RowStatus.OK else a)
     for phase in ("decode_tps", "prefill_tps"):
-        best = max((r for r in (a, b) if r.get("status") == "ok"),
+        best = max((r for r in (a, b) if r.get("status") == RowStatus.OK),
                    key=lambda r: r.get(f"{phase}_median") or r.get(phase) or 0.0, default=out)
         out.update({k: best.get(k) for k in (phase, f"{phase}_median", f"{phase}_stddev")})
     return out

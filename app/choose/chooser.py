@@ -26,6 +26,7 @@ from app.model.library import scan_folder
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware import HardwareContext, hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError
+from app.results.fields import RowStatus
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
@@ -93,7 +94,7 @@ def _hardware(hw: str | None, scan: MachineScan) -> tuple[HardwareContext, Hardw
 def _measured(rows: list[dict[str, Any]], filename: str) -> Measured | None:
     """The newest ok row of this file measured on this machine (rows are newest first)."""
     for r in rows:
-        if r.get("model_filename") == filename and r.get("status") == "ok" and r.get("decode_tps"):
+        if r.get("model_filename") == filename and r.get("status") == RowStatus.OK and r.get("decode_tps"):
             settings = (f"p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth', 0)} "
                         f"ngl{r.get('n_gpu_layers_effective', r.get('n_gpu_layers'))}")
             return Measured(float(r["decode_tps"]), float(r["ttft_ms"]) if r.get("ttft_ms") else None, settings)

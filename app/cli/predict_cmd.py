@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                                        store if this_machine else None)
         inputs = sources.inputs(profile, this_machine=this_machine, model_filename=Path(model).name,
                                 file_type=facts.file_type)
+    if sources.fit_problem and this_machine:
+        print(f"gguf-bench: warning: {sources.fit_problem}", file=sys.stderr)
     source = inputs.efficiency_source
     try:
         pred = predict(facts, profile, PredictSettings.from_args(args), cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,

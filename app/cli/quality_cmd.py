@@ -16,6 +16,7 @@ from app.cli.quantize_cmd import check_threads, new_job
 from app.cli.run_cmd import _stop_on_signals
 from app.quality.plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
 from app.quality.session import QualitySession, progress_text
+from app.results.fields import RowStatus
 from app.results.quality_store import QUALITY_FORMATS, render_quality
 from app.results.store import ResultStore
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
@@ -94,4 +95,4 @@ def cmd_quality(args: argparse.Namespace) -> int:
         print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} files scored and kept",
               file=sys.stderr)
         return EXIT_CANCELLED
-    return EXIT_OK if all(r["status"] == "ok" for r in rows) else EXIT_TESTS_FAILED
+    return EXIT_OK if all(r["status"] == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED

@@ -19,6 +19,7 @@ from app.paths import check_writable_data_dir, data_dir
 from app.quantize.plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupError, parse_types, plan_quantize
 from app.quantize.session import QUANTIZE_COLUMNS, QuantizeSession, progress_line
 from app.results import export
+from app.results.fields import RowStatus
 from app.results.store import new_run_id
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
 from app.run.params import THREADS_PER_CPU
@@ -123,4 +124,4 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     if session.cancelled:
         print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} outputs kept", file=sys.stderr)
         return EXIT_CANCELLED
-    return EXIT_OK if all(r["status"] == "ok" for r in rows) else EXIT_TESTS_FAILED
+    return EXIT_OK if all(r["status"] == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED

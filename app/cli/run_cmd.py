@@ -17,6 +17,7 @@ from app.cli.remote_cmd import check_remote_flags_need_url, remote_session
 from app.paths import SWEEP_PRESETS_DIR, check_writable_data_dir, default_model_path
 from app.predict.hardware import HardwareContext
 from app.results import export
+from app.results.fields import RowStatus
 from app.results.store import ResultStore, default_store_path
 from app.run.events import (
     Event,
@@ -141,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         written = write_file(args.telemetry, trace.write, "--telemetry") and written
     for e in outcome.errors:
         print_error(e)
-    n_failed = sum(1 for r in rows if r.get("status") != "ok")
+    n_failed = sum(1 for r in rows if r.get("status") != RowStatus.OK)
     if not args.quiet:
         where = f"run {outcome.run_id}" + ("" if args.no_store else f" saved to {session.store.path}")
         print(f"gguf-bench: {len(rows) - n_failed} ok, {n_failed} failed, {outcome.status}; {where}", file=sys.stderr)

@@ -20,10 +20,12 @@ from app.predict.cpu_kernels import SPLIT_KV_CELLS
 from app.predict.fitted_model import Expected, FitError, PhaseFit, fit_phase
 from app.predict.prediction import PredictSettings
 from app.predict.workload import PHASES, Workload, kernel_class, workload_for
+from app.results.fields import RowStatus
 from app.telemetry.repack_guard import default_repack
 
-#: Fit document version; a file of another version is ignored (calibrate again).
-FIT_VERSION = 1
+#: Fit document version; a file of another version is not read (calibrate again, the one line says). 2: every key
+#: required (machine context, repacking, each point's "used"), the forms of version 1 no longer read.
+FIT_VERSION = 2
 
 
 def _type_of_tensor(facts: ModelFacts, n_bytes: int, n_elements: int) -> str:
@@ -147,7 +149,7 @@ def samples_from_rows(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str
     reduced with the machine context ``ctx``."""
     out = []
     for row in rows:
-        if row.get("status") != "ok" or int(row.get("n_parallel") or 1) != 1:
+        if row.get("status") != RowStatus.OK or int(row.get("n_parallel") or 1) != 1:
             continue
         facts = facts_of(str(row.get("model_path") or ""))
         backend = row_backend(row, facts.n_layer) if facts else None
@@ -209,13 +211,13 @@ class MachineFit:
         if d.get("version") != FIT_VERSION:
             raise ValueError(f"fit version {d.get('version')!r} is not {FIT_VERSION}")
         fits = {str(b): {str(p): PhaseFit.from_json_dict(f) for p, f in ph.items()} for b, ph in d["fits"].items()}
-        ctx = MachineContext({str(k): str(v) for k, v in d.get("cpu_classes", {}).items()},
-                             int(d.get("l2_cache_bytes", 0)))
-        types = d.get("repacked_types")
+        ctx = MachineContext({str(k): str(v) for k, v in d["cpu_classes"].items()}, int(d["l2_cache_bytes"]))
+        types = d["repacked_types"]
+        if d["repack"] not in (0, 1) or not (types is None or isinstance(types, list)):
+            raise ValueError("repack must be 0 or 1 and repacked_types a list or null")
         return cls(str(d["cpu_info"]), str(d["gpu_info"]), str(d["build"]), str(d["created"]), fits,
-                   int(d["n_points"]), tuple(str(n) for n in d.get("notes", [])), ctx,
-                   repack=0 if d.get("repack") == 0 else 1,
-                   repacked_types=tuple(str(t) for t in types) if isinstance(types, list) else None)
+                   int(d["n_points"]), tuple(str(n) for n in d["notes"]), ctx, repack=int(d["repack"]),
+                   repacked_types=tuple(str(t) for t in types) if types is not None else None)
 
 
 def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, build: str, created: str,

@@ -16,7 +16,7 @@ from pathlib import Path
 from app.atomic import write_text_atomic
 from app.bounded_read import read_bounded_text
 from app.paths import data_dir
-from app.predict.calibration_fit import MachineFit
+from app.predict.calibration_fit import FIT_VERSION, MachineFit
 from app.telemetry.llama_build import installed_gpu_backends
 
 
@@ -51,9 +51,30 @@ def save_fit(fit: MachineFit) -> Path:
 
 def load_fit(cpu_info: str, gpu_info: str, build: str | None = None) -> MachineFit | None:
     """The saved fit of this machine and build (default: the installed one), or None."""
+    fit, _problem = _read_fit(cpu_info, gpu_info, build)
+    return fit
+
+
+def saved_fit_problem(cpu_info: str, gpu_info: str, build: str | None = None) -> str | None:
+    """One line saying why a saved fit of this machine and build is not used (another version, damaged), or None
+    when there is none or it is read."""
+    return _read_fit(cpu_info, gpu_info, build)[1]
+
+
+def _read_fit(cpu_info: str, gpu_info: str, build: str | None) -> tuple[MachineFit | None, str | None]:
     path = fit_path(cpu_info, gpu_info, build if build is not None else llama_build())
     try:
-        fit = MachineFit.from_json_dict(json.loads(read_bounded_text(path)))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return None  # missing, or damaged: not calibrated (a new calibration replaces it)
-    return fit if (fit.cpu_info, fit.gpu_info) == (cpu_info, gpu_info) else None
+        doc = json.loads(read_bounded_text(path))
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError, RecursionError) as e:
+        return None, f"{path}: the saved fit cannot be read ({e}); run gguf-bench calibrate again"
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if version != FIT_VERSION:
+        return None, (f"{path}: a fit of an older form (version {version!r}, this program reads {FIT_VERSION}); "
+                      "run gguf-bench calibrate again")
+    try:
+        fit = MachineFit.from_json_dict(doc)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        return None, f"{path}: the saved fit is damaged ({type(e).__name__}: {e}); run gguf-bench calibrate again"
+    return (fit, None) if (fit.cpu_info, fit.gpu_info) == (cpu_info, gpu_info) else (None, None)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.predict.calibration_fit import MachineFit
-from app.predict.calibration_store import load_fit
+from app.predict.calibration_store import load_fit, saved_fit_problem
 from app.predict.hardware import backend_name
 from app.predict.prediction import Efficiency, FittedExpectation
 from app.predict.profiles import HardwareProfile
@@ -60,6 +60,7 @@ class ExpectedSources:
     store_efficiency: StoreCalibration | None = None
     public: PublicGpuModel | None = None
     notes: list[str] = field(default_factory=list)  # why a source is missing, for a status line
+    fit_problem: str | None = None  # a saved fit that is there but not read (older form, damaged): one line
 
     @classmethod
     def load(cls, cpu_model: str, gpu_info: str = "", store: ResultStore | None = None, *,
@@ -67,7 +68,10 @@ class ExpectedSources:
         """Load what exists for this machine (``cpu_model``, ``gpu_info`` as rows record them); never raises."""
         notes: list[str] = []
         fit = load_fit(cpu_model, gpu_info) if cpu_model else None
-        if fit is None:
+        problem = saved_fit_problem(cpu_model, gpu_info) if cpu_model and fit is None else None
+        if problem is not None:
+            notes.append(problem)
+        elif fit is None:
             notes.append("this machine is not calibrated (Sweep → Calibrate this machine…, or gguf-bench calibrate)")
         eff = StoreCalibration(store, cpu_model, gpu_info) if store is not None and cpu_model else None
         model = None
@@ -76,7 +80,7 @@ class ExpectedSources:
                 model = load_public_model()
             except (OSError, ValueError) as e:
                 notes.append(f"no public GPU fit: {e}")
-        return cls(machine_fit=fit, store_efficiency=eff, public=model, notes=notes)
+        return cls(machine_fit=fit, store_efficiency=eff, public=model, notes=notes, fit_problem=problem)
 
     def fitted_backends(self) -> tuple[str, ...]:
         """The backends this machine's fit covers ("CPU", "Vulkan,CPU"…)."""

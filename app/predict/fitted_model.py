@@ -18,29 +18,23 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
   heads, spread across threads: from the 257th cell on, see ``cpu_kernels.SPLIT_KV_CELLS``) is its own term,
   ``attn_dec_view``, with a cost per layer of that path, ``split`` (n_layer × the share of generated tokens on it).
   That path gives each thread an equal span of the cache's padded view, so its time follows the view's cells, not
-  the used ones (``_split_kv_decode``). A fit saved when the term counted used cells (``attn_split``) gets them; one
-  saved without the split terms takes all of the attention under ``attn_dec``.
+  the used ones (``_split_kv_decode``). A fit with too few points to tell these apart folds them (``FOLDS``).
 - ``flops_class``: 2 × the matmul parameters of that class per prompt token (so ``1 / s_per_flop`` = η_c × compute);
   ``attn_work``: (depth + n_prompt / 2) × n_layer × n_embd_attn, with separate coefficients with flash attention
   on and off; ``layer_ubatch`` is a per-layer cost per micro-batch, spread over the prompt.
 - ``width_class``: n_layer × (n_embd + n_ff) per prompt token, shared among the classes by their FLOPs: the work
   that grows with a layer's width, not with its square (each matmul's activations quantized, each output row's dot
   product set up, the norms and elementwise ops); per class, as the kernels differ in it. Beside the FLOPs it
-  weighs most in narrow models: llama-bench (p256, fa on, 2 threads, this 2-core EPYC) gave up to 20 % more time
-  per FLOP at widths 576 and 512 than at 1024 for Q4_1 and Q8_0 alike; fitted per type over four shapes, the term
-  came out 12-13 ns per unit for both and fitted them within 8 %, where FLOPs alone missed by 12 %. In three of
-  four calibrations the plain Q4_1 path had the largest cost per unit (1.7-16 times the others'; in the fourth its
-  FLOPs term took it all): the coefficients move between calibrations more than the figures they predict. It is
-  told from attention by prompts of one length from an empty cache at several widths (the ladder measures every
-  type at two); a fit saved without the term leaves it out.
+  weighs most in narrow models (a narrow model spends more time per FLOP). It is told from attention by prompts of
+  one length from an empty cache at several widths (the ladder measures every type at two). Its coefficients move
+  between calibrations more than the figures they predict (``benchmarks/prediction.py`` prints both).
 - ``spill_work``: the part of ``attn_work`` whose keys and values do not fit in one core's L2 cache. The CPU's flash
   attention walks one KV head's whole span (depth + n_prompt keys) for every tile of 64 queries; while that span
   fits in L2 each tile re-reads it from there, beyond it every tile streams it from L3 or memory, so the cost per
   unit of attention work may rise with depth. ``spill_work = attn_work × max(0, 1 − L2 / span bytes)``; with no
-  cache size known it is 0 (and absent). The fit decides its size (≥ 0): on the 2-core EPYC this was written on,
-  with a 512-token prompt at depth 4096 in the ladder, it came out at about 2% of the in-cache cost, so there
-  attention costs nearly the same per unit of work at any depth. Prompts of under 64 tokens run the scalar,
-  untiled kernel, about twice as slow per unit (not modelled: the ladder's one such point at depth is set aside).
+  cache size known it is 0 (and absent). The fit decides its size (≥ 0; it can come out near zero, attention then
+  costing the same per unit at any depth). Prompts of under 64 tokens run the scalar, untiled kernel, slower per
+  unit (not modelled: a ladder point of that kind at depth is set aside as an outlier).
 - The kernel class of a type is the caller's (``classify``): ``kernel_class`` by default (GPUs, the public table),
   the CPU's own table (:mod:`app.predict.cpu_kernels`: repacked and plain paths apart) for a CPU fit.
 
@@ -60,7 +54,6 @@ from typing import Any
 
 import numpy as np
 
-from app.predict.nnls import nnls
 from app.predict.workload import Phase, Workload
 
 #: The band of an expected figure is at least this fraction either side.
@@ -71,12 +64,11 @@ BAND_PERCENTILE = 90.0
 OUTLIER_FACTOR = 4.0
 OUTLIER_MIN = 0.25
 #: Terms a fit with too few points (or points that cannot tell them apart) folds away, in this order: the split-KV
-#: path's per-layer cost is dropped, then its attention joins the whole-head term (as a fit saved without them reads),
-#: then prefill's width term is dropped.
-#: A name ending in ":" stands for every regressor it begins (one per kernel class).
-#: The split path's attention over its view becomes the same tokens' used cells (``attn_split:fa``, as fits made
-#: before the view read it), which in turn joins ``attn:fa``: a fold may take the value it moves from the workload
-#: (third field; None: the folded regressors' own value).
+#: path's per-layer cost is dropped, then its attention over the view becomes the same tokens' used cells
+#: (``attn_split:fa``), which in turn joins the whole-head term ``attn:fa``, then prefill's width term is dropped.
+#: A name ending in ":" stands for every regressor it begins (one per kernel class). A fold may take the value it
+#: moves from the workload (third field; None: the folded regressors' own value). A fit made with terms folded
+#: reads workloads with the same terms folded (``PhaseFit.features``).
 FOLDS: tuple[tuple[str, str | None, Callable[[Workload], float] | None], ...] = (
     ("split:fa", None, None),
     ("attn_view:fa", "attn_split:fa", lambda w: w.decode_attn_split_used_work),
@@ -141,10 +133,8 @@ class PhaseFit:
         return max((abs(p.rel_error) for p in self.used_points), default=math.nan)
 
     def features(self, workload: Workload) -> dict[str, float]:
-        """``workload``'s regressors as this fit knows them: a fit made without the split-KV terms (older, or whose
-        points never took that path) takes the whole of decode attention under ``attn:fa`` and no split cost; one
-        made when the split path's work counted its used cells (``attn_split:fa``, before ``attn_view:fa``) gets
-        them."""
+        """``workload``'s regressors as this fit knows them: with the terms of ``FOLDS`` it was fitted without (too
+        few points, or points that never took the split-KV path) folded as the fit folded them."""
         return _as_known(workload, self.phase, lambda name: bool(_named(self.coefficients, name)))
 
     def disturbed(self) -> set[str]:
@@ -183,8 +173,8 @@ class PhaseFit:
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> PhaseFit:
-        points = tuple(FitPoint(str(p[0]), float(p[1]), float(p[2]), bool(p[3]) if len(p) > 3 else True)
-                       for p in d.get("points", []))
+        points = tuple(FitPoint(str(label), float(measured), float(fitted), bool(used))
+                       for label, measured, fitted, used in d["points"])
         coefficients = {str(k): float(v) for k, v in d["coefficients"].items()}
         band = float(d["band_frac"])
         if not all(math.isfinite(v) for v in (*coefficients.values(), band)):
@@ -198,16 +188,55 @@ def _rel_errors(fitted_over_measured_s: np.ndarray) -> np.ndarray:
         return np.where(fitted_over_measured_s > 0, np.abs(1.0 / fitted_over_measured_s - 1.0), np.inf)
 
 
-def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:
-    """Least squares of ``design`` (one row per point, each divided by its measured time) against ones."""
+def _scaled(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``design`` with each column divided by its largest magnitude, and those divisors: regressors run from
+    bytes (1e9) to layer counts (1e1), and the solver's tolerances need columns of one size."""
     scale = np.abs(design).max(axis=0)
     scale[scale == 0] = 1.0
-    scaled = design / scale
+    return design / scale, scale
+
+
+def scaled_nnls(design: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """min ‖design·c − rhs‖ with c ≥ 0, solved on column-scaled regressors: the one solver of the machine fit
+    (:func:`fit_phase`) and the public GPU fit (``public_arch_fit``)."""
+    scaled, scale = _scaled(design)
+    return nnls(scaled, rhs) / scale
+
+
+def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:
+    """Least squares of ``design`` (one row per point, each divided by its measured time) against ones."""
+    scaled, _scale = _scaled(design)
     rank = np.linalg.matrix_rank(scaled, tol=1e-6 * max(scaled.shape))
     if rank < len(names):
         raise FitError(f"{phase}: the points cannot separate {', '.join(names)} (rank {rank} of {len(names)}): "
                        "vary the model size, layer count, prompt length and depth")
-    return nnls(scaled, np.ones(len(design))) / scale
+    return scaled_nnls(design, np.ones(len(design)))
+
+
+def nnls(a: np.ndarray, b: np.ndarray, tol: float = 1e-10) -> np.ndarray:
+    """min ‖a·x − b‖ with x ≥ 0 (Lawson and Hanson's active set): every cost in the form is non-negative, so a noisy
+    point cannot buy a better fit with a negative per-layer cost that makes small models' times negative."""
+    n = a.shape[1]
+    free = np.zeros(n, dtype=bool)
+    x = np.zeros(n)
+    for _ in range(3 * n):
+        grad = a.T @ (b - a @ x)
+        if free.all() or grad[~free].max() <= tol:
+            break
+        free[np.argmax(np.where(free, -np.inf, grad))] = True
+        while True:
+            z = np.zeros(n)
+            z[free] = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
+            if (z[free] > tol).all():
+                break
+            neg = free & (z <= tol)
+            step = np.min(x[neg] / np.maximum(x[neg] - z[neg], 1e-300))
+            x = x + step * (z - x)
+            free &= x > tol
+            x[~free] = 0.0
+        x = z
+    return x
+
 
 
 def fit_phase(

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.predict.decode import decode_ceiling_tps
+from app.predict.fitted_model import scaled_nnls
 from app.predict.prefill import prefill_ceiling_tps
 from app.predict.profiles import HardwareProfile
 from app.predict.public_data import ReferenceResult
@@ -206,8 +207,9 @@ def _solve(
 ) -> tuple[float, dict[str, float]] | None:
     """Non-negative least squares of ``design · c ≈ rhs`` (default 1) over the subsets that keep every class column.
 
-    The class columns always stay (an efficiency must exist); each overhead column is kept only if the data give it
-    a non-negative value. Returns (sum of squared relative residuals, coefficients) of the best feasible subset.
+    The class columns always stay with a positive value (an efficiency must exist); overhead columns are non-negative
+    (the machine fit's solver, :func:`fitted_model.scaled_nnls`). Returns (sum of squared relative residuals,
+    coefficients) of the best subset.
     """
     class_idx = [i for i, n in enumerate(names) if n.startswith("class:")]
     extra = [i for i, n in enumerate(names) if not n.startswith("class:")]
@@ -219,8 +221,8 @@ def _solve(
             if len(cols) > design.shape[0]:
                 continue
             sub = design[:, cols]
-            coef, *_ = np.linalg.lstsq(sub, target, rcond=None)
-            if np.any(coef[: len(class_idx)] <= 0) or np.any(coef < 0):
+            coef = scaled_nnls(sub, target)
+            if np.any(coef[: len(class_idx)] <= 0):
                 continue
             sse = float(np.sum((sub @ coef - target) ** 2))
             if best is None or sse < best[0] * (1.0 - RELATIVE_GAIN):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.predict.scenario import Scenario, scenario_time
+from app.results.fields import RowStatus
 
 Row = Mapping[str, Any]
 
@@ -51,7 +52,7 @@ def request_total(n_prompt: int, n_gen: int, rates: tuple[float, float] | None) 
 
 def measured_rates(rows: Iterable[Row], n_prompt: int, model_path: str = "") -> MeasuredRates | None:
     """Rates from ok rows: ``model_path``'s rows when it has any, else all of them; None without both phases."""
-    ok = [r for r in rows if r.get("status") == "ok"]
+    ok = [r for r in rows if r.get("status") == RowStatus.OK]
     rows_used = [r for r in ok if r.get("model_path") == model_path] or ok
     prefill = [r for r in rows_used if r.get("prefill_tps")]
     decode = [r for r in rows_used if r.get("decode_tps")]
@@ -66,7 +67,7 @@ def measured_rates(rows: Iterable[Row], n_prompt: int, model_path: str = "") -> 
 def exact_measurement(rows: Iterable[Row], n_prompt: int, n_gen: int, model_path: str = "") -> Scenario | None:
     """The request as measured: the latest ok test of ``model_path`` with exactly these lengths from an empty
     context, its TTFT and its decode time (``n_gen`` ÷ its decode rate); None when there is no such test."""
-    hits = [r for r in rows if r.get("status") == "ok" and r.get("model_path") == model_path
+    hits = [r for r in rows if r.get("status") == RowStatus.OK and r.get("model_path") == model_path
             and int(r.get("n_prompt") or 0) == n_prompt and int(r.get("n_gen") or 0) == n_gen
             and not r.get("n_depth") and r.get("ttft_ms") and (r.get("decode_tps") or not n_gen)]
     if not hits or n_prompt <= 0:

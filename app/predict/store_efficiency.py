@@ -13,12 +13,13 @@ from typing import Any
 from app.predict.calibration_fit import MachineFit
 from app.predict.calibration_store import load_fit
 from app.predict.prediction import Efficiency, FittedExpectation
+from app.results.fields import RowStatus
 from app.results.store import ResultStore
 
 
 def efficiency_from_rows(rows: list[dict[str, Any]]) -> Efficiency | None:
     """Median achieved fraction per phase over ok rows; None when a phase has no measurement."""
-    ok = [r for r in rows if r.get("status") == "ok"]
+    ok = [r for r in rows if r.get("status") == RowStatus.OK]
     dec = _fractions(ok, "decode_achieved_frac")
     pre = _fractions(ok, "prefill_achieved_frac")
     if not dec or not pre:
@@ -66,7 +67,7 @@ class StoreCalibration:
         key = (backends, model_filename, file_type)
         if key not in self._cache:
             others = [r for r in self.rows if (r.get("backends") or "CPU") == backends
-                      and r.get("model_filename") != model_filename and r.get("status") == "ok"]
+                      and r.get("model_filename") != model_filename and r.get("status") == RowStatus.OK]
             same = [r for r in others if file_type and r.get("model_ftype") == file_type]
             rows = same or others
             eff = efficiency_from_rows(rows)

@@ -126,10 +126,9 @@ def _split_kv_decode(first_pos: int, n_gen: int, split_kv_cells: int, work_per_c
     cache, a view of those rounded up to ``KV_PAD_CELLS``, and splits when the view reaches ``split_kv_cells``.
     The split path hands each thread an equal span of the *view*; the cells past the used ones are masked and
     skipped, so the last thread idles and the first one's span, view ÷ threads, sets the time: its work counts the
-    view's cells. (Counted by used cells, four calibrations of a 2-core EPYC needed a per-layer split cost of about
-    40 µs to square the shallow points, whose views are up to twice their cells, and put deep decode 10-20 % slow;
-    refitted by view, that cost fell to 0-22 µs and their median residuals from 2.7-5.3 % to 1.9-4.6 %.) The same
-    tokens' used cells are ``decode_attn_split_used_work``, the part of ``decode_attn_work`` the term replaces."""
+    view's cells (counted by used cells, shallow points, whose views are up to twice their cells, needed a large
+    per-layer split cost and deep decode came out slow). The same tokens' used cells are
+    ``decode_attn_split_used_work``, the part of ``decode_attn_work`` the term replaces."""
     if not split_kv_cells or n_gen <= 0:
         return {}
     start = max(first_pos, split_kv_cells - KV_PAD_CELLS)

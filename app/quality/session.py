@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.quality.plan import QualityPlan
+from app.results.fields import RowStatus
 from app.results.quality_store import save_quality_rows
 from app.results.store import ResultStore, now_iso
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
@@ -74,8 +75,10 @@ class QualitySession:
             self.worker_error = event.message
 
     def _missing_row(self, index: int) -> dict[str, Any]:
-        status, error = ("cancelled", "cancelled") if self.cancelled else ("failed", self.worker_error or
-                                                                             "worker stopped")
+        if self.cancelled:
+            status, error = RowStatus.CANCELLED, "cancelled"
+        else:
+            status, error = RowStatus.FAILED, self.worker_error or "worker stopped"
         return {"run_id": self.run_id, "model_index": index, **self.plan.file_columns(index), "status": status,
                 "error": error, "created_at": now_iso()}
 

@@ -14,6 +14,7 @@ from typing import Any
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.quantize.plan import UNQUANTIZED, QuantizeItem
+from app.results.fields import RowStatus
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
 
@@ -37,7 +38,8 @@ def output_facts(path: str) -> dict[str, Any]:
             "model_size": facts.file_bytes}
 
 
-def _failed_row(item: QuantizeItem, index: int, run_id: str, error: str, status: str = "failed") -> dict[str, Any]:
+def _failed_row(item: QuantizeItem, index: int, run_id: str, error: str,
+                status: str = RowStatus.FAILED) -> dict[str, Any]:
     return {"run_id": run_id, "output_index": index, "model_path": item.dst, "model_filename": Path(item.dst).name,
             "type": item.type_name, "source_path": item.src, "status": status, "error": error}
 
@@ -90,7 +92,7 @@ class QuantizeSession:
             except OSError:
                 pass
             if self.cancelled:
-                self.rows.append(_failed_row(item, index, self.run_id, "cancelled", status="cancelled"))
+                self.rows.append(_failed_row(item, index, self.run_id, "cancelled", status=RowStatus.CANCELLED))
             else:
                 self.rows.append(_failed_row(item, index, self.run_id, self.worker_error or "worker stopped"))
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.results import stats
+from app.results.fields import RowStatus
 from app.results.phases import spread
 from engines.openai_http import RequestResult
 
@@ -149,7 +150,7 @@ def summarise_requests(results: Sequence[RequestResult], duration_ns: int, promp
         "cached_tokens_mean": stats.mean(cached) if cached else None,
         "ctx_ttft_ms": stats.mean(ctx_ttfts) if ctx_ttfts else None,
         "tokens_counted_by": _counted_by(ok),
-        "status": "ok" if ok else "failed",
+        "status": RowStatus.OK if ok else RowStatus.FAILED,
     }
     unstable = [name for name, xs in (("ttft_ms", ttfts), ("decode_tps", decode_samples))
                 if (c := stats.cv(xs)) is not None and c >= stats.UNSTABLE_CV]  # the local rows' rule

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.remote.rows import NO_OBJECTIVE, Objective, summarise_requests
+from app.results.fields import RowStatus
 from app.results.store import ResultStore, now_iso
 from app.run.events import (
     FailureKind,
@@ -167,10 +168,10 @@ class RemoteSession(SweepSession):
                 break
             emit(TestStarted(t_ns=time.perf_counter_ns(), test_index=index, test=test.to_dict()))
             row = self._record(self._measure(index, test))
-            if self._cancel.is_set() and row["status"] != "ok":
+            if self._cancel.is_set() and row["status"] != RowStatus.OK:
                 self.rows.pop(index, None)  # a test cut by cancel is not a failure of the server
                 break
-            if row["status"] == "ok":
+            if row["status"] == RowStatus.OK:
                 n_ok += 1
                 emit(TestFinished(t_ns=time.perf_counter_ns(), test_index=index, row=row))
             else:
@@ -225,7 +226,7 @@ class RemoteSession(SweepSession):
                                       loads if test.prefix_cache else None))
         reported = any(r.prompt_tokens is not None for r in results if r.ok)
         row["prompt_tokens_by"] = "usage" if reported else how
-        if row["status"] != "ok":
+        if row["status"] != RowStatus.OK:
             row["error_kind"] = FailureKind.ENGINE_ERROR.value
         return row
 
@@ -233,7 +234,7 @@ class RemoteSession(SweepSession):
 def remote_base_row(test: RemoteTest, index: int, run_id: str, objective: Objective) -> dict[str, Any]:
     """The columns a remote test knows before it runs (a failed test keeps these plus the error)."""
     return {
-        "run_id": run_id, "test_index": index, "status": "pending", "error": "", "error_kind": "",
+        "run_id": run_id, "test_index": index, "status": RowStatus.PENDING, "error": "", "error_kind": "",
         "model_path": test.endpoint, "model_filename": test.served_model, "backends": "remote",
         "endpoint": test.endpoint, "cpu_info": "", "gpu_info": "",
         "n_prompt": test.n_prompt, "n_gen": test.n_gen, "n_depth": test.n_depth, "n_parallel": test.concurrency,

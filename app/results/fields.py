@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 # groups: where a column comes from
@@ -25,6 +26,16 @@ MEASURED = "measured"
 PREDICTED_VALUE = "predicted"
 FRACTION = "fraction"  # measured ÷ predicted
 
+
+
+class RowStatus(StrEnum):
+    """A row's ``status``: every kind of row (local, remote, quality, quantize) uses these words. A StrEnum, so a
+    row read back from the store (plain strings) compares equal and exports the same text."""
+
+    OK = "ok"
+    FAILED = "failed"
+    PENDING = "pending"  # not run yet (a remote test's base row, a plan's)
+    CANCELLED = "cancelled"  # a quality or quantize item the user stopped
 
 @dataclass(frozen=True)
 class Field:

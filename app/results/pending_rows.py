@@ -1,9 +1,9 @@
 """Store writes that could not be committed (store locked too long, disk full), kept in a JSONL side file.
 
-Each line is one write (``begin``, ``software``, ``result`` or ``finish``) as a JSON object. The store appends a
-write here when its retries are spent and replays the file, in order, the next time it opens (or before its next
-write), so a finished test is never lost to a store that was briefly unwritable. Replaying is idempotent:
-a run is inserted only if missing, a result replaces the same (run, test) row.
+Each line is one write (``begin``, ``software``, ``result``, ``finish`` or ``quality``) as a JSON object. The
+store appends a write here when its retries are spent and replays the file, in order, the next time it opens (or
+before its next write), so a finished test is never lost to a store that was briefly unwritable. Replaying is
+idempotent: a run is inserted only if missing, a result (or quality row) replaces the same (run, test) row.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ def apply_write(db: sqlite3.Connection, w: Write) -> None:
     elif op == "finish":
         db.execute("UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ?",
                    (w["finished_at"], w["status"], w["run_id"]))
+    elif op == "quality":  # one file's measured quality (``quality_store``), replacing the same run and index
+        row = w["row"]
+        db.execute("INSERT OR REPLACE INTO quality (run_id, model_index, created_at, model_path, model_filename, "
+                   "model_key, status, row_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (row["run_id"], int(row["model_index"]), w["created_at"], str(row.get("model_path", "")),
+                    str(row.get("model_filename", "")), str(row.get("model_key") or ""), str(row.get("status", "")),
+                    json.dumps(row, ensure_ascii=False)))
     else:
         raise ValueError(f"unknown store write {op!r}")
 

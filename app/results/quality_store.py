@@ -1,6 +1,7 @@
 """Measured quality of model files (``gguf-bench quality``) in the results store, and its export columns.
 
-One row per model file per quality run, in the ``quality`` table (schema version 3, ``store_schema._v3_quality``).
+One row per model file per quality run, in the ``quality`` table (schema version 3, ``store_schema._v3_quality``),
+written through :class:`ResultStore`'s own write path (retries, the side file of writes it could not take).
 A row is a plain dict with the keys of :data:`QUALITY_COLUMNS`; ``quality_for`` finds the newest measured row for
 a file (the chooser reads it). Rows are matched by ``model_key`` (size and modification time), so a file replaced
 under the same name is measured anew rather than given an old file's quality.
@@ -8,18 +9,17 @@ under the same name is measured anew rather than given an old file's quality.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from app.results import export
-from app.results.store import ResultStore, now_iso
+from app.results.store import ResultStore
 
 #: A quality row's columns, in CSV/JSON order. Quality is measured against ``reference_*`` on ``text_source``.
 QUALITY_COLUMNS: tuple[str, ...] = (
@@ -68,16 +68,6 @@ def model_key(path: str | os.PathLike[str]) -> str | None:
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-@contextlib.contextmanager
-def _connect(store: ResultStore) -> Iterator[sqlite3.Connection]:
-    """A connection to ``store``'s file (its schema is already current: opening the ResultStore upgraded it)."""
-    db = sqlite3.connect(store.path, timeout=store.busy_timeout_s)
-    try:
-        yield db
-    finally:
-        db.close()
-
-
 def ordered(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with its keys in :data:`QUALITY_COLUMNS` order (others after, sorted)."""
     keys = [k for k in QUALITY_COLUMNS if k in row] + sorted(set(row) - set(QUALITY_COLUMNS))
@@ -85,21 +75,15 @@ def ordered(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def save_quality_rows(store: ResultStore, rows: Iterable[dict[str, Any]]) -> bool:
-    """Commit quality rows (replacing a row of the same run and index); False, with a warning, if the store refused.
-
-    Never raises for a store fault: the rows are still printed by the caller.
-    """
-    values = [(r["run_id"], int(r["model_index"]), r.get("created_at") or now_iso(), str(r.get("model_path", "")),
-               str(r.get("model_filename", "")), str(r.get("model_key") or ""), str(r.get("status", "")),
-               json.dumps(ordered(r), ensure_ascii=False)) for r in rows]
-    try:
-        with _connect(store) as db, db:
-            db.executemany("INSERT OR REPLACE INTO quality (run_id, model_index, created_at, model_path, "
-                           "model_filename, model_key, status, row_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)
-    except sqlite3.Error as e:
-        store.warn(f"{store.path}: cannot store quality results ({e}); they are only in this command's output")
-        return False
-    return True
+    """Commit quality rows (replacing a row of the same run and index) through the store's own write path: retried,
+    and kept in its side file to be stored later when the store cannot take them (with one warning). True when
+    every row was committed now."""
+    before = len(store.warnings)
+    for r in rows:
+        if "run_id" not in r or "model_index" not in r:
+            raise ValueError("a quality row needs run_id and model_index")
+        store.add_quality_row(ordered(r))
+    return len(store.warnings) == before
 
 
 def _decode(texts: Iterable[str]) -> list[dict[str, Any]]:
@@ -116,16 +100,14 @@ def _decode(texts: Iterable[str]) -> list[dict[str, Any]]:
 
 def quality_rows(store: ResultStore, run_id: str) -> list[dict[str, Any]]:
     """The rows of one quality run, in the order the files were given."""
-    with _connect(store) as db:
-        cur = db.execute("SELECT row_json FROM quality WHERE run_id = ? ORDER BY model_index", (run_id,))
-        return _decode(r[0] for r in cur)
+    return _decode(r[0] for r in store.query("SELECT row_json FROM quality WHERE run_id = ? ORDER BY model_index",
+                                             (run_id,)))
 
 
 def last_quality_run(store: ResultStore) -> str | None:
     """The newest quality run's id, or None when none is stored."""
-    with _connect(store) as db:
-        row = db.execute("SELECT run_id FROM quality ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
-    return row[0] if row else None
+    rows = store.query("SELECT run_id FROM quality ORDER BY created_at DESC, rowid DESC LIMIT 1")
+    return rows[0][0] if rows else None
 
 
 def quality_run_ids(store: ResultStore, prefix: str) -> list[str]:
@@ -150,8 +132,7 @@ def _read_or_warn(store: ResultStore, sql: str, params: tuple[Any, ...]) -> list
     """``sql``'s rows from the quality table; none, with a warning, when the table is damaged (the sweeps are still
     there)."""
     try:
-        with _connect(store) as db:
-            return db.execute(sql, params).fetchall()
+        return store.query(sql, params)
     except sqlite3.Error as e:
         store.warn(f"{store.path}: cannot read quality runs ({e})")
         return []
@@ -170,10 +151,9 @@ def quality_for(store: ResultStore, model: str | os.PathLike[str]) -> dict[str, 
     else:
         name = Path(urlparse(text).path if "://" in text else text).name
         where, arg = "model_filename = ?", name
-    with _connect(store) as db:
-        cur = db.execute(f"SELECT row_json FROM quality WHERE {where} AND status = 'ok' "  # noqa: S608 - fixed text
-                         "ORDER BY created_at DESC, rowid DESC LIMIT 1", (arg,))
-        rows = _decode(r[0] for r in cur)
+    rows = _decode(r[0] for r in store.query(
+        f"SELECT row_json FROM quality WHERE {where} AND status = 'ok' "  # noqa: S608 - fixed text
+        "ORDER BY created_at DESC, rowid DESC LIMIT 1", (arg,)))
     return rows[0] if rows else None
 
 

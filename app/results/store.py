@@ -134,6 +134,14 @@ class ResultStore:
     def finish_run(self, run_id: str, status: str) -> None:
         self._write({"op": "finish", "run_id": run_id, "finished_at": now_iso(), "status": status})
 
+    def add_quality_row(self, row: dict[str, Any]) -> None:
+        """Commit one file's quality row (``quality_store``) with the same retries and side file as a test's."""
+        self._write({"op": "quality", "created_at": row.get("created_at") or now_iso(), "row": row})
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one read-only statement on this store's connection (sqlite3.Error for a damaged table)."""
+        return self._db.execute(sql, params).fetchall()
+
     def _write(self, write: Write) -> None:
         if self._pending_now and not self._replay_pending(quiet=True):
             self._keep_pending(write, None)  # still unwritable: keep the order of the writes
@@ -184,7 +192,7 @@ class ResultStore:
             return False
         self._pending_now = False
         if not quiet or bad:
-            n = sum(1 for w in writes if w["op"] == "result")
+            n = sum(1 for w in writes if w["op"] in ("result", "quality"))
             self.warn(f"{self.path}: stored {n} results kept in {self.pending.path.name}"
                       + (f"; skipped {bad} unreadable lines" if bad else ""))
         return True

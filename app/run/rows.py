@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from app.results.fields import RowStatus
 from app.results.store import now_iso
 from app.run.params import PARAMS
 from app.run.plan import TestSpec
@@ -18,7 +19,7 @@ def base_row(test: TestSpec, test_index: int, run_id: str = "") -> dict[str, Any
     row: dict[str, Any] = {
         "run_id": run_id,
         "test_index": test_index,
-        "status": "pending",
+        "status": RowStatus.PENDING,
         "error": "",
         "model_path": test.model_path,
         "model_filename": os.path.basename(test.model_path),

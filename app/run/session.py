@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.paths import data_dir
+from app.results.fields import RowStatus
 from app.results.store import ResultStore, new_run_id
 from app.run.client import CANCEL_GRACE_S, WorkerClient
 from app.run.events import (
@@ -74,7 +75,7 @@ class SweepOutcome:
 
     @property
     def n_failed(self) -> int:
-        return sum(1 for r in self.rows if r.get("status") != "ok")
+        return sum(1 for r in self.rows if r.get("status") != RowStatus.OK)
 
 
 class SweepSession:
@@ -183,7 +184,7 @@ class SweepSession:
         """Tests of unreadable models: failed rows numbered after the measured tests (as the CLI always did)."""
         for i, failure in enumerate(self.failed_upfront, start=len(self.tests)):
             row = base_row(failure.test, i, self.run_id)
-            row.update(status="failed", error=failure.reason, error_kind=failure.kind)
+            row.update(status=RowStatus.FAILED, error=failure.reason, error_kind=failure.kind)
             row = self._record(row)
             on_event(TestFailed(t_ns=0, test_index=i, reason=failure.reason, row=row, kind=failure.kind))
 
@@ -218,7 +219,7 @@ class SweepSession:
 
     def _record_failure(self, index: int, death: WorkerError, on_event: EventHandler | None) -> None:
         row = base_row(self.tests[index], index, self.run_id)
-        row.update(status="failed", error=death.message, error_kind=death.kind)
+        row.update(status=RowStatus.FAILED, error=death.message, error_kind=death.kind)
         row = self._record(row)
         if on_event is not None:
             on_event(TestFailed(t_ns=0, test_index=index, reason=death.message, row=row, kind=death.kind))

@@ -17,6 +17,7 @@ import numpy as np
 
 from app.quality.plan import CHARS_PER_TOKEN_BOUND
 from app.quality.scores import QualityAccumulator, log_softmax
+from app.results.fields import RowStatus
 from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
 
 Emit = Callable[[Event], None]
@@ -91,12 +92,12 @@ class QualityJob:
                 raise QualityError(ref_error)
             row.update(self._score(index, path))
         except Exception as e:  # noqa: BLE001 - engine errors, a short text, a different vocabulary: a failed row
-            row.update(status="failed", error=str(e) or e.__class__.__name__,
+            row.update(status=RowStatus.FAILED, error=str(e) or e.__class__.__name__,
                        elapsed_s=round(time.perf_counter() - t0, 3))
             self.emit(TestFailed(t_ns=_now(), test_index=index, reason=row["error"], row=row,
                                  kind=FailureKind.ENGINE_ERROR))
             return False
-        row.update(status="ok", error="", elapsed_s=round(time.perf_counter() - t0, 3))
+        row.update(status=RowStatus.OK, error="", elapsed_s=round(time.perf_counter() - t0, 3))
         self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
         return True
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM
+from app.results.fields import RowStatus
 from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
 
 Emit = Callable[[Event], None]
@@ -74,10 +75,10 @@ class QuantizeJob:
             os.replace(item["part"], item["dst"])
         except (self._error, OSError, ValueError) as e:
             _remove(item["part"])
-            row.update(status="failed", error=str(e), elapsed_s=round(time.perf_counter() - t0, 3))
+            row.update(status=RowStatus.FAILED, error=str(e), elapsed_s=round(time.perf_counter() - t0, 3))
             self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=row, kind=FailureKind.ENGINE_ERROR))
             return False
-        row.update(status="ok", error="", elapsed_s=round(time.perf_counter() - t0, 3))
+        row.update(status=RowStatus.OK, error="", elapsed_s=round(time.perf_counter() - t0, 3))
         self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
         return True
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
 from app.results import stats
+from app.results.fields import RowStatus
 from app.results.phases import summarise_phases
 from app.run.events import (
     Event,
@@ -224,7 +225,8 @@ class Runner:
             fa_used = self._flash_attn_effective(test)
             self._ctx_key = None  # rebuild the context before the next test: its state is unknown now
             kind = failure_kind(e)
-            row.update(self._row_facts(), flash_attn_effective=fa_used, status="failed", error=str(e), error_kind=kind)
+            row.update(self._row_facts(), flash_attn_effective=fa_used, status=RowStatus.FAILED, error=str(e),
+                       error_kind=kind)
             row.update(device_columns(self.engine.memory_report()))
             self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=row, kind=kind))
             return False
@@ -244,7 +246,7 @@ class Runner:
         row["warmup_ttft_ms"] = wt / 1e6 if test.n_prompt else None
         row["warmup_decode_tps"] = (len(warm.token_ns) / ((warm.token_ns[-1] - warm.prefill_end_ns) / 1e9)
                                     if warm.token_ns else None)
-        row["status"] = "ok"
+        row["status"] = RowStatus.OK
         self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
         return True
 

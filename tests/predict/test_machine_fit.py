@@ -10,7 +10,7 @@ import pytest
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.gguf_facts import read_model_facts
 from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, workload_of
-from app.predict.calibration_store import llama_build, save_fit
+from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit, saved_fit_problem
 from app.predict.expected_sources import ExpectedSources
 from app.predict.fitted_model import PhaseFit
 from app.predict.hardware import HardwareContext
@@ -87,8 +87,8 @@ def test_without_a_fit_nothing_changes(tmp_path: Path) -> None:
 
 
 def test_the_cpu_context_classifies_and_round_trips(tmp_path: Path) -> None:
-    """A CPU fit reduces models with its kernel-class table and L2 size; GPUs keep the generic classes; a fit saved
-    before the context existed loads with none and predicts as it was fitted."""
+    """A CPU fit reduces models with its kernel-class table and L2 size; GPUs keep the generic classes; the context
+    is saved with the fit (a document without it is of an older form: refused)."""
     facts = read_model_facts(write_synth_model(tmp_path / "m.gguf", SynthShape(256, 2, "Q4_K")))
     settings = PredictSettings(n_ctx=8192, n_prompt=512, n_gen=16, depth=4096, flash_attn=True)
     ctx = MachineContext({"Q4_K": "q4_k", "F32": "f16"}, 512 * 1024)
@@ -102,7 +102,27 @@ def test_the_cpu_context_classifies_and_round_trips(tmp_path: Path) -> None:
     doc = fit.to_json_dict()
     assert MachineFit.from_json_dict(doc) == fit
     old = {k: v for k, v in doc.items() if k not in ("cpu_classes", "l2_cache_bytes")}
-    assert MachineFit.from_json_dict(old).context == MachineContext()
+    with pytest.raises(KeyError):
+        MachineFit.from_json_dict(old)
+
+
+def test_a_fit_of_an_older_form_is_refused_with_one_line(tmp_path: Path) -> None:
+    """Issue #25: fits of older forms were read through fold-and-default paths while the version stayed 1. Now a
+    document of another version is not read, and one line says what to do."""
+    fit = MachineFit("cpu X", "", llama_build(), "2026-12-01",
+                     {"CPU": {"decode": PhaseFit("decode", {"fixed": 0.01}, 0.05)}}, 3, (), MachineContext())
+    assert saved_fit_problem("cpu X", "") is None  # none saved: nothing to say
+    path = save_fit(fit)
+    assert load_fit("cpu X", "") == fit and saved_fit_problem("cpu X", "") is None
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "version": 1}))
+    assert load_fit("cpu X", "") is None
+    line = saved_fit_problem("cpu X", "")
+    assert line is not None and "\n" not in line and str(fit_path("cpu X", "", llama_build())) in line
+    assert "older form (version 1" in line and "gguf-bench calibrate" in line
+    assert ExpectedSources.load("cpu X", "", public=False).notes == [line]
+    path.write_text(json.dumps({**doc, "repack": 7}))
+    assert "damaged" in (saved_fit_problem("cpu X", "") or "")
 
 
 def test_rows_the_window_predict_and_the_chooser_give_one_expected_figure(tmp_path: Path) -> None:

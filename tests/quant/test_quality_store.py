@@ -44,13 +44,28 @@ def test_rows_round_trip_and_lookup(tmp_path: Path) -> None:
         assert last_quality_run(store) in ("r1", "r2")
 
 
-def test_store_fault_is_a_warning_not_an_error(tmp_path: Path) -> None:
+def test_a_locked_store_keeps_quality_rows_and_stores_them_later(tmp_path: Path) -> None:
+    """Issue #25: quality rows had their own sqlite3.connect, outside the store's retries and side file: a store
+    locked by another writer lost them. Now they take the speed rows' path: kept, then stored on the next open."""
     warnings: list[str] = []
-    with ResultStore(tmp_path / "s.sqlite3", warn=warnings.append) as store:
-        with sqlite3.connect(store.path) as db:
-            db.execute("DROP TABLE quality")
-        assert not save_quality_rows(store, [_row("r", 0, tmp_path / "gone.gguf")])
-    assert warnings and "cannot store quality results" in warnings[0]
+    path = tmp_path / "s.sqlite3"
+    with ResultStore(path, warn=warnings.append, write_attempts=1, busy_timeout_s=0.05) as store:
+        other = sqlite3.connect(path, timeout=0.05)
+        other.execute("BEGIN EXCLUSIVE")  # another program holds the store
+        try:
+            assert not save_quality_rows(store, [_row("r", 0, tmp_path / "a.gguf")])
+        finally:
+            other.rollback()
+            other.close()
+    assert warnings and "kept in" in warnings[0] and store.pending.exists()
+    with ResultStore(path, warn=warnings.append) as store:
+        assert [r["run_id"] for r in quality_rows(store, "r")] == ["r"]
+    assert not store.pending.exists()
+
+
+def test_a_damaged_quality_table_leaves_the_sweeps_listed(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "s.sqlite3") as store, sqlite3.connect(store.path) as db:
+        db.execute("DROP TABLE quality")
     proc = gguf_bench("--store", str(tmp_path / "s.sqlite3"), "history")  # the sweeps are still listed
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and "cannot read quality runs" in proc.stderr
 
