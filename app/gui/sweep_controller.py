@@ -22,6 +22,7 @@ from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
 from app.gui.predictions import PredictionService
 from app.gui.qt_compat import settle_heap
+from app.results.fields import RowStatus
 from app.run.events import Event, FailureKind, ModelLoaded, Notice, TestFailed, WorkerError
 from app.run.plan import TestSpec
 from app.run.session import SweepOutcome
@@ -77,14 +78,13 @@ class SweepController(QObject):
         self.bridge = SweepBridge(self, store_path=store_path)
         self.bridge.finished.connect(self._finished)
         self._starting = False  # between start() and the sweep thread's start (plots drawn first)
-        self.pacer = plots.pacer  # every deferred piece of work (tick, redraws, repaints) in one queue, spaced
         self._rows_seen = -1
         self._last_progress: tuple[Any, ...] | None = None
         self.contention = ContentionWatch()
         self._contention_at = 0.0
         self.timer = QTimer(self)
         self.timer.setInterval(REDRAW_MS)
-        self.timer.timeout.connect(lambda: self.pacer.post(self.tick, key="tick"))
+        self.timer.timeout.connect(self.tick)
         self.timer.start()
 
     @property
@@ -107,7 +107,7 @@ class SweepController(QObject):
         self.editor.set_running(True)
         self.editor.progress.setValue(0)
         self.editor.progress.setFormat("starting…")
-        self.pacer.post(lambda: self._when_drawn(lambda: self._launch(tests, name)))
+        QTimer.singleShot(0, self, lambda: self._launch(tests, name))  # once the empty plots are drawn
         return None
 
     def preview(self, tests: list[TestSpec]) -> None:
@@ -122,14 +122,11 @@ class SweepController(QObject):
         self._reset_view()
 
     def _launch(self, tests: list[TestSpec], name: str) -> None:
-        """Start the sweep thread, once the empty plots (which queue their predicted curves) are drawn.
-
-        The sweep thread waits for queued background work before the worker starts, so no prediction runs
-        beside a measurement; drawing all five plots in one go held the GUI thread for ~60 ms.
-        """
+        """Draw the empty plots (which queue their predicted curves), then start the sweep thread: it waits for
+        queued background work before the worker starts, so no prediction runs beside a measurement."""
+        self.plots.refresh(self.session, self.predictor, self.selected, force=True)
         self._starting = False
         self.bridge.start(tests, sweep_name=name, command="gguf-workbench", facts=dict(self.predictor.facts))
-        self.plots.prewarm(self.session, self.predictor)  # while the worker loads the model
 
     def cancel(self) -> None:
         if self.bridge.running:
@@ -142,43 +139,31 @@ class SweepController(QObject):
             self.bridge.cancel()
             self.bridge.wait(timeout_s)
         self.timer.stop()
-        self.pacer.clear()
 
     def _finished(self, outcome: SweepOutcome | str) -> None:
-        """The sweep thread ended: its last events and rows (one piece), then the window's state (another)."""
-        self.pacer.post(self.tick, key="tick")
-        self.pacer.post(lambda: self._finish(outcome))
-
-    def _finish(self, outcome: SweepOutcome | str) -> None:
+        """The sweep thread ended: its last events, rows and plots, then the window's state; the sweep's end is
+        announced with every plot showing all of it."""
+        self.tick(force=True)
         self.editor.set_running(False)
         if isinstance(outcome, str):
             self.session.mark_finished()
             self.message.emit(plain_reason(outcome, FailureKind.WORKER_START), "error")
         else:
             self.session.mark_finished(cancelled=outcome.status == "cancelled")
-            n_ok = sum(1 for r in outcome.rows if r.get("status") == "ok")
+            n_ok = sum(1 for r in outcome.rows if r.get("status") == RowStatus.OK)
             self.status.emit(f"{_OUTCOME_WORDS.get(outcome.status, outcome.status)}: {n_ok} ok, "
                              f"{outcome.n_failed} failed — run {outcome.run_id} saved.")
             self.titleChanged.emit(f"run {outcome.run_id} ({outcome.status})")
         self.editor.progress.setValue(1000)
         self.editor.progress.setFormat("cancelled" if self.session.cancelled else "done")
         self.editor.status.setText("")
-        self.pacer.post(lambda: self._when_drawn(lambda: self.finished.emit(outcome)))
+        self.finished.emit(outcome)
         QTimer.singleShot(IDLE_HEAP_S * 1000, self, self._settle_heap_if_idle)
 
     def _settle_heap_if_idle(self) -> None:
         """A full garbage collection once the window has been idle a while after a sweep (not if another runs)."""
         if not self.busy:
             settle_heap()
-
-    def _when_drawn(self, then: Callable[[], None]) -> None:
-        """Bring the plots up to date one per piece of the pacer (each plot's repaint pieces in between), then
-        call ``then`` (the sweep's end is announced with every plot showing all of it)."""
-        self.plots.refresh(self.session, self.predictor, self.selected)
-        if self.plots.behind:
-            self.pacer.post(lambda: self._when_drawn(then))
-            return
-        then()
 
     # --- what is shown ----------------------------------------------------------------------------
     def show_session(self, session: LiveRun, title: str = "") -> None:
@@ -202,42 +187,26 @@ class SweepController(QObject):
 
     # --- the 10 Hz timer --------------------------------------------------------------------------
     def tick(self, force: bool = False) -> None:
-        """Take the queued events, update rows and progress, and redraw (one plot per tick unless forced).
-
-        Unless forced, each update is a piece of the pacer of its own, with the repaint or layout it sets off: the
-        messages (a row and the panel's new layout, 3-8 ms), the rows (the table, the scenario and the inspector,
-        4-8 ms), the progress bar and status line (with the tick: 10-12 ms) and one plot's redraw, in that order.
-        """
-        def soon(fn: Callable[[], None], key: str | None = None) -> None:
-            if force:
-                fn()
-            else:
-                self.pacer.post(fn, key)
-
+        """Take the queued events; update the messages, rows, progress and the plots whose inputs changed (every
+        plot with ``force``)."""
         events = self.bridge.drain()
         if events:
             self.session.extend(events)
             said = [e for e in events if isinstance(e, _SAID_KINDS)]
             if said:
-                soon(lambda: self.announce(said))
+                self.announce(said)
         if self.session.rows_version != self._rows_seen:
-            soon(self._emit_rows, "rows")
+            self._emit_rows()
         if self.bridge.running:
-            soon(self._update_progress, "progress")
+            self._update_progress()
             self._check_contention()
-        if force:
-            self.plots.refresh(self.session, self.predictor, self.selected, force=True)
-        elif self.view.isVisible() and not self._starting:  # starting: _when_drawn draws
-            self.pacer.post(self._draw_one, key="draw")
+        if force or (self.view.isVisible() and not self._starting):  # starting: _launch draws
+            self.plots.refresh(self.session, self.predictor, self.selected, force=force)
 
     def _emit_rows(self) -> None:
         if self.session.rows_version != self._rows_seen:
             self._rows_seen = self.session.rows_version
             self.rowsChanged.emit(self.session.ordered_rows())
-
-    def _draw_one(self) -> None:
-        """Redraw the plot that waited longest of those due (one per tick)."""
-        self.plots.refresh(self.session, self.predictor, self.selected)
 
     def announce(self, events: list[Event]) -> None:
         """Notices and failures as messages, in plain words; a model load on the status bar (``_SAYS``)."""
@@ -296,4 +265,4 @@ _SAYS: dict[type, Callable[[SweepController, Any], None]] = {
     Notice: SweepController._say_notice, TestFailed: SweepController._say_failed,
     WorkerError: SweepController._say_worker_error, ModelLoaded: SweepController._say_loaded,
 }
-_SAID_KINDS = tuple(_SAYS)  # for isinstance, once: the pacer drains events many times a second
+_SAID_KINDS = tuple(_SAYS)  # for isinstance, once: the tick drains events ten times a second

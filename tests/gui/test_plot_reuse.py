@@ -1,6 +1,5 @@
-"""What keeps the GUI thread's work in short pieces during a sweep: plot items kept across sweeps (hidden, with their
-legend entries, then shown again by key), the grid drawn in the view at the axes' ticks, and a plot's repaint
-coming a turn of the event loop after its redraw."""
+"""Plot items drawn the plain way: one item per series by key with one legend entry, removed when dropped or on a
+new sweep; long series thinned by pyqtgraph itself; the grid drawn in the view at the axes' ticks."""
 
 from __future__ import annotations
 
@@ -26,60 +25,60 @@ def _labels(panel: PlotPanel) -> list[str]:
     return [label.text for _s, label in panel.legend.items]
 
 
-def test_a_retired_item_comes_back_by_key_with_its_legend_entry_and_the_name_asked_for(qtbot) -> None:  # noqa: ANN001
+def test_one_item_per_series_by_key_with_one_legend_entry_named_as_asked(qtbot) -> None:  # noqa: ANN001
     panel = _Panel()
     qtbot.addWidget(panel.widget)
-    a = panel.item(("a",), lambda: line("measured — model A", "#1f77b4"), "measured — model A")
+    made: list[str] = []
+    a = panel.item(("a",), lambda: made.append("a") or line("measured — model A", "#1f77b4"))
     b = panel.item(("b",), lambda: line("predicted", "#d62728"))
     a.setData([0, 1], [1, 2])
     assert _labels(panel) == ["measured — model A", "predicted"]
+    again = panel.item(("a",), lambda: made.append("again") or line("x", "#000"), "measured — model B")
+    assert again is a and made == ["a"]  # asked for again by key: the same item, renamed
+    assert _labels(panel) == ["measured — model B", "predicted"]
+    assert panel.data_of("t", "a")[1].tolist() == [1, 2]
 
-    panel.retire()  # a new sweep: hidden; the legend entries wait for the next draw's settle
-    assert not a.isVisible() and not b.isVisible() and _labels(panel) == ["measured — model A", "predicted"]
-    assert panel.data_of("t", "a")[0].size == 0  # a retired item is not drawn data
-    entry = panel.legend.items[0]
-    assert panel.item(("a",), lambda: line("x", "#000")) is a and a.isVisible()  # asked for again: its entry
-    panel.settle()  # never left the legend; the one not asked for (b) leaves it now
-    assert panel.legend.items == [entry] and not b.isVisible()
-    panel.retire()
-    panel.settle()
-    assert _labels(panel) == []
+    panel.drop(("a",))  # off the plot and out of the legend
+    assert a.scene() is None and _labels(panel) == ["predicted"] and panel.data_of("t", "a")[0].size == 0
+    c = panel.item(("a",), lambda: line("measured again", "#1f77b4"))
+    assert c is not a and _labels(panel) == ["predicted", "measured again"]
 
-    made: list[str] = []
-    again = panel.item(("a",), lambda: made.append("a") or line("x", "#000"), "measured — model B")
-    assert again is a and not made and a.isVisible()
-    assert _labels(panel) == ["measured — model B"]  # renamed; b stays hidden, out of the legend
-    assert not b.isVisible()
-    c = panel.item(("c",), lambda: line("new", "#2ca02c"))
-    assert _labels(panel) == ["measured — model B", "new"] and c.isVisible()
-    panel.drop(("c",))  # an item that comes and goes within a sweep: hidden and out of the legend, kept
-    assert not c.isVisible() and _labels(panel) == ["measured — model B"]
-    assert panel.item(("c",), lambda: made.append("c") or line("x", "#000"), "new") is c and not made
-    assert c.isVisible() and _labels(panel) == ["measured — model B", "new"]
-
-    stashed_label = panel.legend._stashed[id(b)][1]
-    panel.reset()  # destructive: nothing kept; kept items and their kept legend labels leave the scene
-    assert _labels(panel) == [] and not panel.pool.items and not panel.pool.spare
-    assert b.scene() is None and stashed_label.scene() is None and not panel.legend._stashed
-    assert panel.item(("a",), lambda: line("fresh", "#000")) is not a
+    panel.reset()  # a new sweep: nothing drawn is kept
+    assert _labels(panel) == [] and not panel.items and b.scene() is None and c.scene() is None
 
 
-def test_entries_coming_back_in_another_order_never_share_a_legend_cell(qtbot, qtlog) -> None:  # noqa: ANN001
+def test_entries_that_come_and_go_never_share_a_legend_cell(qtbot, qtlog) -> None:  # noqa: ANN001
     panel = _Panel()
     qtbot.addWidget(panel.widget)
     for k in "abcd":
         panel.item((k,), lambda k=k: line(f"entry {k}", "#333"))
     panel.drop(("b",))
-    panel.retire()
-    for k in "dxa":
+    for k in "xy":
         panel.item((k,), lambda k=k: line(f"entry {k}", "#333"))
-    panel.settle()
-    assert _labels(panel) == ["entry a", "entry d", "entry x"]  # kept entries keep their order, new ones last
+    panel.drop(("a",))
+    assert _labels(panel) == ["entry c", "entry d", "entry x", "entry y"]
     lay = panel.legend.layout
     laid_out = {id(lay.itemAt(r, c)) for r in range(lay.rowCount()) for c in range(lay.columnCount())
                 if lay.itemAt(r, c) is not None}
     assert all(id(sample) in laid_out and id(label) in laid_out for sample, label in panel.legend.items)
     assert not [m for m in qtlog.records if "already taken" in m.message]
+
+
+def test_long_series_are_drawn_thinned_and_kept_whole(qtbot) -> None:  # noqa: ANN001
+    """pyqtgraph's own downsampling and clipping to the view (no drawing machinery of ours): a 200,000-point
+    per-token line is drawn with far fewer points, while its data stays whole for export and tests."""
+    panel = _Panel()
+    qtbot.addWidget(panel.widget)
+    panel.widget.resize(500, 300)
+    panel.widget.show()
+    xs = np.arange(200_000, dtype=float)
+    item = panel.item(("tok",), lambda: line("per token", "#333"))
+    item.setData(xs, np.sin(xs / 500))
+    panel.plot.getViewBox().setRange(xRange=(0, 50_000), padding=0)
+    QCoreApplication.processEvents()
+    shown_x, _ = item.getData()
+    assert shown_x is not None and len(shown_x) < 20_000
+    assert panel.data_of("t", "tok")[0].size == 200_000
 
 
 def test_the_grid_follows_the_axes_ticks_and_not_the_data(qtbot) -> None:  # noqa: ANN001
@@ -102,82 +101,3 @@ def test_the_grid_follows_the_axes_ticks_and_not_the_data(qtbot) -> None:  # noq
     plot.enableAutoRange()
     QCoreApplication.processEvents()
     assert plot.getViewBox().childrenBounds()[0][1] < 10
-
-
-
-def test_a_spare_built_ahead_is_hidden_out_of_the_legend_and_shown_by_its_first_use(qtbot) -> None:  # noqa: ANN001
-    panel = _Panel()
-    qtbot.addWidget(panel.widget)
-    panel.item(("pred",), lambda: line("predicted", "#d62728"))
-    made: list[str] = []
-    assert panel.make_spare(("rep",), lambda: made.append("rep") or line("repetition", "#1f77b4"))
-    assert not panel.make_spare(("rep",), lambda: line("again", "#000"))  # one per key
-    rep = panel.pool.spare[("t", "rep")][1]
-    assert made == ["rep"] and not rep.isVisible() and _labels(panel) == ["predicted"]
-    assert rep.scene() is panel.plot.scene()  # in the plot already: the first use only shows it
-    again = panel.item(("rep",), lambda: made.append("twice") or line("x", "#000"), "repetition — model B")
-    assert again is rep and made == ["rep"] and rep.isVisible()
-    assert _labels(panel) == ["predicted", "repetition — model B"]
-    panel.drop(("rep",))
-    assert _labels(panel) == ["predicted"] and not rep.isVisible()
-
-
-def test_a_spare_s_legend_entry_can_come_in_a_later_piece(qtbot) -> None:  # noqa: ANN001
-    panel = _Panel()
-    qtbot.addWidget(panel.widget)
-    queued: list = []
-    assert panel.make_spare(("rep",), lambda: line("repetition", "#1f77b4"), queued.append)
-    assert panel.make_spare(("ring",), lambda: line("unstable", "#ff9900"), queued.append)
-    assert len(queued) == 2 and _labels(panel) == []  # the items are in the plot; their entries are queued
-    queued[0]()  # the repetitions' entry is built, kept out of the legend
-    rep = panel.item(("rep",), lambda: line("x", "#000"), "repetition")
-    assert rep.isVisible() and _labels(panel) == ["repetition"]
-    ring = panel.item(("ring",), lambda: line("x", "#000"), "unstable")  # asked for before its entry was built
-    assert ring.isVisible() and _labels(panel) == ["repetition", "unstable"]
-    queued[1]()  # too late: it adds nothing
-    assert _labels(panel) == ["repetition", "unstable"]
-    panel.drop(("ring",))
-    assert _labels(panel) == ["repetition"]
-
-
-def test_the_pacer_runs_one_piece_per_turn_in_order_and_a_keyed_piece_once(qtbot) -> None:  # noqa: ANN001
-    from app.gui.pacer import Pacer
-
-    pacer = Pacer(gap_ms=5)
-    ran: list[str] = []
-    assert pacer.post(lambda: ran.append("a"), key="a")
-    assert not pacer.post(lambda: ran.append("a2"), key="a")  # still waiting: not queued twice
-    pacer.post(lambda: (ran.append("b"), pacer.post(lambda: ran.append("d"))))  # posted while running: after c
-    pacer.post(lambda: ran.append("c"))
-    assert ran == [] and len(pacer) == 3  # nothing runs inside post
-    qtbot.waitUntil(lambda: ran == ["a", "b", "c", "d"], timeout=2000)
-    from PySide6.QtCore import QTimer
-
-    ran.clear()  # pieces run in turns of their own: a zero-delay timer set by one runs before the next piece
-    pacer.post(lambda: QTimer.singleShot(0, lambda: ran.append("turn")))
-    pacer.post(lambda: ran.append("next"))
-    qtbot.waitUntil(lambda: "next" in ran, timeout=2000)
-    assert ran == ["turn", "next"]
-    pacer.post(lambda: ran.append("e"))
-    pacer.clear()
-    qtbot.wait(30)
-    assert ran == ["turn", "next"] and len(pacer) == 0
-
-
-def test_settle_heap_leaves_the_live_objects_out_of_later_full_collections() -> None:
-    import gc
-
-    from app.gui.qt_compat import settle_heap
-
-    class Cycle:
-        def __init__(self) -> None:
-            self.me = self
-
-    Cycle()  # garbage in a cycle: only a collection frees it
-    settle_heap()
-    try:
-        assert gc.get_freeze_count() > 1000  # the modules, Qt and pyqtgraph objects: frozen
-        assert not [o for o in gc.get_objects() if isinstance(o, Cycle)]  # collected before the freeze
-        assert len(gc.get_objects()) < gc.get_freeze_count()  # a full pass now looks at the few objects made since
-    finally:
-        gc.unfreeze()

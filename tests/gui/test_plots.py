@@ -92,7 +92,7 @@ def test_ttft_plot_shows_measured_means_and_one_prediction_per_depth(panels, vie
     ran_on = run.ok_rows()[0]["hw_profile"]  # the recorded rows say which CPU they ran on: not the chosen one
     assert _labels(p) == ["measured (±1 sd); ● depth 0, ■ depth 64", f"predicted ({ran_on}), depth 0",
                           f"predicted ({ran_on}), depth 64", "what-if (test CPU)"]
-    symbols = p.pool.items[("ttft", "meas", 0)][1].opts["symbol"]  # the shape tells the depth, the colour the model
+    symbols = p.items[("ttft", "meas", 0)][1].opts["symbol"]  # the shape tells the depth, the colour the model
     assert sorted(symbols) == ["o", "o", "s", "s"]
     assert len(p.data_of("ttft", "hl")[0]) == 0
     _wx, what_if = p.data_of("ttft", "whatif", 0)
@@ -151,7 +151,7 @@ def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, 
 def test_a_redraw_leaves_a_predicted_curve_it_already_shows_alone(panels, view: PlotView) -> None:
     p = panels["dec"]
     p.draw(view)
-    item = p.pool.items[("dec", "pred", 0)][1]
+    item = p.items[("dec", "pred", 0)][1]
     shown = p.data_of("dec", "pred", 0)[1].copy()
     calls: list[int] = []
     set_data = item.setData
@@ -174,13 +174,10 @@ def test_kv_plot_shows_predicted_memory_measured_points_and_the_ram_line(panels,
     _x, total_mib = p.data_of("kv", "tot", 0)
     assert np.isfinite(kv_mib).all() and (total_mib > kv_mib).all() and kv_mib[-1] > kv_mib[0]
     assert "KV cache, pred. (f16)" in _labels(p) and "RAM 16 GiB (test CPU)" in p._limit.label.format
-    line = p._limit
-    p.retire()  # a new sweep: the line is hidden and kept, the next draw moves and shows it
-    assert p._limit is line and not line.isVisible()
+    p.reset()  # a new sweep: nothing drawn is kept
+    assert p._limit is None and len(p.data_of("kv", "meas", 0)[0]) == 0 and _labels(p) == []
     p.draw(view)
-    assert p._limit is line and line.isVisible()
-    p.reset()
-    assert p._limit is None and len(p.data_of("kv", "meas", 0)[0]) == 0
+    assert "RAM 16 GiB (test CPU)" in p._limit.label.format
 
 
 def test_telemetry_plot_shows_samples_phases_and_predicted_memory(panels, view: PlotView) -> None:
@@ -231,19 +228,17 @@ def test_a_new_profile_renames_the_prediction_legends(panels, view: PlotView, ru
     assert _labels(p)[-1] == "what-if (other CPU)"
 
 
-def test_live_plots_redraw_one_plot_per_refresh(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001
+def test_live_plots_redraw_the_plots_whose_inputs_changed(qtbot, run: LiveRun,  # noqa: ANN001
+                                                         predictor: PredictionService) -> None:
     plots = LivePlots()
     qtbot.addWidget(plots)
-    drawn = []
-    while plots.refresh(run, predictor):
-        drawn.append(plots.redraws)
-        assert len(drawn) <= 5
-    assert drawn == [1, 2, 3, 4, 5] and not plots.behind
+    assert plots.refresh(run, predictor) and plots.redraws == 5  # every plot is due the first time
+    assert not plots.refresh(run, predictor) and plots.redraws == 5  # nothing changed: nothing drawn
     assert len(plots.data_of("ttft", "meas", 0)[0]) == 4 and plots.n_phase_regions() == 16
     assert len(plots.data_of("tel2", "cpu")[0]) > 0 and len(plots.data_of("nothing")[0]) == 0
-    plots.refresh(run, predictor, {0})  # a selection: only the plots that show it are due, one at a time
-    assert plots.redraws == 6 and plots.behind
-    assert plots.refresh(run, predictor, {0}, force=True) and plots.redraws == 6 + 5
+    assert plots.refresh(run, predictor, {0})  # a selection: only the plots that show it are drawn
+    assert 0 < plots.redraws - 5 < 5 and "tel" not in plots.last_drawn
+    assert plots.refresh(run, predictor, {0}, force=True) and plots.last_drawn == tuple(p.name for p in plots.panels)
     plots.reset()
     assert len(plots.data_of("ttft", "meas", 0)[0]) == 0 and plots.n_phase_regions() == 0
 
@@ -264,7 +259,7 @@ def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor:
         labels = _labels(panel)
         assert len(labels) == 3 and labels[2].endswith(f"({kind})") and labels[0].startswith("run-a")
         for k in range(3):
-            item = panel.pool.items[(panel.name, "curve", k)][1]
+            item = panel.items[(panel.name, "curve", k)][1]
             assert item.opts["pen"].color().name() == pg.mkColor(color(k)).name()
     tx, ty = cmp.ttft.data_of("ttft", "curve", 0)
     assert list(tx) == [32.0, 64.0] and (ty > 0).all()  # means of the depth-0 tests
@@ -279,39 +274,17 @@ def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor:
     assert len(_labels(cmp.ttft)) == 2 and len(cmp.ttft.data_of("ttft", "curve", 2)[0]) == 0
 
 
-def test_a_timer_redraw_repaints_a_turn_later_and_a_new_sweep_reuses_the_items(qtbot, run: LiveRun,  # noqa: ANN001
-                                                                              predictor: PredictionService) -> None:
+def test_a_new_sweep_draws_the_same_legends_again(qtbot, run: LiveRun,  # noqa: ANN001
+                                                  predictor: PredictionService) -> None:
     plots = LivePlots()
     qtbot.addWidget(plots)
     plots.resize(1200, 800)
     plots.show()
     qtbot.waitExposed(plots)
-    assert plots.refresh(run, predictor)  # one plot, not forced: its first draw changes the legend, so its
-    # whole-plot repaint waits for a later turn of the event loop
-    waiting = [p for p in plots.panels if p.widget.isVisible() and not p.widget.updatesEnabled()]
-    assert len(waiting) == 1 and plots.pacer.pending(("settle", waiting[0].name))  # its layout settles first,
-    plots.pacer.run_next()
-    name = waiting[0].name  # then its ranges settle and each axis' tick picture is built, a piece each; it repaints
-    assert all(plots.pacer.pending(("prepare", name, i)) for i in range(3)) and plots.pacer.pending(("repaint", name))
-    qtbot.waitUntil(lambda: waiting[0].widget.updatesEnabled(), timeout=2000)
-    while plots.refresh(run, predictor):
-        pass
-    qtbot.waitUntil(lambda: all(p.widget.updatesEnabled() for p in plots.panels), timeout=2000)
-    assert plots.refresh(run, predictor, {0})  # a selection ring: no range or legend change: no tick pictures
-    drawn = [p for p in plots.panels if p.widget.isVisible() and not p.widget.updatesEnabled()]
-    assert len(drawn) == 1 and plots.pacer.pending(("settle", drawn[0].name))
-    plots.pacer.run_next()
-    assert plots.pacer.pending(("repaint", drawn[0].name))
-    assert not plots.pacer.pending(("prepare", drawn[0].name, 0))
-    qtbot.waitUntil(lambda: all(p.widget.updatesEnabled() for p in plots.panels), timeout=2000)
-    while plots.refresh(run, predictor, {0}):
-        pass
+    assert plots.refresh(run, predictor, {0})
     legends = {p.name: _labels(p) for p in plots.panels}
-    meas = plots.ttft.pool.items[("ttft", "meas", 0)][1]
-    plots.reset()  # a new sweep: hidden, not destroyed; shown plots keep their picture until redrawn
-    assert not meas.isVisible() and len(plots.data_of("ttft", "meas", 0)[0]) == 0
-    assert all(not p.widget.updatesEnabled() for p in plots.panels if p.widget.isVisible())
-    assert plots.refresh(run, predictor, force=True)  # a forced redraw paints at once
-    assert all(p.widget.updatesEnabled() for p in plots.panels)
-    assert plots.ttft.pool.items[("ttft", "meas", 0)][1] is meas and meas.isVisible()
-    assert {p.name: _labels(p) for p in plots.panels} == legends
+    meas = plots.ttft.items[("ttft", "meas", 0)][1]
+    plots.reset()  # a new sweep: every item and legend entry goes
+    assert meas.scene() is None and all(_labels(p) == [] for p in plots.panels if p.name != "tel")
+    assert plots.refresh(run, predictor, {0})
+    assert {p.name: _labels(p) for p in plots.panels} == legends and meas.scene() is None

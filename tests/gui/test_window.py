@@ -16,7 +16,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
 from app.gui.bridge import read_event_stream
-from app.gui.results_panel import FIT_COLUMNS_PER_PIECE
 from app.results import export
 from app.results.store import ResultStore
 from app.run.events import FailureKind, Notice, SweepFinished, SweepStarted, TestFailed, WorkerError
@@ -148,8 +147,7 @@ def test_replay_recorded_stream_draws_every_plot(window) -> None:
     w.select_tests({0, 1})
     assert len(w.plots.data_of("ttft", "hl")[0]) == 2
     assert len(w.plots.data_of("dec", "hl")[0]) == 2
-    # the scenario panel now has a measured split (its update is a piece of the window's pacer)
-    w.sweeps.pacer.run_all()
+    # the scenario panel now has a measured split
     assert w.scenario.meas is not None and w.scenario.meas.ttft_s > 0 and w.scenario.meas.decode_s > 0
 
 
@@ -166,19 +164,15 @@ def test_results_table_sorts_numbers_and_shows_predictions(window) -> None:
     assert all(w.proxy.index(r, frac).data().endswith("%") for r in range(w.proxy.rowCount()))
 
 
-def test_the_columns_fit_their_contents_a_few_per_piece(window) -> None:
+def test_the_columns_fit_their_contents_when_rows_come(window) -> None:
     w = window
     w.replay(read_event_stream(RECORDED), "recorded")
-    w.sweeps.pacer.run_all()
     w.results_panel.fit_columns()  # every column at once
     fitted = [w.table.columnWidth(c) for c in range(w.results.columnCount())]
     for c in range(w.results.columnCount()):
         w.table.setColumnWidth(c, 20)
     w.results_panel.show_rows(list(w.session.ok_rows()))
-    pieces = [k for k in range(w.results.columnCount()) if w.sweeps.pacer.pending(("fit-columns", k))]
-    assert len(pieces) == -(-w.results.columnCount() // FIT_COLUMNS_PER_PIECE) > 1  # several pieces, not one
-    w.sweeps.pacer.run_all()
-    assert [w.table.columnWidth(c) for c in range(w.results.columnCount())] == fitted  # as all at once
+    assert [w.table.columnWidth(c) for c in range(w.results.columnCount())] == fitted
 
 
 def test_errors_show_in_plain_words_and_the_window_stays(window) -> None:

@@ -9,6 +9,8 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from app.results.fields import RowStatus
+
 #: (row column, legend label, colour, dashed)
 SERIES: tuple[tuple[str, str, str, bool], ...] = (
     ("ttft_p50_ms", "TTFT p50", "#1f77b4", False),
@@ -24,7 +26,7 @@ def latency_curves(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[list[float
     Tests of several prompt/output lengths or depths get one curve each, labelled ``TTFT p50 (p128 n64)``,
     ``(p128 n64 d4096)``, ``(… d4096 cached)`` for a prefix-cache test.
     """
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("backends") == "remote"]
+    ok = [r for r in rows if r.get("status") == RowStatus.OK and r.get("backends") == "remote"]
 
     def shape(r: dict[str, Any]) -> tuple[Any, ...]:
         return r.get("n_prompt"), r.get("n_gen"), r.get("n_depth") or 0, bool(r.get("prefix_cache"))

@@ -36,15 +36,10 @@ class DecodePlot(PlotPanel):
         self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, predicted tok/s)
         self.expected: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, expected tok/s)
 
-    def forget(self) -> None:
-        super().forget()
+    def reset(self) -> None:
+        super().reset()
         self.curves = {}
         self.expected = {}
-
-    def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Any]]:
-        """As :meth:`PlotPanel.spares`, and each model's per-token line, measured means and error bars."""
-        toks = [(("tok", m), self._token_line(view, m, path)) for m, path in enumerate(view.models)]
-        return [*super().spares(view), *toks, *self.point_spares(view, MEANS_LABEL, *MEANS_MARKER)]
 
     @staticmethod
     def _token_line(view: PlotView, m: int, path: str) -> Callable[[], Any]:

@@ -1,4 +1,4 @@
-"""Plot building blocks: the plot widget with its legend above the data, item factories and an item pool."""
+"""Plot building blocks: the plot widget with its legend above the data, and item factories."""
 
 from __future__ import annotations
 
@@ -59,7 +59,6 @@ class TopLegend(pg.LegendItem):
         self.collapsed = False
         self.expanded_by_user = False
         self.header: LegendHeader | None = None
-        self._stashed: dict[int, tuple[Any, Any]] = {}  # id(item) -> (sample, label) of entries taken out
         self._needs_relayout = False
         super().__init__(*args, **kwargs)
 
@@ -72,16 +71,6 @@ class TopLegend(pg.LegendItem):
         cache_text(self.items[-1][1])
         self._settle()
 
-    def add_stashed(self, item: Any, name: str) -> None:
-        """An entry for ``item`` made now but kept out (as :meth:`stash` leaves one): :meth:`unstash` shows it."""
-        label = pg.LabelItem(name, color=self.opts["labelTextColor"], justify="left", size=self.opts["labelTextSize"])
-        sample = item if isinstance(item, self.sampleType) else self.sampleType(item)
-        sample.sigClicked.connect(self.sigSampleClicked)
-        cache_text(label)
-        sample.hide()
-        label.hide()
-        self._stashed[id(item)] = (sample, label)
-
     def _settle(self) -> None:
         """Lay everything out again where an entry could not take its cell; update the header."""
         if self._needs_relayout:
@@ -91,7 +80,7 @@ class TopLegend(pg.LegendItem):
 
     def removeItem(self, item: Any) -> None:  # noqa: N802 - pyqtgraph's name
         super().removeItem(item)
-        self._update_header()
+        self.relayout()  # the entries below the one taken out move up (pyqtgraph leaves a hole)
 
     def _addItemToLayout(self, sample: Any, label: Any) -> None:  # noqa: N802 - pyqtgraph's name
         """Entry k at row k // columns (below the header, if any); a collapsed legend lays out no entries."""
@@ -122,34 +111,6 @@ class TopLegend(pg.LegendItem):
             item.close()
             if item.scene() is not None:
                 item.scene().removeItem(item)
-
-    def stash(self, item: Any) -> bool:
-        """Take ``item``'s entry out (hidden, its label kept for :meth:`unstash`); call :meth:`relayout` after.
-        False when the item has no entry."""
-        for pair in self.items:
-            if pair[0].item is item:
-                self.items.remove(pair)
-                self._stashed[id(item)] = pair
-                for part in pair:
-                    part.hide()
-                return True
-        return False
-
-    def discard(self, item: Any) -> None:
-        """Destroy a stashed entry (its item is being removed)."""
-        pair = self._stashed.pop(id(item), None)
-        if pair is not None:
-            self._removeItemFromLayout(*pair)
-
-    def unstash(self, item: Any) -> None:
-        """Put a stashed entry back, last (where a new entry would go)."""
-        pair = self._stashed.pop(id(item), None)
-        if pair is None:
-            return
-        self.items.append(pair)
-        self._addItemToLayout(*pair)
-        self._settle()
-        self.updateSize()
 
     def setColumnCount(self, columnCount: int) -> None:  # noqa: N802 - pyqtgraph's name
         if columnCount != self.columnCount:
@@ -263,6 +224,10 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
         # per axis redraw, and the grid shows two levels
         p.getAxis(ax).setStyle(maxTickLevel=1)
     add_tick_grid(p)
+    # pyqtgraph's own thinning of long series (per-token decode, telemetry): at most a few points per pixel,
+    # only the visible part; every PlotDataItem added to the plot takes these
+    p.setDownsampling(auto=True, mode="peak")
+    p.setClipToView(True)
     cache_text(p.titleLabel)
     for ax in ("left", "bottom"):
         cache_text(p.getAxis(ax).label)

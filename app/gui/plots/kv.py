@@ -43,13 +43,6 @@ class KvPlot(PlotPanel):
             self.plot.removeItem(self._limit)
             self._limit = None
 
-    def retire(self) -> None:
-        """Hide everything drawn; the memory line too (the next draw moves and shows it: making it anew took
-        ~4 ms of a sweep's first KV draw)."""
-        super().retire()
-        if self._limit is not None:
-            self._limit.hide()
-
     def key(self, view: PlotView) -> tuple[Any, ...]:
         s = view.session
         return (*view.base_key, s.rows_version, len(s.tests), view.selected, view.kv_ctx_max)

@@ -1,4 +1,8 @@
-"""The live plots: every measurement beside its prediction, redrawn from a LiveRun by a timer (setData only)."""
+"""The live plots: every measurement beside its prediction, redrawn from a LiveRun by the window's 10 Hz timer.
+
+Drawn the plain way (PyMeasure's): one item per series, ``setData`` when a plot's inputs changed, pyqtgraph's own
+downsampling and clipping to the view for the long per-token and telemetry series. Nothing is scheduled here.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +16,10 @@ from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QStackedLayout, QTabWidget, QWidget
 
 from app.gui.live import LiveRun
-from app.gui.pacer import Pacer
 from app.gui.plots.decode import DecodePlot
 from app.gui.plots.itl import ItlPlot
 from app.gui.plots.kv import KvPlot
 from app.gui.plots.panel import PlotPanel, PlotView
-from app.gui.plots.prepaint import prepare_steps
 from app.gui.plots.telemetry import TelemetryPlot
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
@@ -44,15 +46,8 @@ class LivePlots(QWidget):
         self.kv_ctx_max = 4096
         self.redraws = 0
         self._plot_keys: dict[str, tuple[Any, ...]] = {}
-        self._drawn_at: dict[str, int] = {}
-        self._behind = False
         self._legend_entries: dict[str, int] = {}
-        self.max_per_refresh = 1
         self.last_drawn: tuple[str, ...] = ()  # the plots the last refresh drew (benchmarks/gui_stall.py)
-        self.pacer = Pacer(self)  # deferred pieces of the window's drawing, one per turn of the event loop
-        for w in self.plots():
-            for name in ("left", "bottom", "right"):
-                w.getPlotItem().getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def _build_pages(self) -> None:
         """Two arrangements of the same five plots: one grid (two rows) where the area is tall enough, else two
@@ -102,114 +97,38 @@ class LivePlots(QWidget):
         return [p.widget for p in self.panels]
 
     def reset(self) -> None:
-        """Forget everything drawn (a new sweep, another past run).
-
-        A shown plot keeps its last picture until its next draw: its items go now, its repaint comes with that
-        draw (every plot is due after a reset), so the five plots are not all repainted in one go.
-        """
+        """Forget everything drawn (a new sweep, another past run)."""
         for p in self.panels:
-            if p.widget.isVisible():
-                p.widget.setUpdatesEnabled(False)
-            p.retire()
+            p.reset()
         self._last_key = None
         self._plot_keys.clear()
-        self._drawn_at.clear()
-        self._behind = False
-
-    def prewarm(self, session: LiveRun, predictor: PredictionService) -> None:
-        """Build (hidden) the items a sweep's first measurements would, one per piece of the pacer, and their legend
-        entries in pieces of their own: an item and its entry took 2-11 ms, and the first repetition's redraw built
-        them beside everything else."""
-        view = PlotView(session, predictor, frozenset(), self.kv_ctx_max)
-        for panel in self.panels:
-            for key, make in panel.spares(view):
-                self.pacer.post(lambda panel=panel, key=key, make=make: panel.make_spare(key, make, self.pacer.post),
-                                key=("spare", panel.name, key))
 
     def reset_ranges(self) -> None:
         """Forget the axis ranges (another profile or new predictions): the next redraw fits the new curves."""
         for p in self.panels:
             p.reset_ranges()
 
-    @property
-    def behind(self) -> bool:
-        """Whether some plot still waits for its redraw (refresh draws at most a few per call)."""
-        return self._behind
-
     def refresh(self, session: LiveRun, predictor: PredictionService, selected: Iterable[int] = (),
                 force: bool = False) -> bool:
-        """Redraw plots whose inputs changed; False when none had.
-
-        Without ``force`` at most ``max_per_refresh`` plots are redrawn per call, the longest-waiting first:
-        each redraw queues a repaint of its scene, and two repaints in one tick held the GUI thread 43.7 ms on a
-        busy 2-core machine (one per tick: at most 15.6 ms). The rest follow on the next timer tick.
-        """
+        """Redraw the plots whose inputs changed (all with ``force``); False when none had."""
         view = PlotView(session, predictor, frozenset(selected), self.kv_ctx_max)
         key = (id(session), session.version, predictor.version, predictor.curves_version, view.selected,
                self.kv_ctx_max)
-        if key == self._last_key and not force and not self._behind:
+        if key == self._last_key and not force:
             return False
         self._last_key = key
         keys = {p.name: p.key(view) for p in self.panels}
         changed = [p for p in self.panels if force or self._plot_keys.get(p.name) != keys[p.name]]
-        if not force:
-            changed.sort(key=lambda p: self._drawn_at.get(p.name, -1))
-            changed = changed[: self.max_per_refresh]
         self.last_drawn = tuple(p.name for p in changed)
         for p in changed:
-            self._draw_then_paint(p, view, defer=not force)
+            p.draw(view)
+            n = len(p.legend.items)
+            if self._legend_entries.get(p.name) != n:  # entries came or went: the legend's columns fit again
+                self._legend_entries[p.name] = n
+                p.fit_legend()
             self._plot_keys[p.name] = keys[p.name]
             self.redraws += 1
-            self._drawn_at[p.name] = self.redraws
-        self._behind = any(self._plot_keys.get(k) != v for k, v in keys.items())
         return bool(changed)
-
-    def _draw_then_paint(self, panel: PlotPanel, view: PlotView, defer: bool) -> None:
-        """Update ``panel``'s items; with ``defer``, a repaint of the whole plot waits for a later turn of the event
-        loop.
-
-        Qt repaints a scene from events it posts while the items change, and it handles posted events before it
-        looks at timers again. A redraw that moves an axis range or changes the legend repaints the whole plot
-        (8-14 ms, the axes re-rendering their ticks), and with the redraw itself (3-9 ms) that ran as one unbroken
-        stretch of the GUI thread. The repaint is now a later piece of the :attr:`pacer`; where the redraw moved a
-        range or changed the legend (and for a plot's first draw after a reset) pieces before it build the axes'
-        tick pictures and the grid (:func:`prepare_steps`), so the repaint only plays them. A redraw that only
-        moved data repaints later too: Qt's partial repaint at once (2-5 ms) ran in the redraw's stretch.
-        """
-        w = panel.widget
-        if not defer or not w.isVisible():
-            try:
-                self._draw_and_fit(panel, view)
-            finally:
-                w.setUpdatesEnabled(True)  # after a reset
-            return
-        first = not w.updatesEnabled()  # hidden since a reset: its whole picture changes
-        before = None if first else _layout_state(panel)
-        try:
-            self._draw_and_fit(panel, view)
-        finally:
-            w.setUpdatesEnabled(False)  # the scene's queued repaint of this draw is dropped; one later, whole
-            # the layout settles in a piece of its own (auto-range and legend layout: up to 5 ms of a 10 ms redraw)
-            self.pacer.post(lambda: self._settle_then_paint(panel, first, before), key=("settle", panel.name))
-
-    def _settle_then_paint(self, panel: PlotPanel, first: bool, before: tuple[Any, ...] | None) -> None:
-        """After a deferred redraw: settle the plot's layout; where it changed (or on a first draw) queue the tick
-        pictures' piece, then the repaint's."""
-        w = panel.widget
-        if first or _layout_state(panel) != before:
-            for i, step in enumerate(prepare_steps(panel.plot)):
-                self.pacer.post(step, key=("prepare", panel.name, i))
-        self.pacer.post(lambda: w.setUpdatesEnabled(True), key=("repaint", panel.name))
-
-    def _draw_and_fit(self, panel: PlotPanel, view: PlotView) -> None:
-        """Draw ``panel``; where its legend gained or lost entries, fit its columns now (in the same piece, so a
-        legend that changes rows is seen as a layout change and its repaint deferred with the rest)."""
-        panel.draw(view)
-        panel.settle()
-        n = len(panel.legend.items)
-        if self._legend_entries.get(panel.name) != n:
-            self._legend_entries[panel.name] = n
-            panel.fit_legend()
 
     def fit_legends(self) -> None:
         """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""
@@ -240,7 +159,7 @@ class LivePlots(QWidget):
 
     def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)`` (tests, scripting); empty if none."""
-        name = "tel" if key[:1] == ("tel2",) else (key[0] if key else None)
+        name = "tel" if key[:1] == ("tel2",) else (key[0] if key else None)  # tel2: telemetry's right axis
         panel = next((p for p in self.panels if p.name == name), None)
         return panel.data_of(*key) if panel is not None else (np.zeros(0), np.zeros(0))
 
@@ -260,19 +179,3 @@ class LivePlots(QWidget):
         painter.end()
         return img.save(path, "PNG", 0)
 
-
-def _layout_state(panel: PlotPanel) -> tuple[Any, ...]:
-    """What, when a redraw changes it, makes the whole plot repaint: its views' ranges and sizes, and its legend.
-
-    The plot's layout is settled first (Qt would do it from a posted event, after this check: a legend that gained a
-    row shrinks the view), then the views take their ranges (an auto-ranging view would inside the paint).
-    """
-    panel.legend.layout.activate()
-    panel.plot.layout.activate()
-    scene = panel.plot.scene()
-    if scene is not None:
-        scene.prepareForPaint()
-    views = [v for v in (panel.plot.getViewBox(), getattr(panel, "vb2", None)) if v is not None]
-    legend = panel.legend
-    return (*(tuple(map(tuple, v.viewRange())) for v in views), tuple(panel.plot.getViewBox().size().toTuple()),
-            len(legend.items), legend.collapsed, legend.columnCount)

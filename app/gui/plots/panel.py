@@ -25,8 +25,7 @@ from app.gui.plots.items import (
     show_curve,
     unstable_rings,
 )
-from app.gui.plots.pool import ItemPool
-from app.gui.plots.style import color, nice_ceil, short_model
+from app.gui.plots.style import nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
 
@@ -149,7 +148,7 @@ class PlotPanel(ABC):
         self.widget = make_plot(title or self.title, self.x_label, self.y_label, columns or self.columns)
         self.plot: pg.PlotItem = self.widget.getPlotItem()
         self.legend: TopLegend = self.plot.legend
-        self.pool = ItemPool()
+        self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # key -> (owner, item): one item per series
         self._ranges: dict[str, tuple[Any, Any]] = {}
 
     @abstractmethod
@@ -161,22 +160,10 @@ class PlotPanel(ABC):
         """Update the plot's items from ``view`` (setData only, after the first draw)."""
 
     def reset(self) -> None:
-        """Remove everything drawn."""
-        self.pool.clear()
-        self.forget()
-
-    def retire(self) -> None:
-        """Hide everything drawn (a new sweep, another past run); the next draw shows again the items it asks for
-        by the same keys (no new items and legend labels for the same curves)."""
-        self.pool.retire()
-        self.forget()
-
-    def settle(self) -> None:
-        """After a draw: the items retired by a new sweep that it did not ask for leave the legend."""
-        self.pool.settle()
-
-    def forget(self) -> None:
-        """What a plot drew outside its item pool, and its axis ranges, forgotten (both ``reset`` and ``retire``)."""
+        """Remove everything drawn (a new sweep, another past run) and forget the axis ranges."""
+        for owner, item in self.items.values():
+            owner.removeItem(item)
+        self.items.clear()
         self.reset_ranges()
 
     def reset_ranges(self) -> None:
@@ -184,42 +171,33 @@ class PlotPanel(ABC):
         self._ranges.clear()
         self.plot.enableAutoRange()
 
-    def item(self, key: tuple[Any, ...], make: Callable[[], Any], name: str | None = None) -> Any:
-        """The plot's item for ``(name, *key)``, made and added on first use; ``name``: its legend label now
-        (an item kept from an earlier sweep may carry another)."""
-        item = self.pool.get(self.plot, (self.name, *key), make)
+    def item(self, key: tuple[Any, ...], make: Callable[[], Any], name: str | None = None,
+             owner: Any = None) -> Any:
+        """The plot's item for ``(name, *key)``, made and added (to ``owner``, default the plot) on first use;
+        ``name``: its legend label now (names that carry a profile change with it)."""
+        full = (self.name, *key)
+        hit = self.items.get(full)
+        if hit is None:
+            owner = owner if owner is not None else self.plot
+            hit = (owner, make())
+            owner.addItem(hit[1])
+            self.items[full] = hit
         if name is not None:
-            rename(self.plot, item, name)
-        return item
-
-    def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Callable[[], Any]]]:
-        """Items (key, make) that a sweep's first measurements would build, built ahead (and hidden) by
-        :meth:`LivePlots.prewarm` while the model loads; by default the unstable-point rings."""
-        return [(("unstable",), unstable_rings)]
-
-    def point_makers(self, m: int, name: str, c: str, symbol: str = "o",
-                     size: float = 8) -> list[tuple[tuple[Any, ...], Callable[[], Any]]]:
-        """(key, make) of model ``m``'s error bars and measured means, for :meth:`points_with_sd` and the spares."""
-        return [(("err", m), lambda: error_bars(c)), ((self.points_key, m), lambda: scatter(name, c, symbol, size))]
-
-    def point_spares(self, view: PlotView, what: str, symbol: str = "o",
-                     size: float = 8) -> list[tuple[tuple[Any, ...], Callable[[], Any]]]:
-        """Spares for each model's measured means and their error bars (:meth:`points_with_sd`'s items)."""
-        return [spare for m, path in enumerate(view.models)
-                for spare in self.point_makers(m, view.label(what, path), color(m), symbol, size)]
-
-    def make_spare(self, key: tuple[Any, ...], make: Callable[[], Any],
-                   later: Callable[[Callable[[], None]], None] | None = None) -> bool:
-        return self.pool.make_spare(self.plot, (self.name, *key), make, later)
+            rename(self.plot, hit[1], name)
+        return hit[1]
 
     def drop(self, key: tuple[Any, ...]) -> None:
-        """Take the item for ``(name, *key)`` and its legend entry off the plot, if there is one (kept hidden: the
-        next draw that asks for it shows it again)."""
-        self.pool.park((self.name, *key))
+        """Take the item for ``(name, *key)`` and its legend entry off the plot, if there is one."""
+        hit = self.items.pop((self.name, *key), None)
+        if hit is not None:
+            hit[0].removeItem(hit[1])
 
     def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)``; empty if none."""
-        hit = self.pool.items.get(tuple(key))
+        """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)`` (the plot's name may be left out); empty if
+        none."""
+        if not key or key[0] != self.name:
+            key = (self.name, *key)
+        hit = self.items.get(tuple(key))
         return xy_of(hit[1] if hit is not None else None)
 
     def mark_unstable(self, points: list[tuple[float, float]]) -> None:
@@ -236,9 +214,8 @@ class PlotPanel(ABC):
         """Model ``m``'s measured means (``meas`` for TTFT, ``mean`` for decode) with ±1 sd error bars: colour by
         model, and where the tests ran at several ``depths``, a marker shape per depth that the legend names."""
         x, y, e = xyz
-        (err_key, make_err), (points_key, make_points) = self.point_makers(m, name, c, symbol, size)
-        self.item(err_key, make_err).setData(x=x, y=y, top=e, bottom=e)
-        item = self.item(points_key, make_points)
+        self.item(("err", m), lambda: error_bars(c)).setData(x=x, y=y, top=e, bottom=e)
+        item = self.item((self.points_key, m), lambda: scatter(name, c, symbol, size))
         distinct = sorted(set(depths))
         if len(distinct) > 1 and len(depths) == len(x):
             shape = {d: DEPTH_SYMBOLS[k % len(DEPTH_SYMBOLS)] for k, d in enumerate(distinct)}
@@ -309,5 +286,6 @@ def xy_of(item: Any) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) an item draws, as arrays (empty where there is no item or no data)."""
     if item is None:
         return np.zeros(0), np.zeros(0)
-    x, y = item.getData()
+    # a line's data as given, not as downsampled and clipped for the screen
+    x, y = item.getOriginalDataset() if isinstance(item, pg.PlotDataItem) else item.getData()
     return (np.zeros(0) if x is None else np.asarray(x)), (np.zeros(0) if y is None else np.asarray(y))

@@ -57,15 +57,22 @@ class TelemetryPlot(PlotPanel):
         return vb2
 
     def _right(self, key: str, name: str, c: str, dashed: bool = False) -> pg.PlotDataItem:
-        """A line on the right axis (``data_of("tel2", key)``), kept in the plot's item pool like the others."""
-        return self.pool.get(self._right_axis, ("tel2", key), lambda: line(name, c, 1.5, dashed))
+        """A line on the right axis (``data_of("tel2", key)``)."""
+        def make() -> pg.PlotDataItem:
+            item = line(name, c, 1.5, dashed)
+            item.setDownsampling(auto=True, method="peak")  # as the plot's own lines (make_plot)
+            item.setClipToView(True)
+            return item
 
-    def forget(self) -> None:
-        super().forget()
+        return self.item(("tel2", key), make, owner=self._right_axis)
+
+    def reset(self) -> None:
+        super().reset()
         self.phases.clear()
         self._n_phases = 0
         if self._mem_pred is not None:
-            self._mem_pred.hide()  # kept: a line with its label takes ~2 ms to build
+            self.plot.removeItem(self._mem_pred)
+            self._mem_pred = None
         self.vb2.enableAutoRange()
 
     def key(self, view: PlotView) -> tuple[Any, ...]:
@@ -138,7 +145,7 @@ class _RightAxis:
         self.vb = vb
         self.legend = legend
 
-    def addItem(self, item: Any) -> None:  # noqa: N802 - the owner protocol of ItemPool (pyqtgraph's names)
+    def addItem(self, item: Any) -> None:  # noqa: N802 - what PlotPanel.item calls on an owner (pyqtgraph's names)
         self.vb.addItem(item)
         if item.name():
             self.legend.addItem(item, item.name())

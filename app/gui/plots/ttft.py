@@ -51,11 +51,6 @@ class TtftPlot(PlotPanel):
         self.item(("hl",), lambda: ring(None)).setData([float(r["n_prompt"]) for r in hi],
                                                        [float(r["ttft_ms"]) for r in hi])
 
-    def spares(self, view: PlotView) -> list[tuple[tuple[Any, ...], Any]]:
-        """As :meth:`PlotPanel.spares`, and each model's repetition markers, measured means and error bars."""
-        reps = [(("rep", m), self._rep_markers(view, m, path)) for m, path in enumerate(view.models)]
-        return [*super().spares(view), *reps, *self.point_spares(view, MEASURED_LABEL)]
-
     @staticmethod
     def _rep_markers(view: PlotView, m: int, path: str) -> Callable[[], Any]:
         name = view.label(REPS_LABEL, path)
