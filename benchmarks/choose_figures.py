@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.model.gguf_facts import read_model_facts  # noqa: E402
 from app.model.gguf_http import RemoteOptions, remote_facts  # noqa: E402
 from app.paths import default_model_path  # noqa: E402
-from app.predict.hardware import detect_hardware_context  # noqa: E402
+from app.predict.hardware_context import detect_hardware_context  # noqa: E402
 from app.predict.prediction import PredictSettings, predict  # noqa: E402
 from tests.model.range_server import serve  # noqa: E402
 

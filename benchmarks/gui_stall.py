@@ -192,8 +192,10 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
         print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
               f"{max(redraw_ms):.1f} ms worst (setData only; painting is in the gaps above)")
     cpu_pct = 100 * cpu / wall
-    print(f"  window process CPU while measuring: {cpu_pct:.1f}% of one core (target <= {CPU_TARGET_PCT:.0f}%; "
-          f"sweep thread, telemetry sampler and drawing together)")
+    gui_pct = 100 * sum(busy) / 1000 / wall
+    print(f"  window process CPU while measuring: {cpu_pct:.1f}% of one core (target <= {CPU_TARGET_PCT:.0f}%): "
+          f"the GUI thread (events, drawing, painting) {gui_pct:.1f}%, the other threads (sweep, telemetry sampler) "
+          f"{cpu_pct - gui_pct:.1f}%")
     for r in win.session.ok_rows():
         print(f"  measured: p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth')}: "
               f"TTFT {r.get('ttft_ms') or float('nan'):.1f} ms, decode {r.get('decode_tps') or float('nan'):.1f}"

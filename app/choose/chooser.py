@@ -24,7 +24,7 @@ from app.model.gguf_facts import GGUFFileError
 from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
 from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware import HardwareContext, hardware_context
+from app.predict.hardware_context import HardwareContext, hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError
 from app.results.fields import RowStatus
 from app.results.quality_store import quality_for

@@ -13,7 +13,7 @@ from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware import hardware_context
+from app.predict.hardware_context import hardware_context
 from app.predict.prediction import PredictSettings, predict
 from app.predict.prefill import prefill_compute_doc
 from app.results.store import ResultStore

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QMainWindow, QSplitter, QStyle,
 from app.gui.calibrate_action import CalibrateAction
 from app.gui.chooser_view import ChooserView
 from app.gui.expectations import load_expectations
-from app.gui.hardware import HardwareProfiles
+from app.gui.hardware_profiles import HardwareProfiles
 from app.gui.live import LiveRun
 from app.gui.model_details import ModelDetails
 from app.gui.panels.inspector import InspectorPanel

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from app.predict.calibration_fit import MachineFit
 from app.predict.calibration_store import load_fit, saved_fit_problem
-from app.predict.hardware import backend_name
+from app.predict.hardware_context import backend_name
 from app.predict.prediction import Efficiency, FittedExpectation
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, load_public_model

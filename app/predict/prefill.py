@@ -36,7 +36,7 @@ def has_amx_kernels(file_type: str) -> bool:
 
 def prefill_compute(profile: HardwareProfile, file_type: str, repack: int = 1) -> ComputeFigure | None:
     """The CPU compute figure a prefill of ``file_type`` weights runs at (int8 dot peak, FMA peak, or a measured
-    roofline), for a profile that carries them (:class:`app.predict.hardware.CpuProfile`); None for the others.
+    roofline), for a profile that carries them (:class:`app.predict.hardware_context.CpuProfile`); None for the others.
 
     AMX tiles count only with ``repack`` on, for a type with AMX kernels, on a profile whose build has a working
     AMX buffer (``CpuProfile.amx``): weights as they are in the file run the AVX-512/AVX2 dot products."""

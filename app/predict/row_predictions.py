@@ -13,7 +13,7 @@ from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.predict.device_split import device_split_columns
 from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware import HardwareContext
+from app.predict.hardware_context import HardwareContext
 from app.predict.prediction import Efficiency, FittedExpectation, PredictSettings, predict
 from app.predict.public_fit import PublicGpuModel
 

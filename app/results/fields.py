@@ -19,6 +19,7 @@ OURS = "ours"  # the run, the test and its two phases
 MEMORY = "memory"  # memory and energy, measured in the worker
 PREDICTED = "predicted"  # from the GGUF's metadata and the hardware, beside the measurement
 REMOTE = "remote"  # remote server runs (app.remote.session): requests, their latency percentiles, goodput
+QUALITY = "quality"  # a model file's measured quality (gguf-bench quality): rows of their own, QUALITY_TABLE
 
 # kinds: what a value is (the window shades predicted values and fractions)
 PLAIN = "plain"  # a setting, a name or a label
@@ -283,3 +284,62 @@ SUMMARY_FIELDS: tuple[Field, ...] = tuple(sorted((f for f in FIELD_TABLE if f.su
 #: The window's results columns, in order.
 WINDOW_FIELDS: tuple[Field, ...] = tuple(sorted((f for f in FIELD_TABLE if f.window is not None),
                                                 key=lambda f: f.window or 0))
+
+
+def _quality(name: str, type_: type, unit: str, tip: str, kind: str = PLAIN) -> Field:
+    return Field(name, type_, unit, "{}", QUALITY, tip, kind=kind)
+
+
+#: A quality row's columns (``gguf-bench quality``), in CSV/JSON order: a file's quality measured against
+#: ``reference_*`` on ``text_source``. Rows of their own (one per model file), printed by the same exporters.
+QUALITY_TABLE: tuple[Field, ...] = (
+    _quality("run_id", str, "", "the quality run"),
+    _quality("model_index", int, "", "position of the file in the run (0: first given)"),
+    _quality("model_filename", str, "", "file name of the GGUF model"),
+    _quality("file_type", str, "", 'llama.cpp file type from the header: "Q4_K_M", "F16", ...'),
+    _quality("bits_per_weight", float, "bits", "weight bytes × 8 ÷ parameters, from the header"),
+    _quality("model_size", int, "bytes", "bytes of the file"),
+    _quality("is_reference", int, "", "1 for the reference file itself (its KLD is 0 by definition)"),
+    _quality("ppl", float, "", "perplexity of the text under this file's own logits", MEASURED),
+    _quality("ppl_err", float, "", "± one standard error of ppl (as llama.cpp's perplexity tool gives it)", MEASURED),
+    _quality("mean_kld", float, "nats", "mean KL divergence from the reference's next-token distribution to this "
+             "file's", MEASURED),
+    _quality("mean_kld_err", float, "nats", "± one standard error of mean_kld", MEASURED),
+    _quality("kld_p99", float, "nats", "99th percentile of the per-token KLD", MEASURED),
+    _quality("same_top_rate", float, "fraction", "fraction of scored tokens where this file's top token is the "
+             "reference's top token", MEASURED),
+    _quality("n_tokens", int, "tokens", "tokens scored (the second half of each chunk)"),
+    _quality("n_chunks", int, "", "chunks of the text scored"),
+    _quality("n_ctx", int, "tokens", "chunk length"),
+    _quality("reference_filename", str, "", "file name of the reference"),
+    _quality("reference_is_dequantized", int, "", "1: the reference is an F16/F32 file made from a quantized one"),
+    _quality("requantized_from", str, "", "the quantized type this file was made from (through any dequantized "
+             "F16), or empty"),
+    _quality("text_source", str, "", '"python-docs" (the built-in text) or the text file\'s path'),
+    _quality("tokens_per_s", float, "tok/s", "tokens evaluated ÷ evaluation time (the quality pass's speed)",
+             MEASURED),
+    _quality("elapsed_s", float, "s", "seconds this file's quality pass took", MEASURED),
+    _quality("status", str, "", "ok, failed or cancelled"),
+    _quality("error", str, "", "why the file was not scored"),
+    _quality("model_path", str, "", "path of the model file"),
+    _quality("model_key", str, "", "size and modification time of the file: a file replaced under its name is "
+             "measured anew"),
+    _quality("reference_path", str, "", "path of the reference"),
+    _quality("created_at", str, "", "when the row was made (UTC)"),
+)
+QUALITY_BY_NAME: dict[str, Field] = {f.name: f for f in QUALITY_TABLE}
+
+
+def check_row(row: dict[str, Any], table: dict[str, Field] = FIELD_BY_NAME) -> list[str]:
+    """What in ``row`` does not match ``table``: one line per value of the wrong type (None is always allowed, an
+    int where a float is expected too; keys the table does not know are not checked)."""
+    problems = []
+    for name, value in row.items():
+        f = table.get(name)
+        if f is None or value is None:
+            continue
+        want = (int, float) if f.type is float else f.type
+        if not isinstance(value, want) or (f.type in (int, float) and isinstance(value, bool)):
+            problems.append(f"{name}: {type(value).__name__} {value!r:.40} where the field table has {f.type.__name__}")
+    return problems
+

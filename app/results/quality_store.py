@@ -19,39 +19,11 @@ from typing import Any
 from urllib.parse import urlparse
 
 from app.results import export
+from app.results.fields import QUALITY_TABLE
 from app.results.store import ResultStore
 
-#: A quality row's columns, in CSV/JSON order. Quality is measured against ``reference_*`` on ``text_source``.
-QUALITY_COLUMNS: tuple[str, ...] = (
-    "run_id",
-    "model_index",  # position of the file in the run (0: first given)
-    "model_filename",
-    "file_type",  # llama.cpp file type from the header: "Q4_K_M", "F16", ...
-    "bits_per_weight",  # weight bytes × 8 ÷ parameters, from the header
-    "model_size",  # bytes of the file
-    "is_reference",  # 1 for the reference file itself (its KLD is 0 by definition)
-    "ppl",  # perplexity of the text under this file's own logits
-    "ppl_err",  # ± one standard error of ppl (as llama.cpp's perplexity tool gives it)
-    "mean_kld",  # mean KL divergence (nats) from the reference's next-token distribution to this file's
-    "mean_kld_err",  # ± one standard error of mean_kld
-    "kld_p99",  # 99th percentile of the per-token KLD
-    "same_top_rate",  # fraction of scored tokens where this file's top token is the reference's top token
-    "n_tokens",  # tokens scored (the second half of each chunk)
-    "n_chunks",
-    "n_ctx",  # chunk length (tokens)
-    "reference_filename",
-    "reference_is_dequantized",  # 1: the reference is an F16/F32 file made from a quantized one
-    "requantized_from",  # the quantized type this file was made from (through any dequantized F16), or ""
-    "text_source",  # "python-docs" (the built-in text) or the text file's path
-    "tokens_per_s",  # tokens evaluated ÷ evaluation time for this file (the quality pass's speed)
-    "elapsed_s",
-    "status",  # ok | failed | cancelled
-    "error",
-    "model_path",
-    "model_key",
-    "reference_path",
-    "created_at",
-)
+#: A quality row's columns, in CSV/JSON order (the field table's quality group: ``fields.QUALITY_TABLE``).
+QUALITY_COLUMNS: tuple[str, ...] = tuple(f.name for f in QUALITY_TABLE)
 #: The compact markdown table.
 QUALITY_MD_COLUMNS: tuple[str, ...] = (
     "model_filename", "file_type", "bits_per_weight", "ppl", "ppl_err", "mean_kld", "mean_kld_err", "kld_p99",

@@ -15,7 +15,7 @@ from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware import HardwareContext, hardware_context
+from app.predict.hardware_context import HardwareContext, hardware_context
 from app.predict.row_predictions import RowPredictor
 from app.results.store import ResultStore
 from app.run.events import FailureKind

@@ -15,7 +15,7 @@ from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts_cache import cached_facts
 from app.predict.calibration_fit import fit_machine, samples_from_rows
 from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware import HardwareContext
+from app.predict.hardware_context import HardwareContext
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor
 from tests.cli_helpers import gguf_bench

@@ -228,19 +228,46 @@ def test_a_new_profile_renames_the_prediction_legends(panels, view: PlotView, ru
     assert _labels(p)[-1] == "what-if (other CPU)"
 
 
-def test_live_plots_redraw_the_plots_whose_inputs_changed(qtbot, run: LiveRun,  # noqa: ANN001
-                                                         predictor: PredictionService) -> None:
+def test_live_plots_redraw_the_plots_whose_inputs_changed(qtbot, predictor: PredictionService,  # noqa: ANN001
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.gui.plots import live_plots
+
     plots = LivePlots()
     qtbot.addWidget(plots)
+    plots.resize(1200, 900)  # tall enough for the grid: all five plots show
+    plots.show()
+    qtbot.waitExposed(plots)
+    half = [e for e in EVENTS if e.type != "sweep_finished"]
+    run = LiveRun("live")
+    run.extend(half[: len(half) // 2])
     assert plots.refresh(run, predictor) and plots.redraws == 5  # every plot is due the first time
     assert not plots.refresh(run, predictor) and plots.redraws == 5  # nothing changed: nothing drawn
+    run.extend(half[len(half) // 2:])  # more data of the same run: each plot waits for its turn
+    assert not plots.refresh(run, predictor) and plots.behind
+    monkeypatch.setattr(live_plots, "LIVE_DRAW_EVERY_S", 0.0)  # ... which has come
+    assert plots.refresh(run, predictor) and not plots.behind
     assert len(plots.data_of("ttft", "meas", 0)[0]) == 4 and plots.n_phase_regions() == 16
     assert len(plots.data_of("tel2", "cpu")[0]) > 0 and len(plots.data_of("nothing")[0]) == 0
-    assert plots.refresh(run, predictor, {0})  # a selection: only the plots that show it are drawn
-    assert 0 < plots.redraws - 5 < 5 and "tel" not in plots.last_drawn
+    monkeypatch.setattr(live_plots, "LIVE_DRAW_EVERY_S", 60.0)
+    drawn = plots.redraws
+    assert plots.refresh(run, predictor, {0})  # a selection draws at once: only the plots that show it
+    assert 0 < plots.redraws - drawn < 5 and "tel" not in plots.last_drawn
     assert plots.refresh(run, predictor, {0}, force=True) and plots.last_drawn == tuple(p.name for p in plots.panels)
     plots.reset()
     assert len(plots.data_of("ttft", "meas", 0)[0]) == 0 and plots.n_phase_regions() == 0
+
+
+def test_a_hidden_plot_waits_until_it_shows(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.resize(1200, 500)  # too low for the grid: two tabs, the first showing
+    plots.show()
+    qtbot.waitUntil(lambda: plots.mode == "tabs", timeout=2000)
+    assert plots.refresh(run, predictor)  # first draws: all
+    assert not plots.kv.widget.isVisible()
+    assert plots.refresh(run, predictor, {0}) and "kv" not in plots.last_drawn  # the other tab waits
+    plots.tabs.setCurrentIndex(1)
+    assert plots.refresh(run, predictor, {0}) and "kv" in plots.last_drawn
 
 
 def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.model.gguf_facts import read_model_facts
-from app.predict.hardware import CpuProfile, cpu_profile_of
+from app.predict.hardware_context import CpuProfile, cpu_profile_of
 from app.predict.prediction import PredictSettings, predict
 from app.predict.prefill import (
     matmul_params,

@@ -13,7 +13,7 @@ from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_
 from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit, saved_fit_problem
 from app.predict.expected_sources import ExpectedSources
 from app.predict.fitted_model import PhaseFit
-from app.predict.hardware import HardwareContext
+from app.predict.hardware_context import HardwareContext
 from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import cpu_profile
 from app.predict.row_predictions import RowPredictor

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.model.gguf_facts import read_model_facts
-from app.predict.hardware import HardwareContext
+from app.predict.hardware_context import HardwareContext
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor, predicted_columns
 from app.predict.store_efficiency import StoreCalibration, efficiency_from_rows

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from app.results.fields import QUALITY_BY_NAME, check_row
 from app.results.quality_store import QUALITY_COLUMNS, quality_for
 from app.results.store import ResultStore
 from app.telemetry import repack_guard
@@ -142,6 +143,8 @@ def test_figures_are_llama_perplexitys(quality_run: dict[str, Any], quant_ladder
 
 
 def test_rows_are_stored_for_each_file(quality_run: dict[str, Any], quant_ladder: dict[str, Path]) -> None:
+    for row in quality_run["rows"].values():  # every value of the type the quality field group says
+        assert check_row(row, QUALITY_BY_NAME) == [], row
     with ResultStore(quality_run["store"]) as store:
         for name in ("f16", *LADDER_TYPES):
             row = quality_for(store, quant_ladder[name])

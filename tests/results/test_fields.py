@@ -16,6 +16,7 @@ from app.results.fields import (
     PLAIN,
     PREDICTED_VALUE,
     WINDOW_FIELDS,
+    check_row,
 )
 
 #: The CSV header, written out so that a reorder, a rename or a lost column fails here.
@@ -130,3 +131,24 @@ def test_window_columns_come_from_the_table_in_order() -> None:
     assert kinds["TTFT pred ms"] == kinds["decode expected"] == PREDICTED_VALUE
     assert kinds["prefill %"] == kinds["decode %"] == FRACTION
     assert kinds["decode tok/s"] == MEASURED and kinds["hw"] == PLAIN
+
+
+def test_every_kind_of_row_matches_the_field_table() -> None:
+    """Issue #25: rows were untyped dicts end to end. A local sweep's rows (as a real run recorded them) and a remote
+    server's rows hold each value in the type the field table gives; a wrong one is named."""
+    from app.gui.bridge import read_event_stream
+    from app.remote.session import RemoteSession, build_remote_spec
+    from tests.gui.conftest import RECORDED
+    from tests.remote.fake_server import fake_server
+
+    local = [e.row for e in read_event_stream(RECORDED) if e.type in ("test_finished", "test_failed")]
+    with fake_server() as server:
+        spec = build_remote_spec(server.url("prefix"), "fake", n_prompt="8", n_gen="2", n_depth="0,16",
+                                 n_requests=2, prefix_cache=True)
+        remote = RemoteSession(spec).run().rows
+    assert local and remote
+    for row in [*local, *remote]:
+        assert check_row(row) == [], row.get("test_index")
+    assert check_row({"n_prompt": "512", "decode_tps": 3, "unstable": True, "endpoint": None}) == [
+        "n_prompt: str '512' where the field table has int"]
+    assert check_row({"n_gen": True}) == ["n_gen: bool True where the field table has int"]

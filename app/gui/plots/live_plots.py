@@ -6,6 +6,7 @@ downsampling and clipping to the view for the long per-token and telemetry serie
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +25,10 @@ from app.gui.plots.telemetry import TelemetryPlot
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
 
+#: While measurements stream in, a plot is redrawn at most this often (a new selection, new predictions, another
+#: run or a forced refresh draw at once). Every plot at the 10 Hz tick took 20 % of a core from the measurement on
+#: two cores (benchmarks/gui_stall.py); a plot a user reads while a test runs needs no more than this.
+LIVE_DRAW_EVERY_S = 1.0
 #: Below this height two rows of plots, each with a legend above its data, leave too little of each to read
 #: (at 1600×1000 a 289 px plot kept 135 px of data under a four-entry legend): the plots go into two tabs.
 GRID_MIN_HEIGHT_PX = 700
@@ -46,6 +51,8 @@ class LivePlots(QWidget):
         self.kv_ctx_max = 4096
         self.redraws = 0
         self._plot_keys: dict[str, tuple[Any, ...]] = {}
+        self._drawn: dict[str, tuple[float, tuple[Any, ...]]] = {}  # plot -> (monotonic s, inputs) of its last draw
+        self._behind = False  # some plot's new data waits for its next turn
         self._legend_entries: dict[str, int] = {}
         self.last_drawn: tuple[str, ...] = ()  # the plots the last refresh drew (benchmarks/gui_stall.py)
 
@@ -102,6 +109,7 @@ class LivePlots(QWidget):
             p.reset()
         self._last_key = None
         self._plot_keys.clear()
+        self._drawn.clear()
 
     def reset_ranges(self) -> None:
         """Forget the axis ranges (another profile or new predictions): the next redraw fits the new curves."""
@@ -110,15 +118,28 @@ class LivePlots(QWidget):
 
     def refresh(self, session: LiveRun, predictor: PredictionService, selected: Iterable[int] = (),
                 force: bool = False) -> bool:
-        """Redraw the plots whose inputs changed (all with ``force``); False when none had."""
+        """Redraw the plots whose inputs changed (all with ``force``); False when none was drawn.
+
+        A plot whose only news is more data of the same run is drawn at most every :data:`LIVE_DRAW_EVERY_S`;
+        anything else (a selection, predictions, another run) at once. A hidden plot (the other tab) waits until it
+        shows (the next tick after).
+        """
         view = PlotView(session, predictor, frozenset(selected), self.kv_ctx_max)
         key = (id(session), session.version, predictor.version, predictor.curves_version, view.selected,
                self.kv_ctx_max)
-        if key == self._last_key and not force:
+        if key == self._last_key and not force and not self._behind:
             return False
         self._last_key = key
+        inputs = (id(session), predictor.version, predictor.curves_version, view.selected, self.kv_ctx_max)
+        now = time.monotonic()
         keys = {p.name: p.key(view) for p in self.panels}
         changed = [p for p in self.panels if force or self._plot_keys.get(p.name) != keys[p.name]]
+        if not force:
+            due = [p for p in changed if self._due(p, inputs, now)]
+            self._behind = len(due) < len(changed)
+            changed = due
+        else:
+            self._behind = False
         self.last_drawn = tuple(p.name for p in changed)
         for p in changed:
             p.draw(view)
@@ -127,8 +148,23 @@ class LivePlots(QWidget):
                 self._legend_entries[p.name] = n
                 p.fit_legend()
             self._plot_keys[p.name] = keys[p.name]
+            self._drawn[p.name] = (now, inputs)
             self.redraws += 1
         return bool(changed)
+
+    @property
+    def behind(self) -> bool:
+        """Some plot has data it has not drawn yet (its turn, or its tab, has not come)."""
+        return self._behind
+
+    def _due(self, panel: PlotPanel, inputs: tuple[Any, ...], now: float) -> bool:
+        """Whether ``panel``, whose inputs changed, is drawn now (see :meth:`refresh`)."""
+        last = self._drawn.get(panel.name)
+        if last is None:
+            return True  # never drawn
+        if not panel.widget.isVisible():
+            return False  # the other tab: drawn when it shows
+        return last[1] != inputs or now - last[0] >= LIVE_DRAW_EVERY_S  # not only more data, or its turn
 
     def fit_legends(self) -> None:
         """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""
