@@ -90,6 +90,7 @@ class LiveRun:
         self.notices: list[str] = []
         self.errors: list[str] = []
         self.started = False
+        self.prefilling = False  # a repetition started and its prompt is being processed (as the events say)
         self.finished = False
         self.cancelled = False
         # per decoded token of timed repetitions (warmups kept out)
@@ -121,6 +122,11 @@ class LiveRun:
             if self.t0_ns is None:
                 self.t0_ns = ev.t_ns
             self.last_ns = ev.t_ns if self.last_ns is None else max(self.last_ns, ev.t_ns)
+        if isinstance(ev, RepetitionStarted):
+            self.prefilling = True
+        elif isinstance(ev, (TokenTick, TestFinished, TestFailed, SweepFinished)) or (
+                isinstance(ev, PhaseResult) and ev.phase == "prefill"):
+            self.prefilling = False
         if isinstance(ev, TokenTick):
             self._tick(ev)
         elif isinstance(ev, TelemetrySample):

@@ -244,7 +244,9 @@ class SweepController(QObject):
         s = self.session
         frac = s.progress()
         eta = s.eta_s(time.perf_counter_ns())
-        key = (round(frac, 3), s.current, s.current_rep, None if eta is None else round(eta))
+        # a repaint only when the bar moves a visible step or the estimate a few seconds (each is CPU taken from the
+        # measurement on a small machine)
+        key = (round(frac, 2), s.current, s.current_rep, None if eta is None else round(eta / 5))
         if key == self._last_progress:
             return
         self._last_progress = key

@@ -8,6 +8,7 @@ The table's order is the CSV/markdown column order (:data:`FIELDS`); the compact
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -342,4 +343,14 @@ def check_row(row: dict[str, Any], table: dict[str, Field] = FIELD_BY_NAME) -> l
         if not isinstance(value, want) or (f.type in (int, float) and isinstance(value, bool)):
             problems.append(f"{name}: {type(value).__name__} {value!r:.40} where the field table has {f.type.__name__}")
     return problems
+
+
+def whole_numbers(row: dict[str, Any], table: dict[str, Field] = FIELD_BY_NAME) -> dict[str, Any]:
+    """``row`` with the floats of its int fields rounded to ints, so it matches the field table (:func:`check_row`):
+    byte counts come from llama.cpp's MiB figures (two decimals: 92.10 MiB is 96573849.6 bytes) or a float probe."""
+    for name, value in row.items():
+        f = table.get(name)
+        if f is not None and f.type is int and isinstance(value, float) and math.isfinite(value):
+            row[name] = round(value)
+    return row
 

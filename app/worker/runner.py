@@ -12,7 +12,7 @@ from typing import Any
 
 from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
 from app.results import stats
-from app.results.fields import RowStatus
+from app.results.fields import RowStatus, whole_numbers
 from app.results.phases import summarise_phases
 from app.run.events import (
     Event,
@@ -228,7 +228,7 @@ class Runner:
             row.update(self._row_facts(), flash_attn_effective=fa_used, status=RowStatus.FAILED, error=str(e),
                        error_kind=kind)
             row.update(device_columns(self.engine.memory_report()))
-            self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=row, kind=kind))
+            self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=whole_numbers(row), kind=kind))
             return False
         row.update(self._row_facts(), flash_attn_effective=self._flash_attn_effective(test))
         row.update(summarise_phases(test, starts, prefill_ends, tokens))
@@ -247,7 +247,7 @@ class Runner:
         row["warmup_decode_tps"] = (len(warm.token_ns) / ((warm.token_ns[-1] - warm.prefill_end_ns) / 1e9)
                                     if warm.token_ns else None)
         row["status"] = RowStatus.OK
-        self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
+        self.emit(TestFinished(t_ns=_now(), test_index=index, row=whole_numbers(row)))
         return True
 
     def _emit_partial(self, index: int, test: TestSpec, row: dict[str, Any],
@@ -258,7 +258,7 @@ class Runner:
         row.update(summarise_phases(test, *phases))
         row.update(n_repetitions=done, status=PARTIAL, error_kind=FailureKind.CANCELLED,
                    error=f"cancelled after {done} of {test.repetitions} repetitions")
-        self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
+        self.emit(TestFinished(t_ns=_now(), test_index=index, row=whole_numbers(row)))
 
     def _one(self, index: int, rep: int, spec: RunSpec) -> RunTimings:
         self.emit(RepetitionStarted(t_ns=_now(), test_index=index, rep=rep))

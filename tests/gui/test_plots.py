@@ -257,6 +257,31 @@ def test_live_plots_redraw_the_plots_whose_inputs_changed(qtbot, predictor: Pred
     assert len(plots.data_of("ttft", "meas", 0)[0]) == 0 and plots.n_phase_regions() == 0
 
 
+def test_no_live_redraw_while_a_prompt_is_processed(qtbot, predictor: PredictionService,  # noqa: ANN001
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefill is compute-bound: on a small machine every millisecond the window draws is taken from llama.cpp
+    (benchmarks/fidelity.py --window read prefill 4 % low with plots drawn through it, 2 % without)."""
+    from app.gui.plots import live_plots
+    from app.run.events import PhaseResult, RepetitionStarted
+
+    monkeypatch.setattr(live_plots, "LIVE_DRAW_EVERY_S", 0.0)
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.resize(1200, 900)
+    plots.show()
+    qtbot.waitExposed(plots)
+    events = [e for e in EVENTS if e.type != "sweep_finished"]
+    run = LiveRun("live")
+    run.extend(events)
+    assert plots.refresh(run, predictor)
+    run.extend([RepetitionStarted(t_ns=1, test_index=0, rep=0)])
+    assert run.prefilling
+    run.extend([e for e in EVENTS if e.type == "telemetry_sample"][:3])  # more data while the prompt runs
+    assert not plots.refresh(run, predictor) and plots.behind
+    run.extend([PhaseResult(t_ns=2, test_index=0, rep=0, phase="prefill", n_tokens=8, start_ns=1, end_ns=2)])
+    assert not run.prefilling and plots.refresh(run, predictor)
+
+
 def test_a_hidden_plot_waits_until_it_shows(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001
     plots = LivePlots()
     qtbot.addWidget(plots)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.results import export
+from app.results.fields import check_row
 from app.results.store import ResultStore
 from app.run.events import TestFinished, TestStarted
 from app.run.plan import SweepSpec
@@ -95,6 +96,8 @@ def test_decode_slows_as_the_kv_cache_fills(smollm2_path: Path) -> None:
         # -fa 0: about the KV cache, not flash attention (auto turns it on here, and llama.cpp's CPU flash
         # attention decodes 2-3x slower at depth, which would only make this test longer)
         rows = _json_run("-m", str(smollm2_path), "-p", "16", "-n", "32", "-d", "0,2048", "-r", "3", "-fa", "0")
+        for r in rows:  # a real run's rows hold each value in the field table's type (issue #25)
+            assert check_row(r) == [], check_row(r)
         best = {r["n_depth"]: max(r["decode_samples_tps"]) for r in rows}  # best repetition of each depth
         seen.append(best)
         if best[2048] < best[0]:

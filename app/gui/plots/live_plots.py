@@ -26,9 +26,10 @@ from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
 
 #: While measurements stream in, a plot is redrawn at most this often (a new selection, new predictions, another
-#: run or a forced refresh draw at once). Every plot at the 10 Hz tick took 20 % of a core from the measurement on
-#: two cores (benchmarks/gui_stall.py); a plot a user reads while a test runs needs no more than this.
-LIVE_DRAW_EVERY_S = 1.0
+#: run or a forced refresh draw at once). On two cores every CPU millisecond the window takes is taken from one of
+#: llama.cpp's threads: every plot at the 10 Hz tick took 20 % of a core (benchmarks/gui_stall.py), once a second
+#: 5-6 % and still read 4 % low against llama-bench (benchmarks/fidelity.py --window).
+LIVE_DRAW_EVERY_S = 2.0
 #: Below this height two rows of plots, each with a legend above its data, leave too little of each to read
 #: (at 1600×1000 a 289 px plot kept 135 px of data under a four-entry legend): the plots go into two tabs.
 GRID_MIN_HEIGHT_PX = 700
@@ -53,6 +54,7 @@ class LivePlots(QWidget):
         self._plot_keys: dict[str, tuple[Any, ...]] = {}
         self._drawn: dict[str, tuple[float, tuple[Any, ...]]] = {}  # plot -> (monotonic s, inputs) of its last draw
         self._behind = False  # some plot's new data waits for its next turn
+        self._prefilling = False
         self._legend_entries: dict[str, int] = {}
         self.last_drawn: tuple[str, ...] = ()  # the plots the last refresh drew (benchmarks/gui_stall.py)
 
@@ -120,7 +122,8 @@ class LivePlots(QWidget):
                 force: bool = False) -> bool:
         """Redraw the plots whose inputs changed (all with ``force``); False when none was drawn.
 
-        A plot whose only news is more data of the same run is drawn at most every :data:`LIVE_DRAW_EVERY_S`;
+        A plot whose only news is more data of the same run is drawn at most every :data:`LIVE_DRAW_EVERY_S`, and
+        not while the run's events say a prompt is being processed;
         anything else (a selection, predictions, another run) at once. A hidden plot (the other tab) waits until it
         shows (the next tick after).
         """
@@ -131,6 +134,7 @@ class LivePlots(QWidget):
             return False
         self._last_key = key
         inputs = (id(session), predictor.version, predictor.curves_version, view.selected, self.kv_ctx_max)
+        self._prefilling = session.prefilling
         now = time.monotonic()
         keys = {p.name: p.key(view) for p in self.panels}
         changed = [p for p in self.panels if force or self._plot_keys.get(p.name) != keys[p.name]]
@@ -164,7 +168,10 @@ class LivePlots(QWidget):
             return True  # never drawn
         if not panel.widget.isVisible():
             return False  # the other tab: drawn when it shows
-        return last[1] != inputs or now - last[0] >= LIVE_DRAW_EVERY_S  # not only more data, or its turn
+        if last[1] != inputs:
+            return True  # not only more data
+        # more data: its turn, and not while a prompt is processed (compute-bound: the cores are all llama.cpp's)
+        return now - last[0] >= LIVE_DRAW_EVERY_S and not self._prefilling
 
     def fit_legends(self) -> None:
         """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""
