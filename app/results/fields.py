@@ -44,7 +44,7 @@ class Field:
     """One result column: what it holds, in which unit, and where it is shown."""
 
     name: str
-    type: type  # of the value in a row: str, int, float or list
+    type: type  # of the value in a row: str, int, float, list, or bool (a flag: 1/0 in CSV)
     unit: str  # "ms", "tok/s", "bytes", ...; "" for names, labels and plain numbers
     fmt: str  # str.format for one value where it is displayed ("{:.1f}")
     group: str  # LLAMA_BENCH | OURS | MEMORY | PREDICTED
@@ -300,7 +300,7 @@ QUALITY_TABLE: tuple[Field, ...] = (
     _quality("file_type", str, "", 'llama.cpp file type from the header: "Q4_K_M", "F16", ...'),
     _quality("bits_per_weight", float, "bits", "weight bytes × 8 ÷ parameters, from the header"),
     _quality("model_size", int, "bytes", "bytes of the file"),
-    _quality("is_reference", int, "", "1 for the reference file itself (its KLD is 0 by definition)"),
+    _quality("is_reference", bool, "", "1 for the reference file itself (its KLD is 0 by definition; JSON: true)"),
     _quality("ppl", float, "", "perplexity of the text under this file's own logits", MEASURED),
     _quality("ppl_err", float, "", "± one standard error of ppl (as llama.cpp's perplexity tool gives it)", MEASURED),
     _quality("mean_kld", float, "nats", "mean KL divergence from the reference's next-token distribution to this "
@@ -313,7 +313,8 @@ QUALITY_TABLE: tuple[Field, ...] = (
     _quality("n_chunks", int, "", "chunks of the text scored"),
     _quality("n_ctx", int, "tokens", "chunk length"),
     _quality("reference_filename", str, "", "file name of the reference"),
-    _quality("reference_is_dequantized", int, "", "1: the reference is an F16/F32 file made from a quantized one"),
+    _quality("reference_is_dequantized", bool, "", "1: the reference is an F16/F32 file made from a quantized one "
+             "(JSON: true)"),
     _quality("requantized_from", str, "", "the quantized type this file was made from (through any dequantized "
              "F16), or empty"),
     _quality("text_source", str, "", '"python-docs" (the built-in text) or the text file\'s path'),
