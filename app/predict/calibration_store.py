@@ -51,17 +51,17 @@ def save_fit(fit: MachineFit) -> Path:
 
 def load_fit(cpu_info: str, gpu_info: str, build: str | None = None) -> MachineFit | None:
     """The saved fit of this machine and build (default: the installed one), or None."""
-    fit, _problem = _read_fit(cpu_info, gpu_info, build)
-    return fit
+    return read_fit(cpu_info, gpu_info, build)[0]
 
 
 def saved_fit_problem(cpu_info: str, gpu_info: str, build: str | None = None) -> str | None:
     """One line saying why a saved fit of this machine and build is not used (another version, damaged), or None
     when there is none or it is read."""
-    return _read_fit(cpu_info, gpu_info, build)[1]
+    return read_fit(cpu_info, gpu_info, build)[1]
 
 
-def _read_fit(cpu_info: str, gpu_info: str, build: str | None) -> tuple[MachineFit | None, str | None]:
+def read_fit(cpu_info: str, gpu_info: str, build: str | None = None) -> tuple[MachineFit | None, str | None]:
+    """(the saved fit or None, why a saved file is not used or None), from one read of the file."""
     path = fit_path(cpu_info, gpu_info, build if build is not None else llama_build())
     try:
         doc = json.loads(read_bounded_text(path))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.predict.calibration_fit import MachineFit
-from app.predict.calibration_store import load_fit, saved_fit_problem
+from app.predict.calibration_store import read_fit
 from app.predict.hardware_context import backend_name
 from app.predict.prediction import Efficiency, FittedExpectation
 from app.predict.profiles import HardwareProfile
@@ -67,8 +67,7 @@ class ExpectedSources:
              public: bool = True) -> ExpectedSources:
         """Load what exists for this machine (``cpu_model``, ``gpu_info`` as rows record them); never raises."""
         notes: list[str] = []
-        fit = load_fit(cpu_model, gpu_info) if cpu_model else None
-        problem = saved_fit_problem(cpu_model, gpu_info) if cpu_model and fit is None else None
+        fit, problem = read_fit(cpu_model, gpu_info) if cpu_model else (None, None)
         if problem is not None:
             notes.append(problem)
         elif fit is None:

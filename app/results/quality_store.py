@@ -50,12 +50,12 @@ def save_quality_rows(store: ResultStore, rows: Iterable[dict[str, Any]]) -> boo
     """Commit quality rows (replacing a row of the same run and index) through the store's own write path: retried,
     and kept in its side file to be stored later when the store cannot take them (with one warning). True when
     every row was committed now."""
-    before = len(store.warnings)
+    committed = True
     for r in rows:
         if "run_id" not in r or "model_index" not in r:
             raise ValueError("a quality row needs run_id and model_index")
-        store.add_quality_row(ordered(r))
-    return len(store.warnings) == before
+        committed = store.add_quality_row(ordered(r)) and committed
+    return committed
 
 
 def _decode(texts: Iterable[str]) -> list[dict[str, Any]]:

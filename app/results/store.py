@@ -134,18 +134,20 @@ class ResultStore:
     def finish_run(self, run_id: str, status: str) -> None:
         self._write({"op": "finish", "run_id": run_id, "finished_at": now_iso(), "status": status})
 
-    def add_quality_row(self, row: dict[str, Any]) -> None:
-        """Commit one file's quality row (``quality_store``) with the same retries and side file as a test's."""
-        self._write({"op": "quality", "created_at": row.get("created_at") or now_iso(), "row": row})
+    def add_quality_row(self, row: dict[str, Any]) -> bool:
+        """Commit one file's quality row (``quality_store``) with the same retries and side file as a test's; False
+        when it was kept in the side file instead."""
+        return self._write({"op": "quality", "created_at": row.get("created_at") or now_iso(), "row": row})
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """The rows of one read-only statement on this store's connection (sqlite3.Error for a damaged table)."""
         return self._db.execute(sql, params).fetchall()
 
-    def _write(self, write: Write) -> None:
+    def _write(self, write: Write) -> bool:
+        """Commit ``write`` (True), or keep it in the side file (False)."""
         if self._pending_now and not self._replay_pending(quiet=True):
             self._keep_pending(write, None)  # still unwritable: keep the order of the writes
-            return
+            return False
         error: sqlite3.Error | None = None
         for attempt in range(self.write_attempts):
             if attempt:
@@ -153,10 +155,11 @@ class ResultStore:
             try:
                 with self._db:
                     apply_write(self._db, write)
-                return
+                return True
             except sqlite3.Error as e:
                 error = e
         self._keep_pending(write, error)
+        return False
 
     def _keep_pending(self, write: Write, error: sqlite3.Error | None) -> None:
         first = not self._pending_now

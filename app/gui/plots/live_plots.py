@@ -54,7 +54,6 @@ class LivePlots(QWidget):
         self._plot_keys: dict[str, tuple[Any, ...]] = {}
         self._drawn: dict[str, tuple[float, tuple[Any, ...]]] = {}  # plot -> (monotonic s, inputs) of its last draw
         self._behind = False  # some plot's new data waits for its next turn
-        self._prefilling = False
         self._legend_entries: dict[str, int] = {}
         self.last_drawn: tuple[str, ...] = ()  # the plots the last refresh drew (benchmarks/gui_stall.py)
 
@@ -134,12 +133,11 @@ class LivePlots(QWidget):
             return False
         self._last_key = key
         inputs = (id(session), predictor.version, predictor.curves_version, view.selected, self.kv_ctx_max)
-        self._prefilling = session.prefilling
         now = time.monotonic()
         keys = {p.name: p.key(view) for p in self.panels}
         changed = [p for p in self.panels if force or self._plot_keys.get(p.name) != keys[p.name]]
         if not force:
-            due = [p for p in changed if self._due(p, inputs, now)]
+            due = [p for p in changed if self._due(p, inputs, now, session.prefilling)]
             self._behind = len(due) < len(changed)
             changed = due
         else:
@@ -161,7 +159,7 @@ class LivePlots(QWidget):
         """Some plot has data it has not drawn yet (its turn, or its tab, has not come)."""
         return self._behind
 
-    def _due(self, panel: PlotPanel, inputs: tuple[Any, ...], now: float) -> bool:
+    def _due(self, panel: PlotPanel, inputs: tuple[Any, ...], now: float, prefilling: bool) -> bool:
         """Whether ``panel``, whose inputs changed, is drawn now (see :meth:`refresh`)."""
         last = self._drawn.get(panel.name)
         if last is None:
@@ -171,7 +169,7 @@ class LivePlots(QWidget):
         if last[1] != inputs:
             return True  # not only more data
         # more data: its turn, and not while a prompt is processed (compute-bound: the cores are all llama.cpp's)
-        return now - last[0] >= LIVE_DRAW_EVERY_S and not self._prefilling
+        return now - last[0] >= LIVE_DRAW_EVERY_S and not prefilling
 
     def fit_legends(self) -> None:
         """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""
