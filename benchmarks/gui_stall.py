@@ -5,7 +5,9 @@ Runs offscreen on the built-in SmolLM2 model (or ``-m FILE``) with the standard 
 from it. Targets (issue #25): the window process uses at most 5 % of one core while the worker measures, and a 5 ms
 QTimer heartbeat on the GUI thread sees a p99 gap of at most 50 ms and a worst of at most 100 ms. Also printed:
 the GUI thread's own CPU time inside the worst gap and the plot redraws and garbage collections in it, and the
-time the 10 Hz redraws took. The idle window's heartbeat first shows this machine's own scheduling noise.
+time the 10 Hz redraws took. The idle window's heartbeat first shows this machine's own scheduling noise, and
+the heartbeat's own CPU cost (idle with it less idle without it), which the CPU figure judged leaves out: 200
+Python callbacks a second are the benchmark's instrument, not the window.
 
     .venv/bin/python benchmarks/gui_stall.py [--sweep standard] [-r 3] [--runs 1]
 """
@@ -119,15 +121,31 @@ class Heartbeat:
         self.timer.stop()
 
 
-def idle_noise(hb: Heartbeat) -> None:
-    """The machine's own noise: the same heartbeat with the window idle for 3 s."""
+def _idle_cpu_pct(seconds: float, hb: Heartbeat | None) -> float:
+    """The window process's CPU (% of one core) over ``seconds`` of an idle window, with or without the heartbeat."""
     from PySide6.QtCore import QEventLoop, QTimer
 
     loop = QEventLoop()
-    hb.during(lambda: QTimer.singleShot(3000, loop.quit), loop)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    if hb is None:
+        QTimer.singleShot(int(seconds * 1000), loop.quit)
+        loop.exec()
+    else:
+        hb.during(lambda: QTimer.singleShot(int(seconds * 1000), loop.quit), loop)
+    return 100 * (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+
+
+def idle_noise(hb: Heartbeat) -> float:
+    """The machine's own noise: the same heartbeat with the window idle for 3 s; returns the heartbeat's own CPU
+    cost (% of one core: idle with it less idle without it), which is the benchmark's, not the window's."""
+    with_hb = _idle_cpu_pct(3.0, hb)
     idle_gaps, _ = hb.gaps()
+    without_hb = _idle_cpu_pct(3.0, None)
+    heartbeat_pct = max(0.0, with_hb - without_hb)
     print(f"idle window, 3 s: heartbeat gap worst {max(idle_gaps, default=float('nan')):.1f} ms, "
-          f"p99 {percentile(idle_gaps, 99):.1f} ms (what this machine's scheduler does to any thread)")
+          f"p99 {percentile(idle_gaps, 99):.1f} ms (what this machine's scheduler does to any thread); "
+          f"idle CPU {without_hb:.1f}% of one core, the {HEARTBEAT_MS} ms heartbeat itself {heartbeat_pct:.1f}%")
+    return heartbeat_pct
 
 
 def time_redraws(win: Any) -> list[tuple[float, float, str]]:
@@ -163,8 +181,10 @@ def log_gc() -> list[tuple[float, float, int]]:
 
 def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
             redraws: list[tuple[float, float, str]],
-            gc_passes: list[tuple[float, float, int]] | None = None) -> tuple[float, float, float]:
-    """Run the sweep once with the heartbeat on; print its figures; (worst gap ms, p99 gap ms, CPU % of a core)."""
+            gc_passes: list[tuple[float, float, int]] | None = None,
+            heartbeat_pct: float = 0.0) -> tuple[float, float, float]:
+    """Run the sweep once with the heartbeat on; print its figures; (worst gap ms, p99 gap ms, the window's CPU %
+    of a core less the heartbeat's own ``heartbeat_pct``)."""
     from PySide6.QtCore import QEventLoop
 
     redraws.clear()
@@ -191,11 +211,13 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
     if redraw_ms:
         print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
               f"{max(redraw_ms):.1f} ms worst (setData only; painting is in the gaps above)")
-    cpu_pct = 100 * cpu / wall
+    process_pct = 100 * cpu / wall
     gui_pct = 100 * sum(busy) / 1000 / wall
-    print(f"  window process CPU while measuring: {cpu_pct:.1f}% of one core (target <= {CPU_TARGET_PCT:.0f}%): "
-          f"the GUI thread (events, drawing, painting) {gui_pct:.1f}%, the other threads (sweep, telemetry sampler) "
-          f"{cpu_pct - gui_pct:.1f}%")
+    cpu_pct = process_pct - heartbeat_pct
+    print(f"  window process CPU while measuring: {process_pct:.1f}% of one core, {cpu_pct:.1f}% without the "
+          f"heartbeat's own {heartbeat_pct:.1f}% (target <= {CPU_TARGET_PCT:.0f}%): the GUI thread (events, drawing, "
+          f"painting, heartbeat) {gui_pct:.1f}%, the other threads (sweep, telemetry sampler) "
+          f"{process_pct - gui_pct:.1f}%")
     for r in win.session.ok_rows():
         print(f"  measured: p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth')}: "
               f"TTFT {r.get('ttft_ms') or float('nan'):.1f} ms, decode {r.get('decode_tps') or float('nan'):.1f}"
@@ -208,15 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["GGUF_WORKBENCH_DATA_DIR"] = args.data_dir or tempfile.mkdtemp(prefix="gui-stall-")
     _app, win, tests, name = open_window(args)
     hb = Heartbeat()
-    idle_noise(hb)
+    heartbeat_pct = idle_noise(hb)
     redraws = time_redraws(win)
     gc_passes = log_gc()
-    results = [one_run(run, win, hb, tests, name, redraws, gc_passes) for run in range(args.runs)]
+    results = [one_run(run, win, hb, tests, name, redraws, gc_passes, heartbeat_pct) for run in range(args.runs)]
     worst = max(r[0] for r in results)
     p99 = max(r[1] for r in results)
     cpu_pct = max(r[2] for r in results)
     met = worst <= WORST_TARGET_MS and p99 <= P99_TARGET_MS and cpu_pct <= CPU_TARGET_PCT
-    print(f"gui_stall: window CPU {cpu_pct:.1f}% of one core, GUI-thread gap p99 {p99:.1f} ms, worst {worst:.1f} ms "
+    print(f"gui_stall: window CPU {cpu_pct:.1f}% of one core (less the heartbeat), GUI-thread gap p99 {p99:.1f} ms, "
+          f"worst {worst:.1f} ms "
           f"-> {'PASS' if met else 'OVER TARGET'} (targets <= {CPU_TARGET_PCT:.0f}%, {P99_TARGET_MS:.0f} ms, "
           f"{WORST_TARGET_MS:.0f} ms)")
     win.close()

@@ -30,9 +30,13 @@ from app.gui.predictions import PredictionService
 #: llama.cpp's threads: every plot at the 10 Hz tick took 20 % of a core (benchmarks/gui_stall.py), once a second
 #: 5-6 % and still read 4 % low against llama-bench (benchmarks/fidelity.py --window).
 LIVE_DRAW_EVERY_S = 2.0
-#: Below this height two rows of plots, each with a legend above its data, leave too little of each to read
-#: (at 1600×1000 a 289 px plot kept 135 px of data under a four-entry legend): the plots go into two tabs.
-GRID_MIN_HEIGHT_PX = 700
+#: plots one timer tick draws unless forced: new predictions change three plots at once, and drawing and painting
+#: them in one tick was the window's worst pause (109 ms in benchmarks/gui_stall.py); the others follow next ticks
+PLOTS_PER_TICK = 1
+#: Below this height two rows of plots, each with a legend above its data, leave too little of each to read: the
+#: plots go into two tabs. A 1920×1080 screen gives the plots about 560 px: two rows of 280 px, each keeping
+#: :data:`~app.gui.plots.panel.MIN_DATA_HEIGHT_PX` of data under a legend that folds beyond two rows.
+GRID_MIN_HEIGHT_PX = 540
 
 
 class LivePlots(QWidget):
@@ -123,8 +127,9 @@ class LivePlots(QWidget):
 
         A plot whose only news is more data of the same run is drawn at most every :data:`LIVE_DRAW_EVERY_S`, and
         not while the run's events say a prompt is being processed;
-        anything else (a selection, predictions, another run) at once. A hidden plot (the other tab) waits until it
-        shows (the next tick after).
+        anything else (predictions, another run) at once, :data:`PLOTS_PER_TICK` plots a tick, the rest on the next
+        ticks; ``force`` (a selection, a run's end) draws every plot now. A hidden plot (the other tab) waits until
+        it shows (the next tick after).
         """
         view = PlotView(session, predictor, frozenset(selected), self.kv_ctx_max)
         key = (id(session), session.version, predictor.version, predictor.curves_version, view.selected,
@@ -137,7 +142,7 @@ class LivePlots(QWidget):
         keys = {p.name: p.key(view) for p in self.panels}
         changed = [p for p in self.panels if force or self._plot_keys.get(p.name) != keys[p.name]]
         if not force:
-            due = [p for p in changed if self._due(p, inputs, now, session.prefilling)]
+            due = [p for p in changed if self._due(p, inputs, now, session.prefilling)][:PLOTS_PER_TICK]
             self._behind = len(due) < len(changed)
             changed = due
         else:
