@@ -37,6 +37,7 @@ from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
 from app.choose.verdicts import CHOICE_COLUMNS, NOT_MEASURED, choice_row
 from app.gui.plots.pareto import MemoryBars, ParetoPlot
 from app.gui.tasks import Tasks
+from app.gui.top_level import add_close_keys, fit_to_screen
 from app.predict.profiles import load_profiles
 from app.results.export import to_csv
 
@@ -78,6 +79,7 @@ class ChooserView(QDialog):
         plots.addWidget(self.pareto)
         plots.addWidget(self.bars)
         self.table = QTableWidget(0, len(TABLE_KEYS), self)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # two files differ at their ends: keep them
         headers = {k: f"{h} ({u})" if u else h for k, h, u in CHOICE_COLUMNS}
         self.table.setHorizontalHeaderLabels([headers[k] for k in TABLE_KEYS])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -105,7 +107,8 @@ class ChooserView(QDialog):
         lay.addWidget(self.recommendation)
         lay.addLayout(cmd_row)
         self._enable_outputs(False)
-        self.resize(1280, 860)
+        fit_to_screen(self, 1280, 860)
+        add_close_keys(self)
 
     # ------------------------------------------------------------------------------------------ inputs
     def _build_inputs(self) -> None:

@@ -29,12 +29,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui import theme
 from app.gui.panels.library import human_bytes
 from app.gui.plots.decode import DecodePlot, mean_pos
 from app.gui.plots.panel import Curve
 from app.gui.plots.style import color, short_model
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
+from app.gui.top_level import add_close_keys, fit_to_screen
 from app.results.fields import RowStatus
 from app.results.store import ResultStore, StoreError
 
@@ -91,7 +93,8 @@ class CompareWindow(QWidget):
                  store_path: str | Path | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.setWindowTitle("GGUF Workbench — compare")
-        self.resize(1280, 820)
+        fit_to_screen(self, 1280, 820)
+        add_close_keys(self)
         self.predictor = predictor
         self.request_facts = request_facts or (lambda _p: None)
         self.store_path = store_path
@@ -116,12 +119,13 @@ class CompareWindow(QWidget):
         ll.addLayout(row)
         self.note = QLabel(left)
         self.note.setWordWrap(True)
-        self.note.setStyleSheet("color:#555")
+        theme.set_role(self.note, "muted")
         ll.addWidget(self.note)
 
         self.ttft = TtftPlot("Time to first token", columns=1)
         self.decode = DecodePlot("Decode speed", columns=1)
         self.table = QTableWidget(self)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # two files differ at their ends: keep them
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         plots = QWidget(self)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui.top_level import fit_to_screen
 from app.results.store import ResultStore, RunSummary, StoreError
 
 
@@ -33,10 +34,11 @@ class HistoryDialog(QDialog):
     def __init__(self, parent: QWidget | None = None, store_path: str | Path | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Past runs")
-        self.resize(860, 420)
+        fit_to_screen(self, 860, 420)
         self.chosen: list[str] = []
         self.action = ""
         self.table = QTableWidget(self)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # two files differ at their ends: keep them
         headers = ["Run", "Started", "Status", "OK", "Failed", "Sweep", "Models"]
         self.table.setColumnCount(len(headers))
         self.table.setHorizontalHeaderLabels(headers)

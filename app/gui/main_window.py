@@ -17,9 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QImage, QKeySequence
-from PySide6.QtWidgets import QGroupBox, QLabel, QMainWindow, QSplitter, QStyle, QVBoxLayout, QWidget
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QImage, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QGroupBox,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QStyle,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.gui import theme
 from app.gui.calibrate_action import CalibrateAction
 from app.gui.chooser_view import ChooserView
 from app.gui.expectations import load_expectations
@@ -40,6 +50,7 @@ from app.gui.run_browser import RunBrowser
 from app.gui.settings import Settings
 from app.gui.sweep_controller import SweepController
 from app.gui.tasks import Tasks
+from app.gui.top_level import fit_to_screen
 from app.gui.window_state import restore_window_state, save_window_state
 from app.model import library as ml
 from app.paths import default_model_path
@@ -123,6 +134,7 @@ class MainWindow(QMainWindow):
     def _wire(self) -> None:
         for part in (self.sweeps, self.hardware, self.details, self.browser, self.results_panel):
             part.message.connect(lambda text, level: self.notify(text, level))
+        self.sweeps.keyedMessage.connect(lambda text, level, key: self.notify(text, level, key))
         for part in (self.sweeps, self.results_panel):
             part.status.connect(lambda text: self.status_label.setText(text))
         self.library.message.connect(lambda level, text: self.notify(text, level))
@@ -173,7 +185,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.main_split)
         self.status_label = QLabel(self)
         self.statusBar().addWidget(self.status_label, 1)
-        self.resize(1600, 1000)
+        fit_to_screen(self, 1920, 1200)  # as much of a laptop's or a desktop's screen as it has
 
     def _set_minimum_sizes(self) -> None:
         """Floors that keep a 1366×768 screen usable: the library shows 3 models, the results table 5 rows, the
@@ -223,13 +235,46 @@ class MainWindow(QMainWindow):
             menu = self.menuBar().addMenu(title)
             for a in actions:
                 menu.addSeparator() if a is None else menu.addAction(a)
+            if title == "&View":
+                self._build_theme_menu(menu)
+
+    def _build_theme_menu(self, view_menu: Any) -> None:
+        """View → Theme: follow the system, or light, or dark (remembered)."""
+        menu = view_menu.addMenu("Theme")
+        group = QActionGroup(self)
+        self.theme_actions: dict[str, QAction] = {}
+        current = theme.current_theme()
+        for choice in theme.THEMES:
+            a = QAction({"system": "Follow the system"}.get(choice, choice.capitalize()), self, checkable=True)
+            a.setChecked(choice == current)
+            a.triggered.connect(lambda _c=False, c=choice: self.set_theme(c))
+            group.addAction(a)
+            menu.addAction(a)
+            self.theme_actions[choice] = a
+
+    def set_theme(self, choice: str) -> None:
+        """Switch light/dark/system now: the palette, the plots (their items made again in the new colours), the
+        rendered panels and the messages; remembered for the next start."""
+        app = QApplication.instance()
+        if choice not in theme.THEMES or app is None:
+            return
+        theme.apply_theme(app, choice)
+        self.settings.set_value("view/theme", choice)
+        if choice in getattr(self, "theme_actions", {}):
+            self.theme_actions[choice].setChecked(True)
+        theme.restyle_plots(QApplication.allWidgets())
+        self.messages.restyle()
+        self.plots.reset()
+        self.sweeps.tick(force=True)
+        self.details.refresh()
 
     # ------------------------------------------------------------------------------------------ wiring
-    def notify(self, text: str, level: str = "error") -> None:
-        """Status bar + the message area (errors and notes; info goes to the status bar only)."""
+    def notify(self, text: str, level: str = "error", key: str | None = None) -> None:
+        """Status bar + the message area (errors and notes; info goes to the status bar only); a message with the
+        ``key`` of a shown one replaces it."""
         self.status_label.setText(text)
         if level in ("error", "warning"):
-            self.messages.add(text, level)
+            self.messages.add(text, level, key)
 
     def _in_background(self, fn: Any, done: Any) -> None:
         self.tasks.submit(fn, lambda res, err: done(None if err is not None else res))
@@ -386,6 +431,8 @@ class MainWindow(QMainWindow):
         change for a UI) and best compression keep a 1600×1000 window under 300 KB."""
         self.sweeps.tick(force=True)
         self.plots.fit_legends()
+        for _ in range(3):  # the legends' new layouts are posted events: let them apply before the picture
+            QApplication.processEvents()
         img = (widget or self).grab().toImage()
         img = img.convertToFormat(QImage.Format.Format_RGB16).convertToFormat(QImage.Format.Format_RGB888)
         return img.save(path, "PNG", 0)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.gui.bridge import SweepBridge
 from app.gui.plots.concurrency import ConcurrencyPlot
+from app.gui.top_level import fit_to_screen
 from app.remote.session import RemoteSession, RemoteSpec, build_remote_spec
 from app.results.store import ResultStore
 from app.run.events import TestFailed, TestFinished
@@ -75,7 +76,7 @@ class RemoteDialog(QDialog):
         self.timer = QTimer(self)
         self.timer.setInterval(REDRAW_MS)
         self.timer.timeout.connect(self.tick)
-        self.resize(720, 640)
+        fit_to_screen(self, 720, 640)
 
     def spec(self) -> RemoteSpec:
         """The sweep the fields describe; PlanError (one line) when they do not fit."""

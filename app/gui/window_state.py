@@ -7,6 +7,8 @@ from typing import Any
 from PySide6.QtCore import QByteArray
 from PySide6.QtWidgets import QSplitter
 
+from app.gui.top_level import clamp_to_screen
+
 
 def _splits(win: Any) -> tuple[tuple[str, QSplitter], ...]:
     return (("window/main_split", win.main_split), ("window/left_split", win.left_split),
@@ -18,6 +20,7 @@ def restore_window_state(win: Any) -> None:
     geo = win.settings.value("window/geometry")
     if isinstance(geo, QByteArray) and not geo.isEmpty():
         win.restoreGeometry(geo)
+        clamp_to_screen(win)  # saved on a larger screen, or one that is gone
     for key, split in _splits(win):
         state = win.settings.value(key)
         if isinstance(state, QByteArray) and not state.isEmpty():

@@ -1,0 +1,72 @@
+"""Open every top-level window of the workbench on an offscreen screen of a given size and print their geometry.
+
+Run as ``python -m tests.gui.screen_probe W H`` (tests/gui/test_screen_fit.py does): Qt's offscreen platform takes
+its screen's size from a config file, which must be given before the application exists, hence a process of its
+own. Prints one JSON object: the screen's available geometry and each window's frame geometry, and for the main
+window whether its plots are in the grid or in tabs and the chooser's answer/command positions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def offscreen_platform(width_px: int, height_px: int, folder: Path) -> str:
+    """The ``QT_QPA_PLATFORM`` value for an offscreen screen of this size (Qt's offscreen plugin config file)."""
+    config = {"screens": [{"name": "laptop", "x": 0, "y": 0, "width": width_px, "height": height_px,
+                           "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}
+    path = folder / f"screen_{width_px}x{height_px}.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return f"offscreen:configfile={path}"
+
+
+def _rect(widget) -> list[int]:  # noqa: ANN001
+    g = widget.frameGeometry()
+    return [g.x(), g.y(), g.width(), g.height()]
+
+
+def main(argv: list[str]) -> int:
+    width_px, height_px = int(argv[0]), int(argv[1])
+    folder = Path(tempfile.mkdtemp(prefix="screen-probe-"))
+    os.environ["QT_QPA_PLATFORM"] = offscreen_platform(width_px, height_px, folder)
+    os.environ.setdefault("GGUF_WORKBENCH_DATA_DIR", str(folder / "data"))
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui.history import HistoryDialog
+    from app.gui.main_window import MainWindow
+
+    app = QApplication([])
+    win = MainWindow(restore=False)
+    win.show()
+    for _ in range(20):
+        app.processEvents()
+    out: dict[str, object] = {}
+    avail = app.primaryScreen().availableGeometry()
+    out["screen"] = [avail.x(), avail.y(), avail.width(), avail.height()]
+    out["main"] = _rect(win)
+    out["plots_mode"] = win.plots.mode
+    chooser = win.show_chooser()
+    cmp = win.show_compare()
+    remote = win.show_remote()
+    history = HistoryDialog(win)
+    history.show()
+    for _ in range(20):
+        app.processEvents()
+    out.update(chooser=_rect(chooser), compare=_rect(cmp), remote=_rect(remote), history=_rect(history))
+    bottom = max(chooser.recommendation.mapTo(chooser, chooser.recommendation.rect().bottomLeft()).y(),
+                 chooser.command.mapTo(chooser, chooser.command.rect().bottomLeft()).y())
+    out["chooser_answer_bottom"] = bottom
+    out["chooser_height"] = chooser.height()
+    print(json.dumps(out))
+    for w in (history, remote, cmp, chooser):
+        w.close()
+    win.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
