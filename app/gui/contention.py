@@ -41,13 +41,13 @@ class ContentionWatch:
         self.n_cpus = n_cpus or os.cpu_count() or 1
         self._warned: set[tuple[int, str]] = set()
 
-    def check(self, session: LiveRun) -> list[str]:
-        """New warnings for ``session`` (each kind once per session)."""
+    def check(self, session: LiveRun) -> list[tuple[str, str]]:
+        """New warnings for ``session`` as (kind, text), kind "cpu" or "gpu" (each kind once per session)."""
         out = []
         for kind, text in (("cpu", self._cpu(session)), ("gpu", self._gpu(session))):
             if text and (id(session), kind) not in self._warned:
                 self._warned.add((id(session), kind))
-                out.append(text)
+                out.append((kind, text))
         return out
 
     def _cpu(self, session: LiveRun) -> str | None:

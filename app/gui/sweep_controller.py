@@ -63,6 +63,7 @@ class SweepController(QObject):
     rowsChanged = Signal(list)  # the session's rows in test order, whenever they change
     cleared = Signal()  # a new session replaced the old one: its rows are gone
     message = Signal(str, str)  # (text, level): level "error" | "warning" | "info"
+    keyedMessage = Signal(str, str, str)  # (text, level, key): replaces the shown message of that key
     status = Signal(str)  # a status-bar line
     titleChanged = Signal(str)  # what the results show, e.g. "run 20250101-… (finished)"
 
@@ -82,6 +83,7 @@ class SweepController(QObject):
         self._last_progress: tuple[Any, ...] | None = None
         self.contention = ContentionWatch()
         self._contention_at = 0.0
+        self._failed_by_reason: dict[str, list[int]] = {}  # this session's failed tests (numbers) per reason
         self.timer = QTimer(self)
         self.timer.setInterval(REDRAW_MS)
         self.timer.timeout.connect(self.tick)
@@ -181,6 +183,7 @@ class SweepController(QObject):
 
     def _reset_view(self) -> None:
         self.selected.clear()
+        self._failed_by_reason = {}
         self.plots.reset()
         self._rows_seen = -1
         self.cleared.emit()
@@ -220,7 +223,13 @@ class SweepController(QObject):
         self.message.emit(e.message, "warning" if e.level != "info" else "info")
 
     def _say_failed(self, e: TestFailed) -> None:
-        self.message.emit(f"Test {e.test_index + 1} failed. {plain_reason(e.reason, e.kind)}", "error")
+        """One message per reason: tests that fail for the same reason join it ("Tests 1, 2 and 3 failed. …")."""
+        reason = plain_reason(e.reason, e.kind)
+        numbers = self._failed_by_reason.setdefault(reason, [])
+        if e.test_index + 1 not in numbers:
+            numbers.append(e.test_index + 1)
+        self.keyedMessage.emit(f"{_tests_phrase(numbers)} failed. {reason}", "error",
+                               f"failed:{id(self.session)}:{reason}")
 
     def _say_worker_error(self, e: WorkerError) -> None:
         if e.kind != FailureKind.CANCELLED:
@@ -235,8 +244,8 @@ class SweepController(QObject):
         if now - self._contention_at < CONTENTION_EVERY_S:
             return
         self._contention_at = now
-        for text in self.contention.check(self.session):
-            self.message.emit(text, "warning")
+        for kind, text in self.contention.check(self.session):
+            self.keyedMessage.emit(text, "warning", f"contention:{kind}")  # a newer warning replaces an older one
 
     def _update_progress(self) -> None:
         if not self.bridge.running:  # posted by a tick before the sweep ended: the final state stays ("done")
@@ -268,3 +277,13 @@ _SAYS: dict[type, Callable[[SweepController, Any], None]] = {
     WorkerError: SweepController._say_worker_error, ModelLoaded: SweepController._say_loaded,
 }
 _SAID_KINDS = tuple(_SAYS)  # for isinstance, once: the tick drains events ten times a second
+
+
+def _tests_phrase(numbers: list[int]) -> str:
+    """"Test 3", "Tests 1 and 2", "Tests 1, 2 and 5", "Tests 1, 2, 3 … and 9 (12 tests)"."""
+    if len(numbers) == 1:
+        return f"Test {numbers[0]}"
+    shown = [str(n) for n in numbers]
+    if len(shown) > 6:
+        return f"Tests {', '.join(shown[:3])} … and {shown[-1]} ({len(shown)} tests)"
+    return f"Tests {', '.join(shown[:-1])} and {shown[-1]}"

@@ -198,7 +198,8 @@ def test_other_processes_using_the_cpu_are_warned_about_once() -> None:
     assert watch.check(session) == []  # the benchmark's own thread is the whole load
     load[0] = 2.4
     warnings = watch.check(session)
-    assert len(warnings) == 1 and "about 1.4 of this machine's 2 CPU threads" in warnings[0]
+    assert len(warnings) == 1 and warnings[0][0] == "cpu"
+    assert "about 1.4 of this machine's 2 CPU threads" in warnings[0][1]
     assert watch.check(session) == []  # once per run
 
 
