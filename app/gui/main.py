@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "with them and the model's predicted curves, save it as PNG, exit")
     ap.add_argument("--replay", help="show a recorded event stream (JSONL) instead of running")
     ap.add_argument("--profile", help="hardware profile for the predictions, e.g. 'RTX 4060 Laptop'")
+    ap.add_argument("--theme", choices=("system", "light", "dark"),
+                    help="light or dark for this start (default: the View menu's choice, else the system's)")
     ap.add_argument("--size", default="1600x1000", type=_window_size,
                     help=f"window size for screenshots, WxH (at most {MAX_SHOT_SIDE}x{MAX_SHOT_SIDE})")
     ap.add_argument("--self-test", action="store_true",
@@ -128,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         say(events)
         return EXIT_USAGE
 
+    from app.gui.platform_check import wants_xcb, xcb_problem
+
+    problem = xcb_problem() if wants_xcb() else None
+    if problem:
+        say(problem)  # instead of Qt's "Aborted"
+        return EXIT_USAGE
+
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -136,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     _set_icon(app)
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
         _drop_offscreen_noise()
+    _apply_theme(app, args.theme)
     win = open_main_window()
     script = Script(app, win, scripted=bool(shot))
     _prepare(win, args)
@@ -155,6 +165,15 @@ def main(argv: list[str] | None = None) -> int:
 
     wait_for_background_work()  # a probe thread still running at interpreter exit can crash the process
     return script.rc if shot or script.rc != EXIT_OK else rc
+
+
+def _apply_theme(app: Any, asked: str | None) -> None:
+    """The theme asked for on the command line (this start only), else the one the View menu remembered."""
+    from app.gui import theme
+    from app.gui.settings import Settings
+
+    chosen = asked or str(Settings().value("view/theme", "system"))
+    theme.apply_theme(app, chosen if chosen in theme.THEMES else "system")
 
 
 #: The largest screenshot side: an 8K screen's width, not 30,000 pixels (13.8 GB of picture).
