@@ -10,6 +10,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
 
+from app.gui import theme
 from app.gui.predictions import PredictionService, TestPrediction
 from app.results.fields import FRACTION, PLAIN, PREDICTED_VALUE, WINDOW_FIELDS, Field, RowStatus
 
@@ -73,7 +74,8 @@ def _flash_attn(r: dict[str, Any], _p: TestPrediction | None) -> Any:
 
 
 UNSTABLE_BADGE = "⚠ unstable"
-UNSTABLE_BG = QColor(255, 226, 160)
+#: the accent an unstable row's status cell is tinted with (amber, as the plots' rings)
+UNSTABLE_ACCENT = "#f0a000"
 
 
 def _status(r: dict[str, Any], _p: TestPrediction | None) -> Any:
@@ -107,7 +109,8 @@ def _column(f: Field) -> Column:
 
 #: The window's results columns, in the order and with the headers of the field table (WINDOW_FIELDS).
 COLUMNS: tuple[Column, ...] = tuple(_column(f) for f in WINDOW_FIELDS)
-_KIND_BG = {PREDICTED_VALUE: QColor(240, 244, 252), FRACTION: QColor(246, 246, 240)}
+#: the accent each kind of column is tinted with: predicted values blue-grey, fractions olive-grey
+_KIND_ACCENT = {PREDICTED_VALUE: "#3b6fd0", FRACTION: "#8a8a40"}
 
 
 class ResultsModel(QAbstractTableModel):
@@ -210,11 +213,11 @@ class ResultsModel(QAbstractTableModel):
                 return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             return None
         if role == Qt.ItemDataRole.ForegroundRole and row.get("status") not in (RowStatus.OK, None):
-            return QBrush(QColor(180, 30, 30))
+            return QBrush(QColor(theme.ink("bad")))
         if role == Qt.ItemDataRole.BackgroundRole and col.header == "status" and row.get("unstable"):
-            return QBrush(UNSTABLE_BG)
-        if role == Qt.ItemDataRole.BackgroundRole and col.kind in _KIND_BG:
-            return QBrush(_KIND_BG[col.kind])
+            return QBrush(theme.tint(UNSTABLE_ACCENT, 0.35))
+        if role == Qt.ItemDataRole.BackgroundRole and col.kind in _KIND_ACCENT:
+            return QBrush(theme.tint(_KIND_ACCENT[col.kind], 0.07))
         if role == Qt.ItemDataRole.ToolTipRole:
             if row.get("error"):
                 return str(row["error"])

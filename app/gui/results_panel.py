@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -70,6 +70,8 @@ class ResultsPanel(QWidget):
 
     def _make_table(self) -> QTableView:
         table = QTableView(self)
+        table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # two files differ at their ends: keep them
+        table.setWordWrap(False)  # a wrapped name is cut after its first line, whatever the elide mode
         table.setModel(self.proxy)
         table.setSortingEnabled(True)
         table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)

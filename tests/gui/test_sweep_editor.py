@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from PySide6.QtWidgets import QLabel
 
+from app.gui import theme
 from app.gui.panels.sweep_editor import SweepEditor
 from app.run.params import LIST_PARAMS, PARAM
 from app.run.plan import SweepSpec
@@ -41,7 +42,7 @@ def test_flash_attention_field_shows_auto_and_takes_0_1_auto(editor: SweepEditor
     assert editor.count.text().startswith("3 tests")
     _type(editor, "flash_attn", "no")
     assert editor.spec(["m.gguf"]) is None and "'no'" in editor.error.text()
-    assert "c62828" in editor.edits["flash_attn"].styleSheet()
+    assert theme.ink("bad") in editor.edits["flash_attn"].styleSheet()  # marked as an error
     editor.load_spec(SweepSpec(flash_attn=[0, -1, True]))
     assert editor.edits["flash_attn"].text() == "0,auto,1"
 

@@ -15,6 +15,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
+from app.gui import theme
 from app.gui.bridge import read_event_stream
 from app.results import export
 from app.results.store import ResultStore
@@ -213,7 +214,7 @@ def test_sweep_editor_validates_inline(window) -> None:
     ed.edits["n_prompt"].textEdited.emit("128,12x")
     assert ed.preset.currentText() == "custom"
     assert ed.spec(["m.gguf"]) is None and ed.error.isVisible() and "12x" in ed.error.text()
-    assert "c62828" in ed.edits["n_prompt"].styleSheet()
+    assert theme.ink("bad") in ed.edits["n_prompt"].styleSheet()  # marked as an error
     ed.edits["n_prompt"].setText("128-512*2")
     ed.edits["type_k"].setText("q8_0,q9")
     ed.edits["type_k"].textEdited.emit("q8_0,q9")

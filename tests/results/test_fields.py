@@ -122,7 +122,7 @@ def test_markdown_summary_columns() -> None:
 
 def test_window_columns_come_from_the_table_in_order() -> None:
     assert [f.header for f in WINDOW_FIELDS] == [
-        "#", "model", "status", "prompt", "gen", "depth", "TTFT ms", "TTFT pred ms", "prefill tok/s",
+        "#", "model", "quant", "status", "prompt", "gen", "depth", "TTFT ms", "TTFT pred ms", "prefill tok/s",
         "prefill ceiling", "prefill %", "decode tok/s", "decode ceiling", "decode %", "decode expected",
         "ITL p99 ms", "mem MiB", "mem pred MiB", "hw", "ngl", "KV", "FA", "threads", "par", "error",
     ]

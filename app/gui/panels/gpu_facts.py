@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 from app.doctor.report import DoctorReport, Level, report_text, short_summary
+from app.gui import theme
 
 CHECKING = "GPU check: asking llama.cpp and the machine…"
 
@@ -32,7 +33,7 @@ class GpuFacts(QLabel):
         html = f"<small>{escape(short_summary(report))}</small>"
         for a in report.advice:
             if a.level in (Level.FIX, Level.ERROR):
-                colour = "#b3261e" if a.level is Level.ERROR else "#a15c00"
+                colour = theme.ink("bad" if a.level is Level.ERROR else "warn")
                 html += f"<br><small style='color:{colour}'>{escape(a.text)}</small>"
                 if a.command:
                     html += f"<br><small><code>{escape(a.command)}</code></small>"

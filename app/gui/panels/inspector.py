@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui import theme
 from app.gui.panels.library import human_bytes
 from app.gui.predictions import PredictionService, expected_of
 from app.model.facts import ModelFacts
@@ -26,9 +27,9 @@ from app.predict.prediction import Prediction
 from app.predict.profiles import HardwareProfile
 
 FIT_WORDS = {
-    "fits": ("#1b7a2e", "Fits", "everything on the device"),
-    "partial": ("#a15c00", "Partial offload", "some layers must stay on the CPU"),
-    "does_not_fit": ("#b3261e", "Does not fit", "not even one layer fits"),
+    "fits": ("good", "Fits", "everything on the device"),
+    "partial": ("warn", "Partial offload", "some layers must stay on the CPU"),
+    "does_not_fit": ("bad", "Does not fit", "not even one layer fits"),
 }
 
 
@@ -127,7 +128,7 @@ class InspectorPanel(QWidget):
             return
         name = escape(os.path.basename(path))
         if error:
-            self.text.setText(f"<b>{name}</b><br><span style='color:#b3261e'>Cannot read this file: "
+            self.text.setText(f"<b>{name}</b><br><span style='color:{theme.ink('bad')}'>Cannot read this file: "
                               f"{escape(error)}</span>")
             return
         if facts is None:
@@ -168,8 +169,8 @@ class InspectorPanel(QWidget):
         """The verdict and the figures behind it on ``profile``: the memory breakdown, decode at a full context."""
         fit = pred.fit
         colour, word, why = fit_verdict(fit.status, n_ctx, facts.n_ctx_train, fit.max_ngl, facts.n_layer)
-        verdict = (f"<span style='color:{colour}; font-weight:bold'>{escape(word)}</span> at {n_ctx:,} tokens"
-                   f" — {escape(why)}")
+        verdict = (f"<span style='color:{theme.ink(colour)}; font-weight:bold'>{escape(word)}</span> at "
+                   f"{n_ctx:,} tokens — {escape(why)}")
         tk = self.kv_type.currentText()
         full = predictor.predict(path, n_ctx=n_ctx, n_gpu_layers=self.ngl.value(), type_k=tk, type_v=tk,
                                  n_prompt=max(n_ctx - 1, 1), n_gen=0)
@@ -188,7 +189,7 @@ class InspectorPanel(QWidget):
         ]
         html = [f"<br><b>On {escape(profile.name)}</b>: {verdict}<br>", "<br>" + _table(rows)]
         if pred.notes:
-            html.append("<span style='color:#666; font-size:small'>" +
+            html.append(f"<span style='color:{theme.ink('muted')}; font-size:small'>" +
                         "<br>".join(escape(n) for n in pred.notes) + "</span>")
         return html
 
@@ -200,21 +201,22 @@ def _expected_rows(pred: Prediction) -> list[tuple[str, str]]:
         e = expected_of(pred, phase)
         if e is not None:
             band = f" ({e.low:,.1f}–{e.high:,.1f})" if e.high > e.low else ""
-            rows.append((label, f"{e.value:,.1f} tok/s{band} <span style='color:#666'>— {escape(e.source)}</span>"))
-    return rows or [("Expected", "<span style='color:#666'>no fit for this hardware: ceilings only "
+            muted = theme.ink("muted")
+            rows.append((label, f"{e.value:,.1f} tok/s{band} <span style='color:{muted}'>— {escape(e.source)}</span>"))
+    return rows or [("Expected", f"<span style='color:{theme.ink('muted')}'>no fit for this hardware: ceilings only "
                                  "(Sweep → Calibrate this machine…)</span>")]
 
 
 def fit_verdict(status: str, n_ctx: int, n_ctx_train: int, max_ngl: int, n_layer: int) -> tuple[str, str, str]:
     """(colour, word, why) of the fit verdict at ``n_ctx``: beyond the trained context it warns, as llama.cpp does
     ("n_ctx_per_seq > n_ctx_train"), even when the memory fits."""
-    colour, word, why = FIT_WORDS.get(status, ("#333", status, ""))
+    colour, word, why = FIT_WORDS.get(status, ("muted", status, ""))
     if status == "partial":
         why = f"at most {max_ngl} of {n_layer + 1} layers on the GPU"
     if n_ctx_train and n_ctx > n_ctx_train:
         why = (f"{n_ctx:,} tokens is beyond the trained context ({n_ctx_train:,}): llama.cpp warns and answers "
                f"degrade" + (f"; {why}" if status != "fits" else ""))
-        colour = "#b3261e" if status == "does_not_fit" else "#a15c00"
+        colour = "bad" if status == "does_not_fit" else "warn"
         word = f"⚠ {word} in memory, beyond the trained context" if status != "does_not_fit" else word
     return colour, word, why
 
@@ -227,7 +229,7 @@ def largest_context(max_ctx: int, n_ctx_train: int) -> str:
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
-    cells = "".join(f"<tr><td style='color:#555; padding-right:8px'>{escape(k)}</td><td>{v}</td></tr>"
+    cells = "".join(f"<tr><td style='color:{theme.ink('muted')}; padding-right:8px'>{escape(k)}</td><td>{v}</td></tr>"
                     for k, v in rows)
     return f"<table cellspacing='0' cellpadding='1'>{cells}</table>"
 

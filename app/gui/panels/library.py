@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui import theme
 from app.gui.first_run import known_folders, no_model_text
 from app.gui.tasks import Tasks
 from app.model import library as ml
@@ -49,6 +50,7 @@ class LibraryPanel(QWidget):
         super().__init__(parent)
         self.tasks = tasks
         self.tree = QTreeWidget(self)
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # two files differ at their ends: keep them
         self.tree.setColumnCount(len(COLS))
         self.tree.setHeaderLabels(["Model", "Size", "Quant", "Params", "Source"])
         self.tree.setRootIsDecorated(False)
@@ -168,7 +170,7 @@ class LibraryPanel(QWidget):
         item.setText(2, "—")
         item.setText(3, "unreadable")
         for c in range(len(COLS)):
-            item.setForeground(c, QBrush(QColor(180, 30, 30)))
+            item.setForeground(c, QBrush(QColor(theme.ink("bad"))))
             item.setToolTip(c, message)
 
     def error_of(self, path: str) -> str:

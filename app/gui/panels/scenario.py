@@ -6,9 +6,10 @@ from html import escape
 from typing import Any
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
+from app.gui import theme
 from app.predict.scenario import Scenario
 from app.predict.scenario_totals import MeasuredRates, ScenarioTotals
 
@@ -35,7 +36,7 @@ class SplitBar(QWidget):
     def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802
         p = QPainter(self)
         w, h = self.width(), self.height()
-        p.fillRect(0, 0, w, h, QColor(238, 238, 238))
+        p.fillRect(0, 0, w, h, self.palette().color(QPalette.ColorRole.AlternateBase))
         a = w * self.ttft_s / self.scale_s
         b = w * self.decode_s / self.scale_s
         p.fillRect(QRectF(0, 0, a, h), TTFT_COLOUR)
@@ -45,9 +46,10 @@ class SplitBar(QWidget):
 
 def split_text(what: str, sc: Scenario | None, note: str = "") -> str:
     if sc is None:
-        return f"<b>{what}</b>: <span style='color:#777'>{escape(note) or '—'}</span>"
-    return (f"<b>{what}</b>: {sc.total_s:,.2f} s = <span style='color:#b86e00'>TTFT {sc.ttft_s:,.2f} s</span>"
-            f" + <span style='color:#2a62b0'>decode {sc.decode_s:,.2f} s</span> ({sc.ttft_share:.0%} in TTFT)")
+        return f"<b>{what}</b>: <span style='color:{theme.ink('muted')}'>{escape(note) or '—'}</span>"
+    ttft, decode = theme.ink("ttft"), theme.ink("decode")
+    return (f"<b>{what}</b>: {sc.total_s:,.2f} s = <span style='color:{ttft}'>TTFT {sc.ttft_s:,.2f} s</span>"
+            f" + <span style='color:{decode}'>decode {sc.decode_s:,.2f} s</span> ({sc.ttft_share:.0%} in TTFT)")
 
 
 class ScenarioPanel(QWidget):
@@ -75,7 +77,7 @@ class ScenarioPanel(QWidget):
         self.measured = QLabel(self)
         self.what_if = QLabel(self)
         self.warning = QLabel(self)
-        self.warning.setStyleSheet("color:#a15c00")
+        theme.set_role(self.warning, "warn")
         for lab in (self.predicted, self.exact, self.measured, self.what_if, self.warning):
             lab.setWordWrap(True)
             lab.setTextFormat(Qt.TextFormat.RichText)
@@ -83,7 +85,7 @@ class ScenarioPanel(QWidget):
         self.meas_bar = SplitBar(self)
         self.source = QLabel(self)
         self.source.setWordWrap(True)
-        self.source.setStyleSheet("color:#666")
+        theme.set_role(self.source, "muted")
         self.run_button = QPushButton("Run this scenario", self)
         self.run_button.setToolTip("Measure one request of exactly these lengths on the selected model, from an "
                                    "empty context (one repetition after a warm-up), instead of extrapolating")

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.gui import theme
 from app.paths import SWEEP_PRESETS_DIR
 from app.run.params import LIST_PARAMS, PARAM, Param
 from app.run.plan import PlanError, SweepSpec, load_sweep_preset
@@ -27,7 +28,6 @@ from app.run.plan import PlanError, SweepSpec, load_sweep_preset
 FORM: tuple[Param, ...] = tuple(p for p in LIST_PARAMS if p.label)
 REPETITIONS = PARAM["repetitions"]
 MAX_REPETITIONS = 100
-ERROR_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff5f5; }"
 
 
 def preset_names() -> list[str]:
@@ -51,15 +51,15 @@ class SweepEditor(QWidget):
         self.preset.setToolTip("Sweep presets from profiles/sweeps/*.toml")
         self.preset.currentTextChanged.connect(self._preset_chosen)
         self.description = QLabel(self)
-        self.description.setStyleSheet("color: #555")
+        theme.set_role(self.description, "muted")
         self.edits: dict[str, QLineEdit] = {}
         grid = self._build_form()
         self.error = QLabel(self)
-        self.error.setStyleSheet("color: #c62828")
+        theme.set_role(self.error, "bad")
         self.error.setWordWrap(True)
         self.error.setVisible(False)
         self.count = QLabel(self)
-        self.count.setStyleSheet("color: #555")
+        theme.set_role(self.count, "muted")
         run = self._build_run_row()
         top = QHBoxLayout()
         top.addWidget(QLabel("Preset:", self))
@@ -217,7 +217,7 @@ class SweepEditor(QWidget):
     def _validate(self) -> SweepSpec | None:
         spec, errors, general = self._parse()
         for name, edit in self.edits.items():
-            edit.setStyleSheet(ERROR_STYLE if name in errors else "")
+            edit.setStyleSheet(error_style() if name in errors else "")
         self._show_errors(list(errors.values()) + general)
         if spec is not None:
             n = len(replace(spec, models=["m"]).tests())
@@ -251,3 +251,9 @@ class SweepEditor(QWidget):
         for e in self.edits.values():
             e.setReadOnly(running)
         self.reps.setEnabled(not running)
+
+
+def error_style() -> str:
+    """A field with an error: the page's "bad" colour as its border and a tint of it behind the text."""
+    bad = theme.ink("bad")
+    return f"QLineEdit {{ border: 1px solid {bad}; background: {theme.tint(bad, 0.12).name()}; }}"

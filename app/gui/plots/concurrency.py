@@ -9,6 +9,7 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from app.gui.plots.items import style_plot
 from app.results.fields import RowStatus
 
 #: (row column, legend label, colour, dashed)
@@ -50,13 +51,13 @@ class ConcurrencyPlot(pg.PlotWidget):
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self.setBackground("w")
         self.setTitle("Latency vs concurrency")
         self.setLabel("bottom", "requests in flight (concurrency)")
         self.setLabel("left", "latency (ms)")
         self.setLogMode(x=True, y=True)
         self.showGrid(x=True, y=True, alpha=0.2)
         self.legend = self.addLegend(offset=(10, 10))
+        style_plot(self)
         self.curves: dict[str, tuple[list[float], list[float]]] = {}
 
     def show_rows(self, rows: Iterable[dict[str, Any]]) -> None:

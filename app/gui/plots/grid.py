@@ -24,14 +24,19 @@ class TickGrid(pg.GraphicsObject):
     def __init__(self, plot: pg.PlotItem, color: str = "#222222") -> None:
         super().__init__()
         self.plot = plot
+        self.pens: list[Any] = []
+        self.set_colour(color)
+        self._lines: list[list[QLineF]] | None = None
+        self.setZValue(-100)  # under every data item
+
+    def set_colour(self, color: str) -> None:
+        """The grid's lines in ``color`` (the plot's foreground: dark on a light page, light on a dark one)."""
         self.pens = []
         for alpha in LEVEL_ALPHA:
             c = pg.mkColor(color)
             c.setAlpha(alpha)
-            pen = pg.mkPen(c, width=0)  # cosmetic: one pixel whatever the view's scale
-            self.pens.append(pen)
-        self._lines: list[list[QLineF]] | None = None
-        self.setZValue(-100)  # under every data item
+            self.pens.append(pg.mkPen(c, width=0))  # cosmetic: one pixel whatever the view's scale
+        self.update()
 
     def viewRangeChanged(self) -> None:  # noqa: N802 - pyqtgraph's hook, called when the view's range changes
         self.prepareGeometryChange()

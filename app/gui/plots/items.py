@@ -11,6 +11,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGraphicsItem
 
+from app.gui import theme
 from app.gui.plots.grid import add_tick_grid
 from app.gui.plots.style import HILITE
 
@@ -36,7 +37,7 @@ class LegendHeader(pg.LabelItem):
     """The legend's first row when it can collapse: "▸ legend: 8 entries" (click to show) or "▾ hide legend"."""
 
     def __init__(self, legend: TopLegend) -> None:
-        super().__init__("", size="8pt", justify="left", color="#3060a0")
+        super().__init__("", size="8pt", justify="left", color=theme.ink("link"))
         self.legend = legend
         self.setAcceptHoverEvents(True)
 
@@ -223,7 +224,7 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
         # major and minor ticks only: pyqtgraph's third level (every tenth of a major step) is ~0.5 ms of Python
         # per axis redraw, and the grid shows two levels
         p.getAxis(ax).setStyle(maxTickLevel=1)
-    add_tick_grid(p)
+    p.tick_grid = add_tick_grid(p)
     # pyqtgraph's own thinning of long series (per-token decode, telemetry): at most a few points per pixel,
     # only the visible part; every PlotDataItem added to the plot takes these
     p.setDownsampling(auto=True, mode="peak")
@@ -236,13 +237,40 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
     p.layout.removeItem(p.getAxis("top"))  # its cell (above the data) holds the legend; the axis stays hidden
     p.layout.addItem(legend, 1, 1)
     p.legend = legend
+    style_plot(w)
     return w
+
+
+def style_plot(w: pg.PlotWidget) -> None:
+    """The current page's colours (light or dark, :mod:`app.gui.theme`) on a plot: background, axes, their
+    labels and ticks, title, grid and legend text. Its data items keep theirs until they are made again."""
+    bg, fg = theme.plot_background(), theme.plot_foreground()
+    w.setBackground(bg)
+    p = w.getPlotItem()
+    for name in ("left", "bottom", "right"):
+        ax = p.getAxis(name)
+        ax.setPen(fg)
+        ax.setTextPen(fg)
+        if ax.labelText:
+            ax.setLabel(ax.labelText, units=ax.labelUnits or None, color=fg)
+    if p.titleLabel.text:
+        p.titleLabel.setText(p.titleLabel.text, color=fg)
+    grid = getattr(p, "tick_grid", None)
+    if grid is not None:
+        grid.set_colour(fg)
+    legend = getattr(p, "legend", None)
+    if legend is not None:
+        legend.setLabelTextColor(fg)
+        header = getattr(legend, "header", None)
+        if header is not None:
+            header.setAttr("color", theme.ink("link"))
+            header.setText(header.text)
 
 
 def scatter(name: str | None, c: str, symbol: str = "o", size: float = 8) -> pg.PlotDataItem:
     """Markers only (measured points)."""
     return pg.PlotDataItem([], [], pen=None, symbol=symbol, symbolSize=size, symbolBrush=pg.mkBrush(c),
-                           symbolPen=pg.mkPen("w", width=0.8), name=name)
+                           symbolPen=pg.mkPen(theme.plot_background(), width=0.8), name=name)
 
 
 def hollow(name: str | None, c: str) -> pg.PlotDataItem:

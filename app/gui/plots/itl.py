@@ -11,6 +11,7 @@ from app.gui.plots.envelope import chunk_tokens, envelope
 from app.gui.plots.items import connect_reps, expected_line, line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import HILITE, finite_max, nice_ceil
+from app.gui.theme import series_colour as sc
 
 
 class ItlPlot(PlotPanel):
@@ -38,12 +39,12 @@ class ItlPlot(PlotPanel):
         itl, starts = s.tok_itl_ms.view(), s.tok_rep_start.view()
         conn = connect_reps(starts)
         tx, ty, tconn = envelope(t, itl, conn, chunk_tokens(itl.size, self.plot.getViewBox().width()))
-        self.item(("meas",), lambda: line("measured, per token", "#1f77b4", 1.0)).setData(tx, ty, connect=tconn)
+        self.item(("meas",), lambda: line("measured, per token", sc("#1f77b4"), 1.0)).setData(tx, ty, connect=tconn)
         floor = self._floor(view, itl.size, self.decode.curves)
-        self.item(("pred",), lambda: line("predicted floor (1000 / ceiling)", "#d62728", 1.6, dashed=True)).setData(
+        self.item(("pred",), lambda: line("predicted floor (1000 / ceiling)", sc("#d62728"), 1.6, dashed=True)).setData(
             t, floor, connect=conn)
         if self.decode.expected:
-            self.item(("exp",), lambda: expected_line("expected (1000 / expected decode)", "#7a3db8")).setData(
+            self.item(("exp",), lambda: expected_line("expected (1000 / expected decode)", sc("#7a3db8"))).setData(
                 t, self._floor(view, itl.size, self.decode.expected), connect=conn)
         else:
             self.drop(("exp",))

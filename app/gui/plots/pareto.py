@@ -17,7 +17,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from app.choose.verdicts import FileChoice
-from app.gui.plots.style import COLORS
+from app.gui.plots.items import style_plot
+from app.gui.plots.style import color
 
 GREY = "#b0b0b0"
 FRONT = "#d62728"
@@ -55,13 +56,13 @@ def kld_of(c: FileChoice) -> float | None:
 
 
 def _dress(plot: pg.PlotWidget, title: str, bottom: str, left: str = "") -> None:
-    """White background, title, axis labels and a light grid."""
-    plot.setBackground("w")
+    """The page's colours, title, axis labels and a light grid."""
     plot.setTitle(title)
     plot.setLabel("bottom", bottom)
     if left:
         plot.setLabel("left", left)
     plot.showGrid(x=True, y=bool(left), alpha=0.2)
+    style_plot(plot)
 
 
 class ParetoPlot(pg.PlotWidget):
@@ -90,7 +91,7 @@ class ParetoPlot(pg.PlotWidget):
         labels = short_labels([c.filename for c in choices])
         for i, c in enumerate(choices):
             kld = kld_of(c)
-            colour = COLORS[i % len(COLORS)] if c.usable else GREY
+            colour = color(i) if c.usable else GREY
             y = kld if kld is not None else self.unmeasured_y
             brush = pg.mkBrush(colour) if kld is not None else pg.mkBrush(255, 255, 255, 0)
             self.plot([c.decode_tps.value], [y], pen=None, symbol="o", symbolPen=pg.mkPen(colour, width=2),

@@ -34,8 +34,10 @@ def finite_max(*arrays: Any) -> float:
 
 
 def color(i: int) -> str:
-    """The i-th series colour (models in the live plots, entries in the compare view)."""
-    return COLORS[i % len(COLORS)]
+    """The i-th series colour (models in the live plots, entries in the compare view), lightened on a dark page."""
+    from app.gui.theme import series_colour
+
+    return series_colour(COLORS[i % len(COLORS)])
 
 
 def profile_name(profile: Any) -> str:

@@ -13,6 +13,7 @@ from app.gui.plots.items import line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import DECODE_BRUSH, MIB, PREFILL_BRUSH, finite_max, nice_ceil
 from app.gui.predictions import n_ctx_for
+from app.gui.theme import series_colour as sc
 
 
 class TelemetryPlot(PlotPanel):
@@ -87,16 +88,16 @@ class TelemetryPlot(PlotPanel):
         s = view.session
         t = np.asarray(s.t_s(s.tel_t_ns.view()))
         tel = {k: series.view() for k, series in s.tel.items()}
-        self.item(("rss",), lambda: line("worker memory, RSS (MiB)", "#1f77b4", 1.8)).setData(
+        self.item(("rss",), lambda: line("worker memory, RSS (MiB)", sc("#1f77b4"), 1.8)).setData(
             t, tel["rss_bytes"] / MIB)
         if np.isfinite(tel["vram_used_bytes"]).any():
-            self.item(("vram",), lambda: line("GPU memory used (MiB)", "#9467bd", 1.8)).setData(
+            self.item(("vram",), lambda: line("GPU memory used (MiB)", sc("#9467bd"), 1.8)).setData(
                 t, tel["vram_used_bytes"] / MIB)
-        self._right("cpu", "worker CPU (%)", "#2ca02c").setData(t, tel["cpu_pct"])
+        self._right("cpu", "worker CPU (%)", sc("#2ca02c")).setData(t, tel["cpu_pct"])
         if np.isfinite(tel["gpu_util_pct"]).any():
-            self._right("gpu", "GPU utilisation (%)", "#ff7f0e").setData(t, tel["gpu_util_pct"])
+            self._right("gpu", "GPU utilisation (%)", sc("#ff7f0e")).setData(t, tel["gpu_util_pct"])
         if np.isfinite(tel["power_w"]).any():
-            self._right("pw", "GPU power (W)", "#d62728", dashed=True).setData(t, tel["power_w"])
+            self._right("pw", "GPU power (W)", sc("#d62728"), dashed=True).setData(t, tel["power_w"])
         self._draw_phases(view)
         self._draw_mem_pred(view)
         t_hi = finite_max(t, [float(s.t_s(sp.end_ns)) for sp in s.phases[-1:]])
@@ -126,8 +127,8 @@ class TelemetryPlot(PlotPanel):
             return
         if self._mem_pred is None:
             self._mem_pred = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(
-                "#1f77b4", width=1.2, style=Qt.PenStyle.DashLine), label="predicted weights+KV+compute",
-                labelOpts={"position": 0.12, "color": "#1f77b4", "anchors": [(0, 1), (0, 1)]})
+                sc("#1f77b4"), width=1.2, style=Qt.PenStyle.DashLine), label="predicted weights+KV+compute",
+                labelOpts={"position": 0.12, "color": sc("#1f77b4"), "anchors": [(0, 1), (0, 1)]})
             self.plot.addItem(self._mem_pred)
         self._mem_pred.setPos(needed / MIB)
         self._mem_pred.show()
