@@ -136,15 +136,20 @@ def _idle_cpu_pct(seconds: float, hb: Heartbeat | None) -> float:
 
 
 def idle_noise(hb: Heartbeat) -> float:
-    """The machine's own noise: the same heartbeat with the window idle for 3 s; returns the heartbeat's own CPU
-    cost (% of one core: idle with it less idle without it), which is the benchmark's, not the window's."""
-    with_hb = _idle_cpu_pct(3.0, hb)
-    idle_gaps, _ = hb.gaps()
-    without_hb = _idle_cpu_pct(3.0, None)
-    heartbeat_pct = max(0.0, with_hb - without_hb)
-    print(f"idle window, 3 s: heartbeat gap worst {max(idle_gaps, default=float('nan')):.1f} ms, "
-          f"p99 {percentile(idle_gaps, 99):.1f} ms (what this machine's scheduler does to any thread); "
-          f"idle CPU {without_hb:.1f}% of one core, the {HEARTBEAT_MS} ms heartbeat itself {heartbeat_pct:.1f}%")
+    """The machine's own noise: the same heartbeat with the window idle; returns the heartbeat's own CPU cost
+    (% of one core), which is the benchmark's, not the window's: idle with it less idle without it, in two
+    alternating pairs of 2 s, the smaller difference (work left over from the window's start lands in one)."""
+    diffs, withouts, gaps = [], [], []
+    for _ in range(2):
+        without_hb = _idle_cpu_pct(2.0, None)
+        with_hb = _idle_cpu_pct(2.0, hb)
+        gaps += hb.gaps()[0]
+        withouts.append(without_hb)
+        diffs.append(with_hb - without_hb)
+    heartbeat_pct = max(0.0, min(diffs))
+    print(f"idle window, 4 s: heartbeat gap worst {max(gaps, default=float('nan')):.1f} ms, "
+          f"p99 {percentile(gaps, 99):.1f} ms (what this machine's scheduler does to any thread); "
+          f"idle CPU {min(withouts):.1f}% of one core, the {HEARTBEAT_MS} ms heartbeat itself {heartbeat_pct:.1f}%")
     return heartbeat_pct
 
 
@@ -162,6 +167,32 @@ def time_redraws(win: Any) -> list[tuple[float, float, str]]:
 
     win.plots.refresh = timed_refresh
     return redraws
+
+
+#: the GUI thread's other work during a run, timed like the redraws: (object path from the window, method name)
+TIMED_SLOTS = (("results_panel.model", "update_rows"), ("results_panel", "fit_columns"),
+               ("details", "update_scenario"), ("details", "update_inspector"), ("sweeps", "_update_progress"),
+               ("sweeps", "announce"), ("sweeps", "_check_contention"), ("sweeps.bridge", "drain"))
+
+
+def time_slots(win: Any) -> list[tuple[float, float, str]]:
+    """Wrap the window's other per-tick work (:data:`TIMED_SLOTS`) so each call records (start, ms, name)."""
+    calls: list[tuple[float, float, str]] = []
+    for where, name in TIMED_SLOTS:
+        obj = win
+        for part in where.split("."):
+            obj = getattr(obj, part)
+        original = getattr(obj, name)
+
+        def timed(*a: object, _original: Any = original, _name: str = name, **k: object) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _original(*a, **k)
+            finally:
+                calls.append((t0, (time.perf_counter() - t0) * 1000, _name))
+
+        setattr(obj, name, timed)
+    return calls
 
 
 def log_gc() -> list[tuple[float, float, int]]:
@@ -182,12 +213,15 @@ def log_gc() -> list[tuple[float, float, int]]:
 def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
             redraws: list[tuple[float, float, str]],
             gc_passes: list[tuple[float, float, int]] | None = None,
-            heartbeat_pct: float = 0.0) -> tuple[float, float, float]:
+            heartbeat_pct: float = 0.0,
+            slots: list[tuple[float, float, str]] | None = None) -> tuple[float, float, float]:
     """Run the sweep once with the heartbeat on; print its figures; (worst gap ms, p99 gap ms, the window's CPU %
     of a core less the heartbeat's own ``heartbeat_pct``)."""
     from PySide6.QtCore import QEventLoop
 
     redraws.clear()
+    if slots is not None:
+        slots.clear()
     loop = QEventLoop()
     win.sweepFinished.connect(loop.quit)
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -205,8 +239,12 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
     _own_ms, t0, t1 = hb.worst_own()
     drawn = "; ".join(f"{names} {ms:.1f} ms" for start, ms, names in redraws if t0 <= start < t1)
     collected = "; ".join(f"gen {g} {ms:.1f} ms" for start, ms, g in gc_passes or () if t0 <= start < t1)
-    if drawn or collected:
-        print(f"  of which plot redraws: {drawn or 'none'}; garbage collections: {collected or 'none'}")
+    other = "; ".join(f"{name} {ms:.1f} ms" for start, ms, name in slots or () if t0 <= start < t1 and ms >= 1.0)
+    print(f"  of which plot redraws: {drawn or 'none'}; garbage collections: {collected or 'none'}; other work "
+          f"over 1 ms: {other or 'none'} (the rest: Qt's layout and painting)")
+    for name in dict.fromkeys(n for _, _, n in slots or ()):
+        mine = [ms for _, ms, n in slots or () if n == name]
+        print(f"    {name}: {len(mine)} calls, {sum(mine):.0f} ms in all, worst {max(mine):.1f} ms")
     redraw_ms = [ms for _, ms, _ in redraws]
     if redraw_ms:
         print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
@@ -232,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     hb = Heartbeat()
     heartbeat_pct = idle_noise(hb)
     redraws = time_redraws(win)
+    slots = time_slots(win)
     gc_passes = log_gc()
-    results = [one_run(run, win, hb, tests, name, redraws, gc_passes, heartbeat_pct) for run in range(args.runs)]
+    results = [one_run(run, win, hb, tests, name, redraws, gc_passes, heartbeat_pct, slots)
+               for run in range(args.runs)]
     worst = max(r[0] for r in results)
     p99 = max(r[1] for r in results)
     cpu_pct = max(r[2] for r in results)

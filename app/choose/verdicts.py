@@ -8,19 +8,26 @@ on (what llama.cpp's "auto" picks where it can, and what a quantized V cache nee
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
 from app.model.facts import ModelFacts
-from app.predict.prediction import Efficiency, FittedExpectation, Prediction, PredictSettings, predict
+from app.predict.prediction import (
+    AT_CONTEXT_GEN,
+    Efficiency,
+    FittedExpectation,
+    Prediction,
+    at_context,
+    predict,
+)
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel
 
 #: KV-cache types tried, best quality first.
 KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
-DEFAULT_N_GEN = 128
+DEFAULT_N_GEN = AT_CONTEXT_GEN
 NOT_MEASURED = "not measured — run gguf-bench quality"
 
 
@@ -112,9 +119,7 @@ def _expected(doc: dict[str, Any], key: str, ceiling_key: str, source: str) -> F
     value = doc.get(f"expected_{key}")
     if not value:
         return Figure(float(doc[ceiling_key]), "ceiling", source="no measurements here to learn an efficiency from")
-    band = doc.get(f"expected_{key}_band")
-    low, high = (band if isinstance(band, list | tuple) and len(band) == 2 else
-                 (doc.get(f"expected_{key}_low"), doc.get(f"expected_{key}_high")))
+    low, high = doc.get(f"expected_{key}_low"), doc.get(f"expected_{key}_high")
     return Figure(float(value), "expected", low, high, str(doc.get("expected_source") or source))
 
 
@@ -138,10 +143,13 @@ def _ttft(doc: dict[str, Any], source: str) -> Figure:
     return fig
 
 
-def _predict_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, ngl: int, n_prompt: int,
-                n_gen: int, speed: SpeedSources) -> Prediction:
-    settings = PredictSettings(n_ctx=n_ctx, n_gpu_layers=ngl, type_k=type_k, type_v=type_k, n_prompt=n_prompt,
-                               n_gen=n_gen, flash_attn=True)
+def _predict_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, ngl: int,
+                n_prompt: int | None, n_gen: int, speed: SpeedSources) -> Prediction:
+    """The prediction at ``n_ctx``: the question every view answers for a context (``at_context``) unless the
+    request was given (``n_prompt``, ``n_gen`` other than its own)."""
+    settings = at_context(n_ctx, type_k=type_k, n_gpu_layers=ngl)
+    if n_prompt is not None or n_gen != settings.n_gen:
+        settings = replace(settings, n_prompt=max(1, n_ctx - n_gen) if n_prompt is None else n_prompt, n_gen=n_gen)
     return predict(facts, profile, settings, cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps,
                    efficiency=speed.efficiency, tensor_bytes=facts.tensor_bytes or None, fitted=speed.fitted,
                    public=speed.public)
@@ -167,7 +175,7 @@ def evaluate_file(
     """The verdict for one file: a prompt of ``n_prompt`` tokens (default: the context less ``n_gen``), then
     ``n_gen`` generated, at ``n_ctx`` on ``profile``."""
     speed = speed or SpeedSources()
-    prompt = max(1, n_ctx - n_gen) if n_prompt is None else n_prompt
+    prompt = n_prompt
     preds = {t: _predict_at(facts, profile, n_ctx, t, 999, prompt, n_gen, speed) for t in KV_TYPES}
     status, type_k, ngl = _configuration(preds)
     is_cpu = profile.kind == "cpu"

@@ -14,7 +14,7 @@ from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware_context import hardware_context
-from app.predict.prediction import PredictSettings, predict
+from app.predict.prediction import PredictSettings, at_context, at_context_answer, predict
 from app.predict.prefill import prefill_compute_doc
 from app.results.store import ResultStore
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -39,12 +39,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if sources.fit_problem and this_machine:
         print(f"gguf-bench: warning: {sources.fit_problem}", file=sys.stderr)
     source = inputs.efficiency_source
+    settings = PredictSettings.from_args(args)
+    question = at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v, n_gpu_layers=args.n_gpu_layers)
     try:
-        pred = predict(facts, profile, PredictSettings.from_args(args), cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,
-                       tensor_bytes=facts.tensor_bytes or None, **inputs.as_kwargs())  # type: ignore[arg-type]
+        pred, full = (predict(facts, profile, s, cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,
+                              tensor_bytes=facts.tensor_bytes or None, **inputs.as_kwargs())  # type: ignore[arg-type]
+                      for s in (settings, question))
     except ValueError as e:
         raise UserError(str(e)) from None
     doc = pred.to_json_dict()
+    # the figure the window's inspector and the chooser show for this file, hardware and context
+    doc["at_context"] = at_context_answer(full, question)
     doc["calibrated_from"] = source
     add_sources(doc, profile)
     doc.update(prefill_compute_doc(profile, facts.file_type))  # which compute figure the prefill ceiling used
@@ -101,5 +106,12 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s, prefill "
                      f"{d['expected_prefill_tps']:.1f} tok/s, total {d['expected_total_s']:.2f} s "
                      f"(calibrated from {d['calibrated_from']})")
+    a = d.get("at_context")
+    if a:
+        band = (f" ({a['decode_tps_low']:,.1f} to {a['decode_tps_high']:,.1f})"
+                if a.get("decode_tps_low") is not None else "")
+        lines.append(f"  at a full {a['n_ctx']:,}-token context: decode {a['decode_tps']:,.1f} tok/s{band} "
+                     f"{a['decode_kind']} at depth {a['depth']:,}, needs {a['needed_bytes'] / 2**20:,.0f} MiB "
+                     f"({a['type_k']} KV, flash attention on)")
     lines += [f"  note: {n}" for n in d.get("notes", [])]
     return "\n".join(lines)

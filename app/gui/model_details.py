@@ -110,11 +110,13 @@ class ModelDetails(QObject):
         chosen = self.predictor.profile
         main = ran_on or chosen
         what_if = chosen if ran_on is not None and not same_hardware(ran_on, chosen) else None
-        totals = scenario_totals(p, n, self._rates(path, p, n, main), rows, path)
-        what_if_total = scenario_totals(p, n, self._rates(path, p, n, what_if), [], path).predicted
+        main_rates, main_kind = self._rates(path, p, n, main)
+        what_if_rates, what_if_kind = self._rates(path, p, n, what_if)
+        totals = scenario_totals(p, n, main_rates, rows, path)
+        what_if_total = scenario_totals(p, n, what_if_rates, [], path).predicted
         facts = self.predictor.facts.get(path)
-        self.scenario.show_totals(totals, main.name if main else "", what_if=what_if_total,
-                                  what_if_name=what_if.name if what_if else "", model=os.path.basename(path),
+        self.scenario.show_totals(totals, _named(main, main_kind), what_if=what_if_total,
+                                  what_if_name=_named(what_if, what_if_kind), model=os.path.basename(path),
                                   n_ctx_train=facts.n_ctx_train if facts is not None else 0)
 
     def _measured_model(self) -> tuple[str, list[dict[str, Any]]]:
@@ -128,12 +130,28 @@ class ModelDetails(QObject):
                 return candidate, rows
         return path, []
 
-    def _rates(self, path: str, p: int, n: int, profile: HardwareProfile | None) -> tuple[float, float] | None:
-        """Predicted (prefill, decode) tok/s of one request on ``profile``; None without one."""
+    def _rates(self, path: str, p: int, n: int,
+               profile: HardwareProfile | None) -> tuple[tuple[float, float] | None, str]:
+        """Predicted (prefill, decode) tok/s of one request on ``profile``, and what they are: "expected" (a fit
+        gives both phases), "ceiling" (upper bounds: no fit), "" without a profile. The request is asked as the
+        inspector and the chooser ask theirs (flash attention on, a context that holds it), so a request that fills
+        a context gets the figures they show for that context."""
         if not path or profile is None:
-            return None
+            return None, ""
         tk = self.inspector.kv_type.currentText()
         pred = self.predictor.predict_settings(path, PredictSettings(
-            n_ctx=p + n + 1, n_gpu_layers=self.inspector.ngl.value(), type_k=tk, type_v=tk, n_prompt=max(p, 1),
-            n_gen=n), profile)
-        return (pred.prefill_ceiling_tps, pred.decode_ceiling_tps) if pred is not None else None
+            n_ctx=max(p + n, 1), n_gpu_layers=self.inspector.ngl.value(), type_k=tk, type_v=tk, n_prompt=max(p, 1),
+            n_gen=n, flash_attn=True), profile)
+        if pred is None:
+            return None, ""
+        if pred.expected_prefill_tps and pred.expected_decode_tps:
+            return (pred.expected_prefill_tps, pred.expected_decode_tps), "expected"
+        return (pred.prefill_ceiling_tps, pred.decode_ceiling_tps), "ceiling"
+
+
+def _named(profile: HardwareProfile | None, kind: str) -> str:
+    """A profile's name as the scenario panel says it: "RTX 4060 Laptop (ceilings: no fit)" where no fit gives
+    expected figures."""
+    if profile is None:
+        return ""
+    return profile.name + (" (ceilings: no fit)" if kind == "ceiling" else "")

@@ -95,6 +95,7 @@ _COMPUTED: dict[str, Getter] = {
     "decode_achieved_frac": _frac("decode_tps", "decode_tps", "pred_decode_ceiling_tps", "decode_achieved_frac"),
     "mem_measured_bytes": _mib("mem_measured_bytes"),
     "pred_mem_bytes": _mib("pred_mem_bytes"),
+    "pred_needed_bytes": _mib("pred_needed_bytes"),
     "type_k": _kv_types,
     "flash_attn": _flash_attn,
 }

@@ -8,6 +8,9 @@ was saved on may be gone.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from PySide6.QtCore import QRect
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import QWidget
@@ -55,3 +58,14 @@ def add_close_keys(window: QWidget) -> None:
     wanted = {QKeySequence(QKeySequence.StandardKey.Close).toString(), "Esc", "Ctrl+W"} - {""}
     for keys in sorted(wanted):  # one shortcut per key: two on the same key are ambiguous and neither fires
         QShortcut(QKeySequence(keys), window, window.close)
+
+
+def offscreen_screen(width_px: int, height_px: int, folder: Path) -> str:
+    """A ``QT_QPA_PLATFORM`` value for Qt's offscreen platform with one screen of this size (its config file is
+    written to ``folder``): scripted pictures and tests of a laptop's or a desktop's screen without a display.
+    Set it before the QApplication exists."""
+    config = {"screens": [{"name": f"screen-{width_px}x{height_px}", "x": 0, "y": 0, "width": width_px,
+                           "height": height_px, "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}
+    path = Path(folder) / f"screen_{width_px}x{height_px}.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return f"offscreen:configfile={path}"

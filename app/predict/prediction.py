@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.model.facts import ModelFacts
@@ -113,6 +113,43 @@ class PredictSettings:
             n_prompt=args.n_prompt, n_gen=args.n_gen, depth=args.n_depth,
             flash_attn=flash_attn_enabled(args.flash_attn), repack=getattr(args, "repack", -1),
         )
+
+
+#: tokens the "at this context" question generates (llama-bench's default -n)
+AT_CONTEXT_GEN = 128
+
+
+def at_context(n_ctx: int, *, type_k: str = "f16", type_v: str | None = None, n_gpu_layers: int = 999,
+               n_ubatch: int = DEFAULT_N_UBATCH) -> PredictSettings:
+    """The one question every view answers for "this file on this hardware at this context" (the inspector, the
+    chooser, the scenario panel at that length, ``predict``'s ``at_context``): a request that fills the context,
+    a prompt of ``n_ctx`` − 128 then 128 generated tokens, flash attention on (what llama.cpp's auto picks where
+    it can). Its decode figure is at the generation's average depth (:func:`at_context_depth`), its memory the
+    fit's needed bytes at ``n_ctx``."""
+    n_gen = min(AT_CONTEXT_GEN, max(n_ctx // 2, 1))
+    return PredictSettings(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, type_k=type_k, type_v=type_v,
+                           n_prompt=max(n_ctx - n_gen, 1), n_gen=n_gen, depth=0, n_ubatch=n_ubatch, flash_attn=True)
+
+
+def at_context_depth(settings: PredictSettings) -> int:
+    """The KV depth a request's decode figure is for: its prompt and half its generated tokens."""
+    return int(settings.depth + settings.n_prompt + settings.n_gen / 2)
+
+
+def at_context_answer(pred: Prediction, settings: PredictSettings) -> dict[str, Any]:
+    """The answer to :func:`at_context`'s question, as every view words it: decode (expected with its band and
+    source where a fit gives it, else the ceiling, marked) at its depth, and the memory the fit needs."""
+    e = pred.expected_decode
+    value = pred.expected_decode_tps
+    kind = "expected" if value else "ceiling"
+    return {
+        "n_ctx": settings.n_ctx, "depth": at_context_depth(settings), "type_k": pred.type_k,
+        "n_gpu_layers": pred.n_gpu_layers, "decode_tps": value or pred.decode_ceiling_tps, "decode_kind": kind,
+        "decode_tps_low": e.low if e else None, "decode_tps_high": e.high if e else None,
+        "decode_source": (e.source if e else "stored runs' efficiency × ceiling") if value else "ceiling",
+        "decode_ceiling_tps": pred.decode_ceiling_tps, "needed_bytes": pred.fit.needed_bytes,
+        "fit_status": str(pred.fit.status),
+    }
 
 
 def _repack_of(row: Mapping[str, Any]) -> int:
@@ -234,6 +271,20 @@ def _prefill_tps(
     )
 
 
+def capped_at_ceiling(expected: Expected | None, value: float | None, ceiling_tps: float, phase: str,
+                      notes: list[str]) -> tuple[Expected | None, float | None]:
+    """An expected figure never above its ceiling: where a fit says more, the fit is wrong there and the figure is
+    the ceiling, its band cut at it and its source marked (a note says by how much)."""
+    if value is None or not ceiling_tps > 0 or value <= ceiling_tps:
+        return expected, value
+    notes.append(f"expected {phase} {value:,.1f} tok/s was above its ceiling {ceiling_tps:,.1f}: shown as the "
+                 f"ceiling (the fit does not hold here)")
+    if expected is not None:
+        expected = replace(expected, value=ceiling_tps, low=min(expected.low, ceiling_tps),
+                           high=min(expected.high, ceiling_tps), source=f"{expected.source}; capped at the ceiling")
+    return expected, ceiling_tps
+
+
 def predict(
     facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings, *, cpu_bandwidth_gbps: float | None = None,
     efficiency: Efficiency | None = None, tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0,
@@ -290,6 +341,8 @@ def predict(
     fit_decode, fit_prefill = fit_exp.get("decode"), fit_exp.get("prefill")
     exp_decode = fit_decode.value if fit_decode else exp_decode
     exp_prefill = fit_prefill.value if fit_prefill else exp_prefill
+    fit_decode, exp_decode = capped_at_ceiling(fit_decode, exp_decode, decode_tps, "decode", notes)
+    fit_prefill, exp_prefill = capped_at_ceiling(fit_prefill, exp_prefill, prefill_tps, "prefill", notes)
     if exp_prefill and exp_decode:
         exp_scenario = scenario_time(s.n_prompt, s.n_gen, exp_prefill, exp_decode, chars_per_token)
     return Prediction(

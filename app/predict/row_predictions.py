@@ -56,6 +56,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
         "pred_kv_bytes": pred.kv_bytes,
         "pred_compute_buffer_bytes": pred.compute_buffer_bytes,
         "pred_mem_bytes": facts.weight_bytes + pred.kv_bytes + pred.compute_buffer_bytes,
+        "pred_needed_bytes": pred.fit.needed_bytes,
         "expected_decode_tps": pred.expected_decode_tps,
         "expected_prefill_tps": pred.expected_prefill_tps if n_prompt else None,
         "calibrated_from": (pred.expected_source or calibrated_from) if pred.expected_decode_tps else "",

@@ -86,11 +86,11 @@ FIELD_TABLE: tuple[Field, ...] = (
     _bench("model_n_params", int, "params", "{}", "parameters of the model, as llama.cpp reports them"),
     _bench("n_batch", int, "tokens", "{}", "logical batch size"),
     _bench("n_ubatch", int, "tokens", "{}", "physical (micro) batch size"),
-    _bench("n_threads", int, "threads", "{}", "CPU threads (0: all)", window=23, header="threads", summary=13),
-    _bench("type_k", str, "", "{}", "KV cache type (K/V)", md=7, window=21, header="KV", summary=11),
+    _bench("n_threads", int, "threads", "{}", "CPU threads (0: all)", window=24, header="threads", summary=13),
+    _bench("type_k", str, "", "{}", "KV cache type (K/V)", md=7, window=22, header="KV", summary=11),
     _bench("type_v", str, "", "{}", "KV cache type of V"),
-    _bench("n_gpu_layers", int, "layers", "{}", "GPU layers requested", md=5, window=20, header="ngl", summary=10),
-    _bench("flash_attn", int, "", "{}", "flash attention", md=8, window=22, header="FA", summary=12),
+    _bench("n_gpu_layers", int, "layers", "{}", "GPU layers requested", md=5, window=21, header="ngl", summary=10),
+    _bench("flash_attn", int, "", "{}", "flash attention", md=8, window=23, header="FA", summary=12),
     _bench("use_mmap", int, "", "{}", "1: the model file is memory-mapped"),
     _bench("n_prompt", int, "tokens", "{}", "prompt length (tokens)", md=1, window=4, header="prompt", summary=6),
     _bench("n_gen", int, "tokens", "{}", "generated tokens (decode steps)", md=2, window=5, header="gen", summary=7),
@@ -105,11 +105,11 @@ FIELD_TABLE: tuple[Field, ...] = (
     _ours("run_id", str, "", "{}", "the sweep this row belongs to", summary=0),
     _ours("test_index", int, "", "{}", "test number in the sweep", window=0, header="#", summary=1),
     _ours("status", str, "", "{}", "ok, failed, or pending", md=15, window=3, header="status", summary=4),
-    _ours("error", str, "", "{}", "why a test failed", window=25, header="error", summary=30),
+    _ours("error", str, "", "{}", "why a test failed", window=26, header="error", summary=30),
     _ours("error_kind", str, "", "{}",
           "typed failure kind (a FailureKind value of app.run.events: load_error, out_of_memory, ...); empty when ok"),
     _ours("model_path", str, "", "{}", "full path of the GGUF model"),
-    _ours("n_parallel", int, "sequences", "{}", "parallel sequences", md=4, window=24, header="par", summary=9),
+    _ours("n_parallel", int, "sequences", "{}", "parallel sequences", md=4, window=25, header="par", summary=9),
     _ours("n_repetitions", int, "", "{}", "timed repetitions (a warmup runs before them)"),
     _ours("n_gpu_layers_effective", int, "layers", "{}", "layers llama.cpp really offloaded (0 on a CPU-only build)"),
     _ours("flash_attn_effective", int, "", "{}", "1: flash attention llama.cpp really used, 0: not"),
@@ -172,7 +172,7 @@ FIELD_TABLE: tuple[Field, ...] = (
     _mem("llama_compute_bytes", int, "bytes", "{}", "llama.cpp's figure for the compute buffers", kind=MEASURED),
     _mem("llama_mem_bytes", int, "bytes", "{}", "llama.cpp's total: weights + KV cache + compute", kind=MEASURED),
     _pred("model_ftype", str, "", "{}", "file type (quantization) read from the GGUF", window=2, header="quant"),
-    _pred("hw_profile", str, "", "{}", "hardware the predicted columns are for", window=19, header="hw", summary=3),
+    _pred("hw_profile", str, "", "{}", "hardware the predicted columns are for", window=20, header="hw", summary=3),
     _pred("pred_bandwidth_gbps", float, "GB/s", "{:.1f}", "peak memory bandwidth of that hardware",
           kind=PREDICTED_VALUE),
     _pred("pred_tflops", float, "TFLOPS", "{:.1f}",
@@ -267,6 +267,11 @@ FIELD_TABLE: tuple[Field, ...] = (
         ("ctx_ttft_ms", float, "ms", "{:.1f}", "mean TTFT of the context loads (prefix-cache tests): the "
          "uncached cost the timed requests' TTFT is compared with (remote)", {"kind": MEASURED}),
     )),
+    # the memory the fit verdict counts (appended: the columns above keep their order)
+    _pred("pred_needed_bytes", int, "bytes", "{:.0f}",
+          "memory the test needs on the device it runs on, as the inspector and the chooser size it: the weights "
+          "there, KV cache, compute buffers and, on a discrete GPU, the runtime allowance (pred_mem_bytes is "
+          "llama.cpp's own total over all devices)", kind=PREDICTED_VALUE, window=19, header="needs MiB"),
 )
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}

@@ -14,14 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-
-def offscreen_platform(width_px: int, height_px: int, folder: Path) -> str:
-    """The ``QT_QPA_PLATFORM`` value for an offscreen screen of this size (Qt's offscreen plugin config file)."""
-    config = {"screens": [{"name": "laptop", "x": 0, "y": 0, "width": width_px, "height": height_px,
-                           "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}
-    path = folder / f"screen_{width_px}x{height_px}.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
-    return f"offscreen:configfile={path}"
+from app.gui.top_level import offscreen_screen
 
 
 def _rect(widget) -> list[int]:  # noqa: ANN001
@@ -32,7 +25,7 @@ def _rect(widget) -> list[int]:  # noqa: ANN001
 def main(argv: list[str]) -> int:
     width_px, height_px = int(argv[0]), int(argv[1])
     folder = Path(tempfile.mkdtemp(prefix="screen-probe-"))
-    os.environ["QT_QPA_PLATFORM"] = offscreen_platform(width_px, height_px, folder)
+    os.environ["QT_QPA_PLATFORM"] = offscreen_screen(width_px, height_px, folder)
     os.environ.setdefault("GGUF_WORKBENCH_DATA_DIR", str(folder / "data"))
     from PySide6.QtWidgets import QApplication
 

@@ -47,9 +47,11 @@ def test_compare_gives_one_series_and_one_row_per_model_per_run(window) -> None:
     assert "SmolLM2" in names[0] and "Other-Model.Q8_0" in names[1]  # the model is in the label
     smol = np.mean([r["decode_tps"] for r in ROWS if not r["n_depth"]])
     assert float(cmp.table.item(0, 2).text().replace(",", "")) == pytest.approx(smol, abs=0.06)  # not averaged
-    assert cmp.table.item(1, 3).text() == "3.00×"
+    assert cmp.table.item(1, 3).text() == "3.00× ⚠"  # two repetitions each: within noise, and said so
+    assert "fewer than 3 repetitions" in cmp.note.text() and "2 reps ⚠" in cmp.table.item(1, 1).text()
     labels = [label.text for _s, label in cmp.decode.legend.items]
-    assert len(labels) == 2 and "Other-Model.Q8_0" in labels[1]
+    measured = [t for t in labels if t.endswith("(measured)")]
+    assert len(measured) == 2 and "Other-Model.Q8_0" in measured[1]
     cmp.close()
 
 
@@ -69,6 +71,26 @@ def test_compare_ratios_never_mix_measured_and_predicted(window, smollm2_path: P
     cmp.close()
 
 
+def test_compare_keeps_measurements_readable_beside_a_fast_what_if(window, smollm2_path: Path) -> None:
+    """A laptop GPU's what-if at thousands of tok/s does not squash CPU measurements onto the axis: the y axis
+    fits the measurements and their predictions, the what-if is named as off the scale; KV memory has its plot."""
+    with ResultStore() as store:
+        store.begin_run("run-w", sweep_name="w")
+        for r in ROWS:
+            store.add_result("run-w", dict(r, run_id="run-w"))
+        store.finish_run("run-w", "finished")
+    window.choose_profile("RTX 4060 Laptop")
+    cmp = window.show_compare(runs=["run-w"], models=[str(smollm2_path)])
+    wait_for(lambda: any("what-if" in label.text for _s, label in cmp.decode.legend.items))
+    cmp.refresh()
+    top = cmp.decode.plot.getViewBox().viewRange()[1][1]
+    measured = max(r["decode_tps"] for r in ROWS)
+    what_if = max(cmp.decode.data_of("dec", "curve", len(cmp.decode.legend.items) - 1)[1])
+    assert measured < top < what_if and "Off the scale" in cmp.note.text() and "what-if" in cmp.note.text()
+    assert any("KV" in label.text for _s, label in cmp.kv.legend.items)
+    cmp.close()
+
+
 def test_the_fit_verdict_warns_beyond_the_trained_context(window, smollm2_path: Path) -> None:
     w = window
     wait_for(lambda: str(smollm2_path) in w.predictor.facts)
@@ -80,7 +102,7 @@ def test_the_fit_verdict_warns_beyond_the_trained_context(window, smollm2_path: 
     w.inspector.ctx.setValue(trained // 2)
     text = w.inspector.text.text()
     assert "beyond the trained context" not in text and "Fits" in text
-    for part in ("= weights", "+ KV cache", "+ compute buffers", "+ runtime overhead", "with the context full"):
+    for part in ("= weights", "+ KV cache", "+ compute buffers", "+ runtime overhead", "(the context full)"):
         assert part in text
 
 

@@ -313,23 +313,26 @@ def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor:
     qtbot.addWidget(cmp)
     assert cmp.add_run("run-a") and cmp.add_run("run-b")
     cmp.add_model(run.models()[0])
-    for panel, kind in ((cmp.ttft, "predicted"), (cmp.decode, "ceiling")):
+    for panel in (cmp.ttft, cmp.decode):
         labels = _labels(panel)
-        assert len(labels) == 3 and labels[2].endswith(f"({kind})") and labels[0].startswith("run-a")
-        for k in range(3):
-            item = panel.items[(panel.name, "curve", k)][1]
-            assert item.opts["pen"].color().name() == pg.mkColor(color(k)).name()
+        # each run: its measurement and, in its colour, its prediction for the CPU it ran on; the file: a what-if
+        assert len(labels) == 5 and labels[0].startswith("run-a") and labels[0].endswith("(measured)")
+        assert "predicted (" in labels[1] and labels[2].startswith("run-b") and "what-if" in labels[4]
+        pens = [panel.items[(panel.name, "curve", k)][1].opts["pen"].color().name() for k in range(5)]
+        assert pens[0] == pens[1] == pg.mkColor(color(0)).name() and pens[2] == pens[3] == pg.mkColor(color(1)).name()
+        assert pens[4] == pens[0]  # the file's what-if: the colour of its first measurement
+        assert pens[0] != pens[2]  # two runs of one file stay apart
     tx, ty = cmp.ttft.data_of("ttft", "curve", 0)
     assert list(tx) == [32.0, 64.0] and (ty > 0).all()  # means of the depth-0 tests
     _dx, da = cmp.decode.data_of("dec", "curve", 0)
-    _dx, db = cmp.decode.data_of("dec", "curve", 1)
+    _dx, db = cmp.decode.data_of("dec", "curve", 2)
     assert len(da) == 4 and np.allclose(db, 2 * da)
-    _px, py = cmp.ttft.data_of("ttft", "curve", 2)
+    _px, py = cmp.ttft.data_of("ttft", "curve", 4)
     assert len(py) == 40 and np.isfinite(py).all()
     assert cmp.ttft.plot.getViewBox().viewRange()[1][0] == 0.0  # times and speeds read from zero
     cmp.items.pop()
     cmp.refresh()
-    assert len(_labels(cmp.ttft)) == 2 and len(cmp.ttft.data_of("ttft", "curve", 2)[0]) == 0
+    assert len(_labels(cmp.ttft)) == 4 and len(cmp.ttft.data_of("ttft", "curve", 4)[0]) == 0
 
 
 def test_a_new_sweep_draws_the_same_legends_again(qtbot, run: LiveRun,  # noqa: ANN001

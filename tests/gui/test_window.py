@@ -258,8 +258,8 @@ def test_history_reopens_a_run_and_compare_shows_ratios(window, tmp_path: Path) 
     assert w.results.rowCount() == 4 and len(w.plots.data_of("ttft", "meas", 0)[0]) == 4
     cmp = w.show_compare(runs=["run-a", "run-b"])
     assert len(cmp.items) == 2 and cmp.table.rowCount() == 2
-    assert cmp.table.item(1, 3).text() == "2.00×"  # decode ratio against the first
-    assert cmp.table.item(0, 5).text() == "1.00×"
+    assert cmp.table.item(1, 3).text() == "2.00× ⚠"  # decode ratio against the first (2 repetitions: noise)
+    assert cmp.table.item(0, 5).text() == "1.00× ⚠"
     cmp.close()
 
 

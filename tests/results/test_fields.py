@@ -60,6 +60,8 @@ EXPECTED_CSV_COLUMNS = [
     "repack", "extra_buffers",
     # remote depth and prefix-cache tests (appended, issue #29)
     "prefix_cache", "prefill_tokens_mean", "cached_tokens_mean", "ctx_ttft_ms",
+    # the memory the fit verdict counts (appended, issue #28)
+    "pred_needed_bytes",
 ]
 
 #: The unit a name's suffix promises (units in names).
@@ -124,7 +126,7 @@ def test_window_columns_come_from_the_table_in_order() -> None:
     assert [f.header for f in WINDOW_FIELDS] == [
         "#", "model", "quant", "status", "prompt", "gen", "depth", "TTFT ms", "TTFT pred ms", "prefill tok/s",
         "prefill ceiling", "prefill %", "decode tok/s", "decode ceiling", "decode %", "decode expected",
-        "ITL p99 ms", "mem MiB", "mem pred MiB", "hw", "ngl", "KV", "FA", "threads", "par", "error",
+        "ITL p99 ms", "mem MiB", "mem pred MiB", "needs MiB", "hw", "ngl", "KV", "FA", "threads", "par", "error",
     ]
     assert [f.window for f in WINDOW_FIELDS] == list(range(len(WINDOW_FIELDS)))
     assert not any(f.header for f in FIELD_TABLE if f.window is None)

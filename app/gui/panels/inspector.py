@@ -23,7 +23,7 @@ from app.gui.predictions import PredictionService, expected_of
 from app.model.facts import ModelFacts
 from app.model.format import format_params
 from app.model.kv_cache import REPORTED_CACHE_TYPES
-from app.predict.prediction import Prediction
+from app.predict.prediction import Prediction, at_context, at_context_depth
 from app.predict.profiles import HardwareProfile
 
 FIT_WORDS = {
@@ -149,8 +149,7 @@ class InspectorPanel(QWidget):
         facts_table = _table(rows)
         profile = predictor.profile
         n_ctx = self.ctx.value()
-        pred = predictor.predict(path, n_ctx=n_ctx, n_gpu_layers=self.ngl.value(), type_k=tk, type_v=tk,
-                                 n_prompt=512, n_gen=128)
+        pred = predictor.predict_settings(path, at_context(n_ctx, type_k=tk, n_gpu_layers=self.ngl.value()))
         if profile is None:
             html.append("<i>No hardware profile yet (measuring this CPU…).</i>")
         elif pred is None:
@@ -172,9 +171,10 @@ class InspectorPanel(QWidget):
         verdict = (f"<span style='color:{theme.ink(colour)}; font-weight:bold'>{escape(word)}</span> at "
                    f"{n_ctx:,} tokens — {escape(why)}")
         tk = self.kv_type.currentText()
-        full = predictor.predict(path, n_ctx=n_ctx, n_gpu_layers=self.ngl.value(), type_k=tk, type_v=tk,
-                                 n_prompt=max(n_ctx - 1, 1), n_gen=0)
-        full_tps = f", {full.decode_ceiling_tps:,.1f} with the context full ({n_ctx:,})" if full else ""
+        # prefill and TTFT for a 512-token prompt, as llama-bench's default -p (the context's own prompt is long)
+        short = predictor.predict(path, n_ctx=n_ctx, n_gpu_layers=self.ngl.value(), type_k=tk, type_v=tk,
+                                  n_prompt=512, n_gen=128, flash_attn=True) or pred
+        depth = at_context_depth(at_context(n_ctx))
         rows = [
             ("Memory needed", f"{human_bytes(fit.needed_bytes)} of {human_bytes(fit.budget_bytes)}"),
             ("= weights", human_bytes(fit.weight_bytes)),
@@ -182,10 +182,12 @@ class InspectorPanel(QWidget):
             ("+ compute buffers", human_bytes(fit.compute_buffer_bytes)),
             ("+ runtime overhead", human_bytes(fit.overhead_bytes)),
             ("Largest context", largest_context(fit.max_ctx, facts.n_ctx_train)),
-            ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty{full_tps}"),
-            ("Prefill ceiling", f"{pred.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
-            ("TTFT, 512 tokens", f"{pred.ttft_ms:,.1f} ms"),
-            *_expected_rows(pred),
+            ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty, {pred.decode_ceiling_tps:,.1f} "
+                               f"at depth {depth:,} (the context full)"),
+            *_expected_rows(pred, "decode", f"at depth {depth:,}"),
+            ("Prefill ceiling", f"{short.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
+            ("TTFT, 512 tokens", f"{short.ttft_ms:,.1f} ms"),
+            *_expected_rows(short, "prefill", "512-token prompt"),
         ]
         html = [f"<br><b>On {escape(profile.name)}</b>: {verdict}<br>", "<br>" + _table(rows)]
         if pred.notes:
@@ -194,17 +196,18 @@ class InspectorPanel(QWidget):
         return html
 
 
-def _expected_rows(pred: Prediction) -> list[tuple[str, str]]:
-    """The expected figures (a fit of measurements) with their band and where the fit came from, or why none."""
-    rows = []
-    for label, phase in (("Decode expected", "decode"), ("Prefill expected", "prefill")):
-        e = expected_of(pred, phase)
-        if e is not None:
-            band = f" ({e.low:,.1f}–{e.high:,.1f})" if e.high > e.low else ""
-            muted = theme.ink("muted")
-            rows.append((label, f"{e.value:,.1f} tok/s{band} <span style='color:{muted}'>— {escape(e.source)}</span>"))
-    return rows or [("Expected", f"<span style='color:{theme.ink('muted')}'>no fit for this hardware: ceilings only "
-                                 "(Sweep → Calibrate this machine…)</span>")]
+def _expected_rows(pred: Prediction, phase: str, where: str) -> list[tuple[str, str]]:
+    """A phase's expected figure (a fit of measurements) with its band, what it is for and where the fit came
+    from, or why there is none."""
+    e = expected_of(pred, phase)
+    muted = theme.ink("muted")
+    label = f"{phase.capitalize()} expected"
+    if e is None:
+        return [(label, f"<span style='color:{muted}'>no fit for this hardware: ceilings only"
+                        + (" (Sweep → Calibrate this machine…)" if phase == "decode" else "") + "</span>")]
+    band = f" ({e.low:,.1f}–{e.high:,.1f})" if e.high > e.low else ""
+    return [(label, f"<b>{e.value:,.1f} tok/s</b>{band} {escape(where)} <span style='color:{muted}'>— "
+                    f"{escape(e.source)}</span>")]
 
 
 def fit_verdict(status: str, n_ctx: int, n_ctx_train: int, max_ngl: int, n_layer: int) -> tuple[str, str, str]:

@@ -322,7 +322,7 @@ def band_between(low: pg.PlotDataItem, high: pg.PlotDataItem, c: str) -> pg.Fill
 def marked_line(name: str | None, c: str) -> pg.PlotDataItem:
     """Markers joined by a line (a run's measured means in the compare view)."""
     return pg.PlotDataItem([], [], pen=pg.mkPen(c, width=2), symbol="o", symbolSize=8, symbolBrush=pg.mkBrush(c),
-                           symbolPen=pg.mkPen("w"), name=name)
+                           symbolPen=pg.mkPen(theme.plot_background()), name=name)
 
 
 def error_bars(c: str) -> pg.ErrorBarItem:

@@ -12,6 +12,7 @@ from app.gui.plots.items import line, ring, scatter, show_curve
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, MIB, color
 from app.gui.predictions import n_ctx_for
+from app.gui.theme import plot_foreground
 
 
 def ctx_of(row: dict[str, Any]) -> float:
@@ -91,8 +92,8 @@ class KvPlot(PlotPanel):
         label = f"{'RAM' if profile.kind == 'cpu' else 'VRAM'} {profile.vram_gib:.0f} GiB ({profile.name})"
         if self._limit is None:
             self._limit = pg.InfiniteLine(angle=0, movable=False,
-                                          pen=pg.mkPen("#444", width=1.5, style=Qt.PenStyle.DotLine),
-                                          label=label, labelOpts={"position": 0.3, "color": "#333",
+                                          pen=pg.mkPen(plot_foreground(), width=1.5, style=Qt.PenStyle.DotLine),
+                                          label=label, labelOpts={"position": 0.3, "color": plot_foreground(),
                                                                   "anchors": [(0.5, 0), (0.5, 0)]})
             self.plot.addItem(self._limit, ignoreBounds=False)
         self._limit.setPos(np.log10(profile.vram_gib * 1024.0))

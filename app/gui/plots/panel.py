@@ -25,7 +25,7 @@ from app.gui.plots.items import (
     show_curve,
     unstable_rings,
 )
-from app.gui.plots.style import nice_ceil, short_model
+from app.gui.plots.style import finite_max, nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
 
@@ -132,6 +132,7 @@ class Curve:
     ys: np.ndarray
     color: str
     measured: bool = True
+    scale: bool = True  # counts for the y range (False: a what-if on other hardware, noted when off-scale)
 
 
 class PlotPanel(ABC):
@@ -268,18 +269,28 @@ class PlotPanel(ABC):
         budget = min(h - PLOT_FRAME_PX - MIN_DATA_HEIGHT_PX, 0.4 * h)
         self.legend.fit(self.plot.getViewBox().width() or self.widget.width() - 60, max(budget, 2 * LEGEND_ROW_PX))
 
-    def draw_curves(self, curves: Sequence[Curve]) -> None:
-        """Show only ``curves``, one colour each (the compare view), the y axis from zero: speeds and times
-        read best from there."""
+    def draw_curves(self, curves: Sequence[Curve]) -> list[str]:
+        """Show only ``curves`` (the compare view): measured ones as points on a line, predicted ones as a line.
+        The y axis runs from zero (speeds and times read best from there; on a log axis from the smallest value)
+        up to what the curves that ``scale`` reach; returns the names of the others that run above it."""
         self.reset()
         for k, c in enumerate(curves):
             make = (lambda c=c: marked_line(c.name, c.color)) if c.measured else \
-                (lambda c=c: line(c.name, c.color, 2.0, dashed=True))
+                (lambda c=c: line(c.name, c.color, 2.0, dashed=not c.scale))
             self.item(("curve", k), make).setData(c.xs, c.ys)
+        scaled = [c for c in curves if c.scale] or list(curves)
+        hi = finite_max(*(c.ys for c in scaled))
+        if not np.isfinite(hi) or hi <= 0:
+            return []
+        off = [c.name for c in curves if not c.scale and finite_max(c.ys) > hi * 1.06]
         vb = self.plot.getViewBox()
-        hi = vb.childrenBounds()[1]
-        if hi is not None and np.isfinite(hi[1]) and hi[1] > 0:
-            vb.setYRange(0.0, hi[1] * 1.06, padding=0.0)
+        if self.plot.getAxis("left").logMode:
+            lows = [float(np.nanmin(c.ys[c.ys > 0])) for c in scaled if np.any(c.ys > 0)]
+            lo = min(lows) if lows else hi / 100
+            vb.setYRange(np.log10(lo / 1.5), np.log10(hi * 1.5), padding=0.0)
+        else:
+            vb.setYRange(0.0, hi * 1.06, padding=0.0)
+        return off
 
 
 def xy_of(item: Any) -> tuple[np.ndarray, np.ndarray]:

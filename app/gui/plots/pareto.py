@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt
 from app.choose.verdicts import FileChoice
 from app.gui.plots.items import style_plot
 from app.gui.plots.style import color
+from app.gui.theme import ink, plot_background, plot_foreground
 
 GREY = "#b0b0b0"
 FRONT = "#d62728"
@@ -102,17 +103,17 @@ class ParetoPlot(pg.PlotWidget):
             self.addItem(label)
         if len(measured) < len(choices):
             line = pg.InfiniteLine(pos=self.unmeasured_y, angle=0, pen=pg.mkPen(GREY, style=Qt.PenStyle.DotLine),
-                                   label="quality not measured", labelOpts={"position": 0.02, "color": "#666"})
+                                   label="quality not measured", labelOpts={"position": 0.02, "color": ink("muted")})
             self.addItem(line)
         if floor_tps:
-            self.addItem(pg.InfiniteLine(pos=floor_tps, angle=90, pen=pg.mkPen("#222", style=Qt.PenStyle.DashLine),
-                                         label=f"floor {floor_tps:g} tok/s",
-                                         labelOpts={"position": 0.9, "color": "#222"}))
+            dashed = pg.mkPen(plot_foreground(), style=Qt.PenStyle.DashLine)
+            self.addItem(pg.InfiniteLine(pos=floor_tps, angle=90, pen=dashed, label=f"floor {floor_tps:g} tok/s",
+                                         labelOpts={"position": 0.9, "color": plot_foreground()}))
         if chosen is not None:
             kld = kld_of(chosen)
             self.plot([chosen.decode_tps.value], [kld if kld is not None else self.unmeasured_y], pen=None,
                       symbol="o", symbolSize=point_size(chosen.size_bytes, min(sizes), max(sizes)) + 12,
-                      symbolPen=pg.mkPen("#222", width=2), symbolBrush=pg.mkBrush(0, 0, 0, 0))
+                      symbolPen=pg.mkPen(plot_foreground(), width=2), symbolBrush=pg.mkBrush(0, 0, 0, 0))
         self.front = pareto_front([(s, k) for _, s, k, ok in self.points if ok and k is not None])
         if len(self.front) > 1:
             self.plot([p[0] for p in self.front], [p[1] for p in self.front],
@@ -145,14 +146,14 @@ class MemoryBars(pg.PlotWidget):
                 continue
             bars = pg.BarGraphItem(x0=left, y=rows, height=0.6, width=widths, brush=colour,
                                    brushes=[pg.mkBrush(colour if c.usable else GREY) for c in choices],
-                                   pen=pg.mkPen("w"))
+                                   pen=pg.mkPen(plot_background()))
             self.addItem(bars)
             self.legend.addItem(bars, label)
             left = [a + b for a, b in zip(left, widths, strict=True)]
         self.budget_gib = choices[0].budget_bytes / GIB
-        self.addItem(pg.InfiniteLine(pos=self.budget_gib, angle=90, pen=pg.mkPen("#222", width=2),
+        self.addItem(pg.InfiniteLine(pos=self.budget_gib, angle=90, pen=pg.mkPen(plot_foreground(), width=2),
                                      label=f"device {self.budget_gib:.1f} GiB",
-                                     labelOpts={"position": 0.95, "color": "#222"}))
+                                     labelOpts={"position": 0.95, "color": plot_foreground()}))
         labels = short_labels([c.filename for c in choices])
         self.getAxis("left").setTicks([list(zip(rows, labels, strict=True))])
         self.setXRange(0, max(max(self.totals_gib), self.budget_gib) * 1.1, padding=0)
