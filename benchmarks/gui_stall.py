@@ -249,6 +249,14 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
     if redraw_ms:
         print(f"  redraws: {len(redraw_ms)}, {statistics.fmean(redraw_ms):.1f} ms mean, "
               f"{max(redraw_ms):.1f} ms worst (setData only; painting is in the gaps above)")
+        t_start = hb.beats[0][0] if hb.beats else 0.0
+        top = sorted(redraws, key=lambda r: -r[1])[:3]
+        print("    longest: " + "; ".join(f"{names} {ms:.1f} ms at {start - t_start:.1f} s"
+                                          for start, ms, names in top))
+    if hb.beats:
+        t_start = hb.beats[0][0]
+        gaps_at = sorted(((b[0] - a[0]) * 1000, a[0] - t_start) for a, b in zip(hb.beats, hb.beats[1:], strict=False))
+        print("    longest gaps: " + "; ".join(f"{ms:.0f} ms at {at:.1f} s" for ms, at in gaps_at[-3:][::-1]))
     process_pct = 100 * cpu / wall
     gui_pct = 100 * sum(busy) / 1000 / wall
     cpu_pct = process_pct - heartbeat_pct

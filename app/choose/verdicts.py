@@ -250,11 +250,30 @@ def _sentence(c: FileChoice, profile_name: str, n_ctx: int, min_decode_tps: floa
         place = f"fits entirely on {profile_name}" if c.n_gpu_layers else f"fits in {profile_name}'s memory"
     else:
         place = f"fits on {profile_name} with {c.n_gpu_layers} of {c.n_layer + 1} layers offloaded"
-    floor = f", above the {min_decode_tps:g} tok/s floor" if min_decode_tps is not None else ""
     return (f"Run {c.filename} ({c.file_type}, {c.bits_per_weight:.2f} bits/weight): of the files that fit, it has "
             f"{quality}; it {place} at {n_ctx:,} tokens with a {c.type_k} KV cache, decoding at "
-            f"{'up to' if c.decode_tps.kind == 'ceiling' else 'about'} {c.decode_tps.value:.1f} tok/s "
-            f"({c.decode_tps.kind}){floor}.")
+            f"{'up to' if c.decode_tps.kind == 'ceiling' else 'about'} {c.decode_tps.text()} tok/s with the context "
+            f"full{floor_words(c.decode_tps, min_decode_tps)}.")
+
+
+def floor_words(decode: Figure, min_decode_tps: float | None) -> str:
+    """How a figure that meets the speed floor meets it: clearly (its whole band), or only within its band."""
+    if min_decode_tps is None:
+        return ""
+    if decode.low is not None and decode.low < min_decode_tps:
+        return (f"; at the {min_decode_tps:g} tok/s floor only within its band (its low end is "
+                f"{decode.low:.1f}): a close call")
+    return f", above the {min_decode_tps:g} tok/s floor" + (" across its band" if decode.low is not None else "")
+
+
+def below_floors(c: FileChoice, min_decode_tps: float | None, max_kld: float | None) -> str:
+    """Why a file that fits fails the floors ("below the 20 tok/s floor", "KLD over 0.05"), or ""."""
+    why = []
+    if min_decode_tps is not None and c.decode_tps.value < min_decode_tps:
+        why.append(f"below the {min_decode_tps:g} tok/s floor")
+    if max_kld is not None and _has_kld(c) and c.quality.mean_kld > max_kld:  # type: ignore[union-attr]
+        why.append(f"KLD over {max_kld:g}")
+    return ", ".join(why)
 
 
 #: The chooser table's columns (CSV export, the window's table): (key, header, unit).

@@ -38,7 +38,8 @@ from app.run.params import (
 )
 from app.run.plan import PlanError
 
-OUTPUT_HELP = ("md (a compact table), csv (every column, llama-bench compatible), summary (a short CSV for "
+OUTPUT_HELP = ("md (a compact table), csv (every column the run has, llama-bench compatible: a local run leaves out "
+               "the remote servers' columns), csv-all (every column, always), summary (a short CSV for "
                "spreadsheets: key columns first, sizes in MiB), json or jsonl")
 
 

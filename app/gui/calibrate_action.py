@@ -7,13 +7,16 @@ worker (nothing is saved). The outcome is one line in the window's message area.
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QApplication, QProgressDialog, QWidget
+from PySide6.QtWidgets import QApplication, QMessageBox, QProgressDialog, QWidget
 
 from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, CalibrationResult
 from app.results.store import ResultStore
@@ -27,6 +30,59 @@ def result_line(result: CalibrationResult) -> str:
              for backend, phases in result.fit.fits.items() for phase, pf in phases.items()]
     return (f"Calibrated on {result.n_ladder_points} ladder points and {result.n_store_points} stored runs: "
             f"{'; '.join(parts)}. Expected figures for this machine now come from this fit.")
+
+
+_TEST = re.compile(r"^test (\d+)/(\d+)")
+_PASS = re.compile(r"^pass (\d+) of (\d+)")
+_AGAIN = re.compile(r"^measuring (\d+) disturbed tests again")
+
+
+@dataclass
+class CalibrationProgress:
+    """Where a calibration is, from its progress lines: the pass over the ladder, the test in it, the second look
+    at disturbed tests; the share done (the ladder's passes count 95 %, the second look the rest) and the time
+    left at the pace so far."""
+
+    passes: int = 1
+    pass_no: int = 1
+    test: int = 0
+    n_tests: int = 0
+    second_look: bool = False
+    started_s: float = 0.0
+
+    def read(self, line: str) -> None:
+        if m := _PASS.match(line):
+            self.pass_no, self.passes, self.test = int(m.group(1)), int(m.group(2)), 0
+        elif m := _AGAIN.match(line):
+            self.second_look, self.test, self.n_tests = True, 0, int(m.group(1))
+        elif m := _TEST.match(line):
+            self.test, self.n_tests = int(m.group(1)), int(m.group(2))
+            if not self.started_s:
+                self.started_s = time.monotonic()
+
+    def fraction(self) -> float:
+        if not self.n_tests:
+            return 0.0
+        if self.second_look:
+            return 0.95 + 0.05 * (self.test - 1) / self.n_tests
+        return 0.95 * ((self.pass_no - 1) * self.n_tests + self.test - 1) / (self.passes * self.n_tests)
+
+    def left_s(self, now_s: float | None = None) -> float | None:
+        frac = self.fraction()
+        if frac < 0.03 or not self.started_s:
+            return None
+        elapsed = (now_s or time.monotonic()) - self.started_s
+        return max(elapsed / frac - elapsed, 0.0)
+
+    def text(self, line: str) -> str:
+        """The dialog's label: what runs, the share done and the time left."""
+        if not self.n_tests:
+            return f"Calibrating this machine…\n{line}"
+        where = (f"second look at {self.n_tests} disturbed tests: {self.test}/{self.n_tests}" if self.second_look
+                 else f"pass {self.pass_no} of {self.passes} over the ladder: test {self.test}/{self.n_tests}")
+        left = self.left_s()
+        eta = "" if left is None else f", about {max(round(left / 60), 1)} min left"
+        return f"Calibrating this machine… {self.fraction():.0%}{eta}\n{where}\n{line}"
 
 
 class CalibrateAction(QObject):
@@ -46,8 +102,9 @@ class CalibrateAction(QObject):
         self.action = QAction("Calibrate this machine…", parent)
         self.action.setStatusTip("Fit this machine's decode and prefill speeds from small synthetic models "
                                  "(about three minutes on 2 cores), for expected figures of any model")
-        self.action.triggered.connect(lambda _checked=False: self.start())
+        self.action.triggered.connect(lambda _checked=False: self.start(confirm=True))
         self.dialog: QProgressDialog | None = None
+        self._progress = CalibrationProgress()
         self._calibration: Calibration | None = None
         self._thread: threading.Thread | None = None
         self.progress.connect(self._on_progress)
@@ -60,12 +117,22 @@ class CalibrateAction(QObject):
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self) -> None:
-        """Open the progress dialog and start calibrating (a second start while one runs does nothing)."""
+    def start(self, confirm: bool = False) -> None:
+        """Open the progress dialog and start calibrating (a second start while one runs does nothing); with
+        ``confirm`` (the menu), ask first: it keeps the machine busy for minutes."""
         if self.running:
             return
+        if confirm and QMessageBox.question(
+                self._parent, "Calibrate this machine",
+                "Calibrating measures small synthetic models through llama.cpp for a few minutes (about three on "
+                "2 idle cores, longer on a busy machine). Close other programs for figures you can trust. Your "
+                "stored results are kept, and Cancel leaves the previous fit as it was.\n\nStart now?") \
+                != QMessageBox.StandardButton.Yes:
+            return
         self._calibration = Calibration(self.options, progress=self.progress.emit)
-        self.dialog = QProgressDialog("Calibrating this machine…", "Cancel", 0, 0, self._parent)
+        self._progress = CalibrationProgress(passes=self.options.passes)
+        self.dialog = QProgressDialog("Calibrating this machine…", "Cancel", 0, 1000, self._parent)
+        self.dialog.setMinimumWidth(520)  # its label grows to three lines: Cancel must stay inside
         self.dialog.setWindowTitle("Calibrate")
         self.dialog.setWindowModality(Qt.WindowModality.WindowModal)
         self.dialog.setMinimumDuration(0)
@@ -97,8 +164,11 @@ class CalibrateAction(QObject):
         self.done.emit(result, None)
 
     def _on_progress(self, text: str) -> None:
+        self._progress.read(text)
         if self.dialog is not None:
-            self.dialog.setLabelText(f"Calibrating this machine…\n{text}")
+            self.dialog.setLabelText(self._progress.text(text))
+            self.dialog.setValue(int(self._progress.fraction() * 1000))
+            self.dialog.adjustSize()
 
     def _on_done(self, result: CalibrationResult | None, error: BaseException | None) -> None:
         if self.dialog is not None:

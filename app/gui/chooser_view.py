@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from app.atomic import write_text_atomic
 from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
-from app.choose.verdicts import CHOICE_COLUMNS, NOT_MEASURED, choice_row
+from app.choose.verdicts import CHOICE_COLUMNS, DEFAULT_N_GEN, NOT_MEASURED, below_floors, choice_row
 from app.gui.plots.pareto import MemoryBars, ParetoPlot
 from app.gui.tasks import Tasks
 from app.gui.top_level import add_close_keys, fit_to_screen
@@ -206,7 +206,10 @@ class ChooserView(QDialog):
         self.pareto.show_choices(report.choices, self.request().min_decode_tps, report.recommendation.choice)
         self.bars.show_choices(report.choices)
         self._fill_table(report)
-        self.recommendation.setText(report.recommendation.sentence)
+        shown = report.recommendation.choice or (report.choices[0] if report.choices else None)
+        source = shown.decode_tps.source if shown is not None else ""
+        self.recommendation.setText(report.recommendation.sentence + (
+            f"\nIts speed: {source}." if source else ""))
         self.command.setText(report.recommendation.command)
         skipped = "; ".join(f"{Path(s).name}: {e}" for s, e in report.errors)
         self.status.setText(f"{len(report.choices)} file(s) on {report.profile.name}"
@@ -217,17 +220,30 @@ class ChooserView(QDialog):
         self.table.setSortingEnabled(False)
         self.table.setRowCount(len(report.choices))
         chosen = report.recommendation.choice
+        req = self.request()
+        prompt = max(1, report.n_ctx - DEFAULT_N_GEN)
+        ttft_col = TABLE_KEYS.index("ttft_ms")
+        self.table.horizontalHeaderItem(ttft_col).setText(f"TTFT @{prompt:,} (ms)")
+        self.table.horizontalHeaderItem(TABLE_KEYS.index("decode_tps")).setText(
+            "decode, full context (tok/s)")
         for r, c in enumerate(report.choices):
             row = choice_row(c)
+            fails = below_floors(c, req.min_decode_tps, req.max_kld) if c.usable else "does not fit"
             for col, key in enumerate(TABLE_KEYS):
-                item = QTableWidgetItem(_cell(key, row[key]))
-                if not c.usable:
+                text = c.decode_tps.text("{:,.0f}") if key == "decode_tps" else _cell(key, row[key])
+                if key == "status" and fails and c.usable:
+                    text += f" — {fails}"
+                item = QTableWidgetItem(text)
+                if fails:
                     item.setForeground(Qt.GlobalColor.gray)
+                    item.setToolTip(fails)
                 if c is chosen:
                     font = item.font()
                     font.setBold(True)
                     item.setFont(font)
-                item.setToolTip(c.source if key == "filename" else c.decode_tps.source if key == "decode_tps" else "")
+                if not fails:
+                    item.setToolTip(c.source if key == "filename" else
+                                    c.decode_tps.source if key == "decode_tps" else "")
                 self.table.setItem(r, col, item)
         self.table.resizeColumnsToContents()
 

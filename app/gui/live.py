@@ -7,6 +7,7 @@ rows of a past run, fill the same model, so the plots never know where the numbe
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,11 @@ class PhaseSpan:
 def test_label(test: dict[str, Any]) -> str:
     """Short name of a test: ``model p128 n32 d0 ngl99 f16 fa auto`` (the CLI progress line's, too)."""
     return short_name(test)
+
+
+#: a generated token's cost in prompt tokens' time before any test has finished (a CPU's prefill runs a few
+#: times faster than its decode per token; a GPU's many times)
+DECODE_TOKEN_COST = 4.0
 
 
 class LiveRun:
@@ -241,7 +247,9 @@ class LiveRun:
         return (t_ns - (self.t0_ns or 0)) / 1e9
 
     def progress(self) -> float:
-        """0..1: finished tests plus the share of the current one (repetitions, warmup counted)."""
+        """0..1: the share of the sweep's work done: finished tests plus the share of the current one (repetitions,
+        warmup counted), each test weighted by its work (:meth:`test_work`), so a long test ahead does not make
+        the time left grow when it comes."""
         if not self.n_tests:
             return 1.0 if self.finished else 0.0
         if self.finished:
@@ -250,7 +258,31 @@ class LiveRun:
         if self.current is not None:
             reps = int(self.tests.get(self.current, {}).get("repetitions") or 1)
             part = min(max(self.current_rep + 1, 0) / (reps + 1), 0.99)
-        return min((self.n_done + part) / self.n_tests, 1.0)
+        if len(self.tests) < self.n_tests:  # the plan is not known yet: every test counts the same
+            return min((self.n_done + part) / self.n_tests, 1.0)
+        ratio = self.decode_token_cost()
+        work = {i: self.test_work(t, ratio) for i, t in self.tests.items()}
+        total = sum(work.values()) or 1.0
+        done = sum(work[i] for i in self.rows if i in work)
+        if self.current is not None and self.current not in self.rows:
+            done += work.get(self.current, 0.0) * part
+        return min(done / total, 1.0)
+
+    def decode_token_cost(self) -> float:
+        """What one generated token costs in prompt tokens' time: prefill rate ÷ decode rate of the finished
+        tests (:data:`DECODE_TOKEN_COST` before any)."""
+        ratios = [float(r["prefill_tps"]) / float(r["decode_tps"]) for r in self.rows.values()
+                  if r.get("prefill_tps") and r.get("decode_tps")]
+        return statistics.median(ratios) if ratios else DECODE_TOKEN_COST
+
+    @staticmethod
+    def test_work(test: dict[str, Any], decode_token_cost: float = 0.0) -> float:
+        """A test's work in prompt-token units: per repetition (and its warmup) the context and prompt it
+        processes and its generated tokens at ``decode_token_cost`` each."""
+        reps = int(test.get("repetitions") or 1) + 1
+        prefill = int(test.get("n_depth") or 0) + int(test.get("n_prompt") or 0)
+        gen = int(test.get("n_gen") or 0)
+        return reps * max(prefill + (decode_token_cost or DECODE_TOKEN_COST) * gen, 1.0)
 
     def eta_s(self, now_ns: int | None = None) -> float | None:
         """Seconds left, from the time the finished share of the sweep took (None before anything is known)."""

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QImage, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -333,6 +333,14 @@ class MainWindow(QMainWindow):
         models = self.library.selected_paths() or ([self.default_model] if self.default_model else [])
         if not models:
             return self._refuse("Select a model in the library first (Ctrl+O adds one).")
+        gone = set(self.library.check_files()) & set(models)
+        if gone:  # one message for them all, not a failure per test
+            names = ", ".join(sorted(Path(m).name for m in gone))
+            self.notify(f"{names}: no longer there (deleted or moved since added), left out of the sweep.",
+                        "error", key="missing-files")
+            models = [m for m in models if m not in gone]
+            if not models:
+                return "every selected model file is gone: " + names
         bad = {m: self.predictor.fact_errors[m] for m in models if m in self.predictor.fact_errors}
         for m, err in bad.items():
             self.notify(f"{Path(m).name} is skipped: {err}")
@@ -443,6 +451,12 @@ class MainWindow(QMainWindow):
 
     def save_settings(self) -> None:
         save_window_state(self)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        """Back in the window: files deleted or moved meanwhile are marked in the library (and the inspector)."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.ActivationChange and self.isActiveWindow() and self.library.check_files():
+            self.details.refresh()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         self.save_settings()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QPalette
 
 from app.gui import theme
 from app.gui.predictions import PredictionService, TestPrediction
@@ -114,6 +114,17 @@ COLUMNS: tuple[Column, ...] = tuple(_column(f) for f in WINDOW_FIELDS)
 _KIND_ACCENT = {PREDICTED_VALUE: "#3b6fd0", FRACTION: "#8a8a40"}
 
 
+_BRUSHES: dict[tuple[int, str, float], QBrush] = {}
+
+
+def _brush(accent: str, share: float) -> QBrush:
+    """A cell's background brush, made once per page colour (light or dark) and accent."""
+    key = (theme.palette().color(QPalette.ColorRole.Base).rgb(), accent, share)
+    if key not in _BRUSHES:
+        _BRUSHES[key] = QBrush(theme.tint(accent, share))
+    return _BRUSHES[key]
+
+
 class ResultsModel(QAbstractTableModel):
     """Rows of the current session (keyed by test index), with predictions from a PredictionService."""
 
@@ -216,9 +227,9 @@ class ResultsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ForegroundRole and row.get("status") not in (RowStatus.OK, None):
             return QBrush(QColor(theme.ink("bad")))
         if role == Qt.ItemDataRole.BackgroundRole and col.header == "status" and row.get("unstable"):
-            return QBrush(theme.tint(UNSTABLE_ACCENT, 0.35))
+            return _brush(UNSTABLE_ACCENT, 0.35)
         if role == Qt.ItemDataRole.BackgroundRole and col.kind in _KIND_ACCENT:
-            return QBrush(theme.tint(_KIND_ACCENT[col.kind], 0.07))
+            return _brush(_KIND_ACCENT[col.kind], 0.07)
         if role == Qt.ItemDataRole.ToolTipRole:
             if row.get("error"):
                 return str(row["error"])

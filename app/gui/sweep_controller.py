@@ -81,6 +81,7 @@ class SweepController(QObject):
         self._starting = False  # between start() and the sweep thread's start (plots drawn first)
         self._rows_seen = -1
         self._last_progress: tuple[Any, ...] | None = None
+        self._shown_eta: float | None = None
         self.contention = ContentionWatch()
         self._contention_at = 0.0
         self._failed_by_reason: dict[str, list[int]] = {}  # this session's failed tests (numbers) per reason
@@ -182,6 +183,7 @@ class SweepController(QObject):
         self.plots.refresh(self.session, self.predictor, self.selected, force=True)
 
     def _reset_view(self) -> None:
+        self._shown_eta = None
         self.selected.clear()
         self._failed_by_reason = {}
         self.plots.reset()
@@ -262,7 +264,10 @@ class SweepController(QObject):
         bar = self.editor.progress
         bar.setUpdatesEnabled(False)  # QProgressBar.setValue repaints at once (the whole window's dirty region, 6 ms)
         bar.setValue(int(frac * 1000))
-        left = "estimating time left" if eta is None else f"~{eta:.0f} s left"
+        left = "estimating time left" if eta is None else f"~{_duration(eta)} left"
+        if eta is not None and self._shown_eta is not None and eta > 1.2 * self._shown_eta + 5:
+            left += " (up: the last tests ran slower than the ones before)"  # never a silent jump
+        self._shown_eta = eta
         bar.setFormat(f"{s.n_done}/{s.n_tests or '?'} tests — {left}")
         bar.setUpdatesEnabled(True)  # an ordinary update, painted with the rest of the frame
         if s.current is not None and s.current in s.tests:
@@ -287,3 +292,13 @@ def _tests_phrase(numbers: list[int]) -> str:
     if len(shown) > 6:
         return f"Tests {', '.join(shown[:3])} … and {shown[-1]} ({len(shown)} tests)"
     return f"Tests {', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def _duration(seconds: float) -> str:
+    """"45 s", "3 min 20 s", "1 h 05 min"."""
+    s = int(round(seconds))
+    if s < 90:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"

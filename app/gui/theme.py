@@ -3,14 +3,14 @@
 Nothing in the window hard-codes a colour that assumes a white page. Text colours with a meaning (muted, good,
 warning, bad, the TTFT and decode hues) are :func:`ink` roles with a light and a dark value, each at least
 :data:`TEXT_CONTRAST` against its page (WCAG AA for text); plot series are lightened on a dark page until they
-have :data:`LINE_CONTRAST` (WCAG's figure for graphics). Static labels carry a ``role`` property that the
-application's style sheet colours, so a switch repaints them; rendered text (inspector, scenario) is rendered
-again by its panel.
+have :data:`LINE_CONTRAST` (WCAG's figure for graphics). Static labels carry a ``role`` (:func:`set_role`) that
+a switch colours again; rendered text (inspector, scenario) is rendered again by its panel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
@@ -88,8 +88,14 @@ def mix(a: QColor | str, b: QColor | str, share_b: float) -> QColor:
 
 
 def tint(accent: str, share: float = 0.16, pal: QPalette | None = None) -> QColor:
-    """A background that means ``accent`` on the current page: the page's base colour with some of it."""
-    return mix((pal or palette()).color(QPalette.ColorRole.Base), accent, share)
+    """A background that means ``accent`` on the current page: the page's base colour with some of it (cached:
+    a table asks for it per cell and paint)."""
+    return QColor(_tint((pal or palette()).color(QPalette.ColorRole.Base).rgb(), accent, share))
+
+
+@lru_cache(maxsize=256)
+def _tint(base_rgb: int, accent: str, share: float) -> int:
+    return mix(QColor.fromRgb(base_rgb), accent, share).rgb()
 
 
 def relative_luminance(c: QColor | str) -> float:
@@ -126,15 +132,19 @@ def plot_foreground(pal: QPalette | None = None) -> str:
     return (pal or palette()).color(QPalette.ColorRole.Text).name()
 
 
-def style_sheet(pal: QPalette | None = None) -> str:
-    """The application's style sheet: the colour of every label that carries a ``role`` property."""
-    return "\n".join(f'QLabel[role="{role}"] {{ color: {ink(role, pal)}; }}' for role in INK)
-
-
 def set_role(widget: QWidget, role: str) -> QWidget:
-    """Colour ``widget``'s text by ``role`` (see :data:`INK`), now and after a theme switch."""
+    """Colour ``widget``'s text by ``role`` (see :data:`INK`), now and after a theme switch (through its own
+    palette: an application style sheet would put every widget's painting through Qt's slower style-sheet
+    style, CPU taken from a measurement)."""
     widget.setProperty("role", role)
+    _apply_role(widget, role)
     return widget
+
+
+def _apply_role(widget: QWidget, role: str) -> None:
+    pal = widget.palette()
+    pal.setColor(QPalette.ColorRole.WindowText, QColor(ink(role)))
+    widget.setPalette(pal)
 
 
 def apply_theme(app: QApplication, choice: str) -> None:
@@ -154,7 +164,10 @@ def apply_theme(app: QApplication, choice: str) -> None:
         if _system_style:
             app.setStyle(_system_style)
         app.setPalette(_system_palette)
-    app.setStyleSheet(style_sheet(app.palette()))
+    for w in app.allWidgets():
+        role = w.property("role")
+        if isinstance(role, str) and role in INK:
+            _apply_role(w, role)
 
 
 def current_theme() -> str:

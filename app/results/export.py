@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from app.results.fields import FIELDS, MD_FIELDS, SUMMARY_FIELDS, Field
+from app.results.fields import FIELD_BY_NAME, FIELDS, MD_FIELDS, REMOTE, SUMMARY_FIELDS, Field
 
-FORMATS = ("csv", "json", "jsonl", "md", "summary")
+FORMATS = ("csv", "json", "jsonl", "md", "summary", "csv-all")  # csv-all: the remote columns too, always
 MIB = 1024**2
 
 
@@ -25,20 +25,29 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return ""
-        return f"{value:.6g}" if abs(value) >= 1e6 else f"{round(value, 4)}"
+        if abs(value) >= 1e6:  # whole numbers in full (bytes), never 1.28057e+08
+            return str(int(value)) if value.is_integer() else f"{value:.1f}"
+        return f"{round(value, 4)}"
     if isinstance(value, (list, tuple)):
         return " ".join(_cell(v) for v in value)
     return str(value)
 
 
-def columns_for(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """FIELDS first in their stable order, then any extra keys the rows carry, sorted."""
+def is_remote_row(row: dict[str, Any]) -> bool:
+    """A row of a test against a server (``gguf-bench run --url``), not of a local model."""
+    return row.get("backends") == "remote" or bool(row.get("endpoint"))
+
+
+def columns_for(rows: Sequence[dict[str, Any]], all_columns: bool = False) -> list[str]:
+    """FIELDS first in their stable order, then any extra keys the rows carry, sorted. Without ``all_columns``,
+    the remote servers' columns only where a row is remote: a local run's CSV has none of them."""
     extra = sorted({k for r in rows for k in r} - set(FIELDS))
-    return list(FIELDS) + extra
+    remote = all_columns or any(is_remote_row(r) for r in rows)
+    return [f for f in FIELDS if remote or FIELD_BY_NAME[f].group != REMOTE] + extra
 
 
-def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
-    cols = list(columns or columns_for(rows))
+def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, all_columns: bool = False) -> str:
+    cols = list(columns or columns_for(rows, all_columns))
     buf = io.StringIO()
     w = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
     w.writerow(cols)
@@ -119,13 +128,15 @@ def to_summary_csv(rows: Sequence[dict[str, Any]]) -> str:
     w = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
     w.writerow(summary_columns())
     for r in rows:
-        w.writerow([_plain(f, r.get(f.name)) for f in SUMMARY_FIELDS])
+        single = int(r.get("n_repetitions") or 0) == 1  # one repetition has no spread: empty, not a perfect 0
+        w.writerow(["" if single and f.name.endswith("_stddev") else _plain(f, r.get(f.name))
+                    for f in SUMMARY_FIELDS])
     return buf.getvalue()
 
 
 def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    if fmt == "csv":
-        return to_csv(rows)
+    if fmt in ("csv", "csv-all"):
+        return to_csv(rows, all_columns=fmt == "csv-all")
     if fmt == "json":
         return to_json(rows)
     if fmt == "jsonl":

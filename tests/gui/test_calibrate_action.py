@@ -6,7 +6,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QPushButton, QWidget
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton, QWidget
 
 from app.calibrate.ladder import CalibrateOptions, ladder_models
 from app.gui.calibrate_action import CalibrateAction
@@ -14,6 +15,18 @@ from app.predict.calibration_store import load_fit
 from app.telemetry.machine import scan_machine
 
 TINY = dataclasses.replace(CalibrateOptions.quick(), types=("F16",))
+
+
+def _answer_the_question(button: QMessageBox.StandardButton) -> None:
+    """Press ``button`` on the confirmation box once it shows, as a user would."""
+    def press() -> None:
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            box.button(button).click()
+        else:
+            QTimer.singleShot(50, press)
+
+    QTimer.singleShot(50, press)
 
 
 def _action(qtbot, notes: list[tuple[str, str]], calibrated: list[bool]) -> CalibrateAction:  # noqa: ANN001
@@ -31,6 +44,10 @@ def test_calibrate_shows_progress_and_saves_the_fit(qtbot, gui_data_dir: Path) -
     action = _action(qtbot, notes, calibrated)
     labels: list[str] = []
     action.progress.connect(labels.append)
+    _answer_the_question(QMessageBox.StandardButton.No)
+    action.action.trigger()  # the menu asks first: No starts nothing
+    assert not action.running and action.dialog is None
+    _answer_the_question(QMessageBox.StandardButton.Yes)
     action.action.trigger()
     assert action.running and action.dialog is not None and not action.action.isEnabled()
     qtbot.waitUntil(lambda: bool(notes), timeout=240_000)
@@ -39,6 +56,7 @@ def test_calibrate_shows_progress_and_saves_the_fit(qtbot, gui_data_dir: Path) -
     assert notes[-1][1] == "info" and notes[-1][0].startswith(f"Calibrated on {n_tests} ladder points"), notes
     assert "CPU decode median error" in notes[-1][0] and calibrated == [True]
     assert any(t.startswith(f"test 1/{n_tests}") for t in labels) and any(t.startswith("writing model") for t in labels)
+    assert action._progress.fraction() > 0.5  # the bar moved with the tests
     assert action.dialog is None and action.action.isEnabled()
     scan = scan_machine()
     assert load_fit(scan.cpu_model, scan.gpu_info()) is not None

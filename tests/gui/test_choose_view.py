@@ -49,7 +49,9 @@ def test_chooser_view(qtbot, gui_data_dir: Path, smollm2_path: Path,  # noqa: AN
     assert view.pareto.unmeasured_y > 0.03
     assert view.bars.budget_gib == 8.0 and all(0 < t < 8.0 for t in view.bars.totals_gib)
     # the recommendation and its command, copyable
-    assert view.recommendation.text() == report.recommendation.sentence and "Run " in view.recommendation.text()
+    text = view.recommendation.text()
+    assert text.startswith(report.recommendation.sentence) and "Run " in text
+    assert "\nIts speed: public llama-bench results" in text  # the source, visible, not only in a tooltip
     assert view.command.text().startswith("llama-server -m ") and view.copy_button.isEnabled()
     view.copy_command()
     from PySide6.QtGui import QGuiApplication

@@ -55,14 +55,19 @@ def test_compare_gives_one_series_and_one_row_per_model_per_run(window) -> None:
     cmp.close()
 
 
-def test_compare_ratios_never_mix_measured_and_predicted(window, smollm2_path: Path) -> None:
+def _stored_run(run_id: str) -> str:
+    """The recorded rows as a finished run in the store."""
     with ResultStore() as store:
-        store.begin_run("run-m", sweep_name="m")
+        store.begin_run(run_id, sweep_name=run_id)
         for r in ROWS:
-            store.add_result("run-m", dict(r, run_id="run-m"))
-        store.finish_run("run-m", "finished")
+            store.add_result(run_id, dict(r, run_id=run_id))
+        store.finish_run(run_id, "finished")
+    return run_id
+
+
+def test_compare_ratios_never_mix_measured_and_predicted(window, smollm2_path: Path) -> None:
     window.choose_profile("RTX 4060 Laptop")
-    cmp = window.show_compare(runs=["run-m"], models=[str(smollm2_path)])
+    cmp = window.show_compare(runs=[_stored_run("run-m")], models=[str(smollm2_path)])
     wait_for(lambda: cmp.table.item(1, 4).text() != "—")
     cmp.refresh()
     assert cmp.table.item(1, 1).text() == "predicted"
@@ -74,13 +79,8 @@ def test_compare_ratios_never_mix_measured_and_predicted(window, smollm2_path: P
 def test_compare_keeps_measurements_readable_beside_a_fast_what_if(window, smollm2_path: Path) -> None:
     """A laptop GPU's what-if at thousands of tok/s does not squash CPU measurements onto the axis: the y axis
     fits the measurements and their predictions, the what-if is named as off the scale; KV memory has its plot."""
-    with ResultStore() as store:
-        store.begin_run("run-w", sweep_name="w")
-        for r in ROWS:
-            store.add_result("run-w", dict(r, run_id="run-w"))
-        store.finish_run("run-w", "finished")
     window.choose_profile("RTX 4060 Laptop")
-    cmp = window.show_compare(runs=["run-w"], models=[str(smollm2_path)])
+    cmp = window.show_compare(runs=[_stored_run("run-w")], models=[str(smollm2_path)])
     wait_for(lambda: any("what-if" in label.text for _s, label in cmp.decode.legend.items))
     cmp.refresh()
     top = cmp.decode.plot.getViewBox().viewRange()[1][1]

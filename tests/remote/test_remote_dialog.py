@@ -32,6 +32,14 @@ def test_latency_curves_follow_concurrency_per_shape() -> None:
     assert latency_curves(rows)["TTFT p50 (p8 n4 d512 cached)"] == ([1.0], [7.0])
 
 
+def _fill(dlg: RemoteDialog, url: str, model: str, concurrency: str, requests: int) -> None:
+    """A short sweep's fields: 8-token prompts, 4 generated."""
+    for name, text in (("url", url), ("model", model), ("n_prompt", "8"), ("n_gen", "4"),
+                       ("concurrency", concurrency)):
+        dlg.fields[name].setText(text)
+    dlg.requests.setValue(requests)
+
+
 def test_the_dialog_sends_depths_and_the_prefix_cache_choice(qtbot) -> None:  # type: ignore[no-untyped-def]
     dlg = RemoteDialog()
     qtbot.addWidget(dlg)
@@ -48,18 +56,20 @@ def test_the_dialog_runs_a_remote_sweep_and_plots_it(qtbot, tmp_path: Path) -> N
     store = tmp_path / "r.sqlite3"
     dlg = RemoteDialog(store_path=store)
     qtbot.addWidget(dlg)
-    assert dlg.run() is not None and "--served-model" in dlg.status.text()  # no model name yet
     with fake_server() as server:
-        dlg.fields["url"].setText(server.url("usage"))
-        dlg.fields["model"].setText("fake")
-        dlg.fields["n_prompt"].setText("8")
-        dlg.fields["n_gen"].setText("4")
-        dlg.fields["concurrency"].setText("1,2")
-        dlg.requests.setValue(2)
-        assert dlg.run() is None
+        dlg.fields["url"].setText(server.url("twomodels"))
+        assert dlg.run() == "asking the server for its model"  # no model name: the server is asked first
+        qtbot.waitUntil(lambda: dlg.list_button.isEnabled(), timeout=10_000)
+        assert "serves 2 models: choose one" in dlg.status.text() and not dlg.bridge.running
+        assert [dlg.model_combo.itemText(i) for i in range(dlg.model_combo.count())] == ["a", "b"]
+        _fill(dlg, server.url("usage"), "", "1,2", 2)
+        dlg.run()  # the one model the server lists is used, then the sweep starts
+        qtbot.waitUntil(lambda: dlg.fields["model"].text() == "fake" and dlg.bridge.running, timeout=10_000)
         qtbot.waitUntil(lambda: not dlg.bridge.running and not dlg.timer.isActive(), timeout=30_000)
     assert "finished: 2 ok, 0 failed" in dlg.status.text()
     assert dlg.plot.curves["TTFT p50"][0] == [1.0, 2.0]
+    assert dlg.table.rowCount() == 2 and dlg.table.item(1, 0).text() == "2"  # a row per test: concurrency 2
+    assert float(dlg.table.item(0, 8).text()) > 0  # requests per second
     with ResultStore(store) as s:
         rows = s.rows(s.runs()[0].run_id)
     assert [r["n_parallel"] for r in rows] == [1, 2] and all(r["backends"] == "remote" for r in rows)
@@ -73,3 +83,23 @@ def test_bad_fields_are_one_line_and_start_nothing(qtbot, concurrency: str) -> N
     dlg.fields["concurrency"].setText(concurrency)
     assert dlg.run() is not None and not dlg.bridge.running
     assert "--concurrency" in dlg.status.text()
+
+
+def test_a_failing_server_says_why_in_the_dialog(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dlg = RemoteDialog(store_path=tmp_path / "r.sqlite3")
+    qtbot.addWidget(dlg)
+    with fake_server() as server:
+        _fill(dlg, server.url("http500"), "m", "1", 1)
+        assert dlg.run() is None
+        qtbot.waitUntil(lambda: not dlg.bridge.running and not dlg.timer.isActive(), timeout=30_000)
+    text = dlg.status.text()
+    assert "0 ok, 1 failed (the first: " in text and "500" in text  # the reason, not only the count
+    assert "500" in dlg.table.item(0, 11).text()  # the "why" column
+
+
+def test_one_line_reason_strips_a_servers_html() -> None:
+    from app.gui.remote_dialog import one_line_reason
+
+    html = "HTTP 501: <html><head><title>501</title></head><body><h1>Not Implemented</h1>\n</body></html>"
+    assert one_line_reason(html) == "HTTP 501: 501 Not Implemented"
+    assert len(one_line_reason("x" * 1000)) == 240

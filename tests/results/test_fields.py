@@ -72,8 +72,13 @@ SAMPLE = {str: "text", int: 3, float: 0.25, list: [1, 2]}
 
 
 def test_csv_header_is_todays_order_with_error_kind_and_flash_attn_effective() -> None:
-    header = export.to_csv([{"status": "ok"}]).splitlines()[0].split(",")
+    header = export.to_csv([{"status": "ok", "backends": "remote"}]).splitlines()[0].split(",")
     assert header == EXPECTED_CSV_COLUMNS
+    assert export.render([{"status": "ok"}], "csv-all").splitlines()[0].split(",") == EXPECTED_CSV_COLUMNS
+    local = export.to_csv([{"status": "ok", "backends": "CPU"}]).splitlines()[0].split(",")
+    remote_only = {f.name for f in FIELD_TABLE if f.group == "remote"}
+    assert local == [c for c in EXPECTED_CSV_COLUMNS if c not in remote_only]  # same order, no blank remote columns
+    assert "endpoint" in remote_only and "ttft_p99_ms" in remote_only and "n_prompt" not in remote_only
     assert list(FIELDS) == EXPECTED_CSV_COLUMNS
     assert header[header.index("error") + 1] == "error_kind"
     assert header[header.index("n_gpu_layers_effective") + 1] == "flash_attn_effective"
@@ -158,3 +163,21 @@ def test_every_kind_of_row_matches_the_field_table() -> None:
     assert check_row({"n_prompt": "512", "decode_tps": 3, "endpoint": None, "not_a_field": object()}) == [
         "n_prompt: str '512' where the field table has int"]  # an int is a float; None and unknown keys pass
     assert check_row({"n_gen": True}) == ["n_gen: bool True where the field table has int"]
+
+
+def test_csv_writes_whole_byte_counts_in_full() -> None:
+    text = export.to_csv([{"status": "ok", "mem_measured_bytes": 128057344.0, "decode_tps": 12.345678}])
+    row = export.read_csv(text)[0]
+    assert row["mem_measured_bytes"] == "128057344" and row["decode_tps"] == "12.3457"
+
+
+def test_the_summary_leaves_a_single_repetitions_spread_empty() -> None:
+    one = export.read_csv(export.to_summary_csv([{"status": "ok", "n_repetitions": 1, "decode_tps": 50.0,
+                                                  "decode_tps_stddev": 0.0}]))[0]
+    three = export.read_csv(export.to_summary_csv([{"status": "ok", "n_repetitions": 3, "decode_tps": 50.0,
+                                                    "decode_tps_stddev": 0.0}]))[0]
+    spread = next(k for k in one if k.startswith("decode_tps_stddev"))
+    assert one[spread] == "" and three[spread] == "0.00"
+    for wanted in ("type_v", "n_repetitions", "backends", "n_gpu_layers_effective", "expected_decode_tps",
+                   "test_time"):
+        assert any(k.startswith(wanted) for k in one), wanted

@@ -127,6 +127,8 @@ class InspectorPanel(QWidget):
             self.text.setText("<i>Select a model in the library.</i>")
             return
         name = escape(os.path.basename(path))
+        if not os.path.isfile(path):
+            error = "the file no longer exists (deleted or moved since it was added)"
         if error:
             self.text.setText(f"<b>{name}</b><br><span style='color:{theme.ink('bad')}'>Cannot read this file: "
                               f"{escape(error)}</span>")

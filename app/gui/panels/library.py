@@ -173,6 +173,14 @@ class LibraryPanel(QWidget):
             item.setForeground(c, QBrush(QColor(theme.ink("bad"))))
             item.setToolTip(c, message)
 
+    def check_files(self) -> list[str]:
+        """Mark the listed files that no longer exist (deleted or moved since they were added); returns them."""
+        gone = [p for p in self._items if not Path(p).is_file()]
+        for p in gone:
+            self.set_error(p, f"{p} no longer exists (deleted or moved since it was added)")
+            self._items[p].setText(1, "missing")
+        return gone
+
     def error_of(self, path: str) -> str:
         item = self._items.get(path)
         return item.toolTip(3) if item is not None and item.text(3) == "unreadable" else ""

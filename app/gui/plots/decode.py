@@ -44,7 +44,7 @@ class DecodePlot(PlotPanel):
     @staticmethod
     def _token_line(view: PlotView, m: int, path: str) -> Callable[[], Any]:
         name = view.label("per token (measured)", path)
-        return lambda: line(name, color(m), 1.0, alpha=110)
+        return lambda: line(name, color(m), 1.0, alpha=110, long=True)
 
     def key(self, view: PlotView) -> tuple[Any, ...]:
         s = view.session

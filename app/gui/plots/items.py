@@ -292,12 +292,17 @@ def unstable_rings() -> pg.PlotDataItem:
                            name="⚠ unstable (spread ≥ 10 %)")
 
 
-def line(name: str | None, c: str, width: float = 1.8, dashed: bool = False, alpha: int = 255) -> pg.PlotDataItem:
-    """A plain (or dashed: predicted) line."""
+def line(name: str | None, c: str, width: float = 1.8, dashed: bool = False, alpha: int = 255,
+         long: bool = False) -> pg.PlotDataItem:
+    """A plain (or dashed: predicted) line. ``long``: a series that grows through a run (per token, telemetry),
+    drawn one pixel wide without antialiasing: Qt's antialiased wide pens over thousands of segments were the
+    window's longest repaints (over 100 ms late in a standard sweep, benchmarks/gui_stall.py)."""
     qc = pg.mkColor(c)
     qc.setAlpha(alpha)
-    pen = pg.mkPen(qc, width=width, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
-    return pg.PlotDataItem([], [], pen=pen, name=name)
+    style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
+    if long:
+        return pg.PlotDataItem([], [], pen=pg.mkPen(qc, width=1, style=style), name=name, antialias=False)
+    return pg.PlotDataItem([], [], pen=pg.mkPen(qc, width=width, style=style), name=name)
 
 
 def what_if_line(name: str | None, c: str) -> pg.PlotDataItem:

@@ -39,7 +39,8 @@ class ItlPlot(PlotPanel):
         itl, starts = s.tok_itl_ms.view(), s.tok_rep_start.view()
         conn = connect_reps(starts)
         tx, ty, tconn = envelope(t, itl, conn, chunk_tokens(itl.size, self.plot.getViewBox().width()))
-        self.item(("meas",), lambda: line("measured, per token", sc("#1f77b4"), 1.0)).setData(tx, ty, connect=tconn)
+        measured = self.item(("meas",), lambda: line("measured, per token", sc("#1f77b4"), 1.0, long=True))
+        measured.setData(tx, ty, connect=tconn)
         floor = self._floor(view, itl.size, self.decode.curves)
         self.item(("pred",), lambda: line("predicted floor (1000 / ceiling)", sc("#d62728"), 1.6, dashed=True)).setData(
             t, floor, connect=conn)

@@ -60,7 +60,7 @@ class TelemetryPlot(PlotPanel):
     def _right(self, key: str, name: str, c: str, dashed: bool = False) -> pg.PlotDataItem:
         """A line on the right axis (``data_of("tel2", key)``)."""
         def make() -> pg.PlotDataItem:
-            item = line(name, c, 1.5, dashed)
+            item = line(name, c, 1.5, dashed, long=True)
             item.setDownsampling(auto=True, method="peak")  # as the plot's own lines (make_plot)
             item.setClipToView(True)
             return item
@@ -88,10 +88,10 @@ class TelemetryPlot(PlotPanel):
         s = view.session
         t = np.asarray(s.t_s(s.tel_t_ns.view()))
         tel = {k: series.view() for k, series in s.tel.items()}
-        self.item(("rss",), lambda: line("worker memory, RSS (MiB)", sc("#1f77b4"), 1.8)).setData(
+        self.item(("rss",), lambda: line("worker memory, RSS (MiB)", sc("#1f77b4"), 1.8, long=True)).setData(
             t, tel["rss_bytes"] / MIB)
         if np.isfinite(tel["vram_used_bytes"]).any():
-            self.item(("vram",), lambda: line("GPU memory used (MiB)", sc("#9467bd"), 1.8)).setData(
+            self.item(("vram",), lambda: line("GPU memory used (MiB)", sc("#9467bd"), 1.8, long=True)).setData(
                 t, tel["vram_used_bytes"] / MIB)
         self._right("cpu", "worker CPU (%)", sc("#2ca02c")).setData(t, tel["cpu_pct"])
         if np.isfinite(tel["gpu_util_pct"]).any():
