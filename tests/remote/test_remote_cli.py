@@ -138,4 +138,5 @@ def test_depth_runs_through_the_cli_and_lands_in_the_csv(server: FakeServer, tmp
     assert [(r["n_depth"], r["prefix_cache"]) for r in rows] == [(0, 0), (64, 1)]
     assert rows[1]["cached_tokens_mean"] == 64 and rows[1]["ctx_ttft_ms"] > 0
     header = export.to_csv(rows).splitlines()[0].split(",")
-    assert header[-4:] == ["prefix_cache", "prefill_tokens_mean", "cached_tokens_mean", "ctx_ttft_ms"]
+    at = header.index("prefix_cache")  # appended in this order (issue #29), before later appended columns
+    assert header[at:at + 4] == ["prefix_cache", "prefill_tokens_mean", "cached_tokens_mean", "ctx_ttft_ms"]
