@@ -117,6 +117,7 @@ class ContextInfo:
     """What the engine actually built for a context, where it differs from what was asked."""
 
     flash_attn: bool | None  # whether flash attention runs (auto resolved); None: the engine cannot tell
+    n_threads: int = 0  # the CPU threads the context runs with (``ContextConfig.n_threads`` 0 resolved); 0: unknown
 
 
 #: The name per-device reports give host memory (llama.cpp's CPU device; pinned host buffers count there too).

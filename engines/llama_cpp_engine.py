@@ -223,7 +223,7 @@ class LlamaCppEngine:
         self._ctx_cfg = cfg
         self._ctx_reported = device_buffers()
         self._sampler = lc.llama_sampler_init_greedy()
-        return ContextInfo(flash_attn=flash_attn_used(cfg.flash_attn))
+        return ContextInfo(flash_attn=flash_attn_used(cfg.flash_attn), n_threads=threads)
 
     def tokenize(self, text: str) -> list[int]:
         if self._vocab is None:

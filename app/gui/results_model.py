@@ -73,6 +73,12 @@ def _flash_attn(r: dict[str, Any], _p: TestPrediction | None) -> Any:
     return f"auto→{used}" if fa == -1 and used is not None else ("auto" if fa == -1 else fa)
 
 
+def _threads(r: dict[str, Any], _p: TestPrediction | None) -> Any:
+    """``0→2`` where "all" was asked and the engine's count is known, else the setting."""
+    asked, used = r.get("n_threads"), r.get("n_threads_effective")
+    return f"{asked}→{used}" if asked == 0 and used else asked
+
+
 UNSTABLE_BADGE = "⚠ unstable"
 #: the accent an unstable row's status cell is tinted with (amber, as the plots' rings)
 UNSTABLE_ACCENT = "#f0a000"
@@ -98,6 +104,7 @@ _COMPUTED: dict[str, Getter] = {
     "pred_needed_bytes": _mib("pred_needed_bytes"),
     "type_k": _kv_types,
     "flash_attn": _flash_attn,
+    "n_threads": _threads,
 }
 
 

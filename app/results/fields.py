@@ -87,7 +87,8 @@ FIELD_TABLE: tuple[Field, ...] = (
     _bench("model_n_params", int, "params", "{}", "parameters of the model, as llama.cpp reports them"),
     _bench("n_batch", int, "tokens", "{}", "logical batch size"),
     _bench("n_ubatch", int, "tokens", "{}", "physical (micro) batch size"),
-    _bench("n_threads", int, "threads", "{}", "CPU threads (0: all)", window=24, header="threads", summary=13),
+    _bench("n_threads", int, "threads", "{}", "CPU threads asked for (0: all; n_threads_effective: the count used)",
+           window=24, header="threads", summary=13),
     _bench("type_k", str, "", "{}", "KV cache type (K/V)", md=7, window=22, header="KV", summary=11),
     _bench("type_v", str, "", "{}", "KV cache type of V", summary=31),
     _bench("n_gpu_layers", int, "layers", "{}", "GPU layers requested", md=5, window=21, header="ngl", summary=10),
@@ -274,6 +275,9 @@ FIELD_TABLE: tuple[Field, ...] = (
           "memory the test needs on the device it runs on, as the inspector and the chooser size it: the weights "
           "there, KV cache, compute buffers and, on a discrete GPU, the runtime allowance (pred_mem_bytes is "
           "llama.cpp's own total over all devices)", kind=PREDICTED_VALUE, window=19, header="needs MiB"),
+    # the threads a test really ran with (appended: the columns above keep their order)
+    _ours("n_threads_effective", int, "threads", "{}", "CPU threads the test really ran with (n_threads 0 resolved "
+          "to the engine's count, as llama-bench's default is a count, never 0)", summary=38),
 )
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}

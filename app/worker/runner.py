@@ -78,6 +78,7 @@ class Runner:
         self._ctx_key: tuple[Any, ...] | None = None
         self._loaded: LoadedModel | None = None
         self._flash_attn_used: bool | None = None  # what llama.cpp chose for the context now built
+        self._n_threads_used = 0  # the threads the context now built runs with (0: unknown)
         self._bad_models: dict[tuple[Any, ...], str] = {}
         self._prompt_cache: dict[str, list[int]] = {}
         self._cancel_requested = False
@@ -167,7 +168,14 @@ class Runner:
                 type_k=test.type_k, type_v=test.type_v, flash_attn=test.flash_attn, n_seq_max=test.n_parallel,
                 op_offload=not test.no_op_offload))
             self._flash_attn_used = built.flash_attn
+            self._n_threads_used = built.n_threads
             self._ctx_key = ckey
+
+    def _context_facts(self, test: TestSpec) -> dict[str, int | None]:
+        """What the context really ran with: flash attention (auto resolved) and the CPU threads (0 resolved)."""
+        built = self._ctx_key == test.context_key()
+        return {"flash_attn_effective": self._flash_attn_effective(test),
+                "n_threads_effective": (self._n_threads_used or None) if built else None}
 
     def _flash_attn_effective(self, test: TestSpec) -> int | None:
         """1/0: whether flash attention ran for ``test`` (auto resolved by llama.cpp); None if no context was built."""
@@ -222,15 +230,15 @@ class Runner:
                 self._emit_partial(index, test, row, (starts, prefill_ends, tokens))
             raise
         except EngineError as e:
-            fa_used = self._flash_attn_effective(test)
+            facts = self._context_facts(test)
             self._ctx_key = None  # rebuild the context before the next test: its state is unknown now
             kind = failure_kind(e)
-            row.update(self._row_facts(), flash_attn_effective=fa_used, status=RowStatus.FAILED, error=str(e),
+            row.update(self._row_facts(), **facts, status=RowStatus.FAILED, error=str(e),
                        error_kind=kind)
             row.update(device_columns(self.engine.memory_report()))
             self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=whole_numbers(row), kind=kind))
             return False
-        row.update(self._row_facts(), flash_attn_effective=self._flash_attn_effective(test))
+        row.update(self._row_facts(), **self._context_facts(test))
         row.update(summarise_phases(test, starts, prefill_ends, tokens))
         # llama.cpp counts a multi-token batch as prompt work, so with several sequences its decode steps land in
         # its prompt counter: its rates only cross-check single-sequence tests
@@ -254,7 +262,7 @@ class Runner:
                       phases: tuple[list[int], list[int], list[list[int]]]) -> None:
         """A test cancelled mid-way keeps the repetitions it timed: status 'partial', and how many in the error."""
         done = len(phases[0])
-        row.update(self._row_facts(), flash_attn_effective=self._flash_attn_effective(test))
+        row.update(self._row_facts(), **self._context_facts(test))
         row.update(summarise_phases(test, *phases))
         row.update(n_repetitions=done, status=PARTIAL, error_kind=FailureKind.CANCELLED,
                    error=f"cancelled after {done} of {test.repetitions} repetitions")

@@ -60,3 +60,12 @@ def test_flash_attention_column_says_what_auto_became(qtbot) -> None:  # noqa: A
                        {"test_index": 2, "flash_attn": -1}])
     col = next(i for i, f in enumerate(WINDOW_FIELDS) if f.name == "flash_attn")
     assert [model.index(r, col).data() for r in range(3)] == ["auto→1", "0", "auto"]
+
+
+def test_threads_column_says_what_all_became(qtbot) -> None:  # noqa: ANN001 - pytest-qt fixture
+    model = ResultsModel(PredictionService())
+    model.update_rows([{"test_index": 0, "n_threads": 0, "n_threads_effective": 2},
+                       {"test_index": 1, "n_threads": 1, "n_threads_effective": 1},
+                       {"test_index": 2, "n_threads": 0}])
+    col = next(i for i, f in enumerate(WINDOW_FIELDS) if f.name == "n_threads")
+    assert [model.index(r, col).data() for r in range(3)] == ["0→2", "1", "0"]

@@ -62,6 +62,8 @@ EXPECTED_CSV_COLUMNS = [
     "prefix_cache", "prefill_tokens_mean", "cached_tokens_mean", "ctx_ttft_ms",
     # the memory the fit verdict counts (appended, issue #28)
     "pred_needed_bytes",
+    # the threads a test really ran with (appended, issue #28)
+    "n_threads_effective",
 ]
 
 #: The unit a name's suffix promises (units in names).

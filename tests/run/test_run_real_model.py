@@ -41,6 +41,8 @@ def test_run_writes_one_row_per_test_with_both_phases(smollm2_path: Path) -> Non
         assert r["model_filename"] == smollm2_path.name
         assert int(r["model_n_params"]) > 100_000_000
         assert r["build_commit"] and r["build_commit"] != "unknown"
+        # -t left at 0 ("all"): the CSV also says how many threads that was, as llama-bench writes a count
+        assert r["n_threads"] == "0" and int(r["n_threads_effective"]) == (os.cpu_count() or 1)
         # our rate and llama.cpp's own counter for the same runs agree to within 25% even on a noisy machine
         assert 0.75 < _f(r, "decode_tps") / _f(r, "llama_decode_tps") < 1.25
         assert 0.75 < _f(r, "prefill_tps") / _f(r, "llama_prefill_tps") < 1.25
