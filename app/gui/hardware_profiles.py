@@ -77,6 +77,22 @@ class HardwareProfiles(QObject):
             self.probe_done = True
         self.tasks.submit(look_at_machine, self._detected, ProbeMode.RUN if probe else ProbeMode.CACHED)
 
+    def reprobe(self) -> None:
+        """Measure this CPU again (Tools → Measure this CPU again): the new figures replace its one profile, and
+        every row measured here is predicted with them (:meth:`PredictionService.hardware_of`)."""
+        self.probe_done = False
+        self.message.emit("Measuring this CPU's bandwidth and compute again (a few seconds)…", "info")
+        self.tasks.submit(look_at_machine, self._reprobed, ProbeMode.REFRESH)
+
+    def _reprobed(self, found: tuple[MachineScan, DoctorReport] | None, err: BaseException | None) -> None:
+        self.detected.clear()  # _detected adds the GPUs again
+        before = self.cpu_bandwidth_gbps
+        self._detected(found, err)
+        after = self.cpu_bandwidth_gbps
+        if err is None and after is not None:
+            was = f" (was {before:.1f})" if before is not None else ""
+            self.message.emit(f"This CPU measured again: {after:.1f} GB/s{was}; its one profile now uses it.", "info")
+
     def _detected(self, found: tuple[MachineScan, DoctorReport] | None, err: BaseException | None) -> None:
         self.probe_done = True
         self.ready = True

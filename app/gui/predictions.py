@@ -130,9 +130,11 @@ class PredictionService:
                 return self.known[name]
             bw, tflops = _f(r.get("pred_bandwidth_gbps")), _f(r.get("pred_tflops"))
             if name and bw and tflops and (name.startswith("CPU") or r.get("n_gpu_layers_effective") == 0):
-                ram = self.machine_cpu.vram_bytes if self.machine_cpu is not None else 64 * GIB
                 if r.get("cpu_info") and r.get("cpu_info") == self.expectations.cpu_model:
+                    if self.machine_cpu is not None:  # measured here: one profile for this CPU, the latest probe's
+                        return self.machine_cpu
                     self._local_cpus.add(name)  # measured here: this machine's calibration fit applies
+                ram = self.machine_cpu.vram_bytes if self.machine_cpu is not None else 64 * GIB
                 return cpu_profile(name, bw, tflops * 1000.0, ram)
         if any(r.get("n_gpu_layers_effective") == 0 for r in rows):
             return self.machine_cpu

@@ -103,3 +103,17 @@ def test_one_line_reason_strips_a_servers_html() -> None:
     html = "HTTP 501: <html><head><title>501</title></head><body><h1>Not Implemented</h1>\n</body></html>"
     assert one_line_reason(html) == "HTTP 501: 501 Not Implemented"
     assert len(one_line_reason("x" * 1000)) == 240
+
+
+def test_log_axis_ticks_do_not_crowd() -> None:
+    from app.gui.plots.concurrency import MAX_X_TICKS, concurrency_ticks, latency_ticks
+
+    levels = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    ticks = concurrency_ticks(levels)
+    assert len(ticks) <= MAX_X_TICKS and ticks[0] == (0.0, "1") and all(label.isdigit() for _, label in ticks)
+    assert [label for _, label in concurrency_ticks([1, 2, 4])] == ["1", "2", "4"]
+    wide = latency_ticks(3.0, 4000.0)  # three decades and more: decades only
+    assert [label for _, label in wide] == ["10 ms", "100 ms", "1 s"]  # within 1.5x of the data
+    narrow = [label for _, label in latency_ticks(12.0, 480.0)]
+    assert narrow == ["10 ms", "20 ms", "50 ms", "100 ms", "200 ms", "500 ms"]
+    assert latency_ticks(0.0, 5.0) == []

@@ -9,6 +9,7 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from app.gui import theme
 from app.gui.plots.items import style_plot
 from app.results.fields import RowStatus
 
@@ -46,6 +47,35 @@ def latency_curves(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[list[float
     return curves
 
 
+MAX_X_TICKS = 8  # concurrency labels on the x axis; more are thinned to every other one
+
+
+def concurrency_ticks(levels: Iterable[float]) -> list[tuple[float, str]]:
+    """x ticks for a log axis: the concurrency levels measured (log10 positions, integer labels), thinned to at most
+    MAX_X_TICKS so they never crowd (pyqtgraph's own log ticks label every 2…9 of each decade)."""
+    values = sorted({v for v in levels if v > 0})
+    step = 1
+    while len(values[::step]) > MAX_X_TICKS:
+        step *= 2
+    return [(math.log10(v), f"{v:g}") for v in values[::step]]
+
+
+def latency_ticks(lo_ms: float, hi_ms: float) -> list[tuple[float, str]]:
+    """y ticks for a log latency axis: each decade (1 ms, 10 ms, …, 1 s), and 2 and 5 between them when the data
+    span two decades or less; labels in ms below a second, in s from it."""
+    if not (lo_ms > 0 and hi_ms >= lo_ms):
+        return []
+    first, last = math.floor(math.log10(lo_ms)), math.ceil(math.log10(hi_ms))
+    steps = (1, 2, 5) if last - first <= 2 else (1,)
+    ticks = []
+    for decade in range(first, last + 1):
+        for m in steps:
+            v = m * 10.0**decade
+            if lo_ms / 1.5 <= v <= hi_ms * 1.5:
+                ticks.append((math.log10(v), f"{v / 1000:g} s" if v >= 1000 else f"{v:g} ms"))
+    return ticks
+
+
 class ConcurrencyPlot(pg.PlotWidget):
     """TTFT/TPOT p50 and p99 (ms, log scale) vs requests in flight (log2 scale)."""
 
@@ -66,5 +96,10 @@ class ConcurrencyPlot(pg.PlotWidget):
         style = {label: (colour, dashed) for _, label, colour, dashed in SERIES}
         for label, (xs, ys) in self.curves.items():
             colour, dashed = style[label.split(" (")[0]]
+            colour = theme.series_colour(colour)
             pen = pg.mkPen(colour, width=2, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
             self.plot(xs, ys, pen=pen, symbol="o", symbolSize=6, symbolBrush=colour, name=label)
+        xs_all = [x for xs, _ in self.curves.values() for x in xs]
+        ys_all = [y for _, ys in self.curves.values() for y in ys]
+        self.getAxis("bottom").setTicks([concurrency_ticks(xs_all)] if xs_all else None)
+        self.getAxis("left").setTicks([latency_ticks(min(ys_all), max(ys_all))] if ys_all else None)
