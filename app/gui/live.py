@@ -112,6 +112,9 @@ class LiveRun:
         self.tel: dict[str, Series] = {k: Series() for k in TELEMETRY_KEYS}
         self.version = 0  # bumps on every change: the window redraws only when it moved
         self.rows_version = 0
+        self.tests_version = 0  # bumps when a test's settings arrive (the plan, a test's start)
+        self._work_key: tuple[int, int, int] | None = None
+        self._work_cache: tuple[dict[int, float], float, float] = ({}, 1.0, 0.0)
 
     # --- feeding ------------------------------------------------------------------------------
     def extend(self, events: Iterable[Event]) -> int:
@@ -148,6 +151,7 @@ class LiveRun:
         elif isinstance(ev, TestStarted):
             self.current, self.current_rep = ev.test_index, -1
             self.tests[ev.test_index] = dict(ev.test)
+            self.tests_version += 1
             self.test_start_ns[ev.test_index] = ev.t_ns
         elif isinstance(ev, (TestFinished, TestFailed)):
             self.add_row(ev.row)
@@ -204,6 +208,7 @@ class LiveRun:
         """The tests about to run (before the worker says so), so plots can prepare their predictions."""
         for i, t in enumerate(tests):
             self.tests.setdefault(i, dict(t))
+        self.tests_version += 1
         self.n_tests = max(self.n_tests, len(self.tests))
         self.version += 1
 
@@ -260,13 +265,22 @@ class LiveRun:
             part = min(max(self.current_rep + 1, 0) / (reps + 1), 0.99)
         if len(self.tests) < self.n_tests:  # the plan is not known yet: every test counts the same
             return min((self.n_done + part) / self.n_tests, 1.0)
-        ratio = self.decode_token_cost()
-        work = {i: self.test_work(t, ratio) for i, t in self.tests.items()}
-        total = sum(work.values()) or 1.0
-        done = sum(work[i] for i in self.rows if i in work)
+        work, total, done = self._work_done()
         if self.current is not None and self.current not in self.rows:
             done += work.get(self.current, 0.0) * part
         return min(done / total, 1.0)
+
+    def _work_done(self) -> tuple[dict[int, float], float, float]:
+        """(each test's work, the sweep's total, the finished tests' share): recomputed only when a row arrives
+        (the 10 Hz tick asks for progress much more often than rows change)."""
+        key = (self.rows_version, self.tests_version, len(self.tests))
+        if self._work_key != key:
+            ratio = self.decode_token_cost()
+            work = {i: self.test_work(t, ratio) for i, t in self.tests.items()}
+            done = sum(work[i] for i in self.rows if i in work)
+            self._work_cache = (work, sum(work.values()) or 1.0, done)
+            self._work_key = key
+        return self._work_cache
 
     def decode_token_cost(self) -> float:
         """What one generated token costs in prompt tokens' time: prefill rate ÷ decode rate of the finished

@@ -115,12 +115,16 @@ def contrast(a: QColor | str, b: QColor | str) -> float:
 
 def series_colour(c: str, pal: QPalette | None = None) -> str:
     """A plot series colour, lightened on a dark page until it stands out from the plot's background."""
-    page = plot_background(pal)
+    return _series_colour(c, plot_background(pal), is_dark(pal))
+
+
+@lru_cache(maxsize=512)
+def _series_colour(c: str, page: str, dark: bool) -> str:
     out = QColor(c)
     share = 0.0
     while contrast(out, page) < LINE_CONTRAST and share < 0.9:
         share += 0.1
-        out = mix(c, "#ffffff" if is_dark(pal) else "#000000", share)
+        out = mix(c, "#ffffff" if dark else "#000000", share)
     return out.name()
 
 
