@@ -231,24 +231,22 @@ class CompareWindow(QWidget):
     def colours(self) -> list[str]:
         """Each entry's colour: one per measured entry (its prediction is drawn in it too); a model file takes the
         colour of the first measured entry of the same file, else one of its own."""
-        index: dict[int, int] = {}
-        for k, it in enumerate(self.items):
+        runs = [it for it in self.items if it.kind == "run"]
+        first_run_of: dict[str, int] = {}
+        for n, it in enumerate(runs):
+            if it.path:
+                first_run_of.setdefault(it.path, n)
+        n_run, n_own = 0, len(runs)  # a run's colour; the next colour for a file with no run of its own
+        out: list[str] = []
+        for it in self.items:
             if it.kind == "run":
-                index[k] = len(index)
-        first_run_of = {}
-        for k, it in enumerate(self.items):
-            if it.kind == "run" and it.path and it.path not in first_run_of:
-                first_run_of[it.path] = index[k]
-        n = len(index)
-        out = []
-        for k, it in enumerate(self.items):
-            if k in index:
-                out.append(color(index[k]))
+                out.append(color(n_run))
+                n_run += 1
             elif it.path in first_run_of:
                 out.append(color(first_run_of[it.path]))
             else:
-                out.append(color(n))
-                n += 1
+                out.append(color(n_own))
+                n_own += 1
         return out
 
     def _curves(self, prompt: int) -> tuple[list[Curve], list[Curve], list[Curve]]:
