@@ -35,7 +35,7 @@ from app.predict.calibration_fit import (
     row_label,
     samples_from_rows,
 )
-from app.predict.calibration_store import engine_version, llama_build, save_fit
+from app.predict.calibration_store import engine_version, fit_path, llama_build, read_fit, save_fit
 from app.predict.cpu_kernels import cpu_class_table
 from app.predict.prediction import PredictSettings
 from app.results.fields import RowStatus
@@ -294,6 +294,15 @@ class Calibration:
         wall_s = time.perf_counter() - start
         self.progress(f"done in {wall_s:.0f} s")
         return CalibrationResult(fit, save_fit(fit), n_ladder, len(stored), wall_s)
+
+
+def saved_calibration() -> tuple[MachineFit | None, Path, str | None]:
+    """This machine's saved fit for the installed build (None: not calibrated, or the file is not read), where it
+    is stored, and one line saying why a saved file is not used (None: it is, or there is none)."""
+    scan = scan_machine()
+    cpu_info, gpu_info, build = scan.cpu_model, scan.gpu_info(), llama_build()
+    fit, problem = read_fit(cpu_info, gpu_info, build)
+    return fit, fit_path(cpu_info, gpu_info, build), problem
 
 
 def disturbed_labels(fit: MachineFit) -> set[str]:

@@ -2,7 +2,8 @@
 
 The calibration (synthetic ladder through the worker, the store's runs, the fit) runs on a plain thread that never
 touches a widget; its progress lines reach a progress dialog through a signal, and the dialog's Cancel stops the
-worker (nothing is saved). The outcome is one line in the window's message area.
+worker (nothing is saved). The outcome is one line in the window's message area and the calibration result window
+(:mod:`app.gui.calibration_view`), which Sweep → Last calibration… opens again later from the saved fit.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMessageBox, QProgressDialog, QWidget
 
-from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, CalibrationResult
+from app.calibrate.ladder import (
+    CalibrateOptions,
+    Calibration,
+    CalibrationCancelled,
+    CalibrationResult,
+    saved_calibration,
+)
+from app.gui.calibration_view import CalibrationView
+from app.predict.calibration_fit import MachineFit
 from app.results.store import ResultStore
 
 Notify = Callable[[str, str], None]  # (text, level "info" | "warning" | "error")
@@ -86,10 +95,12 @@ class CalibrationProgress:
 
 
 class CalibrateAction(QObject):
-    """The menu action, its progress dialog and the calibration thread."""
+    """The menu actions (calibrate; show the last calibration), the progress dialog, the calibration thread and
+    the result window."""
 
     progress = Signal(str)
     done = Signal(object, object)  # CalibrationResult | None, BaseException | None
+    loaded = Signal(object)  # saved_calibration()'s (fit | None, path, problem | None), or the exception it raised
 
     def __init__(self, parent: QWidget, notify: Notify, *, options: CalibrateOptions | None = None,
                  store_path: str | Path | None = None, on_calibrated: Callable[[], None] | None = None) -> None:
@@ -103,12 +114,19 @@ class CalibrateAction(QObject):
         self.action.setStatusTip("Fit this machine's decode and prefill speeds from small synthetic models "
                                  "(about three minutes on 2 cores), for expected figures of any model")
         self.action.triggered.connect(lambda _checked=False: self.start(confirm=True))
+        self.last_action = QAction("Last calibration…", parent)
+        self.last_action.setStatusTip("This machine's calibration: each backend and phase's error, and how far the "
+                                      "fit is from each point it was fitted on")
+        self.last_action.triggered.connect(lambda _checked=False: self.show_last())
+        self.last_result: CalibrationResult | None = None  # this session's last calibration
+        self.view: CalibrationView | None = None
         self.dialog: QProgressDialog | None = None
         self._progress = CalibrationProgress()
         self._calibration: Calibration | None = None
         self._thread: threading.Thread | None = None
         self.progress.connect(self._on_progress)
         self.done.connect(self._on_done)
+        self.loaded.connect(self._on_loaded)
         app = QApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.cancel)
@@ -184,5 +202,48 @@ class CalibrateAction(QObject):
             self._notify(f"Calibration failed: {error}", "error")
         elif result is not None:
             self._notify(result_line(result), "info")
+            self.last_result = result
+            self.show_result(result)
             if self.on_calibrated is not None:
                 self.on_calibrated()
+
+    def _result_view(self) -> CalibrationView:
+        if self.view is None:
+            self.view = CalibrationView(self._parent)
+        return self.view
+
+    def show_result(self, result: CalibrationResult) -> CalibrationView:
+        """The result window with a calibration that has just run."""
+        view = self._result_view()
+        view.show_fit(result.fit, result.path, f"Calibrated on {result.n_ladder_points} ladder points and "
+                      f"{result.n_store_points} stored runs in {result.wall_s:.0f} s.")
+        return view
+
+    def show_last(self) -> None:
+        """Sweep → Last calibration…: this session's calibration, else the saved fit (read off the GUI thread: the
+        machine scan that names it may ask the GPU driver), else one line saying there is none."""
+        if self.last_result is not None:
+            self.show_result(self.last_result)
+            return
+
+        def read() -> None:
+            try:
+                found: tuple[MachineFit | None, Path, str | None] | Exception = saved_calibration()
+            except Exception as e:  # noqa: BLE001 - shown as one line
+                found = e
+            self.loaded.emit(found)
+
+        threading.Thread(target=read, name="last-calibration", daemon=True).start()
+
+    def _on_loaded(self, found: tuple[MachineFit | None, Path, str | None] | BaseException) -> None:
+        if isinstance(found, BaseException):
+            self._notify(f"The saved calibration cannot be read: {found}", "error")
+            return
+        fit, path, problem = found
+        if problem is not None:
+            self._notify(problem, "warning")
+        elif fit is None:
+            self._notify("Not calibrated yet: Sweep → Calibrate this machine… fits this machine's speeds "
+                         "(a few minutes).", "info")
+        else:
+            self._result_view().show_fit(fit, path)

@@ -97,12 +97,15 @@ class Expected:
 
 @dataclass(frozen=True)
 class FitPoint:
-    """One measured point and what the fit makes of it (tokens/s)."""
+    """One measured point and what the fit makes of it (tokens/s), with where it lies: the weight bytes its model
+    reads per generated token and its prompt length (0: not recorded, a fit saved before they were)."""
 
     label: str
     measured_tps: float
     fitted_tps: float
     used: bool = True  # False: set aside as an outlier (a hiccup of the machine), not in the coefficients or band
+    weight_bytes: float = 0.0
+    n_prompt: int = 0
 
     @property
     def rel_error(self) -> float:
@@ -169,17 +172,27 @@ class PhaseFit:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"phase": self.phase, "coefficients": dict(self.coefficients), "band_frac": self.band_frac,
-                "points": [[p.label, p.measured_tps, p.fitted_tps, p.used] for p in self.points]}
+                "points": [[p.label, p.measured_tps, p.fitted_tps, p.used, p.weight_bytes, p.n_prompt]
+                           for p in self.points]}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> PhaseFit:
-        points = tuple(FitPoint(str(label), float(measured), float(fitted), bool(used))
-                       for label, measured, fitted, used in d["points"])
+        """Each point is [label, measured, fitted, used] and, since fits record where points lie, [weight bytes,
+        prompt length]; a point of another length raises ValueError."""
+        points = tuple(_point_from_json(p) for p in d["points"])
         coefficients = {str(k): float(v) for k, v in d["coefficients"].items()}
         band = float(d["band_frac"])
         if not all(math.isfinite(v) for v in (*coefficients.values(), band)):
             raise ValueError("a saved fit holds a coefficient or band that is not a finite number")
         return cls(str(d["phase"]), coefficients, band, points)
+
+
+def _point_from_json(p: Sequence[Any]) -> FitPoint:
+    if len(p) not in (4, 6):
+        raise ValueError(f"a saved fit point has {len(p)} fields, not 4 or 6")
+    label, measured, fitted, used = p[:4]
+    weight_bytes, n_prompt = p[4:] if len(p) == 6 else (0.0, 0)
+    return FitPoint(str(label), float(measured), float(fitted), bool(used), float(weight_bytes), int(n_prompt))
 
 
 def _rel_errors(fitted_over_measured_s: np.ndarray) -> np.ndarray:
@@ -314,8 +327,9 @@ def _fit_features(
     if np.any(fitted_s[used] <= 0):
         raise FitError(f"{phase}: the fit gives non-positive times for some points; the data do not follow the form")
     labels = list(labels) if labels is not None else [str(i) for i in range(len(points))]
-    fit_points = tuple(FitPoint(lab, float(m), float(1.0 / s) if s > 0 else math.inf, bool(u))
-                       for lab, m, s, u in zip(labels, tps, fitted_s, used, strict=True))
+    fit_points = tuple(FitPoint(lab, float(m), float(1.0 / s) if s > 0 else math.inf, bool(u),
+                                float(sum(w.class_bytes.values())), int(w.n_prompt))
+                       for lab, m, s, u, (w, _) in zip(labels, tps, fitted_s, used, points, strict=True))
     errors = [abs(p.rel_error) for p in fit_points if p.used]
     band = max(band_floor, float(np.percentile(errors, BAND_PERCENTILE)))
     return PhaseFit(phase, dict(zip(names, coef.tolist(), strict=True)), band, fit_points)
