@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,10 +218,16 @@ class CompareWindow(QWidget):
         off = self.ttft.draw_curves(ttft) + self.decode.draw_curves(decode)
         self.kv.draw_curves(kv)
         few = self._fill_table(prompt)
-        note = ("Points: measured (one entry per model per run); a line in the same colour: its prediction for the "
-                "hardware it ran on. Dashed: a model file's what-if. Ratios compare like with like (measured with "
-                f"the first measured entry, predicted with the first predicted one); TTFT at {prompt} prompt tokens, "
-                "± the ratio's noise from the repetitions.")
+        models = [_model_part(it) for it in self.items]
+        prefix = shared_prefix(models)
+        hardware = sorted({hw.name for it in self.items if it.kind == "run"
+                           if (hw := self.predictor.hardware_of(it.ok_rows())) is not None})
+        named = (f"Models: {prefix}… (legends name what follows). " if prefix else "") + (
+            f"Measured on {hardware[0]}. " if len(hardware) == 1 else "")
+        note = (named + "Points: measured (one entry per model per run); a line in the same colour: its prediction "
+                "for the hardware it ran on. Dashed: a model file's what-if. Ratios compare like with like (measured "
+                "with the first measured entry, predicted with the first predicted one); TTFT at "
+                f"{prompt} prompt tokens, ± the ratio's noise from the repetitions.")
         if few:
             note += f" ⚠ {few} entr{'y has' if few == 1 else 'ies have'} fewer than 3 repetitions: within noise."
         if off:
@@ -266,8 +272,10 @@ class CompareWindow(QWidget):
         kv: list[Curve] = []
         kv_drawn: set[str] = set()
         runs = {it.run_id for it in self.items if it.kind == "run"}
-        for it, c in zip(self.items, self.colours(), strict=True):
-            name = _legend_name(it, with_run=len(runs) > 1)
+        names = legend_names(self.items, with_run=len(runs) > 1)
+        ran_on = {it.path: self.predictor.hardware_of(it.ok_rows()) for it in self.items if it.kind == "run"}
+        one_hardware = len({hw.name for hw in ran_on.values() if hw is not None}) <= 1
+        for it, c, name in zip(self.items, self.colours(), names, strict=True):
             if it.kind == "run":
                 rows = it.ok_rows()
                 ttft.append(Curve(f"{name} (measured)", *_means_by_x(
@@ -281,12 +289,12 @@ class CompareWindow(QWidget):
                 hw = self.predictor.hardware_of(rows)
                 if hw is not None and it.path:
                     settings = _run_settings(rows)
-                    where = hw.name
+                    where = "" if one_hardware else f" ({hw.name})"  # one hardware: the note names it once
                     t_pred, d_pred = self._predicted_on(it.path, hw, xs, xd, settings)
                     if t_pred is not None:
-                        ttft.append(Curve(f"{name} predicted ({where})", xs, t_pred, c, measured=False))
+                        ttft.append(Curve(f"{name} predicted{where}", xs, t_pred, c, measured=False))
                     if d_pred is not None:
-                        decode.append(Curve(f"{name} predicted ({where})", xd, d_pred, c, measured=False))
+                        decode.append(Curve(f"{name} predicted{where}", xd, d_pred, c, measured=False))
                     if it.path not in kv_drawn:
                         kv_drawn.add(it.path)
                         self._kv_curve(kv, it.path, xk, name, c, settings)
@@ -447,15 +455,34 @@ def _run_settings(rows: list[dict[str, Any]]) -> dict[str, Any]:
 LEGEND_MODEL_CHARS = 26
 
 
-def _legend_name(it: CompareItem, with_run: bool) -> str:
-    """An entry's name in a legend: its model, short, and its run only where several runs are compared."""
-    model = short_model(it.path) if it.path else ", ".join(sorted({str(r.get("model_filename")) for r in it.rows}))
-    if len(model) > LEGEND_MODEL_CHARS:
-        half = (LEGEND_MODEL_CHARS - 1) // 2
-        model = f"{model[:half]}…{model[-half:]}"
-    if it.kind == "run" and with_run:
-        return f"{it.sweep_name or it.run_id[:15]} · {model}"
-    return model
+def _model_part(it: CompareItem) -> str:
+    return short_model(it.path) if it.path else ", ".join(sorted({str(r.get("model_filename")) for r in it.rows}))
+
+
+def shared_prefix(names: Sequence[str]) -> str:
+    """The start every one of ``names`` shares, cut after its last separator (``SmolLM2-135M-Instruct.`` of
+    ``…Q4_1`` and ``…Q8_0``), so that what is left still names each file; "" when fewer than two distinct names."""
+    distinct = sorted(set(names))
+    if len(distinct) < 2:
+        return ""
+    prefix = os.path.commonprefix(distinct)
+    cut = max(prefix.rfind(ch) for ch in ".-_ ")
+    return prefix[: cut + 1] if cut > 0 else ""
+
+
+def legend_names(items: Sequence[CompareItem], with_run: bool) -> list[str]:
+    """Each entry's name in a legend: its model without the start all compared models share (the plot note names it
+    once), the middle elided past LEGEND_MODEL_CHARS, and its run only where several runs are compared."""
+    models = [_model_part(it) for it in items]
+    cut = len(shared_prefix(models))
+    out = []
+    for it, model in zip(items, models, strict=True):
+        model = model[cut:]
+        if len(model) > LEGEND_MODEL_CHARS:
+            half = (LEGEND_MODEL_CHARS - 1) // 2
+            model = f"{model[:half]}…{model[-half:]}"
+        out.append(f"{it.sweep_name or it.run_id[:15]} · {model}" if it.kind == "run" and with_run else model)
+    return out
 
 
 def _short_label(it: CompareItem, settings: bool = True) -> str:

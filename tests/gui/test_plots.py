@@ -317,11 +317,12 @@ def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor:
         labels = _labels(panel)
         # each run: its measurement and, in its colour, its prediction for the CPU it ran on; the file: a what-if
         assert len(labels) == 5 and labels[0].startswith("run-a") and labels[0].endswith("(measured)")
-        assert "predicted (" in labels[1] and labels[2].startswith("run-b") and "what-if" in labels[4]
+        assert labels[1].endswith(" predicted") and labels[2].startswith("run-b") and "what-if" in labels[4]
         pens = [panel.items[(panel.name, "curve", k)][1].opts["pen"].color().name() for k in range(5)]
         assert pens[0] == pens[1] == pg.mkColor(color(0)).name() and pens[2] == pens[3] == pg.mkColor(color(1)).name()
         assert pens[4] == pens[0]  # the file's what-if: the colour of its first measurement
         assert pens[0] != pens[2]  # two runs of one file stay apart
+    assert "Measured on " in cmp.note.text()  # both runs on one CPU: named once, not in every legend entry
     tx, ty = cmp.ttft.data_of("ttft", "curve", 0)
     assert list(tx) == [32.0, 64.0] and (ty > 0).all()  # means of the depth-0 tests
     _dx, da = cmp.decode.data_of("dec", "curve", 0)
@@ -349,3 +350,14 @@ def test_a_new_sweep_draws_the_same_legends_again(qtbot, run: LiveRun,  # noqa: 
     assert meas.scene() is None and all(_labels(p) == [] for p in plots.panels if p.name != "tel")
     assert plots.refresh(run, predictor, {0})
     assert {p.name: _labels(p) for p in plots.panels} == legends and meas.scene() is None
+
+
+def test_compare_legends_drop_the_start_all_models_share() -> None:
+    from app.gui.compare import CompareItem, legend_names, shared_prefix
+
+    q4, q8 = "/m/SmolLM2-135M-Instruct.Q4_1.gguf", "/m/SmolLM2-135M-Instruct.Q8_0.gguf"
+    assert shared_prefix(["SmolLM2-135M-Instruct.Q4_1", "SmolLM2-135M-Instruct.Q8_0"]) == "SmolLM2-135M-Instruct."
+    assert shared_prefix(["SmolLM2-135M-Instruct.Q4_1"] * 2) == ""  # one file twice: nothing to tell apart
+    assert shared_prefix(["qwen-Q4", "llama-Q4"]) == ""
+    names = legend_names([CompareItem("run", "SmolLM2", q4, "r1"), CompareItem("model", "", q8)], with_run=False)
+    assert names == ["Q4_1", "Q8_0"]
