@@ -12,7 +12,7 @@ from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
-from app.cli.quantize_cmd import check_threads, new_job
+from app.cli.quantize_cmd import check_threads
 from app.cli.run_cmd import _stop_on_signals
 from app.quality.plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
 from app.quality.session import QualitySession, progress_text
@@ -20,6 +20,7 @@ from app.results.fields import RowStatus
 from app.results.quality_store import QUALITY_FORMATS, render_quality
 from app.results.store import ResultStore
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
+from app.run.job_client import new_job_log
 
 
 def add_quality_parser(sub: Any) -> None:
@@ -79,7 +80,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     if args.out:
         check_output_path(args.out, "--out", None, [*plan.models, plan.text_source])
-    run_id, log_path = new_job()
+    run_id, log_path = new_job_log()
     store = None if args.no_store else ResultStore(getattr(args, "store", None))
     print(f"reference: {plan.reference} ({plan.facts[plan.reference_index].file_type}); text: {plan.text_source}; "
           f"{plan.n_tokens // plan.n_ctx} chunks of {plan.n_ctx} tokens", file=sys.stderr)

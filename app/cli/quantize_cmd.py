@@ -9,19 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
 from app.cli.run_cmd import _stop_on_signals
-from app.paths import check_writable_data_dir, data_dir
 from app.quantize.plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupError, parse_types, plan_quantize
 from app.quantize.session import QUANTIZE_COLUMNS, QuantizeSession, progress_line
 from app.results import export
 from app.results.fields import RowStatus
-from app.results.store import new_run_id
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
+from app.run.job_client import new_job_log
 from app.run.params import THREADS_PER_CPU
 from app.telemetry.host import usable_cpu_threads
 
@@ -96,15 +94,6 @@ def check_threads(n_threads: int) -> None:
                         "may use)")
 
 
-def new_job() -> tuple[str, Path]:
-    """A run id and its worker log's path, after checking the data dir can take the log (one line if not)."""
-    check_writable_data_dir()
-    run_id = new_run_id()
-    log_path = data_dir() / "logs" / f"worker-{run_id}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    return run_id, log_path
-
-
 def cmd_quantize(args: argparse.Namespace) -> int:
     check_threads(args.threads)
     try:
@@ -116,7 +105,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         check_output_path(args.table_out, "--table-out", None,
                           [*([args.model] if isinstance(args.model, str) else args.model or []),
                            *(item.dst for item in items)])
-    run_id, log_path = new_job()
+    run_id, log_path = new_job_log()
     session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, what it finished is kept
     rows = session.run(FileProgress(session, not args.quiet))

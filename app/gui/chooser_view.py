@@ -2,12 +2,15 @@
 
 Files, folders or URLs, a GPU profile (or this machine) and a context; the evaluation runs on a pool thread
 (:class:`app.gui.tasks.Tasks`) and comes back as a ChooseReport: a Pareto plot of quality loss against decode
-speed, a memory bar per file against the device, the table (CSV export), and the recommendation with its
-llama-server command (copyable).
+speed, a memory bar per file against the device, each with a line saying what its marks mean, the table (CSV
+export), and the recommendation with its llama-server command (copyable). "Make variants…" quantizes one of the
+files and "Measure quality…" scores them against a reference (app.gui.chooser_jobs, off the GUI thread with a
+progress dialog); either evaluates again when it ends, so new files and KLD/PPL appear.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -35,11 +38,27 @@ from PySide6.QtWidgets import (
 from app.atomic import write_text_atomic
 from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
 from app.choose.verdicts import CHOICE_COLUMNS, DEFAULT_N_GEN, NOT_MEASURED, below_floors, choice_row
-from app.gui.plots.pareto import MemoryBars, ParetoPlot
+from app.gui.chooser_jobs import (
+    JobRunner,
+    QualityDialog,
+    Rows,
+    VariantsDialog,
+    local_files,
+    quality_runner,
+    quality_summary,
+    quantize_runner,
+    quantize_summary,
+)
+from app.gui.plots.pareto import MemoryBars, ParetoPlot, memory_explanation, pareto_explanation
 from app.gui.tasks import Tasks
+from app.gui.theme import set_role
 from app.gui.top_level import add_close_keys, fit_to_screen
+from app.paths import DataDirError
 from app.predict.profiles import load_profiles
+from app.quality.plan import QualityPlan
+from app.quantize.plan import QuantizeItem
 from app.results.export import to_csv
+from app.results.fields import RowStatus
 
 THIS_MACHINE_LABEL = "This machine"
 #: The table shows these columns of CHOICE_COLUMNS (the CSV has them all).
@@ -72,12 +91,24 @@ class ChooserView(QDialog):
         self.store_path = None if store_path is None else str(store_path)
         self.tasks = Tasks(self)
         self.report: ChooseReport | None = None
+        self.job: JobRunner | None = None  # a quantize or quality run under way
+        self.job_dialog: VariantsDialog | QualityDialog | None = None
+        self.job_note = ""  # the last job's outcome, shown with the report that follows it
+        self._evaluating = False
         self._build_inputs()
         self.pareto = ParetoPlot(self)
         self.bars = MemoryBars(self)
+        self.pareto_note = self._note(pareto_explanation())
+        self.bars_note = self._note("")
         plots = QSplitter(Qt.Orientation.Horizontal, self)
-        plots.addWidget(self.pareto)
-        plots.addWidget(self.bars)
+        for plot, note in ((self.pareto, self.pareto_note), (self.bars, self.bars_note)):
+            pane = QWidget(self)
+            pane_lay = QVBoxLayout(pane)
+            pane_lay.setContentsMargins(0, 0, 0, 0)
+            pane_lay.addWidget(plot, 1)
+            pane_lay.addWidget(note)
+            plots.addWidget(pane)
+        plots.setSizes([600, 600])  # half each: the notes' wrapped text must not squeeze the memory bars
         self.table = QTableWidget(0, len(TABLE_KEYS), self)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # two files differ at their ends: keep them
         headers = {k: f"{h} ({u})" if u else h for k, h, u in CHOICE_COLUMNS}
@@ -107,8 +138,15 @@ class ChooserView(QDialog):
         lay.addWidget(self.recommendation)
         lay.addLayout(cmd_row)
         self._enable_outputs(False)
+        self._enable_jobs()
         fit_to_screen(self, 1280, 860)
         add_close_keys(self)
+
+    def _note(self, text: str) -> QLabel:
+        label = QLabel(text, self)
+        label.setWordWrap(True)
+        set_role(label, "muted")
+        return label
 
     # ------------------------------------------------------------------------------------------ inputs
     def _build_inputs(self) -> None:
@@ -140,7 +178,16 @@ class ChooserView(QDialog):
         self.choose_button = QPushButton("Choose", self)
         self.choose_button.setDefault(True)
         self.choose_button.clicked.connect(self.start)
+        self.variants_button = QPushButton("&Make variants…", self)
+        self.variants_button.setToolTip("Quantize one of the chooser's files to other types (llama.cpp's quantizer), "
+                                        "then choose again with the new files")
+        self.variants_button.clicked.connect(self.ask_variants)
+        self.quality_button = QPushButton("Measure &quality…", self)
+        self.quality_button.setToolTip("Score the chooser's files against a reference (KL divergence, perplexity), "
+                                       "then choose again with the KLD filled in")
+        self.quality_button.clicked.connect(self.ask_quality)
         self.status = QLabel("", self)
+        self.status.setWordWrap(True)
         src_row = QHBoxLayout()
         src_row.addWidget(self.sources, 1)
         buttons = QVBoxLayout()
@@ -153,10 +200,12 @@ class ChooserView(QDialog):
             opts.addWidget(QLabel(label, self))
             opts.addWidget(w)
         opts.addWidget(self.choose_button)
-        opts.addWidget(self.status, 1)
+        opts.addWidget(self.variants_button)
+        opts.addWidget(self.quality_button)
         self.form = QFormLayout()
         self.form.addRow("Models", src_row)
         self.form.addRow(opts)
+        self.form.addRow(self.status)
 
     def set_sources(self, sources: list[str]) -> None:
         self.sources.setPlainText("\n".join(sources))
@@ -191,11 +240,15 @@ class ChooserView(QDialog):
             return "no sources"
         self.choose_button.setEnabled(False)
         self.status.setText(f"Reading {len(req.sources)} source(s)…")
+        self._evaluating = True
+        self._enable_jobs()
         self.tasks.submit(run_choose, self._done, req)
         return None
 
     def _done(self, report: ChooseReport | None, err: BaseException | None) -> None:
         self.choose_button.setEnabled(True)
+        self._evaluating = False
+        self._enable_jobs()
         if err is not None or report is None:
             self.status.setText(f"Could not choose: {err}")
             return
@@ -203,8 +256,11 @@ class ChooserView(QDialog):
 
     def show_report(self, report: ChooseReport) -> None:
         self.report = report
-        self.pareto.show_choices(report.choices, self.request().min_decode_tps, report.recommendation.choice)
+        floor_tps = self.request().min_decode_tps
+        self.pareto.show_choices(report.choices, floor_tps, report.recommendation.choice)
         self.bars.show_choices(report.choices)
+        self.pareto_note.setText(pareto_explanation(floor_tps))
+        self.bars_note.setText(memory_explanation(report.choices, report.profile.kind))
         self._fill_table(report)
         shown = report.recommendation.choice or (report.choices[0] if report.choices else None)
         source = shown.decode_tps.source if shown is not None else ""
@@ -213,8 +269,11 @@ class ChooserView(QDialog):
         self.command.setText(report.recommendation.command)
         skipped = "; ".join(f"{Path(s).name}: {e}" for s, e in report.errors)
         self.status.setText(f"{len(report.choices)} file(s) on {report.profile.name}"
-                            + (f" — skipped {skipped}" if skipped else ""))
+                            + (f" — skipped {skipped}" if skipped else "")
+                            + (f" — {self.job_note}" if self.job_note else ""))
+        self.job_note = ""
         self._enable_outputs(bool(report.choices))
+        self._enable_jobs()
 
     def _fill_table(self, report: ChooseReport) -> None:
         self.table.setSortingEnabled(False)
@@ -250,6 +309,111 @@ class ChooserView(QDialog):
     def _enable_outputs(self, on: bool) -> None:
         self.export_button.setEnabled(on)
         self.copy_button.setEnabled(on and bool(self.command.text()))
+
+    # ------------------------------------------------------------------------------------------ long work
+    def _files(self) -> list[str]:
+        """The evaluated files on this machine: what a variant is made from and what quality scores."""
+        return local_files(self.report.choices) if self.report is not None else []
+
+    def _enable_jobs(self) -> None:
+        idle = self.job is None and not self._evaluating
+        has_files = bool(self._files())
+        self.variants_button.setEnabled(idle and has_files)
+        self.quality_button.setEnabled(idle and has_files)
+        why = "" if has_files else "Choose first: the files it evaluates are the ones quantized or scored"
+        for button in (self.variants_button, self.quality_button):
+            button.setStatusTip(why)
+
+    def ask_variants(self) -> VariantsDialog | None:
+        """Open the "Make variants" dialog (window-modal, not blocking); Write starts the quantize run."""
+        if self.report is None or self.job is not None:
+            return None
+        dialog = VariantsDialog(self.report.choices, self)
+        dialog.accepted.connect(lambda: self.make_variants(dialog.items))
+        dialog.finished.connect(dialog.deleteLater)
+        self.job_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def ask_quality(self) -> QualityDialog | None:
+        """Open the "Measure quality" dialog (window-modal, not blocking); Measure starts the quality run."""
+        if self.report is None or self.job is not None:
+            return None
+        dialog = QualityDialog(self._files(), self)
+        dialog.accepted.connect(lambda: self.measure_quality(dialog.plan) if dialog.plan is not None else None)
+        dialog.finished.connect(dialog.deleteLater)
+        self.job_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def make_variants(self, items: list[QuantizeItem]) -> JobRunner | None:
+        """Quantize ``items`` (a plan of app.quantize.plan) off the GUI thread; at the end the files written join
+        the inputs and the evaluation runs again."""
+        try:
+            runner, session = quantize_runner(self, items)
+        except DataDirError as e:
+            self.status.setText(f"Could not make variants: {e}")
+            return None
+
+        def done(rows: Rows | None, err: BaseException | None) -> None:
+            self._job_ended()
+            if err is not None or rows is None:
+                self.status.setText(f"Could not make variants: {err}")
+                return
+            self.add_sources([str(r["model_path"]) for r in rows if r.get("status") == RowStatus.OK])
+            self._choose_again(quantize_summary(rows, session.cancelled))
+
+        return self._run_job(runner, done, f"Making {len(items)} variant(s)…")
+
+    def measure_quality(self, plan: QualityPlan) -> JobRunner | None:
+        """Score ``plan``'s files (app.quality.plan) off the GUI thread, each stored as it finishes; at the end the
+        evaluation runs again and reads the scores."""
+        try:
+            runner, session = quality_runner(self, plan, self.store_path)
+        except DataDirError as e:
+            self.status.setText(f"Could not measure quality: {e}")
+            return None
+
+        def done(rows: Rows | None, err: BaseException | None) -> None:
+            self._job_ended()
+            if err is not None or rows is None:
+                self.status.setText(f"Could not measure quality: {err}")
+                return
+            self._choose_again(quality_summary(rows, plan, session.cancelled))
+
+        return self._run_job(runner, done, f"Measuring quality of {len(plan.models)} file(s)…")
+
+    def _choose_again(self, summary: str) -> None:
+        """Evaluate again after a job; its summary stays in the status line with the new report's."""
+        self.job_note = summary
+        if self.start() is None:
+            self.status.setText(f"{summary} Choosing again…")
+
+    def _run_job(self, runner: JobRunner, done: Callable[[Rows | None, BaseException | None], None],
+                 status: str) -> JobRunner:
+        self.job = runner
+        runner.finished.connect(done)
+        self._enable_jobs()
+        self.status.setText(status)
+        runner.start()
+        return runner
+
+    def _job_ended(self) -> None:
+        if self.job is not None:
+            self.job.deleteLater()
+        self.job = None
+        self._enable_jobs()
+
+    def add_sources(self, paths: list[str]) -> list[str]:
+        """Add ``paths`` to the inputs, but not those a listed folder or entry already holds; the ones added."""
+        listed = self.source_list()
+        held = {Path(s).expanduser().resolve() for s in listed if "://" not in s}
+        folders = [p for p in held if p.is_dir()]
+        new = [p for p in paths if Path(p).resolve() not in held
+               and not any(Path(p).resolve().is_relative_to(f) for f in folders)]
+        if new:
+            self.set_sources(listed + new)
+        return new
 
     # ------------------------------------------------------------------------------------------ outputs
     def copy_command(self) -> None:

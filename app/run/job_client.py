@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.paths import check_writable_data_dir
+from app.results.store import new_run_id
 from app.run.client import WorkerClient
 from app.run.events import Event
 
@@ -34,3 +36,12 @@ class JobClient(WorkerClient):
         finally:
             self.close()
         return True
+
+
+def new_job_log() -> tuple[str, Path]:
+    """A new run id and the path of its worker's log, after checking the data dir can take it (DataDirError, one
+    line, if not): what the CLI and the window's quantize and quality jobs start a worker with."""
+    run_id = new_run_id()
+    log_path = check_writable_data_dir() / "logs" / f"worker-{run_id}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    return run_id, log_path

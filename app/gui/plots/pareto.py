@@ -3,8 +3,10 @@
 Pareto plot: one point per file, x the decode tok/s at the chosen context (expected, else the ceiling), y the mean
 KLD against the reference; point area grows with the file size; files that do not fit are grey; files whose
 quality is not measured sit on a "not measured" line above the measured ones, hollow. The Pareto front (no other
-fitting file is both faster and closer to the reference) is a dashed line.
+fitting file is both faster and closer to the reference) is a dashed line. The recommended file is drawn above the
+others and ringed, so no other point hides it.
 Memory bars: weights, KV cache, compute buffers and the GPU allowance per file, against the device's memory.
+:func:`pareto_explanation` and :func:`memory_explanation` are the lines the window shows under each plot.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from PySide6.QtCore import Qt
 from app.choose.verdicts import FileChoice
 from app.gui.plots.items import style_plot
 from app.gui.plots.style import color
-from app.gui.theme import ink, plot_background, plot_foreground
+from app.gui.theme import ink, plot_background, plot_foreground, series_colour
+from app.predict.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
 
 GREY = "#b0b0b0"
 FRONT = "#d62728"
@@ -29,13 +32,45 @@ SEGMENTS: tuple[tuple[str, str, str], ...] = (
     ("compute_bytes", "compute", "#ff7f0e"), ("overhead_bytes", "GPU allowance", "#9467bd"),
 )
 GIB = 1024.0**3
+MIB = 1024.0**2
+SMALLEST_POINT_PX = 10.0
+LARGEST_POINT_PX = 36.0
+#: The recommended file's point and ring sit above every other item of the plot (pyqtgraph draws by z-value).
+CHOSEN_Z = 10.0
 
 
 def point_size(size_bytes: int, smallest: int, largest: int) -> float:
     """Marker diameter (px): area proportional to the file size, 10–36 px across the set."""
     if largest <= smallest:
         return 18.0
-    return 10.0 + 26.0 * math.sqrt((size_bytes - smallest) / (largest - smallest))
+    span = LARGEST_POINT_PX - SMALLEST_POINT_PX
+    return SMALLEST_POINT_PX + span * math.sqrt((size_bytes - smallest) / (largest - smallest))
+
+
+def pareto_explanation(floor_tps: float | None = None) -> str:
+    """What the Pareto plot's marks mean (shown under it)."""
+    floor = f" Vertical dashed: your speed floor ({floor_tps:g} tok/s)." if floor_tps else ""
+    return (f"Point area grows with the file's size ({SMALLEST_POINT_PX:.0f}–{LARGEST_POINT_PX:.0f} px). Red dashed: "
+            "the Pareto front (no other fitting file is both faster and lower in KLD). Ringed: the recommendation, "
+            f"drawn on top. Hollow, on the dotted line: quality not measured. Grey: does not fit.{floor}")
+
+
+def memory_explanation(choices: Sequence[FileChoice], profile_kind: str) -> str:
+    """What the memory bars hold and what the GPU allowance is, for a device of ``profile_kind`` (shown under
+    them); the figures are app.predict.fit's, whose fit check decides what fits."""
+    if profile_kind == "cpu":
+        return ("Each bar: the memory a file needs at the chosen context (weights, KV cache, compute buffers); "
+                "the line: this machine's memory.")
+    if profile_kind == "unified":
+        return ("Each bar: the memory a file needs at the chosen context (weights, KV cache, compute buffers); the "
+                f"line: the {UNIFIED_USABLE_FRACTION:.0%} of unified memory the GPU may use by default (no GPU "
+                "allowance on unified memory).")
+    allowances = {c.overhead_bytes for c in choices if c.overhead_bytes}
+    mib = (max(allowances) if allowances else DEFAULT_GPU_OVERHEAD_BYTES) / MIB
+    return ("Each bar: the GPU memory a file needs at the chosen context (offloaded weights, their KV cache, compute "
+            f"buffers, GPU allowance); the line: the GPU's memory. GPU allowance: {mib:.0f} MiB for the CUDA "
+            "context, cuBLAS workspace and memory pools whenever layers are on the GPU (a rough allowance, not "
+            "measured).")
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -75,6 +110,8 @@ class ParetoPlot(pg.PlotWidget):
                "mean KLD vs reference (lower is better)")
         self.getAxis("left").enableAutoSIPrefix(False)
         self.points: list[tuple[str, float, float | None, bool]] = []  # (file, tok/s, kld, fits)
+        self.point_items: dict[str, pg.PlotDataItem] = {}  # file name -> its point
+        self.ring: pg.PlotDataItem | None = None  # around the recommended file's point
         self.front: list[tuple[float, float]] = []
         self.unmeasured_y = 0.0
 
@@ -83,6 +120,8 @@ class ParetoPlot(pg.PlotWidget):
         """One point per file; the speed floor as a vertical line and the recommended file ringed."""
         self.clear()
         self.points = [(c.filename, c.decode_tps.value, kld_of(c), c.usable) for c in choices]
+        self.point_items = {}
+        self.ring = None
         if not choices:
             return
         sizes = [c.size_bytes for c in choices]
@@ -90,19 +129,26 @@ class ParetoPlot(pg.PlotWidget):
         top = max(measured) if measured else 0.0
         self.unmeasured_y = top * 1.25 if top > 0 else 1.0
         labels = short_labels([c.filename for c in choices])
+        grey = series_colour(GREY)
         for i, c in enumerate(choices):
             kld = kld_of(c)
-            colour = color(i) if c.usable else GREY
+            colour = color(i) if c.usable else grey
             y = kld if kld is not None else self.unmeasured_y
-            brush = pg.mkBrush(colour) if kld is not None else pg.mkBrush(255, 255, 255, 0)
-            self.plot([c.decode_tps.value], [y], pen=None, symbol="o", symbolPen=pg.mkPen(colour, width=2),
-                      symbolBrush=brush, symbolSize=point_size(c.size_bytes, min(sizes), max(sizes)))
-            label = pg.TextItem(labels[i] if c.usable else f"{labels[i]} (does not fit)", color=colour,
-                                anchor=(-0.15, 1))
+            brush = pg.mkBrush(colour) if kld is not None else pg.mkBrush(0, 0, 0, 0)  # hollow: no fill
+            item = self.plot([c.decode_tps.value], [y], pen=None, symbol="o", symbolPen=pg.mkPen(colour, width=2),
+                             symbolBrush=brush, symbolSize=point_size(c.size_bytes, min(sizes), max(sizes)))
+            text = labels[i] if c.usable else f"{labels[i]} (does not fit)"
+            # the recommended file's name below its point, the others' above: two files at one spot stay readable
+            label = pg.TextItem(f"{text} (recommended)" if c is chosen else text, color=colour,
+                                anchor=(-0.15, 0) if c is chosen else (-0.15, 1))
             label.setPos(c.decode_tps.value, y)
             self.addItem(label)
+            if c is chosen:
+                item.setZValue(CHOSEN_Z)
+                label.setZValue(CHOSEN_Z + 1)
+            self.point_items[c.filename] = item
         if len(measured) < len(choices):
-            line = pg.InfiniteLine(pos=self.unmeasured_y, angle=0, pen=pg.mkPen(GREY, style=Qt.PenStyle.DotLine),
+            line = pg.InfiniteLine(pos=self.unmeasured_y, angle=0, pen=pg.mkPen(grey, style=Qt.PenStyle.DotLine),
                                    label="quality not measured", labelOpts={"position": 0.02, "color": ink("muted")})
             self.addItem(line)
         if floor_tps:
@@ -111,15 +157,17 @@ class ParetoPlot(pg.PlotWidget):
                                          labelOpts={"position": 0.9, "color": plot_foreground()}))
         if chosen is not None:
             kld = kld_of(chosen)
-            self.plot([chosen.decode_tps.value], [kld if kld is not None else self.unmeasured_y], pen=None,
-                      symbol="o", symbolSize=point_size(chosen.size_bytes, min(sizes), max(sizes)) + 12,
-                      symbolPen=pg.mkPen(plot_foreground(), width=2), symbolBrush=pg.mkBrush(0, 0, 0, 0))
+            self.ring = self.plot([chosen.decode_tps.value], [kld if kld is not None else self.unmeasured_y],
+                                  pen=None, symbol="o",
+                                  symbolSize=point_size(chosen.size_bytes, min(sizes), max(sizes)) + 12,
+                                  symbolPen=pg.mkPen(plot_foreground(), width=2.5), symbolBrush=pg.mkBrush(0, 0, 0, 0))
+            self.ring.setZValue(CHOSEN_Z + 1)
         self.front = pareto_front([(s, k) for _, s, k, ok in self.points if ok and k is not None])
         if len(self.front) > 1:
             self.plot([p[0] for p in self.front], [p[1] for p in self.front],
-                      pen=pg.mkPen(FRONT, width=1.5, style=Qt.PenStyle.DashLine))
+                      pen=pg.mkPen(series_colour(FRONT), width=1.5, style=Qt.PenStyle.DashLine))
         speeds = [s for _, s, _, _ in self.points]
-        self.setXRange(0, max(speeds) * 1.3 if max(speeds) > 0 else 1.0, padding=0)
+        self.setXRange(0, max(speeds) * 1.4 if max(speeds) > 0 else 1.0, padding=0)
         self.setYRange(-0.05 * self.unmeasured_y, self.unmeasured_y * 1.15, padding=0)
 
 
@@ -138,14 +186,16 @@ class MemoryBars(pg.PlotWidget):
         self.totals_gib = [c.memory_bytes / GIB for c in choices]
         if not choices:
             return
+        self.legend.setLabelTextColor(plot_foreground())  # the colour new entries take: the page's, now
         rows = list(range(len(choices)))[::-1]  # first file at the top
         left = [0.0] * len(choices)
         for attr, label, colour in SEGMENTS:
             widths = [getattr(c, attr) / GIB for c in choices]
             if not any(widths):
                 continue
-            bars = pg.BarGraphItem(x0=left, y=rows, height=0.6, width=widths, brush=colour,
-                                   brushes=[pg.mkBrush(colour if c.usable else GREY) for c in choices],
+            shade, grey = series_colour(colour), series_colour(GREY)
+            bars = pg.BarGraphItem(x0=left, y=rows, height=0.6, width=widths, brush=shade,
+                                   brushes=[pg.mkBrush(shade if c.usable else grey) for c in choices],
                                    pen=pg.mkPen(plot_background()))
             self.addItem(bars)
             self.legend.addItem(bars, label)
