@@ -105,6 +105,7 @@ class MainWindow(QMainWindow):
         self._start_library(restore)
         if restore:
             self._restore_settings()
+        self.plots.keep_log_scales(self.settings, restore)
         self.hardware.start_detection(probe)
         self.details.update_inspector()
         settle_heap()  # the window's objects out of the 1 s collector's full passes (50-80 ms each otherwise)
@@ -155,6 +156,7 @@ class MainWindow(QMainWindow):
         self.details.predictionsChanged.connect(self.results.refresh_predictions)
         self.details.predictionsChanged.connect(self.plots.reset_ranges)
         self.details.predictionsChanged.connect(self.browser.refresh_compare)
+        self.plots.pointClicked.connect(self.results_panel.select_test)
         self.bridge.before_run = self._wait_for_background_work
 
     def _build_layout(self) -> None:
@@ -226,7 +228,10 @@ class MainWindow(QMainWindow):
             "&Sweep": [act("Run sweep", "Ctrl+R", self.run_sweep), act("Cancel sweep", "Esc", self.cancel_sweep),
                        None, act("Remote server…", None, self.show_remote,
                                  "Benchmark an OpenAI-compatible server at several concurrencies"),
-                       None, self.calibrate.action],
+                       None, self.calibrate.action, self.calibrate.last_action,
+                       act("Measure this CPU again", None, self.hardware.reprobe,
+                           "Probe this CPU's memory bandwidth and compute again; its one profile takes the new "
+                           "figures")],
             "&View": [act("Compare…", None, self.show_compare),
                       act("Which quantization…", "Ctrl+K", self.show_chooser,
                           "Which file fits this GPU at a context: fit, speed and quality, and a recommendation")],

@@ -116,6 +116,19 @@ class ResultsPanel(QWidget):
             if idx.data(TEST_INDEX_ROLE) in test_indices:
                 sm.select(idx, sm.SelectionFlag.Select | sm.SelectionFlag.Rows)
 
+    def select_test(self, test_index: int, add: bool = False) -> None:
+        """Select one test's row and show it (a click on its point in a plot); ``add`` (Ctrl-click) adds it to the
+        selection, or takes it out where it was in."""
+        sm = self.table.selectionModel()
+        for r in range(self.proxy.rowCount()):
+            idx = self.proxy.index(r, 0)
+            if idx.data(TEST_INDEX_ROLE) == test_index:
+                how = sm.SelectionFlag.Toggle if add else sm.SelectionFlag.ClearAndSelect
+                sm.select(idx, how | sm.SelectionFlag.Rows)
+                sm.setCurrentIndex(idx, sm.SelectionFlag.NoUpdate)
+                self.table.scrollTo(idx)
+                return
+
     # --- files ------------------------------------------------------------------------------------
     def _ask_path(self, title: str, name: str, filter_: str) -> str | None:
         path, _ = QFileDialog.getSaveFileName(self, title, str(Path.home() / name), filter_)

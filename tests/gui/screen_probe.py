@@ -29,6 +29,7 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("GGUF_WORKBENCH_DATA_DIR", str(folder / "data"))
     from PySide6.QtWidgets import QApplication
 
+    from app.gui.calibration_view import CalibrationView
     from app.gui.history import HistoryDialog
     from app.gui.main_window import MainWindow
 
@@ -47,15 +48,18 @@ def main(argv: list[str]) -> int:
     remote = win.show_remote()
     history = HistoryDialog(win)
     history.show()
+    calibration = CalibrationView(win)
+    calibration.show()
     for _ in range(20):
         app.processEvents()
-    out.update(chooser=_rect(chooser), compare=_rect(cmp), remote=_rect(remote), history=_rect(history))
+    out.update(chooser=_rect(chooser), compare=_rect(cmp), remote=_rect(remote), history=_rect(history),
+               calibration=_rect(calibration))
     bottom = max(chooser.recommendation.mapTo(chooser, chooser.recommendation.rect().bottomLeft()).y(),
                  chooser.command.mapTo(chooser, chooser.command.rect().bottomLeft()).y())
     out["chooser_answer_bottom"] = bottom
     out["chooser_height"] = chooser.height()
     print(json.dumps(out))
-    for w in (history, remote, cmp, chooser):
+    for w in (calibration, history, remote, cmp, chooser):
         w.close()
     win.close()
     return 0

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from app.gui.plots.envelope import chunk_tokens, envelope
+from app.gui.plots.interaction import figure_text, row_series
 from app.gui.plots.items import connect_reps, line, ring, show_curve, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name
@@ -30,6 +31,7 @@ class DecodePlot(PlotPanel):
     x_label = "position in context (tokens)"
     y_label = "decode speed (tok/s)"
     points_key = "mean"
+    log_axes = ("x",)  # contexts from hundreds to tens of thousands of tokens
 
     def __init__(self, title: str | None = None, columns: int | None = None) -> None:
         super().__init__(title, columns)
@@ -67,10 +69,14 @@ class DecodePlot(PlotPanel):
             self.item(("tok", m), self._token_line(view, m, path), view.label("per token (measured)", path)).setData(
                 x, y, connect=conn)
             mine = [r for r in rows if r.get("model_path") == path]
-            self.points_with_sd(m, view.label(MEANS_LABEL, path), c, (
-                np.array([mean_pos(r) for r in mine]), np.array([float(r["decode_tps"]) for r in mine]),
-                np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])), *MEANS_MARKER,
+            mx, my = np.array([mean_pos(r) for r in mine]), np.array([float(r["decode_tps"]) for r in mine])
+            name = view.label(MEANS_LABEL, path)
+            item = self.points_with_sd(m, name, c, (
+                mx, my, np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])), *MEANS_MARKER,
                 depths=[int(r.get("n_depth") or 0) for r in mine])
+            self.pickable((self.points_key, m), row_series(
+                name, mx, my, mine, lambda v: f"mean position {v:.0f} tok",
+                lambda r: figure_text("decode", r["decode_tps"], r.get("decode_tps_stddev"), "tok/s"), item))
             ys = self._draw_ceiling(view, m, path, xs)
             if ys is not None:
                 curves[m] = (xs, ys)

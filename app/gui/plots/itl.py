@@ -8,6 +8,7 @@ import numpy as np
 
 from app.gui.plots.decode import DecodePlot
 from app.gui.plots.envelope import chunk_tokens, envelope
+from app.gui.plots.interaction import PickSeries, number, settings_text
 from app.gui.plots.items import connect_reps, expected_line, line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import HILITE, finite_max, nice_ceil
@@ -22,6 +23,7 @@ class ItlPlot(PlotPanel):
     x_label = "time since sweep start (s)"
     y_label = "inter-token latency (ms)"
     columns = 1
+    log_axes = ("y",)  # stalls of ten times the typical step stay readable beside it
 
     def __init__(self, decode: DecodePlot, title: str | None = None, columns: int | None = None) -> None:
         super().__init__(title, columns)
@@ -41,6 +43,7 @@ class ItlPlot(PlotPanel):
         tx, ty, tconn = envelope(t, itl, conn, chunk_tokens(itl.size, self.plot.getViewBox().width()))
         measured = self.item(("meas",), lambda: line("measured, per token", sc("#1f77b4"), 1.0, long=True))
         measured.setData(tx, ty, connect=tconn)
+        self.pickable(("meas",), self._tokens(view, t, itl, measured))
         floor = self._floor(view, itl.size, self.decode.curves)
         self.item(("pred",), lambda: line("predicted floor (1000 / ceiling)", sc("#d62728"), 1.6, dashed=True)).setData(
             t, floor, connect=conn)
@@ -55,6 +58,20 @@ class ItlPlot(PlotPanel):
         if itl.size:
             y_hi = min(float(np.nanmax(itl)), 4 * float(np.percentile(itl, 95)))
             self.set_range(self.plot.getViewBox(), (0.0, nice_ceil(float(t[-1]))), finite_max([y_hi], floor))
+
+    @staticmethod
+    def _tokens(view: PlotView, t: np.ndarray, itl: np.ndarray, item: object) -> PickSeries:
+        """Every token's latency (not the thinned line drawn) with its test, for the readout and a click."""
+        s = view.session
+        tests = s.tok_test.view().astype(int)
+
+        def describe(i: int) -> str:
+            k = int(tests[i])
+            spec = s.rows.get(k) or s.tests.get(k) or {}
+            return "\n".join(("measured, per token", f"{t[i]:.2f} s since start · ITL {number(float(itl[i]))} ms",
+                              settings_text(spec, k)))
+
+        return PickSeries(t, np.asarray(itl, dtype=float), tests, describe, item, sorted_x=True)
 
     def _floor(self, view: PlotView, n: int, curves: dict[int, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Per token: 1000 / the decode rate ``curves`` give at its position (NaN where there is none)."""

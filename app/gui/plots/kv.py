@@ -8,6 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from app.gui.plots.interaction import number, row_series
 from app.gui.plots.items import line, ring, scatter, show_curve
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, MIB, color
@@ -31,12 +32,13 @@ class KvPlot(PlotPanel):
     name = "kv"
     title = "KV-cache memory vs context"
     x_label = "context size (tokens)"
-    y_label = "memory (MiB, log scale)"
+    y_label = "memory (MiB)"
+    log_axes = ("y",)  # the KV cache beside weights and the device's memory: decades apart
+    log_default = True
 
     def __init__(self, title: str | None = None, columns: int | None = None) -> None:
-        super().__init__(title, columns)
-        self.plot.setLogMode(x=False, y=True)
         self._limit: pg.InfiniteLine | None = None
+        super().__init__(title, columns)
 
     def reset(self) -> None:
         super().reset()
@@ -60,11 +62,18 @@ class KvPlot(PlotPanel):
             mine = [r for r in rows if r.get("model_path") == path]
             kv_rows = [r for r in mine if r.get("llama_kv_bytes")]
             kv_name, mem_name = view.label("KV in llama.cpp's log", path), view.label(f"measured ({taken})", path)
-            self.item(("meas", m), lambda c=c, n=kv_name: scatter(n, c, "d", 11), kv_name).setData(
-                [ctx_of(r) for r in kv_rows], [float(r["llama_kv_bytes"]) / MIB for r in kv_rows])
             mem_rows = [r for r in mine if r.get("mem_measured_bytes")]
-            self.item(("mem", m), lambda c=c, n=mem_name: scatter(n, c, "t", 11), mem_name).setData(
-                [ctx_of(r) for r in mem_rows], [float(r["mem_measured_bytes"]) / MIB for r in mem_rows])
+            for key, name, shown, column, what, make in (
+                    (("meas", m), kv_name, kv_rows, "llama_kv_bytes", "KV cache",
+                     lambda c=c, n=kv_name: scatter(n, c, "d", 11)),
+                    (("mem", m), mem_name, mem_rows, "mem_measured_bytes", taken,
+                     lambda c=c, n=mem_name: scatter(n, c, "t", 11))):
+                x, y = [ctx_of(r) for r in shown], [float(r[column]) / MIB for r in shown]
+                item = self.item(key, make, name)
+                item.setData(x, y)
+                self.pickable(key, row_series(name, x, y, shown, lambda v: f"context {v:.0f} tok",
+                                              lambda r, c=column, w=what: f"{w} {number(float(r[c]) / MIB)} MiB",
+                                              item))
         hi = [r for r in rows if r.get("test_index") in view.selected and r.get("mem_measured_bytes")]
         self.item(("hl",), lambda: ring(None)).setData(
             [ctx_of(r) for r in hi], [float(r["mem_measured_bytes"]) / MIB for r in hi])
@@ -96,6 +105,7 @@ class KvPlot(PlotPanel):
                                           label=label, labelOpts={"position": 0.3, "color": plot_foreground(),
                                                                   "anchors": [(0.5, 0), (0.5, 0)]})
             self.plot.addItem(self._limit, ignoreBounds=False)
-        self._limit.setPos(np.log10(profile.vram_gib * 1024.0))
+        mib = profile.vram_gib * 1024.0
+        self._limit.setPos(np.log10(mib) if self.log_scale else mib)  # an InfiniteLine is placed in view units
         self._limit.label.setFormat(label)
         self._limit.show()

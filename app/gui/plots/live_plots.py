@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QStackedLayout, QTabWidget, QWidget
 
@@ -37,10 +37,18 @@ PLOTS_PER_TICK = 1
 #: plots go into two tabs. A 1920×1080 screen gives the plots about 560 px: two rows of 280 px, each keeping
 #: :data:`~app.gui.plots.panel.MIN_DATA_HEIGHT_PX` of data under a legend that folds beyond two rows.
 GRID_MIN_HEIGHT_PX = 540
+#: where each plot's log-scale choice is remembered (``Settings``), by plot name
+LOG_SCALE_KEY = "plots/log_scale/{}"
 
 
 class LivePlots(QWidget):
-    """TTFT vs prompt, decode vs position, KV memory vs context, telemetry timeline and inter-token latency."""
+    """TTFT vs prompt, decode vs position, KV memory vs context, telemetry timeline and inter-token latency.
+
+    A click on a measured point emits ``pointClicked(test index, add)`` (``add``: Ctrl held); the window selects that
+    test's row, which highlights it in every plot.
+    """
+
+    pointClicked = Signal(int, bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -60,6 +68,31 @@ class LivePlots(QWidget):
         self._behind = False  # some plot's new data waits for its next turn
         self._legend_entries: dict[str, int] = {}
         self.last_drawn: tuple[str, ...] = ()  # the plots the last refresh drew (benchmarks/gui_stall.py)
+        self._view: PlotView | None = None  # what the plots show now: a plot whose log scale is switched redraws it
+        self._settings: Any = None
+        for p in self.panels:
+            p.pointer.testClicked.connect(self.pointClicked)
+            if p.log_toggle is not None:
+                p.log_toggle.changed.connect(self._log_changed)
+
+    def keep_log_scales(self, settings: Any, restore: bool = True) -> None:
+        """Remember each plot's log-scale choice in ``settings`` (a :class:`~app.gui.settings.Settings`) from now
+        on, and with ``restore`` put back the ones saved before."""
+        if restore:
+            for p in self.panels:
+                saved = settings.value(LOG_SCALE_KEY.format(p.name)) if p.log_toggle is not None else None
+                if saved is not None:
+                    p.set_log_scale(str(saved).lower() in ("true", "1"))
+        self._settings = settings
+
+    def _log_changed(self, name: str) -> None:
+        """A plot's log scale was switched: remember it, and redraw that plot now (its error bars and the lines
+        placed by value are in view units)."""
+        panel = next(p for p in self.panels if p.name == name)
+        if self._settings is not None:
+            self._settings.set_value(LOG_SCALE_KEY.format(panel.name), panel.log_scale)
+        if self._view is not None and panel.name in self._drawn:
+            panel.draw(self._view)
 
     def _build_pages(self) -> None:
         """Two arrangements of the same five plots: one grid (two rows) where the area is tall enough, else two
@@ -112,6 +145,7 @@ class LivePlots(QWidget):
         """Forget everything drawn (a new sweep, another past run)."""
         for p in self.panels:
             p.reset()
+        self._view = None
         self._last_key = None
         self._plot_keys.clear()
         self._drawn.clear()
@@ -137,6 +171,7 @@ class LivePlots(QWidget):
         if key == self._last_key and not force and not self._behind:
             return False
         self._last_key = key
+        self._view = view
         inputs = (id(session), predictor.version, predictor.curves_version, view.selected, self.kv_ctx_max)
         now = time.monotonic()
         keys = {p.name: p.key(view) for p in self.panels}

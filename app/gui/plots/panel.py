@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +12,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pyqtgraph as pg
 
+from app.gui import theme
 from app.gui.live import LiveRun
+from app.gui.plots.interaction import LogScaleToggle, PickSeries, PlotPointer, axis_text, log10_or_nan, log_label
 from app.gui.plots.items import (
     TopLegend,
     band_between,
@@ -35,6 +38,8 @@ SETTING_KEYS = ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")
 MIN_DATA_HEIGHT_PX = 160  # the least data area a plot keeps for its legend
 PLOT_FRAME_PX = 75  # title, bottom axis and its label
 LEGEND_ROW_PX = 21  # one legend row (8 pt text): two rows always fit
+BEAM = 6.0  # error bar caps' width in x units (tokens) on a linear x axis
+LOG_BEAM_DECADES = 0.03  # and on a log one
 
 
 @dataclass(frozen=True)
@@ -144,13 +149,51 @@ class PlotPanel(ABC):
     y_label: ClassVar[str]
     columns: ClassVar[int] = 2  # legend columns
     points_key: ClassVar[str] = "meas"  # the key of the measured means in ``points_with_sd``
+    log_axes: ClassVar[tuple[str, ...]] = ()  # the axes ("x", "y") its log-scale toggle switches; () no toggle
+    log_default: ClassVar[bool] = False
 
     def __init__(self, title: str | None = None, columns: int | None = None) -> None:
         self.widget = make_plot(title or self.title, self.x_label, self.y_label, columns or self.columns)
         self.plot: pg.PlotItem = self.widget.getPlotItem()
+        # pyqtgraph's "Plot Options" (log, FFT, averaging, downsampling) would transform the items behind the
+        # drawing's back; the view's own menu (ranges, mouse mode) stays, with the log toggle added to it
+        self.plot.setMenuEnabled(enableMenu=False, enableViewBoxMenu=True)
         self.legend: TopLegend = self.plot.legend
         self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # key -> (owner, item): one item per series
-        self._ranges: dict[str, tuple[Any, Any]] = {}
+        self._ranges: dict[str, tuple[Any, Any]] = {}  # which view -> (x, y) bounds in data units
+        self._applied: dict[str, tuple[Any, Any]] = {}  # which view -> the bounds set on it, in view units
+        self.pointer = PlotPointer(self.widget)
+        self._log_scale = False
+        self.log_toggle: LogScaleToggle | None = None
+        if self.log_axes:
+            names = [self.x_label.split(" (")[0] if a == "x" else self.y_label.split(" (")[0] for a in self.log_axes]
+            self.log_toggle = LogScaleToggle(self.widget, self.log_axes, names, self.name)
+            self.log_toggle.toggled.connect(self.set_log_scale)
+            self.set_log_scale(self.log_default)
+
+    @property
+    def log_scale(self) -> bool:
+        """Whether the plot's :attr:`log_axes` are logarithmic now."""
+        return self._log_scale
+
+    def set_log_scale(self, on: bool) -> None:
+        """Make :attr:`log_axes` logarithmic (or linear again): the items follow (pyqtgraph maps their data), the
+        axis labels say so, the fixed ranges are forgotten (they were in the other units) and the toggle's
+        ``changed`` asks the owner to redraw what pyqtgraph does not map (error bars, lines placed by value)."""
+        if self.log_toggle is None:
+            return
+        on = bool(on)
+        self.log_toggle.set_checked(on)
+        if on == self._log_scale:
+            return
+        self._log_scale = on
+        self.plot.setLogMode(x=on and "x" in self.log_axes, y=on and "y" in self.log_axes)
+        fg = theme.plot_foreground()
+        for axis, name, label in (("x", "bottom", self.x_label), ("y", "left", self.y_label)):
+            if axis in self.log_axes:
+                self.plot.setLabel(name, log_label(label) if on else label, color=fg)
+        self.reset_ranges()
+        self.log_toggle.changed.emit(self.name)
 
     @abstractmethod
     def key(self, view: PlotView) -> tuple[Any, ...]:
@@ -165,11 +208,13 @@ class PlotPanel(ABC):
         for owner, item in self.items.values():
             owner.removeItem(item)
         self.items.clear()
+        self.pointer.clear()
         self.reset_ranges()
 
     def reset_ranges(self) -> None:
         """Forget the fixed axis ranges; the next redraw sets them from what it draws."""
         self._ranges.clear()
+        self._applied.clear()
         self.plot.enableAutoRange()
 
     def item(self, key: tuple[Any, ...], make: Callable[[], Any], name: str | None = None,
@@ -192,6 +237,18 @@ class PlotPanel(ABC):
         hit = self.items.pop((self.name, *key), None)
         if hit is not None:
             hit[0].removeItem(hit[1])
+        self.pointer.drop(key)
+
+    def pickable(self, key: tuple[Any, ...], series: PickSeries) -> None:
+        """The measured points the item for ``key`` draws, for the hover readout and click-to-select (dropped
+        with the item)."""
+        self.pointer.set_series(key, series)
+
+    def view_xy(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Data to view coordinates (log10 on a log axis, NaN where it has no place): for the items pyqtgraph does
+        not map itself (error bars)."""
+        log_x, log_y = self.pointer.log_modes()
+        return log10_or_nan(x) if log_x else x, log10_or_nan(y) if log_y else y
 
     def data_of(self, *key: Any) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) drawn by one item, e.g. ``data_of("ttft", "meas", 0)`` (the plot's name may be left out); empty if
@@ -211,11 +268,20 @@ class PlotPanel(ABC):
         self.item(("unstable",), unstable_rings).setData(list(x), list(y))
 
     def points_with_sd(self, m: int, name: str, c: str, xyz: tuple[np.ndarray, np.ndarray, np.ndarray],
-                       symbol: str = "o", size: float = 8, depths: Sequence[int] = ()) -> None:
+                       symbol: str = "o", size: float = 8, depths: Sequence[int] = ()) -> pg.PlotDataItem:
         """Model ``m``'s measured means (``meas`` for TTFT, ``mean`` for decode) with ±1 sd error bars: colour by
-        model, and where the tests ran at several ``depths``, a marker shape per depth that the legend names."""
+        model, and where the tests ran at several ``depths``, a marker shape per depth that the legend names; returns
+        the markers' item."""
         x, y, e = xyz
-        self.item(("err", m), lambda: error_bars(c)).setData(x=x, y=y, top=e, bottom=e)
+        vx, vy = self.view_xy(x, y)
+        top = bottom = e
+        if self.pointer.log_modes()[1]:  # ±1 sd on a log axis: uneven, and the low end above zero
+            top = log10_or_nan(y + e) - vy
+            bottom = vy - log10_or_nan(np.maximum(y - e, y * 1e-3))
+        ok = np.isfinite(vx) & np.isfinite(vy)
+        beam = LOG_BEAM_DECADES if self.pointer.log_modes()[0] else BEAM  # in x units: a decade is not a token
+        self.item(("err", m), lambda: error_bars(c)).setData(x=vx[ok], y=vy[ok], top=np.asarray(top)[ok],
+                                                            bottom=np.asarray(bottom)[ok], beam=beam)
         item = self.item((self.points_key, m), lambda: scatter(name, c, symbol, size))
         distinct = sorted(set(depths))
         if len(distinct) > 1 and len(depths) == len(x):
@@ -223,9 +289,10 @@ class PlotPanel(ABC):
             name += "; " + ", ".join(f"{SYMBOL_GLYPHS[shape[d]]} depth {d}" for d in distinct)
             rename(self.plot, item, name)
             item.setData(x, y, symbol=[shape[d] for d in depths])
-            return
+            return item
         rename(self.plot, item, name)
         item.setData(x, y, symbol=symbol)
+        return item
 
     def draw_expected(self, key: tuple[Any, ...], name: str, c: str, xs: np.ndarray,
                       curve: np.ndarray | None) -> None:
@@ -247,8 +314,9 @@ class PlotPanel(ABC):
 
     def set_range(self, vb: pg.ViewBox, x: tuple[float, float] | None, y_hi: float | None,
                   y_lo: float = 0.0, which: str = "main") -> None:
-        """Fix a view's range to 'nice' bounds that only grow within a session: axes are redrawn (costly text)
-        only when the data outgrows them, not on every appended point."""
+        """Fix a view's range to 'nice' bounds (in data units) that only grow within a session: axes are redrawn
+        (costly text) only when the data outgrows them, not on every appended point. On a log axis the bounds are
+        set in log10 units, from the decade below the smallest positive value drawn where the low bound is 0."""
         prev_x, prev_y = self._ranges.get(which, (None, None))
         if x is not None and prev_x is not None:
             x = (min(x[0], prev_x[0]), max(x[1], prev_x[1]))
@@ -256,11 +324,29 @@ class PlotPanel(ABC):
         if y_hi is not None:
             hi = nice_ceil(y_hi)
             y = (y_lo, max(hi, prev_y[1]) if prev_y is not None else hi)
-        if (x, y) == (prev_x, prev_y) or (x is None and y is None):
+        if x is None and y is None:
             return
-        self._ranges[which] = (x if x is not None else prev_x, y if y is not None else prev_y)
+        x, y = (x if x is not None else prev_x), (y if y is not None else prev_y)
+        self._ranges[which] = (x, y)
+        log_x, log_y = self.pointer.log_modes() if vb is self.plot.getViewBox() else (False, False)
+        applied = (self._log_bounds(x, 0) if log_x else x, self._log_bounds(y, 1) if log_y else y)
+        if applied == self._applied.get(which):
+            return
+        self._applied[which] = applied
         vb.disableAutoRange()
-        vb.setRange(xRange=x, yRange=y, padding=0.0)
+        vb.setRange(xRange=applied[0], yRange=applied[1], padding=0.0)
+
+    def _log_bounds(self, bounds: tuple[float, float] | None, axis: int) -> tuple[float, float] | None:
+        """(lo, hi) in data units as log10 bounds; a low bound ≤ 0 becomes the decade below the smallest positive
+        value the plot's lines and markers draw on that axis (0 = x, 1 = y)."""
+        if bounds is None or not bounds[1] > 0:
+            return None
+        lo, hi = bounds
+        if not lo > 0:
+            least = [float(np.min(a[a > 0])) for _o, item in self.items.values() if isinstance(item, pg.PlotDataItem)
+                     for a in (np.asarray(xy_of(item)[axis], dtype=float),) if np.any(a > 0)]
+            lo = 10.0 ** math.floor(math.log10(min(least))) if least else hi / 1000.0
+        return math.log10(lo), math.log10(hi)
 
     def fit_legend(self) -> None:
         """Fewer legend columns where the plot is too narrow for them; a legend that would leave the data less
@@ -277,7 +363,14 @@ class PlotPanel(ABC):
         for k, c in enumerate(curves):
             make = (lambda c=c: marked_line(c.name, c.color)) if c.measured else \
                 (lambda c=c: line(c.name, c.color, 2.0, dashed=not c.scale))
-            self.item(("curve", k), make).setData(c.xs, c.ys)
+            item = self.item(("curve", k), make)
+            item.setData(c.xs, c.ys)
+            if c.measured:
+                xs, ys = np.asarray(c.xs, dtype=float), np.asarray(c.ys, dtype=float)
+                # the text's inputs as defaults: a closure over ``self`` would make a cycle through the Qt objects
+                self.pickable(("curve", k), PickSeries(xs, ys, np.full(xs.size, -1), lambda i, c=c, xs=xs, ys=ys,
+                                                       xl=self.x_label, yl=self.y_label: (
+                    f"{c.name}\n{axis_text(xl, xs[i])} · {axis_text(yl, ys[i])}"), item))
         scaled = [c for c in curves if c.scale] or list(curves)
         hi = finite_max(*(c.ys for c in scaled))
         if not np.isfinite(hi) or hi <= 0:

@@ -9,6 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from app.gui.plots.bands import SpanBands
+from app.gui.plots.interaction import PickSeries, number
 from app.gui.plots.items import line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import DECODE_BRUSH, MIB, PREFILL_BRUSH, finite_max, nice_ceil
@@ -88,11 +89,15 @@ class TelemetryPlot(PlotPanel):
         s = view.session
         t = np.asarray(s.t_s(s.tel_t_ns.view()))
         tel = {k: series.view() for k, series in s.tel.items()}
-        self.item(("rss",), lambda: line("worker memory, RSS (MiB)", sc("#1f77b4"), 1.8, long=True)).setData(
-            t, tel["rss_bytes"] / MIB)
-        if np.isfinite(tel["vram_used_bytes"]).any():
-            self.item(("vram",), lambda: line("GPU memory used (MiB)", sc("#9467bd"), 1.8, long=True)).setData(
-                t, tel["vram_used_bytes"] / MIB)
+        for key, name, column, colour in (("rss", "worker memory, RSS", "rss_bytes", "#1f77b4"),
+                                          ("vram", "GPU memory used", "vram_used_bytes", "#9467bd")):
+            mib = tel[column] / MIB
+            if key == "vram" and not np.isfinite(mib).any():
+                continue
+            item = self.item((key,), lambda n=name, c=colour: line(f"{n} (MiB)", sc(c), 1.8, long=True))
+            item.setData(t, mib)
+            self.pickable((key,), PickSeries(t, mib, np.full(t.size, -1), lambda i, n=name, mib=mib, t=t: (
+                f"{n}\n{t[i]:.1f} s since start · {number(float(mib[i]))} MiB"), item, sorted_x=True))
         self._right("cpu", "worker CPU (%)", sc("#2ca02c")).setData(t, tel["cpu_pct"])
         if np.isfinite(tel["gpu_util_pct"]).any():
             self._right("gpu", "GPU utilisation (%)", sc("#ff7f0e")).setData(t, tel["gpu_util_pct"])

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from app.gui.plots.interaction import figure_text, row_series
 from app.gui.plots.items import hollow, line, ring, show_curve, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, color, profile_name
@@ -28,6 +29,7 @@ class TtftPlot(PlotPanel):
     x_label = "prompt length (tokens)"
     y_label = "TTFT (ms)"
     columns = 1
+    log_axes = ("x", "y")  # prefill time grows as a power of the prompt length: straight on log-log
 
     def key(self, view: PlotView) -> tuple[Any, ...]:
         s = view.session
@@ -39,10 +41,14 @@ class TtftPlot(PlotPanel):
         xs = np.linspace(1, xmax, CURVE_POINTS)
         for m, path in enumerate(view.models):
             mine = [r for r in rows if r.get("model_path") == path]
-            self.points_with_sd(m, view.label(MEASURED_LABEL, path), color(m), (
-                np.array([float(r["n_prompt"]) for r in mine]), np.array([float(r["ttft_ms"]) for r in mine]),
-                np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])),
+            x, y = np.array([float(r["n_prompt"]) for r in mine]), np.array([float(r["ttft_ms"]) for r in mine])
+            name = view.label(MEASURED_LABEL, path)
+            item = self.points_with_sd(m, name, color(m), (
+                x, y, np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])),
                 depths=[int(r.get("n_depth") or 0) for r in mine])
+            self.pickable((self.points_key, m), row_series(
+                name, x, y, mine, lambda v: f"prompt {v:.0f} tok",
+                lambda r: figure_text("TTFT", r["ttft_ms"], r.get("ttft_ms_stddev"), "ms"), item))
             self._draw_predicted(view, m, path, xs)
             self._draw_repetitions(view, m, path)
         self.mark_unstable([(float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
