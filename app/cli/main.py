@@ -13,6 +13,7 @@ from app.cli.calibrate_cmd import add_calibrate_parser
 from app.cli.choose_cmd import add_choose_parser
 from app.cli.doctor_cmd import add_doctor_parser
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
+from app.cli.import_cmd import add_import_parser
 from app.cli.predict_cmd import cmd_predict
 from app.cli.quality_cmd import add_quality_parser
 from app.cli.quantize_cmd import add_quantize_parser
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_quantize_parser(sub)
     add_quality_parser(sub)
     add_calibrate_parser(sub)
+    add_import_parser(sub)
     return ap
 
 

@@ -1,0 +1,176 @@
+"""Imported rows → ``[[result]]`` tables of the public reference table (schema: app/predict/public_data.py).
+
+A reference result is one model file on one GPU: a prompt rate (pp, from an empty cache) and a generation rate
+(tg, from an empty cache) with their standard deviations. Each file's rows are grouped by everything that makes a
+configuration (model, backend, layers, batch sizes, KV types, flash attention, build); a group's first pp test and
+first tg test at depth 0 make its result, and what is left out is said. ``weight_type`` and ``ggml_type`` come from
+llama.cpp's description of the model (``llama_model_ftype_name`` in src/llama-model-loader.cpp): "llama 8B Q4_K -
+Medium" → Q4_K_M, whose weights are mostly Q4_K.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.bench_import.rows import llama_bench_test
+
+GIB = 1024**3
+#: Every layer offloaded, as the reference table writes it: llama-bench's default -ngl (99 in older builds, -1 now,
+#: which llama.cpp reads as every layer). A markdown table of a backend llama-bench counts as CPU (Metal,BLAS) hides
+#: the ngl column.
+DEFAULT_N_GPU_LAYERS = 99
+
+#: llama_model_ftype_name's text (without "mostly ") → (llama.cpp's file type name, the ggml type of most weights).
+_FTYPES: dict[str, tuple[str, str]] = {
+    "all F32": ("F32", "F32"), "F32": ("F32", "F32"), "F16": ("F16", "F16"), "BF16": ("BF16", "BF16"),
+    **{t: (t, t) for t in ("Q1_0", "Q2_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q6_K", "NVFP4", "Q4_0_4_4",
+                           "Q4_0_4_8", "Q4_0_8_8")},
+    "MXFP4 MoE": ("MXFP4_MOE", "MXFP4"),
+    "Q2_K": ("Q2_K", "Q2_K"), "Q2_K - Medium": ("Q2_K", "Q2_K"), "Q2_K - Small": ("Q2_K_S", "Q2_K"),
+    **{f"Q{b}_K - {size}": (f"Q{b}_K_{size[0]}", f"Q{b}_K") for b, sizes in ((3, ("Small", "Medium", "Large")),
+                                                                             (4, ("Small", "Medium")),
+                                                                             (5, ("Small", "Medium")))
+       for size in sizes},
+    "IQ3_S mix - 3.66 bpw": ("IQ3_M", "IQ3_S"),
+}
+_BPW_RE = re.compile(r"^(?P<name>T?I?Q\d_[0-9A-Z_]+)\s*-\s*[\d.]+\s*bpw(?: ternary)?$")
+#: Registry names of llama-bench's ``backends`` → the reference table's backend words.
+_BACKEND_WORDS = {"MTL": "Metal", "HIP": "ROCm"}
+_NOT_A_GPU_BACKEND = {"CPU", "BLAS", "RPC"}
+
+#: The columns that make one configuration: rows that share them are one model file run one way.
+SETTING_COLUMNS = ("model_type", "model_size", "model_n_params", "model_filename", "backends", "gpu_info",
+                   "n_gpu_layers", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "flash_attn",
+                   "no_kv_offload", "split_mode", "main_gpu", "devices", "tensor_split", "tensor_buft_overrides",
+                   "n_cpu_moe", "use_mmap", "no_op_offload", "no_host", "repack", "embeddings", "build_commit",
+                   "build_number")
+_SHOWN = (("n_gpu_layers", "ngl"), ("flash_attn", "fa"), ("type_k", "ctk"), ("type_v", "ctv"),
+          ("n_ubatch", "ub"), ("n_batch", "b"), ("n_threads", "t"), ("no_kv_offload", "nkvo"))
+
+
+class PublicTomlError(ValueError):
+    """Rows that cannot make a reference result; the message is one line."""
+
+
+@dataclass(frozen=True)
+class ModelType:
+    """llama.cpp's description of a model split into its parts: "llama 8B Q4_K - Medium"."""
+
+    name: str  # architecture and size: "llama 8B"
+    weight_type: str  # "Q4_K_M"
+    ggml_type: str  # "Q4_K"
+
+
+def parse_model_type(text: str) -> ModelType:
+    """``llama_model_desc``'s "ARCH SIZE FTYPE" (older builds: "ARCH SIZE mostly FTYPE"; "(guessed)" after)."""
+    parts = text.replace("(guessed)", "").split()
+    if len(parts) < 3:
+        raise PublicTomlError(f"model {text!r}: not llama.cpp's 'architecture size type' description")
+    name, ftype = " ".join(parts[:2]), " ".join(parts[2:]).removeprefix("mostly ").strip()
+    if ftype in _FTYPES:
+        weight, ggml = _FTYPES[ftype]
+        return ModelType(name, weight, ggml)
+    m = _BPW_RE.match(ftype)
+    if m is not None:
+        return ModelType(name, m["name"], m["name"])
+    raise PublicTomlError(f"model {text!r}: {ftype!r} is no llama.cpp file type this knows")
+
+
+def backend_word(backends: str) -> str:
+    """The reference table's backend for llama-bench's ``backends`` ("Metal,BLAS" → Metal, "ROCm,RPC" → ROCm)."""
+    gpu = [_BACKEND_WORDS.get(b.strip(), b.strip()) for b in backends.split(",")
+           if b.strip() and b.strip() not in _NOT_A_GPU_BACKEND]
+    return ",".join(gpu) or "CPU"
+
+
+def _settings(row: dict[str, Any]) -> str:
+    return ", ".join(f"{flag} {row[k]}" for k, flag in _SHOWN if row.get(k) is not None)
+
+
+def _rounded(value: float) -> float:
+    return round(float(value), 2)
+
+
+def public_results(files: Sequence[tuple[str, list[dict[str, Any]]]], gpu: str, source_url: str
+                   ) -> tuple[list[dict[str, Any]], list[str]]:
+    """(reference results, notes): each file's pp and tg rows at depth 0 paired per configuration.
+
+    ``files`` holds (label, rows) per imported file; ``gpu`` is a hardware profile name, ``source_url`` where the
+    figures were published. A configuration without both a pp and a tg test, or without the model's size, is
+    left out with a note; PublicTomlError when nothing is left at all.
+    """
+    results: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for label, rows in files:
+        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for row in rows:
+            groups.setdefault(tuple(row.get(k) for k in SETTING_COLUMNS), []).append(row)
+        for group in groups.values():
+            first = group[0]
+            what = f"{label}: {first.get('model_type') or first.get('model_filename') or 'a model'}" + \
+                (f" ({_settings(first)})" if _settings(first) else "")
+            pp = [r for r in group if r["n_prompt"] and not r["n_gen"] and not r.get("n_depth")]
+            tg = [r for r in group if r["n_gen"] and not r["n_prompt"] and not r.get("n_depth")]
+            if not pp or not tg:
+                notes.append(f"{what}: left out, no {'pp' if not pp else 'tg'} test from an empty cache")
+                continue
+            missing = [k for k in ("model_type", "model_size", "model_n_params", "backends") if first.get(k) is None]
+            if missing:
+                notes.append(f"{what}: left out, the file does not give {', '.join(missing)}")
+                continue
+            backend = backend_word(str(first["backends"]))
+            if backend == "CPU":
+                notes.append(f"{what}: left out, it ran on the CPU backend ({first['backends']}), not a GPU")
+                continue
+            model = parse_model_type(str(first["model_type"]))
+            left = [llama_bench_test(r) for r in group if r is not pp[0] and r is not tg[0]]
+            if left:
+                notes.append(f"{what}: took {llama_bench_test(pp[0])} and {llama_bench_test(tg[0])}; "
+                             f"left out {', '.join(left)}")
+            ngl = first.get("n_gpu_layers")
+            section = f"{label}: llama-bench rows {llama_bench_test(pp[0])} and {llama_bench_test(tg[0])} of " \
+                      f"{first['model_type']}" + (f" ({_settings(first)})" if _settings(first) else "")
+            if ngl is None:
+                section += f"; ngl not shown: llama-bench's default, every layer ({DEFAULT_N_GPU_LAYERS})"
+            elif ngl < 0:
+                section += f"; ngl {ngl}: every layer ({DEFAULT_N_GPU_LAYERS})"
+            build = str(first.get("build_commit") or "")
+            if build and first.get("build_number") is not None:
+                build += f" ({first['build_number']})"
+            results.append({
+                "gpu": gpu, "model": model.name, "weight_type": model.weight_type, "ggml_type": model.ggml_type,
+                "file_size_gib": _rounded(first["model_size"] / GIB),
+                "n_params_b": _rounded(first["model_n_params"] / 1e9),
+                "backend": backend,
+                "n_gpu_layers": int(ngl) if ngl is not None and ngl >= 0 else DEFAULT_N_GPU_LAYERS,
+                "n_prompt": int(pp[0]["n_prompt"]), "pp_tps": _rounded(pp[0]["avg_ts"]),
+                "pp_sd_tps": _rounded(pp[0].get("stddev_ts") or 0.0),
+                "n_gen": int(tg[0]["n_gen"]), "tg_tps": _rounded(tg[0]["avg_ts"]),
+                "tg_sd_tps": _rounded(tg[0].get("stddev_ts") or 0.0),
+                "build": build, "source_url": source_url, "source_section": section,
+            })
+    if not results:
+        raise PublicTomlError("no configuration has both a pp and a tg test from an empty cache"
+                              + (f" ({notes[0]})" if notes else ""))
+    return results, notes
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # JSON's string escapes are TOML basic-string escapes
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def to_toml(results: Sequence[dict[str, Any]]) -> str:
+    """``[[result]]`` tables, keys in the schema's order, ready to paste into the reference table."""
+    out = ["# [[result]] tables written by `gguf-bench import --public-toml`; each `model` is llama.cpp's own",
+           "# description (architecture and size): give it a [[model]] table of that name, or rename it to one."]
+    for r in results:
+        out += ["", "[[result]]", *(f"{k} = {_toml_value(v)}" for k, v in r.items())]
+    return "\n".join(out) + "\n"
