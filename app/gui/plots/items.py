@@ -210,10 +210,55 @@ def cache_text(label: Any) -> None:
     text.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
 
+#: mantissas per decade a log axis may label, finest first; the finest whose ticks fit is used
+LOG_MANTISSAS: tuple[tuple[int, ...], ...] = ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 5), (1, 3), (1,))
+LOG_TICK_PX = 42  # the least room one labelled tick takes
+
+
+def log_ticks(lo: float, hi: float, size_px: float) -> list[float]:
+    """Tick positions (log10 units) for a log axis over [lo, hi]: 1-2-5 steps of each decade, or every decade, or
+    every n-th decade, the finest that leaves LOG_TICK_PX per label; never fewer than two where the range holds
+    them."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return []
+    fit = max(2, int(size_px / LOG_TICK_PX))
+    first, last = math.floor(lo), math.ceil(hi)
+    choices = [[d + math.log10(m) for d in range(first, last + 1) for m in ms] for ms in LOG_MANTISSAS]
+    step = 2
+    while (last - first) // step >= 2:
+        choices.append([float(d) for d in range(first, last + 1) if d % step == 0])
+        step *= 2
+    inside = [[v for v in c if lo - 1e-9 <= v <= hi + 1e-9] for c in choices]
+    fitting = [c for c in inside if 2 <= len(c) <= fit]
+    if fitting:
+        return fitting[0]
+    return next((c for c in reversed(inside) if c), [])
+
+
+def log_tick_text(v: float) -> str:
+    """A log axis label as the number itself (``20``, ``0.5``, ``1,000``), not pyqtgraph's ``2·10¹``."""
+    x = 10.0**v
+    if x >= 1000:
+        return f"{x:,.0f}"
+    return f"{float(f'{x:.3g}'):g}"
+
+
+class ReadableAxis(pg.AxisItem):
+    """An axis whose log mode labels plain numbers at 1-2-5 steps that fit (pyqtgraph's own labels every 2…9 of a
+    decade as ``9·10¹`` and crowds); linear mode is pyqtgraph's. Overrides the two methods pyqtgraph's AxisItem
+    documents for this."""
+
+    def logTickValues(self, minVal: float, maxVal: float, size: float, stdTicks: Any) -> list[Any]:  # noqa: N802, N803
+        return [(None, log_ticks(minVal, maxVal, size))]
+
+    def logTickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        return [log_tick_text(v) for v in values]
+
+
 def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:
     """A white plot with a bold title, axis labels carrying their units, a grid (at the ticks, drawn in the view)
     and a legend above the data."""
-    w = pg.PlotWidget()
+    w = pg.PlotWidget(axisItems={side: ReadableAxis(side) for side in ("left", "bottom", "right")})
     w.setMinimumSize(240, 170)
     p = w.getPlotItem()
     p.setTitle(f"<b>{title}</b>", size="10pt")
