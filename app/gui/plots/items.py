@@ -258,7 +258,7 @@ class ReadableAxis(pg.AxisItem):
 def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:
     """A white plot with a bold title, axis labels carrying their units, a grid (at the ticks, drawn in the view)
     and a legend above the data."""
-    w = pg.PlotWidget(axisItems={side: ReadableAxis(side) for side in ("left", "bottom", "right")})
+    w = pg.PlotWidget(axisItems={side: ReadableAxis(side) for side in ("left", "bottom")})  # given: shown
     w.setMinimumSize(240, 170)
     p = w.getPlotItem()
     p.setTitle(f"<b>{title}</b>", size="10pt")

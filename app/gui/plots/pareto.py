@@ -149,7 +149,9 @@ class ParetoPlot(pg.PlotWidget):
             self.point_items[c.filename] = item
         if len(measured) < len(choices):
             line = pg.InfiniteLine(pos=self.unmeasured_y, angle=0, pen=pg.mkPen(grey, style=Qt.PenStyle.DotLine),
-                                   label="quality not measured", labelOpts={"position": 0.02, "color": ink("muted")})
+                                   label="quality not measured",
+                                   # the text's left edge at the position, above the line: never cut by the axis
+                                   labelOpts={"position": 0.01, "color": ink("muted"), "anchors": [(0, 1), (0, 1)]})
             self.addItem(line)
         if floor_tps:
             dashed = pg.mkPen(plot_foreground(), style=Qt.PenStyle.DashLine)
