@@ -38,13 +38,25 @@ class InputError(EngineError):
     """The test's own input cannot be used (an unreadable or empty prompt file)."""
 
 
+#: llama_split_mode's values by llama-bench's names.
+SPLIT_MODES = ("none", "layer", "row", "tensor")
+
+
 @dataclass(frozen=True)
 class LoadConfig:
+    """How a model loads and where its tensors go (llama_model_params; llama-bench's load-time flags)."""
+
     model_path: str
     n_gpu_layers: int = 0
     use_mmap: bool = True
     main_gpu: int = 0
     use_extra_bufts: bool = True  # llama.cpp's weight repacking into extra buffer types (llama-bench --repack)
+    n_cpu_moe: int = 0  # the first N layers' MoE expert tensors stay in host memory (llama-bench -ncmoe)
+    split_mode: str = "layer"  # one of SPLIT_MODES
+    tensor_split: tuple[float, ...] = ()  # proportion per device; (): llama.cpp's default (by free memory)
+    devices: tuple[str, ...] | None = None  # GPU devices by name; None: all (auto); (): none
+    tensor_buft_overrides: tuple[tuple[str, str], ...] = ()  # (regex searched in tensor names, buffer type name)
+    no_host: bool = False  # no pinned host buffers for weights in host memory (llama-bench --no-host)
 
 
 #: Flash attention requests, as llama.cpp's llama_flash_attn_type (and llama-bench's ``flash_attn`` column)
@@ -63,6 +75,7 @@ class ContextConfig:
     n_seq_max: int = 1
     swa_full: bool = False  # llama-bench and the llama.cpp CLI use a window-sized cache for sliding-window layers
     op_offload: bool = True  # llama.cpp's default: host tensor ops may run on a GPU (llama-bench -nopo 1: False)
+    offload_kqv: bool = True  # llama.cpp's default: the KV cache and attention on the GPU (llama-bench -nkvo 1: False)
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,7 @@ class LoadedModel:
     n_params: int
     description: str
     extra_buffers: tuple[str, ...] = ()  # CPU extra buffer types holding weights ("CPU_REPACK", "AMX"); () if none
+    n_tensors_overridden: int = 0  # tensors llama.cpp placed by a buffer type override (-ot, -ncmoe)
 
 
 @dataclass(frozen=True)

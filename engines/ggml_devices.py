@@ -29,6 +29,23 @@ _LIBS = {"linux": ("libggml.so", "libggml-base.so"), "darwin": ("libggml.dylib",
          "win32": ("ggml.dll", "ggml-base.dll")}
 
 
+def ggml_libraries(lib_dir: Path) -> tuple[Path, Path]:
+    """(libggml, libggml-base) in ``lib_dir``: the very files libllama loads, so calls here reach its registry.
+
+    A wheel cannot hold symlinks, so ``libggml.so``, ``libggml.so.0`` and ``libggml.so.0.25.3`` are three copies of
+    one library, and opening another name than libllama's (its soname, ``libggml.so.0``) maps a second copy with a
+    registry and devices of its own. The soname is the name with one version number, where there is one.
+    """
+    out = []
+    for name in _LIBS.get(sys.platform, _LIBS["linux"]):
+        path = lib_dir / name
+        if name.endswith(".so"):
+            sonames = sorted(p for p in lib_dir.glob(f"{name}.*") if p.suffix[1:].isdigit())
+            path = sonames[0] if sonames else path
+        out.append(path)
+    return out[0], out[1]
+
+
 @dataclass(frozen=True)
 class GgmlDevice:
     """One device a backend sees; memory in bytes as the backend reports it (0 when it does not know)."""
@@ -134,10 +151,10 @@ def query_registry(lib_dir: Path | None = None) -> GgmlRegistry:
     lib_dir = lib_dir if lib_dir is not None else find_lib_dir()
     if lib_dir is None:
         raise OSError("llama-cpp-python is not installed (no llama_cpp/lib folder)")
-    names = _LIBS.get(sys.platform, _LIBS["linux"])
+    ggml_path, base_path = ggml_libraries(lib_dir)
     mode = getattr(ctypes, "RTLD_GLOBAL", 0)
-    base = ctypes.CDLL(str(lib_dir / names[1]), mode=mode)
-    ggml = ctypes.CDLL(str(lib_dir / names[0]), mode=mode)
+    base = ctypes.CDLL(str(base_path), mode=mode)
+    ggml = ctypes.CDLL(str(ggml_path), mode=mode)
     _bind(ggml, base)
     _load_all_if_dynamic(ggml, lib_dir)
     backends = [_text(base.ggml_backend_reg_name(ggml.ggml_backend_reg_get(i)))

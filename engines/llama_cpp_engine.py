@@ -19,6 +19,7 @@ from engines.base import (
     FLASH_ATTN_AUTO,
     FLASH_ATTN_OFF,
     FLASH_ATTN_ON,
+    HOST_DEVICE,
     ContextAllocError,
     ContextConfig,
     ContextInfo,
@@ -35,7 +36,8 @@ from engines.base import (
     TokenCallback,
 )
 from engines.device_buffers import memory_report
-from engines.ggml_devices import query_registry
+from engines.ggml_devices import ggml_libraries, query_registry
+from engines.llama_cpp_placement import OVERRIDDEN, Placement, build_placement, note_log_line
 from engines.llama_log import (
     clear_lines,
     device_buffers,
@@ -71,6 +73,7 @@ _backend_ready = False
 @lc.llama_log_callback
 def _on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:  # pragma: no cover - C callback
     msg = text.decode("utf-8", "replace") if text else ""
+    note_log_line(msg)
     if keep_line(level, msg) and _log_file is not None:
         _log_file.write(msg)
 
@@ -103,7 +106,7 @@ def _lib_dir() -> Path:
 def _ggml_build() -> tuple[str, str]:
     """(commit, version) of the ggml this llama-cpp-python was built with."""
     try:
-        lib = ctypes.CDLL(str(_lib_dir() / "libggml-base.so"))
+        lib = ctypes.CDLL(str(ggml_libraries(_lib_dir())[1]))  # libllama's own copy, not a second one
         lib.ggml_commit.restype = ctypes.c_char_p
         lib.ggml_version.restype = ctypes.c_char_p
         return lib.ggml_commit().decode(), lib.ggml_version().decode()
@@ -139,6 +142,7 @@ class LlamaCppEngine:
         self._load_reported: dict[str, dict[str, float]] = {}  # per device, as logged (engines.device_buffers)
         self._ctx_reported: dict[str, dict[str, float]] = {}
         self._layers: dict[str, int] = {}
+        self._placement: Placement | None = None  # the C arrays of the loaded model's placement, kept alive
 
     # --- facts -------------------------------------------------------------------------------
     def info(self) -> EngineInfo:
@@ -165,7 +169,11 @@ class LlamaCppEngine:
         params.main_gpu = cfg.main_gpu
         params.load_mode = lc.LLAMA_LOAD_MODE_MMAP if cfg.use_mmap else lc.LLAMA_LOAD_MODE_NONE
         params.use_extra_bufts = cfg.use_extra_bufts
+        params.no_host = cfg.no_host
+        self._placement = build_placement(cfg, _lib_dir())  # SettingsError for a device or buffer type not here
+        self._placement.apply(params)
         clear_lines()
+        OVERRIDDEN.clear()
         t0 = time.perf_counter_ns()
         model = lc.llama_model_load_from_file(str(path).encode("utf-8"), params)
         load_ms = (time.perf_counter_ns() - t0) / 1e6
@@ -181,6 +189,8 @@ class LlamaCppEngine:
         lc.llama_model_desc(model, desc, ctypes.sizeof(desc))
         gpu = bool(lc.llama_supports_gpu_offload())
         ngl = cfg.n_gpu_layers if cfg.n_gpu_layers >= 0 else n_layer + 1
+        if self._layers:  # where llama.cpp put each layer: "offloaded N/M layers" counts -ngl even with -dev none
+            offloaded = sum(n for device, n in self._layers.items() if device != HOST_DEVICE)
         return LoadedModel(
             load_ms=load_ms,
             n_gpu_layers_effective=offloaded if offloaded is not None else min(ngl, n_layer + 1) if gpu else 0,
@@ -190,6 +200,7 @@ class LlamaCppEngine:
             n_params=int(lc.llama_model_n_params(model)),
             description=desc.value.decode("utf-8", "replace"),
             extra_buffers=tuple(weight_extra_buffers()),
+            n_tensors_overridden=len(OVERRIDDEN),
         )
 
     def new_context(self, cfg: ContextConfig) -> ContextInfo:
@@ -210,6 +221,7 @@ class LlamaCppEngine:
         params.no_perf = False
         params.swa_full = cfg.swa_full  # the C default is true; llama-bench passes false, and so do we
         params.op_offload = cfg.op_offload
+        params.offload_kqv = cfg.offload_kqv
         clear_lines()
         ctx = lc.llama_init_from_model(self._model, params)
         if not ctx:
@@ -402,4 +414,5 @@ class LlamaCppEngine:
             lc.llama_model_free(self._model)
             self._model = None
             self._vocab = None
+        self._placement = None
 

@@ -4,6 +4,11 @@ A synthetic model is llama-shaped: token_embd, per layer attn_norm/attn_q/attn_k
 ffn_norm/ffn_gate/ffn_up/ffn_down, then output_norm and output, with a tiny SentencePiece-style vocabulary,
 so llama.cpp could in principle load it. Norms are always F32 (as llama.cpp writes them); the 2-D weights
 use ``tensor_dtype``. Defaults give a file of about 100 KB.
+
+With ``n_expert`` > 0 it is a llama-family mixture of experts (Mixtral's layout, which llama.cpp's llama
+architecture loads: src/models/llama.cpp): each layer's FFN is a router ``ffn_gate_inp`` and 3-D expert tensors
+``ffn_gate_exps``/``ffn_up_exps``/``ffn_down_exps`` (``n_expert`` experts of ``n_ff`` rows, ``n_expert_used`` per
+token). :func:`write_synthetic_moe_gguf` writes one whose experts hold most of the bytes.
 """
 
 from __future__ import annotations
@@ -66,8 +71,9 @@ def synthetic_tensor_shapes(
     n_vocab: int = 256,
     key_length: int | None = None,
     value_length: int | None = None,
+    n_expert: int = 0,
 ) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> numpy shape (rows, columns) of the synthetic model, in file order."""
+    """Tensor name -> numpy shape (rows, columns; experts first for 3-D expert tensors), in file order."""
     heads = _per_layer(n_head, n_layer, "n_head")
     kv_heads = _per_layer(n_head_kv, n_layer, "n_head_kv")
     ffs = _per_layer(n_ff, n_layer, "n_ff")
@@ -82,6 +88,12 @@ def synthetic_tensor_shapes(
         shapes[f"blk.{i}.attn_v.weight"] = (kv_heads[i] * hd_v, n_embd)
         shapes[f"blk.{i}.attn_output.weight"] = (n_embd, heads[i] * hd_v)
         shapes[f"blk.{i}.ffn_norm.weight"] = (n_embd,)
+        if n_expert:  # llama.cpp's {n_embd, n_ff, n_expert} (ggml order) is numpy's (n_expert, n_ff, n_embd)
+            shapes[f"blk.{i}.ffn_gate_inp.weight"] = (n_expert, n_embd)
+            shapes[f"blk.{i}.ffn_gate_exps.weight"] = (n_expert, ffs[i], n_embd)
+            shapes[f"blk.{i}.ffn_up_exps.weight"] = (n_expert, ffs[i], n_embd)
+            shapes[f"blk.{i}.ffn_down_exps.weight"] = (n_expert, n_embd, ffs[i])
+            continue
         shapes[f"blk.{i}.ffn_gate.weight"] = (ffs[i], n_embd)
         shapes[f"blk.{i}.ffn_up.weight"] = (ffs[i], n_embd)
         shapes[f"blk.{i}.ffn_down.weight"] = (n_embd, ffs[i])
@@ -125,6 +137,8 @@ def write_synthetic_gguf(
     omit_keys: Iterable[str] = (),
     extra_kv: Mapping[str, object] | None = None,
     seed: int = 0,
+    n_expert: int = 0,
+    n_expert_used: int = 0,
 ) -> Path:
     """Write a small llama-shaped GGUF model with random weights and return its path.
 
@@ -132,6 +146,7 @@ def write_synthetic_gguf(
     derives ``general.file_type`` from ``tensor_dtype``; a negative value leaves the key out. ``omit_keys``
     drops metadata keys, given in full or without the ``{arch}.`` prefix (e.g. "block_count"); ``extra_kv``
     adds or replaces keys (full names; int -> UINT32, float -> FLOAT32, str, bool, lists of those -> arrays).
+    ``n_expert`` > 0 makes each layer's FFN ``n_expert`` experts, ``n_expert_used`` (default 2) of them per token.
     """
     if tensor_dtype not in TENSOR_DTYPES:
         raise ValueError(f"tensor_dtype {tensor_dtype!r} not in {sorted(TENSOR_DTYPES)}")
@@ -177,6 +192,9 @@ def write_synthetic_gguf(
         put(f"{arch}.attention.sliding_window", sliding_window)
     if swa_pattern is not None:
         put(f"{arch}.attention.sliding_window_pattern", swa_pattern)
+    if n_expert:
+        put(f"{arch}.expert_count", n_expert)
+        put(f"{arch}.expert_used_count", n_expert_used or min(2, n_expert))
     put("general.quantization_version", gguf.GGML_QUANT_VERSION)
     tokens, scores, token_types = _vocab(n_vocab)
     put("tokenizer.ggml.model", "llama", gguf.GGUFValueType.STRING)
@@ -191,7 +209,7 @@ def write_synthetic_gguf(
 
     shapes = synthetic_tensor_shapes(
         n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff, n_vocab=n_vocab,
-        key_length=key_length, value_length=value_length,
+        key_length=key_length, value_length=value_length, n_expert=n_expert,
     )
     for tensor_name, shape in shapes.items():
         if len(shape) == 1:
@@ -210,6 +228,14 @@ def write_synthetic_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def write_synthetic_moe_gguf(path: str | Path, *, n_layer: int = 4, n_expert: int = 8, n_expert_used: int = 2,
+                             n_embd: int = 64, n_ff: int = 128, **kwargs: object) -> Path:
+    """A small llama-family mixture of experts llama.cpp runs: ``n_layer`` layers of ``n_expert`` experts (2 used per
+    token), the experts about 90 % of the weights at the defaults (F16, about 1.7 MB)."""
+    return write_synthetic_gguf(path, n_layer=n_layer, n_expert=n_expert, n_expert_used=n_expert_used,
+                                n_embd=n_embd, n_ff=n_ff, **kwargs)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -278,6 +278,21 @@ FIELD_TABLE: tuple[Field, ...] = (
     # the threads a test really ran with (appended: the columns above keep their order)
     _ours("n_threads_effective", int, "threads", "{}", "CPU threads the test really ran with (n_threads 0 resolved "
           "to the engine's count, as llama-bench's default is a count, never 0)", summary=38),
+    # placement flags (appended: the columns above keep their order; issue #27)
+    _bench("n_cpu_moe", int, "layers", "{}", "layers whose MoE expert tensors were kept in host memory (-ncmoe; "
+           "all/half recorded as the count they were for the model)"),
+    _bench("split_mode", str, "", "{}", "how the model was split across GPUs (-sm): none, layer, row or tensor"),
+    _bench("main_gpu", int, "", "{}", "the GPU holding the whole model with split_mode none (-mg)"),
+    _bench("no_kv_offload", int, "", "{}", "1: the KV cache stayed in host memory (-nkvo; llama.cpp's offload_kqv "
+           "off)"),
+    _bench("devices", str, "", "{}", "GPU devices the model could use (-dev): auto (all), none, or names joined by /"),
+    _bench("tensor_split", str, "", "{}", "share of the model per GPU (-ts), as llama-bench writes it (0.00: "
+           "llama.cpp's default)"),
+    _bench("tensor_buft_overrides", str, "", "{}", "tensors placed by name (-ot): PATTERN=BUFT entries joined by ;, "
+           "none without; -ncmoe's expert patterns are not listed here (as in llama-bench)"),
+    _bench("no_host", int, "", "{}", "1: no pinned host buffers for weights kept in host memory (--no-host)"),
+    _ours("n_tensors_overridden", int, "tensors", "{}", "tensors llama.cpp placed by a buffer type override "
+          "(-ot, -ncmoe), as it logged them; 0: none matched"),
 )
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}

@@ -8,12 +8,15 @@ Flag names, list syntax and the flash attention values follow llama-bench.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.model.kv_cache import CACHE_TYPES
+from engines.base import SPLIT_MODES
 
 
 class PlanError(ValueError):
@@ -92,6 +95,125 @@ def repack_text(value: object) -> str:
     return "auto" if parse_repack(value) == REPACK_AUTO else str(parse_repack(value))
 
 
+# --- placement: llama-bench's -ncmoe, -sm, -dev, -ts and -ot (tools/llama-bench/llama-bench.cpp) ---------------
+#: llama.cpp's llama_max_devices() (src/llama.cpp): the length of tensor_split and the devices one model may use.
+MAX_DEVICES = 16
+#: -ncmoe words: every layer's experts, or the first half of the layers' (resolved from the GGUF before loading).
+NCMOE_ALL, NCMOE_HALF = -1, -2
+_NCMOE_WORDS = {"all": NCMOE_ALL, "half": NCMOE_HALF}
+NCMOE_WORDS = "a layer count, all or half"
+DEVICES_AUTO, DEVICES_NONE = "auto", "none"
+TENSOR_SPLIT_DEFAULT = "0.00"  # llama-bench's column for "no split given" (all zeros)
+NO_OVERRIDES = "none"  # llama-bench's tensor_buft_overrides column when there are none
+#: Bounds on one -ot value (patterns are compiled by llama.cpp for every tensor of the model).
+MAX_OVERRIDES = 64
+MAX_OVERRIDE_CHARS = 4096
+_NAME_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # a ggml device or buffer type name ("Vulkan0", "CUDA_Host")
+
+
+def parse_n_cpu_moe(value: object) -> int:
+    """A count of layers whose MoE expert tensors stay in host memory: an int ≥ 0, ``all`` (-1) or ``half`` (-2)."""
+    if isinstance(value, str) and value.strip().lower() in _NCMOE_WORDS:
+        return _NCMOE_WORDS[value.strip().lower()]
+    if isinstance(value, str):
+        value = int(value.strip())
+    v = _strict_int(value)
+    if v < NCMOE_HALF or v > MAX_GPU_LAYERS:
+        raise ValueError(f"a count is 0 to {MAX_GPU_LAYERS}")
+    return v
+
+
+def n_cpu_moe_text(value: object) -> str:
+    v = parse_n_cpu_moe(value)
+    return {NCMOE_ALL: "all", NCMOE_HALF: "half"}.get(v, str(v))
+
+
+def parse_devices(value: object) -> str:
+    """``auto``, ``none`` or device names joined by ``/`` (``Vulkan0/Vulkan1``), as llama-bench's -dev; canonical."""
+    text = _strict_str(value).strip()
+    if text in (DEVICES_AUTO, DEVICES_NONE):
+        return text
+    names = [n.strip() for n in text.split("/")]
+    if not text or any(not _NAME_RE.fullmatch(n) or n in (DEVICES_AUTO, DEVICES_NONE) for n in names):
+        raise ValueError(f"{text[:40]!r} is not auto, none or device names such as Vulkan0/Vulkan1")
+    if len(names) > MAX_DEVICES:
+        raise ValueError(f"{len(names)} devices, at most {MAX_DEVICES}")
+    return "/".join(names)
+
+
+def device_names(devices: str) -> tuple[str, ...] | None:
+    """The names in a canonical -dev value: None for auto (llama.cpp picks), () for none (no GPU device)."""
+    if devices == DEVICES_AUTO:
+        return None
+    return () if devices == DEVICES_NONE else tuple(devices.split("/"))
+
+
+def parse_tensor_split(value: object) -> str:
+    """Proportions per device separated by ``/`` or ``;`` (``3/1``), written as llama-bench's column writes them:
+    two decimals, up to the last non-zero one (``3.00/1.00``; all zeros: ``0.00``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    parts = [p for p in re.split(r"[;/]+", _strict_str(value).strip()) if p.strip()]
+    if not parts:
+        raise ValueError("no proportions given")
+    if len(parts) > MAX_DEVICES:
+        raise ValueError(f"{len(parts)} proportions, at most {MAX_DEVICES} (llama.cpp's device limit)")
+    try:
+        props = [float(p) for p in parts]
+    except ValueError:
+        raise ValueError("each proportion is a number ≥ 0") from None
+    for p in props:
+        if not math.isfinite(p) or p < 0:
+            raise ValueError(f"{p:g} is not a proportion ≥ 0")
+        if 0 < p < 0.005:
+            raise ValueError(f"{p:g} would be 0.00: proportions keep two decimals, as llama-bench writes them")
+    last = max((i for i, p in enumerate(props) if p > 0), default=0)
+    return "/".join(f"{p:.2f}" for p in props[: last + 1])
+
+
+def tensor_split_values(text: str) -> tuple[float, ...]:
+    """The proportions of a canonical -ts value; () when all are zero (llama.cpp's default split)."""
+    props = tuple(float(p) for p in text.split("/"))
+    return props if any(props) else ()
+
+
+def parse_overrides(value: object) -> str:
+    """llama-bench's -ot value: ``PATTERN=BUFT`` entries separated by ``;`` (``none``: no override); canonical text.
+
+    PATTERN is a regular expression searched in each tensor name, BUFT a buffer type name (``CPU``, ``Vulkan0``).
+    """
+    text = _strict_str(value).strip()
+    if text == NO_OVERRIDES:
+        return text
+    if len(text) > MAX_OVERRIDE_CHARS:
+        raise ValueError(f"{len(text):,} characters, at most {MAX_OVERRIDE_CHARS:,}")
+    entries = [e.strip() for e in text.split(";") if e.strip()]
+    if not entries:
+        raise ValueError("no PATTERN=BUFT entry")
+    if len(entries) > MAX_OVERRIDES:
+        raise ValueError(f"{len(entries)} overrides, at most {MAX_OVERRIDES}")
+    out = []
+    for entry in entries:
+        pattern, eq, buft = entry.partition("=")
+        if not eq or not pattern or not buft:
+            raise ValueError(f"{entry[:40]!r} needs PATTERN=BUFT, e.g. ffn_.*_exps=CPU")
+        if not _NAME_RE.fullmatch(buft.strip()):
+            raise ValueError(f"{buft[:40]!r} is not a buffer type name such as CPU or Vulkan0")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ValueError(f"{pattern[:40]!r} is not a regular expression: {e}") from None
+        out.append(f"{pattern}={buft.strip()}")
+    return ";".join(out)
+
+
+def override_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """(pattern, buffer type) of each entry of a canonical -ot value; () for none."""
+    if text == NO_OVERRIDES:
+        return ()
+    return tuple(tuple(e.split("=", 1)) for e in text.split(";"))  # type: ignore[misc]
+
+
 # --- kinds of value ----------------------------------------------------------------------------------
 def _strict_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -113,13 +235,19 @@ class Kind:
     from_text: Callable[[str], Any]  # one list item typed by a user; ValueError if unreadable
     check: Callable[[Any], Any]  # a TOML/Python value -> the canonical value; ValueError if not this kind
     to_text: Callable[[Any], str] = str
+    ranges: bool = False  # ``first-last+step`` ranges allowed in a list (integers)
 
 
-INT = Kind("int", int, _strict_int)
+INT = Kind("int", int, _strict_int, ranges=True)
 TEXT = Kind("str", str.strip, _strict_str)
 FLASH_ATTN = Kind("on|off|auto", parse_flash_attn, parse_flash_attn, flash_attn_text)
 PATH = Kind("path", str.strip, _strict_str)
 REPACK = Kind("0|1|auto", parse_repack, parse_repack, repack_text)
+N_CPU_MOE = Kind(NCMOE_WORDS, parse_n_cpu_moe, parse_n_cpu_moe, n_cpu_moe_text, ranges=True)
+DEVICES = Kind("auto|none|DEV0/DEV1", parse_devices, parse_devices)
+TENSOR_SPLIT = Kind("proportions such as 3/1", parse_tensor_split, parse_tensor_split)
+OVERRIDES = Kind("PATTERN=BUFT;...", parse_overrides, parse_overrides)
+_EXPLAINED = (N_CPU_MOE, DEVICES, TENSOR_SPLIT, OVERRIDES)  # kinds whose reading error says why, after the value
 
 
 @dataclass(frozen=True)
@@ -142,6 +270,7 @@ class Param:
     optional: bool = False  # the list may be empty (type_v: same as K)
     is_list: bool = True
     column: str = ""  # the result row's column, when not ``name``
+    what: str = "value"  # what one of ``choices`` is, in "unknown <what> 'x'"
 
     @property
     def row_column(self) -> str:
@@ -159,7 +288,7 @@ class Param:
         except ValueError as e:
             raise PlanError(f"{where}: {self.name} value {e}") from None
         if self.choices and v not in self.choices:
-            raise PlanError(f"{where}: unknown cache type {v!r} for {self.name} (valid: {', '.join(self.choices)})")
+            raise PlanError(f"{where}: unknown {self.what} {v!r} for {self.name} (valid: {', '.join(self.choices)})")
         if self.min is not None and v < self.min:
             raise PlanError(f"{where}: {self.name} value {v} must be ≥ {self.min}")
         if self.max is not None and v > self.max:
@@ -192,6 +321,11 @@ class Param:
             return "fa auto" if fa == FA_AUTO else f"fa{fa}"
         if self.kind is REPACK:
             return None if value in (REPACK_AUTO, 1) else f"{self.tag}{value}"
+        if self.kind is N_CPU_MOE:
+            return f"{self.tag}{value}" if value >= 0 else f"{self.tag} {n_cpu_moe_text(value)}"
+        if self.kind in (TEXT, DEVICES, TENSOR_SPLIT, OVERRIDES) and self.tag:
+            text = str(value)
+            return f"{self.tag} {text if len(text) <= 24 else text[:23] + '…'}"
         return f"{self.tag}{value}"
 
 
@@ -204,13 +338,18 @@ PARAMS: tuple[Param, ...] = (
           "Depths", "tokens already in the KV cache before the timed part (-d)", tag="d", min=0, max=MAX_TOKENS),
     Param("n_gpu_layers", ("-ngl", "--n-gpu-layers"), INT, (99,), "layers to offload to the GPU", "GPU layers",
           "layers offloaded to the GPU (-ngl); 99 = all", scope="load", tag="ngl", min=0, max=MAX_GPU_LAYERS),
+    Param("n_cpu_moe", ("-ncmoe", "--n-cpu-moe"), N_CPU_MOE, (0,),
+          "keep the MoE expert tensors of the first N layers in host memory (llama.cpp's expert-tensor overrides, "
+          "as llama-bench), e.g. 0,4,all; all: every layer, half: the first half (default 0)", "MoE on CPU",
+          "layers whose MoE expert weights stay in host memory (-ncmoe), e.g. 0,4,all or half", scope="load",
+          tag="ncmoe", tag_always=False),
     Param("type_k", ("-ctk", "--cache-type-k"), TEXT, ("f16",), "K cache type: f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1",
           "K cache", "K cache types (-ctk): f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1", scope="context", tag="",
-          choices=tuple(CACHE_TYPES)),
+          choices=tuple(CACHE_TYPES), what="cache type"),
     Param("type_v", ("-ctv", "--cache-type-v"), TEXT, ("f16",),  # as llama-bench: -ctk alone leaves V at f16
           "V cache type (default f16, as llama-bench; quantized V needs flash attention, which auto turns on)",
           "V cache", "V cache types (-ctv); empty: same as K", scope="context", choices=tuple(CACHE_TYPES),
-          optional=True),
+          optional=True, what="cache type"),
     Param("flash_attn", ("-fa", "--flash-attn"), FLASH_ATTN, (FA_AUTO,),
           "flash attention: on|off|auto or 1|0|-1, e.g. 0,1 (default auto, as llama-bench)", "Flash attention",
           "0, 1, auto, or a list such as 0,1 (-fa); default auto, as llama-bench", scope="context", tag="fa"),
@@ -239,6 +378,30 @@ PARAMS: tuple[Param, ...] = (
           "crash llama.cpp; gguf-bench doctor says which)", "Repack",
           "weight repacking (--repack): 0, 1, auto or 0,1; auto: 1, or 0 where repacked weights crash this CPU",
           scope="load", tag="repack", tag_always=False),
+    # GPU placement: command line and TOML only (no label): with them the sweep editor's form would grow by two rows
+    # and the window would no longer fit 1366x768; -ncmoe above took the form's last free place
+    Param("split_mode", ("-sm", "--split-mode"), TEXT, ("layer",),
+          "how a model is split across GPUs: none|layer|row|tensor, e.g. layer,row (default layer, as llama-bench)",
+          scope="load", tag="sm", tag_always=False, choices=SPLIT_MODES, what="split mode"),
+    Param("main_gpu", ("-mg", "--main-gpu"), INT, (0,),
+          "the GPU (index among the devices used) that holds the whole model with -sm none, e.g. 0,1 (default 0)",
+          scope="load", tag="mg", tag_always=False, min=0, max=MAX_DEVICES - 1),
+    Param("tensor_split", ("-ts", "--tensor-split"), TENSOR_SPLIT, (TENSOR_SPLIT_DEFAULT,),
+          "share of the model per GPU, proportions separated by / or ; e.g. 3/1,1/1 (default 0: llama.cpp's split "
+          "by free memory)", scope="load", tag="ts", tag_always=False),
+    Param("devices", ("-dev", "--device"), DEVICES, (DEVICES_AUTO,),
+          "GPU devices to use, joined by / (Vulkan0/Vulkan1), none (host only) or auto, e.g. auto,none "
+          "(default auto: all)", scope="load", tag="dev", tag_always=False),
+    Param("tensor_buft_overrides", ("-ot", "--override-tensor"), OVERRIDES, (NO_OVERRIDES,),
+          "tensors to place by name: PATTERN=BUFT entries joined by ; (regular expression = buffer type such as "
+          "CPU or Vulkan0), several values by , e.g. 'ffn_.*_exps=CPU' (default none)", scope="load",
+          tag="ot", tag_always=False),
+    Param("no_host", ("--no-host",), INT, (0,),
+          "1: weights in host memory use plain buffers, not the GPU backend's pinned host buffers, e.g. 0,1 "
+          "(default 0)", scope="load", tag="nohost", tag_always=False, min=0, max=1),
+    Param("no_kv_offload", ("-nkvo", "--no-kv-offload"), INT, (0,),
+          "1: the KV cache (and attention) stays in host memory (llama.cpp's offload_kqv off), e.g. 0,1 (default 0)",
+          scope="context", tag="nkvo", tag_always=False, min=0, max=1),
     Param("repetitions", ("-r", "--repetitions"), INT, 5, "timed repetitions per test (one warmup is extra)",
           "Repetitions", "timed repetitions per test (one warmup runs first and is kept apart)", min=1,
           max=MAX_REPETITIONS, is_list=False, column="n_repetitions"),
@@ -260,15 +423,16 @@ def parse_list(flag: str, text: str, kind: Kind | type) -> list[Any]:
         if not part:
             continue
         try:
-            if k is INT and "-" in part[1:]:
+            if k.ranges and "-" in part[1:]:
                 out.extend(_parse_range(part, MAX_LIST_VALUES - len(out)))
             else:
                 out.append(k.from_text(part))
         except _TooMany:
             raise PlanError(f"{flag}: {part!r} gives more than {MAX_LIST_VALUES:,} values "
                             f"(at most {MAX_LIST_VALUES:,} in one list)") from None
-        except ValueError:
-            raise PlanError(f"{flag}: cannot read {part[:40]!r} as {k.name}") from None
+        except ValueError as e:
+            why = f" ({e})" if k in _EXPLAINED and "invalid literal" not in str(e) else ""
+            raise PlanError(f"{flag}: cannot read {part[:40]!r} as {k.name}{why}") from None
         if len(out) > MAX_LIST_VALUES:
             raise PlanError(f"{flag}: more than {MAX_LIST_VALUES:,} values (at most {MAX_LIST_VALUES:,} in one list)")
     if not out:

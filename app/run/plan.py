@@ -9,6 +9,8 @@ from typing import Any
 
 from app.bounded_read import TomlFileError, read_toml
 from app.run.params import (
+    DEVICES_AUTO,
+    DEVICES_NONE,
     LIST_PARAMS,
     MAX_TESTS,
     MAX_TOKENS,
@@ -16,11 +18,14 @@ from app.run.params import (
     REPACK_AUTO,
     THREADS_PER_CPU,
     PlanError,
+    override_pairs,
     parse_flash_attn,
     parse_list,
+    parse_n_cpu_moe,
     parse_repack,
 )
 from app.telemetry.host import usable_cpu_threads
+from app.telemetry.llama_build import installed_gpu_backends
 
 __all__ = ["PlanError", "SweepSpec", "TestSpec", "count_loads", "load_sweep_preset", "order_tests", "parse_list"]
 
@@ -45,6 +50,7 @@ class TestSpec:
     n_gen: int = _one("n_gen")
     n_depth: int = _one("n_depth")
     n_gpu_layers: int = _one("n_gpu_layers")
+    n_cpu_moe: int = _one("n_cpu_moe")  # layers whose experts stay in host memory; -1 all, -2 half (params.NCMOE_*)
     type_k: str = _one("type_k")
     type_v: str = _one("type_v")
     flash_attn: int = _one("flash_attn")  # -1 auto, 0 off, 1 on (llama-bench's column); old dicts hold bools
@@ -55,12 +61,20 @@ class TestSpec:
     no_op_offload: int = _one("no_op_offload")  # 1: llama.cpp's op_offload off (llama-bench -nopo)
     device_mem_limit_mib: int = _one("device_mem_limit_mib")  # 0: no limit
     repack: int = _one("repack")  # 1/0: llama.cpp's use_extra_bufts (llama-bench --repack); -1: not yet resolved
+    split_mode: str = _one("split_mode")  # none|layer|row|tensor
+    main_gpu: int = _one("main_gpu")
+    tensor_split: str = _one("tensor_split")  # llama-bench's column text: "3.00/1.00"; "0.00": llama.cpp's default
+    devices: str = _one("devices")  # auto, none or "Vulkan0/Vulkan1"
+    tensor_buft_overrides: str = _one("tensor_buft_overrides")  # "PATTERN=BUFT;..." or none (llama-bench's text)
+    no_host: int = _one("no_host")
+    no_kv_offload: int = _one("no_kv_offload")  # 1: llama.cpp's offload_kqv off (llama-bench -nkvo)
     repetitions: int = _one("repetitions")
     prompt_file: str | None = _one("prompt_file")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "flash_attn", parse_flash_attn(self.flash_attn))
         object.__setattr__(self, "repack", parse_repack(self.repack))
+        object.__setattr__(self, "n_cpu_moe", parse_n_cpu_moe(self.n_cpu_moe))
 
     def with_repack_default(self, default_repack: int) -> TestSpec:
         """This test with ``auto`` repacking given the machine's default (0 or 1); other tests unchanged."""
@@ -115,6 +129,14 @@ class SweepSpec:
     no_op_offload: list[int] = _many("no_op_offload")
     device_mem_limit_mib: list[int] = _many("device_mem_limit_mib")
     repack: list[int] = _many("repack")
+    n_cpu_moe: list[int] = _many("n_cpu_moe")
+    split_mode: list[str] = _many("split_mode")
+    main_gpu: list[int] = _many("main_gpu")
+    tensor_split: list[str] = _many("tensor_split")
+    devices: list[str] = _many("devices")
+    tensor_buft_overrides: list[str] = _many("tensor_buft_overrides")
+    no_host: list[int] = _many("no_host")
+    no_kv_offload: list[int] = _many("no_kv_offload")
     repetitions: int = _one("repetitions")
     prompt_file: str | None = _one("prompt_file")
     name: str = "custom"
@@ -139,6 +161,7 @@ class SweepSpec:
         if max(self.n_threads) > THREADS_PER_CPU * usable:
             raise PlanError(f"{where}: n_threads {max(self.n_threads):,} is far beyond the {usable} CPU threads "
                             f"this process may use (at most {THREADS_PER_CPU * usable})")
+        check_placement_build(self.devices, self.tensor_buft_overrides, where)
 
     def n_tests(self) -> int:
         """How many tests :meth:`tests` builds, computed without building them (a sweep without models counts one)."""
@@ -168,6 +191,27 @@ class SweepSpec:
                 out.append(TestSpec(model_path=model, **dict(zip((p.name for p in _LOAD), load, strict=True)), **s,
                                     repetitions=self.repetitions, prompt_file=self.prompt_file))
         return order_tests(out)
+
+
+def check_placement_build(devices: list[str], overrides: list[str], where: str,
+                          gpu_backends: list[str] | None = None) -> None:
+    """Refuse device names and buffer types a CPU-only llama.cpp build cannot have (one PlanError line).
+
+    ``gpu_backends``: the build's GPU backends (default: read from the installed llama.cpp's library folder, without
+    loading it). A GPU build's device and buffer type names are checked by the engine when the model loads.
+    """
+    backends = installed_gpu_backends() if gpu_backends is None else gpu_backends
+    if backends != []:  # a GPU build, or no llama.cpp here to ask
+        return
+    for dev in devices:
+        if dev not in (DEVICES_AUTO, DEVICES_NONE):
+            raise PlanError(f"{where}: -dev {dev}: this llama.cpp build has no GPU backend (CPU only), so it has no "
+                            f"such device; -dev takes auto or none here")
+    for text in overrides:
+        for pattern, buft in override_pairs(text):
+            if buft != "CPU":
+                raise PlanError(f"{where}: -ot {pattern}={buft}: no buffer type {buft!r} in this CPU-only llama.cpp "
+                                f"build (valid: CPU)")
 
 
 def order_tests(tests: list[TestSpec]) -> list[TestSpec]:

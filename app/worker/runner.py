@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
+from app.model.facts_cache import cached_facts
 from app.results import stats
 from app.results.fields import RowStatus, whole_numbers
 from app.results.phases import summarise_phases
@@ -28,6 +29,7 @@ from app.run.events import (
     TestStarted,
     TokenTick,
 )
+from app.run.params import NCMOE_ALL, NCMOE_HALF, device_names, override_pairs, tensor_split_values
 from app.run.plan import TestSpec
 from app.run.rows import base_row
 from app.worker.device_columns import check_device_limit, device_columns
@@ -99,9 +101,11 @@ class Runner:
         self.emit(SweepStarted(t_ns=_now(), n_tests=len(tests), tests=[t.to_dict() for t in tests],
                                software=self.software_facts()))
         if not self._info.gpu_offload and any(t.n_gpu_layers != 0 for t in tests):
+            gpu_only = sorted({flag for t in tests for flag in _gpu_only_settings(t)})
+            also = f" ({', '.join(gpu_only)} likewise change nothing here)" if gpu_only else ""
             self.emit(Notice(t_ns=_now(), message=(
                 "this llama-cpp-python build has no GPU backend (CPU only): -ngl is recorded as requested, "
-                "every layer runs on the CPU, and rows say backends=CPU, n_gpu_layers_effective=0")))
+                f"every layer runs on the CPU, and rows say backends=CPU, n_gpu_layers_effective=0{also}")))
         n_ok = n_failed = 0
         self.telemetry.start()
         try:
@@ -138,8 +142,31 @@ class Runner:
         if m is not None:
             facts.update(model_type=m.description, model_size=m.size_bytes, model_n_params=m.n_params,
                          n_gpu_layers_effective=m.n_gpu_layers_effective, load_ms=m.load_ms,
-                         extra_buffers=",".join(m.extra_buffers))
+                         extra_buffers=",".join(m.extra_buffers), n_tensors_overridden=m.n_tensors_overridden)
         return facts
+
+    def _n_cpu_moe(self, test: TestSpec) -> tuple[int, int]:
+        """(the row's n_cpu_moe, the layers whose expert patterns go to llama.cpp) for ``test``.
+
+        ``all``/``half`` become a count from the GGUF's block count, recorded as that count; a count beyond the
+        model's layers is recorded as asked (as llama-bench does) and sent as the layer count, since patterns for
+        layers that do not exist match nothing but are still compiled against every tensor.
+        """
+        asked = test.n_cpu_moe
+        if asked == 0:
+            return 0, 0
+        try:
+            n_layer = cached_facts(test.model_path).n_layer
+        except (OSError, ValueError) as e:
+            if asked < 0:
+                raise ModelLoadError(f"{test.model_path}: cannot read its layer count for -ncmoe "
+                                     f"{'all' if asked == NCMOE_ALL else 'half'}: {e}") from None
+            return asked, asked
+        if asked == NCMOE_ALL:
+            return n_layer, n_layer
+        if asked == NCMOE_HALF:
+            return n_layer // 2, n_layer // 2
+        return asked, min(asked, n_layer)
 
     def _prepare(self, test: TestSpec) -> None:
         key = test.load_key()
@@ -149,8 +176,11 @@ class Runner:
             self._load_key = self._ctx_key = None
             self._loaded = None
             try:
-                self._loaded = self.engine.load(LoadConfig(model_path=test.model_path, n_gpu_layers=test.n_gpu_layers,
-                                                           use_extra_bufts=bool(test.repack)))
+                self._loaded = self.engine.load(LoadConfig(
+                    model_path=test.model_path, n_gpu_layers=test.n_gpu_layers, use_extra_bufts=bool(test.repack),
+                    n_cpu_moe=self._n_cpu_moe(test)[1], split_mode=test.split_mode, main_gpu=test.main_gpu,
+                    tensor_split=tensor_split_values(test.tensor_split), devices=device_names(test.devices),
+                    tensor_buft_overrides=override_pairs(test.tensor_buft_overrides), no_host=bool(test.no_host)))
             except ModelLoadError as e:
                 self._bad_models[key] = str(e)
                 raise
@@ -166,7 +196,7 @@ class Runner:
             built = self.engine.new_context(ContextConfig(
                 n_ctx=test.n_ctx, n_batch=test.n_batch, n_ubatch=test.n_ubatch, n_threads=test.n_threads,
                 type_k=test.type_k, type_v=test.type_v, flash_attn=test.flash_attn, n_seq_max=test.n_parallel,
-                op_offload=not test.no_op_offload))
+                op_offload=not test.no_op_offload, offload_kqv=not test.no_kv_offload))
             self._flash_attn_used = built.flash_attn
             self._n_threads_used = built.n_threads
             self._ctx_key = ckey
@@ -206,6 +236,7 @@ class Runner:
         row = base_row(test, index, self.run_id)
         self.telemetry.begin_test()
         try:
+            row["n_cpu_moe"] = self._n_cpu_moe(test)[0]
             self._prepare(test)
             check_device_limit(self.engine.memory_report(), test.device_mem_limit_mib)
             prompt = self._prompt_tokens(test)
@@ -287,6 +318,14 @@ class Runner:
                                   n_tokens=len(t.token_ns) * spec.n_parallel, start_ns=t.prefill_end_ns,
                                   end_ns=t.token_ns[-1]))
         return t
+
+
+def _gpu_only_settings(test: TestSpec) -> list[str]:
+    """The flags of ``test`` that place work on GPUs and so do nothing on a CPU-only build (set to a non-default)."""
+    return [flag for flag, on in (("-ncmoe", test.n_cpu_moe != 0), ("-sm", test.split_mode != "layer"),
+                                  ("-mg", test.main_gpu != 0),
+                                  ("-ts", bool(tensor_split_values(test.tensor_split))),
+                                  ("-nkvo", bool(test.no_kv_offload)), ("--no-host", bool(test.no_host))) if on]
 
 
 def failure_kind(error: EngineError) -> FailureKind:

@@ -64,6 +64,9 @@ EXPECTED_CSV_COLUMNS = [
     "pred_needed_bytes",
     # the threads a test really ran with (appended, issue #28)
     "n_threads_effective",
+    # placement flags, llama-bench's names (appended, issue #27)
+    "n_cpu_moe", "split_mode", "main_gpu", "no_kv_offload", "devices", "tensor_split", "tensor_buft_overrides",
+    "no_host", "n_tensors_overridden",
 ]
 
 #: The unit a name's suffix promises (units in names).
@@ -110,7 +113,9 @@ def test_unit_matches_the_name(name: str) -> None:
 
 def test_llama_bench_columns_keep_llama_benchs_names() -> None:
     bench = [f for f in FIELD_TABLE if f.group == LLAMA_BENCH]
-    assert [f.name for f in bench] == EXPECTED_CSV_COLUMNS[:26] + ["no_op_offload", "repack"]
+    assert [f.name for f in bench] == EXPECTED_CSV_COLUMNS[:26] + [
+        "no_op_offload", "repack", "n_cpu_moe", "split_mode", "main_gpu", "no_kv_offload", "devices", "tensor_split",
+        "tensor_buft_overrides", "no_host"]
     assert all(f.llama_bench == f.name for f in bench)
     assert not any(f.llama_bench for f in FIELD_TABLE if f.group != LLAMA_BENCH)
 
