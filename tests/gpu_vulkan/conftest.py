@@ -13,6 +13,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture(autouse=True)
-def vulkan_devices_visible(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let llama.cpp use a CPU-type Vulkan device (lavapipe) in the workers these tests start."""
-    monkeypatch.setenv(VISIBLE, os.environ.get(VISIBLE, "0"))
+@pytest.fixture(autouse=True, scope="session")
+def vulkan_devices_visible() -> Iterator[None]:
+    """Let llama.cpp use a CPU-type Vulkan device (lavapipe) in the workers these tests start. Session-scoped: a
+    module-scoped sweep fixture is set up before any function-scoped one, so a per-test setting came too late
+    for it (its workers saw no Vulkan device unless the variable was exported)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(VISIBLE, os.environ.get(VISIBLE, "0"))
+        yield
