@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMessageBox, QProgressDialog, QWidget
 
@@ -27,6 +27,7 @@ from app.calibrate.ladder import (
     saved_calibration,
 )
 from app.gui.calibration_view import CalibrationView
+from app.gui.top_level import PROGRESS_STEPS, long_work_dialog
 from app.predict.calibration_fit import MachineFit
 from app.results.store import ResultStore
 
@@ -149,13 +150,7 @@ class CalibrateAction(QObject):
             return
         self._calibration = Calibration(self.options, progress=self.progress.emit)
         self._progress = CalibrationProgress(passes=self.options.passes)
-        self.dialog = QProgressDialog("Calibrating this machine…", "Cancel", 0, 1000, self._parent)
-        self.dialog.setMinimumWidth(520)  # its label grows to three lines: Cancel must stay inside
-        self.dialog.setWindowTitle("Calibrate")
-        self.dialog.setWindowModality(Qt.WindowModality.WindowModal)
-        self.dialog.setMinimumDuration(0)
-        self.dialog.canceled.connect(self.cancel)
-        self.dialog.show()
+        self.dialog = long_work_dialog(self._parent, "Calibrate", "Calibrating this machine…", self.cancel)
         self.action.setEnabled(False)
         self._thread = threading.Thread(target=self._work, args=(self._calibration,), name="calibrate", daemon=True)
         self._thread.start()
@@ -185,7 +180,7 @@ class CalibrateAction(QObject):
         self._progress.read(text)
         if self.dialog is not None:
             self.dialog.setLabelText(self._progress.text(text))
-            self.dialog.setValue(int(self._progress.fraction() * 1000))
+            self.dialog.setValue(int(self._progress.fraction() * PROGRESS_STEPS))
             self.dialog.adjustSize()
 
     def _on_done(self, result: CalibrationResult | None, error: BaseException | None) -> None:

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 
 from app.choose.verdicts import FileChoice
 from app.gui.theme import set_role
+from app.gui.top_level import PROGRESS_STEPS, long_work_dialog
 from app.model.gguf_http import is_url
 from app.model.lineage import UNQUANTIZED
 from app.quality.plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, MAX_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
@@ -407,15 +408,7 @@ class JobRunner(QObject):
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
-        self.dialog = QProgressDialog(self.tracker.text(), "Cancel", 0, 1000, self._parent)
-        self.dialog.setWindowTitle(self.title)
-        self.dialog.setMinimumWidth(560)  # three lines of label: Cancel stays inside
-        self.dialog.setWindowModality(Qt.WindowModality.WindowModal)
-        self.dialog.setAutoClose(False)
-        self.dialog.setAutoReset(False)
-        self.dialog.setMinimumDuration(0)
-        self.dialog.canceled.connect(self.cancel)
-        self.dialog.show()
+        self.dialog = long_work_dialog(self._parent, self.title, self.tracker.text(), self.cancel)
         self._thread = threading.Thread(target=self._work, name=f"chooser-{self.title}", daemon=True)
         self._thread.start()
 
@@ -448,7 +441,7 @@ class JobRunner(QObject):
         if dialog is None or self.cancelled:
             return
         dialog.setLabelText(text)
-        dialog.setValue(int(share * 1000))  # last: a modal dialog's setValue spins the event loop
+        dialog.setValue(int(share * PROGRESS_STEPS))  # last: a modal dialog's setValue spins the event loop
 
     def _on_finished(self, _rows: Rows | None, _error: BaseException | None) -> None:
         if self.dialog is not None:
