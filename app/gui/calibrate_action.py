@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QApplication, QMessageBox, QProgressDialog, QWidget
+from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.calibrate.ladder import (
     CalibrateOptions,
@@ -27,7 +27,7 @@ from app.calibrate.ladder import (
     saved_calibration,
 )
 from app.gui.calibration_view import CalibrationView
-from app.gui.top_level import PROGRESS_STEPS, long_work_dialog
+from app.gui.long_work import PROGRESS_STEPS, LongWork, long_work_dialog
 from app.predict.calibration_fit import MachineFit
 from app.results.store import ResultStore
 
@@ -95,7 +95,7 @@ class CalibrationProgress:
         return f"Calibrating this machine… {self.fraction():.0%}{eta}\n{where}\n{line}"
 
 
-class CalibrateAction(QObject):
+class CalibrateAction(LongWork):
     """The menu actions (calibrate; show the last calibration), the progress dialog, the calibration thread and
     the result window."""
 
@@ -121,20 +121,11 @@ class CalibrateAction(QObject):
         self.last_action.triggered.connect(lambda _checked=False: self.show_last())
         self.last_result: CalibrationResult | None = None  # this session's last calibration
         self.view: CalibrationView | None = None
-        self.dialog: QProgressDialog | None = None
         self._progress = CalibrationProgress()
         self._calibration: Calibration | None = None
-        self._thread: threading.Thread | None = None
         self.progress.connect(self._on_progress)
         self.done.connect(self._on_done)
         self.loaded.connect(self._on_loaded)
-        app = QApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.cancel)
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def start(self, confirm: bool = False) -> None:
         """Open the progress dialog and start calibrating (a second start while one runs does nothing); with
@@ -152,19 +143,13 @@ class CalibrateAction(QObject):
         self._progress = CalibrationProgress(passes=self.options.passes)
         self.dialog = long_work_dialog(self._parent, "Calibrate", "Calibrating this machine…", self.cancel)
         self.action.setEnabled(False)
-        self._thread = threading.Thread(target=self._work, args=(self._calibration,), name="calibrate", daemon=True)
-        self._thread.start()
+        self.start_thread(self._work, "calibrate", self._calibration)
 
     def cancel(self) -> None:
         """Stop the calibration (safe when none runs); the previous fit stays."""
         if self._calibration is not None:
             self._calibration.cancel()
 
-    def wait(self, timeout_s: float = 30.0) -> bool:
-        """Join the calibration thread (tests, shutdown); True when it has ended."""
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        return not self.running
 
     def _work(self, calibration: Calibration) -> None:
         try:
@@ -184,11 +169,7 @@ class CalibrateAction(QObject):
             self.dialog.adjustSize()
 
     def _on_done(self, result: CalibrationResult | None, error: BaseException | None) -> None:
-        if self.dialog is not None:
-            self.dialog.canceled.disconnect(self.cancel)
-            self.dialog.close()
-            self.dialog.deleteLater()
-            self.dialog = None
+        self.close_dialog()
         self.action.setEnabled(True)
         self._calibration = None
         if isinstance(error, CalibrationCancelled):

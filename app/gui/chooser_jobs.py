@@ -10,15 +10,13 @@ the output under way is removed by the quantize session.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QApplication,
     QCheckBox,
     QComboBox,
     QDialog,
@@ -30,7 +28,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QProgressDialog,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
@@ -38,8 +35,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.choose.verdicts import FileChoice
+from app.gui.long_work import PROGRESS_STEPS, LongWork, long_work_dialog
 from app.gui.theme import set_role
-from app.gui.top_level import PROGRESS_STEPS, long_work_dialog
 from app.model.gguf_http import is_url
 from app.model.lineage import UNQUANTIZED
 from app.quality.plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, MAX_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
@@ -189,6 +186,15 @@ class QualityProgress:
 
 
 # ------------------------------------------------------------------------------------------------ dialogs
+def _ok_cancel(dialog: QDialog, ok_text: str) -> QDialogButtonBox:
+    """OK (named ``ok_text``, with its mnemonic) and Cancel, wired to the dialog's accept and reject."""
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, dialog)
+    buttons.button(QDialogButtonBox.StandardButton.Ok).setText(ok_text)
+    buttons.accepted.connect(dialog.accept)
+    buttons.rejected.connect(dialog.reject)
+    return buttons
+
+
 def _error_label(parent: QWidget) -> QLabel:
     label = QLabel("", parent)
     label.setWordWrap(True)
@@ -225,11 +231,7 @@ class VariantsDialog(QDialog):
         self.allow_requantize = QCheckBox("Allow requantizing an already quantized source (--allow-requantize: "
                                           "its loss adds to the source's)", self)
         self.error = _error_label(self)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel,
-                                        self)
-        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("&Write")
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
+        self.buttons = _ok_cancel(self, "&Write")
         form = QFormLayout()
         form.addRow("&Source", self.source)
         form.addRow("&Types", self.types)
@@ -327,11 +329,7 @@ class QualityDialog(QDialog):
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error = _error_label(self)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel,
-                                        self)
-        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("&Measure")
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
+        self.buttons = _ok_cancel(self, "&Measure")
         form = QFormLayout()
         form.addRow("&Budget per file", self.tokens)
         lay = QVBoxLayout(self)
@@ -378,7 +376,7 @@ class _Tracker(Protocol):
     def text(self) -> str: ...
 
 
-class JobRunner(QObject):
+class JobRunner(LongWork):
     """One long job with its progress dialog: ``work(on_event)`` runs on a thread, the tracker turns events into
     the dialog's text and share (sent by signal), Cancel calls ``cancel``; ``finished(rows, error)`` on the GUI
     thread at the end, however it ends."""
@@ -395,22 +393,12 @@ class JobRunner(QObject):
         self._work_fn = work
         self._cancel_fn = cancel
         self.cancelled = False
-        self.dialog: QProgressDialog | None = None
-        self._thread: threading.Thread | None = None
         self.progress.connect(self._on_progress)
         self.finished.connect(self._on_finished)
-        app = QApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.cancel)
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
         self.dialog = long_work_dialog(self._parent, self.title, self.tracker.text(), self.cancel)
-        self._thread = threading.Thread(target=self._work, name=f"chooser-{self.title}", daemon=True)
-        self._thread.start()
+        self.start_thread(self._work, f"chooser-{self.title}")
 
     def cancel(self) -> None:
         """Kill the worker (safe when none runs); what finished is kept."""
@@ -418,11 +406,6 @@ class JobRunner(QObject):
             self.cancelled = True
             self._cancel_fn()
 
-    def wait(self, timeout_s: float = 60.0) -> bool:
-        """Join the job's thread (tests, shutdown); True when it has ended."""
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        return not self.running
 
     def _work(self) -> None:
         def on_event(event: Event) -> None:  # on this thread: no widget, only the tracker and a signal
@@ -444,11 +427,7 @@ class JobRunner(QObject):
         dialog.setValue(int(share * PROGRESS_STEPS))  # last: a modal dialog's setValue spins the event loop
 
     def _on_finished(self, _rows: Rows | None, _error: BaseException | None) -> None:
-        if self.dialog is not None:
-            self.dialog.canceled.disconnect(self.cancel)
-            self.dialog.close()
-            self.dialog.deleteLater()
-            self.dialog = None
+        self.close_dialog()
 
 
 def quantize_runner(parent: QWidget, items: list[QuantizeItem]) -> tuple[JobRunner, QuantizeSession]:

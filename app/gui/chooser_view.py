@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
@@ -349,54 +350,49 @@ class ChooserView(QDialog):
     def make_variants(self, items: list[QuantizeItem]) -> JobRunner | None:
         """Quantize ``items`` (a plan of app.quantize.plan) off the GUI thread; at the end the files written join
         the inputs and the evaluation runs again."""
-        try:
-            runner, session = quantize_runner(self, items)
-        except DataDirError as e:
-            self.status.setText(f"Could not make variants: {e}")
-            return None
-
-        def done(rows: Rows | None, err: BaseException | None) -> None:
-            self._job_ended()
-            if err is not None or rows is None:
-                self.status.setText(f"Could not make variants: {err}")
-                return
+        def written(rows: Rows, session: Any) -> str:
             self.add_sources([str(r["model_path"]) for r in rows if r.get("status") == RowStatus.OK])
-            self._choose_again(quantize_summary(rows, session.cancelled))
+            return quantize_summary(rows, session.cancelled)
 
-        return self._run_job(runner, done, f"Making {len(items)} variant(s)…")
+        return self._start_job(lambda: quantize_runner(self, items), "make variants", written,
+                               f"Making {len(items)} variant(s)…")
 
     def measure_quality(self, plan: QualityPlan) -> JobRunner | None:
         """Score ``plan``'s files (app.quality.plan) off the GUI thread, each stored as it finishes; at the end the
         evaluation runs again and reads the scores."""
+        return self._start_job(lambda: quality_runner(self, plan, self.store_path), "measure quality",
+                               lambda rows, session: quality_summary(rows, plan, session.cancelled),
+                               f"Measuring quality of {len(plan.models)} file(s)…")
+
+    def _start_job(self, make: Callable[[], tuple[JobRunner, Any]], what: str,
+                   summarise: Callable[[Rows, Any], str], status: str) -> JobRunner | None:
+        """Start the job ``make()`` gives (runner, session); at its end ``summarise(rows, session)`` says what it did
+        and the evaluation runs again; a failure is one status line ("Could not ``what``: …")."""
         try:
-            runner, session = quality_runner(self, plan, self.store_path)
+            runner, session = make()
         except DataDirError as e:
-            self.status.setText(f"Could not measure quality: {e}")
+            self.status.setText(f"Could not {what}: {e}")
             return None
 
         def done(rows: Rows | None, err: BaseException | None) -> None:
             self._job_ended()
             if err is not None or rows is None:
-                self.status.setText(f"Could not measure quality: {err}")
+                self.status.setText(f"Could not {what}: {err}")
                 return
-            self._choose_again(quality_summary(rows, plan, session.cancelled))
+            self._choose_again(summarise(rows, session))
 
-        return self._run_job(runner, done, f"Measuring quality of {len(plan.models)} file(s)…")
-
-    def _choose_again(self, summary: str) -> None:
-        """Evaluate again after a job; its summary stays in the status line with the new report's."""
-        self.job_note = summary
-        if self.start() is None:
-            self.status.setText(f"{summary} Choosing again…")
-
-    def _run_job(self, runner: JobRunner, done: Callable[[Rows | None, BaseException | None], None],
-                 status: str) -> JobRunner:
         self.job = runner
         runner.finished.connect(done)
         self._enable_jobs()
         self.status.setText(status)
         runner.start()
         return runner
+
+    def _choose_again(self, summary: str) -> None:
+        """Evaluate again after a job; its summary stays in the status line with the new report's."""
+        self.job_note = summary
+        if self.start() is None:
+            self.status.setText(f"{summary} Choosing again…")
 
     def _job_ended(self) -> None:
         if self.job is not None:

@@ -9,12 +9,11 @@ was saved on may be gone.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QRect, Qt
+from PySide6.QtCore import QRect
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import QProgressDialog, QWidget
+from PySide6.QtWidgets import QWidget
 
 #: the share of the available height and width a window takes at most (room for its frame and title bar)
 SCREEN_SHARE = 0.94
@@ -71,23 +70,3 @@ def offscreen_screen(width_px: int, height_px: int, folder: Path) -> str:
     path.write_text(json.dumps(config), encoding="utf-8")
     return f"offscreen:configfile={path}"
 
-
-#: a long-work dialog's value at 100 %: fine enough steps for a bar, and the dialog never closes itself there
-PROGRESS_STEPS = 1000
-
-
-def long_work_dialog(parent: QWidget, title: str, text: str, on_cancel: Callable[[], None],
-                     min_width_px: int = 560) -> QProgressDialog:
-    """The shown, window-modal progress dialog of long work (calibrate, quantize, quality): a bar of
-    PROGRESS_STEPS, a label of up to three lines that leaves Cancel inside, shown at once, closed only by its owner
-    (not when the bar fills), Cancel calling ``on_cancel``."""
-    dialog = QProgressDialog(text, "Cancel", 0, PROGRESS_STEPS, parent)
-    dialog.setWindowTitle(title)
-    dialog.setMinimumWidth(min_width_px)
-    dialog.setWindowModality(Qt.WindowModality.WindowModal)
-    dialog.setAutoClose(False)
-    dialog.setAutoReset(False)
-    dialog.setMinimumDuration(0)
-    dialog.canceled.connect(on_cancel)
-    dialog.show()
-    return dialog

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from app.bounded_read import TomlFileError, read_toml
 from app.paths import HARDWARE_PROFILES_DIR, REPO_ROOT, data_dir
+from app.toml_tables import check_table
 
 GIB = 1024**3
 KINDS: tuple[str, ...] = ("laptop", "desktop", "unified", "server", "cpu")
@@ -132,29 +133,13 @@ def cpu_profile(name: str, bandwidth_gbps: float, gflops: float, ram_bytes: int)
     )
 
 
-def _type_name(types: tuple[type, ...]) -> str:
-    if float in types:
-        return "a number"
-    return {int: "an integer", str: "a string", list: "an array"}[types[0]]
-
-
 def _check_entry(entry: object, where: str) -> HardwareProfile:
     """Validate one ``[[gpu]]`` table; ``where`` is the file path used in messages."""
     if not isinstance(entry, dict):
         raise ProfileError(f"{where}: each [[gpu]] entry must be a table")
     label = f"{where}: gpu {entry['name']!r}" if isinstance(entry.get("name"), str) else f"{where}: gpu entry"
-    unknown = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
-    if unknown:
-        raise ProfileError(f"{label}: unknown key {unknown[0]!r} (allowed: {', '.join([*_REQUIRED, *_OPTIONAL])})")
-    missing = [k for k in _REQUIRED if k not in entry]
-    if missing:
-        raise ProfileError(f"{label}: missing key {missing[0]!r}")
+    check_table(entry, _REQUIRED, _OPTIONAL, label, ProfileError)
     for key, value in entry.items():
-        types = _REQUIRED.get(key) or _OPTIONAL[key]
-        if isinstance(value, bool) or not isinstance(value, types):
-            raise ProfileError(f"{label}: {key} must be {_type_name(types)}, got {type(value).__name__} {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ProfileError(f"{label}: {key} must be a finite number, got {value!r}")
         if key in _POSITIVE and value <= 0:
             raise ProfileError(f"{label}: {key} must be positive, got {value!r}")
         if key in ("name", "vendor", "source") and not value.strip():

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.paths import PROFILES_DIR
+from app.toml_tables import check_table
 
 PUBLIC_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public.toml"
 GIB = 1024**3
@@ -97,17 +98,8 @@ class ReferenceResult:
 
 def _check(table: dict[str, object], keys: dict[str, type | tuple[type, ...]], optional: dict[str, type],
            where: str) -> None:
-    unknown = sorted(set(table) - set(keys) - set(optional))
-    if unknown:
-        raise ReferenceTableError(f"{where}: unknown key {unknown[0]!r}")
-    missing = [k for k in keys if k not in table]
-    if missing:
-        raise ReferenceTableError(f"{where}: missing key {missing[0]!r}")
+    check_table(table, keys, optional, where, ReferenceTableError)
     for key, value in table.items():
-        want = keys.get(key) or optional[key]
-        bad_bool = isinstance(value, bool) and want is not bool
-        if bad_bool or not isinstance(value, want):
-            raise ReferenceTableError(f"{where}: {key} has the wrong type ({type(value).__name__} {value!r})")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ReferenceTableError(f"{where}: {key} must not be negative, got {value!r}")
     for key in ("source_url", "source_section", "source", "gpu", "model", "name"):

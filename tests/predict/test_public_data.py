@@ -58,10 +58,10 @@ def _doc() -> dict:
     (lambda d: d["result"][0].pop("source_url"), "missing key 'source_url'"),
     (lambda d: d["result"][0].update(source_url="  "), "source_url must not be empty"),
     (lambda d: d["result"][0].update(model="Llama 9"), "model 'Llama 9' has no [[model]] table"),
-    (lambda d: d["result"][0].update(tg_tps="fast"), "tg_tps has the wrong type"),
+    (lambda d: d["result"][0].update(tg_tps="fast"), "tg_tps must be a number"),
     (lambda d: d["result"][0].update(pp_tps=0), "must be positive"),
     (lambda d: d["result"][0].update(colour="red"), "unknown key 'colour'"),
-    (lambda d: d["model"][0].update(tied_embeddings=1), "tied_embeddings has the wrong type"),
+    (lambda d: d["model"][0].update(tied_embeddings=1), "tied_embeddings must be true or false"),
     (lambda d: d.update(extra=[]), "unknown top-level key 'extra'"),
 ])
 def test_malformed_tables_give_one_line(change, needle: str) -> None:
