@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 from app.results import export
 from app.results.fields import QUALITY_TABLE
+from app.results.row_types import QualityRow
 from app.results.store import ResultStore
 
 #: A quality row's columns, in CSV/JSON order (the field table's quality group: ``fields.QUALITY_TABLE``).
@@ -46,7 +47,7 @@ def ordered(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in keys}
 
 
-def save_quality_rows(store: ResultStore, rows: Iterable[dict[str, Any]]) -> bool:
+def save_quality_rows(store: ResultStore, rows: Iterable[QualityRow]) -> bool:
     """Commit quality rows (replacing a row of the same run and index) through the store's own write path: retried,
     and kept in its side file to be stored later when the store cannot take them (with one warning). True when
     every row was committed now."""
@@ -70,7 +71,7 @@ def _decode(texts: Iterable[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def quality_rows(store: ResultStore, run_id: str) -> list[dict[str, Any]]:
+def quality_rows(store: ResultStore, run_id: str) -> list[QualityRow]:
     """The rows of one quality run, in the order the files were given."""
     return _decode(r[0] for r in store.query("SELECT row_json FROM quality WHERE run_id = ? ORDER BY model_index",
                                              (run_id,)))

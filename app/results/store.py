@@ -19,10 +19,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from app.paths import data_dir
 from app.results.pending_rows import PendingRows, Write, apply_write
+from app.results.row_types import ResultRow
 from app.results.run_writer import INTERRUPTED, LEGACY_ABORTED, is_abandoned, writer_scope
 from app.results.store_repair import StoreError, open_or_set_aside
 
@@ -127,7 +128,7 @@ class ResultStore:
     def update_software(self, run_id: str, software: dict[str, Any]) -> None:
         self._write({"op": "software", "run_id": run_id, "software": software})
 
-    def add_result(self, run_id: str, row: dict[str, Any]) -> None:
+    def add_result(self, run_id: str, row: ResultRow) -> None:
         """Commit one finished (or failed) test at once (or keep it in the side file: see the class)."""
         self._write({"op": "result", "run_id": run_id, "created_at": now_iso(), "row": row})
 
@@ -230,23 +231,23 @@ class ResultStore:
             return [row[0]] if row else []
         return [r[0] for r in self._db.execute("SELECT run_id FROM runs WHERE run_id LIKE ? || '%'", (prefix,))]
 
-    def rows(self, run_id: str) -> list[dict[str, Any]]:
+    def rows(self, run_id: str) -> list[ResultRow]:
         cur = self._db.execute("SELECT row_json FROM results WHERE run_id = ? ORDER BY test_index", (run_id,))
         return self._decode_rows(r[0] for r in cur)
 
-    def recent_rows(self, limit: int = 500) -> list[dict[str, Any]]:
+    def recent_rows(self, limit: int = 500) -> list[ResultRow]:
         """The newest rows of every run, newest first (for calibration)."""
         cur = self._db.execute("SELECT row_json FROM results ORDER BY rowid DESC LIMIT ?", (limit,))
         return self._decode_rows(r[0] for r in cur)
 
-    def _decode_rows(self, texts: Iterable[str]) -> list[dict[str, Any]]:
+    def _decode_rows(self, texts: Iterable[str]) -> list[ResultRow]:
         """Rows from their JSON; a row that is not a JSON object is skipped, with one warning per call."""
-        rows: list[dict[str, Any]] = []
+        rows: list[ResultRow] = []
         bad = 0
         for text in texts:
             row = _loads(text, None)
             if isinstance(row, dict):
-                rows.append(row)
+                rows.append(cast(ResultRow, row))
             else:
                 bad += 1
         if bad:

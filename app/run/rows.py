@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.results.store import now_iso
 from app.run.params import PARAMS
 from app.run.plan import TestSpec
 
 
-def base_row(test: TestSpec, test_index: int, run_id: str = "") -> dict[str, Any]:
+def base_row(test: TestSpec, test_index: int, run_id: str = "") -> ResultRow:
     """The columns known before anything runs; a failed test keeps exactly these plus the error.
 
     Every parameter of params.PARAMS is copied under its row column (``flash_attn``: -1 auto, 0 off, 1 on).
@@ -28,4 +29,4 @@ def base_row(test: TestSpec, test_index: int, run_id: str = "") -> dict[str, Any
         row[p.row_column] = getattr(test, p.name)
     row["prompt_file"] = os.path.basename(test.prompt_file) if test.prompt_file else ""
     row.update(use_mmap=1, n_ctx=test.n_ctx, test_time=now_iso())
-    return row
+    return cast(ResultRow, row)  # its keys come from the parameter table: the field table's names
