@@ -35,6 +35,7 @@ from app.run.params import (
     PARAMS,
     REPACK_AUTO,
     parse_flash_attn,
+    parse_n_cpu_moe,
     parse_repack,
 )
 from app.run.plan import PlanError
@@ -57,6 +58,13 @@ def _repack_arg(text: str) -> int:
         return parse_repack(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _n_cpu_moe_arg(text: str) -> int:
+    try:
+        return parse_n_cpu_moe(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"-ncmoe {text!r}: {e}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-d", "--n-depth", dest="n_depth", type=count(0, MAX_TOKENS), default=0)
     p.add_argument("--repack", dest="repack", type=_repack_arg, default=REPACK_AUTO,
                    help="weight repacking: 0, 1 or auto (default: this machine's, as a run gets it)")
+    p.add_argument(*PARAM["n_cpu_moe"].flags, dest="n_cpu_moe", type=_n_cpu_moe_arg, default=0,
+                   help="MoE expert tensors of the first N layers in host memory: a count, all or half (default 0)")
+    p.add_argument(*PARAM["no_kv_offload"].flags, dest="no_kv_offload", type=int, choices=(0, 1), default=0,
+                   help="1: the KV cache in host memory (default 0)")
     p.add_argument("--json", action="store_true")
     add_url_options(p)
     p.set_defaults(func=cmd_predict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"gguf-bench: warning: {sources.fit_problem}", file=sys.stderr)
     source = inputs.efficiency_source
     settings = PredictSettings.from_args(args)
-    question = at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v, n_gpu_layers=args.n_gpu_layers)
+    question = replace(at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v,
+                                  n_gpu_layers=args.n_gpu_layers),
+                       n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload)
     try:
         pred, full = (predict(facts, profile, s, cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,
                               tensor_bytes=facts.tensor_bytes or None, **inputs.as_kwargs())  # type: ignore[arg-type]
@@ -72,6 +75,20 @@ def add_sources(doc: dict[str, Any], profile: Any) -> None:
         doc["expected_source"] = f"stored runs' efficiency × ceiling: {doc.get('calibrated_from')}"
 
 
+def memory_per_device_lines(d: dict[str, Any]) -> list[str]:
+    """One line per device: weights, KV cache and compute buffer, as llama.cpp's buffers split them."""
+    mib = 2**20
+    place = [f"-ncmoe {d['n_cpu_moe']}" if d.get("n_cpu_moe") else "",
+             "-nkvo 1" if d.get("no_kv_offload") else "",
+             f"-ot {d['tensor_buft_overrides']}" if d.get("tensor_buft_overrides", "none") != "none" else ""]
+    lines = [f"  memory per device (-ngl {d['n_gpu_layers']}{''.join(' ' + p for p in place if p)}):"]
+    for device, b in (d.get("memory_per_device") or {}).items():
+        total = b["weights_bytes"] + b["kv_bytes"] + b["compute_bytes"]
+        lines.append(f"    {device:<5} {total / mib:10,.1f} MiB: weights {b['weights_bytes'] / mib:,.1f}, "
+                     f"KV {b['kv_bytes'] / mib:,.1f}, compute {b['compute_bytes'] / mib:,.1f}")
+    return lines
+
+
 def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
     gib = 2**30
     fit = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}[str(d["fit_status"])]
@@ -82,6 +99,7 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         f"  KV cache          {d['kv_bytes'] / gib:8.2f} GiB at {d['n_ctx']} tokens ({d['type_k']}/{d['type_v']}, "
         f"{d['kv_bytes_per_token'] / 1024:.1f} KiB/token)",
         f"  compute buffers   {d['compute_buffer_bytes'] / gib:8.2f} GiB",
+        *memory_per_device_lines(d),
         f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "
         f"best -ngl {d['max_ngl']}, largest context {d['max_ctx']}",
         f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s (empty cache {d['decode_ceiling_empty_tps']:.1f})",

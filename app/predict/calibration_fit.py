@@ -18,6 +18,7 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.predict.cpu_kernels import SPLIT_KV_CELLS
 from app.predict.fitted_model import Expected, FitError, PhaseFit, fit_phase
+from app.predict.offload import is_expert_tensor
 from app.predict.prediction import PredictSettings
 from app.predict.workload import PHASES, Workload, kernel_class, workload_for
 from app.results.fields import RowStatus
@@ -38,6 +39,8 @@ def _type_of_tensor(facts: ModelFacts, n_bytes: int, n_elements: int) -> str:
 def _read_parts(facts: ModelFacts) -> tuple[dict[str, float], dict[str, float], str]:
     """(bytes read per generated token by type, matmul parameters per prompt token by type, the output's type).
 
+    A MoE model's routed experts count ``n_expert_used / n_expert`` of their bytes.
+
     The token embedding is looked up one row per token: it is read in full only when the output reuses it (tied).
     Prefill computes logits for the last prompt token only, so the output matmul is left out of the parameters.
     """
@@ -52,11 +55,27 @@ def _read_parts(facts: ModelFacts) -> tuple[dict[str, float], dict[str, float], 
     tied = out_bytes is None if facts.tensor_bytes else True
     out_type = embd_type if tied else _type_of_tensor(facts, out_bytes or 0, head)
     type_params[embd_type] -= head
+    _drop_inactive_experts(facts, type_bytes)
     if not tied:
         type_bytes[embd_type] -= embd_bytes
         type_params[out_type] -= head
     return ({t: v for t, v in type_bytes.items() if v > 0}, {t: v for t, v in type_params.items() if v > 0},
             out_type)
+
+
+def _drop_inactive_experts(facts: ModelFacts, type_bytes: dict[str, float]) -> None:
+    """A token reads ``n_expert_used / n_expert`` of each routed-expert tensor (offload.py): take the rest off its
+    type's bytes, the type found from the tensor's bytes per element (n_expert × n_embd × the expert width)."""
+    if not facts.n_expert or not facts.tensor_types:
+        return
+    share = facts.n_expert_used / facts.n_expert
+    ff = facts.extra.get("n_ff_expert")
+    n_ff = ff if isinstance(ff, int) and ff > 0 else facts.n_ff
+    for name, n_bytes in facts.tensor_bytes.items():
+        if is_expert_tensor(name) and name.endswith(".weight"):
+            elements = facts.n_expert * facts.n_embd * n_ff * (2 if "gate_up" in name else 1)
+            t = _type_of_tensor(facts, n_bytes, elements)
+            type_bytes[t] = type_bytes.get(t, 0.0) - n_bytes * (1.0 - share)
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,38 @@
 
 Each generated token reads every weight it uses once plus the KV cache up to the current depth, so
 ``decode_tps ≤ bandwidth / (weight bytes read + KV bytes read)``. Pure functions; bytes are bytes, bandwidths GB/s
-(1e9 B/s). With a partial offload each side reads its share at its own bandwidth, one after the other.
+(1e9 B/s). With a partial offload each side reads its share at its own bandwidth, one after the other:
+
+    s/token = Σ_devices bytes_read_on_device / bandwidth_device + extra_crossings × (4 × n_embd / PCIe + latency)
+
+A decoded token (a batch of one) runs each op where its weights are: ggml_backend_sched assigns an op to the
+backend of its weight's buffer (ggml/src/ggml-backend.cpp, ``ggml_backend_sched_split_graph`` pass 1), and offloads
+a host weight's op to the GPU only for batches of at least the backend's minimum (32 rows in the CUDA and Vulkan
+backends' ``offload_op``), so not in decode. Wherever consecutive ops sit on different devices the scheduler
+copies the split's inputs, the f32 hidden state (4 × n_embd bytes), to the other device
+(``ggml_backend_sched_compute_splits``, ``ggml_backend_tensor_copy``). The input's one crossing to the GPU (the
+token embedding is looked up on the host) happens in every offload, full or partial, and sits in the fitted
+overheads; each further crossing (``-ncmoe``: into and out of each host-held layer's experts; ``-nkvo``: into and
+out of each layer's attention, run on the CPU, src/llama-graph.cpp ``build_attn`` "all nodes between the KV store
+and the attention output are run on the CPU") costs its bytes at PCIe bandwidth plus a copy's latency, both
+assumed (:data:`DEFAULT_PCIE_GBPS`, :data:`PCIE_COPY_LATENCY_S`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from app.model.facts import ModelFacts
 from app.model.kv_cache import kv_bytes_per_token_per_layer
-from app.predict.offload import WeightSplit
+from app.predict.offload import WeightSplit, active_weight_bytes
 
 GB = 1e9
 #: Used for the CPU side of a partial offload when no measured figure is given (dual-channel DDR5-4000 peak).
 DEFAULT_CPU_BANDWIDTH_GBPS = 64.0
+#: PCIe bandwidth of a crossing when none is known: PCIe 4.0 x8 (a laptop GPU's link), 15.75 GB/s. Assumed.
+DEFAULT_PCIE_GBPS = 16.0
+#: What a synchronised copy between devices costs besides its bytes (a launch and a wait). Assumed, not measured.
+PCIE_COPY_LATENCY_S = 10e-6
 
 
 def decode_ceiling_tps(bandwidth_gbps: float, weight_bytes: float, kv_bytes_read: float = 0.0) -> float:
@@ -35,9 +55,10 @@ def kv_bytes_read_at_depth(
 def decode_ceiling_at_depth_tps(
     facts: ModelFacts, bandwidth_gbps: float, depth_tokens: int, type_k: str = "f16", type_v: str | None = None
 ) -> float:
-    """Decode ceiling on one device holding all weights, at ``depth_tokens`` already in the cache."""
+    """Decode ceiling on one device holding all weights, at ``depth_tokens`` already in the cache (MoE: the active
+    experts' bytes, :func:`app.predict.offload.active_weight_bytes`, from the tensor table where the facts have it)."""
     kv_read = kv_bytes_read_at_depth(facts, depth_tokens, type_k, type_v)
-    return decode_ceiling_tps(bandwidth_gbps, facts.weight_bytes, kv_read)
+    return decode_ceiling_tps(bandwidth_gbps, active_weight_bytes(facts, facts.tensor_bytes or None), kv_read)
 
 
 def decode_ceiling_split_tps(
@@ -65,20 +86,70 @@ def kv_read_per_layer(facts: ModelFacts, depth: float, type_k: str, type_v: str 
     return [per_token * (min(depth, facts.swa_window) if i in swa_set else depth) for i in range(facts.n_layer)]
 
 
+def device_crossings(split: WeightSplit, offload_kqv: bool = True) -> int:
+    """Times one decoded token's hidden state changes device: input layer (host), then per repeating layer its
+    attention's device (the host in between without ``offload_kqv``) and its routed experts' device, then the
+    output layer's."""
+    sides: list[bool] = [False]  # token_embd's rows are looked up on the host
+    for i in range(split.n_layer):
+        attn = split.layer_attn_on_gpu[i] if split.layer_attn_on_gpu else i >= split.first_gpu_layer
+        sides.append(attn)
+        if not offload_kqv:
+            sides += [False, attn]
+        experts = split.layer_experts_on_gpu[i] if split.layer_experts_on_gpu else None
+        if experts is not None:
+            sides += [experts, attn]
+    sides.append(split.output_on_gpu)
+    return sum(a != b for a, b in zip(sides, sides[1:], strict=False))
+
+
+def transfer_seconds_per_token(n_embd: int, extra_crossings: int, pcie_gbps: float = DEFAULT_PCIE_GBPS) -> float:
+    """The crossings beyond the input's first: each moves the f32 hidden state, 4 × n_embd bytes, at ``pcie_gbps``
+    plus :data:`PCIE_COPY_LATENCY_S` (see the module docstring)."""
+    if extra_crossings <= 0:
+        return 0.0
+    return extra_crossings * (4.0 * n_embd / (pcie_gbps * GB) + PCIE_COPY_LATENCY_S)
+
+
+def extra_crossings(split: WeightSplit, offload_kqv: bool = True) -> int:
+    """Crossings per decoded token beyond the input's one to the GPU (0 with nothing on the GPU)."""
+    n = device_crossings(split, offload_kqv)
+    return n - min(n, 1)
+
+
+@dataclass(frozen=True)
+class DecodeBytes:
+    """What one decoded token reads on each side at a depth, and the crossings between them."""
+
+    gpu_bytes: float  # weights and KV read from the GPU device's memory
+    host_bytes: float  # weights and KV read from host memory
+    extra_crossings: int
+
+
+def decode_bytes(facts: ModelFacts, split: WeightSplit, depth_tokens: float, type_k: str, type_v: str | None,
+                 offload_kqv: bool = True) -> DecodeBytes:
+    """Bytes one token reads per side: the split's weight reads, each layer's KV at depth on its layer's device
+    (all in host memory without ``offload_kqv``)."""
+    kv = kv_read_per_layer(facts, depth_tokens, type_k, type_v)
+    first = split.first_gpu_layer if offload_kqv else facts.n_layer
+    return DecodeBytes(split.gpu_read_bytes + sum(kv[first:]), split.cpu_read_bytes + sum(kv[:first]),
+                       extra_crossings(split, offload_kqv))
+
+
 def decode_ceiling_offload_tps(
     facts: ModelFacts, split: WeightSplit, depth_tokens: float, type_k: str, type_v: str | None,
     device_bandwidth_gbps: float, cpu_bandwidth_gbps: float | None, *, host_only: bool = False,
+    offload_kqv: bool = True, pcie_gbps: float = DEFAULT_PCIE_GBPS,
 ) -> float:
-    """Decode ceiling with the weights placed as ``split`` and each layer's KV cache on its layer's device.
+    """Decode ceiling with the weights placed as ``split`` and each layer's KV cache on its layer's device (host
+    memory without ``offload_kqv``).
 
-    The GPU side reads its weights and KV at ``device_bandwidth_gbps``, the CPU side at ``cpu_bandwidth_gbps``
-    (``decode_ceiling_split_tps``). ``host_only``: the device is the host itself, everything read at
-    ``device_bandwidth_gbps``.
+    The GPU side reads its bytes at ``device_bandwidth_gbps``, the host side at ``cpu_bandwidth_gbps``
+    (``decode_ceiling_split_tps``), plus the extra crossings' transfer (module docstring). ``host_only``: the device
+    is the host itself, everything read at ``device_bandwidth_gbps``, nothing crosses.
     """
-    kv = kv_read_per_layer(facts, depth_tokens, type_k, type_v)
-    first = split.first_gpu_layer
-    gpu_bytes = split.gpu_read_bytes + sum(kv[first:])
-    cpu_bytes = split.cpu_read_bytes + sum(kv[:first])
+    b = decode_bytes(facts, split, depth_tokens, type_k, type_v, offload_kqv)
     if host_only:
-        return decode_ceiling_tps(device_bandwidth_gbps, gpu_bytes + cpu_bytes)
-    return decode_ceiling_split_tps(gpu_bytes, device_bandwidth_gbps, cpu_bytes, cpu_bandwidth_gbps)
+        return decode_ceiling_tps(device_bandwidth_gbps, b.gpu_bytes + b.host_bytes)
+    read_s = 1.0 / decode_ceiling_split_tps(b.gpu_bytes, device_bandwidth_gbps, b.host_bytes, cpu_bandwidth_gbps)
+    return 1.0 / (read_s + transfer_seconds_per_token(facts.n_embd, b.extra_crossings, pcie_gbps))

@@ -17,7 +17,7 @@ from app.predict.memory import (
     compute_buffer_bytes_for,
     kv_alloc_bytes_per_layer,
 )
-from app.predict.offload import effective_n_gpu_layers, split_weights
+from app.predict.offload import Placement, effective_n_gpu_layers, split_weights
 
 #: CUDA context, cuBLAS workspace and memory pools on a discrete GPU: a rough allowance, not measured here.
 DEFAULT_GPU_OVERHEAD_BYTES = 512 * MIB
@@ -76,14 +76,16 @@ class _Need:
 def _need(
     facts: ModelFacts, ngl: int, n_ctx: int, type_k: str, type_v: str | None, n_ubatch: int, flash_attn: bool,
     swa_full: bool, overhead_bytes: int, unified: bool, tensor_bytes: Mapping[str, int] | None,
+    placement: Placement | None = None, offload_kqv: bool = True,
 ) -> _Need:
-    """Memory one configuration needs on the device and on the host."""
+    """Memory one configuration needs on the device and on the host (``placement``: -ot/-ncmoe; ``offload_kqv``
+    false: the KV cache in host memory)."""
     kv_layers = kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full)
     compute = round(compute_buffer_bytes_for(facts, n_ctx, n_ubatch, flash_attn))
     if unified:  # one pool holds everything; a tied embedding is mapped from the file once
         return _Need(facts.weight_bytes, round(sum(kv_layers)), compute, overhead_bytes, 0, 0, 0)
-    split = split_weights(facts, ngl, tensor_bytes)
-    first = split.first_gpu_layer
+    split = split_weights(facts, ngl, tensor_bytes, placement)
+    first = split.first_gpu_layer if offload_kqv else facts.n_layer
     on_gpu = split.n_gpu_layers > 0
     all_on_gpu = split.n_gpu_layers == facts.n_layer + 1
     return _Need(
@@ -111,6 +113,7 @@ def fit_check(
     n_gpu_layers: int = 999, *, n_ubatch: int = DEFAULT_N_UBATCH, flash_attn: bool = False, swa_full: bool = False,
     overhead_bytes: int | None = None, unified: bool = False, usable_fraction: float | None = None,
     host_ram_bytes: int | None = None, tensor_bytes: Mapping[str, int] | None = None,
+    placement: Placement | None = None, offload_kqv: bool = True,
 ) -> FitResult:
     """Does (model, n_ctx, cache types, n_gpu_layers) fit in ``profile_vram_bytes``?
 
@@ -128,7 +131,7 @@ def fit_check(
 
     def need(layers: int, ctx: int) -> _Need:
         return _need(facts, layers, ctx, type_k, type_v, n_ubatch, flash_attn, swa_full, overhead_bytes, unified,
-                     tensor_bytes)
+                     tensor_bytes, placement, offload_kqv)
 
     def ram_ok(n: _Need) -> bool:
         return host_ram_bytes is None or n.cpu <= host_ram_bytes

@@ -13,6 +13,8 @@ llama.cpp facts mirrored here (checked against the llama.cpp vendored by llama-c
   ``--swa-full``) and llama-bench (``cparams.swa_full = false``) use the small window cache. Our engine should pass
   ``swa_full=False`` explicitly, mirroring llama-bench, so our memory figures and llama-bench's agree; every function
   that sizes the cache takes ``swa_full`` and defaults to False.
+* ``offload_kqv`` false (``-nkvo 1``, llama-bench's ``no_kv_offload``): every layer's cache is a CPU buffer
+  (src/llama-kv-cache.cpp, the constructor's ``if (offload) { dev = model.dev_layer(il) ... }``, else "CPU").
 * ``n_batch`` is clamped to ``n_ctx`` and ``n_ubatch`` to ``n_batch`` (llama.cpp and llama-cpp-python both);
   llama-cpp-python's ``Llama(flash_attn=False)`` disables flash attention, the CLI default is "auto".
 """
@@ -63,13 +65,16 @@ def kv_alloc_bytes(
 
 def kv_alloc_bytes_split(
     facts: ModelFacts, n_gpu_layers: int, n_ctx: int, type_k: str = "f16", type_v: str | None = None,
-    n_ubatch: int = DEFAULT_N_UBATCH, swa_full: bool = False,
+    n_ubatch: int = DEFAULT_N_UBATCH, swa_full: bool = False, offload_kqv: bool = True,
 ) -> tuple[float, float]:
-    """(GPU, CPU) KV-cache bytes: each layer's cache sits on that layer's device (``offload_kqv``, the default).
+    """(GPU, CPU) KV-cache bytes: each layer's cache sits on that layer's device (``offload_kqv``, the default),
+    or all of it in host memory without ``offload_kqv`` (``-nkvo 1``).
 
     The GPU holds the last ``n_gpu_layers - 1`` repeating layers (the output layer has no cache; see offload.py).
     """
     per_layer = kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full)
+    if not offload_kqv:
+        return 0.0, sum(per_layer)
     n_gpu_repeating = max(effective_n_gpu_layers(n_gpu_layers, facts.n_layer) - 1, 0)
     first_gpu = facts.n_layer - n_gpu_repeating
     return sum(per_layer[first_gpu:]), sum(per_layer[:first_gpu])
@@ -81,6 +86,7 @@ def kv_alloc_bytes_split(
 def compute_buffer_bytes(
     n_ubatch: int, n_ctx: int, n_vocab: int, n_embd: int, n_head: int, n_ff: int,
     flash_attn: bool = False, n_batch: int | None = None, n_outputs: int | None = None,
+    moe_ff_per_token: int = 0, n_expert_used: int = 0,
 ) -> float:
     """Estimate of llama.cpp's compute buffer ("<dev> compute buffer size = X MiB" in its load log).
 
@@ -92,6 +98,9 @@ def compute_buffer_bytes(
         attention   4 × ((n_head + 1) × n_kv × u + 6 × n_embd × u)         KQ scores (soft_max in place) + f32 mask
                     2 × n_kv × u + 4 × 6 × n_embd × u     with flash attn  f16 mask; scores never materialised
         ffn         4 × (3 × n_ff × u + 2 × n_embd × u)                    gate, up, product
+        MoE ffn     4 × u × (3 × F × E + 4 × n_embd + 2 × E) + (2|4) × n_kv × u
+                    F = n_ff_expert, E = n_expert_used: the used experts' gate, up and product, router weights and
+                    ids, and the KQ mask (f16 with flash attention) still live
 
     Calibrated against llama.cpp's CPU backend (llama-cpp-python 0.3.36) on SmolLM2-135M: within 1.2 % on the
     logits- and attention-bound cases, within 3.1 % where allocator fragmentation adds a few MiB (19 settings of
@@ -99,14 +108,18 @@ def compute_buffer_bytes(
     A CUDA build reports a similar device buffer plus a small host one; CUDA's memory pool (dequantized weights for
     cuBLAS, flash-attention K/V conversions) is not part of it and is left to the overhead allowance.
     """
-    return max(compute_stages(n_ubatch, n_ctx, n_vocab, n_embd, n_head, n_ff, flash_attn, n_batch, n_outputs))
+    return max(compute_stages(n_ubatch, n_ctx, n_vocab, n_embd, n_head, n_ff, flash_attn, n_batch, n_outputs,
+                              moe_ff_per_token, n_expert_used))
 
 
 def compute_stages(
     n_ubatch: int, n_ctx: int, n_vocab: int, n_embd: int, n_head: int, n_ff: int,
     flash_attn: bool = False, n_batch: int | None = None, n_outputs: int | None = None,
+    moe_ff_per_token: int = 0, n_expert_used: int = 0, moe_mask: bool = True,
 ) -> tuple[float, float, float]:
-    """The graph's (logits, attention, ffn) stages in bytes; see :func:`compute_buffer_bytes`."""
+    """The graph's (logits, attention, ffn) stages in bytes; see :func:`compute_buffer_bytes`. ``moe_mask`` false:
+    the MoE ffn stage without the KQ mask (a GPU device's buffer, whose inputs sit in the host's: fitted on lavapipe
+    with the synthetic MoE of tests/gpu_vulkan, within 3 %)."""
     u = min(n_ubatch, n_batch or n_ubatch, max(n_ctx, 1))
     outputs = u if n_outputs is None else min(n_outputs, u)
     n_kv = _pad(max(n_ctx, 1))
@@ -115,8 +128,21 @@ def compute_stages(
         attention = 2.0 * n_kv * u + 4.0 * 6 * n_embd * u
     else:
         attention = 4.0 * ((n_head + 1) * n_kv * u + 6 * n_embd * u)
-    ffn = 4.0 * (3 * n_ff * u + 2 * n_embd * u)
+    if moe_ff_per_token > 0:
+        mask = (2.0 if flash_attn else 4.0) * n_kv * u if moe_mask else 0.0
+        ffn = 4.0 * u * (3 * moe_ff_per_token + 4 * n_embd + 2 * n_expert_used) + mask
+    else:
+        ffn = 4.0 * (3 * n_ff * u + 2 * n_embd * u)
     return logits, attention, ffn
+
+
+def moe_ff_per_token(facts: ModelFacts) -> int:
+    """F × E, the feed-forward width a token runs through in a MoE layer (0 for a dense model); F is the header's
+    expert width, else n_ff (llama-family MoE files give the expert width as feed_forward_length)."""
+    if not facts.n_expert or not facts.n_expert_used:
+        return 0
+    ff = facts.extra.get("n_ff_expert")
+    return facts.n_expert_used * (ff if isinstance(ff, int) and ff > 0 else facts.n_ff)
 
 
 def graph_inputs_bytes(n_ubatch: int, n_ctx: int, n_embd: int, flash_attn: bool = False,
@@ -137,5 +163,6 @@ def compute_buffer_bytes_for(
 ) -> float:
     """``compute_buffer_bytes`` with the model's dimensions."""
     return compute_buffer_bytes(
-        n_ubatch, n_ctx, facts.n_vocab, facts.n_embd, facts.n_head, facts.n_ff, flash_attn, n_batch
+        n_ubatch, n_ctx, facts.n_vocab, facts.n_embd, facts.n_head, facts.n_ff, flash_attn, n_batch,
+        moe_ff_per_token=moe_ff_per_token(facts), n_expert_used=facts.n_expert_used,
     )

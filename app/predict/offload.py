@@ -11,6 +11,14 @@ llama.cpp fact mirrored here (checked against the llama.cpp vendored by llama-cp
   ("very little benefit to offloading the input layer"). Older llama.cpp used ``max(n_layer - ngl, 0)``: the last
   ``ngl`` repeating layers, output layer only when ``ngl > n_layer``.
   A model with tied embeddings (no ``output.weight``) gets a copy of ``token_embd`` on the output layer's device.
+* Tensor buffer overrides (``-ot PATTERN=BUFT``, ``llama_model_params.tensor_buft_overrides``):
+  ``src/llama-model-loader.cpp`` (``create_tensor``, "check overrides") searches each tensor's name with each
+  pattern in order, and the FIRST match sets its buffer type, whatever its layer's device. llama-bench's ``-ncmoe N``
+  (``tools/llama-bench/llama-bench.cpp`` ``to_llama_mparams``) appends, after the ``-ot`` entries, one pattern per
+  layer 0..N-1, ``llm_ffn_block_regex(i, LLM_FFN_EXPS_REGEX)`` (common/common.h), on the CPU buffer type.
+* Decode reads each weight once per token, except the MoE expert tensors: a token runs ``n_expert_used`` of the
+  ``n_expert`` experts of each layer (``build_moe_ffn``, src/llama-graph.cpp: ``ggml_mul_mat_id`` over the selected
+  experts), so ``n_expert_used / n_expert`` of their bytes; the router and shared experts count fully.
 """
 
 from __future__ import annotations
@@ -22,15 +30,75 @@ from dataclasses import dataclass
 from app.model.facts import ModelFacts
 
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
+#: common/common.h LLM_FFN_EXPS_REGEX: a layer's MoE expert tensors (the same text as engines/llama_cpp_placement.py)
+EXPERT_TENSORS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+_EMBD = "token_embd.weight"
+
+
+def expert_block_pattern(layer: int) -> str:
+    """common/common.h ``llm_ffn_block_regex(layer, LLM_FFN_EXPS_REGEX)``: layer ``layer``'s expert tensors."""
+    return rf"blk\.{layer}{EXPERT_TENSORS_REGEX}"
+
+
+def is_expert_tensor(name: str) -> bool:
+    """A routed-expert tensor (``ffn_*_exps``, its biases and scales): read ``n_expert_used / n_expert`` per token."""
+    return "_exps" in name
+
+
+def is_host_buffer(buft: str) -> bool:
+    """Whether a buffer type name (``CPU``, ``CPU_REPACK``, ``Vulkan_Host``, ``Vulkan0``) is host memory."""
+    name = buft.strip().upper()
+    return name == "CPU" or name.startswith("CPU_") or name.endswith("_HOST")
+
+
+def resolve_n_cpu_moe(n_cpu_moe: int, n_layer: int) -> int:
+    """-ncmoe as a layer count: -1 (all) is every layer, -2 (half) the first ``n_layer // 2`` (app/worker/runner.py
+    records them so), a count beyond the model's layers is its layer count."""
+    if n_cpu_moe == -1:
+        return n_layer
+    if n_cpu_moe == -2:
+        return n_layer // 2
+    return max(0, min(n_cpu_moe, n_layer))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where tensors go besides the layer rule: ``-ot`` (pattern, buffer type) pairs, then ``-ncmoe``'s patterns."""
+
+    n_cpu_moe: int = 0  # layers 0..N-1 keep their expert tensors in host memory (already resolved)
+    overrides: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_text(cls, n_cpu_moe: int, n_layer: int, tensor_buft_overrides: str = "none") -> Placement:
+        """From the settings' values: -ncmoe (a count, -1 all, -2 half) and -ot's canonical ``P=BUFT;P=BUFT`` text."""
+        text = (tensor_buft_overrides or "none").strip()
+        pairs = () if text == "none" else tuple(
+            (p, b) for p, _, b in (e.partition("=") for e in text.split(";") if e.strip()) if p and b)
+        return cls(resolve_n_cpu_moe(n_cpu_moe, n_layer), pairs)
+
+    @property
+    def is_default(self) -> bool:
+        return not self.n_cpu_moe and not self.overrides
+
+    def host_override(self, name: str) -> bool | None:
+        """True: an override puts ``name`` in host memory; False: on a GPU device; None: no override matches."""
+        for pattern, buft in self.overrides:
+            if re.search(pattern, name):
+                return is_host_buffer(buft)
+        for i in range(self.n_cpu_moe):
+            if re.search(expert_block_pattern(i), name):
+                return True
+        return None
 
 
 @dataclass(frozen=True)
 class WeightSplit:
     """Where the weights of a model sit for a given ``n_gpu_layers``, and what one decoded token reads on each side.
 
-    ``*_bytes`` are stored bytes (a tied embedding offloaded with the output layer counts on both sides, as llama.cpp
-    keeps two copies); ``*_read_bytes`` are bytes read per decoded token (the token embedding contributes one row,
-    counted as 0; MoE expert tensors count ``n_expert_used / n_expert`` of their bytes).
+    ``gpu_*`` is the GPU device, ``cpu_*`` host memory. ``*_bytes`` are stored bytes (a tied embedding offloaded with
+    the output layer counts on both sides, as llama.cpp keeps two copies); ``*_read_bytes`` are bytes read per
+    decoded token (the token embedding contributes one row, counted as 0; MoE expert tensors count
+    ``n_expert_used / n_expert`` of their bytes).
     """
 
     n_gpu_layers: int  # effective value, 0 .. n_layer + 1
@@ -43,6 +111,13 @@ class WeightSplit:
     tied_embeddings: bool
     exact: bool  # True when computed from a per-tensor byte map, False when estimated from totals
     n_layer: int
+    #: per repeating layer: its attention weights on the GPU; its routed experts on the GPU (None: no experts)
+    layer_attn_on_gpu: tuple[bool, ...] = ()
+    layer_experts_on_gpu: tuple[bool | None, ...] = ()
+    n_tensors_overridden: int = 0  # tensors an -ot or -ncmoe pattern placed
+    #: the host's weight buffer as llama.cpp logs it with mmap (its default): the file's span from the first to the
+    #: last host tensor, GPU tensors between them included (src/llama-model-loader.cpp ``get_mapping_range``)
+    cpu_mapped_bytes: int = 0
 
     @property
     def first_gpu_layer(self) -> int:
@@ -75,81 +150,124 @@ def guess_tied_embeddings(facts: ModelFacts) -> bool:
     return abs(facts.n_params - (blocks + head)) < abs(facts.n_params - (blocks + 2 * head))
 
 
-@dataclass(frozen=True)
-class _Parts:
-    layer_bytes: list[float]
-    layer_read: list[float]
-    embd_bytes: float  # token_embd* tensors (input layer, always on the CPU)
-    output_bytes: float  # the output layer's own tensors (output norm; output.weight unless tied)
-    embd_matrix_bytes: float  # token_embd.weight, which a tied output layer reads and copies to its device
-    other_bytes: float
-    tied: bool
-    exact: bool
-
-    @property
-    def output_read(self) -> float:
-        return self.output_bytes + (self.embd_matrix_bytes if self.tied else 0.0)
+_Where = int | str  # a repeating layer's index, or "embd" (input layer), "output" or "other"
 
 
-def _parts_from_map(facts: ModelFacts, tensor_bytes: Mapping[str, int]) -> _Parts:
-    layer_bytes = [0.0] * facts.n_layer
-    layer_read = [0.0] * facts.n_layer
-    embd = output = other = 0.0
-    expert_share = facts.n_expert_used / facts.n_expert if facts.n_expert else 1.0
-    for name, n in tensor_bytes.items():
-        m = _BLOCK_RE.match(name)
-        if m and int(m.group(1)) < facts.n_layer:
-            i = int(m.group(1))
-            layer_bytes[i] += n
-            layer_read[i] += n * (expert_share if "_exps" in name else 1.0)
-        elif name.startswith("token_embd"):
-            embd += n
-        elif name.startswith("output"):
-            output += n
-        else:
-            other += n  # rope_freqs and friends (small); nextn/MTP blocks beyond n_layer land here too
-    tied = "output.weight" not in tensor_bytes
-    embd_matrix = tensor_bytes.get("token_embd.weight", 0)
-    return _Parts(layer_bytes, layer_read, embd, output, embd_matrix, other, tied, exact=True)
+def _where(name: str, n_layer: int) -> _Where:
+    m = _BLOCK_RE.match(name)
+    if m and int(m.group(1)) < n_layer:
+        return int(m.group(1))
+    if name.startswith("token_embd"):
+        return "embd"
+    if name.startswith("output"):
+        return "output"
+    return "other"  # rope_freqs and friends (small); nextn/MTP blocks beyond n_layer land here too
 
 
-def _parts_estimated(facts: ModelFacts) -> _Parts:
+def estimated_expert_bytes_per_layer(facts: ModelFacts, layer_bytes: float) -> float:
+    """A MoE layer's routed-expert bytes without a tensor table: gate, up and down of ``n_expert`` experts,
+    3 × n_embd × n_ff_expert × n_expert parameters at the file's average bytes per parameter (n_ff when the
+    header has no expert width), at most 95 % of the layer."""
+    if not facts.n_expert or not facts.n_params:
+        return 0.0
+    ff = facts.extra.get("n_ff_expert")
+    n_ff = ff if isinstance(ff, int) and ff > 0 else facts.n_ff
+    params = 3.0 * facts.n_embd * n_ff * facts.n_expert
+    return min(params * facts.weight_bytes / facts.n_params, 0.95 * layer_bytes)
+
+
+def _tensors_estimated(facts: ModelFacts) -> tuple[list[tuple[str, float]], bool]:
+    """A stand-in tensor table from totals: the token embedding and the output layer each n_vocab × n_embd × the
+    file's average bytes per parameter (tied embeddings guessed from the parameter count), the rest shared equally
+    by the repeating layers, a MoE layer's share of it split into its dense part and its experts."""
     bytes_per_param = facts.weight_bytes / facts.n_params if facts.n_params else 0.0
     head = facts.n_vocab * facts.n_embd * bytes_per_param
     tied = guess_tied_embeddings(facts)
     blocks = max(facts.weight_bytes - head * (1 if tied else 2), 0.0)
     per_layer = blocks / facts.n_layer if facts.n_layer else 0.0
-    layers = [per_layer] * facts.n_layer
-    return _Parts(layers, list(layers), head, 0.0 if tied else head, head, 0.0, tied, exact=False)
+    experts = estimated_expert_bytes_per_layer(facts, per_layer)
+    out: list[tuple[str, float]] = [(_EMBD, head)] + ([] if tied else [("output.weight", head)])
+    for i in range(facts.n_layer):
+        out.append((f"blk.{i}.dense", per_layer - experts))
+        if experts:
+            out += [(f"blk.{i}.ffn_{part}_exps.weight", experts / 3.0) for part in ("gate", "up", "down")]
+    return out, tied
+
+
+def active_weight_bytes(facts: ModelFacts, tensor_bytes: Mapping[str, int] | None = None) -> float:
+    """The file's weight bytes with routed experts counted ``n_expert_used / n_expert`` (a dense model: all)."""
+    if not facts.n_expert:
+        return float(facts.weight_bytes)
+    tensors = list(tensor_bytes.items()) if tensor_bytes else _tensors_estimated(facts)[0]
+    share = facts.n_expert_used / facts.n_expert
+    inactive = sum(n for name, n in tensors if is_expert_tensor(name)) * (1.0 - share)
+    return facts.weight_bytes - inactive
 
 
 def split_weights(
-    facts: ModelFacts, n_gpu_layers: int, tensor_bytes: Mapping[str, int] | None = None
+    facts: ModelFacts, n_gpu_layers: int, tensor_bytes: Mapping[str, int] | None = None,
+    placement: Placement | None = None,
 ) -> WeightSplit:
-    """Split the weights between GPU and CPU for ``n_gpu_layers`` with llama.cpp's rule (see the module docstring).
+    """Split the weights between GPU and host for ``n_gpu_layers`` and ``placement`` (``-ot``, ``-ncmoe``) with
+    llama.cpp's rules (see the module docstring).
 
-    With ``tensor_bytes`` (GGUF tensor name → bytes) the split is exact. Without it, the token embedding and the output
-    layer are each estimated as n_vocab × n_embd × the file's average bytes per parameter (tied embeddings guessed
-    from the parameter count) and the rest is shared equally by the repeating layers; MoE expert sparsity is then
-    ignored (all experts counted as read), which makes MoE decode ceilings pessimistic.
+    With ``tensor_bytes`` (GGUF tensor name → bytes) the split is exact. Without it the tensor table is estimated
+    from totals (:func:`_tensors_estimated`); ``-ot`` patterns then match only the stand-in names (``ffn_*_exps``).
     """
-    parts = _parts_from_map(facts, tensor_bytes) if tensor_bytes else _parts_estimated(facts)
+    placement = placement or Placement()
+    exact = bool(tensor_bytes)
+    if tensor_bytes:
+        tensors: list[tuple[str, float]] = [(k, float(v)) for k, v in tensor_bytes.items()]
+        tied = "output.weight" not in tensor_bytes
+    else:
+        tensors, tied = _tensors_estimated(facts)
     ngl = effective_n_gpu_layers(n_gpu_layers, facts.n_layer)
     output_on_gpu = ngl >= 1
     n_rep = max(ngl - 1, 0)
     first = facts.n_layer - n_rep
-    gpu = sum(parts.layer_bytes[first:])
-    cpu = sum(parts.layer_bytes[:first]) + parts.embd_bytes + parts.other_bytes
-    gpu_read = sum(parts.layer_read[first:])
-    cpu_read = sum(parts.layer_read[:first]) + parts.other_bytes
-    if output_on_gpu:
-        gpu += parts.output_read  # own tensors, plus a second copy of token_embd when tied
-        gpu_read += parts.output_read
-    else:
-        cpu += parts.output_bytes  # tied: the output layer uses the CPU's token_embd, counted above
-        cpu_read += parts.output_read
+    share = facts.n_expert_used / facts.n_expert if facts.n_expert else 1.0
+    stored = {True: 0.0, False: 0.0}  # on the GPU device -> bytes
+    read = {True: 0.0, False: 0.0}
+    attn_gpu: list[bool] = [i >= first for i in range(facts.n_layer)]
+    experts_gpu: list[bool | None] = [None] * facts.n_layer
+    n_overridden = 0
+    embd_matrix, embd_on_gpu = 0.0, False
+    offset, host_first, host_last = 0.0, None, 0.0  # in file order (the tensor table's), alignment padding ignored
+    for name, n in tensors:
+        where = _where(name, facts.n_layer)
+        on_gpu = (where >= first) if isinstance(where, int) else (where == "output" and output_on_gpu)
+        override = placement.host_override(name)
+        if override is not None:
+            n_overridden += 1
+            on_gpu = not override
+        if not on_gpu:
+            host_first = offset if host_first is None else host_first
+            host_last = offset + n
+        offset += n
+        stored[on_gpu] += n
+        if where == "embd":  # one row per token: counted as 0 (a tied output layer reads it, below)
+            if name == _EMBD:
+                embd_matrix, embd_on_gpu = n, on_gpu
+            continue
+        expert = is_expert_tensor(name)
+        read[on_gpu] += n * (share if expert else 1.0)
+        if isinstance(where, int):
+            if expert:
+                experts_gpu[where] = on_gpu
+            elif ".attn_" in name:
+                attn_gpu[where] = on_gpu
+    if tied and output_on_gpu:  # llama.cpp duplicates token_embd on the output layer's device (TENSOR_DUPLICATED)
+        override = placement.host_override(_EMBD)
+        copy_on_gpu = True if override is None else not override
+        stored[copy_on_gpu] += embd_matrix
+        read[copy_on_gpu] += embd_matrix
+    elif tied:
+        read[embd_on_gpu] += embd_matrix
     return WeightSplit(
         n_gpu_layers=ngl, n_gpu_repeating=n_rep, output_on_gpu=output_on_gpu,
-        gpu_bytes=round(gpu), cpu_bytes=round(cpu), gpu_read_bytes=round(gpu_read), cpu_read_bytes=round(cpu_read),
-        tied_embeddings=parts.tied, exact=parts.exact, n_layer=facts.n_layer,
+        gpu_bytes=round(stored[True]), cpu_bytes=round(stored[False]), gpu_read_bytes=round(read[True]),
+        cpu_read_bytes=round(read[False]), tied_embeddings=tied, exact=exact, n_layer=facts.n_layer,
+        layer_attn_on_gpu=tuple(attn_gpu), layer_experts_on_gpu=tuple(experts_gpu),
+        n_tensors_overridden=n_overridden,
+        cpu_mapped_bytes=round(host_last - host_first) if exact and host_first is not None else round(stored[False]),
     )

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_ceiling_offload_tps
+from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_bytes, decode_ceiling_offload_tps
+from app.predict.device_split import DeviceSplit, SplitSettings, device_split, host_only_split
 from app.predict.fit import FitResult, fit_check
 from app.predict.fitted_model import Expected
 from app.predict.memory import DEFAULT_N_UBATCH, compute_buffer_bytes_for, kv_alloc_bytes
-from app.predict.offload import WeightSplit, effective_n_gpu_layers, split_weights
+from app.predict.offload import Placement, WeightSplit, effective_n_gpu_layers, split_weights
 from app.predict.prefill import matmul_params, prefill_ceiling_tps, prefill_compute_note, prefill_tflops
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, public_expected
@@ -76,12 +77,24 @@ class PredictSettings:
     #: llama.cpp's weight repacking (llama-bench --repack): 1 on, 0 off (weights as in the file); -1 (auto): this
     #: machine's default, as a run with --repack auto gets it
     repack: int = -1
+    #: -ncmoe: layers 0..N-1 keep their MoE expert tensors in host memory; -1 all, -2 half (resolved per model)
+    n_cpu_moe: int = 0
+    #: -nkvo 1: the KV cache (and the attention over it) in host memory
+    no_kv_offload: bool = False
+    #: -ot: PATTERN=BUFT entries joined by ";" (llama-bench's column text), "none" for none
+    tensor_buft_overrides: str = "none"
 
     def __post_init__(self) -> None:
         if self.repack not in (0, 1):
             object.__setattr__(self, "repack", default_repack())
         if not self.type_v:
             object.__setattr__(self, "type_v", self.type_k)
+        if not self.tensor_buft_overrides:
+            object.__setattr__(self, "tensor_buft_overrides", "none")
+
+    def placement(self, n_layer: int) -> Placement:
+        """-ot and -ncmoe for a model of ``n_layer`` layers (all/half resolved)."""
+        return Placement.from_text(self.n_cpu_moe, n_layer, self.tensor_buft_overrides)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, n_ctx: int | None = None,
@@ -102,16 +115,20 @@ class PredictSettings:
             n_ctx=max(ctx, 1), n_gpu_layers=ngl, type_k=type_k, type_v=str(row.get("type_v") or type_k),
             n_prompt=max(n_prompt, 1), n_gen=max(n_gen, 0), depth=max(depth, 0),
             n_ubatch=_int(row, "n_ubatch", 0) or DEFAULT_N_UBATCH, flash_attn=flash_attn_enabled(fa),
-            repack=_repack_of(row),
+            repack=_repack_of(row), n_cpu_moe=_int(row, "n_cpu_moe", 0),
+            no_kv_offload=bool(_int(row, "no_kv_offload", 0)),
+            tensor_buft_overrides=str(row.get("tensor_buft_overrides") or "none"),
         )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PredictSettings:
-        """Settings from ``gguf-bench predict``'s arguments (--ctx, -ngl, -ctk, -ctv, -p, -n, -d, -fa)."""
+        """Settings from ``gguf-bench predict``'s arguments (--ctx, -ngl, -ncmoe, -nkvo, -ctk, -ctv, -p, -n, -d,
+        -fa)."""
         return cls(
             n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers, type_k=args.type_k, type_v=args.type_v,
             n_prompt=args.n_prompt, n_gen=args.n_gen, depth=args.n_depth,
             flash_attn=flash_attn_enabled(args.flash_attn), repack=getattr(args, "repack", -1),
+            n_cpu_moe=getattr(args, "n_cpu_moe", 0), no_kv_offload=bool(getattr(args, "no_kv_offload", 0)),
         )
 
 
@@ -195,6 +212,27 @@ class Prediction:
     notes: tuple[str, ...] = field(default_factory=tuple)
     expected_decode: Expected | None = None  # from a fit of this machine: the value above with its band and source
     expected_prefill: Expected | None = None
+    #: weights, KV cache and compute buffer per device (llama.cpp's device_buffers): "gpu" the device, "host" RAM
+    device_memory: DeviceSplit | None = None
+    n_cpu_moe: int = 0  # resolved layer count
+    no_kv_offload: bool = False
+    tensor_buft_overrides: str = "none"
+    decode_gpu_read_bytes: float = 0.0  # bytes one token reads at the generation's average depth, per side
+    decode_host_read_bytes: float = 0.0
+    decode_extra_crossings: int = 0  # device crossings per token beyond the input's first (decode.py)
+
+    def memory_per_device(self) -> dict[str, dict[str, int]]:
+        """{"host"|"gpu": {"weights_bytes", "kv_bytes", "compute_bytes"}}, as a row's device_buffers splits them
+        (the host's weights: its mapped span, as llama.cpp logs it)."""
+        d = self.device_memory
+        if d is None:
+            return {}
+        host = {"weights_bytes": round(d.cpu_mapped_weights_bytes), "kv_bytes": round(d.cpu_kv_bytes),
+                "compute_bytes": round(d.cpu_compute_bytes)}
+        if self.kind == "cpu":
+            return {"host": host}
+        return {"host": host, "gpu": {"weights_bytes": round(d.gpu_weights_bytes), "kv_bytes": round(d.gpu_kv_bytes),
+                                      "compute_bytes": round(d.gpu_compute_bytes)}}
 
     @property
     def expected_source(self) -> str:
@@ -232,6 +270,10 @@ class Prediction:
             **_bands("expected_decode_tps", self.expected_decode),
             **_bands("expected_prefill_tps", self.expected_prefill),
             "expected_source": self.expected_source,
+            "n_cpu_moe": self.n_cpu_moe, "no_kv_offload": int(self.no_kv_offload),
+            "tensor_buft_overrides": self.tensor_buft_overrides, "memory_per_device": self.memory_per_device(),
+            "decode_gpu_read_bytes": self.decode_gpu_read_bytes, "decode_host_read_bytes": self.decode_host_read_bytes,
+            "decode_extra_crossings": self.decode_extra_crossings,
         }
 
 
@@ -244,7 +286,8 @@ FittedExpectation = Callable[[ModelFacts, "PredictSettings"], Mapping[str, Expec
 
 
 def _cpu_bandwidth(
-    profile: HardwareProfile, split: WeightSplit, cpu_bandwidth_gbps: float | None, notes: list[str]
+    profile: HardwareProfile, split: WeightSplit, cpu_bandwidth_gbps: float | None, notes: list[str],
+    kv_on_host: bool = False,
 ) -> float | None:
     """Bandwidth of the CPU side: the profile's own for a CPU or unified-memory profile when not given; for a
     discrete GPU with layers left on the CPU, DEFAULT_CPU_BANDWIDTH_GBPS with a note."""
@@ -252,8 +295,9 @@ def _cpu_bandwidth(
         return profile.peak_bandwidth_gbps
     if cpu_bandwidth_gbps is None and profile.is_unified:
         return profile.peak_bandwidth_gbps
-    if cpu_bandwidth_gbps is None and split.cpu_read_bytes > 0:
-        notes.append(f"CPU bandwidth not given; assumed {DEFAULT_CPU_BANDWIDTH_GBPS:g} GB/s for the CPU-side layers")
+    if cpu_bandwidth_gbps is None and (split.cpu_read_bytes > 0 or kv_on_host):
+        notes.append(f"CPU bandwidth not given; assumed {DEFAULT_CPU_BANDWIDTH_GBPS:g} GB/s for what is read from "
+                     f"host memory")
         return DEFAULT_CPU_BANDWIDTH_GBPS
     return cpu_bandwidth_gbps
 
@@ -309,28 +353,40 @@ def predict(
     notes: list[str] = []
     is_cpu = profile.kind == "cpu"
     ngl = 0 if is_cpu else effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
-    split = split_weights(facts, ngl, tensor_bytes)
+    placement = Placement() if is_cpu else s.placement(facts.n_layer)
+    offload_kqv = is_cpu or not s.no_kv_offload
+    split = split_weights(facts, ngl, tensor_bytes, placement)
     if not split.exact:
         notes.append("weights split estimated from totals (no per-tensor byte map)")
         if facts.n_expert:
-            notes.append("MoE: all experts counted as read per token; decode ceiling is pessimistic")
-    cpu_bw = _cpu_bandwidth(profile, split, cpu_bandwidth_gbps, notes)
+            notes.append("MoE: expert bytes estimated as 3 × n_embd × n_ff_expert × n_expert per layer")
+    cpu_bw = _cpu_bandwidth(profile, split, cpu_bandwidth_gbps, notes, kv_on_host=not offload_kqv)
 
     def decode_at(depth: float) -> float:
         return decode_ceiling_offload_tps(facts, split, depth, type_k, type_v, profile.peak_bandwidth_gbps, cpu_bw,
-                                          host_only=is_cpu)
+                                          host_only=is_cpu, offload_kqv=offload_kqv)
 
-    decode_tps = decode_at(s.depth + s.n_prompt + s.n_gen / 2.0)
+    decode_depth = s.depth + s.n_prompt + s.n_gen / 2.0
+    decode_tps = decode_at(decode_depth)
+    read = decode_bytes(facts, split, decode_depth, type_k, type_v, offload_kqv)
+    if read.extra_crossings and not is_cpu:
+        notes.append(f"decode: {read.extra_crossings} extra device crossings per token (-ncmoe/-ot/-nkvo), each "
+                     f"4 × n_embd bytes over PCIe (assumed 16 GB/s) + 10 µs")
     prefill_tps = _prefill_tps(facts, profile, split, s, tensor_bytes)
     # which CPU figure, and its source
     notes += [n for n in (prefill_compute_note(profile, facts.file_type, s.repack),) if n]
-    if not is_cpu and 0 < split.n_gpu_layers < facts.n_layer + 1:
-        notes.append("partial offload: prefill ceiling ignores copying CPU-held weights to the GPU")
+    if not is_cpu and (0 < split.n_gpu_layers < facts.n_layer + 1 or split.n_tensors_overridden):
+        notes.append("partial offload: prefill ceiling ignores copying host-held weights to the GPU")
     fit = fit_check(
         facts, profile.vram_bytes, s.n_ctx, type_k, type_v, ngl, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
         swa_full=s.swa_full, unified=profile.is_unified, usable_fraction=1.0 if is_cpu else None,
-        tensor_bytes=tensor_bytes,
+        tensor_bytes=tensor_bytes, placement=placement, offload_kqv=offload_kqv,
     )
+    split_settings = SplitSettings(s.n_ctx, ngl, type_k, type_v, s.n_ubatch, s.flash_attn,
+                                   n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,
+                                   tensor_buft_overrides=s.tensor_buft_overrides if not is_cpu else "none")
+    memory = (host_only_split(facts, split_settings, tensor_bytes) if is_cpu
+              else device_split(facts, split_settings, tensor_bytes))
     exp_prefill = exp_decode = exp_scenario = None
     if efficiency is not None:
         exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
@@ -358,5 +414,8 @@ def predict(
         tflops=prefill_tflops(profile, facts.file_type, s.repack), fit=fit,
         scenario=scenario_time(s.n_prompt, s.n_gen, prefill_tps, decode_tps, chars_per_token), efficiency=efficiency,
         expected_prefill_tps=exp_prefill, expected_decode_tps=exp_decode, expected_scenario=exp_scenario,
-        notes=tuple(notes), expected_decode=fit_decode, expected_prefill=fit_prefill,
+        notes=tuple(notes), expected_decode=fit_decode, expected_prefill=fit_prefill, device_memory=memory,
+        n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,
+        tensor_buft_overrides=split_settings.tensor_buft_overrides, decode_gpu_read_bytes=read.gpu_bytes,
+        decode_host_read_bytes=read.host_bytes, decode_extra_crossings=read.extra_crossings,
     )

@@ -14,6 +14,7 @@ from app.model.gguf_facts import GGUFFileError
 from app.predict.device_split import device_split_columns
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware_context import HardwareContext
+from app.predict.offload import active_weight_bytes
 from app.predict.prediction import Efficiency, FittedExpectation, PredictSettings, predict
 from app.predict.public_fit import PublicGpuModel
 
@@ -50,7 +51,8 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
         "pred_ttft_ms": pred.ttft_ms if n_prompt else None,
         "decode_achieved_frac": _ratio(decode_tps, pred.decode_ceiling_tps),
         "prefill_achieved_frac": _ratio(row.get("prefill_tps"), pred.prefill_ceiling_tps) if n_prompt else None,
-        "effective_bandwidth_gbps": (float(decode_tps) * (facts.weight_bytes + kv_read) / 1e9
+        "effective_bandwidth_gbps": (float(decode_tps) * (active_weight_bytes(facts, facts.tensor_bytes or None)
+                                                           + kv_read) / 1e9
                                      if decode_tps is not None else None),
         "pred_weight_bytes": facts.weight_bytes,
         "pred_kv_bytes": pred.kv_bytes,

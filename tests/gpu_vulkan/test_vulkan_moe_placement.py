@@ -2,7 +2,8 @@
 
 A synthetic llama-family mixture of experts (tests/gguf_synth.py write_synthetic_moe_gguf: 4 layers of 8 experts),
 fully offloaded, with -ncmoe 0,2,all and -nkvo 0,1: llama.cpp's own per-device figures (the row's device_buffers)
-must show the first N layers' expert bytes leave the device, and the KV cache leave it with -nkvo 1.
+must show the first N layers' expert bytes leave the device, and the KV cache leave it with -nkvo 1; the predicted
+per-device bytes (app/predict/device_split.py) must be within 5 % of them.
 Tiny settings (-p 1 -n 1 -r 1 -t 1): the buffers do not depend on them. Run with -s to see the table.
 """
 
@@ -16,6 +17,9 @@ from typing import Any
 import gguf
 import pytest
 
+from app.model.gguf_facts import read_model_facts
+from app.predict.device_split import SplitSettings, device_split
+from app.predict.prediction import PredictSettings
 from engines.llama_cpp_placement import expert_block_pattern
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_moe_gguf
@@ -95,3 +99,24 @@ def test_devices_none_keeps_everything_on_the_host_and_an_unknown_device_is_a_fa
     assert int(none["gpu_weights_bytes"]) == 0 and int(none["n_gpu_layers_effective"]) == 0
     assert nope["status"] == "failed" and nope["error_kind"] == "unsupported_settings"
     assert nope["error"].startswith("-dev Nope0: no such GPU device in this llama.cpp build (devices: Vulkan0")
+
+
+def test_predicted_bytes_per_device_match_llama_cpps(moe_model: Path, moe_sweep: list[dict[str, Any]]) -> None:
+    facts = read_model_facts(moe_model)
+    print(f"\n{'ncmoe':>5} {'nkvo':>4} {'buffer':<14} {'measured':>10} {'predicted':>10} {'diff':>7}")
+    for row in moe_sweep:
+        settings = PredictSettings.from_row(row)
+        s = SplitSettings(settings.n_ctx, int(row["n_gpu_layers_effective"]), settings.type_k, settings.type_v,
+                          settings.n_ubatch, settings.flash_attn, n_cpu_moe=settings.n_cpu_moe,
+                          no_kv_offload=settings.no_kv_offload)
+        p = device_split(facts, s, facts.tensor_bytes)
+        host, gpu = _per_device(row)
+        predicted = {("host", "weights"): p.cpu_mapped_weights_bytes, ("host", "kv"): p.cpu_kv_bytes,
+                     ("host", "compute"): p.cpu_compute_bytes, ("gpu", "weights"): p.gpu_weights_bytes,
+                     ("gpu", "kv"): p.gpu_kv_bytes, ("gpu", "compute"): p.gpu_compute_bytes}
+        for (device, kind), value in predicted.items():
+            got = (host if device == "host" else gpu)[kind]
+            diff = (value - got) / got if got else 0.0
+            print(f"{row['n_cpu_moe']:>5} {row['no_kv_offload']:>4} {device + ' ' + kind:<14} {got:>10,.0f} "
+                  f"{value:>10,.0f} {diff:>+7.1%}")
+            assert abs(value - got) <= max(0.05 * got, ROUNDING_BYTES), (row["n_cpu_moe"], device, kind, value, got)
