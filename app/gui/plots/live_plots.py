@@ -28,8 +28,9 @@ from app.gui.predictions import PredictionService
 #: While measurements stream in, a plot is redrawn at most this often (a new selection, new predictions, another
 #: run or a forced refresh draw at once). On two cores every CPU millisecond the window takes is taken from one of
 #: llama.cpp's threads: every plot at the 10 Hz tick took 20 % of a core (benchmarks/gui_stall.py), once a second
-#: 5-6 % and still read 4 % low against llama-bench (benchmarks/fidelity.py --window).
-LIVE_DRAW_EVERY_S = 2.0
+#: 5-6 % and still read 4 % low against llama-bench (benchmarks/fidelity.py --window); every 2 s 5.1 %, every 3 s
+#: 4.8 % (the target is 5 %).
+LIVE_DRAW_EVERY_S = 3.0
 #: plots one timer tick draws unless forced: new predictions change three plots at once, and drawing and painting
 #: them in one tick was the window's worst pause (109 ms in benchmarks/gui_stall.py); the others follow next ticks
 PLOTS_PER_TICK = 1
