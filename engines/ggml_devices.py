@@ -90,6 +90,17 @@ def find_lib_dir() -> Path | None:
     return lib if lib.is_dir() else None
 
 
+def open_ggml(lib_dir: Path) -> tuple[ctypes.CDLL, ctypes.CDLL]:
+    """(libggml, libggml-base) from ``lib_dir``, libllama's own copies (:func:`ggml_libraries`), with the C
+    signatures of the registry calls the workbench makes declared."""
+    ggml_path, base_path = ggml_libraries(lib_dir)
+    mode = getattr(ctypes, "RTLD_GLOBAL", 0)
+    base = ctypes.CDLL(str(base_path), mode=mode)
+    ggml = ctypes.CDLL(str(ggml_path), mode=mode)
+    _bind(ggml, base)
+    return ggml, base
+
+
 def _bind(ggml: ctypes.CDLL, base: ctypes.CDLL) -> None:
     """Declare the C signatures used (pointers are opaque ``void *``)."""
     vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
@@ -106,6 +117,8 @@ def _bind(ggml: ctypes.CDLL, base: ctypes.CDLL) -> None:
         (base, "ggml_backend_dev_memory", None, [vp, ctypes.POINTER(sz), ctypes.POINTER(sz)]),
         (base, "ggml_backend_reg_get_proc_address", vp, [vp, cp]),
         (base, "ggml_backend_buft_name", cp, [vp]),
+        (base, "ggml_backend_dev_buffer_type", vp, [vp]),
+        (base, "ggml_backend_cpu_buffer_type", vp, []),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
@@ -151,11 +164,7 @@ def query_registry(lib_dir: Path | None = None) -> GgmlRegistry:
     lib_dir = lib_dir if lib_dir is not None else find_lib_dir()
     if lib_dir is None:
         raise OSError("llama-cpp-python is not installed (no llama_cpp/lib folder)")
-    ggml_path, base_path = ggml_libraries(lib_dir)
-    mode = getattr(ctypes, "RTLD_GLOBAL", 0)
-    base = ctypes.CDLL(str(base_path), mode=mode)
-    ggml = ctypes.CDLL(str(ggml_path), mode=mode)
-    _bind(ggml, base)
+    ggml, base = open_ggml(lib_dir)
     _load_all_if_dynamic(ggml, lib_dir)
     backends = [_text(base.ggml_backend_reg_name(ggml.ggml_backend_reg_get(i)))
                 for i in range(ggml.ggml_backend_reg_count())]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.base import SPLIT_MODES, LoadConfig, SettingsError
-from engines.ggml_devices import ggml_libraries
+from engines.ggml_devices import open_ggml
 
 #: common/common.h LLM_FFN_EXPS_REGEX: a layer's MoE expert tensors (gate, up, down, fused gate_up, "ch" variants).
 EXPERT_TENSORS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
@@ -57,23 +57,11 @@ class _Ggml:
     """The registry calls used, bound once per process to the libraries llama_cpp loaded."""
 
     def __init__(self, lib_dir: Path) -> None:
-        ggml_path, base_path = ggml_libraries(lib_dir)  # libllama's own copies (a wheel holds several)
-        mode = getattr(ctypes, "RTLD_GLOBAL", 0)
-        base = ctypes.CDLL(str(base_path), mode=mode)
-        ggml = ctypes.CDLL(str(ggml_path), mode=mode)
-        vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-        for lib, name, res, args in (
-            (ggml, "ggml_backend_dev_count", sz, []),
-            (ggml, "ggml_backend_dev_get", vp, [sz]),
-            (base, "ggml_backend_dev_name", cp, [vp]),
-            (base, "ggml_backend_dev_type", ctypes.c_int, [vp]),
-            (base, "ggml_backend_dev_buffer_type", vp, [vp]),
-            (base, "ggml_backend_buft_name", cp, [vp]),
-            (base, "ggml_backend_cpu_buffer_type", vp, []),
-        ):
-            fn = getattr(lib, name)
-            fn.restype, fn.argtypes = res, args
-            setattr(self, name.removeprefix("ggml_backend_"), fn)
+        ggml, base = open_ggml(lib_dir)  # libllama's own copies, signatures declared there
+        self.dev_count, self.dev_get = ggml.ggml_backend_dev_count, ggml.ggml_backend_dev_get
+        self.dev_name, self.dev_type = base.ggml_backend_dev_name, base.ggml_backend_dev_type
+        self.dev_buffer_type, self.buft_name = base.ggml_backend_dev_buffer_type, base.ggml_backend_buft_name
+        self.cpu_buffer_type = base.ggml_backend_cpu_buffer_type
 
     def devices(self) -> list[tuple[str, int, int]]:
         """(name, ggml device type, handle) of every registered device."""

@@ -56,3 +56,15 @@ def wait_for(predicate, timeout_s: float = 30.0) -> None:  # noqa: ANN001
             raise AssertionError("timed out waiting")
         QApplication.processEvents()
         time.sleep(0.005)
+
+
+@pytest.fixture
+def run() -> object:
+    """The recorded sweep (RECORDED) as a finished LiveRun: what the plot tests draw, no model needed."""
+    from app.gui.bridge import read_event_stream
+    from app.gui.live import LiveRun
+
+    s = LiveRun("recorded")
+    s.extend(read_event_stream(RECORDED))
+    s.mark_finished(cancelled=s.cancelled)
+    return s

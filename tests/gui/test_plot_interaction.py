@@ -32,14 +32,6 @@ MOVE_GAP_MS = 15  # pyqtgraph's scene passes on at most one mouse move per 10 ms
 
 
 @pytest.fixture
-def run() -> LiveRun:
-    s = LiveRun("recorded")
-    s.extend(EVENTS)
-    s.mark_finished(cancelled=s.cancelled)
-    return s
-
-
-@pytest.fixture
 def predictor() -> PredictionService:
     """No model facts (no model file read): the plots draw the rows' own figures; a profile for the KV plot's line."""
     p = PredictionService()

@@ -38,14 +38,6 @@ def _profile(name: str = "test CPU") -> Any:
 
 
 @pytest.fixture
-def run() -> LiveRun:
-    s = LiveRun("recorded")
-    s.extend(EVENTS)
-    s.mark_finished(cancelled=s.cancelled)
-    return s
-
-
-@pytest.fixture
 def predictor(run: LiveRun, smollm2_path: Path) -> PredictionService:
     """Predictions for the recorded run's model (its recorded path may differ from this checkout's)."""
     p = PredictionService()
