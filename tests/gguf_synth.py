@@ -294,3 +294,56 @@ def small_header_bytes(tmp_dir: str | Path) -> bytes:
     path = write_synthetic_gguf(Path(tmp_dir) / "seed.gguf", n_layer=1, n_embd=16, n_head=2, n_head_kv=1, n_ff=32,
                                 n_vocab=32, tensor_dtype="F32")
     return path.read_bytes()
+
+
+#: bytes per 256-value block of the K-quant types a shape-only file uses (ggml-common.h: block_q4_K, block_q6_K)
+_BLOCK_BYTES = {"Q4_K": 144, "Q6_K": 210}
+
+
+def write_shape_gguf(path: str | Path, *, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, n_ff: int,
+                     n_vocab: int, n_ctx_train: int = 32768, key_length: int | None = None, n_expert: int = 0,
+                     n_expert_used: int = 0, name: str = "shape") -> Path:
+    """A header-only GGUF of a real model's shape (llama family): every matrix Q4_K, ``output.weight`` Q6_K (as
+    Q4_K_M files keep it), norms F32, ``general.file_type`` Q4_K_M; its tensor data is a sparse hole of the true
+    size, so a 17 GB model costs a few MB of disk. For predictions and the chooser, never to be run."""
+    path = Path(path)
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_name(name)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    for key, value in (("block_count", n_layer), ("context_length", n_ctx_train), ("embedding_length", n_embd),
+                       ("feed_forward_length", n_ff), ("attention.head_count", n_head),
+                       ("attention.head_count_kv", n_head_kv), ("vocab_size", n_vocab)):
+        writer.add_key_value(f"llama.{key}", value, _U32)
+    if key_length:
+        writer.add_key_value("llama.attention.key_length", key_length, _U32)
+        writer.add_key_value("llama.attention.value_length", key_length, _U32)
+    if n_expert:
+        writer.add_key_value("llama.expert_count", n_expert, _U32)
+        writer.add_key_value("llama.expert_used_count", n_expert_used or 2, _U32)
+    writer.add_key_value("llama.attention.layer_norm_rms_epsilon", 1e-6, gguf.GGUFValueType.FLOAT32)
+    writer.add_key_value("general.quantization_version", gguf.GGML_QUANT_VERSION, _U32)
+    writer.add_key_value("tokenizer.ggml.model", "llama", gguf.GGUFValueType.STRING)
+    shapes = synthetic_tensor_shapes(n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, n_ff=n_ff,
+                                     n_vocab=n_vocab, key_length=key_length, value_length=key_length,
+                                     n_expert=n_expert)
+    data_bytes = 0
+    for tensor_name, shape in shapes.items():
+        count = int(np.prod(shape))
+        if len(shape) == 1:
+            writer.add_tensor_info(tensor_name, shape, np.dtype(np.float32), count * 4)
+            nbytes = count * 4
+        else:  # the writer takes a quantized tensor's shape in bytes per row
+            kind = "Q6_K" if tensor_name == "output.weight" else "Q4_K"
+            row_bytes = shape[-1] // 256 * _BLOCK_BYTES[kind]
+            nbytes = count // shape[-1] * row_bytes
+            writer.add_tensor_info(tensor_name, (*shape[:-1], row_bytes), np.dtype(np.uint8), nbytes,
+                                   raw_dtype=gguf.GGMLQuantizationType[kind])
+        data_bytes += -(-nbytes // 32) * 32
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    header_bytes = path.stat().st_size
+    with path.open("r+b") as f:
+        f.truncate(-(-header_bytes // 32) * 32 + data_bytes)
+    return path

@@ -23,6 +23,7 @@ from app.choose.verdicts import (
 from app.model.gguf_facts import GGUFFileError
 from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
+from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware_context import HardwareContext, hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError
@@ -91,21 +92,44 @@ def _hardware(hw: str | None, scan: MachineScan) -> tuple[HardwareContext, Hardw
     return ctx, profile, this
 
 
-def _measured(rows: list[dict[str, Any]], filename: str) -> Measured | None:
-    """The newest ok row of this file measured on this machine (rows are newest first)."""
+def _measured(rows: list[dict[str, Any]], filename: str) -> list[Measured]:
+    """This file's stable measurements on this machine, newest first (rows are): ok, not marked unstable, with a
+    decode figure; each with the settings it ran at, so the verdict scales it to the asked context."""
+    out = []
     for r in rows:
-        if r.get("model_filename") == filename and r.get("status") == RowStatus.OK and r.get("decode_tps"):
-            settings = (f"p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth', 0)} "
-                        f"ngl{r.get('n_gpu_layers_effective', r.get('n_gpu_layers'))}")
-            return Measured(float(r["decode_tps"]), float(r["ttft_ms"]) if r.get("ttft_ms") else None, settings)
-    return None
+        if (r.get("model_filename") != filename or r.get("status") != RowStatus.OK or not r.get("decode_tps")
+                or r.get("unstable") == 1):
+            continue
+        ngl = int(r.get("n_gpu_layers_effective") or 0)
+        threads = r.get("n_threads_effective") or r.get("n_threads")
+        settings = (f"p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth') or 0} ngl{ngl}"
+                    + (f" t{threads}" if threads else ""))
+        out.append(Measured(
+            float(r["decode_tps"]), float(r["ttft_ms"]) if r.get("ttft_ms") else None, settings,
+            n_prompt=int(r.get("n_prompt") or 0), n_gen=int(r.get("n_gen") or 0), n_depth=int(r.get("n_depth") or 0),
+            type_k=str(r.get("type_k") or "f16"), n_gpu_layers=ngl, n_cpu_moe=int(r.get("n_cpu_moe") or 0),
+            prefill_tps=float(r["prefill_tps"]) if r.get("prefill_tps") else None))
+    return out
 
 
-def _quality(store: ResultStore | None, source: str) -> Quality | None:
+def _requantized_from(source: str) -> str:
+    """The quantized type a local file was made from (its header's lineage key), "" for none or a URL."""
+    return "" if is_url(source) else header_strings(source).get(KEY_REQUANTIZED_FROM, "")
+
+
+def _quality(store: ResultStore | None, source: str, notes: list[str]) -> Quality | None:
+    """The file's measured quality; none where the reference it was measured against was itself requantized (a
+    KLD against a copy of a quantized file says nothing of the loss against the original model)."""
     if store is None:
         return None
     row = quality_for(store, source)
     if not row or row.get("mean_kld") is None:
+        return None
+    ref_path = str(row.get("reference_path") or "")
+    ref_origin = header_strings(ref_path).get(KEY_REQUANTIZED_FROM, "") if ref_path and Path(ref_path).exists() else ""
+    if ref_origin:
+        notes.append(f"{display_name(source)}: its KLD was measured against {Path(ref_path).name}, itself requantized "
+                     f"from {ref_origin}: not used (measure quality again with a reference that was not requantized)")
         return None
     return Quality(mean_kld=float(row["mean_kld"]), ppl=row.get("ppl"), same_top_rate=row.get("same_top_rate"),
                    reference=str(row.get("reference_filename") or ""))
@@ -156,7 +180,8 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
             choices.append(evaluate_file(
                 source, facts, profile, req.n_ctx, n_prompt=req.n_prompt, n_gen=req.n_gen,
                 speed=_speed_sources(expected, profile, hw, this, display_name(source), facts.file_type),
-                measured=_measured(rows, display_name(source)) if this else None, quality=_quality(store, source)))
+                measured=_measured(rows, display_name(source)) if this else None,
+                quality=_quality(store, source, notes), requantized_from=_requantized_from(source)))
     finally:
         if store is not None:
             store.close()

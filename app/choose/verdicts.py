@@ -7,7 +7,9 @@ on (what llama.cpp's "auto" picks where it can, and what a quantized V cache nee
 
 from __future__ import annotations
 
+import math
 import shlex
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
@@ -19,6 +21,7 @@ from app.predict.prediction import (
     Efficiency,
     FittedExpectation,
     Prediction,
+    PredictSettings,
     at_context,
     predict,
 )
@@ -59,11 +62,18 @@ class Quality:
 
 @dataclass(frozen=True)
 class Measured:
-    """Speed this machine measured for the file (newest ok row in the results store)."""
+    """A stable measurement of the file on this machine (an ok results-store row), with the settings it ran at."""
 
     decode_tps: float | None
     ttft_ms: float | None
-    settings: str  # e.g. "p512 n128 d0 ngl0"
+    settings: str  # e.g. "p512 n128 d0 ngl0 t2"
+    n_prompt: int = 512
+    n_gen: int = 128
+    n_depth: int = 0
+    type_k: str = "f16"
+    n_gpu_layers: int = 0  # effective
+    n_cpu_moe: int = 0
+    prefill_tps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,12 @@ class FileChoice:
     measured: Measured | None = None
     quality: Quality | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    n_cpu_moe: int = 0  # -ncmoe of the configuration chosen: the first N layers' experts kept in system RAM
+    decode_empty_tps: Figure | None = None  # from an empty cache (llama-bench's tg); decode_tps is at the context
+    decode_depth: int = 0  # the KV depth decode_tps is for
+    placement: str = ""  # the configuration in words: "all 31 layers on the GPU", "experts of 12 layers on the CPU"
+    requantized_from: str = ""  # the quantized type this file was made from (its header's lineage), "" if none
+    placements: tuple[str, ...] = field(default_factory=tuple)  # every configuration tried, one line each
 
     @property
     def usable(self) -> bool:
@@ -144,10 +160,10 @@ def _ttft(doc: dict[str, Any], source: str) -> Figure:
 
 
 def _predict_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, ngl: int,
-                n_prompt: int | None, n_gen: int, speed: SpeedSources) -> Prediction:
+                n_prompt: int | None, n_gen: int, speed: SpeedSources, n_cpu_moe: int = 0) -> Prediction:
     """The prediction at ``n_ctx``: the question every view answers for a context (``at_context``) unless the
     request was given (``n_prompt``, ``n_gen`` other than its own)."""
-    settings = at_context(n_ctx, type_k=type_k, n_gpu_layers=ngl)
+    settings = replace(at_context(n_ctx, type_k=type_k, n_gpu_layers=ngl), n_cpu_moe=n_cpu_moe)
     if n_prompt is not None or n_gen != settings.n_gen:
         settings = replace(settings, n_prompt=max(1, n_ctx - n_gen) if n_prompt is None else n_prompt, n_gen=n_gen)
     return predict(facts, profile, settings, cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps,
@@ -155,46 +171,168 @@ def _predict_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k:
                    public=speed.public)
 
 
-def _configuration(preds: dict[str, Prediction]) -> tuple[str, str, int]:
-    """(status, cache type, -ngl): the best cache type that fits fully, else the one offloading most layers."""
-    for t, p in preds.items():
-        if p.fit.fits and p.fit.status == "fits":
-            return "fits", t, p.fit.max_ngl
-    partial = [(p.fit.max_ngl, -i, t) for i, (t, p) in enumerate(preds.items()) if p.fit.status == "partial"]
-    if partial:
-        ngl, _, t = max(partial)
-        return "partial", t, ngl
-    return "does_not_fit", KV_TYPES[0], 0
+@dataclass(frozen=True)
+class _Config:
+    """One configuration tried for a file: where its weights and cache go, and the prediction there."""
+
+    status: str  # fits | partial
+    type_k: str
+    n_gpu_layers: int
+    n_cpu_moe: int
+    pred: Prediction
+    words: str
+
+    def rank(self) -> tuple[float, ...]:
+        """Everything on the device first (the better cache type first), then the fastest placement."""
+        kv = KV_TYPES.index(self.type_k) if self.type_k in KV_TYPES else len(KV_TYPES)
+        decode = self.pred.expected_decode_tps or self.pred.decode_ceiling_tps
+        return (0, kv, -decode) if self.status == "fits" and not self.n_cpu_moe else (1, -decode, kv)
+
+
+def _smallest_n_cpu_moe(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, n_prompt: int | None,
+                        n_gen: int, speed: SpeedSources) -> Prediction | None:
+    """The fewest layers whose experts stay in system RAM (-ncmoe) for the rest of a MoE model to fit on the
+    device with every layer offloaded (binary search: more on the CPU never needs more device memory)."""
+    def at(n: int) -> Prediction:
+        return _predict_at(facts, profile, n_ctx, type_k, 999, n_prompt, n_gen, speed, n_cpu_moe=n)
+
+    top = at(facts.n_layer)
+    if not top.fit.fits:
+        return None
+    lo, hi, best = 1, facts.n_layer, top
+    while lo < hi:
+        mid = (lo + hi) // 2
+        p = at(mid)
+        if p.fit.fits:
+            hi, best = mid, p
+        else:
+            lo = mid + 1
+    return best if best.n_cpu_moe == lo else at(lo)
+
+
+def _configurations(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, n_prompt: int | None, n_gen: int,
+                    speed: SpeedSources) -> tuple[list[_Config], dict[str, Prediction]]:
+    """Every configuration that fits, per KV-cache type: everything on the device; for a MoE model the fewest
+    layers' experts in system RAM; the most layers that fit (the rest on the CPU). And the full-offload
+    prediction per cache type (for the fit columns)."""
+    full = {t: _predict_at(facts, profile, n_ctx, t, 999, n_prompt, n_gen, speed) for t in KV_TYPES}
+    n_all = facts.n_layer + 1
+    configs: list[_Config] = []
+    for t, p in full.items():
+        if profile.kind == "cpu" or profile.is_unified:
+            if p.fit.fits:
+                configs.append(_Config("fits", t, 0 if profile.kind == "cpu" else n_all, 0, p,
+                                       "in system RAM" if profile.kind == "cpu" else "in unified memory"))
+            continue
+        if p.fit.fits:
+            configs.append(_Config("fits", t, n_all, 0, p, f"all {n_all} layers on the GPU"))
+            continue
+        if facts.n_expert:
+            moe = _smallest_n_cpu_moe(facts, profile, n_ctx, t, n_prompt, n_gen, speed)
+            if moe is not None:
+                configs.append(_Config("fits", t, n_all, moe.n_cpu_moe, moe,
+                                       f"all layers on the GPU but the experts of {moe.n_cpu_moe} of "
+                                       f"{facts.n_layer} in system RAM"))
+        if p.fit.max_ngl >= 1:
+            part = _predict_at(facts, profile, n_ctx, t, p.fit.max_ngl, n_prompt, n_gen, speed)
+            configs.append(_Config("partial", t, p.fit.max_ngl, 0, part,
+                                   f"{p.fit.max_ngl} of {n_all} layers on the GPU, the rest on the CPU"))
+    return configs, full
+
+
+def _config_line(c: _Config) -> str:
+    decode = c.pred.expected_decode_tps or c.pred.decode_ceiling_tps
+    kind = "expected" if c.pred.expected_decode_tps else "ceiling"
+    return (f"-ngl {c.n_gpu_layers}{f' -ncmoe {c.n_cpu_moe}' if c.n_cpu_moe else ''} -ctk {c.type_k}: {c.words}; "
+            f"{decode:,.1f} tok/s ({kind}), {c.pred.fit.needed_bytes / 2**20:,.0f} MiB")
+
+
+def _measured_figures(m: Measured, facts: ModelFacts, profile: HardwareProfile, pred: Prediction,
+                      speed: SpeedSources) -> tuple[Figure, Figure, Figure]:
+    """(decode at the context, decode from an empty cache, TTFT) from a measurement at other settings: each the
+    measured rate times the ratio of the ceilings at the asked and the measured settings (bandwidth-bound decode
+    slows with the KV read at depth; prefill with the attention over a longer prompt)."""
+    row = predict(facts, profile, PredictSettings(
+        n_ctx=max(pred.n_ctx, m.n_depth + m.n_prompt + m.n_gen + 1), n_gpu_layers=m.n_gpu_layers, type_k=m.type_k,
+        n_prompt=max(m.n_prompt, 1), n_gen=max(m.n_gen, 1), depth=m.n_depth, flash_attn=True,
+        n_cpu_moe=m.n_cpu_moe), cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps, tensor_bytes=facts.tensor_bytes or None)
+    assert m.decode_tps is not None
+    at_depth = int(row.decode_depth)
+    source = f"measured here ({m.settings}): {m.decode_tps:,.1f} tok/s at depth {at_depth:,}"
+    decode = m.decode_tps * pred.decode_ceiling_tps / row.decode_ceiling_tps
+    empty = m.decode_tps * pred.decode_ceiling_empty_tps / row.decode_ceiling_tps
+    scaled = "" if int(pred.decode_depth) == at_depth else \
+        f"; at depth {int(pred.decode_depth):,} by the ratio of the ceilings there"
+    prefill = m.prefill_tps or (m.n_prompt / (m.ttft_ms / 1000.0) if m.ttft_ms else None)
+    if prefill:
+        prefill_here = prefill * pred.prefill_ceiling_tps / row.prefill_ceiling_tps
+        ttft = Figure(pred.n_prompt / prefill_here * 1000.0, "measured",
+                      source=f"measured here ({m.settings}): prefill {prefill:,.1f} tok/s at a {m.n_prompt}-token "
+                             f"prompt; for {pred.n_prompt:,} tokens by the ratio of the ceilings")
+    else:
+        ttft = Figure(pred.ttft_ms, "ceiling", source="no prefill measured")
+    return (Figure(decode, "measured", source=source + scaled),
+            Figure(empty, "measured", source=source + ("; from an empty cache by the ratio of the ceilings"
+                                                      if at_depth else "")), ttft)
+
+
+def _predicted_figures(pred: Prediction, source: str) -> tuple[Figure, Figure, Figure]:
+    """(decode at the context, decode from an empty cache, TTFT) as predicted: expected where a source gives
+    one, else the ceilings."""
+    doc = pred.to_json_dict()
+    decode = _expected(doc, "decode_tps", "decode_ceiling_tps", source)
+    if decode.kind == "expected" and pred.expected_decode_empty_tps:
+        scale = pred.expected_decode_empty_tps / decode.value
+        empty = Figure(pred.expected_decode_empty_tps, "expected", decode.low and decode.low * scale,
+                       decode.high and decode.high * scale, decode.source)
+    else:
+        empty = Figure(pred.decode_ceiling_empty_tps, "ceiling", source=decode.source)
+    return decode, empty, _ttft(doc, source)
+
+
+def _pick_measured(measured: Measured | Sequence[Measured] | None, n_gpu_layers: int,
+                   n_cpu_moe: int) -> Measured | None:
+    """The newest measurement at the configuration's placement (-ngl, -ncmoe), or None."""
+    rows = [measured] if isinstance(measured, Measured) else list(measured or ())
+    return next((m for m in rows if m.decode_tps and m.n_gpu_layers == n_gpu_layers and m.n_cpu_moe == n_cpu_moe),
+                None)
 
 
 def evaluate_file(
     source: str, facts: ModelFacts, profile: HardwareProfile, n_ctx: int, *, n_prompt: int | None = None,
-    n_gen: int = DEFAULT_N_GEN, speed: SpeedSources | None = None, measured: Measured | None = None,
-    quality: Quality | None = None,
+    n_gen: int = DEFAULT_N_GEN, speed: SpeedSources | None = None,
+    measured: Measured | Sequence[Measured] | None = None, quality: Quality | None = None,
+    requantized_from: str = "",
 ) -> FileChoice:
     """The verdict for one file: a prompt of ``n_prompt`` tokens (default: the context less ``n_gen``), then
-    ``n_gen`` generated, at ``n_ctx`` on ``profile``."""
+    ``n_gen`` generated, at ``n_ctx`` on ``profile``, in the best configuration that fits.
+
+    Speed is judged the same way for every file: measured here at the configuration's placement where it was
+    (``measured``: stable rows, newest first), else expected (a fit, stored efficiencies, the public fit), else
+    the ceiling; the figure's ``kind`` says which."""
     speed = speed or SpeedSources()
-    prompt = n_prompt
-    preds = {t: _predict_at(facts, profile, n_ctx, t, 999, prompt, n_gen, speed) for t in KV_TYPES}
-    status, type_k, ngl = _configuration(preds)
+    configs, full = _configurations(facts, profile, n_ctx, n_prompt, n_gen, speed)
     is_cpu = profile.kind == "cpu"
-    pred = preds[type_k]
-    if status == "partial" and not is_cpu:
-        pred = _predict_at(facts, profile, n_ctx, type_k, ngl, prompt, n_gen, speed)
-    doc = pred.to_json_dict()
+    chosen = min(configs, key=_Config.rank) if configs else None
+    pred = chosen.pred if chosen else full[KV_TYPES[0]]
+    status = chosen.status if chosen else "does_not_fit"
+    ngl = chosen.n_gpu_layers if chosen else 0
+    ncmoe = chosen.n_cpu_moe if chosen else 0
     fit = pred.fit
     source_text = f"calibrated from {speed.efficiency_source}" if speed.efficiency_source else "calibrated"
+    m = _pick_measured(measured, ngl, ncmoe) if chosen else None
+    decode, empty, ttft = (_measured_figures(m, facts, profile, pred, speed) if m is not None
+                           else _predicted_figures(pred, source_text))
     return FileChoice(
         source=source, filename=display_name(source), file_type=facts.file_type, size_bytes=facts.file_bytes,
         bits_per_weight=facts.bits_per_weight, n_layer=facts.n_layer, status=status,
-        n_gpu_layers=0 if is_cpu else (ngl if status != "does_not_fit" else 0), type_k=type_k,
-        kv_types_fitting=tuple(t for t, p in preds.items() if p.fit.fits and p.fit.status == "fits"),
+        n_gpu_layers=0 if is_cpu else ngl, type_k=chosen.type_k if chosen else KV_TYPES[0],
+        kv_types_fitting=tuple(t for t, p in full.items() if p.fit.fits and p.fit.status == "fits"),
         memory_bytes=fit.needed_bytes, budget_bytes=fit.budget_bytes, weights_bytes=fit.weight_bytes,
         kv_bytes=fit.kv_bytes, compute_bytes=fit.compute_buffer_bytes, overhead_bytes=fit.overhead_bytes,
-        decode_tps=_expected(doc, "decode_tps", "decode_ceiling_tps", source_text),
-        ttft_ms=_ttft(doc, source_text), measured=measured, quality=quality,
-        notes=pred.notes,
+        decode_tps=decode, ttft_ms=ttft, measured=m, quality=quality, notes=pred.notes, n_cpu_moe=ncmoe,
+        decode_empty_tps=empty, decode_depth=int(pred.decode_depth), placement=chosen.words if chosen else "",
+        requantized_from=requantized_from, placements=tuple(_config_line(c) for c in sorted(configs, key=_Config.rank)),
     )
 
 
@@ -204,31 +342,81 @@ def display_name(source: str) -> str:
     return PurePosixPath(path).name or source
 
 
-def _quality_key(c: FileChoice, by_kld: bool) -> tuple[float, ...]:
-    if by_kld:
-        assert c.quality is not None and c.quality.mean_kld is not None
-        return (c.quality.mean_kld, -c.bits_per_weight, -c.decode_tps.value)
-    return (-c.bits_per_weight, -c.decode_tps.value)
-
-
 def _has_kld(c: FileChoice) -> bool:
     return c.quality is not None and c.quality.mean_kld is not None
 
 
+def lineage_source(c: FileChoice, choices: Sequence[FileChoice]) -> FileChoice | None:
+    """The file of the set ``c`` was requantized from (its header's ``requantized_from`` type), if it is there."""
+    if not c.requantized_from:
+        return None
+    return next((o for o in choices if o is not c and not o.requantized_from
+                 and o.file_type.upper() == c.requantized_from.upper()), None)
+
+
+def _effective_quality(c: FileChoice, choices: Sequence[FileChoice]) -> tuple[float | None, float]:
+    """(KLD, bits per weight) as a ranking should see them: a requantized file is no better than its source."""
+    src = lineage_source(c, choices)
+    kld = c.quality.mean_kld if c.quality is not None else None
+    bpw = c.bits_per_weight
+    if src is not None:
+        bpw = min(bpw, src.bits_per_weight)
+        if kld is not None and src.quality is not None and src.quality.mean_kld is not None:
+            kld = max(kld, src.quality.mean_kld)
+    return kld, bpw
+
+
+def _quality_key(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -> tuple[float, ...]:
+    """Best quality first; on equal quality the original before a copy requantized from it, then the faster."""
+    kld, bpw = _effective_quality(c, choices)
+    copy = 1.0 if c.requantized_from else 0.0
+    if by_kld:
+        return (kld if kld is not None else math.inf, -bpw, copy, -c.decode_tps.value)
+    return (-bpw, copy, -c.decode_tps.value)
+
+
 def llama_server_command(c: FileChoice, n_ctx: int) -> str:
-    """The ready-to-run llama-server command line for a choice."""
+    """The ready-to-run llama-server command line for a choice, its placement included."""
     model = f"-mu {shlex.quote(c.source)}" if "://" in c.source else f"-m {shlex.quote(c.source)}"
-    return f"llama-server {model} -ngl {c.n_gpu_layers} -c {n_ctx} -ctk {c.type_k} -ctv {c.type_k} -fa on"
+    moe = f" -ncmoe {c.n_cpu_moe}" if c.n_cpu_moe else ""
+    return f"llama-server {model} -ngl {c.n_gpu_layers}{moe} -c {n_ctx} -ctk {c.type_k} -ctv {c.type_k} -fa on"
+
+
+def why_not(c: FileChoice, choices: Sequence[FileChoice], min_decode_tps: float | None,
+            max_kld: float | None) -> str:
+    """Why a file was not the pick, in a few words ("does not fit", "below the 20 tok/s floor (12.1 measured)")."""
+    if not c.usable:
+        return "does not fit"
+    why = below_floors(c, min_decode_tps, max_kld)
+    if why:
+        return why
+    src = lineage_source(c, choices)
+    if src is not None:
+        return f"requantized from {src.filename}, so no better than it"
+    return ""
+
+
+def _lower_quality(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -> str:
+    """How a file ranked below the pick on quality, in a few words."""
+    kld, bpw = _effective_quality(c, choices)
+    src = lineage_source(c, choices)
+    if src is not None:
+        return f"(requantized from {src.filename}, so no better than it{'' if c.usable else '; does not fit'})"
+    if by_kld and kld is not None:
+        return f"(KLD {kld:.4f})"
+    return f"({bpw:.2f} bits/weight{'' if c.usable else ', does not fit'})"
 
 
 def recommend(choices: list[FileChoice], profile_name: str, n_ctx: int, min_decode_tps: float | None = None,
               max_kld: float | None = None) -> Recommendation:
     """The highest-quality file that fits at ``n_ctx`` and meets the speed floor (and the KLD limit, when the
-    file's KLD is measured), with the reason in one sentence and its llama-server command."""
+    file's KLD is measured), with the reason in one sentence, why each better-quality file lost, and its
+    llama-server command. A file requantized from another of the set ranks as no better than its source and
+    after it, so it is the pick only where the source fails a floor or does not fit."""
     usable = [c for c in choices if c.usable]
     if not usable:
         return Recommendation(None, f"No file fits {profile_name} at {n_ctx:,} tokens, even with fewer layers "
-                                    f"offloaded or a q4_0 KV cache.")
+                                    f"offloaded, experts in system RAM or a q4_0 KV cache.")
     fast = [c for c in usable if min_decode_tps is None or c.decode_tps.value >= min_decode_tps]
     if not fast:
         best = max(usable, key=lambda c: c.decode_tps.value)
@@ -238,22 +426,38 @@ def recommend(choices: list[FileChoice], profile_name: str, n_ctx: int, min_deco
     if not ok:
         return Recommendation(None, f"No file that fits and is fast enough has a KLD within {max_kld:g}.")
     by_kld = all(_has_kld(c) for c in ok)
-    best = min(ok, key=lambda c: _quality_key(c, by_kld))
-    return Recommendation(best, _sentence(best, profile_name, n_ctx, min_decode_tps, by_kld),
-                          llama_server_command(best, n_ctx))
+    ranked = sorted(choices, key=lambda c: _quality_key(c, choices, by_kld))
+    best = min(ok, key=lambda c: _quality_key(c, choices, by_kld))
+    at = ranked.index(best)
+    better = [(c, why_not(c, choices, min_decode_tps, max_kld)) for c in ranked[:at]]
+    lost = "; ".join(f"{c.filename} {why}" for c, why in better if why)
+    worse = "; ".join(f"{c.filename} {_lower_quality(c, choices, by_kld)}" for c in ranked[at + 1:])
+    sentence = _sentence(best, choices, profile_name, n_ctx, min_decode_tps, by_kld)
+    if lost:
+        sentence += f" Better-quality files lost: {lost}."
+    if worse:
+        sentence += f" The others rank lower on quality: {worse}."
+    return Recommendation(best, sentence, llama_server_command(best, n_ctx))
 
 
-def _sentence(c: FileChoice, profile_name: str, n_ctx: int, min_decode_tps: float | None, by_kld: bool) -> str:
-    quality = (f"the lowest measured KLD ({c.quality.mean_kld:.4f})" if by_kld and c.quality  # type: ignore[union-attr]
+def _sentence(c: FileChoice, choices: Sequence[FileChoice], profile_name: str, n_ctx: int,
+              min_decode_tps: float | None, by_kld: bool) -> str:
+    kld, _ = _effective_quality(c, choices)
+    quality = (f"the lowest measured KLD ({kld:.4f})" if by_kld and kld is not None
                else "the most bits per weight (quality not measured for every file)")
-    if c.status == "fits":
+    if c.status == "fits" and c.n_cpu_moe:
+        place = f"fits on {profile_name} with {c.placement}"
+    elif c.status == "fits":
         place = f"fits entirely on {profile_name}" if c.n_gpu_layers else f"fits in {profile_name}'s memory"
     else:
         place = f"fits on {profile_name} with {c.n_gpu_layers} of {c.n_layer + 1} layers offloaded"
-    return (f"Run {c.filename} ({c.file_type}, {c.bits_per_weight:.2f} bits/weight): of the files that fit, it has "
-            f"{quality}; it {place} at {n_ctx:,} tokens with a {c.type_k} KV cache, decoding at "
-            f"{'up to' if c.decode_tps.kind == 'ceiling' else 'about'} {c.decode_tps.text()} tok/s with the context "
-            f"full{floor_words(c.decode_tps, min_decode_tps)}.")
+    how = {"ceiling": "up to", "measured": "as measured here,"}.get(c.decode_tps.kind, "about")
+    empty = (f" ({c.decode_empty_tps.value:,.1f} from an empty cache)" if c.decode_empty_tps is not None else "")
+    among = "of the files that fit" + (" and meet the floor" if min_decode_tps is not None else "")
+    return (f"Run {c.filename} ({c.file_type}, {c.bits_per_weight:.2f} bits/weight): {among}, it has "
+            f"{quality}; it {place} at {n_ctx:,} tokens with a {c.type_k} KV cache, decoding {how} "
+            f"{c.decode_tps.text()} tok/s with the context full{empty}"
+            f"{floor_words(c.decode_tps, min_decode_tps)}.")
 
 
 def floor_words(decode: Figure, min_decode_tps: float | None) -> str:
@@ -270,7 +474,7 @@ def below_floors(c: FileChoice, min_decode_tps: float | None, max_kld: float | N
     """Why a file that fits fails the floors ("below the 20 tok/s floor", "KLD over 0.05"), or ""."""
     why = []
     if min_decode_tps is not None and c.decode_tps.value < min_decode_tps:
-        why.append(f"below the {min_decode_tps:g} tok/s floor")
+        why.append(f"below the {min_decode_tps:g} tok/s floor ({c.decode_tps.value:,.1f} {c.decode_tps.kind})")
     if max_kld is not None and _has_kld(c) and c.quality.mean_kld > max_kld:  # type: ignore[union-attr]
         why.append(f"KLD over {max_kld:g}")
     return ", ".join(why)
@@ -286,6 +490,8 @@ CHOICE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("speed_source", "speed source", ""), ("measured_decode_tps", "measured decode", "tok/s"),
     ("measured_ttft_ms", "measured TTFT", "ms"), ("measured_settings", "measured at", ""),
     ("mean_kld", "KLD", ""), ("ppl", "PPL", ""), ("same_top_rate", "same top", ""), ("source", "path or URL", ""),
+    ("n_cpu_moe", "-ncmoe", ""), ("placement", "placement", ""), ("decode_depth", "decode at depth", "tokens"),
+    ("decode_empty_tps", "decode, empty cache", "tok/s"), ("requantized_from", "requantized from", ""),
 )
 
 
@@ -303,4 +509,7 @@ def choice_row(c: FileChoice) -> dict[str, Any]:
         "measured_ttft_ms": m.ttft_ms if m else None, "measured_settings": m.settings if m else None,
         "mean_kld": q.mean_kld if q else None, "ppl": q.ppl if q else None,
         "same_top_rate": q.same_top_rate if q else None, "source": c.source,
+        "n_cpu_moe": c.n_cpu_moe, "placement": c.placement, "decode_depth": c.decode_depth,
+        "decode_empty_tps": round(c.decode_empty_tps.value, 2) if c.decode_empty_tps else None,
+        "requantized_from": c.requantized_from or None,
     }

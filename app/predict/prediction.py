@@ -164,7 +164,9 @@ def at_context_answer(pred: Prediction, settings: PredictSettings) -> dict[str, 
         "n_gpu_layers": pred.n_gpu_layers, "decode_tps": value or pred.decode_ceiling_tps, "decode_kind": kind,
         "decode_tps_low": e.low if e else None, "decode_tps_high": e.high if e else None,
         "decode_source": (e.source if e else "stored runs' efficiency × ceiling") if value else "ceiling",
-        "decode_ceiling_tps": pred.decode_ceiling_tps, "needed_bytes": pred.fit.needed_bytes,
+        "decode_ceiling_tps": pred.decode_ceiling_tps,
+        "decode_empty_tps": pred.expected_decode_empty_tps or pred.decode_ceiling_empty_tps,
+        "decode_empty_kind": kind, "needed_bytes": pred.fit.needed_bytes,
         "fit_status": str(pred.fit.status),
     }
 
@@ -220,6 +222,21 @@ class Prediction:
     decode_gpu_read_bytes: float = 0.0  # bytes one token reads at the generation's average depth, per side
     decode_host_read_bytes: float = 0.0
     decode_extra_crossings: int = 0  # device crossings per token beyond the input's first (decode.py)
+    depth: int = 0  # tokens in the KV cache before the prompt (llama-bench -d)
+
+    @property
+    def decode_depth(self) -> float:
+        """The KV depth ``decode_ceiling_tps`` and ``expected_decode_tps`` are for: the prompt and half the
+        generated tokens (llama-bench's tg, from an empty cache, is ``decode_ceiling_empty_tps``)."""
+        return self.n_prompt + self.n_gen / 2.0 + self.depth
+
+    @property
+    def expected_decode_empty_tps(self) -> float | None:
+        """Expected decode from an empty cache (llama-bench's tg): the expected figure at :attr:`decode_depth` at
+        the same fraction of its ceiling, the empty cache's ceiling being known."""
+        if not self.expected_decode_tps or not self.decode_ceiling_tps:
+            return None
+        return self.expected_decode_tps * self.decode_ceiling_empty_tps / self.decode_ceiling_tps
 
     def memory_per_device(self) -> dict[str, dict[str, int]]:
         """{"host"|"gpu": {"weights_bytes", "kv_bytes", "compute_bytes"}}, as a row's device_buffers splits them
@@ -254,7 +271,9 @@ class Prediction:
             "cpu_weight_bytes": self.cpu_weight_bytes, "kv_bytes": self.kv_bytes,
             "kv_bytes_per_token": self.kv_bytes_per_token, "compute_buffer_bytes": self.compute_buffer_bytes,
             "decode_ceiling_tps": self.decode_ceiling_tps, "decode_ceiling_empty_tps": self.decode_ceiling_empty_tps,
-            "prefill_ceiling_tps": self.prefill_ceiling_tps, "gpu_bandwidth_gbps": self.gpu_bandwidth_gbps,
+            "decode_depth": self.decode_depth, "n_depth": self.depth,
+            "prefill_ceiling_tps": self.prefill_ceiling_tps if self.n_prompt else None,
+            "gpu_bandwidth_gbps": self.gpu_bandwidth_gbps,
             "cpu_bandwidth_gbps": self.cpu_bandwidth_gbps, "tflops": self.tflops,
             "fits": self.fit.fits, "fit_status": self.fit.status, "max_ngl": self.fit.max_ngl,
             "max_ctx": self.fit.max_ctx, "needed_bytes": self.fit.needed_bytes, "budget_bytes": self.fit.budget_bytes,
@@ -263,12 +282,14 @@ class Prediction:
             "chars_per_s": self.scenario.chars_per_s,
             "efficiency_prefill": self.efficiency.prefill if self.efficiency else None,
             "efficiency_decode": self.efficiency.decode if self.efficiency else None,
-            "expected_prefill_tps": self.expected_prefill_tps, "expected_decode_tps": self.expected_decode_tps,
+            "expected_prefill_tps": self.expected_prefill_tps if self.n_prompt else None,
+            "expected_decode_tps": self.expected_decode_tps,
+            "expected_decode_empty_tps": self.expected_decode_empty_tps,
             "expected_ttft_ms": exp.ttft_s * 1000.0 if exp else None, "expected_total_s": exp.total_s if exp else None,
             "fit": self.fit.to_json_dict(), "scenario": self.scenario.to_json_dict(),
             "expected_scenario": exp.to_json_dict() if exp else None, "notes": list(self.notes),
             **_bands("expected_decode_tps", self.expected_decode),
-            **_bands("expected_prefill_tps", self.expected_prefill),
+            **_bands("expected_prefill_tps", self.expected_prefill if self.n_prompt else None),
             "expected_source": self.expected_source,
             "n_cpu_moe": self.n_cpu_moe, "no_kv_offload": int(self.no_kv_offload),
             "tensor_buft_overrides": self.tensor_buft_overrides, "memory_per_device": self.memory_per_device(),
@@ -391,6 +412,8 @@ def predict(
     if efficiency is not None:
         exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
     fit_exp = fitted(facts, s) if fitted is not None else {}
+    if not (placement.is_default and offload_kqv):  # the public rows put everything on the GPU
+        public = None
     if public is not None and not is_cpu and exp_decode is None and not fit_exp:
         fit_exp, why = public_expected(public, profile, facts, split.n_gpu_layers, decode_tps, prefill_tps)
         notes += [why] if why else []
@@ -417,5 +440,5 @@ def predict(
         notes=tuple(notes), expected_decode=fit_decode, expected_prefill=fit_prefill, device_memory=memory,
         n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,
         tensor_buft_overrides=split_settings.tensor_buft_overrides, decode_gpu_read_bytes=read.gpu_bytes,
-        decode_host_read_bytes=read.host_bytes, decode_extra_crossings=read.extra_crossings,
+        decode_host_read_bytes=read.host_bytes, decode_extra_crossings=read.extra_crossings, depth=s.depth,
     )

@@ -1,0 +1,156 @@
+"""The chooser's one answer (issue #27): placements searched per file (everything on the GPU, MoE experts in
+system RAM, the most layers that fit), every file judged measured > expected > ceiling, lineage, why each other
+file lost, and the same decode figures as ``predict`` for the same question."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.choose.verdicts import Measured, Quality, evaluate_file, llama_server_command, recommend
+from app.predict.memory import MIB
+from app.predict.prediction import at_context, at_context_answer, predict
+from app.predict.profiles import GIB, HardwareProfile, cpu_profile, find_profile
+from tests.predict.samples import make_facts, smollm2_facts
+
+
+def _laptop(profiles: list[HardwareProfile]) -> HardwareProfile:
+    return find_profile("RTX 4060 Laptop", profiles)
+
+
+def moe_facts():
+    """A Qwen3-30B-A3B-shaped MoE at ~4.5 bits per weight: 48 layers of 128 experts, 8 used per token (17 GB)."""
+    return make_facts(name="moe-30b-a3b", n_params=30_500_000_000, weight_bytes=17_200_000_000,
+                      file_bytes=17_250_000_000, n_layer=48, n_head=32, n_head_kv=4, n_embd=2048, n_ff=768,
+                      n_expert=128, n_expert_used=8, n_vocab=151936)
+
+
+def dense_14b_facts():
+    """A 14B dense model at ~4.6 bits per weight (8.5 GB): too large for an 8 GB GPU."""
+    return make_facts(name="dense-14b", n_params=14_770_000_000, weight_bytes=8_500_000_000,
+                      file_bytes=8_510_000_000, n_layer=48, n_head=40, n_head_kv=8, n_embd=5120, n_ff=13824,
+                      n_vocab=152064)
+
+
+def test_moe_keeps_the_fewest_layers_experts_in_system_ram(profiles: list[HardwareProfile]) -> None:
+    gpu, facts = _laptop(profiles), moe_facts()
+    c = evaluate_file("/m/moe.gguf", facts, gpu, 8192)
+    assert c.status == "fits" and c.n_cpu_moe > 0 and c.n_gpu_layers == facts.n_layer + 1
+    assert c.memory_bytes <= c.budget_bytes
+    one_less = predict(facts, gpu, replace(at_context(8192, type_k=c.type_k), n_cpu_moe=c.n_cpu_moe - 1),
+                       tensor_bytes=None)
+    assert not one_less.fit.fits  # the smallest -ncmoe that fits
+    assert f"-ncmoe {c.n_cpu_moe} " in llama_server_command(c, 8192)
+    assert "experts of" in c.placement and any("-ncmoe" in line for line in c.placements)
+    # public llama-bench rows are full offloads: no expected figure borrowed for experts in system RAM
+    assert c.decode_tps.kind == "ceiling"
+
+
+def test_the_answer_names_an_offload_placement_and_why_the_other_lost(profiles: list[HardwareProfile]) -> None:
+    gpu = _laptop(profiles)
+    dense = evaluate_file("/m/dense-14b.gguf", dense_14b_facts(), gpu, 8192)
+    moe = evaluate_file("/m/moe-30b.gguf", moe_facts(), gpu, 8192)
+    assert dense.status == "partial" and 0 < dense.n_gpu_layers < 49 and dense.n_cpu_moe == 0
+    assert moe.decode_tps.value > dense.decode_tps.value  # 3B active read per token against 14B
+    floor = (moe.decode_tps.value + dense.decode_tps.value) / 2
+    rec = recommend([dense, moe], gpu.name, 8192, min_decode_tps=floor)
+    assert rec.choice is moe and "-ncmoe" in rec.command
+    assert f"dense-14b.gguf below the {floor:g} tok/s floor" in rec.sentence
+    rec = recommend([dense, moe], gpu.name, 8192)
+    assert rec.choice is dense and f"{dense.n_gpu_layers} of 49 layers offloaded" in rec.sentence
+    assert f"-ngl {dense.n_gpu_layers} " in rec.command and "-ncmoe" not in rec.command
+    assert "The others rank lower on quality: moe-30b.gguf (" in rec.sentence  # why the other lost
+
+
+def _cpu() -> HardwareProfile:
+    return cpu_profile("this CPU", 20.0, 200.0, 24 * GIB)
+
+
+def _measured(decode_tps: float, ttft_ms: float = 250.0) -> Measured:
+    return Measured(decode_tps, ttft_ms, "p512 n128 d0 ngl0 t2", n_prompt=512, n_gen=128, n_depth=0)
+
+
+def test_a_measured_file_is_judged_on_its_measurement_not_its_ceiling() -> None:
+    cpu, facts = _cpu(), smollm2_facts()
+    bare = evaluate_file("/m/q4_1.gguf", facts, cpu, 8192)
+    assert bare.decode_tps.kind == "ceiling"
+    c = evaluate_file("/m/q4_1.gguf", facts, cpu, 8192, measured=[_measured(5.5)])
+    assert c.decode_tps.kind == "measured" and c.measured is not None
+    assert c.decode_tps.value < 5.5  # at depth ~8k, scaled from depth 576 by the ceilings' ratio
+    assert c.decode_empty_tps is not None and c.decode_tps.value < c.decode_empty_tps.value
+    assert "measured here (p512 n128 d0 ngl0 t2): 5.5 tok/s at depth 576" in c.decode_tps.source
+    assert c.ttft_ms.kind == "measured"
+    # a floor the ceiling passes but the measurement does not: the file fails it, and the sentence says so
+    rec = recommend([c], cpu.name, 8192, min_decode_tps=bare.decode_tps.value / 2)
+    assert rec.choice is None and "measured" in rec.sentence
+
+
+def test_a_measurement_at_another_placement_is_not_used(profiles: list[HardwareProfile]) -> None:
+    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _laptop(profiles), 8192, measured=[_measured(5.5)])
+    assert c.n_gpu_layers == 31 and c.decode_tps.kind != "measured" and c.measured is None
+
+
+def _variant(name: str, file_type: str, bpw: float, cpu: HardwareProfile, *, requantized_from: str = "",
+             kld: float | None = None, measured: float | None = None):
+    facts = make_facts(**{**smollm2_facts().__dict__, "file_type": file_type,
+                          "weight_bytes": int(134_515_008 * bpw / 8), "file_bytes": int(134_515_008 * bpw / 8)})
+    return evaluate_file(f"/m/{name}", facts, cpu, 2048, requantized_from=requantized_from,
+                         quality=Quality(kld) if kld is not None else None,
+                         measured=[_measured(measured)] if measured else None)
+
+
+def test_a_requantized_copy_is_neither_better_than_nor_picked_over_its_source() -> None:
+    cpu = _cpu()
+    q4_1 = _variant("s-Q4_1.gguf", "Q4_1", 5.0, cpu)
+    q8_0 = _variant("s-Q8_0.gguf", "Q8_0", 8.5, cpu, requantized_from="Q4_1")
+    q4_0 = _variant("s-Q4_0.gguf", "Q4_0", 4.5, cpu, requantized_from="Q4_1")
+    rec = recommend([q8_0, q4_1, q4_0], cpu.name, 2048)
+    assert rec.choice is q4_1
+    assert "s-Q8_0.gguf (requantized from s-Q4_1.gguf, so no better than it)" in rec.sentence
+    # the copy is the pick only where the source fails a floor it meets
+    q4_1_slow = _variant("s-Q4_1.gguf", "Q4_1", 5.0, cpu, measured=1.0)
+    q8_0_fast = _variant("s-Q8_0.gguf", "Q8_0", 8.5, cpu, requantized_from="Q4_1", measured=50.0)
+    rec = recommend([q8_0_fast, q4_1_slow], cpu.name, 2048, min_decode_tps=5.0)
+    assert rec.choice is q8_0_fast and "s-Q4_1.gguf below the 5 tok/s floor" in rec.sentence
+
+
+def test_a_requantized_copys_kld_is_no_better_than_its_sources() -> None:
+    cpu = _cpu()
+    q4_1 = _variant("s-Q4_1.gguf", "Q4_1", 5.0, cpu, kld=0.0053)
+    q8_0 = _variant("s-Q8_0.gguf", "Q8_0", 8.5, cpu, requantized_from="Q4_1", kld=0.0001)
+    rec = recommend([q8_0, q4_1], cpu.name, 2048)
+    assert rec.choice is q4_1 and "lowest measured KLD (0.0053)" in rec.sentence
+    assert "s-Q8_0.gguf (requantized from s-Q4_1.gguf" in rec.sentence
+
+
+def test_the_sentence_says_why_a_better_file_lost_to_the_floor() -> None:
+    cpu = _cpu()
+    q8 = _variant("s-Q8_0.gguf", "Q8_0", 8.5, cpu, kld=0.0, measured=2.0)
+    q4 = _variant("s-Q4_1.gguf", "Q4_1", 5.0, cpu, kld=0.0053, measured=80.0)
+    rec = recommend([q8, q4], cpu.name, 2048, min_decode_tps=3.0)
+    assert rec.choice is q4
+    assert "of the files that fit and meet the floor, it has the lowest measured KLD (0.0053)" in rec.sentence
+    assert "Better-quality files lost: s-Q8_0.gguf below the 3 tok/s floor" in rec.sentence
+
+
+@pytest.mark.parametrize("ctx", [2048, 8192])
+def test_predict_and_choose_give_the_same_decode_at_the_context(profiles: list[HardwareProfile], ctx: int) -> None:
+    gpu, facts = _laptop(profiles), smollm2_facts()
+    c = evaluate_file("/m/smol.gguf", facts, gpu, ctx)
+    question = at_context(ctx, type_k=c.type_k)
+    answer = at_context_answer(predict(facts, gpu, question), question)
+    assert c.decode_tps.value == pytest.approx(answer["decode_tps"])
+    assert c.decode_depth == answer["depth"]
+    assert c.decode_empty_tps is not None and c.decode_empty_tps.value == pytest.approx(answer["decode_empty_tps"])
+
+
+def test_no_prefill_figures_for_a_prompt_of_zero_tokens(profiles: list[HardwareProfile]) -> None:
+    doc = predict(smollm2_facts(), _laptop(profiles), replace(at_context(4096), n_prompt=0)).to_json_dict()
+    assert doc["prefill_ceiling_tps"] is None and doc["expected_prefill_tps"] is None
+    assert doc["decode_depth"] == 64 and doc["decode_ceiling_tps"] > 0
+
+
+def test_memory_budget_is_bytes_not_mib(profiles: list[HardwareProfile]) -> None:
+    c = evaluate_file("/m/moe.gguf", moe_facts(), _laptop(profiles), 8192)
+    assert c.budget_bytes > 7 * 1024 * MIB
