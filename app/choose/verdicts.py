@@ -400,11 +400,13 @@ def _lower_quality(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -
     """How a file ranked below the pick on quality, in a few words."""
     kld, bpw = _effective_quality(c, choices)
     src = lineage_source(c, choices)
-    if src is not None:
-        return f"(requantized from {src.filename}, so no better than it{'' if c.usable else '; does not fit'})"
+    fits = "" if c.usable else ", does not fit"
+    if src is not None and c.bits_per_weight >= src.bits_per_weight and not (by_kld and kld is not None):
+        return f"(requantized from {src.filename}, so no better than it{fits})"
+    copy = f", requantized from {src.filename}" if src is not None else ""
     if by_kld and kld is not None:
-        return f"(KLD {kld:.4f})"
-    return f"({bpw:.2f} bits/weight{'' if c.usable else ', does not fit'})"
+        return f"(KLD {kld:.4f}{copy}{fits})"
+    return f"({bpw:.2f} bits/weight{copy}{fits})"
 
 
 def recommend(choices: list[FileChoice], profile_name: str, n_ctx: int, min_decode_tps: float | None = None,

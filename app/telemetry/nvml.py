@@ -116,7 +116,7 @@ def _load() -> ModuleType | None:
             _reason = f"pynvml not installed ({exc})"
             lib = None
         except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, LibRmVersionMismatch...
-            _reason = f"{type(exc).__name__}: {exc}"
+            _reason = nvml_error_words(exc)
             lib = None
         else:
             if count < 1:
@@ -125,6 +125,21 @@ def _load() -> ModuleType | None:
         _lib = lib
         _init_done = True
         return _lib
+
+
+#: NVML's failures at start-up, in the words a user acts on (pynvml names its errors NVMLError_<Name>)
+_NVML_ERROR_WORDS = {
+    "LibraryNotFound": "no NVIDIA driver installed (its NVML library was not found)",
+    "DriverNotLoaded": "the NVIDIA driver is installed but not loaded",
+    "LibRmVersionMismatch": "the NVIDIA driver and its NVML library differ in version (reboot after a driver update)",
+    "NoPermission": "no permission to query the NVIDIA driver",
+}
+
+
+def nvml_error_words(exc: BaseException) -> str:
+    """One plain line for an NVML start-up error: known ones in words, others as the error's own text."""
+    name = type(exc).__name__.removeprefix("NVMLError_")
+    return _NVML_ERROR_WORDS.get(name) or str(exc) or name
 
 
 def nvml_available() -> bool:
