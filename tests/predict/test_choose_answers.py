@@ -121,7 +121,7 @@ def test_a_requantized_copys_kld_is_no_better_than_its_sources() -> None:
     q8_0 = _variant("s-Q8_0.gguf", "Q8_0", 8.5, cpu, requantized_from="Q4_1", kld=0.0001)
     rec = recommend([q8_0, q4_1], cpu.name, 2048)
     assert rec.choice is q4_1 and "lowest measured KLD (0.0053)" in rec.sentence
-    assert "s-Q8_0.gguf (requantized from s-Q4_1.gguf" in rec.sentence
+    assert "s-Q8_0.gguf (KLD 0.0053, requantized from s-Q4_1.gguf)" in rec.sentence  # no better than its source
 
 
 def test_the_sentence_says_why_a_better_file_lost_to_the_floor() -> None:
