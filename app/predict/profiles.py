@@ -28,6 +28,7 @@ A user profile with the same name as a built-in one replaces it.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -65,7 +66,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
 _POSITIVE = (
     "vram_gib", "memory_bus_bits", "memory_data_rate_gbps", "peak_bandwidth_gbps", "fp16_tensor_tflops", "tdp_w"
 )
-_NOISE_WORDS = frozenset({"nvidia", "geforce", "amd", "radeon", "apple", "gpu"})
+_NOISE_WORDS = frozenset({"nvidia", "geforce", "amd", "radeon", "intel", "apple", "gpu", "graphics"})
 
 
 class ProfileError(ValueError):
@@ -236,10 +237,35 @@ def load_profiles(dirs: list[Path] | None = None) -> list[HardwareProfile]:
     return list(by_name.values())
 
 
+#: Longest name a lookup takes (a flag or a TOML value): longer is refused before any matching.
+MAX_QUERY_CHARS = 200
+#: How many profiles a refused lookup offers ("did you mean"), and the difflib ratio one must reach when it has
+#: under half of the query's words (nearest_profiles).
+NEAREST_LIMIT = 6
+NEAREST_MIN_RATIO = 0.6
+#: Words that say a laptop part: "RTX 4060 Mobile", "RTX 3080 Max-Q" are laptop names ("laptop" once normalized).
+_LAPTOP_WORDS = frozenset({"laptop", "mobile", "notebook"})
+#: Series words a laptop query may leave out ("4060 laptop" for "RTX 4060 Laptop"), never the model number.
+_SERIES_WORDS = frozenset({"rtx", "gtx", "rx", "arc", "quadro"})
+
+
 def _normalize(text: str) -> str:
-    """Lower case, punctuation to spaces, vendor/brand words dropped: "NVIDIA GeForce RTX 4060" → "rtx 4060"."""
-    words = re.sub(r"[^0-9a-z]+", " ", text.casefold()).split()
-    return " ".join(w for w in words if w not in _NOISE_WORDS)
+    """The form names are compared in: lower case; trademark marks and a Vulkan driver tag ("(RADV NAVI31)")
+    dropped; a digit run split from the letters after it ("4060Ti", "12GB" → "4060 ti", "12 gb"); punctuation to
+    spaces; vendor and brand words (NVIDIA, GeForce, AMD, Radeon, Intel, Apple, GPU, Graphics) dropped; "Max-Q",
+    "mobile" and "notebook" read as "laptop". "NVIDIA GeForce RTX 4060 Laptop GPU" → "rtx 4060 laptop",
+    "AMD Radeon(TM) 8060S Graphics" → "8060 s" (as "Radeon 8060S" is)."""
+    t = text.casefold()
+    t = re.sub(r"\((?:tm|r|c)\)|[\u2122\u00ae\u00a9]", " ", t)
+    t = re.sub(r"\((?:radv|amdvlk|llvmpipe)\b[^)]*\)", " ", t)
+    t = re.sub(r"\bwith max-?q design\b|\bmax[- ]?q\b", " laptop ", t)
+    t = re.sub(r"(\d)([a-z])", r"\1 \2", t)
+    out: list[str] = []
+    for w in re.sub(r"[^0-9a-z]+", " ", t).split():
+        w = "laptop" if w in _LAPTOP_WORDS else w
+        if w not in _NOISE_WORDS and not (w == "laptop" and w in out):
+            out.append(w)
+    return " ".join(out)
 
 
 def _unique(matches: Iterable[HardwareProfile]) -> list[HardwareProfile]:
@@ -249,37 +275,101 @@ def _unique(matches: Iterable[HardwareProfile]) -> list[HardwareProfile]:
     return list(seen.values())
 
 
-def find_profile(query: str, profiles: Sequence[HardwareProfile]) -> HardwareProfile:
-    """Look a profile up by name or alias: exact (case-insensitive), then normalized, then unique words or substring.
+def _laptop_words(normalized: str) -> frozenset[str]:
+    """A laptop name's words without its series word: the set a laptop query must equal."""
+    return frozenset(normalized.split()) - _SERIES_WORDS
 
-    "RTX 4060 Laptop", "rtx 4060 laptop gpu", "4060 laptop" and "laptop 4060" all find the same profile;
-    "4060" is ambiguous and raises ProfileError listing the candidates.
+
+def _exact_matches(query: str, profiles: Sequence[HardwareProfile]) -> list[HardwareProfile]:
+    """Profiles one of whose names is ``query``: as written (case aside), else once both are normalized."""
+    q, qn = query.casefold(), _normalize(query)
+    found = _unique(p for p in profiles if any(n.casefold() == q for n in p.names()))
+    if found or not qn:
+        return found
+    return _unique(p for p in profiles if any(_normalize(n) == qn for n in p.names()))
+
+
+def _matches(query: str, profiles: Sequence[HardwareProfile]) -> list[HardwareProfile]:
+    """What ``query`` names (see :func:`find_profile`): the exact matches, else, for a laptop query only, the
+    laptop profiles whose names have the same words in any order, the series word optional."""
+    found = _exact_matches(query, profiles)
+    words = _laptop_words(_normalize(query))
+    if found or "laptop" not in words or len(words) < 2:
+        return found
+    return _unique(p for p in profiles if p.kind == "laptop"
+                   and any(_laptop_words(_normalize(n)) == words for n in p.names()))
+
+
+def _likeness(query_normalized: str, name: str) -> tuple[float, float]:
+    """(share of the query's words in ``name``, difflib ratio), both normalized: the order candidates are offered in."""
+    n = _normalize(name)
+    q_words = query_normalized.split()
+    share = sum(w in n.split() for w in q_words) / len(q_words) if q_words else 0.0
+    return share, difflib.SequenceMatcher(None, query_normalized, n).ratio()
+
+
+def nearest_profiles(query: str, profiles: Sequence[HardwareProfile], limit: int = NEAREST_LIMIT) -> list[str]:
+    """The names of the profiles most like ``query``, best first, at most ``limit``: first by the share of the
+    query's words a name has, then by difflib's ratio; none with under half the words and a ratio under
+    NEAREST_MIN_RATIO. "RTX 3070 Ti" offers the RTX 3070 Ti Laptop first, then the RTX 3060 Ti, 3080 Ti, ..."""
+    qn = _normalize(query[:MAX_QUERY_CHARS])
+    scored = [(max(_likeness(qn, n) for n in p.names()), p.name) for p in profiles]
+    scored.sort(key=lambda s: (-s[0][0], -s[0][1], s[1]))
+    return [name for (share, ratio), name in scored if share >= 0.5 or ratio >= NEAREST_MIN_RATIO][:limit]
+
+
+def _shown(query: str) -> str:
+    """``query`` for a one-line message: whitespace folded, cut at 60 characters."""
+    q = " ".join(query.split())
+    return f'"{q[:60]}…"' if len(q) > 60 else f'"{q}"'
+
+
+def find_profile(query: str, profiles: Sequence[HardwareProfile]) -> HardwareProfile:
+    """The profile ``query`` names exactly; anything else raises ProfileError, one line listing the nearest.
+
+    A query names a profile when it is the profile's name or one of its aliases (which hold the NVML and Vulkan
+    device names), compared as written (case aside), else normalized (:func:`_normalize`): "RTX 4060 Laptop",
+    "NVIDIA GeForce RTX 4060 Laptop GPU", "rtx 4060 mobile" and "AMD Radeon RX 7900 XTX (RADV NAVI31)" resolve;
+    "RTX 30", "4060", "7900" and "RX 7900 XT" (there is no XT profile) do not. One looser rule, for laptop parts
+    only: a query with the word laptop (or mobile, notebook, Max-Q) also names the laptop profile whose name has the
+    same words in any order, the series word (RTX, GTX, RX, Arc, Quadro) optional: "4060 laptop" and "laptop 4060"
+    are the RTX 4060 Laptop, "3070 laptop" the RTX 3070 Laptop (not the 3070 Ti Laptop).
+
+    A name without a laptop word never resolves to a laptop part: "RTX 3070 Ti" and "NVIDIA GeForce RTX 3070 Ti" are
+    the desktop card, refused with "did you mean" while there is no desktop profile. A name that several profiles
+    claim (a user's profile with a built-in alias) is refused with them as candidates. Where one product name covers
+    two memory sizes, the bare name is an explicit alias of one of them in the TOML ("RTX 3060" and the NVML name
+    are the 12 GB card, the common one; "RTX 4060 Ti" the 16 GB one): the profile's name in every output says which.
     """
     q = query.strip()
     if not q:
         raise ProfileError("empty hardware profile name")
-    stages = (
-        lambda p: any(n.casefold() == q.casefold() for n in p.names()),
-        lambda p: any(_normalize(n) == _normalize(q) for n in p.names()),
-        lambda p: any(set(_normalize(q).split()) <= set(_normalize(n).split()) for n in p.names()),
-        lambda p: any(_normalize(q) in _normalize(n) for n in p.names()),
-    )
-    for matches_stage in stages:
-        found = _unique(p for p in profiles if matches_stage(p))
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            names = ", ".join(p.name for p in found)
-            raise ProfileError(f"hardware profile {query!r} is ambiguous: {names}")
-    raise ProfileError(f"no hardware profile matches {query!r} (add a [[gpu]] table to <data dir>/hardware/*.toml)")
+    if len(q) > MAX_QUERY_CHARS:
+        raise ProfileError(f"hardware profile name is {len(q)} characters long (at most {MAX_QUERY_CHARS})")
+    found = _matches(q, profiles)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(sorted(p.name for p in found))
+        raise ProfileError(f"hardware profile {_shown(q)} is ambiguous — did you mean: {names}")
+    near = nearest_profiles(q, profiles)
+    hint = (f"did you mean: {', '.join(near)}" if near
+            else "none is close (add a [[gpu]] table to <data dir>/hardware/*.toml)")
+    raise ProfileError(f"no hardware profile {_shown(q)} — {hint}")
 
 
-def match_nvml_name(nvml_name: str, profiles: Sequence[HardwareProfile]) -> HardwareProfile | None:
-    """The profile whose name or alias is the NVML device name (exact, then normalized); None if none or several."""
-    for same in (lambda a, b: a.casefold() == b.casefold(), lambda a, b: _normalize(a) == _normalize(b)):
-        found = _unique(p for p in profiles if any(same(n, nvml_name) for n in p.names()))
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            return None
-    return None
+#: How far a detected GPU's memory may be from its profile's (NVML reports a little less than the nominal size).
+VRAM_MATCH_TOLERANCE = 0.1
+
+
+def match_nvml_name(nvml_name: str, profiles: Sequence[HardwareProfile],
+                    vram_total_bytes: int | None = None) -> HardwareProfile | None:
+    """The profile whose name or alias is the NVML (or Vulkan) device name, as written or normalized; None if none
+    or several. With ``vram_total_bytes`` (the device's memory), a profile whose memory differs by more than
+    VRAM_MATCH_TOLERANCE is not it: an 8 GB "NVIDIA GeForce RTX 3060" does not get the 12 GB card's profile."""
+    if not nvml_name.strip() or len(nvml_name) > MAX_QUERY_CHARS:
+        return None
+    found = _exact_matches(nvml_name.strip(), profiles)
+    if vram_total_bytes:
+        found = [p for p in found if abs(vram_total_bytes - p.vram_bytes) <= VRAM_MATCH_TOLERANCE * p.vram_bytes]
+    return found[0] if len(found) == 1 else None
