@@ -5,6 +5,7 @@ Engines know nothing of sweeps, stores or plots. They raise the typed errors bel
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -61,6 +62,12 @@ class LoadConfig:
 
 #: Flash attention requests, as llama.cpp's llama_flash_attn_type (and llama-bench's ``flash_attn`` column)
 FLASH_ATTN_AUTO, FLASH_ATTN_OFF, FLASH_ATTN_ON = -1, 0, 1
+
+
+def resolve_n_threads(n_threads: int = 0) -> int:
+    """The CPU threads a context runs with for ``ContextConfig.n_threads``: the count asked, or for 0 every logical
+    CPU the OS reports (``os.cpu_count()``), as the llama.cpp engine builds it."""
+    return n_threads or (os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from engines.base import (
     RunTimings,
     SettingsError,
     TokenCallback,
+    resolve_n_threads,
 )
 from engines.device_buffers import memory_report
 from engines.ggml_devices import ggml_libraries, query_registry
@@ -212,7 +213,7 @@ class LlamaCppEngine:
         params.n_batch = cfg.n_batch
         params.n_ubatch = cfg.n_ubatch
         params.n_seq_max = cfg.n_seq_max
-        threads = cfg.n_threads or (os.cpu_count() or 1)
+        threads = resolve_n_threads(cfg.n_threads)
         params.n_threads = threads
         params.n_threads_batch = threads
         params.type_k = GGML_TYPES[cfg.type_k]

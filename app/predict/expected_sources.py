@@ -4,9 +4,11 @@ For the hardware a prediction is for, in this order per phase (``predict`` appli
 
 1. **this machine's calibration fit** (``gguf-bench calibrate``) for the backend the test runs on: ``CPU`` with
    no layer offloaded, the GPU backend (``Vulkan,CPU``, ``CUDA,CPU``…) with every layer offloaded; never for a
-   partial offload (two devices, no fit) and never for hardware that is not this machine's;
+   partial offload (two devices, no fit), never for hardware that is not this machine's, and only at the thread
+   count a default run uses (the fit does not record its threads; ``calibrate`` runs at the default count);
 2. **stored-row efficiency**: achieved ÷ ceiling of other models measured here on that backend, times the
-   ceilings (this machine only);
+   ceilings (this machine only), from stable rows not taken on a busy machine, at the thread count asked
+   (:mod:`app.predict.store_efficiency`);
 3. **the public llama-bench fit**, for a GPU profile, where neither of the above gives a figure.
 
 Without any of them a prediction has ceilings only. Each source is loaded once per :class:`ExpectedSources`.
@@ -22,7 +24,7 @@ from app.predict.hardware_context import backend_name
 from app.predict.prediction import Efficiency, FittedExpectation
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, load_public_model
-from app.predict.store_efficiency import StoreCalibration, fitted_expectation
+from app.predict.store_efficiency import StoreCalibration, fitted_expectation, threads_for
 from app.results.store import ResultStore
 from app.telemetry.llama_build import installed_gpu_backends
 
@@ -35,6 +37,8 @@ class ExpectedInputs:
     efficiency: Efficiency | None = None
     efficiency_source: str = ""
     public: PublicGpuModel | None = None
+    n_threads: int | None = None  # the CPU threads the expected figures are for (None: not this machine's)
+    efficiency_note: str = ""  # why the stored rows gave no efficiency ("" when they did, or were not asked)
 
     def as_kwargs(self) -> dict[str, object]:
         """``predict()``'s keyword arguments."""
@@ -87,20 +91,26 @@ class ExpectedSources:
 
     def inputs(self, profile: HardwareProfile, *, this_machine: bool, model_filename: str = "", file_type: str = "",
                row_backends: str | None = None, n_gpu_layers_effective: int | None = None,
-               n_layer: int | None = None) -> ExpectedInputs:
+               n_layer: int | None = None, n_threads: int | None = None) -> ExpectedInputs:
         """The sources a prediction on ``profile`` takes, by the policy in the module docstring.
 
         ``this_machine``: ``profile`` is this machine's CPU or GPU (rows measured here, the window's "This CPU").
         ``n_gpu_layers_effective`` and ``n_layer``, when known: a partial offload takes no machine fit.
+        ``n_threads``: the CPU threads the prediction is for (None or 0: the count a default run uses here).
         """
         public = self.public if profile.kind != "cpu" else None
         if not this_machine:
             return ExpectedInputs(public=public)
+        threads = threads_for(n_threads)
         backend = machine_backend(profile, row_backends)
         partial = (profile.kind != "cpu" and n_gpu_layers_effective is not None and n_layer is not None
                    and n_gpu_layers_effective < n_layer + 1)
-        fitted = None if partial else fitted_expectation(self.machine_fit, backend)
-        eff, eff_source = (None, "")
+        default_threads = threads == threads_for(None)
+        fitted = None if partial or not default_threads else fitted_expectation(self.machine_fit, backend)
+        eff, eff_source, note = (None, "", "")
         if self.store_efficiency is not None:
-            eff, eff_source = self.store_efficiency(backend, model_filename, file_type)
-        return ExpectedInputs(fitted=fitted, efficiency=eff, efficiency_source=eff_source, public=public)
+            eff, eff_source = self.store_efficiency(backend, model_filename, file_type, threads)
+            if eff is None:
+                note = self.store_efficiency.why_none(backend, model_filename, file_type, threads)
+        return ExpectedInputs(fitted=fitted, efficiency=eff, efficiency_source=eff_source, public=public,
+                              n_threads=threads, efficiency_note=note)

@@ -17,6 +17,7 @@ from app.predict.hardware_context import HardwareContext
 from app.predict.offload import active_weight_bytes
 from app.predict.prediction import Efficiency, FittedExpectation, PredictSettings, predict
 from app.predict.public_fit import PublicGpuModel
+from app.predict.store_efficiency import row_threads
 
 
 def _ratio(measured: Any, ceiling: float | None) -> float | None:
@@ -97,7 +98,8 @@ class RowPredictor:
         inputs = (self.sources.inputs(self.hw.for_row(ngl_eff), this_machine=True,
                                       model_filename=str(row.get("model_filename") or ""), file_type=facts.file_type,
                                       row_backends=str(row.get("backends") or "CPU"),
-                                      n_gpu_layers_effective=ngl_eff, n_layer=facts.n_layer)
+                                      n_gpu_layers_effective=ngl_eff, n_layer=facts.n_layer,
+                                      n_threads=row_threads(row))
                   if self.sources is not None else None)
         try:
             if inputs is None:

@@ -1,8 +1,12 @@
 """What ``gguf-bench quality`` will score, checked before the worker starts: files, reference, text, budget.
 
-The reference is the highest-precision file of the set (most bits per weight; the first given on a tie) unless
-one is named. The default text is the documentation that ships with every Python (``pydoc_data.topics``: the
-language reference's topics, sorted by name), so the measurement runs offline and the same everywhere.
+The reference is the highest-precision file of the set that was not requantized (most bits per weight, the first
+given on a tie, among the files without ``workbench.requantized_from`` in their header) unless one is named: a file
+made from a quantized one carries its source's loss, however many bits it spends, so it is never the yardstick
+while an original file is in the set. When every file was requantized the most bits win, and each row's
+``reference_requantized_from`` says what the reference was made from. The default text is the documentation
+that ships with every Python (``pydoc_data.topics``: the language reference's topics, sorted by name), so the
+measurement runs offline and the same everywhere.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class QualityPlan:
             "model_key": model_key(facts.path), "reference_path": ref.path,
             "reference_filename": Path(ref.path).name,
             "reference_is_dequantized": bool(ref_origin) and ref.file_type in UNQUANTIZED,
+            "reference_requantized_from": ref_origin,
             "requantized_from": header_strings(facts.path).get(KEY_REQUANTIZED_FROM, ""),
             "text_source": self.text_source, "n_ctx": self.n_ctx, "is_reference": index == self.reference_index,
         }
@@ -119,6 +124,15 @@ def _check_scratch_space(n_tokens: int, n_ctx: int, n_vocab: int) -> None:
                                 f"in {tmp} ({free / 2**30:.1f} GiB free); lower --tokens or set TMPDIR")
 
 
+def default_reference(facts: tuple[ModelFacts, ...]) -> int:
+    """Index of the default reference: the most bits per weight among the files not requantized (first on a tie);
+    among all files when every one was requantized."""
+    original = [i for i, f in enumerate(facts) if not header_strings(f.path).get(KEY_REQUANTIZED_FROM)]
+    pool = original or list(range(len(facts)))
+    best = max(facts[i].bits_per_weight for i in pool)
+    return next(i for i in pool if facts[i].bits_per_weight == best)
+
+
 def plan_quality(models: list[str], *, ref: str | None = None, text: str | None = None,
                  n_tokens: int = DEFAULT_N_TOKENS, n_ctx: int = DEFAULT_N_CTX, n_threads: int = 0) -> QualityPlan:
     """The files, the reference and the budget, after every check; QualitySetupError (one line) when one fails."""
@@ -133,8 +147,7 @@ def plan_quality(models: list[str], *, ref: str | None = None, text: str | None 
     if ref is not None:
         ref_index = paths.index(ref_path)
     else:
-        best = max(f.bits_per_weight for f in facts)
-        ref_index = next(i for i, f in enumerate(facts) if f.bits_per_weight == best)
+        ref_index = default_reference(facts)
     n_train = facts[ref_index].n_ctx_train
     if not MIN_N_CTX <= n_ctx <= max(n_train, MIN_N_CTX):
         raise QualitySetupError(f"--ctx {n_ctx}: must be between {MIN_N_CTX} and the reference's trained context "

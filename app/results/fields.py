@@ -75,6 +75,13 @@ def _remote(name: str, type_: type, unit: str, fmt: str, tip: str, more: dict[st
     return Field(name, type_, unit, fmt, REMOTE, tip, **more)
 
 
+#: ``host_other_cpu_pct`` above which a row was taken on a busy machine and is not learnt from: a quarter of one
+#: CPU on average. llama.cpp's threads wait for the slowest at every operation, so a thread that others pre-empt
+#: holds all of them up, and a share that small already lowers a rate measured on every core; the figure comes
+#: from the OS's clock-tick accounting, which resolves a few percent over the half second a measured test lasts at
+#: least, so the line stays well above that noise.
+BUSY_OTHER_CPU_PCT = 25.0
+
 FIELD_TABLE: tuple[Field, ...] = (
     _bench("build_commit", str, "", "{}", "llama.cpp build commit of the engine"),
     _bench("cpu_info", str, "", "{}", "CPU model of the machine the test ran on"),
@@ -293,7 +300,23 @@ FIELD_TABLE: tuple[Field, ...] = (
     _bench("no_host", int, "", "{}", "1: no pinned host buffers for weights kept in host memory (--no-host)"),
     _ours("n_tensors_overridden", int, "tensors", "{}", "tensors llama.cpp placed by a buffer type override "
           "(-ot, -ncmoe), as it logged them; 0: none matched"),
+    # how busy the machine was (appended: the columns above keep their order; issue #27)
+    _ours("host_other_cpu_pct", float, "%", "{:.0f}",
+          "CPU time other processes used during the timed repetitions, in percent of one logical CPU (100: one "
+          "CPU kept busy); empty: not measured (older rows, a test under half a second). Over "
+          f"{BUSY_OTHER_CPU_PCT:.0f} % the row was taken on a busy machine, and expected figures do not learn from it",
+          kind=MEASURED),
 )
+
+
+def taken_while_busy(row: dict[str, Any]) -> bool | None:
+    """Whether ``row`` was measured while other processes used more than :data:`BUSY_OTHER_CPU_PCT`; None when
+    the row does not say (rows from before the column, tests too short to tell)."""
+    pct = row.get("host_other_cpu_pct")
+    if not isinstance(pct, (int, float)) or isinstance(pct, bool) or not math.isfinite(pct):
+        return None
+    return pct > BUSY_OTHER_CPU_PCT
+
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELD_TABLE}
 
@@ -354,6 +377,10 @@ QUALITY_TABLE: tuple[Field, ...] = (
              "measured anew"),
     _quality("reference_path", str, "", "path of the reference"),
     _quality("created_at", str, "", "when the row was made (UTC)"),
+    # appended: the columns above keep their order
+    _quality("reference_requantized_from", str, "", "the quantized type the reference was made from (its header's "
+             "lineage), empty for an original file; when set, the KLDs are measured against a copy of that type "
+             "(every file of the set was requantized, or --ref named this one)"),
 )
 QUALITY_BY_NAME: dict[str, Field] = {f.name: f for f in QUALITY_TABLE}
 

@@ -162,6 +162,7 @@ class ResultRow(TypedDict, total=False):
     tensor_buft_overrides: str | None
     no_host: int | None
     n_tensors_overridden: int | None
+    host_other_cpu_pct: float | None
 
 
 class QualityRow(TypedDict, total=False):
@@ -195,3 +196,4 @@ class QualityRow(TypedDict, total=False):
     model_key: str | None
     reference_path: str | None
     created_at: str | None
+    reference_requantized_from: str | None

@@ -1,4 +1,5 @@
-"""How busy the machine is with other work while this process measures it: for the CPU probe.
+"""How busy the machine is with other work while this process measures it: for the CPU probe, and for every
+test the worker times (a row's ``host_other_cpu_pct``).
 
 Over a window, other processes' CPU use = (all CPUs' busy time − this process's CPU time) ÷ wall time, in
 logical CPUs (1.0 = one CPU kept busy by others on average). The 1-minute load average is kept beside it, and
@@ -18,6 +19,9 @@ from app.telemetry.host import cpu_busy_seconds
 #: others' CPU use, as a share of the logical CPUs the probe uses, from which a reading is marked busy
 BUSY_SHARE = 0.1
 MIN_BUSY_CPUS = 0.2
+#: Shortest window whose others' CPU use is recorded for a test (``others_cpu_pct``): the OS counts busy time in
+#: clock ticks (10 ms on Linux), so over half a second a few ticks of rounding are a few percent of one CPU.
+MIN_TEST_WINDOW_S = 0.5
 
 
 def load_1min() -> float | None:
@@ -54,6 +58,14 @@ class LoadReading:
         limit = max(MIN_BUSY_CPUS, BUSY_SHARE * n_threads)
         others = self.others_cpus if self.others_cpus is not None else self.load_1min
         return others is not None and others >= limit
+
+
+def others_cpu_pct(reading: LoadReading, min_window_s: float = MIN_TEST_WINDOW_S) -> float | None:
+    """Other processes' CPU use over ``reading``'s window in percent of one logical CPU (a row's
+    ``host_other_cpu_pct``); None without CPU times or when the window is shorter than ``min_window_s``."""
+    if reading.others_cpus is None or reading.window_s < min_window_s:
+        return None
+    return round(reading.others_cpus * 100.0, 1)
 
 
 @dataclass

@@ -32,6 +32,7 @@ from app.run.events import (
 from app.run.params import NCMOE_ALL, NCMOE_HALF, device_names, override_pairs, tensor_split_values
 from app.run.plan import TestSpec
 from app.run.rows import base_row
+from app.telemetry.cpu_load import LoadWindow, others_cpu_pct
 from app.worker.device_columns import check_device_limit, device_columns
 from app.worker.telemetry import TestTelemetry
 from engines.base import (
@@ -244,8 +245,10 @@ class Runner:
                            n_parallel=test.n_parallel, prompt_tokens=prompt)
             starts, prefill_ends, tokens, counters = [], [], [], []
             self._timing = not self._cancel_requested
+            load: LoadWindow | None = None
             try:
                 warm = self._one(index, -1, replace(spec, n_gen=min(spec.n_gen, WARMUP_MAX_GEN), seed=spec.seed - 1))
+                load = LoadWindow().start()  # others' CPU use over the timed repetitions: two readings a test
                 for rep in range(test.repetitions):
                     if self._cancel_requested:
                         raise CancelRequested
@@ -258,6 +261,7 @@ class Runner:
                 self._timing = False
         except CancelRequested:
             if starts:
+                row["host_other_cpu_pct"] = others_cpu_pct(load.stop()) if load is not None else None
                 self._emit_partial(index, test, row, (starts, prefill_ends, tokens))
             raise
         except EngineError as e:
@@ -269,6 +273,7 @@ class Runner:
             row.update(device_columns(self.engine.memory_report()))
             self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=whole_numbers(row), kind=kind))
             return False
+        row["host_other_cpu_pct"] = others_cpu_pct(load.stop()) if load is not None else None
         row.update(self._row_facts(), **self._context_facts(test))
         row.update(summarise_phases(test, starts, prefill_ends, tokens))
         # llama.cpp counts a multi-token batch as prompt work, so with several sequences its decode steps land in

@@ -27,13 +27,17 @@ def pair(make_gguf: Callable[..., Path]) -> tuple[Path, Path]:
 
 
 def test_the_reference_is_the_file_with_most_bits(pair: tuple[Path, Path]) -> None:
+    """Most bits among the files not requantized: the true F16, not the F32 dequantized from a Q4_1 (issue #27);
+    the dequantized file alone is its own reference, and its rows say so (tests/quant/test_quality_lineage.py)."""
     wide, narrow = pair
     plan = plan_quality([str(narrow), str(wide)], n_tokens=256, n_ctx=128)
-    assert plan.reference == str(wide) and plan.reference_index == 1 and plan.text_source == DEFAULT_TEXT_SOURCE
-    cols = plan.file_columns(0)
-    assert cols["reference_filename"] == "m.F32.gguf" and cols["reference_is_dequantized"] is True
-    assert cols["requantized_from"] == "" and not cols["is_reference"] and cols["file_type"] == "F16"
-    assert plan.file_columns(1)["requantized_from"] == "Q4_1" and plan.file_columns(1)["is_reference"]
+    assert plan.reference == str(narrow) and plan.reference_index == 0 and plan.text_source == DEFAULT_TEXT_SOURCE
+    cols = plan.file_columns(1)
+    assert cols["reference_filename"] == "m.F16.gguf" and cols["reference_is_dequantized"] is False
+    assert cols["requantized_from"] == "Q4_1" and not cols["is_reference"] and cols["file_type"] == "F32"
+    assert plan.file_columns(0)["requantized_from"] == "" and plan.file_columns(0)["is_reference"]
+    alone = plan_quality([str(wide)], n_tokens=256, n_ctx=128).file_columns(0)
+    assert alone["is_reference"] and alone["reference_is_dequantized"] is True
 
 
 def test_ref_chooses_and_joins_the_list(pair: tuple[Path, Path]) -> None:

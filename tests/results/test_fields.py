@@ -67,6 +67,8 @@ EXPECTED_CSV_COLUMNS = [
     # placement flags, llama-bench's names (appended, issue #27)
     "n_cpu_moe", "split_mode", "main_gpu", "no_kv_offload", "devices", "tensor_split", "tensor_buft_overrides",
     "no_host", "n_tensors_overridden",
+    # how busy the machine was during the timed repetitions (appended, issue #27)
+    "host_other_cpu_pct",
 ]
 
 #: The unit a name's suffix promises (units in names).
