@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MoE expert tensors of the first N layers in host memory: a count, all or half (default 0)")
     p.add_argument(*PARAM["no_kv_offload"].flags, dest="no_kv_offload", type=int, choices=(0, 1), default=0,
                    help="1: the KV cache in host memory (default 0)")
+    p.add_argument("-t", "--threads", dest="threads", type=int, default=0,
+                   help="CPU threads the expected figures are for (default 0: all, as a run uses)")
     p.add_argument("--json", action="store_true")
     add_url_options(p)
     p.set_defaults(func=cmd_predict)

