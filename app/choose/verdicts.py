@@ -366,7 +366,7 @@ def _effective_quality(c: FileChoice, choices: Sequence[FileChoice]) -> tuple[fl
     return kld, bpw
 
 
-def _quality_key(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -> tuple[float, ...]:
+def quality_key(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -> tuple[float, ...]:
     """Best quality first; on equal quality the original before a copy requantized from it, then the faster."""
     kld, bpw = _effective_quality(c, choices)
     copy = 1.0 if c.requantized_from else 0.0
@@ -428,8 +428,8 @@ def recommend(choices: list[FileChoice], profile_name: str, n_ctx: int, min_deco
     if not ok:
         return Recommendation(None, f"No file that fits and is fast enough has a KLD within {max_kld:g}.")
     by_kld = all(_has_kld(c) for c in ok)
-    ranked = sorted(choices, key=lambda c: _quality_key(c, choices, by_kld))
-    best = min(ok, key=lambda c: _quality_key(c, choices, by_kld))
+    ranked = sorted(choices, key=lambda c: quality_key(c, choices, by_kld))
+    best = min(ok, key=lambda c: quality_key(c, choices, by_kld))
     at = ranked.index(best)
     better = [(c, why_not(c, choices, min_decode_tps, max_kld)) for c in ranked[:at]]
     lost = "; ".join(f"{c.filename} {why}" for c, why in better if why)

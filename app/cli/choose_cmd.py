@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
-from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
+from app.choose.chooser import THIS_MACHINE, ChooseReport, ChooseRequest, run_choose
+from app.choose.measure_search import (
+    MEASURE_N_GEN,
+    MEASURE_N_PROMPT,
+    MEASURE_REPETITIONS,
+    MeasuredAnswer,
+    Measurer,
+    measure_toward_floor,
+    step_line,
+)
 from app.choose.verdicts import NOT_MEASURED, FileChoice
 from app.cli.arg_types import count, finite
-from app.cli.errors import EXIT_OK, UserError
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
 from app.cli.url_options import add_url_options, max_header_bytes
 from app.run.params import MAX_TOKENS
+from app.telemetry.machine import ProbeMode, scan_machine
 
 _FIT = {"fits": "fits", "partial": "partial", "does_not_fit": "no fit"}
 
@@ -29,29 +44,112 @@ def add_choose_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("-n", "--n-gen", dest="n_gen", type=count(0, MAX_TOKENS), default=128,
                    help="generated tokens (default 128)")
     add_url_options(p)
+    p.add_argument("--measure", action="store_true",
+                   help=f"measure on this machine, best quality first, until a file meets --min-decode-tps: short "
+                        f"tests (-p {MEASURE_N_PROMPT} -n {MEASURE_N_GEN} -r {MEASURE_REPETITIONS}) in a worker, "
+                        f"stored and cached; files the prediction rules out are not run")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_choose)
 
 
+def check_measure_flags(args: argparse.Namespace) -> None:
+    """--measure needs a speed floor and this machine: one UserError line otherwise."""
+    if not args.measure:
+        return
+    if args.min_decode_tps is None:
+        raise UserError("--measure needs --min-decode-tps: the speed floor the search measures toward")
+    if (args.hw or "").strip().lower() not in THIS_MACHINE:
+        raise UserError(f"--measure runs on this machine only; --hw {args.hw!r} is a profile, not this machine "
+                        f"(drop --hw, or drop --measure for a prediction)")
+
+
 def cmd_choose(args: argparse.Namespace) -> int:
+    check_measure_flags(args)
     req = ChooseRequest(
         sources=tuple(args.models), hw=args.hw, n_ctx=args.ctx, min_decode_tps=args.min_decode_tps,
         max_kld=args.max_kld, n_prompt=args.n_prompt, n_gen=args.n_gen, store_path=args.store,
         max_header_bytes=max_header_bytes(args),
     )
+    scan = scan_machine(ProbeMode.RUN) if args.measure else None  # one look: the chooser's and the cache's hardware
     try:
-        report = run_choose(req)
+        report = run_choose(req, scan=scan)
     except ValueError as e:
         raise UserError(str(e)) from None
     if not report.choices:
         raise UserError("no file could be read: " + "; ".join(f"{s}: {e}" for s, e in report.errors))
-    if args.json:
-        print(json.dumps(report.to_json_dict(), indent=2, default=str))
-    else:
-        print(format_report(report))
     for source, error in report.errors:
         print(f"skipped {source}: {error}", file=sys.stderr)
-    return EXIT_OK
+    measured = _measure(args, report, scan.run_facts()) if scan is not None else None
+    if args.json:
+        doc = report.to_json_dict()
+        if measured is not None:
+            doc["measure"] = measured.to_json_dict()
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print(format_report(report))
+        if measured is not None:
+            print("\n" + format_measured(measured))
+    return EXIT_CANCELLED if measured is not None and measured.result.cancelled else EXIT_OK
+
+
+def _say(line: str) -> None:
+    print(f"gguf-bench: {line}", file=sys.stderr, flush=True)
+
+
+def _measure(args: argparse.Namespace, report: ChooseReport, machine: dict[str, Any]) -> MeasuredAnswer:
+    """The measured search on this machine, its progress on stderr; Ctrl-C (or SIGTERM) stops the test under way."""
+    start = time.perf_counter()
+    n_prompt = args.n_prompt or max(1, report.n_ctx - args.n_gen)
+    measurer = Measurer(report.n_ctx, machine, ttft_prompt_tokens=n_prompt, store_path=args.store,
+                        progress=_say, command=" ".join(sys.argv))
+    _say(f"measuring toward {args.min_decode_tps:g} tok/s at {report.n_ctx:,} tokens, best quality first "
+         f"(-p {MEASURE_N_PROMPT} -n {MEASURE_N_GEN} -r {MEASURE_REPETITIONS} each)")
+    restore = _cancel_on_signals(measurer.cancel)
+    try:
+        measured = measure_toward_floor(
+            report.choices, args.min_decode_tps, measurer, max_kld=args.max_kld, profile_kind=report.profile.kind,
+            on_step=lambda step: _say(step_line(step)))
+    finally:
+        restore()
+    _say(f"{measured.counts} in {time.perf_counter() - start:,.2f} s")
+    return measured
+
+
+def _cancel_on_signals(cancel: Callable[[], None]) -> Callable[[], None]:
+    """Ctrl-C and SIGTERM stop the test under way (the worker is killed) and end the search with what it has; a
+    second signal interrupts at once. Returns what puts the previous handlers back."""
+    asked: list[int] = []
+
+    def interrupt(signum: int, frame: object) -> None:
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(signum)
+        threading.Thread(target=cancel, name="cancel", daemon=True).start()  # never take a lock in a handler
+
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
+def format_measured(m: MeasuredAnswer) -> str:
+    """The measured answer: the tests (measured now or from the cache), the count, the pick and its command."""
+    lines = [f"Measured toward {m.result.min_decode_tps:g} tok/s at {m.n_ctx:,} tokens "
+             f"(-p {MEASURE_N_PROMPT} -n {MEASURE_N_GEN} -r {MEASURE_REPETITIONS} per test):"]
+    for t in m.tests:
+        where = "from cache" if t.from_cache else "measured"
+        depth = f"; {t.depth_note}, scaled to the context" if t.depth_note else ""
+        lines.append(f"  {t.candidate.label}: {t.at_context_tps:,.1f} tok/s at the context ({where}: "
+                     f"{t.decode_tps:,.1f} at depth {t.n_depth:,}{depth}){' ⚠ unstable' if t.unstable else ''}")
+    if m.result.placement_note:
+        lines.append(f"  note: {m.result.placement_note}")
+    lines += [m.counts, m.sentence]
+    if m.command:
+        lines.append(f"  {m.command}")
+    return "\n".join(lines)
 
 
 def quality_text(c: FileChoice) -> str:

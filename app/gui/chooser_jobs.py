@@ -1,5 +1,5 @@
-"""The chooser's long work: "Make variants…" (``gguf-bench quantize``) and "Measure quality…" (``gguf-bench
-quality``) from its window.
+"""The chooser's long work: "Make variants…" (``gguf-bench quantize``), "Measure quality…" (``gguf-bench
+quality``) and "Measure toward floor…" (``gguf-bench choose --measure``) from its window.
 
 Each dialog checks its inputs through the feature's own plan (app.quantize.plan, app.quality.plan) and shows the
 plan's one-line refusal; the feature's session then runs on a plain thread that never touches a widget. Its
@@ -34,7 +34,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.choose.verdicts import FileChoice
+from app.choose.chooser import ChooseReport
+from app.choose.measure_search import (
+    MeasuredAnswer,
+    Measurer,
+    Step,
+    measure_toward_floor,
+    notice,
+    quality_order,
+    step_line,
+)
+from app.choose.verdicts import DEFAULT_N_GEN, FileChoice
 from app.gui.long_work import PROGRESS_STEPS, LongWork, long_work_dialog
 from app.gui.theme import set_role
 from app.model.gguf_http import is_url
@@ -45,8 +55,9 @@ from app.quantize.plan import QUANT_TYPE_NAMES, QuantizeItem, QuantizeSetupError
 from app.quantize.session import QuantizeSession
 from app.results.fields import RowStatus
 from app.results.store import ResultStore
-from app.run.events import Event, JobProgress, TestFailed, TestFinished, TestStarted
+from app.run.events import Event, JobProgress, Notice, RepetitionStarted, TestFailed, TestFinished, TestStarted
 from app.run.job_client import new_job_log
+from app.telemetry.machine import scan_machine
 
 Clock = Callable[[], float]
 Rows = list[dict[str, Any]]
@@ -183,6 +194,45 @@ class QualityProgress:
                 else f"against {Path(self.plan.reference).name}")
         chunk = f"chunk {self.chunk}/{self.n_chunks}" if self.n_chunks else "loading"
         return f"{head}\nscoring {name} ({role}), file {self.n_done + 1} of {n}\n{chunk}"
+
+
+class MeasureProgress:
+    """Where a measured search is, from its lines (Notice events) and the steps it reports: the files dealt with of
+    those it may measure (it stops early, so the share jumps to the end), the test under way and the last result."""
+
+    def __init__(self, n_files: int, min_decode_tps: float) -> None:
+        self.n_files = n_files
+        self.min_decode_tps = min_decode_tps
+        self.sources: set[str] = set()
+        self.now = "starting"
+        self.last = ""
+        self.rep = ""
+
+    def step(self, step: Step) -> None:
+        """A search step (on the job's thread, before its line arrives as a Notice)."""
+        self.sources.add(step.candidate.source)
+
+    def read(self, event: Event) -> bool:
+        if isinstance(event, Notice):
+            text = event.message.strip()
+            if text.startswith("measuring "):
+                self.now, self.rep = text, ""
+            else:
+                self.last = text
+            return True
+        if isinstance(event, RepetitionStarted):
+            self.rep = f"repetition {event.rep + 1}" if event.rep >= 0 else "warmup"
+            return True
+        return False
+
+    def fraction(self) -> float:
+        return min(len(self.sources) / self.n_files, 1.0) if self.n_files else 1.0
+
+    def text(self) -> str:
+        head = (f"Measuring toward {self.min_decode_tps:g} tok/s… file {min(len(self.sources) + 1, self.n_files)} "
+                f"of at most {self.n_files}")
+        now = self.now + (f" ({self.rep})" if self.rep else "")
+        return "\n".join(line for line in (head, now, self.last) if line)
 
 
 # ------------------------------------------------------------------------------------------------ dialogs
@@ -384,7 +434,7 @@ class JobRunner(LongWork):
     progress = Signal(str, float)
     finished = Signal(object, object)  # rows | None, BaseException | None
 
-    def __init__(self, parent: QWidget, title: str, tracker: _Tracker, work: Callable[[Callable[[Event], None]], Rows],
+    def __init__(self, parent: QWidget, title: str, tracker: _Tracker, work: Callable[[Callable[[Event], None]], Any],
                  cancel: Callable[[], None]) -> None:
         super().__init__(parent)
         self._parent = parent
@@ -455,6 +505,36 @@ def quality_runner(parent: QWidget, plan: QualityPlan,
 
     runner = JobRunner(parent, "Measure quality", QualityProgress(plan), work, session.cancel)
     return runner, session
+
+
+def measure_runner(parent: QWidget, report: ChooseReport, min_decode_tps: float, max_kld: float | None,
+                   store_path: str | Path | None) -> tuple[JobRunner, Measurer]:
+    """The measured search over ``report``'s files (this machine's) in a runner (not started); it ends with a
+    MeasuredAnswer, each test's row stored in the results store and its figure in the measurement cache."""
+    n_prompt = max(1, report.n_ctx - DEFAULT_N_GEN)  # the chooser's TTFT prompt (no -p in the window)
+    measurer = Measurer(report.n_ctx, scan_machine().run_facts(), ttft_prompt_tokens=n_prompt,
+                        store_path=None if store_path is None else str(store_path), command="chooser window")
+    tracker = MeasureProgress(len(quality_order(report.choices, max_kld)), min_decode_tps)
+
+    def work(on_event: Callable[[Event], None]) -> MeasuredAnswer:
+        def line(text: str) -> None:
+            on_event(notice(text))
+
+        def step(s: Step) -> None:
+            tracker.step(s)
+            line(step_line(s))
+
+        measurer.progress, measurer.on_event = line, on_event
+        return measure_toward_floor(report.choices, min_decode_tps, measurer, max_kld=max_kld,
+                                    profile_kind=report.profile.kind, on_step=step)
+
+    return JobRunner(parent, "Measure toward floor", tracker, work, measurer.cancel), measurer
+
+
+def measure_summary(answer: MeasuredAnswer) -> str:
+    """The search in a few lines: what it measured, the pick and its command (or why there is none)."""
+    text = f"Measured: {answer.counts}. {answer.sentence}"
+    return text + (f" Command: {answer.command}" if answer.command else "")
 
 
 def quantize_summary(rows: Rows, cancelled: bool) -> str:

@@ -5,7 +5,8 @@ Files, folders or URLs, a GPU profile (or this machine) and a context; the evalu
 speed, a memory bar per file against the device, each with a line saying what its marks mean, the table (CSV
 export), and the recommendation with its llama-server command (copyable). "Make variants…" quantizes one of the
 files and "Measure quality…" scores them against a reference (app.gui.chooser_jobs, off the GUI thread with a
-progress dialog); either evaluates again when it ends, so new files and KLD/PPL appear.
+progress dialog); either evaluates again when it ends, so new files and KLD/PPL appear. "Measure toward floor…"
+runs ``choose --measure`` on this machine (the same job pattern) and evaluates again with the measured rows.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from app.gui.chooser_jobs import (
     Rows,
     VariantsDialog,
     local_files,
+    measure_runner,
+    measure_summary,
     quality_runner,
     quality_summary,
     quantize_runner,
@@ -67,6 +70,8 @@ TABLE_KEYS: tuple[str, ...] = ("filename", "file_type", "bits_per_weight", "size
                                "kv_types_fitting", "memory_mib", "ttft_ms", "decode_tps", "decode_kind",
                                "measured_decode_tps", "mean_kld", "ppl", "same_top_rate")
 _STATUS = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}
+MEASURE_TIP = ("Measure the files on this machine, best quality first, until one meets the min decode tok/s (short "
+               "tests in a worker, stored and cached; files the prediction rules out are not run)")
 
 
 def _cell(key: str, value: object) -> str:
@@ -187,6 +192,10 @@ class ChooserView(QDialog):
         self.quality_button.setToolTip("Score the chooser's files against a reference (KL divergence, perplexity), "
                                        "then choose again with the KLD filled in")
         self.quality_button.clicked.connect(self.ask_quality)
+        self.measure_button = QPushButton("Measure &toward floor…", self)
+        self.measure_button.clicked.connect(self.measure_toward_floor)
+        self.min_tps.valueChanged.connect(lambda _v: self._enable_jobs())
+        self.hw.currentTextChanged.connect(lambda _t: self._enable_jobs())
         self.status = QLabel("", self)
         self.status.setWordWrap(True)
         src_row = QHBoxLayout()
@@ -203,6 +212,7 @@ class ChooserView(QDialog):
         opts.addWidget(self.choose_button)
         opts.addWidget(self.variants_button)
         opts.addWidget(self.quality_button)
+        opts.addWidget(self.measure_button)
         self.form = QFormLayout()
         self.form.addRow("Models", src_row)
         self.form.addRow(opts)
@@ -324,6 +334,30 @@ class ChooserView(QDialog):
         why = "" if has_files else "Choose first: the files it evaluates are the ones quantized or scored"
         for button in (self.variants_button, self.quality_button):
             button.setStatusTip(why)
+        refusal = self.measure_refusal()
+        self.measure_button.setEnabled(idle and not refusal)
+        self.measure_button.setToolTip(refusal or MEASURE_TIP)
+        self.measure_button.setStatusTip(refusal)
+
+    def measure_refusal(self) -> str:
+        """Why "Measure toward floor…" cannot run now, or "" (it needs a report of this machine and a floor)."""
+        if not self._files():
+            return "Choose first: the search measures the files it evaluates (those on this machine)"
+        if not self.min_tps.value():
+            return "Set a min decode tok/s: the floor the search measures toward"
+        if self.hw.currentText() != THIS_MACHINE_LABEL or self.report is None or not self.report.this_machine:
+            return f"Measures on this machine only: choose with GPU \"{THIS_MACHINE_LABEL}\" first"
+        return ""
+
+    def measure_toward_floor(self) -> JobRunner | None:
+        """Measure the chooser's files on this machine, best quality first, until one meets the floor (``choose
+        --measure``), off the GUI thread; at the end the evaluation runs again with the measured rows."""
+        if self.report is None or self.job is not None or self.measure_refusal():
+            return None
+        report, floor, max_kld = self.report, self.min_tps.value(), self.max_kld.value() or None
+        return self._start_job(lambda: measure_runner(self, report, floor, max_kld, self.store_path),
+                               "measure toward the floor", lambda answer, _m: measure_summary(answer),
+                               f"Measuring toward {floor:g} tok/s…")
 
     def ask_variants(self) -> VariantsDialog | None:
         """Open the "Make variants" dialog (window-modal, not blocking); Write starts the quantize run."""
