@@ -25,8 +25,9 @@ from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url,
 from app.model.library import scan_folder
 from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings
 from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware_context import HardwareContext, hardware_context
+from app.predict.hardware_context import HardwareContext, hardware_context, remote_hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError
+from app.predict.store_efficiency import row_threads, threads_for, untrustworthy
 from app.results.fields import RowStatus
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
@@ -93,12 +94,13 @@ def _hardware(hw: str | None, scan: MachineScan) -> tuple[HardwareContext, Hardw
 
 
 def _measured(rows: list[dict[str, Any]], filename: str) -> list[Measured]:
-    """This file's stable measurements on this machine, newest first (rows are): ok, not marked unstable, with a
+    """This file's trustworthy measurements on this machine, newest first (rows are): ok, not unstable, not taken
+    on a busy machine, at the thread count a default run uses (the one the expected figures are for), with a
     decode figure; each with the settings it ran at, so the verdict scales it to the asked context."""
     out = []
     for r in rows:
         if (r.get("model_filename") != filename or r.get("status") != RowStatus.OK or not r.get("decode_tps")
-                or r.get("unstable") == 1):
+                or untrustworthy(r) or row_threads(r) != threads_for(None)):
             continue
         ngl = int(r.get("n_gpu_layers_effective") or 0)
         threads = r.get("n_threads_effective") or r.get("n_threads")
@@ -139,7 +141,7 @@ def _speed_sources(expected: ExpectedSources, profile: HardwareProfile, hw: Hard
                    filename: str, file_type: str) -> SpeedSources:
     """The expected figures' sources for one file, by the one policy (app.predict.expected_sources)."""
     i = expected.inputs(profile, this_machine=this, model_filename=filename, file_type=file_type)
-    return SpeedSources(hw.cpu.peak_bandwidth_gbps, i.efficiency, i.efficiency_source, i.fitted, i.public)
+    return SpeedSources(hw.host_bandwidth_gbps, i.efficiency, i.efficiency_source, i.fitted, i.public)
 
 
 def _open_store(path: str | None, notes: list[str]) -> ResultStore | None:
@@ -156,14 +158,19 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
     an empty folder or a bad context; unreadable files are listed in ``errors``, not raised."""
     if req.n_ctx < 1:
         raise ValueError(f"--ctx must be at least 1 (got {req.n_ctx})")
-    scan = scan if scan is not None else scan_machine(ProbeMode.RUN)
-    hw, profile, this = _hardware(req.hw, scan)
+    this_asked = (req.hw or "").strip().lower() in THIS_MACHINE
+    if scan is None and not this_asked:  # a GPU named by --hw: nothing of this machine is scanned or probed
+        hw = remote_hardware_context(str(req.hw))
+        profile, this = hw.gpu or hw.cpu, False
+    else:
+        scan = scan if scan is not None else scan_machine(ProbeMode.RUN)
+        hw, profile, this = _hardware(req.hw, scan)
     notes = [hw.note] if hw.note else []
     sources = expand_sources(req.sources)
     store = _open_store(req.store_path, notes)
     opts = RemoteOptions(max_header_bytes=req.max_header_bytes)
     try:
-        machine = scan.run_facts()
+        machine = scan.run_facts() if scan is not None and this else {}
         expected = ExpectedSources.load(str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or ""),
                                         store if this else None, public=profile.kind != "cpu")
         rows = [r for r in (store.recent_rows(2000) if store is not None and this else [])

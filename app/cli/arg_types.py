@@ -22,6 +22,21 @@ def count(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def counts(low: int, high: int, most: int = 16) -> Callable[[str], tuple[int, ...]]:
+    """Comma-separated whole numbers from ``low`` to ``high`` (``--ctx 4096,8192``), at most ``most``, no repeats."""
+    one = count(low, high)
+
+    def parse(text: str) -> tuple[int, ...]:
+        parts = [t for t in text.split(",") if t.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError("give at least one number")
+        if len(parts) > most:
+            raise argparse.ArgumentTypeError(f"at most {most} values (got {len(parts)})")
+        return tuple(dict.fromkeys(one(t) for t in parts))
+
+    return parse
+
+
 def finite(low: float = 0.0) -> Callable[[str], float]:
     """A finite number of at least ``low`` (``nan`` and ``inf`` are refused)."""
 

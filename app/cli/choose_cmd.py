@@ -22,7 +22,7 @@ from app.choose.measure_search import (
     step_line,
 )
 from app.choose.verdicts import NOT_MEASURED, FileChoice
-from app.cli.arg_types import count, finite
+from app.cli.arg_types import count, counts, finite
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
 from app.cli.url_options import add_url_options, max_header_bytes
 from app.run.params import MAX_TOKENS
@@ -35,8 +35,9 @@ def add_choose_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     p = sub.add_parser("choose", help="which quantization to run on a GPU at a context (files, folders or URLs)")
     p.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_URL")
     p.add_argument("--hw", help='GPU profile, e.g. "RTX 4060 Laptop" (default: this machine)')
-    p.add_argument("--ctx", type=count(1, MAX_TOKENS), default=8192,
-                   help="context the file must hold (tokens, default 8192)")
+    p.add_argument("--ctx", type=counts(1, MAX_TOKENS), default=(8192,),
+                   help="context the file must hold (tokens, default 8192); several, comma-separated "
+                        "(4096,8192,32768), give one answer each")
     p.add_argument("--min-decode-tps", type=finite(0.0), help="speed floor: decode tok/s at that context")
     p.add_argument("--max-kld", type=finite(0.0), help="quality floor: the largest mean KLD accepted (where measured)")
     p.add_argument("-p", "--n-prompt", dest="n_prompt", type=count(1, MAX_TOKENS),
@@ -64,12 +65,12 @@ def check_measure_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_choose(args: argparse.Namespace) -> int:
+    contexts = tuple(args.ctx) if isinstance(args.ctx, (tuple, list)) else (int(args.ctx),)
+    if len(contexts) > 1:
+        return _choose_contexts(args, contexts)
+    args.ctx = contexts[0]
     check_measure_flags(args)
-    req = ChooseRequest(
-        sources=tuple(args.models), hw=args.hw, n_ctx=args.ctx, min_decode_tps=args.min_decode_tps,
-        max_kld=args.max_kld, n_prompt=args.n_prompt, n_gen=args.n_gen, store_path=args.store,
-        max_header_bytes=max_header_bytes(args),
-    )
+    req = _request(args, contexts[0])
     scan = scan_machine(ProbeMode.RUN) if args.measure else None  # one look: the chooser's and the cache's hardware
     try:
         report = run_choose(req, scan=scan)
@@ -90,6 +91,44 @@ def cmd_choose(args: argparse.Namespace) -> int:
         if measured is not None:
             print("\n" + format_measured(measured))
     return EXIT_CANCELLED if measured is not None and measured.result.cancelled else EXIT_OK
+
+
+def _request(args: argparse.Namespace, n_ctx: int) -> ChooseRequest:
+    return ChooseRequest(
+        sources=tuple(args.models), hw=args.hw, n_ctx=n_ctx, min_decode_tps=args.min_decode_tps,
+        max_kld=args.max_kld, n_prompt=args.n_prompt, n_gen=args.n_gen, store_path=args.store,
+        max_header_bytes=max_header_bytes(args),
+    )
+
+
+def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int:
+    """One answer per context (--ctx 4096,8192,…): the reports in turn, then a line per context; JSON: a list."""
+    if args.measure:
+        raise UserError(f"--measure takes one --ctx (got {len(contexts)}: {','.join(map(str, contexts))})")
+    this = (args.hw or "").strip().lower() in THIS_MACHINE
+    scan = scan_machine(ProbeMode.RUN) if this else None  # one scan for every context; none for a remote GPU
+    reports = []
+    for n_ctx in contexts:
+        try:
+            report = run_choose(_request(args, n_ctx), scan=scan)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        if not report.choices:
+            raise UserError("no file could be read: " + "; ".join(f"{s}: {e}" for s, e in report.errors))
+        reports.append(report)
+    for source, error in reports[0].errors:
+        print(f"skipped {source}: {error}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"contexts": [r.to_json_dict() for r in reports]}, indent=2, default=str))
+        return EXIT_OK
+    print("\n\n".join(format_report(r) for r in reports))
+    print("\nBy context:")
+    for r in reports:
+        c = r.recommendation.choice
+        pick = (f"{c.filename}, {c.placement or 'on the CPU'}, {c.type_k} KV, {c.decode_tps.text()} tok/s"
+                if c is not None else "no file")
+        print(f"  {r.n_ctx:>7,} tokens: {pick}")
+    return EXIT_OK
 
 
 def _say(line: str) -> None:
@@ -173,22 +212,35 @@ def measured_text(c: FileChoice) -> str:
 
 
 def format_report(r: ChooseReport) -> str:
+    """The files' table at one context (decode at the context and from an empty cache, each labelled), each
+    file's placement, quality and measurement, where each file's speed comes from, and the answer."""
     gib = 2**30
     where = "this machine" if r.this_machine else "profile"
     lines = [f"{r.profile.name} ({where}, {r.profile.vram_bytes / gib:.1f} GiB) at {r.n_ctx:,} tokens", ""]
-    head = f"{'file':<34} {'type':<8} {'bpw':>5} {'MiB':>7}  {'fit':<7} {'-ngl':>4} {'KV fits':<16} " \
-           f"{'memory GiB':>10}  {'TTFT ms':>9}  {'decode tok/s':<22}"
+    depth = max((c.decode_depth for c in r.choices), default=0)
+    head = f"{'file':<34} {'type':<8} {'bpw':>5} {'MiB':>7}  {'fit':<7} {'placement':<18} {'KV fits':<16} " \
+           f"{'memory GiB':>10}  {'TTFT ms':>9}  {f'decode tok/s @{depth:,}':<24} {'empty cache':>11}"
     lines += [head, "-" * len(head)]
     for c in r.choices:
         kv = ",".join(c.kv_types_fitting) or "none"
+        place = f"-ngl {c.n_gpu_layers}" + (f" -ncmoe {c.n_cpu_moe}" if c.n_cpu_moe else "") + f" {c.type_k}"
+        empty = f"{c.decode_empty_tps.value:11.1f}" if c.decode_empty_tps is not None else f"{'':>11}"
         lines.append(
             f"{c.filename[:34]:<34} {c.file_type[:8]:<8} {c.bits_per_weight:5.2f} {c.size_bytes / 2**20:7.0f}  "
-            f"{_FIT[c.status]:<7} {c.n_gpu_layers:>4} {kv:<16} {c.memory_bytes / gib:10.2f}  "
-            f"{c.ttft_ms.value:9.0f}  {c.decode_tps.text():<22}")
-        extra = [quality_text(c), measured_text(c)]
+            f"{_FIT[c.status]:<7} {place:<18} {kv:<16} {c.memory_bytes / gib:10.2f}  "
+            f"{c.ttft_ms.value:9.0f}  {c.decode_tps.text():<24} {empty}")
+        extra = [c.placement, quality_text(c), measured_text(c),
+                 f"requantized from {c.requantized_from}" if c.requantized_from else ""]
         lines.append("    " + "; ".join(e for e in extra if e))
-    sources = sorted({f"{c.decode_tps.kind} ({c.decode_tps.source})" for c in r.choices})
-    lines += ["", *(f"speeds: {s}" for s in sources), *(f"note: {n}" for n in r.notes), ""]
+    by_source: dict[str, list[str]] = {}
+    for c in r.choices:
+        by_source.setdefault(f"{c.decode_tps.kind} ({c.decode_tps.source})", []).append(c.filename)
+    lines.append("")
+    for source, names in by_source.items():
+        who = "every file" if len(names) == len(r.choices) > 1 else ", ".join(names)
+        lines.append(f"speed of {who}: {source}")
+    lines += [f"decode is at depth {depth:,} (the prompt and half the generated tokens); 'empty cache' is "
+              f"llama-bench's tg, from depth 0", *(f"note: {n}" for n in r.notes), ""]
     lines.append(r.recommendation.sentence)
     if r.recommendation.command:
         lines.append(f"  {r.recommendation.command}")
