@@ -4,9 +4,17 @@ For each GPU architecture in profiles/reference/llama_bench_public.toml with at 
 is left out, the architecture is fitted on the others (app/predict/public_fit.py) and the left-out GPU's decode
 (tg) and prefill (pp) figures are predicted. Prints the fitted parameters, every held-out prediction, and the
 median and worst absolute error per architecture and overall. Targets: median ≤ 10 %, worst ≤ 25 %.
-Rows the table marks as excluded are predicted too, shown apart and not counted. Pure arithmetic: seconds to run.
+Rows the table marks as excluded are predicted too, shown apart and not counted. Then the bands: the share of
+leave-one-GPU-out figures inside the band made from the other GPUs' errors, the leave-one-architecture-out and
+leave-one-build-era-out errors, and the build-era evidence.
 
-    python benchmarks/public_gpu_fit.py [--table FILE]
+Then the HELD-OUT check: the fit of the training table only predicts every row of
+profiles/reference/llama_bench_public_more.toml (rows no fit has seen) at its own settings, backend and build;
+median |error| and the share inside the band, overall, by backend, weight type, build era and GPU kind (issue #26
+targets: decode ≤ 10 %, prefill ≤ 15 %, ≥ 80 % inside). Rows whose GPU has no hardware profile are listed as
+skipped. Pure arithmetic: seconds to run.
+
+    python benchmarks/public_gpu_fit.py [--table FILE] [--held-out FILE]
 """
 
 from __future__ import annotations
@@ -20,19 +28,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.paths import HARDWARE_PROFILES_DIR  # noqa: E402
 from app.predict.profiles import load_profiles  # noqa: E402
 from app.predict.public_arch_fit import (  # noqa: E402
+    ERAS,
     HeldOut,
     PublicFitError,
     fit_phase_rows,
     measured_tps,
     reference_demand,
+    row_era,
     summarize,
     used,
 )
 from app.predict.public_data import PUBLIC_TABLE_PATH, ReferenceResult, load_reference  # noqa: E402
-from app.predict.public_fit import PublicGpuModel  # noqa: E402
+from app.predict.public_fit import MIN_RESIDUALS, PublicGpuModel, residual_band  # noqa: E402
+from app.predict.public_held_out import (  # noqa: E402
+    GROUPINGS,
+    HELD_OUT_TABLE_PATH,
+    HeldOutCheck,
+    check_held_out,
+    load_held_out,
+    summarize_checks,
+)
 from app.predict.workload import PHASES  # noqa: E402
 
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
+HELD_OUT_TARGETS = {"decode": 0.10, "prefill": 0.15}
+HELD_OUT_TARGET_INSIDE = 0.80
 
 
 def parameter_lines(model: PublicGpuModel) -> list[str]:
@@ -84,19 +104,137 @@ def summary_lines(held: list[HeldOut]) -> list[str]:
     return lines
 
 
+def logo_coverage(held: list[HeldOut]) -> list[tuple[HeldOut, bool]]:
+    """Each leave-one-GPU-out figure against the band made from the OTHER GPUs' errors of its architecture (every
+    architecture's when it has under MIN_RESIDUALS): whether the band would have held for a GPU it never saw."""
+    out = []
+    for h in held:
+        if h.predicted_tps is None:
+            continue
+        others = [o.rel_error for o in held if o.phase == h.phase and o.row.gpu != h.row.gpu and o.predicted_tps]
+        own = [o.rel_error for o in held if o.phase == h.phase and o.row.gpu != h.row.gpu and o.predicted_tps
+               and o.architecture == h.architecture]
+        band = residual_band(own if len(own) >= MIN_RESIDUALS else others)
+        out.append((h, band is not None and band[0] <= h.rel_error <= band[1]))
+    return out
+
+
+def coverage_lines(cov: list[tuple[HeldOut, bool]]) -> list[str]:
+    lines = ["| architecture | phase | figures | inside the band |", "|---|---|---:|---:|"]
+    for arch in [*sorted({h.architecture for h, _ in cov}), "all"]:
+        for phase in PHASES:
+            hits = [ok for h, ok in cov if h.phase == phase and arch in ("all", h.architecture)]
+            if hits:
+                lines.append(f"| {arch} | {phase} | {len(hits)} | {sum(hits) / len(hits):.0%} |")
+    return lines
+
+
+def era_evidence(train: list[ReferenceResult], held: list[ReferenceResult]) -> list[str]:
+    """Build numbers and dates per era in both tables: where the era boundaries sit in the data."""
+    lines = ["| era | table | rows | builds | dates |", "|---|---|---:|---|---|"]
+    for name, _, _ in ERAS:
+        for label, rows in (("training", train), ("held-out", held)):
+            inside = [r for r in rows if row_era(r) == name]
+            if not inside:
+                lines.append(f"| {name} | {label} | 0 | - | - |")
+                continue
+            builds = sorted({r.build_number for r in inside if r.build_number is not None})
+            dates = sorted({r.date for r in inside if r.date})
+            b = f"b{builds[0]}–b{builds[-1]} ({len(builds)} builds)" if builds else "none given"
+            d = f"{dates[0]} – {dates[-1]}" if dates else "none given (training: May 2024, per its header)"
+            lines.append(f"| {name} | {label} | {len(inside)} | {b} | {d} |")
+    unknown = [r for r in held if not row_era(r)]
+    if unknown:
+        lines.append(f"| unknown | held-out | {len(unknown)} | no build, no date | - |")
+    return lines
+
+
+def check_line(c: HeldOutCheck) -> str:
+    r, e = c.row, c.expected
+    test = f"tg{r.n_gen}" if c.phase == "decode" else f"pp{r.n_prompt}"
+    test += f" @ d{r.n_depth}" if r.n_depth else ""
+    if e is None:
+        return (f"| {r.gpu} | {r.backend} | {r.build or r.date} | {r.model.name} {r.weight_type} | {test} | "
+                f"{c.measured_tps:.1f} | - | {c.why_none} | - |")
+    return (f"| {r.gpu} | {r.backend} | {r.build or r.date} | {r.model.name} {r.weight_type} | {test} | "
+            f"{c.measured_tps:.1f} | {e.value:.1f} ({e.low:.1f}–{e.high:.1f}) | {c.rel_error:+.1%} | "
+            f"{'yes' if c.inside_band else 'no'} |")
+
+
+def held_out_summary_lines(checks: list[HeldOutCheck]) -> list[str]:
+    lines = ["| grouping | group | phase | figures | median \\|error\\| | inside the band | no figure |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for grouping, key in GROUPINGS.items():
+        for group in sorted({key(c) for c in checks}):
+            for phase in PHASES:
+                s = summarize_checks(c for c in checks if c.phase == phase and key(c) == group)
+                if s.n or s.unpredicted:
+                    med = f"{s.median_abs_error:.1%}" if s.n else "-"
+                    inside = f"{s.inside_band}/{s.n} ({s.inside_band / s.n:.0%})" if s.n else "-"
+                    lines.append(f"| {grouping} | {group} | {phase} | {s.n} | {med} | {inside} | {s.unpredicted} |")
+    return lines
+
+
+def held_out_report(model: PublicGpuModel, path: Path) -> None:
+    rows = load_held_out(path)
+    checks, skipped = check_held_out(model, rows, list(model.profiles.values()))
+    print(f"\n## HELD-OUT check: {path.name} ({len(rows)} rows; fit on the training table only)\n")
+    print(f"Skipped {len(skipped)} of {len(rows)} rows (their GPU has no hardware profile; by GPU):")
+    by_gpu: dict[str, list[str]] = {}
+    for s in skipped:
+        by_gpu.setdefault(s.row.gpu, []).append(s.reason)
+    for gpu, reasons in sorted(by_gpu.items(), key=lambda kv: -len(kv[1])):
+        print(f"- {gpu}: {len(reasons)} rows — {reasons[0]}")
+    header = ["| GPU | backend | build | model | test | published t/s | expected t/s (band) | error | inside |",
+              "|---|---|---|---|---|---:|---:|---:|---|"]
+    print("\n", *header, *map(check_line, checks), sep="\n")
+    print("\n### Held-out error and band coverage\n", *held_out_summary_lines(checks), sep="\n")
+    if not any(c.profile.kind == "laptop" for c in checks):
+        print("\nLaptop GPUs: no held-out row is on a laptop GPU with a profile yet.")
+    for phase in PHASES:
+        s = summarize_checks(c for c in checks if c.phase == phase)
+        if not s.n:
+            print(f"\n{phase}: no held-out figure could be predicted")
+            continue
+        share = s.inside_band / s.n
+        hit = s.median_abs_error <= HELD_OUT_TARGETS[phase] and share >= HELD_OUT_TARGET_INSIDE
+        print(f"\n{phase} (held-out, {s.n} figures): median |error| {s.median_abs_error:.1%} (target ≤ "
+              f"{HELD_OUT_TARGETS[phase]:.0%}), inside the band {share:.0%} (target ≥ {HELD_OUT_TARGET_INSIDE:.0%})"
+              f"{'' if hit else '  — target missed'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", type=Path, default=PUBLIC_TABLE_PATH, help="reference table (TOML)")
+    ap.add_argument("--held-out", type=Path, default=HELD_OUT_TABLE_PATH,
+                    help="held-out table (TOML), never fitted")
     args = ap.parse_args(argv)
     model = PublicGpuModel(load_reference(args.table), load_profiles([HARDWARE_PROFILES_DIR]))
     header = ["| architecture | GPU left out | model | test | measured t/s | predicted t/s | error |",
               "|---|---|---|---|---:|---:|---:|"]
     print("## Fitted parameters (all GPUs of each architecture)\n", *parameter_lines(model), sep="\n")
+    if model.cells:
+        print("\nFiner cells (backend, era) fitted on their own: " + ", ".join(
+            f"{a} {b} {e or 'all eras'} {ph}" for a, b, e, ph in sorted(model.cells)))
+    else:
+        print("\nNo (architecture, backend[, era]) cell differs from its architecture's rows: every architecture's "
+              "rows are one backend and one build era, so the per-architecture fit is the only one.")
     print("\n## Leave-one-GPU-out predictions\n", *header, *map(row_line, model.held_out), sep="\n")
     excluded = excluded_held_out(model)
     if excluded:
         print("\n## Rows the table excludes (not counted)\n", *header, *map(row_line, excluded), sep="\n")
     print("\n## Held-out error\n", *summary_lines(model.held_out), sep="\n")
+    print("\n## Band coverage (leave-one-GPU-out; each band from the other GPUs' errors, 10–90 %)\n",
+          *coverage_lines(logo_coverage(model.held_out)), sep="\n")
+    print("\n## Leave-one-architecture-out (each predicted by its nearest other architecture: a borrowed fit)\n",
+          *summary_lines(model.arch_out), sep="\n")
+    if model.era_out:
+        print("\n## Leave-one-build-era-out\n", *summary_lines(model.era_out), sep="\n")
+    else:
+        print("\nLeave-one-build-era-out: none — no architecture of the training table has rows of two build eras "
+              "(a prediction for another era takes the leave-one-architecture-out errors for its band).")
+    held = load_held_out(args.held_out)
+    print("\n## Build eras: evidence\n", *era_evidence(list(model.rows), held), sep="\n")
     ok = True
     for phase in PHASES:
         s = summarize(h for h in model.held_out if h.phase == phase)
@@ -108,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             over = [h for h in model.held_out if h.phase == phase and abs(h.rel_error) > TARGET_WORST]
             print(f"  over {TARGET_WORST:.0%}: " + ", ".join(f"{h.row.label} {h.rel_error:+.0%}" for h in over)
                   + " (the forms tried for them: benchmarks/public_gpu_variants.py)")
+    held_out_report(model, args.held_out)
     return 0 if ok else 1
 
 

@@ -14,7 +14,7 @@ from app.cli.choose_cmd import add_choose_parser
 from app.cli.doctor_cmd import add_doctor_parser
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
 from app.cli.import_cmd import add_import_parser
-from app.cli.predict_cmd import cmd_predict
+from app.cli.predict_cmd import backend_arg, build_arg, cmd_predict
 from app.cli.quality_cmd import add_quality_parser
 from app.cli.quantize_cmd import add_quantize_parser
 from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
@@ -103,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-ctv", "--cache-type-v", dest="type_v", default="f16")
     p.add_argument(*PARAM["flash_attn"].flags, dest="flash_attn", type=_flash_attn_arg, default=FA_AUTO,
                    help="flash attention: on|off|auto or 1|0|-1 (default auto, predicted as on)")
-    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=count(1, MAX_TOKENS), default=512,
-                   help="prompt tokens for the TTFT")
+    p.add_argument("-p", "--n-prompt", dest="n_prompt", type=count(0, MAX_TOKENS), default=512,
+                   help="prompt tokens for the TTFT (0: generation only, as llama-bench -p 0: no prefill figures)")
     p.add_argument("-n", "--n-gen", dest="n_gen", type=count(0, MAX_TOKENS), default=128, help="generated tokens")
     p.add_argument("-d", "--n-depth", dest="n_depth", type=count(0, MAX_TOKENS), default=0)
     p.add_argument("--repack", dest="repack", type=_repack_arg, default=REPACK_AUTO,
@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="1: the KV cache in host memory (default 0)")
     p.add_argument("-t", "--threads", dest="threads", type=int, default=0,
                    help="CPU threads the expected figures are for (default 0: all, as a run uses)")
+    p.add_argument("--backend", type=backend_arg, default=None,
+                   help="GPU backend of the expected figures: CUDA, Metal, Vulkan, ROCm or SYCL (default: this "
+                        "build's for the GPU's vendor, else the vendor's usual)")
+    p.add_argument("--build", type=build_arg, default=None,
+                   help="llama.cpp build number the expected figures are for, e.g. 6040 or b6040 (default: the "
+                        "installed one)")
     p.add_argument("--json", action="store_true")
     add_url_options(p)
     p.set_defaults(func=cmd_predict)

@@ -14,13 +14,32 @@ from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
+from app.predict.calibration_store import engine_version
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware_context import hardware_context, remote_hardware_context
 from app.predict.prediction import PredictSettings, at_context, at_context_answer, predict
 from app.predict.prefill import prefill_compute_doc
+from app.predict.public_arch_fit import BACKENDS, canonical_backend
+from app.predict.public_fit import default_backend
 from app.predict.store_efficiency import threads_for
 from app.results.store import ResultStore
+from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.machine import ProbeMode, scan_machine
+
+
+def backend_arg(text: str) -> str:
+    """``--backend``: CUDA, Metal, Vulkan, ROCm or SYCL, any case."""
+    if text.strip().lower() not in BACKENDS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of CUDA, Metal, Vulkan, ROCm, SYCL")
+    return canonical_backend(text)
+
+
+def build_arg(text: str) -> int:
+    """``--build``: a llama.cpp build number, ``6040`` or ``b6040``."""
+    t = text.strip().lower().removeprefix("b")
+    if not t.isdigit() or not 0 < int(t) < 10**6:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a llama.cpp build number (e.g. 6040 or b6040)")
+    return int(t)
 
 
 # --- predict ---------------------------------------------------------------------------------------
@@ -41,6 +60,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
                                        store if this_machine else None)
         inputs = sources.inputs(profile, this_machine=this_machine, model_filename=Path(model).name,
                                 file_type=facts.file_type, n_threads=n_threads)
+    if inputs.public is not None:  # the public fit for the backend and build asked (or this machine's)
+        backend = getattr(args, "backend", None) or default_backend(
+            profile, installed_gpu_backends() if this_machine else None)
+        build = getattr(args, "build", None)
+        label = "" if build is not None else f"installed llama-cpp-python {engine_version() or '?'}"
+        inputs = replace(inputs, public=inputs.public.for_setting(backend, build, label))
     if sources.fit_problem and this_machine:
         print(f"gguf-bench: warning: {sources.fit_problem}", file=sys.stderr)
     source = inputs.efficiency_source
@@ -118,6 +143,14 @@ def memory_per_device_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _tied_words(d: dict[str, Any]) -> str:
+    """Why the parts add up to more than the whole: a copy of the token embedding for the output layer."""
+    if d["gpu_weight_bytes"] + d["cpu_weight_bytes"] <= d["weight_bytes"]:
+        return ""
+    return "; the parts exceed the whole: tied embeddings, llama.cpp keeps token_embd in host memory and a copy " \
+           "on the output layer's device"
+
+
 def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
     gib = 2**30
     fit = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}[str(d["fit_status"])]
@@ -125,16 +158,18 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         f"{filename} ({model_name}) on {d['profile']}",
         *([f"  threads           {d['threads_note']}"] if d.get("threads_note") else []),
         f"  weights           {d['weight_bytes'] / gib:8.2f} GiB (GPU {d['gpu_weight_bytes'] / gib:.2f}, "
-        f"CPU {d['cpu_weight_bytes'] / gib:.2f})",
+        f"CPU {d['cpu_weight_bytes'] / gib:.2f})" + _tied_words(d),
         f"  KV cache          {d['kv_bytes'] / gib:8.2f} GiB at {d['n_ctx']} tokens ({d['type_k']}/{d['type_v']}, "
         f"{d['kv_bytes_per_token'] / 1024:.1f} KiB/token)",
         f"  compute buffers   {d['compute_buffer_bytes'] / gib:8.2f} GiB",
         *memory_per_device_lines(d),
         f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "
         f"best -ngl {d['max_ngl']}, largest context {d['max_ctx']}",
-        f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s (empty cache {d['decode_ceiling_empty_tps']:.1f})",
-        f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s"
-        + (f" ({d['prefill_ceiling_kind']})" if d.get("prefill_ceiling_kind") else ""),
+        f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s at depth {d['decode_depth']:,.0f} "
+        f"(from an empty cache, llama-bench's tg: {d['decode_ceiling_empty_tps']:.1f})",
+        (f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s"
+         + (f" ({d['prefill_ceiling_kind']})" if d.get("prefill_ceiling_kind") else "")
+         if d.get("prefill_ceiling_tps") is not None else "  prefill           none: -p 0 asks for no prompt"),
         f"  request {d['n_prompt']}+{d['n_gen']} at the ceilings: TTFT {d['ttft_ms']:.0f} ms + decode "
         f"{d['decode_s']:.2f} s = {d['total_s']:.2f} s ({d['ttft_share'] * 100:.0f}% in TTFT)",
     ]
@@ -144,16 +179,21 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         for phase in ("decode", "prefill"):
             key = f"expected_{phase}_tps"
             if d.get(f"{key}_low") is not None:
+                where = (f" at depth {d['decode_depth']:,.0f}; from an empty cache "
+                         f"{d['expected_decode_empty_tps']:.1f}" if phase == "decode"
+                         and d.get("expected_decode_empty_tps") else "")
                 lines.append(f"  expected {phase:<8} {d[key]:8.1f} tok/s ({d[f'{key}_low']:.1f} to "
-                             f"{d[f'{key}_high']:.1f})")
+                             f"{d[f'{key}_high']:.1f}{where})")
         if d.get("expected_total_s") is not None:
             lines.append(f"  expected request  TTFT {d['expected_ttft_ms']:.0f} ms, "
                          f"total {d['expected_total_s']:.2f} s")
         lines.append(f"    (expected: {d['expected_source']})")
     elif d.get("expected_decode_tps"):
-        lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s, prefill "
-                     f"{d['expected_prefill_tps']:.1f} tok/s, total {d['expected_total_s']:.2f} s "
-                     f"(calibrated from {d['calibrated_from']})")
+        prefill = (f"prefill {d['expected_prefill_tps']:.1f} tok/s, total {d['expected_total_s']:.2f} s"
+                   if d.get("expected_prefill_tps") else "no prefill (-p 0)")
+        lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s at depth "
+                     f"{d['decode_depth']:,.0f} ({d['expected_decode_empty_tps']:.1f} from an empty cache), "
+                     f"{prefill} (calibrated from {d['calibrated_from']})")
     elif d.get("efficiency_note"):
         lines.append(f"  expected here     none from stored runs: {d['efficiency_note']}")
     a = d.get("at_context")

@@ -6,12 +6,13 @@ the GPU's spec rates so that GPUs of one architecture share coefficients:
     decode  s/token = Σ_class c_class × bytes_class / bandwidth  + n_layer × t_layer + t_fixed
     prefill s/token = Σ_class c_class × FLOPs_class / compute    + n_layer × t_layer + t_fixed
 
-``c_class = 1 / η`` (η_bw for decode, η_c for prefill) per kernel class (``kernel_class``); ``bytes / bandwidth`` is
-``1 / decode ceiling`` and ``FLOPs / compute`` is ``1 / prefill ceiling`` (app/predict/decode.py, prefill.py: weights
-read plus the KV cache at the generation's average depth; 2 × matmul parameters plus attention), so a prediction
-needs only the ceilings it already has. Coefficients are fitted by non-negative least squares on relative time;
-t_layer and t_fixed are dropped when the data do not support them. A ``Demand`` may carry further fitted terms
-(``extra``) and seconds added unfitted (``known_s``): benchmarks/public_gpu_variants.py tries other forms with them.
+``c_class = 1 / η`` (η_bw for decode, η_c for prefill) per weight-type family (``weight_family``); ``bytes /
+bandwidth`` is ``1 / decode ceiling`` and ``FLOPs / compute`` is ``1 / prefill ceiling`` (app/predict/decode.py,
+prefill.py: weights read plus the KV cache at the generation's average depth; 2 × matmul parameters plus attention),
+so a prediction needs only the ceilings it already has. Coefficients are fitted by non-negative least squares on
+relative time; t_layer and t_fixed are dropped when the data do not support them. A ``Demand`` may carry further
+fitted terms (``extra``) and seconds added unfitted (``known_s``): benchmarks/public_gpu_variants.py tries other
+forms with them.
 
 Prefill compute is the spec tensor rate capped by board power, ``min(TFLOPS, κ × W)``, with κ (TFLOPS per watt)
 chosen per architecture from ``KAPPA_GRID`` (``None``: no cap): tensor-core GEMMs run into the power limit, and
@@ -23,6 +24,12 @@ profile's compute rate (``alu_s`` = matmul parameters ÷ that rate): decode s/to
 a × alu_s) + overheads (a roofline). ``a`` (``ALU_KEY``) is chosen per architecture from ``ALU_OPS_GRID``; 0 leaves
 it out. On the Apple rows it is 27–31 in every leave-one-GPU-out fit; it sets M1 Max apart, the GPU with the fewest
 FLOPs per byte of them (26 against 34–36), whose K-quants reach 41–46 % of its bandwidth (the others: 57–80 %).
+Groups: a fit is per architecture, and per (architecture, backend) and (architecture, backend, build era) where
+such a cell has MIN_CELL_ROWS rows of its own (``fit_cells``); the weight-type family is a coefficient within a fit.
+An architecture without rows borrows the one nearest in spec (``nearest_architecture``: same vendor first, then
+the nearest FLOPs per byte), its ceilings from its own spec sheet. Held-out errors for bands: leave one GPU out
+(within an architecture), leave one architecture out (each predicted by its nearest other: the error of a borrowed
+fit) and leave one build era out (within an architecture with rows of several eras).
 Pure functions (numpy).
 """
 
@@ -41,7 +48,51 @@ from app.predict.fitted_model import scaled_nnls
 from app.predict.prefill import prefill_ceiling_tps
 from app.predict.profiles import HardwareProfile
 from app.predict.public_data import ReferenceResult
-from app.predict.workload import PHASES, Phase, kernel_class
+from app.predict.workload import PHASES, Phase
+
+#: ggml weight type -> the family whose kernels the public fit gives its own efficiency (the dequantization and
+#: matmul paths differ between them): legacy block types, K-quants, i-quants, MXFP4 and the float types.
+WEIGHT_FAMILY: dict[str, str] = {
+    **{t: "legacy" for t in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1")},
+    **{t: "k_quant" for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "TQ1_0", "TQ2_0")},
+    **{t: "i_quant" for t in ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_NL",
+                              "IQ4_XS")},
+    "MXFP4": "mxfp4", "F16": "f16", "BF16": "bf16", "F32": "f32",
+}
+#: llama.cpp backends as llama-bench prints them, by the lower-case name.
+BACKENDS = {"cuda": "CUDA", "metal": "Metal", "vulkan": "Vulkan", "rocm": "ROCm", "hip": "ROCm", "sycl": "SYCL"}
+#: Build eras: (name, first build, first date). The training table is all b2795-b2843 (May 2024); the boundaries
+#: are round build numbers around it and around the gap in the held-out table's builds (b4696, then b6040 on);
+#: the dates are the first dates of each era's held-out rows with both (benchmarks/public_gpu_fit.py prints them).
+ERAS: tuple[tuple[str, int, str], ...] = (("≤b2999", 0, ""), ("b3000–b5999", 3000, "2024-06-01"),
+                                          ("≥b6000", 6000, "2025-08-01"))
+CURRENT_ERA = ERAS[-1][0]
+#: A finer cell (backend, era) of an architecture is fitted on its own from this many rows.
+MIN_CELL_ROWS = 8
+
+
+def weight_family(ggml_type: str) -> str:
+    """The family of a ggml type name ("Q4_K" -> "k_quant", "IQ4_XS" -> "i_quant"); unknown types are their own."""
+    return WEIGHT_FAMILY.get(ggml_type.upper(), ggml_type.lower())
+
+
+def canonical_backend(name: str) -> str:
+    """"CUDA", "Metal", "Vulkan", "ROCm", "SYCL" for any spelling llama-bench or a user gives; else as given."""
+    first = name.split(",")[0].strip()
+    return BACKENDS.get(first.lower(), first)
+
+
+def era_of(build_number: int | None, date: str = "") -> str:
+    """The build era of a llama.cpp build number, else of a YYYY-MM-DD date; "" when neither is known."""
+    if build_number is not None:
+        return [name for name, first, _ in ERAS if build_number >= first][-1]
+    if date:
+        return [name for name, _, first in ERAS if date >= first][-1]
+    return ""
+
+
+def row_era(r: ReferenceResult) -> str:
+    return era_of(r.build_number, r.date)
 
 #: Kernel classes with no public rows borrow the coefficients of these (quantized types: the K-quant kernels).
 FLOAT_CLASSES = frozenset({"f16", "bf16", "f32"})
@@ -91,7 +142,7 @@ DemandFn = Callable[[ReferenceResult, HardwareProfile, Phase, float | None], Dem
 def demand_from_ceiling(ceiling_tps: float, ggml_type: str, n_layer: int, alu_s: float = 0.0) -> Demand:
     """The demand of a phase whose ceiling is ``ceiling_tps`` for a model whose weights are mostly ``ggml_type``
     (``alu_s``: decode's matmul parameters ÷ the compute rate)."""
-    return Demand({kernel_class(ggml_type): 1.0 / ceiling_tps}, n_layer, alu_s=alu_s)
+    return Demand({weight_family(ggml_type): 1.0 / ceiling_tps}, n_layer, alu_s=alu_s)
 
 
 def alu_seconds(n_matmul_params: float, profile: HardwareProfile) -> float:
@@ -113,9 +164,10 @@ def compute_scale(profile: HardwareProfile, tflops_per_w: float | None) -> float
 
 
 def matmul_params(r: ReferenceResult) -> float:
-    """Parameters a token multiplies through: all less an untied embedding table (only its looked-up rows are read)."""
+    """Parameters a token multiplies through: all less an untied embedding table (only its looked-up rows are read)
+    and a MoE model's experts the token is not routed through."""
     m = r.model
-    return r.n_params - (0.0 if m.tied_embeddings else m.n_vocab * m.n_embd)
+    return r.n_params - (0.0 if m.tied_embeddings else m.n_vocab * m.n_embd) - m.inactive_expert_params
 
 
 def reference_demand(
@@ -123,19 +175,19 @@ def reference_demand(
 ) -> Demand:
     """A published row's demand on its GPU, from the same ceiling functions the predictions use.
 
-    Decode reads the weights less the untied embedding table (only the looked-up rows) plus the f16 KV cache at
-    ``n_gen / 2`` (llama-bench's tg starts from an empty cache); prefill is 2 × matmul parameters plus attention
-    over an ``n_prompt``-token prompt.
+    Decode reads the weights less the untied embedding table (only the looked-up rows) and a MoE model's idle
+    experts, plus the f16 KV cache at ``n_depth + n_gen / 2`` (llama-bench's tg starts from the ``-d`` depth);
+    prefill is 2 × matmul parameters plus attention over an ``n_prompt``-token prompt after ``n_depth`` tokens.
     """
     m = r.model
     if phase == "decode":
         weights_read = r.file_bytes * matmul_params(r) / r.n_params
-        kv_read = 2 * m.n_layer * m.n_head_kv * m.head_dim * 2 * (r.n_gen / 2.0)
+        kv_read = 2 * m.n_layer * m.n_head_kv * m.head_dim * 2 * (r.n_depth + r.n_gen / 2.0)
         ceiling = decode_ceiling_tps(profile.peak_bandwidth_gbps, weights_read, kv_read)
         return demand_from_ceiling(ceiling, r.ggml_type, m.n_layer, alu_seconds(matmul_params(r), profile))
     else:
-        ceiling = prefill_ceiling_tps(profile.fp16_tensor_tflops, matmul_params(r), r.n_prompt,
-                                      m.n_layer, m.n_head * m.head_dim) / compute_scale(profile, tflops_per_w)
+        ceiling = prefill_ceiling_tps(profile.fp16_tensor_tflops, matmul_params(r), r.n_prompt, m.n_layer,
+                                      m.n_head * m.head_dim, r.n_depth) / compute_scale(profile, tflops_per_w)
     return demand_from_ceiling(ceiling, r.ggml_type, m.n_layer)
 
 
@@ -401,3 +453,98 @@ def summarize(held: Iterable[HeldOut]) -> ErrorSummary:
                         len(held) - len(errs))
 
 
+
+
+def fit_cells(
+    rows: Iterable[ReferenceResult], profiles: Mapping[str, HardwareProfile],
+) -> dict[tuple[str, str, str, str], ArchFit]:
+    """(architecture, backend, era, phase) -> fit for the finer cells that have MIN_CELL_ROWS rows of their own and
+    are not the whole architecture ("" era: every era of that backend). The architecture's own fit is not here."""
+    by_arch: dict[str, list[ReferenceResult]] = {}
+    for r in rows:
+        by_arch.setdefault(architecture_of(r.gpu, profiles), []).append(r)
+    cells: dict[tuple[str, str, str, str], ArchFit] = {}
+    for arch, arch_rows in sorted(by_arch.items()):
+        keys = {(canonical_backend(r.backend), "") for r in arch_rows}
+        keys |= {(canonical_backend(r.backend), row_era(r)) for r in arch_rows}
+        for backend, era in sorted(keys):
+            cell = [r for r in arch_rows if canonical_backend(r.backend) == backend and era in ("", row_era(r))]
+            if len(cell) < MIN_CELL_ROWS or len(cell) == len(arch_rows):
+                continue
+            for phase in PHASES:
+                try:
+                    cells[(arch, backend, era, phase)] = fit_phase_rows(phase, cell, profiles, arch)
+                except PublicFitError:
+                    continue
+    return cells
+
+
+def flops_per_byte(profile: HardwareProfile) -> float:
+    """Spec FP16 tensor FLOPs per byte of memory bandwidth: where a GPU sits between compute and memory."""
+    return profile.fp16_tensor_tflops * 1e3 / profile.peak_bandwidth_gbps if profile.peak_bandwidth_gbps else 0.0
+
+
+def nearest_architecture(target: HardwareProfile, candidates: Mapping[str, Sequence[HardwareProfile]]) -> str | None:
+    """The architecture among ``candidates`` (architecture -> its GPUs with rows) that a GPU without rows borrows:
+    one of the same vendor if any, then the one whose median FLOPs per byte is nearest the target's (log scale)."""
+    pool = {a: g for a, g in candidates.items() if g and any(p.vendor == target.vendor for p in g)} or {
+        a: g for a, g in candidates.items() if g}
+    if not pool or not flops_per_byte(target):
+        return None
+    own = math.log(flops_per_byte(target))
+
+    def distance(arch: str) -> tuple[float, str]:
+        ratios = [flops_per_byte(p) for p in pool[arch] if flops_per_byte(p)]
+        return (abs(math.log(statistics.median(ratios)) - own) if ratios else math.inf, arch)
+
+    return min(pool, key=distance)
+
+
+def gpus_by_architecture(rows: Iterable[ReferenceResult],
+                         profiles: Mapping[str, HardwareProfile]) -> dict[str, list[HardwareProfile]]:
+    out: dict[str, list[HardwareProfile]] = {}
+    for gpu in dict.fromkeys(r.gpu for r in rows):
+        out.setdefault(architecture_of(gpu, profiles), []).append(profiles[gpu])
+    return out
+
+
+def leave_one_architecture_out(
+    rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile],
+    fits: Mapping[tuple[str, str], ArchFit],
+) -> list[HeldOut]:
+    """Each architecture's rows predicted by the fit its GPUs would borrow were it absent (``nearest_architecture``
+    among the others, spec-scaled through each GPU's own ceilings): the error of a borrowed prediction. The
+    ``architecture`` of each result is the one left out."""
+    archs = gpus_by_architecture(rows, profiles)
+    out: list[HeldOut] = []
+    for phase in PHASES:
+        for r in (r for r in rows if used(r, phase)):
+            arch = architecture_of(r.gpu, profiles)
+            others = {a: g for a, g in archs.items() if a != arch and (a, phase) in fits}
+            lender = nearest_architecture(profiles[r.gpu], others)
+            fit = fits[(lender, phase)] if lender else None
+            tps = fit.tps(reference_demand(r, profiles[r.gpu], phase, fit.tflops_per_w)) if fit else None
+            out.append(HeldOut(arch, phase, r, tps))
+    return out
+
+
+def leave_one_era_out(rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile]) -> list[HeldOut]:
+    """For each architecture with rows of at least two build eras: each era's rows predicted by the architecture's
+    fit on the other eras (empty when no architecture spans two eras)."""
+    out: list[HeldOut] = []
+    by_arch: dict[str, list[ReferenceResult]] = {}
+    for r in rows:
+        by_arch.setdefault(architecture_of(r.gpu, profiles), []).append(r)
+    for arch, arch_rows in sorted(by_arch.items()):
+        eras = sorted({row_era(r) for r in arch_rows} - {""})
+        if len(eras) < 2:
+            continue
+        for phase, era in itertools.product(PHASES, eras):
+            try:
+                fit: ArchFit | None = fit_phase_rows(phase, [r for r in arch_rows if row_era(r) != era], profiles, arch)
+            except PublicFitError:
+                fit = None
+            for r in (r for r in arch_rows if row_era(r) == era and used(r, phase)):
+                tps = fit.tps(reference_demand(r, profiles[r.gpu], phase, fit.tflops_per_w)) if fit else None
+                out.append(HeldOut(arch, phase, r, tps))
+    return out

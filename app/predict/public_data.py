@@ -12,11 +12,17 @@ Two kinds of tables, units in the key names:
     tg_tps / tg_sd_tps (generated tokens/s from an empty cache), build (str, "" unknown), source_url (str),
     source_section (str), and optionally exclude_pp / exclude_tg (str: why the fit leaves that figure out).
 
+Optional keys, for rows taken at other settings (the held-out table, app/predict/public_held_out.py, has them):
+``[[result]]`` date (str, YYYY-MM-DD), flash_attn (int: 1/0, -1 when the source has no fa column), n_depth (int: KV
+tokens already cached, llama-bench ``-d``), n_ubatch / n_batch (int, 0: the default); ``[[model]]`` n_expert,
+n_expert_used, expert_ff (int, MoE models: experts, experts per token, the per-expert FFN width).
+
 Pure reading and validation; a malformed file raises ``ReferenceTableError`` with a one-line message.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,13 +37,17 @@ _MODEL_KEYS: dict[str, type] = {
     "name": str, "n_layer": int, "n_embd": int, "n_vocab": int, "n_head": int, "n_head_kv": int, "head_dim": int,
     "tied_embeddings": bool, "source": str,
 }
+_MODEL_OPTIONAL = {"n_expert": int, "n_expert_used": int, "expert_ff": int}
 _RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
     "gpu": str, "model": str, "weight_type": str, "ggml_type": str, "file_size_gib": (int, float),
     "n_params_b": (int, float), "backend": str, "n_gpu_layers": int, "n_prompt": int, "pp_tps": (int, float),
     "pp_sd_tps": (int, float), "n_gen": int, "tg_tps": (int, float), "tg_sd_tps": (int, float), "build": str,
     "source_url": str, "source_section": str,
 }
-_RESULT_OPTIONAL = {"exclude_pp": str, "exclude_tg": str}
+_RESULT_OPTIONAL = {"exclude_pp": str, "exclude_tg": str, "date": str, "flash_attn": int, "n_depth": int,
+                    "n_ubatch": int, "n_batch": int}
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_BUILD_NUMBER = re.compile(r"\((\d+)\)\s*$|^b?(\d+)$")
 
 
 class ReferenceTableError(ValueError):
@@ -57,6 +67,17 @@ class ReferenceModel:
     head_dim: int
     tied_embeddings: bool
     source: str
+    n_expert: int = 0  # MoE: experts per layer (0: dense)
+    n_expert_used: int = 0  # MoE: experts a token is routed through
+    expert_ff: int = 0  # MoE: one expert's FFN width
+
+    @property
+    def inactive_expert_params(self) -> float:
+        """Parameters of the experts a token is not routed through: 3 matrices of n_embd × expert_ff per expert
+        per layer (gate, up, down); 0 for a dense model."""
+        if not (self.n_expert and self.expert_ff):
+            return 0.0
+        return float(self.n_layer * (self.n_expert - self.n_expert_used) * 3 * self.n_embd * self.expert_ff)
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,18 @@ class ReferenceResult:
     source_section: str
     exclude_pp: str = ""
     exclude_tg: str = ""
+    date: str = ""  # YYYY-MM-DD of the publication; "" unknown
+    flash_attn: int = -1  # 1/0 as llama-bench printed it; -1 unknown
+    n_depth: int = 0  # KV tokens cached before the test (llama-bench -d)
+    n_ubatch: int = 0  # 0: llama-bench's default
+    n_batch: int = 0  # 0: llama-bench's default
+    held_out: bool = False  # from the held-out table: a fit must never learn from it (PublicGpuModel refuses it)
+
+    @property
+    def build_number(self) -> int | None:
+        """llama.cpp's build number from ``build`` ("4426e298 (2824)" or "b2824" -> 2824); None when unknown."""
+        m = _BUILD_NUMBER.search(self.build.strip())
+        return int(m.group(1) or m.group(2)) if m else None
 
     @property
     def file_bytes(self) -> float:
@@ -100,21 +133,26 @@ def _check(table: dict[str, object], keys: dict[str, type | tuple[type, ...]], o
            where: str) -> None:
     check_table(table, keys, optional, where, ReferenceTableError)
     for key, value in table.items():
-        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0 and key != "flash_attn":
             raise ReferenceTableError(f"{where}: {key} must not be negative, got {value!r}")
     for key in ("source_url", "source_section", "source", "gpu", "model", "name"):
         if key in keys and not str(table[key]).strip():
             raise ReferenceTableError(f"{where}: {key} must not be empty")
 
 
-def parse_reference(doc: dict[str, object], where: str = "reference table") -> list[ReferenceResult]:
-    """Validate a parsed reference document and join each result to its model."""
+def parse_reference(doc: dict[str, object], where: str = "reference table", *,
+                    held_out: bool = False) -> list[ReferenceResult]:
+    """Validate a parsed reference document and join each result to its model; ``held_out`` marks every row as
+    one of the held-out table's."""
     extra = sorted(set(doc) - {"model", "result"})
     if extra:
         raise ReferenceTableError(f"{where}: unknown top-level key {extra[0]!r}")
     models: dict[str, ReferenceModel] = {}
     for i, m in enumerate(_tables(doc, "model", where)):
-        _check(m, _MODEL_KEYS, {}, f"{where}: model #{i + 1}")
+        _check(m, _MODEL_KEYS, _MODEL_OPTIONAL, f"{where}: model #{i + 1}")
+        if m.get("n_expert_used", 0) > m.get("n_expert", 0) or bool(m.get("n_expert")) != bool(m.get("expert_ff")):
+            raise ReferenceTableError(f"{where}: model #{i + 1}: n_expert, n_expert_used (at most n_expert) and "
+                                      "expert_ff go together")
         models[m["name"]] = ReferenceModel(**m)
     results = []
     for i, r in enumerate(_tables(doc, "result", where)):
@@ -124,7 +162,11 @@ def parse_reference(doc: dict[str, object], where: str = "reference table") -> l
             raise ReferenceTableError(f"{label}: model {r['model']!r} has no [[model]] table")
         if r["pp_tps"] <= 0 or r["tg_tps"] <= 0 or r["n_prompt"] <= 0 or r["n_gen"] <= 0:
             raise ReferenceTableError(f"{label}: pp_tps, tg_tps, n_prompt and n_gen must be positive")
-        results.append(ReferenceResult(**{**r, "model": models[r["model"]]}))
+        if "date" in r and not _DATE.match(r["date"]):
+            raise ReferenceTableError(f"{label}: date must be YYYY-MM-DD, got {r['date']!r}")
+        if r.get("flash_attn", -1) not in (-1, 0, 1):
+            raise ReferenceTableError(f"{label}: flash_attn must be 1, 0 or -1 (unknown), got {r['flash_attn']!r}")
+        results.append(ReferenceResult(**{**r, "model": models[r["model"]], "held_out": held_out}))
     return results
 
 
@@ -135,8 +177,8 @@ def _tables(doc: dict[str, object], key: str, where: str) -> list[dict[str, obje
     return tables
 
 
-def load_reference(path: Path = PUBLIC_TABLE_PATH) -> list[ReferenceResult]:
-    """Read and validate the reference table at ``path``."""
+def load_reference(path: Path = PUBLIC_TABLE_PATH, *, held_out: bool = False) -> list[ReferenceResult]:
+    """Read and validate the reference table at ``path`` (``held_out``: see :func:`parse_reference`)."""
     try:
         with path.open("rb") as f:
             doc = tomllib.load(f)
@@ -144,4 +186,4 @@ def load_reference(path: Path = PUBLIC_TABLE_PATH) -> list[ReferenceResult]:
         raise ReferenceTableError(f"{path.name}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ReferenceTableError(f"{path.name}: cannot read: {exc.strerror}") from None
-    return parse_reference(doc, path.name)
+    return parse_reference(doc, path.name, held_out=held_out)

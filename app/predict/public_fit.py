@@ -1,11 +1,22 @@
 """Expected GPU figures from published llama-bench results: the per-architecture fit (app/predict/public_arch_fit.py)
-of the shipped reference table, with each architecture's leave-one-GPU-out error as the band of its figures.
+of the shipped reference table, for a backend and a llama.cpp build, with bands from held-out residuals.
 
+A prediction is for (GPU, backend, build era, weight type): the fit of the GPU's architecture for that backend and
+era where the table has such a cell, else the architecture's fit (said so); an architecture without rows borrows
+the nearest one's (spec-scaled: the ceilings are the GPU's own), labelled "borrowed from <arch>". A weight family
+without rows takes the K-quant (or F16) efficiency, said so. The band is the 10–90 % quantiles of held-out
+relative errors: the architecture's leave-one-GPU-out errors (pooled over architectures when it has under
+MIN_RESIDUALS); where anything was substituted (another backend, another era, a borrowed architecture, a stood-in
+weight family) also the errors of that kind of substitution: leave-one-build-era-out for an era, else
+leave-one-architecture-out (the error of a fit that never saw the group), so the band widens to cover both.
+
+Held-out rows (app/predict/public_held_out.py) are refused by construction: ``PublicGpuModel`` raises on them.
 Pure functions, except ``load_public_model``, which reads the shipped table once.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from collections.abc import Iterable, Sequence
@@ -19,25 +30,63 @@ from app.predict.fitted_model import Expected
 from app.predict.prefill import matmul_params
 from app.predict.profiles import HardwareProfile, load_profiles
 from app.predict.public_arch_fit import (
+    CURRENT_ERA,
+    ArchFit,
     HeldOut,
     PublicFitError,
     alu_seconds,
+    canonical_backend,
     compute_scale,
     demand_from_ceiling,
+    era_of,
     fit_architectures,
+    fit_cells,
+    gpus_by_architecture,
+    leave_one_architecture_out,
+    leave_one_era_out,
     leave_one_gpu_out,
+    nearest_architecture,
+    row_era,
+    weight_family,
 )
 from app.predict.public_data import ReferenceResult, load_reference
-from app.predict.workload import Phase, kernel_class
+from app.predict.workload import Phase
 
 BAND_FLOOR = 0.05
-BAND_PERCENTILE = 90.0
+BAND_QUANTILES = (10.0, 90.0)
+#: Fewer held-out errors than this in a group: its band is taken from the pooled errors of every group.
+MIN_RESIDUALS = 5
+#: The backend a prediction is for when none is given and this machine has none for the GPU's vendor.
+USUAL_BACKEND = {"nvidia": "CUDA", "apple": "Metal", "amd": "ROCm", "intel": "SYCL"}
+
+
+def residual_band(errors: Iterable[float]) -> tuple[float, float] | None:
+    """(low, high) quantiles (BAND_QUANTILES) of relative errors (predicted ÷ measured − 1), at least ±BAND_FLOOR
+    wide; None without errors. The measured figure lies in [value / (1 + high), value / (1 + low)]."""
+    errs = [e for e in errors if not math.isnan(e)]
+    if not errs:
+        return None
+    lo, hi = (float(np.percentile(errs, q)) for q in BAND_QUANTILES)
+    return min(lo, -BAND_FLOOR), max(hi, BAND_FLOOR)
 
 
 def band_fraction(held: Iterable[HeldOut]) -> float:
-    """The band half-width: the 90th percentile of the held-out absolute errors, at least BAND_FLOOR."""
-    errs = [abs(h.rel_error) for h in held if not math.isnan(h.rel_error)]
-    return max(BAND_FLOOR, float(np.percentile(errs, BAND_PERCENTILE))) if errs else math.nan
+    """The larger side of the residual band of ``held``, as a fraction (NaN without errors)."""
+    band = residual_band(h.rel_error for h in held)
+    return max(-band[0], band[1]) if band else math.nan
+
+
+def default_backend(profile: HardwareProfile, installed: Sequence[str] | None = None) -> str:
+    """The backend a prediction for ``profile`` is for: the one this machine's llama.cpp was built with that runs
+    on the GPU's vendor (``installed``: app/telemetry/llama_build.installed_gpu_backends), else the vendor's usual
+    one (CUDA for NVIDIA, Metal for Apple, ROCm for AMD, SYCL for Intel; Vulkan for any other)."""
+    vendor = profile.vendor.lower()
+    runs_on = {"CUDA": {"nvidia"}, "Metal": {"apple"}, "ROCm": {"amd"}, "SYCL": {"intel"},
+               "Vulkan": {"nvidia", "amd", "intel"}}
+    for b in installed or ():
+        if vendor in runs_on.get(canonical_backend(b), set()):
+            return canonical_backend(b)
+    return USUAL_BACKEND.get(vendor, "Vulkan")
 
 
 @dataclass(frozen=True)
@@ -46,7 +95,7 @@ class PublicExpectation:
 
     decode: Expected | None
     prefill: Expected | None
-    note: str = ""  # why a figure is missing ("no public data for Blackwell"); "" when both are there
+    note: str = ""  # why a figure is missing; "" when both are there
 
 
 def _sources(rows: Iterable[ReferenceResult]) -> str:
@@ -60,54 +109,160 @@ def _sources(rows: Iterable[ReferenceResult]) -> str:
     return ", ".join(seen)
 
 
+def _builds(rows: Iterable[ReferenceResult]) -> str:
+    numbers = sorted({n for r in rows if (n := r.build_number) is not None})
+    return f"b{numbers[0]}–b{numbers[-1]}" if numbers else "unknown builds"
+
+
+@dataclass(frozen=True)
+class FitChoice:
+    """Which fit predicts a (GPU, phase, backend, era), and what it stands in for."""
+
+    fit: ArchFit
+    architecture: str  # the GPU's own architecture
+    borrowed_from: str  # "" when the architecture has rows of its own
+    backend: str
+    era: str
+    backend_matched: bool
+    era_matched: bool
+
+
 class PublicGpuModel:
-    """The public llama-bench rows fitted per architecture, with each fit's leave-one-GPU-out error as its band."""
+    """The public llama-bench rows fitted per architecture (and per backend and build era where the table has the
+    rows), with held-out errors for the bands. ``backend`` and ``build``: what predictions are for when the call
+    does not say (:meth:`for_setting`)."""
 
     def __init__(self, rows: Sequence[ReferenceResult], profiles: Iterable[HardwareProfile]) -> None:
+        held = [r.label for r in rows if r.held_out]
+        if held:
+            raise PublicFitError(f"the public fit never learns from held-out rows ({len(held)}, e.g. {held[0]})")
         self.profiles = {p.name: p for p in profiles}
         unknown = sorted({r.gpu for r in rows} - set(self.profiles))
         if unknown:
             raise PublicFitError(f"reference rows name GPUs with no hardware profile: {', '.join(unknown)}")
         self.rows = tuple(rows)
         self.fits = fit_architectures(self.rows, self.profiles)
+        self.cells = fit_cells(self.rows, self.profiles)
         self.held_out = leave_one_gpu_out(self.rows, self.profiles)
+        self.arch_out = leave_one_architecture_out(self.rows, self.profiles, self.fits)
+        self.era_out = leave_one_era_out(self.rows, self.profiles)
+        self.gpus_by_arch = gpus_by_architecture(self.rows, self.profiles)
+        self.backend: str | None = None
+        self.build: int | None = None
+        self.build_label = ""
 
-    def band(self, architecture: str, phase: Phase) -> tuple[float, str]:
-        """(band half-width, how it was found): the architecture's held-out errors, else every architecture's."""
-        own = [h for h in self.held_out if h.architecture == architecture and h.phase == phase]
-        if own and not math.isnan(band_fraction(own)):
-            return band_fraction(own), f"band ±{band_fraction(own):.0%} from leave-one-GPU-out"
-        pooled = band_fraction(h for h in self.held_out if h.phase == phase)
-        return pooled, f"band ±{pooled:.0%} from all architectures' leave-one-GPU-out (one {architecture} GPU)"
+    def for_setting(self, backend: str | None = None, build: int | None = None,
+                    build_label: str = "") -> PublicGpuModel:
+        """This model (sharing its fits) with predictions for ``backend`` and llama.cpp ``build`` by default;
+        ``build_label`` names a build whose number is unknown ("installed llama-cpp-python 0.3.36")."""
+        bound = copy.copy(self)
+        bound.backend = canonical_backend(backend) if backend else None
+        bound.build, bound.build_label = build, build_label
+        return bound
+
+    def choose(self, profile: HardwareProfile, phase: Phase, backend: str, era: str) -> FitChoice | None:
+        """The fit for ``profile``'s architecture (else the nearest one with rows), backend and era, or None."""
+        arch = profile.architecture or "unknown"
+        lender = arch
+        if (arch, phase) not in self.fits:
+            candidates = {a: g for a, g in self.gpus_by_arch.items() if (a, phase) in self.fits}
+            lender = nearest_architecture(profile, candidates) or ""
+            if not lender:
+                return None
+        fit = (self.cells.get((lender, backend, era, phase)) or self.cells.get((lender, backend, "", phase))
+               or self.fits[(lender, phase)])
+        return FitChoice(fit, arch, "" if lender == arch else lender, backend, era,
+                         backend in {canonical_backend(r.backend) for r in fit.rows},
+                         era in {row_era(r) for r in fit.rows})
+
+    def band(self, architecture: str, phase: Phase) -> tuple[tuple[float, float], str]:
+        """((low, high) relative error band, how it was found) of the architecture's leave-one-GPU-out errors,
+        else every architecture's."""
+        own = [h.rel_error for h in self.held_out if h.architecture == architecture and h.phase == phase]
+        own = [e for e in own if not math.isnan(e)]
+        if len(own) >= MIN_RESIDUALS:
+            return residual_band(own), "leave-one-GPU-out"  # type: ignore[return-value]
+        pooled = residual_band(h.rel_error for h in self.held_out if h.phase == phase) or (-BAND_FLOOR, BAND_FLOOR)
+        return pooled, f"all architectures' leave-one-GPU-out (one {architecture} GPU)"
+
+    def substitute_band(self, phase: Phase, kind: str) -> tuple[tuple[float, float] | None, str]:
+        """The errors of a substitution of ``kind`` ("era" or another): leave-one-build-era-out for an era when the
+        table has MIN_RESIDUALS of them, else leave-one-architecture-out."""
+        if kind == "era":
+            era = [h.rel_error for h in self.era_out if h.phase == phase and not math.isnan(h.rel_error)]
+            if len(era) >= MIN_RESIDUALS:
+                return residual_band(era), "leave-one-build-era-out"
+        return (residual_band(h.rel_error for h in self.arch_out if h.phase == phase),
+                "leave-one-architecture-out")
 
     def expected(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
-                 n_layer: int, n_matmul_params: float = 0.0) -> tuple[Expected | None, str]:
-        """The expected figure of ``phase`` on ``profile`` for a model with that ceiling there, or (None, why).
-        ``n_matmul_params`` sizes decode's ALU side (0: none)."""
+                 n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,
+                 build: int | None = None, date: str = "") -> tuple[Expected | None, str]:
+        """The expected figure of ``phase`` on ``profile`` for a model with that ceiling there, or (None, why), for
+        ``backend`` (default: the model's, else the vendor's usual) and llama.cpp ``build`` (or the ``date`` of
+        one; default: the model's, else the newest era). ``n_matmul_params`` sizes decode's ALU side (0: none)."""
+        backend = canonical_backend(backend or self.backend or default_backend(profile))
+        build = build if build is not None else (self.build if not date else None)
+        era = era_of(build, date) or CURRENT_ERA
+        choice = self.choose(profile, phase, backend, era)
         arch = profile.architecture or "unknown"
-        fit = self.fits.get((arch, phase))
-        if fit is None:
-            return None, f"no expected figure: no public data for {arch}"
-        cls = kernel_class(ggml_type)
-        stand_in = fit.stand_in(cls)
+        if choice is None:
+            return None, f"no expected figure: no public data for {arch} nor any architecture to borrow from"
+        fit = choice.fit
+        fam = weight_family(ggml_type)
+        stand_in = fit.stand_in(fam)
         ideal_tps = ceiling_tps / compute_scale(profile, fit.tflops_per_w)
         alu_s = alu_seconds(n_matmul_params, profile) if phase == "decode" else 0.0
         tps = fit.tps(demand_from_ceiling(ideal_tps, ggml_type, n_layer, alu_s)) if ceiling_tps > 0 else None
+        lender = choice.borrowed_from or arch
         if stand_in is None or tps is None:
-            return None, f"no expected figure: no public {arch} data for {ggml_type} kernels"
-        band, how = self.band(arch, phase)
-        kernels = "" if stand_in == cls else f"; {ggml_type} ({cls}) taken as {stand_in}: no public rows for it"
+            return None, f"no expected figure: no public {lender} data for {ggml_type} kernels"
+        (lo, hi), how = self.band(lender, phase)
+        subs: list[str] = []
+        kinds: list[str] = []
+        if choice.borrowed_from:
+            subs.append(f"borrowed from {lender}: no public {arch} rows, {lender}'s efficiency at this GPU's spec "
+                        "ceilings")
+            kinds.append("architecture")
+        fit_backends = "/".join(dict.fromkeys(canonical_backend(r.backend) for r in fit.rows))
+        if not choice.backend_matched:
+            subs.append(f"no public {backend} rows for {lender}: its {fit_backends} fit used")
+            kinds.append("backend")
+        fit_eras = ", ".join(dict.fromkeys(row_era(r) or "unknown" for r in fit.rows))
+        if not choice.era_matched:
+            subs.append(f"no public rows of builds {era}: the {_builds(fit.rows)} fit used")
+            kinds.append("era")
+        if stand_in != fam:
+            subs.append(f"{ggml_type} ({fam}) taken as {stand_in}: no public rows for it")
+            kinds.append("weight family")
+        hows = [how]
+        for kind in dict.fromkeys("era" if k == "era" else "other" for k in kinds):
+            extra, extra_how = self.substitute_band(phase, kind)
+            if extra is not None:
+                lo, hi = min(lo, extra[0]), max(hi, extra[1])
+                hows.append(extra_how)
+        band = (f"band {1 / (1 + hi) - 1:+.0%} to {1 / (1 + lo) - 1:+.0%} from "
+                f"{' and '.join(dict.fromkeys(hows))} errors (10–90 %)")
+        build_text = (f"b{build}" if build is not None else
+                      (f"{self.build_label}, build number unknown" if self.build_label else "build not given"))
+        asked = f"for {backend}, {build_text} (era {era})"
         models = " and ".join(dict.fromkeys(r.model.name for r in fit.rows))
         alu = f"; quantized weights also bounded by ALU work, {fit.alu_ops:.0f} ops per weight" if fit.alu_ops else ""
-        source = (f"public llama-bench results, {arch} fit, {len(fit.rows)} rows of {len(fit.gpus)} GPUs "
-                  f"({models}), {how}{kernels}{alu}, sources: {_sources(fit.rows)}")
-        return Expected(float(tps), float(tps * (1.0 - band)), float(tps * (1.0 + band)), source), ""
+        head = (f"public llama-bench results, {arch} fit" if not choice.borrowed_from
+                else f"public llama-bench results, borrowed from {lender} for {arch}")
+        source = (f"{head}, {asked}; {'; '.join(subs) + '; ' if subs else ''}{len(fit.rows)} rows of "
+                  f"{len(fit.gpus)} GPUs ({models}; {fit_backends}, {_builds(fit.rows)}, era {fit_eras}), {band}"
+                  f"{alu}, sources: {_sources(fit.rows)}")
+        return Expected(float(tps), float(tps / (1.0 + hi)), float(tps / (1.0 + lo)), source), ""
 
     def expect(self, profile: HardwareProfile, decode_ceiling_tps: float, prefill_ceiling_tps: float,
-               ggml_type: str, n_layer: int, n_matmul_params: float = 0.0) -> PublicExpectation:
+               ggml_type: str, n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,
+               build: int | None = None) -> PublicExpectation:
         """Both phases' expected figures for a model fully offloaded to ``profile``."""
-        decode, why_d = self.expected(profile, "decode", decode_ceiling_tps, ggml_type, n_layer, n_matmul_params)
-        prefill, why_p = self.expected(profile, "prefill", prefill_ceiling_tps, ggml_type, n_layer)
+        decode, why_d = self.expected(profile, "decode", decode_ceiling_tps, ggml_type, n_layer, n_matmul_params,
+                                      backend=backend, build=build)
+        prefill, why_p = self.expected(profile, "prefill", prefill_ceiling_tps, ggml_type, n_layer,
+                                       backend=backend, build=build)
         return PublicExpectation(decode, prefill, why_d or why_p)
 
 

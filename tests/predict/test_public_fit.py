@@ -245,15 +245,32 @@ def test_a_type_without_public_rows_borrows_and_says_so(public, shipped_profiles
     k_quant = public.expect(laptop, 400.0, 20000.0, "Q4_K", 30)
     q8 = public.expect(laptop, 400.0, 20000.0, "Q8_0", 30)
     assert q8.decode.value == pytest.approx(k_quant.decode.value)
-    assert "Q8_0 (q8_0) taken as k_quant" in q8.decode.source
+    assert "Q8_0 (legacy) taken as k_quant" in q8.decode.source
 
 
-def test_an_architecture_without_public_data_has_no_expected_figure(public, shipped_profiles) -> None:
-    got = public.expect(find_profile("RTX 5090", shipped_profiles), 400.0, 20000.0, "Q4_K", 30)
-    assert got.decode is None and got.prefill is None
-    assert got.note == "no expected figure: no public data for Blackwell"
+def test_an_architecture_without_public_data_borrows_with_a_wider_band(public, shipped_profiles) -> None:
+    """Changed on purpose (issue #26 point 3): Blackwell borrows the nearest architecture's fit, labelled."""
+    got = public.expect(find_profile("RTX 5090", shipped_profiles), 400.0, 20000.0, "Q4_K", 30, build=2824)
+    ada = public.expect(find_profile("RTX 4090", shipped_profiles), 400.0, 20000.0, "Q4_K", 30, build=2824)
+    assert got.note == "" and got.decode is not None
+    assert "borrowed from " in got.decode.source and "for Blackwell" in got.decode.source
+    width = got.decode.high / got.decode.low
+    assert width > ada.decode.high / ada.decode.low  # a borrowed fit's band is the wider
+
+
+def test_backend_and_era_are_inputs_named_in_the_source(public, shipped_profiles) -> None:
+    gpu = find_profile("RTX 4090", shipped_profiles)
+    own = public.expect(gpu, 400.0, 20000.0, "Q4_K", 30, backend="CUDA", build=2824).decode
+    vulkan = public.expect(gpu, 400.0, 20000.0, "Q4_K", 30, backend="Vulkan", build=2824).decode
+    later = public.expect(gpu, 400.0, 20000.0, "Q4_K", 30, backend="CUDA", build=7000).decode
+    assert "for CUDA, b2824 (era ≤b2999)" in own.source and "its CUDA fit used" not in own.source
+    assert "no public Vulkan rows for Ada: its CUDA fit used" in vulkan.source
+    assert "no public rows of builds ≥b6000" in later.source
+    assert later.high / later.low > own.high / own.low  # a substitution widens the band
+    bound = public.for_setting("vulkan", 2824).expect(gpu, 400.0, 20000.0, "Q4_K", 30).decode
+    assert bound.source == vulkan.source  # for_setting passes them through predict() unchanged
 
 
 def test_a_single_gpu_architecture_takes_the_pooled_band(public, shipped_profiles) -> None:
-    got = public.expect(find_profile("H200", shipped_profiles), 400.0, 20000.0, "Q4_K", 30)
+    got = public.expect(find_profile("H200", shipped_profiles), 400.0, 20000.0, "Q4_K", 30, build=2824)
     assert got.decode is not None and "all architectures' leave-one-GPU-out (one Hopper GPU)" in got.decode.source

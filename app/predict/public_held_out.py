@@ -1,0 +1,130 @@
+"""The held-out table of published llama-bench results (``profiles/reference/llama_bench_public_more.toml``), and
+the check of the public fit against it.
+
+The held-out rows are never fitted: every row read here is marked ``held_out`` and :class:`PublicGpuModel` refuses
+such rows, and the shipped fit (``load_public_model``) reads only ``llama_bench_public.toml``. The file has the
+schema of app/predict/public_data.py with its optional keys (date, flash_attn, n_depth, n_ubatch, n_batch; MoE
+n_expert, n_expert_used, expert_ff); a malformed file raises ``ReferenceTableError`` with one line naming it.
+
+Each row is predicted the way ``predict`` does it: the ceiling from the row's model shape on the GPU's profile
+(header-only facts, as the fit computes them: weights read less an untied embedding table and a MoE model's idle
+experts, the KV cache at the row's depth), then :meth:`PublicGpuModel.expected` for the row's backend and build.
+Pure, except :func:`load_held_out`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.paths import PROFILES_DIR
+from app.predict.fitted_model import Expected
+from app.predict.profiles import HardwareProfile, ProfileError, find_profile
+from app.predict.public_arch_fit import matmul_params, measured_tps, reference_demand, row_era, used
+from app.predict.public_data import ReferenceResult, load_reference
+from app.predict.public_fit import PublicGpuModel
+from app.predict.workload import PHASES, Phase
+
+HELD_OUT_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_more.toml"
+
+
+def load_held_out(path: Path = HELD_OUT_TABLE_PATH) -> list[ReferenceResult]:
+    """Read and validate the held-out table; every row comes back marked ``held_out``."""
+    return load_reference(path, held_out=True)
+
+
+@dataclass(frozen=True)
+class HeldOutCheck:
+    """One held-out figure and what the fit (trained without it) expected."""
+
+    row: ReferenceResult
+    phase: Phase
+    profile: HardwareProfile
+    expected: Expected | None
+    why_none: str = ""
+
+    @property
+    def measured_tps(self) -> float:
+        return measured_tps(self.row, self.phase)
+
+    @property
+    def rel_error(self) -> float:
+        """expected ÷ measured − 1; NaN when there is no expected figure."""
+        return self.expected.value / self.measured_tps - 1.0 if self.expected else math.nan
+
+    @property
+    def inside_band(self) -> bool:
+        return self.expected is not None and self.expected.low <= self.measured_tps <= self.expected.high
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A held-out row that could not be checked, and why (no hardware profile, ...)."""
+
+    row: ReferenceResult
+    reason: str
+
+
+def resolve_gpu(row: ReferenceResult, profiles: Sequence[HardwareProfile]) -> tuple[HardwareProfile | None, str]:
+    """The profile the row's GPU name names exactly (``find_profile``), or (None, why)."""
+    try:
+        return find_profile(row.gpu, profiles), ""
+    except ProfileError as e:
+        return None, str(e)
+
+
+def expected_for_row(model: PublicGpuModel, row: ReferenceResult, profile: HardwareProfile,
+                     phase: Phase) -> tuple[Expected | None, str]:
+    """What the public fit expects for ``row``'s figure of ``phase`` on ``profile``, at the row's settings, backend
+    and build: the same call ``predict`` makes, with the row's ceiling (uncapped spec rates)."""
+    ceiling_tps = 1.0 / sum(reference_demand(row, profile, phase).ideal_s.values())
+    return model.expected(profile, phase, ceiling_tps, row.ggml_type, row.model.n_layer,
+                          matmul_params(row) if phase == "decode" else 0.0,
+                          backend=row.backend, build=row.build_number, date=row.date)
+
+
+def check_held_out(model: PublicGpuModel, rows: Iterable[ReferenceResult],
+                   profiles: Sequence[HardwareProfile]) -> tuple[list[HeldOutCheck], list[Skipped]]:
+    """Every used figure of ``rows`` predicted by ``model`` (which never saw them), and the rows skipped."""
+    checks: list[HeldOutCheck] = []
+    skipped: list[Skipped] = []
+    for r in rows:
+        profile, why = resolve_gpu(r, profiles)
+        if profile is None:
+            skipped.append(Skipped(r, why))
+            continue
+        for phase in PHASES:
+            if used(r, phase):
+                exp, why_none = expected_for_row(model, r, profile, phase)
+                checks.append(HeldOutCheck(r, phase, profile, exp, why_none))
+    return checks, skipped
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """Median |error| and band coverage of a set of held-out figures of one phase."""
+
+    n: int  # figures with an expected value
+    median_abs_error: float
+    inside_band: int
+    unpredicted: int
+
+
+def summarize_checks(checks: Iterable[HeldOutCheck]) -> CheckSummary:
+    checks = list(checks)
+    errs = [abs(c.rel_error) for c in checks if c.expected is not None]
+    return CheckSummary(len(errs), statistics.median(errs) if errs else math.nan,
+                        sum(c.inside_band for c in checks), len(checks) - len(errs))
+
+
+#: The groups the check is reported by: name -> the group of a figure.
+GROUPINGS: Mapping[str, Callable[[HeldOutCheck], str]] = {
+    "all": lambda c: "all",
+    "backend": lambda c: c.row.backend,
+    "weight type": lambda c: c.row.weight_type,
+    "build era": lambda c: row_era(c.row) or "unknown",
+    "GPU kind": lambda c: c.profile.kind,
+}
