@@ -13,7 +13,9 @@ memory_bus_bits           int       memory interface width
 memory_data_rate_gbps     number    effective per-pin data rate (16.0 for 16 Gbps GDDR6)
 peak_bandwidth_gbps       number    GB/s; must equal bus / 8 × data rate within 2 % (not checked for unified)
 fp16_tensor_tflops        number    dense FP16 tensor TFLOPS (which flavour: see the file's header)
-source                    str       where the figures come from
+source                    str       where the figures come from (which page, which entry, which figures are computed)
+source_url                str       optional page the figures were read from: an https:// URL, or a repository file
+                                    as "github:owner/repo@<40-hex commit>:path"
 memory_type               str       optional ("GDDR6", "HBM3", ...)
 tdp_w                     number    optional fixed board power
 power_limit_w             [lo, hi]  optional power range for parts that vary (laptops)
@@ -62,7 +64,11 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "aliases": (list,),
     "notes": (str,),
     "architecture": (str,),
+    "source_url": (str,),
 }
+#: A source_url: a web page, or one file of a public repository at one commit ("github:owner/repo@commit:path").
+SOURCE_URL_PATTERN = re.compile(r"https://[^\s/]+\.[^\s/]+(/\S*)?|github:[\w.-]+/[\w.-]+@[0-9a-f]{40}:\S+")
+MAX_SOURCE_URL_CHARS = 500
 _POSITIVE = (
     "vram_gib", "memory_bus_bits", "memory_data_rate_gbps", "peak_bandwidth_gbps", "fp16_tensor_tflops", "tdp_w"
 )
@@ -93,6 +99,7 @@ class HardwareProfile:
     notes: str = ""
     path: str = ""  # file the profile came from; "" for constructed profiles
     architecture: str = ""  # pools GPUs for the public-measurement fit; "" unknown
+    source_url: str = ""  # the page (or repository file at a commit) the figures were read from; "" none
 
     @property
     def vram_bytes(self) -> int:
@@ -119,7 +126,7 @@ class HardwareProfile:
             "fp16_tensor_tflops": self.fp16_tensor_tflops, "tdp_w": self.tdp_w,
             "power_limit_w": list(self.power_limit_w) if self.power_limit_w else None,
             "aliases": list(self.aliases), "source": self.source, "notes": self.notes, "path": self.path,
-            "architecture": self.architecture,
+            "architecture": self.architecture, "source_url": self.source_url,
         }
 
 
@@ -145,6 +152,10 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
             raise ProfileError(f"{label}: {key} must be positive, got {value!r}")
         if key in ("name", "vendor", "source") and not value.strip():
             raise ProfileError(f"{label}: {key} must not be empty")
+    url = entry.get("source_url")
+    if url is not None and (len(url) > MAX_SOURCE_URL_CHARS or not SOURCE_URL_PATTERN.fullmatch(url)):
+        raise ProfileError(f"{label}: source_url must be an https:// URL or \"github:owner/repo@<40-hex commit>:path\" "
+                           f"(at most {MAX_SOURCE_URL_CHARS} characters), got {url[:80]!r}")
     if entry["kind"] not in FILE_KINDS:
         raise ProfileError(f"{label}: kind {entry['kind']!r} is not one of {', '.join(FILE_KINDS)}")
     aliases = entry.get("aliases", [])
@@ -164,7 +175,7 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
         tdp_w=float(entry["tdp_w"]) if "tdp_w" in entry else None,
         power_limit_w=(float(power[0]), float(power[1])) if power else None,
         aliases=tuple(a.strip() for a in aliases), notes=entry.get("notes", ""), path=where,
-        architecture=entry.get("architecture", "").strip(),
+        architecture=entry.get("architecture", "").strip(), source_url=entry.get("source_url", ""),
     )
     if profile.kind != "unified":
         expected = profile.bus_bandwidth_gbps

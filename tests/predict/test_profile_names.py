@@ -103,7 +103,7 @@ def test_a_series_prefix_is_refused_with_candidates(shipped: list[HardwareProfil
 
 def test_a_bare_number_is_refused(shipped: list[HardwareProfile]) -> None:
     assert set(_offered(_refusal("4060", shipped))) >= {"RTX 4060", "RTX 4060 Laptop", "RTX 4060 Ti 16GB"}
-    assert _offered(_refusal("7900", shipped))[0] == "RX 7900 XTX"
+    assert "RX 7900 XTX" in _offered(_refusal("7900", shipped))[:3]  # with the RX 7900 XT and GRE beside it
 
 
 def test_rx_7900_xt_is_not_the_xtx(shipped: list[HardwareProfile]) -> None:
@@ -149,7 +149,7 @@ def test_brand_words_are_dropped_on_both_sides(shipped: list[HardwareProfile]) -
     """An AMD integrated GPU named as users and drivers write it (a profile built here: none may ship yet)."""
     rx = find_profile("RX 7900 XTX", shipped)
     igpu = replace(rx, name="Radeon 8060S", kind="unified", aliases=("AMD Radeon(TM) 8060S Graphics",))
-    profiles = [*shipped, igpu]
+    profiles = [*(p for p in shipped if p.name != "Radeon 8060S"), igpu]  # the built one stands in for a shipped one
     for query in ("Radeon 8060S", "AMD Radeon 8060S", "radeon 8060s graphics",
                   "AMD Radeon 8060S Graphics (RADV GFX1151)"):
         assert find_profile(query, profiles) is igpu, query
