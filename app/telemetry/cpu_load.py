@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.telemetry.host import cpu_busy_seconds
+from app.telemetry.host import cpu_busy_seconds, parent_cpu_seconds
 
 #: others' CPU use, as a share of the logical CPUs the probe uses, from which a reading is marked busy
 BUSY_SHARE = 0.1
@@ -58,6 +58,17 @@ class LoadReading:
         limit = max(MIN_BUSY_CPUS, BUSY_SHARE * n_threads)
         others = self.others_cpus if self.others_cpus is not None else self.load_1min
         return others is not None and others >= limit
+
+
+def workbench_cpu_seconds() -> float:
+    """CPU seconds of this process and its parent: in the worker, the measurement and the window or CLI that
+    drives it, which are the workbench, not other programs taking CPU from the measurement."""
+    return time.process_time() + parent_cpu_seconds()
+
+
+def row_load_window() -> LoadWindow:
+    """The window a test's ``host_other_cpu_pct`` is read over: others are everything but the workbench."""
+    return LoadWindow(LoadSources(own_s=workbench_cpu_seconds))
 
 
 def others_cpu_pct(reading: LoadReading, min_window_s: float = MIN_TEST_WINDOW_S) -> float | None:

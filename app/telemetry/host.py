@@ -104,6 +104,19 @@ def cpu_busy_seconds() -> float | None:
     return float(sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq", "steal")))
 
 
+def parent_cpu_seconds() -> float:
+    """CPU seconds (user + system) the parent process has used: for the worker, the window or CLI that started it
+    (the workbench itself, not another program); 0.0 when the OS does not say."""
+    try:
+        parent = psutil.Process().parent()
+        if parent is None:
+            return 0.0
+        t = parent.cpu_times()
+    except Exception:
+        return 0.0
+    return float(t.user + t.system)
+
+
 def system_ram() -> tuple[int | None, int | None]:
     """(used, total) system RAM in bytes; used = total - available (what other programs cannot get back)."""
     try:

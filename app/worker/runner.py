@@ -32,7 +32,7 @@ from app.run.events import (
 from app.run.params import NCMOE_ALL, NCMOE_HALF, device_names, override_pairs, tensor_split_values
 from app.run.plan import TestSpec
 from app.run.rows import base_row
-from app.telemetry.cpu_load import LoadWindow, others_cpu_pct
+from app.telemetry.cpu_load import LoadWindow, others_cpu_pct, row_load_window
 from app.worker.device_columns import check_device_limit, device_columns
 from app.worker.telemetry import TestTelemetry
 from engines.base import (
@@ -248,7 +248,7 @@ class Runner:
             load: LoadWindow | None = None
             try:
                 warm = self._one(index, -1, replace(spec, n_gen=min(spec.n_gen, WARMUP_MAX_GEN), seed=spec.seed - 1))
-                load = LoadWindow().start()  # others' CPU use over the timed repetitions: two readings a test
+                load = row_load_window().start()  # others' CPU use over the timed repetitions: two readings a test
                 for rep in range(test.repetitions):
                     if self._cancel_requested:
                         raise CancelRequested
