@@ -207,7 +207,7 @@ def _smallest_n_cpu_moe(facts: ModelFacts, profile: HardwareProfile, n_ctx: int,
             hi, best = mid, p
         else:
             lo = mid + 1
-    return best if best.n_cpu_moe == lo else at(lo)
+    return best  # the prediction at lo: the last that fit as hi came down to it, or top when lo reached n_layer
 
 
 def _configurations(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, n_prompt: int | None, n_gen: int,
