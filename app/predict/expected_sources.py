@@ -4,8 +4,9 @@ For the hardware a prediction is for, in this order per phase (``predict`` appli
 
 1. **this machine's calibration fit** (``gguf-bench calibrate``) for the backend the test runs on: ``CPU`` with
    no layer offloaded, the GPU backend (``Vulkan,CPU``, ``CUDA,CPU``…) with every layer offloaded; never for a
-   partial offload (two devices, no fit), never for hardware that is not this machine's, and only at the thread
-   count a default run uses (the fit does not record its threads; ``calibrate`` runs at the default count);
+   partial offload (two devices, no fit), never for hardware that is not this machine's, and on the CPU only at
+   the thread count a default run uses (the fit does not record its threads; ``calibrate`` runs at the default
+   count; a full offload's figures do not depend on the CPU threads);
 2. **stored-row efficiency**: achieved ÷ ceiling of other models measured here on that backend, times the
    ceilings (this machine only), from stable rows not taken on a busy machine, at the thread count asked
    (:mod:`app.predict.store_efficiency`);
@@ -105,7 +106,10 @@ class ExpectedSources:
         backend = machine_backend(profile, row_backends)
         partial = (profile.kind != "cpu" and n_gpu_layers_effective is not None and n_layer is not None
                    and n_gpu_layers_effective < n_layer + 1)
-        default_threads = threads == threads_for(None)
+        # The fit is taken at the default thread count; the threads matter only where the CPU runs the layers (a
+        # full offload's CPU threads only schedule the device's work: lavapipe, too, runs on its own threads).
+        threads_matter = profile.kind == "cpu"
+        default_threads = threads == threads_for(None) or not threads_matter
         fitted = None if partial or not default_threads else fitted_expectation(self.machine_fit, backend)
         eff, eff_source, note = (None, "", "")
         if self.store_efficiency is not None:

@@ -19,6 +19,7 @@ from app.predict.profiles import cpu_profile
 from app.predict.row_predictions import RowPredictor
 from app.predict.store_efficiency import StoreCalibration
 from app.results.store import ResultStore
+from engines.base import resolve_n_threads
 
 DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "attn:fa": 1 / 40e9, "attn_view:fa": 1 / 80e9, "split:fa": 20e-6,
           "layer": 50e-6, "fixed": 200e-6}
@@ -74,6 +75,11 @@ def test_predict_and_rows_use_the_fit(machine_fit: MachineFit, tmp_path: Path) -
     cols = RowPredictor(HardwareContext(cpu=cpu), sources)(row)
     assert cols["expected_decode_tps"] == pytest.approx(pred.expected_decode_tps, rel=1e-6)
     assert cols["calibrated_from"] == doc["expected_source"]
+    # on the CPU the threads run the layers: a row at another thread count than calibrate's takes no fit
+    other = resolve_n_threads(0) + 1
+    at_other = RowPredictor(HardwareContext(cpu=cpu), sources)({**row, "n_threads": other,
+                                                                 "n_threads_effective": other})
+    assert not str(at_other.get("calibrated_from") or "").startswith("fit of this machine")
 
 
 def test_without_a_fit_nothing_changes(tmp_path: Path) -> None:
@@ -188,3 +194,6 @@ def test_a_gpu_backend_fit_predicts_fully_offloaded_gpu_rows_only(tmp_path: Path
     assert cols["calibrated_from"].startswith("fit of this machine")
     partial = RowPredictor(hw, sources)({**row, "n_gpu_layers": 2, "n_gpu_layers_effective": 2})
     assert not str(partial.get("calibrated_from") or "").startswith("fit of this machine")
+    # the rows the Vulkan ladder measures run at -t 1: a full offload's figures do not depend on the CPU threads
+    one_thread = RowPredictor(hw, sources)({**row, "n_threads": 1, "n_threads_effective": 1})
+    assert one_thread["expected_decode_tps"] == pytest.approx(expected["decode"].value, rel=1e-6)
