@@ -141,7 +141,8 @@ def _speed_sources(expected: ExpectedSources, profile: HardwareProfile, hw: Hard
                    filename: str, file_type: str) -> SpeedSources:
     """The expected figures' sources for one file, by the one policy (app.predict.expected_sources)."""
     i = expected.inputs(profile, this_machine=this, model_filename=filename, file_type=file_type)
-    return SpeedSources(hw.host_bandwidth_gbps, i.efficiency, i.efficiency_source, i.fitted, i.public)
+    return SpeedSources(hw.host_bandwidth_gbps, i.efficiency, i.efficiency_source, i.fitted, i.public,
+                        i.host_fitted)
 
 
 def _open_store(path: str | None, notes: list[str]) -> ResultStore | None:

@@ -148,6 +148,7 @@ class SpeedSources:
     efficiency_source: str = ""
     fitted: FittedExpectation | None = None
     public: PublicGpuModel | None = None
+    host_fitted: FittedExpectation | None = None  # this machine's CPU fit: the host side of a split placement
 
 
 def _ttft(doc: dict[str, Any], source: str) -> Figure:
@@ -168,7 +169,7 @@ def _predict_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k:
         settings = replace(settings, n_prompt=max(1, n_ctx - n_gen) if n_prompt is None else n_prompt, n_gen=n_gen)
     return predict(facts, profile, settings, cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps,
                    efficiency=speed.efficiency, tensor_bytes=facts.tensor_bytes or None, fitted=speed.fitted,
-                   public=speed.public)
+                   public=speed.public, host_fitted=speed.host_fitted)
 
 
 @dataclass(frozen=True)

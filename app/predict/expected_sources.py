@@ -3,10 +3,12 @@
 For the hardware a prediction is for, in this order per phase (``predict`` applies the order):
 
 1. **this machine's calibration fit** (``gguf-bench calibrate``) for the backend the test runs on: ``CPU`` with
-   no layer offloaded, the GPU backend (``Vulkan,CPU``, ``CUDA,CPU``…) with every layer offloaded; never for a
-   partial offload (two devices, no fit), never for hardware that is not this machine's, and on the CPU only at
-   the thread count a default run uses (the fit does not record its threads; ``calibrate`` runs at the default
-   count; a full offload's figures do not depend on the CPU threads);
+   no layer offloaded, the GPU backend (``Vulkan,CPU``, ``CUDA,CPU``…) with every layer offloaded; for a
+   placement split between the device and the host (partial ``-ngl``, ``-ncmoe``, ``-nkvo``), the device's
+   full-offload figure and the CPU's own, composed by the bytes each reads (:mod:`app.predict.split_expected`);
+   never for hardware that is not this machine's, and for the CPU only at the thread count a default run uses
+   (the fit does not record its threads; ``calibrate`` runs at the default count; a full offload's figures do not
+   depend on the CPU threads);
 2. **stored-row efficiency**: achieved ÷ ceiling of other models measured here on that backend, times the
    ceilings (this machine only), from stable rows not taken on a busy machine, at the thread count asked
    (:mod:`app.predict.store_efficiency`);
@@ -40,10 +42,12 @@ class ExpectedInputs:
     public: PublicGpuModel | None = None
     n_threads: int | None = None  # the CPU threads the expected figures are for (None: not this machine's)
     efficiency_note: str = ""  # why the stored rows gave no efficiency ("" when they did, or were not asked)
+    host_fitted: FittedExpectation | None = None  # this machine's CPU fit: the host side of a split placement
 
     def as_kwargs(self) -> dict[str, object]:
         """``predict()``'s keyword arguments."""
-        return {"fitted": self.fitted, "efficiency": self.efficiency, "public": self.public}
+        return {"fitted": self.fitted, "efficiency": self.efficiency, "public": self.public,
+                "host_fitted": self.host_fitted}
 
 
 def machine_backend(profile: HardwareProfile, row_backends: str | None = None) -> str:
@@ -91,12 +95,10 @@ class ExpectedSources:
         return tuple(self.machine_fit.fits) if self.machine_fit is not None else ()
 
     def inputs(self, profile: HardwareProfile, *, this_machine: bool, model_filename: str = "", file_type: str = "",
-               row_backends: str | None = None, n_gpu_layers_effective: int | None = None,
-               n_layer: int | None = None, n_threads: int | None = None) -> ExpectedInputs:
+               row_backends: str | None = None, n_threads: int | None = None) -> ExpectedInputs:
         """The sources a prediction on ``profile`` takes, by the policy in the module docstring.
 
         ``this_machine``: ``profile`` is this machine's CPU or GPU (rows measured here, the window's "This CPU").
-        ``n_gpu_layers_effective`` and ``n_layer``, when known: a partial offload takes no machine fit.
         ``n_threads``: the CPU threads the prediction is for (None or 0: the count a default run uses here).
         """
         public = self.public if profile.kind != "cpu" else None
@@ -104,17 +106,18 @@ class ExpectedSources:
             return ExpectedInputs(public=public)
         threads = threads_for(n_threads)
         backend = machine_backend(profile, row_backends)
-        partial = (profile.kind != "cpu" and n_gpu_layers_effective is not None and n_layer is not None
-                   and n_gpu_layers_effective < n_layer + 1)
         # The fit is taken at the default thread count; the threads matter only where the CPU runs the layers (a
-        # full offload's CPU threads only schedule the device's work: lavapipe, too, runs on its own threads).
-        threads_matter = profile.kind == "cpu"
-        default_threads = threads == threads_for(None) or not threads_matter
-        fitted = None if partial or not default_threads else fitted_expectation(self.machine_fit, backend)
+        # full offload's CPU threads only schedule the device's work: lavapipe, too, runs on its own threads). A
+        # split placement takes no fit whole: predict() composes the device's full-offload fit with the CPU's.
+        at_default = threads == threads_for(None)
+        fitted = (fitted_expectation(self.machine_fit, backend)
+                  if at_default or profile.kind != "cpu" else None)
+        host_fitted = (fitted_expectation(self.machine_fit, "CPU")
+                       if profile.kind != "cpu" and at_default else None)
         eff, eff_source, note = (None, "", "")
         if self.store_efficiency is not None:
             eff, eff_source = self.store_efficiency(backend, model_filename, file_type, threads)
             if eff is None:
                 note = self.store_efficiency.why_none(backend, model_filename, file_type, threads)
         return ExpectedInputs(fitted=fitted, efficiency=eff, efficiency_source=eff_source, public=public,
-                              n_threads=threads, efficiency_note=note)
+                              n_threads=threads, efficiency_note=note, host_fitted=host_fitted)

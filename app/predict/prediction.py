@@ -12,7 +12,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_bytes, decode_ceiling_offload_tps
+from app.predict.decode import (
+    DEFAULT_CPU_BANDWIDTH_GBPS,
+    DecodeBytes,
+    decode_bytes,
+    decode_ceiling_offload_tps,
+    transfer_seconds_per_token,
+)
 from app.predict.device_split import DeviceSplit, SplitSettings, device_split, host_only_split
 from app.predict.fit import FitResult, fit_check
 from app.predict.fitted_model import Expected
@@ -22,6 +28,7 @@ from app.predict.prefill import matmul_params, prefill_ceiling_tps, prefill_comp
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, public_expected
 from app.predict.scenario import Scenario, scenario_time
+from app.predict.split_expected import device_fraction, split_decode_expected
 from app.telemetry.repack_guard import default_repack
 
 
@@ -350,10 +357,42 @@ def capped_at_ceiling(expected: Expected | None, value: float | None, ceiling_tp
     return expected, ceiling_tps
 
 
+def _split_expected(
+    facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, read: DecodeBytes,
+    fitted: FittedExpectation | None, host_fitted: FittedExpectation | None, public: PublicGpuModel | None,
+    cpu_bw: float | None, tensor_bytes: Mapping[str, int] | None, notes: list[str],
+) -> dict[str, Expected | None]:
+    """The expected decode of a split placement from the device's full-offload figure and the host's own, both at
+    ``s``'s request and depth ({} with a note saying which side has none)."""
+    full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
+    device = fitted(facts, full).get("decode") if fitted is not None else None
+    if device is None and public is not None:
+        whole = split_weights(facts, facts.n_layer + 1, tensor_bytes, Placement())
+        depth = s.depth + s.n_prompt + s.n_gen / 2.0
+        ceiling = decode_ceiling_offload_tps(facts, whole, depth, s.type_k, s.type_v or s.type_k,
+                                             profile.peak_bandwidth_gbps, cpu_bw)
+        got, _ = public_expected(public, profile, facts, facts.n_layer + 1, ceiling,
+                                 _prefill_tps(facts, profile, whole, full, tensor_bytes))
+        device = got.get("decode")
+    host = host_fitted(facts, replace(full, n_gpu_layers=0)).get("decode") if host_fitted is not None else None
+    frac = device_fraction(read.gpu_bytes, read.host_bytes)
+    composed = split_decode_expected(device, host, frac, transfer_seconds_per_token(facts.n_embd,
+                                                                                    read.extra_crossings))
+    if composed is None:
+        missing = [side for side, fig, share in (("the device with every layer on it", device, frac),
+                                                 ("this machine's CPU alone", host, 1.0 - frac))
+                   if share > 0 and fig is None]
+        notes.append(f"split placement: no expected decode without an expected figure for "
+                     f"{' and '.join(missing)}; the ceiling speaks")
+        return {}
+    return {"decode": composed}
+
+
 def predict(
     facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings, *, cpu_bandwidth_gbps: float | None = None,
     efficiency: Efficiency | None = None, tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0,
     fitted: FittedExpectation | None = None, public: PublicGpuModel | None = None,
+    host_fitted: FittedExpectation | None = None,
 ) -> Prediction:
     """Ceilings, memory, fit and an (n_prompt, n_gen) request's times for ``facts`` on ``profile``.
 
@@ -368,6 +407,9 @@ def predict(
     backend with every layer offloaded; app.predict.expected_sources picks it), taking the place of
     ``efficiency`` × ceiling for each phase it can predict. ``public`` (a GPU profile): expected figures from
     published llama-bench results fitted per GPU architecture (app/predict/public_fit.py) where no other is given.
+    A placement split between the device and the host (partial ``-ngl``, ``-ncmoe``, ``-ot``, ``-nkvo``) takes
+    neither directly: its expected decode composes the device side's full-offload figure (``fitted``, else
+    ``public``) with the host side's (``host_fitted``: this machine's CPU fit) by the bytes each side reads.
     """
     s = settings
     type_k, type_v = s.type_k, s.type_v or s.type_k
@@ -411,9 +453,12 @@ def predict(
     exp_prefill = exp_decode = exp_scenario = None
     if efficiency is not None:
         exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
-    fit_exp = fitted(facts, s) if fitted is not None else {}
-    if not (placement.is_default and offload_kqv):  # the public rows put everything on the GPU
+    is_split = not is_cpu and (ngl < facts.n_layer + 1 or not placement.is_default or not offload_kqv)
+    if is_split:  # no one fit runs two devices: each side's own figure, composed (app.predict.split_expected)
+        fit_exp = _split_expected(facts, profile, s, read, fitted, host_fitted, public, cpu_bw, tensor_bytes, notes)
         public = None
+    else:
+        fit_exp = fitted(facts, s) if fitted is not None else {}
     if public is not None and not is_cpu and exp_decode is None and not fit_exp:
         fit_exp, why = public_expected(public, profile, facts, split.n_gpu_layers, decode_tps, prefill_tps)
         notes += [why] if why else []

@@ -28,9 +28,11 @@ def _ratio(measured: Any, ceiling: float | None) -> float | None:
 
 def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContext,
                       efficiency: Efficiency | None = None, calibrated_from: str = "",
-                      fitted: FittedExpectation | None = None, public: PublicGpuModel | None = None) -> dict[str, Any]:
+                      fitted: FittedExpectation | None = None, public: PublicGpuModel | None = None,
+                      host_fitted: FittedExpectation | None = None) -> dict[str, Any]:
     """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row (expected_* by the
-    one policy: ``fitted``, this machine's fit, then ``efficiency``, then the ``public`` GPU fit)."""
+    one policy: ``fitted``, this machine's fit, then ``efficiency``, then the ``public`` GPU fit; a split placement
+    composes the device's ``fitted`` with the CPU's ``host_fitted``)."""
     ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
     profile = hw.for_row(ngl_eff)
     n_prompt, n_gen, depth = int(row["n_prompt"]), int(row["n_gen"]), int(row.get("n_depth") or 0)
@@ -38,7 +40,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
     pred = predict(
         facts, profile, settings,
         cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=efficiency, tensor_bytes=facts.tensor_bytes or None,
-        fitted=fitted, public=public,
+        fitted=fitted, public=public, host_fitted=host_fitted,
     )
     decode_tps = row.get("decode_tps")
     kv_read = facts.kv_bytes_per_token(settings.type_k, settings.type_v) * (depth + n_prompt + n_gen / 2.0)
@@ -98,13 +100,12 @@ class RowPredictor:
         inputs = (self.sources.inputs(self.hw.for_row(ngl_eff), this_machine=True,
                                       model_filename=str(row.get("model_filename") or ""), file_type=facts.file_type,
                                       row_backends=str(row.get("backends") or "CPU"),
-                                      n_gpu_layers_effective=ngl_eff, n_layer=facts.n_layer,
                                       n_threads=row_threads(row))
                   if self.sources is not None else None)
         try:
             if inputs is None:
                 return predicted_columns(row, facts, self.hw)
             return predicted_columns(row, facts, self.hw, inputs.efficiency, inputs.efficiency_source, inputs.fitted,
-                                     inputs.public)
+                                     inputs.public, inputs.host_fitted)
         except (ValueError, ZeroDivisionError) as e:
             return {"prediction_error": str(e)}

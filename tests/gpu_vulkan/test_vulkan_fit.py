@@ -52,3 +52,34 @@ def test_a_vulkan_fit_predicts_a_vulkan_row_of_a_model_it_never_saw(tmp_path: Pa
         expected, measured = cols[f"expected_{phase}_tps"], row[f"{phase}_tps"]
         print(f"{phase}: expected {expected:.1f} tok/s, measured {measured:.1f} tok/s on {row['backends']}")
         assert measured / 3 < expected < measured * 3, (phase, expected, measured)
+
+
+def test_a_split_between_the_vulkan_device_and_the_cpu_is_predicted_from_the_two_fits(tmp_path: Path) -> None:
+    """Issue #27 point 2: a partial offload runs on two devices; its expected decode composes the Vulkan fit (every
+    layer on the device) with the CPU fit (none) by the bytes each side reads, and the measured split decode of a
+    model neither fit saw falls within a factor of 2 of it; the figure and its band are printed for the note."""
+    ladder = [write_synth_model(tmp_path / f"{s.name}.gguf", s) for s in SHAPES]
+    args = [a for m in ladder for a in ("-m", str(m))]
+    proc = gguf_bench("run", *args, "-p", "8,32", "-n", "8", "-d", "0,64", "-r", "1", "-ngl", "0,99",
+                      "--no-store", "--no-predict", "-o", "json", timeout=1500)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    fit = fit_machine(samples_from_rows(rows, lambda p: cached_facts(p)), cpu_info="cpu", gpu_info="lavapipe",
+                      build="test", created="2026-12-02")
+    assert {"Vulkan,CPU", "CPU"} <= set(fit.fits), fit.fits.keys()
+    held_out = write_synth_model(tmp_path / f"{HELD_OUT.name}.gguf", HELD_OUT)
+    half = cached_facts(str(held_out)).n_layer // 2
+    proc = gguf_bench("run", "-m", str(held_out), "-p", "32", "-n", "16", "-r", "2", "-ngl", str(half),
+                      "--no-store", "--no-predict", "-o", "json", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert 0 < row["n_gpu_layers_effective"] < cached_facts(str(held_out)).n_layer + 1
+    gpu = find_profile("RTX 4060 Laptop", load_profiles())
+    cols = RowPredictor(HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu),
+                        ExpectedSources(machine_fit=fit))(row)
+    expected, measured = cols["expected_decode_tps"], row["decode_tps"]
+    assert expected is not None, cols  # the CPU fit is at the default thread count, as this row is
+    print(f"split -ngl {half}: expected decode {expected:.1f} tok/s ({cols['calibrated_from']}), "
+          f"measured {measured:.1f} tok/s")
+    assert "split by the bytes each side reads" in cols["calibrated_from"]
+    assert measured / 2 < expected < measured * 2, (expected, measured)
