@@ -189,7 +189,8 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
                 source, facts, profile, req.n_ctx, n_prompt=req.n_prompt, n_gen=req.n_gen,
                 speed=_speed_sources(expected, profile, hw, this, display_name(source), facts.file_type),
                 measured=_measured(rows, display_name(source)) if this else None,
-                quality=_quality(store, source, notes), requantized_from=_requantized_from(source)))
+                quality=_quality(store, source, notes), requantized_from=_requantized_from(source),
+                min_decode_tps=req.min_decode_tps))
     finally:
         if store is not None:
             store.close()

@@ -183,11 +183,15 @@ class _Config:
     pred: Prediction
     words: str
 
-    def rank(self) -> tuple[float, ...]:
-        """Everything on the device first (the better cache type first), then the fastest placement."""
+    def rank(self, min_decode_tps: float | None = None) -> tuple[float, ...]:
+        """Placements that meet the speed floor first; among them everything on the device first, then the
+        better cache type (a quantized KV cache costs quality), then the faster; where none meets the floor, the
+        fastest."""
         kv = KV_TYPES.index(self.type_k) if self.type_k in KV_TYPES else len(KV_TYPES)
         decode = self.pred.expected_decode_tps or self.pred.decode_ceiling_tps
-        return (0, kv, -decode) if self.status == "fits" and not self.n_cpu_moe else (1, -decode, kv)
+        if min_decode_tps is not None and decode < min_decode_tps:
+            return (1, -decode, kv, 0)
+        return (0, 0 if self.status == "fits" and not self.n_cpu_moe else 1, kv, -decode)
 
 
 def _smallest_n_cpu_moe(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, n_prompt: int | None,
@@ -304,17 +308,23 @@ def evaluate_file(
     n_gen: int = DEFAULT_N_GEN, speed: SpeedSources | None = None,
     measured: Measured | Sequence[Measured] | None = None, quality: Quality | None = None,
     requantized_from: str = "",
+    min_decode_tps: float | None = None,
 ) -> FileChoice:
     """The verdict for one file: a prompt of ``n_prompt`` tokens (default: the context less ``n_gen``), then
     ``n_gen`` generated, at ``n_ctx`` on ``profile``, in the best configuration that fits.
 
     Speed is judged the same way for every file: measured here at the configuration's placement where it was
     (``measured``: stable rows, newest first), else expected (a fit, stored efficiencies, the public fit), else
-    the ceiling; the figure's ``kind`` says which."""
+    the ceiling; the figure's ``kind`` says which. ``min_decode_tps``: the floor a placement should meet (the
+    placements are ranked by :meth:`_Config.rank`)."""
     speed = speed or SpeedSources()
     configs, full = _configurations(facts, profile, n_ctx, n_prompt, n_gen, speed)
     is_cpu = profile.kind == "cpu"
-    chosen = min(configs, key=_Config.rank) if configs else None
+
+    def rank(c: _Config) -> tuple[float, ...]:
+        return c.rank(min_decode_tps)
+
+    chosen = min(configs, key=rank) if configs else None
     pred = chosen.pred if chosen else full[KV_TYPES[0]]
     status = chosen.status if chosen else "does_not_fit"
     ngl = chosen.n_gpu_layers if chosen else 0
@@ -333,7 +343,7 @@ def evaluate_file(
         kv_bytes=fit.kv_bytes, compute_bytes=fit.compute_buffer_bytes, overhead_bytes=fit.overhead_bytes,
         decode_tps=decode, ttft_ms=ttft, measured=m, quality=quality, notes=pred.notes, n_cpu_moe=ncmoe,
         decode_empty_tps=empty, decode_depth=int(pred.decode_depth), placement=chosen.words if chosen else "",
-        requantized_from=requantized_from, placements=tuple(_config_line(c) for c in sorted(configs, key=_Config.rank)),
+        requantized_from=requantized_from, placements=tuple(_config_line(c) for c in sorted(configs, key=rank)),
     )
 
 

@@ -63,7 +63,11 @@ def test_without_a_floor_the_partial_offload_is_named_with_its_command(
     doc = _choose([str(laptop_folder), "--hw", "RTX 4060 Laptop", "--ctx", "8192"], capsys)
     rec = doc["recommendation"]
     assert rec["filename"] == "dense-14b.Q4_K_M.gguf" and "layers offloaded" in rec["sentence"]
-    assert "-ncmoe" not in rec["command"] and " -ngl 4" in rec["command"]
+    dense = next(f for f in doc["files"] if f["filename"] == "dense-14b.Q4_K_M.gguf")
+    assert "-ncmoe" not in rec["command"] and f" -ngl {dense['n_gpu_layers']} " in rec["command"]
+    # with no floor to meet, the unquantized cache (fewer layers fit beside it) beats a faster q4_0 one
+    assert " -ctk f16 " in rec["command"] and 0 < dense["n_gpu_layers"] < 49
+    assert any("-ctk q4_0" in line for line in dense["placements"])
     assert "The others rank lower on quality: moe-30b-a3b.Q4_K_M.gguf (4.52 bits/weight)" in rec["sentence"]
 
 
