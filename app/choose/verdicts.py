@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.model.facts import ModelFacts
+from app.predict.fitted_model import Expected
 from app.predict.prediction import (
     AT_CONTEXT_GEN,
     Efficiency,
@@ -255,29 +256,43 @@ def _config_line(c: _Config) -> str:
 def _measured_figures(m: Measured, facts: ModelFacts, profile: HardwareProfile, pred: Prediction,
                       speed: SpeedSources) -> tuple[Figure, Figure, Figure]:
     """(decode at the context, decode from an empty cache, TTFT) from a measurement at other settings: each the
-    measured rate times the ratio of the ceilings at the asked and the measured settings (bandwidth-bound decode
-    slows with the KV read at depth; prefill with the attention over a longer prompt)."""
+    measured rate times the ratio of this machine's fit at the asked and the measured settings where a fit gives
+    both (it knows a short prompt's batch runs below a long one's), else the ratio of the ceilings (bandwidth-bound
+    decode slows with the KV read at depth; prefill with the attention over a longer prompt)."""
     row = predict(facts, profile, PredictSettings(
         n_ctx=max(pred.n_ctx, m.n_depth + m.n_prompt + m.n_gen + 1), n_gpu_layers=m.n_gpu_layers, type_k=m.type_k,
         n_prompt=max(m.n_prompt, 1), n_gen=max(m.n_gen, 1), depth=m.n_depth, flash_attn=True,
-        n_cpu_moe=m.n_cpu_moe), cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps, tensor_bytes=facts.tensor_bytes or None)
+        n_cpu_moe=m.n_cpu_moe), cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps, tensor_bytes=facts.tensor_bytes or None,
+        fitted=speed.fitted, host_fitted=speed.host_fitted)
+
+    def ratio(asked: Expected | None, asked_empty: float | None, ceiling: float, ceiling_empty: float,
+              measured: Expected | None, measured_ceiling: float) -> tuple[float, float, str]:
+        """(at the asked settings, from an empty cache) ÷ measured settings, and whose ratio it is."""
+        if asked is not None and measured is not None and measured.value > 0:
+            return (asked.value / measured.value, (asked_empty or asked.value) / measured.value,
+                    "this machine's fit")
+        return ceiling / measured_ceiling, ceiling_empty / measured_ceiling, "the ceilings"
+
     assert m.decode_tps is not None
     at_depth = int(row.decode_depth)
     source = f"measured here ({m.settings}): {m.decode_tps:,.1f} tok/s at depth {at_depth:,}"
-    decode = m.decode_tps * pred.decode_ceiling_tps / row.decode_ceiling_tps
-    empty = m.decode_tps * pred.decode_ceiling_empty_tps / row.decode_ceiling_tps
+    to_asked, to_empty, whose = ratio(pred.expected_decode, pred.expected_decode_empty_tps, pred.decode_ceiling_tps,
+                                      pred.decode_ceiling_empty_tps, row.expected_decode, row.decode_ceiling_tps)
+    decode, empty = m.decode_tps * to_asked, m.decode_tps * to_empty
     scaled = "" if int(pred.decode_depth) == at_depth else \
-        f"; at depth {int(pred.decode_depth):,} by the ratio of the ceilings there"
+        f"; at depth {int(pred.decode_depth):,} by the ratio of {whose} there"
     prefill = m.prefill_tps or (m.n_prompt / (m.ttft_ms / 1000.0) if m.ttft_ms else None)
     if prefill:
-        prefill_here = prefill * pred.prefill_ceiling_tps / row.prefill_ceiling_tps
+        to_prompt, _, whose_prefill = ratio(pred.expected_prefill, None, pred.prefill_ceiling_tps,
+                                            pred.prefill_ceiling_tps, row.expected_prefill, row.prefill_ceiling_tps)
+        prefill_here = prefill * to_prompt
         ttft = Figure(pred.n_prompt / prefill_here * 1000.0, "measured",
                       source=f"measured here ({m.settings}): prefill {prefill:,.1f} tok/s at a {m.n_prompt}-token "
-                             f"prompt; for {pred.n_prompt:,} tokens by the ratio of the ceilings")
+                             f"prompt; for {pred.n_prompt:,} tokens by the ratio of {whose_prefill}")
     else:
         ttft = Figure(pred.ttft_ms, "ceiling", source="no prefill measured")
     return (Figure(decode, "measured", source=source + scaled),
-            Figure(empty, "measured", source=source + ("; from an empty cache by the ratio of the ceilings"
+            Figure(empty, "measured", source=source + (f"; from an empty cache by the ratio of {whose}"
                                                       if at_depth else "")), ttft)
 
 

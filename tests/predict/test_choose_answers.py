@@ -154,3 +154,30 @@ def test_no_prefill_figures_for_a_prompt_of_zero_tokens(profiles: list[HardwareP
 def test_memory_budget_is_bytes_not_mib(profiles: list[HardwareProfile]) -> None:
     c = evaluate_file("/m/moe.gguf", moe_facts(), _laptop(profiles), 8192)
     assert c.budget_bytes > 7 * 1024 * MIB
+
+
+def test_a_measurement_is_scaled_to_the_asked_request_by_the_fit_where_there_is_one() -> None:
+    """A 64-token prompt's prefill runs below a long prompt's batch rate; the ceilings cannot know that, this
+    machine's fit can (here a stand-in fit whose prefill rate grows with the prompt, labelled as such)."""
+    from app.choose.verdicts import SpeedSources
+    from app.predict.fitted_model import Expected
+
+    def stand_in_fit(facts, s):  # test double for MachineFit.expected: prefill rises with the prompt's batch
+        prefill = 100.0 * min(s.n_prompt, 512) / 512
+        decode = 50.0 / (1 + (s.depth + s.n_prompt + s.n_gen / 2) / 4096)
+        return {"prefill": Expected(prefill, prefill * 0.9, prefill * 1.1, "stand-in fit"),
+                "decode": Expected(decode, decode * 0.9, decode * 1.1, "stand-in fit")}
+
+    cpu, facts = _cpu(), smollm2_facts()
+    short = Measured(40.0, 64 / 12.5 * 1000, "p64 n32 d0 ngl0 t2", n_prompt=64, n_gen=32, n_depth=0,
+                     prefill_tps=12.5)
+    by_ceilings = evaluate_file("/m/q4_1.gguf", facts, cpu, 2048, measured=[short])
+    by_fit = evaluate_file("/m/q4_1.gguf", facts, cpu, 2048, measured=[short],
+                           speed=SpeedSources(fitted=stand_in_fit))
+    assert "by the ratio of this machine's fit" in by_fit.ttft_ms.source
+    assert "by the ratio of the ceilings" in by_ceilings.ttft_ms.source
+    # the fit's prefill at the asked prompt is 8x its rate at 64 tokens: TTFT is the measured rate scaled by it
+    asked_prompt = 2048 - 128
+    assert by_fit.ttft_ms.value == pytest.approx(asked_prompt / (12.5 * 8) * 1000, rel=1e-6)
+    assert by_fit.ttft_ms.value < by_ceilings.ttft_ms.value
+    assert "at depth" in by_fit.decode_tps.source and "this machine's fit" in by_fit.decode_tps.source
