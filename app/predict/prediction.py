@@ -380,7 +380,7 @@ def _split_expected(
                                                                                     read.extra_crossings))
     if composed is None:
         missing = [side for side, fig, share in (("the device with every layer on it", device, frac),
-                                                 ("this machine's CPU alone", host, 1.0 - frac))
+                                                 ("the host CPU alone", host, 1.0 - frac))
                    if share > 0 and fig is None]
         notes.append(f"split placement: no expected decode without an expected figure for "
                      f"{' and '.join(missing)}; the ceiling speaks")

@@ -52,8 +52,8 @@ def test_a_partial_offload_gets_no_public_figure(smollm2_path: Path, profiles) -
     laptop = find_profile("RTX 4060 Laptop", profiles)
     p = predict(facts, laptop, PredictSettings(4096, n_gpu_layers=10), public=load_public_model())
     assert p.expected_decode_tps is None  # the GPU side has the public fit; a GPU not owned has no CPU figure
-    assert any(n.startswith("split placement: no expected decode without an expected figure for this machine's "
-                            "CPU alone") for n in p.notes)
+    assert any(n.startswith("split placement: no expected decode without an expected figure for the host CPU "
+                            "alone") for n in p.notes)
 
 
 def test_cli_predict_for_a_gpu_profile_gives_expected_figures_with_band_and_source(smollm2_path: Path) -> None:

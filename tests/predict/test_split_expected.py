@@ -59,7 +59,7 @@ def test_predict_composes_a_partial_offload_and_never_applies_a_full_offload_fit
     assert pred.expected_prefill_tps is None  # no fit runs a split's prefill
     alone = predict(facts, gpu, settings, cpu_bandwidth_gbps=50.0, fitted=fit_of("device", 400.0))
     assert alone.expected_decode_tps is None
-    assert any("no expected decode without an expected figure for this machine's CPU alone" in n
+    assert any("no expected decode without an expected figure for the host CPU alone" in n
                for n in alone.notes)
     full = predict(facts, gpu, PredictSettings(n_ctx=1024, n_prompt=64, n_gen=16), fitted=fit_of("device", 400.0))
     assert full.expected_decode_tps == pytest.approx(400.0)  # a full offload takes its fit as it is
