@@ -1,6 +1,7 @@
 """Public GPU fit: how well published llama-bench results predict a GPU the fit never saw.
 
-For each GPU architecture in profiles/reference/llama_bench_public.toml with at least two GPUs, every GPU in turn
+For each GPU architecture of the training tables (profiles/reference/llama_bench_public.toml, May 2024 builds, and
+llama_bench_public_2025.toml, later builds) with at least two GPUs, every GPU in turn
 is left out, the architecture is fitted on the others (app/predict/public_fit.py) and the left-out GPU's decode
 (tg) and prefill (pp) figures are predicted. Prints the fitted parameters, every held-out prediction, and the
 median and worst absolute error per architecture and overall. Targets: median ≤ 10 %, worst ≤ 25 %.
@@ -8,13 +9,13 @@ Rows the table marks as excluded are predicted too, shown apart and not counted.
 leave-one-GPU-out figures inside the band made from the other GPUs' errors, the leave-one-architecture-out and
 leave-one-build-era-out errors, and the build-era evidence.
 
-Then the HELD-OUT check: the fit of the training table only predicts every row of
+Then the HELD-OUT check: the fit of the training tables only predicts every row of
 profiles/reference/llama_bench_public_more.toml (rows no fit has seen) at its own settings, backend and build;
 median |error| and the share inside the band, overall, by backend, weight type, build era and GPU kind (issue #26
 targets: decode ≤ 10 %, prefill ≤ 15 %, ≥ 80 % inside). Rows whose GPU has no hardware profile are listed as
 skipped. Pure arithmetic: seconds to run.
 
-    python benchmarks/public_gpu_fit.py [--table FILE] [--held-out FILE]
+    python benchmarks/public_gpu_fit.py [--table FILE ...] [--held-out FILE]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from app.predict.public_arch_fit import (  # noqa: E402
     summarize,
     used,
 )
-from app.predict.public_data import PUBLIC_TABLE_PATH, ReferenceResult, load_reference  # noqa: E402
+from app.predict.public_data import TRAINING_TABLE_PATHS, ReferenceResult, load_training  # noqa: E402
 from app.predict.public_fit import MIN_RESIDUALS, PublicGpuModel, residual_band  # noqa: E402
 from app.predict.public_held_out import (  # noqa: E402
     GROUPINGS,
@@ -53,6 +54,22 @@ from app.predict.workload import PHASES  # noqa: E402
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 HELD_OUT_TARGETS = {"decode": 0.10, "prefill": 0.15}
 HELD_OUT_TARGET_INSIDE = 0.80
+
+
+def training_lines(model: PublicGpuModel, tables: list[Path]) -> list[str]:
+    """Rows per table, backend and build era, and the rows left out for want of a hardware profile."""
+    lines = [f"Tables: {', '.join(t.name for t in tables)}; {len(model.rows)} rows fitted, "
+             f"{len({r.gpu for r in model.rows})} GPUs.", "", "| backend | build era | rows | GPUs |",
+             "|---|---|---:|---:|"]
+    cells: dict[tuple[str, str], list[ReferenceResult]] = {}
+    for r in model.rows:
+        cells.setdefault((r.backend, row_era(r) or "unknown"), []).append(r)
+    for (backend, era), rows in sorted(cells.items()):
+        lines.append(f"| {backend} | {era} | {len(rows)} | {len({r.gpu for r in rows})} |")
+    if model.unprofiled:
+        gpus = sorted({r.gpu for r in model.unprofiled})
+        lines += ["", f"Not fitted, no hardware profile yet: {len(model.unprofiled)} rows of {', '.join(gpus)}."]
+    return lines
 
 
 def parameter_lines(model: PublicGpuModel) -> list[str]:
@@ -141,7 +158,7 @@ def era_evidence(train: list[ReferenceResult], held: list[ReferenceResult]) -> l
             builds = sorted({r.build_number for r in inside if r.build_number is not None})
             dates = sorted({r.date for r in inside if r.date})
             b = f"b{builds[0]}–b{builds[-1]} ({len(builds)} builds)" if builds else "none given"
-            d = f"{dates[0]} – {dates[-1]}" if dates else "none given (training: May 2024, per its header)"
+            d = f"{dates[0]} – {dates[-1]}" if dates else "none given"
             lines.append(f"| {name} | {label} | {len(inside)} | {b} | {d} |")
     unknown = [r for r in held if not row_era(r)]
     if unknown:
@@ -178,7 +195,7 @@ def held_out_summary_lines(checks: list[HeldOutCheck]) -> list[str]:
 def held_out_report(model: PublicGpuModel, path: Path) -> None:
     rows = load_held_out(path)
     checks, skipped = check_held_out(model, rows, list(model.profiles.values()))
-    print(f"\n## HELD-OUT check: {path.name} ({len(rows)} rows; fit on the training table only)\n")
+    print(f"\n## HELD-OUT check: {path.name} ({len(rows)} rows; fit on the training tables only)\n")
     print(f"Skipped {len(skipped)} of {len(rows)} rows (their GPU has no hardware profile; by GPU):")
     by_gpu: dict[str, list[str]] = {}
     for s in skipped:
@@ -205,11 +222,14 @@ def held_out_report(model: PublicGpuModel, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--table", type=Path, default=PUBLIC_TABLE_PATH, help="reference table (TOML)")
+    ap.add_argument("--table", type=Path, action="append",
+                    help="a training table (TOML); repeat for several (default: the shipped training tables)")
     ap.add_argument("--held-out", type=Path, default=HELD_OUT_TABLE_PATH,
                     help="held-out table (TOML), never fitted")
     args = ap.parse_args(argv)
-    model = PublicGpuModel(load_reference(args.table), load_profiles([HARDWARE_PROFILES_DIR]))
+    tables = args.table or list(TRAINING_TABLE_PATHS)
+    model = PublicGpuModel(load_training(tables), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True)
+    print("## Training tables\n", *training_lines(model, tables), sep="\n")
     header = ["| architecture | GPU left out | model | test | measured t/s | predicted t/s | error |",
               "|---|---|---|---|---:|---:|---:|"]
     print("## Fitted parameters (all GPUs of each architecture)\n", *parameter_lines(model), sep="\n")

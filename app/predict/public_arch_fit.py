@@ -61,9 +61,10 @@ WEIGHT_FAMILY: dict[str, str] = {
 }
 #: llama.cpp backends as llama-bench prints them, by the lower-case name.
 BACKENDS = {"cuda": "CUDA", "metal": "Metal", "vulkan": "Vulkan", "rocm": "ROCm", "hip": "ROCm", "sycl": "SYCL"}
-#: Build eras: (name, first build, first date). The training table is all b2795-b2843 (May 2024); the boundaries
-#: are round build numbers around it and around the gap in the held-out table's builds (b4696, then b6040 on);
-#: the dates are the first dates of each era's held-out rows with both (benchmarks/public_gpu_fit.py prints them).
+#: Build eras: (name, first build, first date). The boundaries were set when the only training table was
+#: b2795-b2843 (May 2024): round build numbers around it and around the gap in the held-out table's builds (b4696,
+#: then b6040 on); the dates are the first dates of each era's held-out rows with both. They are left as they were
+#: when llama_bench_public_2025.toml (b3999-b7361) was added; benchmarks/public_gpu_fit.py prints the evidence.
 ERAS: tuple[tuple[str, int, str], ...] = (("≤b2999", 0, ""), ("b3000–b5999", 3000, "2024-06-01"),
                                           ("≥b6000", 6000, "2025-08-01"))
 CURRENT_ERA = ERAS[-1][0]
@@ -94,9 +95,12 @@ def era_of(build_number: int | None, date: str = "") -> str:
 def row_era(r: ReferenceResult) -> str:
     return era_of(r.build_number, r.date)
 
-#: Kernel classes with no public rows borrow the coefficients of these (quantized types: the K-quant kernels).
+#: Kernel classes with no public rows borrow the coefficients of the first of these the fit has: a quantized type the
+#: K-quant kernels', else another quantized family's; a float type F16's, else another float type's.
 FLOAT_CLASSES = frozenset({"f16", "bf16", "f32"})
-QUANT_STAND_IN, FLOAT_STAND_IN = "k_quant", "f16"
+QUANT_STAND_INS: tuple[str, ...] = ("k_quant", "legacy", "i_quant", "mxfp4")
+FLOAT_STAND_INS: tuple[str, ...] = ("f16", "bf16", "f32")
+QUANT_STAND_IN, FLOAT_STAND_IN = QUANT_STAND_INS[0], FLOAT_STAND_INS[0]
 OVERHEADS = ("layer", "fixed")
 #: Candidate prefill power caps in TFLOPS per watt of board power; None leaves the spec rate uncapped.
 #: Tried in this order (uncapped, then ever tighter caps); a later one must fit better by RELATIVE_GAIN to win.
@@ -215,11 +219,12 @@ class ArchFit:
         return tuple(dict.fromkeys(r.gpu for r in self.rows))
 
     def stand_in(self, cls: str) -> str | None:
-        """The fitted class that predicts ``cls``: itself, else the float or quantized stand-in, else None."""
+        """The fitted class that predicts ``cls``: itself, else the first float (for a float type) or quantized
+        stand-in the fit has (``FLOAT_STAND_INS``, ``QUANT_STAND_INS``), else None."""
         if f"class:{cls}" in self.coefficients:
             return cls
-        other = FLOAT_STAND_IN if cls in FLOAT_CLASSES else QUANT_STAND_IN
-        return other if f"class:{other}" in self.coefficients else None
+        order = FLOAT_STAND_INS if cls in FLOAT_CLASSES else QUANT_STAND_INS
+        return next((o for o in order if f"class:{o}" in self.coefficients), None)
 
     def streamed(self, demand: Demand) -> float | None:
         """Fitted seconds per token of the kernel classes' work (bytes or FLOPs at η); None when a class has neither

@@ -1,4 +1,10 @@
-"""The reference table of published llama-bench results (``profiles/reference/llama_bench_public.toml``).
+"""The reference tables of published llama-bench results (``profiles/reference/llama_bench_public*.toml``).
+
+The public fit learns from the TRAINING tables (``TRAINING_TABLE_PATHS``: ``llama_bench_public.toml``, May 2024
+builds, and ``llama_bench_public_2025.toml``, builds from June 2024 on, in the held-out table's schema); the held-out
+table (app/predict/public_held_out.py) is read with the same parser and never fitted. Rows are held out by source:
+:func:`source_key` names the publication a ``source_url`` points at, so that a test can check that no repository or
+thread gives rows to both sides.
 
 Two kinds of tables, units in the key names:
 
@@ -24,13 +30,18 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from app.paths import PROFILES_DIR
 from app.toml_tables import check_table
 
 PUBLIC_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public.toml"
+PUBLIC_2025_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_2025.toml"
+#: The tables the shipped public fit learns from (each file has its own [[model]] tables).
+TRAINING_TABLE_PATHS: tuple[Path, ...] = (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH)
 GIB = 1024**3
 
 _MODEL_KEYS: dict[str, type] = {
@@ -47,6 +58,8 @@ _RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
 _RESULT_OPTIONAL = {"exclude_pp": str, "exclude_tg": str, "date": str, "flash_attn": int, "n_depth": int,
                     "n_ubatch": int, "n_batch": int}
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_GITHUB_THREAD = re.compile(r"^/([^/]+)/([^/]+)/(?:issues|pull|discussions)/(\d+)")
+_GITHUB_SHORT = re.compile(r"^github:([^/@:]+)/([^/@:]+)")
 _BUILD_NUMBER = re.compile(r"\((\d+)\)\s*$|^b?(\d+)$")
 
 
@@ -187,3 +200,29 @@ def load_reference(path: Path = PUBLIC_TABLE_PATH, *, held_out: bool = False) ->
     except OSError as exc:
         raise ReferenceTableError(f"{path.name}: cannot read: {exc.strerror}") from None
     return parse_reference(doc, path.name, held_out=held_out)
+
+
+def load_training(paths: Sequence[Path] = TRAINING_TABLE_PATHS) -> list[ReferenceResult]:
+    """Every row of the training tables, file by file; each file is validated on its own (``load_reference``), so an
+    error names the file it is in."""
+    return [r for path in paths for r in load_reference(path)]
+
+
+def source_key(url: str) -> str:
+    """The publication ``url`` cites, lower-cased: "owner/repo#N" for a GitHub issue, pull request or discussion
+    (one thread), "owner/repo" for a file of a repository (``https://github.com/o/r/blob/...`` or
+    ``github:o/r@commit:path``), else "host/path" without query and fragment."""
+    text = url.strip()
+    short = _GITHUB_SHORT.match(text)
+    if short:
+        return f"{short[1]}/{short[2]}".lower()
+    parts = urlsplit(text)
+    host = parts.netloc.lower().removeprefix("www.")
+    if host == "github.com":
+        thread = _GITHUB_THREAD.match(parts.path)
+        if thread:
+            return f"{thread[1]}/{thread[2]}#{thread[3]}".lower()
+        segments = [s for s in parts.path.split("/") if s]
+        if len(segments) >= 2:
+            return f"{segments[0]}/{segments[1]}".lower()
+    return f"{host}{parts.path.rstrip('/')}".lower()

@@ -10,8 +10,11 @@ MIN_RESIDUALS); where anything was substituted (another backend, another era, a 
 weight family) also the errors of that kind of substitution: leave-one-build-era-out for an era, else
 leave-one-architecture-out (the error of a fit that never saw the group), so the band widens to cover both.
 
-Held-out rows (app/predict/public_held_out.py) are refused by construction: ``PublicGpuModel`` raises on them.
-Pure functions, except ``load_public_model``, which reads the shipped table once.
+The shipped fit learns from the training tables (app/predict/public_data.py ``TRAINING_TABLE_PATHS``: the May 2024
+table and the table of later builds); a training row whose GPU has no hardware profile yet is kept aside
+(``PublicGpuModel.unprofiled``) until one is added. Held-out rows (app/predict/public_held_out.py) are refused by
+construction: ``PublicGpuModel`` raises on them.
+Pure functions, except ``load_public_model``, which reads the shipped tables once.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from app.predict.public_arch_fit import (
     row_era,
     weight_family,
 )
-from app.predict.public_data import ReferenceResult, load_reference
+from app.predict.public_data import ReferenceResult, load_training
 from app.predict.workload import Phase
 
 BAND_FLOOR = 0.05
@@ -125,22 +128,26 @@ class FitChoice:
     era: str
     backend_matched: bool
     era_matched: bool
+    family_borrowed: bool = False  # the GPU's architecture has rows, but no fit of it predicts the weight family
 
 
 class PublicGpuModel:
     """The public llama-bench rows fitted per architecture (and per backend and build era where the table has the
     rows), with held-out errors for the bands. ``backend`` and ``build``: what predictions are for when the call
-    does not say (:meth:`for_setting`)."""
+    does not say (:meth:`for_setting`). ``skip_unprofiled``: rows whose GPU has no profile are kept in
+    ``unprofiled`` instead of refused."""
 
-    def __init__(self, rows: Sequence[ReferenceResult], profiles: Iterable[HardwareProfile]) -> None:
+    def __init__(self, rows: Sequence[ReferenceResult], profiles: Iterable[HardwareProfile], *,
+                 skip_unprofiled: bool = False) -> None:
         held = [r.label for r in rows if r.held_out]
         if held:
             raise PublicFitError(f"the public fit never learns from held-out rows ({len(held)}, e.g. {held[0]})")
         self.profiles = {p.name: p for p in profiles}
         unknown = sorted({r.gpu for r in rows} - set(self.profiles))
-        if unknown:
+        if unknown and not skip_unprofiled:
             raise PublicFitError(f"reference rows name GPUs with no hardware profile: {', '.join(unknown)}")
-        self.rows = tuple(rows)
+        self.unprofiled = tuple(r for r in rows if r.gpu not in self.profiles)
+        self.rows = tuple(r for r in rows if r.gpu in self.profiles)
         self.fits = fit_architectures(self.rows, self.profiles)
         self.cells = fit_cells(self.rows, self.profiles)
         self.held_out = leave_one_gpu_out(self.rows, self.profiles)
@@ -160,20 +167,37 @@ class PublicGpuModel:
         bound.build, bound.build_label = build, build_label
         return bound
 
-    def choose(self, profile: HardwareProfile, phase: Phase, backend: str, era: str) -> FitChoice | None:
-        """The fit for ``profile``'s architecture (else the nearest one with rows), backend and era, or None."""
+    def choose(self, profile: HardwareProfile, phase: Phase, backend: str, era: str,
+               family: str | None = None) -> FitChoice | None:
+        """The fit for ``profile``'s architecture (else the nearest one with rows), backend and era, or None; with a
+        weight ``family``, the first of those fits that predicts it (its own class or a stand-in), else the nearest
+        other architecture's that does (``family_borrowed``)."""
         arch = profile.architecture or "unknown"
-        lender = arch
-        if (arch, phase) not in self.fits:
-            candidates = {a: g for a, g in self.gpus_by_arch.items() if (a, phase) in self.fits}
-            lender = nearest_architecture(profile, candidates) or ""
-            if not lender:
+
+        def predicts(fit: ArchFit) -> bool:
+            return family is None or fit.stand_in(family) is not None
+
+        def pick(lender: str) -> ArchFit | None:
+            fits = (self.cells.get((lender, backend, era, phase)), self.cells.get((lender, backend, "", phase)),
+                    self.fits.get((lender, phase)))
+            return next((f for f in fits if f is not None and predicts(f)), None)
+
+        candidates = {a: g for a, g in self.gpus_by_arch.items() if (a, phase) in self.fits}
+        lender = arch if (arch, phase) in self.fits else nearest_architecture(profile, candidates) or ""
+        if not lender:
+            return None
+        fit = pick(lender)
+        family_borrowed = False
+        if fit is None:  # no fit of the lender predicts this weight family: the nearest architecture's that does
+            able = {a: g for a, g in candidates.items() if a != lender and pick(a) is not None}
+            other = nearest_architecture(profile, able)
+            if other is None:
                 return None
-        fit = (self.cells.get((lender, backend, era, phase)) or self.cells.get((lender, backend, "", phase))
-               or self.fits[(lender, phase)])
+            lender, fit, family_borrowed = other, pick(other), lender == arch
+        assert fit is not None
         return FitChoice(fit, arch, "" if lender == arch else lender, backend, era,
                          backend in {canonical_backend(r.backend) for r in fit.rows},
-                         era in {row_era(r) for r in fit.rows})
+                         era in {row_era(r) for r in fit.rows}, family_borrowed)
 
     def band(self, architecture: str, phase: Phase) -> tuple[tuple[float, float], str]:
         """((low, high) relative error band, how it was found) of the architecture's leave-one-GPU-out errors,
@@ -204,12 +228,13 @@ class PublicGpuModel:
         backend = canonical_backend(backend or self.backend or default_backend(profile))
         build = build if build is not None else (self.build if not date else None)
         era = era_of(build, date) or CURRENT_ERA
-        choice = self.choose(profile, phase, backend, era)
+        fam = weight_family(ggml_type)
+        choice = self.choose(profile, phase, backend, era, fam)
         arch = profile.architecture or "unknown"
         if choice is None:
-            return None, f"no expected figure: no public data for {arch} nor any architecture to borrow from"
+            return None, (f"no expected figure: no public data for {arch} nor any architecture to borrow from "
+                          f"for {ggml_type} kernels")
         fit = choice.fit
-        fam = weight_family(ggml_type)
         stand_in = fit.stand_in(fam)
         ideal_tps = ceiling_tps / compute_scale(profile, fit.tflops_per_w)
         alu_s = alu_seconds(n_matmul_params, profile) if phase == "decode" else 0.0
@@ -220,7 +245,11 @@ class PublicGpuModel:
         (lo, hi), how = self.band(lender, phase)
         subs: list[str] = []
         kinds: list[str] = []
-        if choice.borrowed_from:
+        if choice.family_borrowed:
+            subs.append(f"borrowed from {lender}: no public {arch} rows of {fam} or a stand-in family, {lender}'s "
+                        "efficiency at this GPU's spec ceilings")
+            kinds.append("architecture")
+        elif choice.borrowed_from:
             subs.append(f"borrowed from {lender}: no public {arch} rows, {lender}'s efficiency at this GPU's spec "
                         "ceilings")
             kinds.append("architecture")
@@ -290,5 +319,6 @@ def public_expected(
 
 @functools.lru_cache(maxsize=1)
 def load_public_model() -> PublicGpuModel:
-    """The shipped reference table fitted against the shipped hardware profiles (read once per process)."""
-    return PublicGpuModel(load_reference(), load_profiles([HARDWARE_PROFILES_DIR]))
+    """The shipped training tables fitted against the shipped hardware profiles (read once per process); rows of GPUs
+    without a profile wait in ``unprofiled``."""
+    return PublicGpuModel(load_training(), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True)

@@ -2,7 +2,8 @@
 the check of the public fit against it.
 
 The held-out rows are never fitted: every row read here is marked ``held_out`` and :class:`PublicGpuModel` refuses
-such rows, and the shipped fit (``load_public_model``) reads only ``llama_bench_public.toml``. The file has the
+such rows, and the shipped fit (``load_public_model``) reads only the training tables (``TRAINING_TABLE_PATHS`` of
+app/predict/public_data.py), whose rows come from other sources (held out by source). The file has the
 schema of app/predict/public_data.py with its optional keys (date, flash_attn, n_depth, n_ubatch, n_batch; MoE
 n_expert, n_expert_used, expert_ff); a malformed file raises ``ReferenceTableError`` with one line naming it.
 

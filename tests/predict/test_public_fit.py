@@ -11,6 +11,7 @@ from app.paths import HARDWARE_PROFILES_DIR
 from app.predict.profiles import HardwareProfile, find_profile, load_profiles
 from app.predict.public_arch_fit import (
     KAPPA_GRID,
+    ArchFit,
     Demand,
     compute_scale,
     fit_phase_rows,
@@ -274,3 +275,26 @@ def test_backend_and_era_are_inputs_named_in_the_source(public, shipped_profiles
 def test_a_single_gpu_architecture_takes_the_pooled_band(public, shipped_profiles) -> None:
     got = public.expect(find_profile("H200", shipped_profiles), 400.0, 20000.0, "Q4_K", 30, build=2824)
     assert got.decode is not None and "all architectures' leave-one-GPU-out (one Hopper GPU)" in got.decode.source
+
+
+def test_a_missing_family_takes_the_first_stand_in_the_fit_has() -> None:
+    legacy_only = ArchFit("X", "decode", {"class:legacy": 1.2, "fixed": 1e-4}, ())
+    assert (legacy_only.stand_in("k_quant"), legacy_only.stand_in("i_quant"), legacy_only.stand_in("legacy")) == (
+        "legacy", "legacy", "legacy")
+    assert legacy_only.stand_in("f16") is None and legacy_only.stand_in("bf16") is None
+    both = ArchFit("X", "decode", {"class:legacy": 1.2, "class:k_quant": 1.1, "class:bf16": 1.0}, ())
+    assert (both.stand_in("i_quant"), both.stand_in("f16"), both.stand_in("mxfp4")) == ("k_quant", "bf16", "k_quant")
+
+
+def test_an_architecture_without_the_family_borrows_it_and_says_so(synthetic) -> None:
+    other = gpu("F", 400, 100, 300, arch="Other")
+    q4 = [dataclasses.replace(row("F", SMALL, "F16"), weight_type="Q4_0", ggml_type="Q4_0", file_size_gib=4.33,
+                              tg_tps=tg, pp_tps=pp) for tg, pp in ((60.0, 900.0), (61.0, 950.0))]
+    model = PublicGpuModel([*synthetic, *q4], [*GPUS, other])
+    own = model.expect(other, 100.0, 5000.0, "Q4_0", 32)
+    assert own.decode is not None and own.decode.source.startswith("public llama-bench results, Other fit")
+    f16 = model.expect(other, 100.0, 5000.0, "F16", 32)
+    assert f16.note == "" and f16.decode is not None and f16.prefill is not None
+    assert "borrowed from Synth: no public Other rows of f16 or a stand-in family" in f16.decode.source
+    assert "leave-one-architecture-out errors" in f16.decode.source  # the band takes in a borrowed fit's errors
+    assert f16.decode.high / f16.decode.low >= own.decode.high / own.decode.low

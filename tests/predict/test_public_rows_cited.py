@@ -1,8 +1,8 @@
 """Every published llama-bench row in the reference tables says where it was published (issue #26).
 
-Both tables are read with tomllib as they are on disk: the one the public fit learns from
-(llama_bench_public.toml) and the held-out one (llama_bench_public_more.toml). A row without a source, a row whose
-model has no shape, or the same published figure copied twice fails here.
+The tables are read with tomllib as they are on disk: the two the public fit learns from
+(llama_bench_public.toml, llama_bench_public_2025.toml) and the held-out one (llama_bench_public_more.toml).
+A row without a source, a row whose model has no shape, or the same published figure copied twice fails here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "profiles" / "reference"
-TABLES = ("llama_bench_public.toml", "llama_bench_public_more.toml")
+TABLES = ("llama_bench_public.toml", "llama_bench_public_2025.toml", "llama_bench_public_more.toml")
 
 
 def _load(name: str) -> dict[str, Any]:
