@@ -374,6 +374,12 @@ def fit_phase_rows(
                 best = (solved[0], solved[1], None)
     if best is None:
         raise PublicFitError(f"{architecture or 'rows'}: no non-negative {phase} fit")
+    fitted = [k for k, v in best[1].items() if k != ALU_KEY and v > 0]
+    if len(rows) <= len(fitted):
+        # no more rows than coefficients: the rows are reproduced whatever the costs really are (one row of one
+        # model gives its efficiency to every size); no fit is made and the nearest architecture's is borrowed
+        raise PublicFitError(f"{architecture or 'rows'}: {len(rows)} {phase} rows cannot check a fit of "
+                             f"{len(fitted)} coefficients")
     return ArchFit(architecture, phase, best[1], rows, best[2])
 
 

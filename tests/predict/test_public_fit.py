@@ -225,9 +225,10 @@ def public(shipped_profiles) -> PublicGpuModel:
 def test_shipped_leave_one_out_report(public: PublicGpuModel) -> None:
     archs = {h.architecture for h in public.held_out}
     assert archs == {"Ada", "Ampere", "Ampere GA100", "Apple silicon"}  # Hopper has one GPU: nothing to hold out
+    assert ("Hopper", "decode") not in public.fits  # 3 rows for 3 coefficients: nothing checks them, so no fit
     for phase in ("decode", "prefill"):
         s = summarize(h for h in public.held_out if h.phase == phase)
-        assert s.n >= 39 and math.isfinite(s.median)
+        assert s.n >= 35 and math.isfinite(s.median)
         assert s.median <= 0.12, (phase, s)  # 5.8 % and 9.9 % today (target 10 %); worst: see the benchmark
 
 
@@ -272,9 +273,20 @@ def test_backend_and_era_are_inputs_named_in_the_source(public, shipped_profiles
     assert bound.source == vulkan.source  # for_setting passes them through predict() unchanged
 
 
-def test_a_single_gpu_architecture_takes_the_pooled_band(public, shipped_profiles) -> None:
+def test_a_single_gpu_architecture_takes_the_pooled_band(shipped_profiles) -> None:
+    from app.predict.public_fit import load_public_model
+
+    got = load_public_model().expect(find_profile("Radeon 8060S", shipped_profiles), 400.0, 20000.0, "Q4_0", 30,
+                                     backend="ROCm", build=6500)
+    assert got.decode is not None and "RDNA 3.5 fit" in got.decode.source
+    assert "all architectures' leave-one-GPU-out (one RDNA 3.5 GPU)" in got.decode.source
+
+
+def test_an_architecture_with_no_more_rows_than_coefficients_borrows(public, shipped_profiles) -> None:
+    """Hopper's rows (one H100, one model) are reproduced exactly by its own coefficients, which proves nothing:
+    it borrows the nearest architecture's fit, and says so."""
     got = public.expect(find_profile("H200", shipped_profiles), 400.0, 20000.0, "Q4_K", 30, build=2824)
-    assert got.decode is not None and "all architectures' leave-one-GPU-out (one Hopper GPU)" in got.decode.source
+    assert got.decode is not None and "borrowed from Ampere for Hopper" in got.decode.source
 
 
 def test_a_missing_family_takes_the_first_stand_in_the_fit_has() -> None:
