@@ -6,19 +6,24 @@ the longer one at some depth (and, for one shape, half that depth and flash atte
 deep in the cache: these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the
 cache spill). Every other type runs one wide shape at a short and a longer prompt and a narrow one at the longer,
 enough for its own bytes, FLOPs and width coefficients; the default two passes take about three minutes on 2
-cores. The models live in a temporary folder of the data dir that is removed afterwards; the fit is written only
+cores. Only stable tests taken on a quiet machine are fitted, of the ladder and of the stored runs alike
+(:func:`app.predict.store_efficiency.untrustworthy`, the rule every expected figure follows): a ladder test that is
+not is measured once more; those left out are counted in the progress and the fit's notes, and with fewer than half
+of the ladder left the fit is refused. The
+models live in a temporary folder of the data dir that is removed afterwards; the fit is written only
 at the end (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -37,8 +42,10 @@ from app.predict.calibration_fit import (
 )
 from app.predict.calibration_store import engine_version, fit_path, llama_build, read_fit, save_fit
 from app.predict.cpu_kernels import cpu_class_table
+from app.predict.fitted_model import FitError
 from app.predict.prediction import PredictSettings
-from app.results.fields import RowStatus
+from app.predict.store_efficiency import untrustworthy
+from app.results.fields import BUSY_OTHER_CPU_PCT, RowStatus
 from app.results.phases import spread
 from app.results.store import ResultStore
 from app.run.events import Event, TestStarted
@@ -76,6 +83,9 @@ NARROW_SHAPE: tuple[int, int, int] = (512, 24, 4)
 DEEP_TEST: tuple[int, int, int, int, int] = (576, 8, 3, 4096, 512)
 QUICK_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 2, 1, 256), (256, 5, 4, 256), (512, 2, 4, 256))
 QUICK_TYPES: tuple[str, ...] = ("Q8_0", "F16")
+#: The share of the ladder's ok tests that must be stable and quiet (app.predict.store_efficiency.untrustworthy) for
+#: a fit: below it whole weight types and shapes lose their points, and what is left speaks for a busy machine.
+MIN_TRUSTED_SHARE = 0.5
 
 
 class CalibrationCancelled(Exception):
@@ -121,6 +131,45 @@ class CalibrationResult:
     n_ladder_points: int
     n_store_points: int
     wall_s: float = 0.0
+    n_ladder_left_out: int = 0  # ok ladder tests left out: unstable or taken while the machine was busy
+    n_store_left_out: int = 0  # ok stored runs left out for the same reason
+
+
+@dataclass(frozen=True)
+class TrustedRows:
+    """The ok rows a fit may learn from (neither unstable nor taken on a busy machine, by
+    :func:`app.predict.store_efficiency.untrustworthy`) and how many ok rows were left out."""
+
+    rows: list[dict[str, Any]]
+    n_left_out: int
+
+    @property
+    def n_ok(self) -> int:
+        return len(self.rows) + self.n_left_out
+
+    def left_out(self, what: str) -> str:
+        """"3 of 24 ladder tests left out: unstable, or taken while the machine was busy", or "" when none was."""
+        if not self.n_left_out:
+            return ""
+        return f"{self.n_left_out} of {self.n_ok} {what} left out: unstable, or taken while the machine was busy"
+
+
+def trusted_rows(rows: list[dict[str, Any]]) -> TrustedRows:
+    """The ok rows of ``rows`` that are stable and quiet, and the count of ok rows that are not (failed rows are
+    neither: they never reach a fit)."""
+    ok = [r for r in rows if r.get("status") == RowStatus.OK]
+    kept = [r for r in ok if not untrustworthy(r)]
+    return TrustedRows(kept, len(ok) - len(kept))
+
+
+def check_enough_trusted(ladder: TrustedRows) -> None:
+    """Raises FitError (one line) when fewer than :data:`MIN_TRUSTED_SHARE` of the ladder's ok tests are stable
+    and quiet."""
+    if ladder.n_ok and len(ladder.rows) < MIN_TRUSTED_SHARE * ladder.n_ok:
+        raise FitError(f"only {len(ladder.rows)} of {ladder.n_ok} ladder tests were stable and quiet; the other "
+                       f"{ladder.n_left_out} were unstable (spread ≥ 10 % of the mean) or taken while other processes "
+                       f"used over {BUSY_OTHER_CPU_PCT:.0f} % of a CPU: too few to fit; calibrate again when the "
+                       f"machine is quieter")
 
 
 @dataclass(frozen=True)
@@ -181,16 +230,55 @@ def repacked_types(rows: list[dict[str, Any]]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def store_samples(store: ResultStore, cpu_info: str, gpu_info: str, version: str, limit: int = 2000,
-                  ctx: MachineContext | None = None, repack: int = 1) -> list[Sample]:
-    """Samples of this machine's ok rows in ``store`` run with this llama-cpp-python version, the default thread
-    count and ``repack`` (the ladder's: the fit holds for them), whose model file is still there, reduced with
-    ``ctx``. Rows from before the repack column ran with repacking on."""
+def store_rows(store: ResultStore, cpu_info: str, gpu_info: str, version: str, limit: int = 2000,
+               repack: int = 1) -> TrustedRows:
+    """This machine's ok rows in ``store`` run with this llama-cpp-python version, the default thread count and
+    ``repack`` (the ladder's: the fit holds for them), split by trust (:func:`trusted_rows`). Rows from before the
+    repack column ran with repacking on."""
     threads = (0, usable_cpu_threads())
     rows = [r for r in store.recent_rows(limit) if r.get("cpu_info") == cpu_info
             and (r.get("gpu_info") or "") == gpu_info and str(r.get("llama_cpp_python_version") or "") == version
             and int(r.get("n_threads") or 0) in threads and PredictSettings.from_row(r).repack == repack]
-    return samples_from_rows(rows, _facts_or_none, ctx)
+    return trusted_rows(rows)
+
+
+def store_samples(store: ResultStore, cpu_info: str, gpu_info: str, version: str, limit: int = 2000,
+                  ctx: MachineContext | None = None, repack: int = 1) -> list[Sample]:
+    """Samples of :func:`store_rows`' stable, quiet rows whose model file is still there, reduced with ``ctx``."""
+    return samples_from_rows(store_rows(store, cpu_info, gpu_info, version, limit, repack).rows, _facts_or_none, ctx)
+
+
+@dataclass(frozen=True)
+class LadderFit:
+    """A fit of the ladder's rows and the stored runs, with the points it used and the ladder tests it left out."""
+
+    fit: MachineFit
+    n_ladder_points: int
+    n_store_points: int
+    n_ladder_left_out: int
+
+
+def fit_ladder(rows: list[dict[str, Any]], stored: TrustedRows, *, ctx: MachineContext, cpu_info: str,
+               gpu_info: str, build: str, repack: int, progress: Callable[[str], None] = lambda _m: None) -> LadderFit:
+    """Fit the ladder's stable, quiet ``rows`` and the stable, quiet stored runs (``stored``: :func:`store_rows`);
+    what was left out of each goes into the progress line, the fit's notes and a FitError's message.
+
+    Raises FitError when fewer than :data:`MIN_TRUSTED_SHARE` of the ladder's tests are stable and quiet, or when
+    what is left cannot be fitted."""
+    trusted = trusted_rows(rows)
+    check_enough_trusted(trusted)
+    ladder = samples_from_rows(trusted.rows, _facts_or_none, ctx)
+    from_store = samples_from_rows(stored.rows, _facts_or_none, ctx)
+    left_out = tuple(t for t in (trusted.left_out("ladder tests"), stored.left_out("stored runs")) if t)
+    said = "".join(f"; {t}" for t in left_out)
+    progress(f"fitting {len(ladder)} ladder points and {len(from_store)} stored runs{said}")
+    try:
+        fit = fit_machine(ladder + from_store, cpu_info=cpu_info, gpu_info=gpu_info, build=build,
+                          created=date.today().isoformat(), context=ctx, repack=repack,
+                          repacked_types=repacked_types(rows))
+    except FitError as e:
+        raise FitError(f"{e}{said}") from None
+    return LadderFit(replace(fit, notes=fit.notes + left_out), len(ladder), len(from_store), trusted.n_left_out)
 
 
 class Calibration:
@@ -244,8 +332,10 @@ class Calibration:
     def _measure_ladder(self, folder: Path, machine: dict[str, Any], fit_rows: Callable[[list[dict[str, Any]]],
                         MachineFit]) -> tuple[list[dict[str, Any]], MachineFit]:
         """Write and measure the ladder (``passes`` times, each test's repetitions pooled over the passes) and fit
-        it (``fit_rows``); tests the fit finds disturbed are measured once more, the faster figures kept (another
-        process only ever slows a test), and fitted again."""
+        it (``fit_rows``); tests the fit finds disturbed, and those unstable or taken on a busy machine (left out
+        of the fit), are measured once more, and fitted again: a disturbed test keeps the faster figures (another
+        process only ever slows a test), a left-out one takes the new measurement where that one is stable and
+        quiet. A new measurement that is not stays unused."""
         tests = ladder_tests(self._write_ladder(folder), self.options)
         rows = self._measure(tests, machine)
         for n in range(2, self.options.passes + 1):
@@ -253,16 +343,22 @@ class Calibration:
             rows = [pooled(a, b) for a, b in zip(rows, self._measure(tests, machine), strict=True)]
         fit = fit_rows(rows)
         disturbed = disturbed_labels(fit)
-        again = [i for i, r in enumerate(rows) if row_label(r) in disturbed]
+        left_out = {i for i, r in enumerate(rows) if r.get("status") == RowStatus.OK and untrustworthy(r)}
+        again = [i for i, r in enumerate(rows) if row_label(r) in disturbed or i in left_out]
         if not again or len(again) > len(rows) // 2:  # none, or the whole machine is busy: measuring again won't help
             return rows, fit
-        self.progress(f"measuring {len(again)} disturbed tests again")
+        self.progress(f"measuring {len(again)} disturbed tests again"
+                      + (f" ({len(left_out)} of them unstable or busy)" if left_out else ""))
         for i, row in zip(again, self._measure([tests[i] for i in again], machine), strict=True):
-            rows[i] = faster(rows[i], row)
+            if row.get("status") != RowStatus.OK or untrustworthy(row):
+                continue
+            rows[i] = row if i in left_out else faster(rows[i], row)
         return rows, fit_rows(rows)
 
     def run(self) -> CalibrationResult:
-        """Write and measure the ladder, add the store's rows, fit and save. Raises FitError, CalibrationCancelled."""
+        """Write and measure the ladder, add the store's rows, fit and save; only stable rows taken on a quiet
+        machine are fitted, the others counted in the fit's notes. Raises FitError (also when too few ladder tests
+        are stable and quiet), CalibrationCancelled."""
         start = time.perf_counter()
         scan = scan_machine()
         flags = scan.cpu_features.flags if scan.cpu_features is not None else ()
@@ -270,18 +366,14 @@ class Calibration:
         cpu_info, gpu_info, build = scan.cpu_model, scan.gpu_info(), llama_build()
         repack = ensure_verdict()[0].default_repack  # the ladder runs with the machine's default (--repack auto)
         use_store = self.store is not None and self.options.use_store
-        stored = (store_samples(self.store, cpu_info, gpu_info, engine_version(), ctx=ctx, repack=repack)
-                  if use_store else [])
-        n_ladder = 0
+        stored_rows = (store_rows(self.store, cpu_info, gpu_info, engine_version(), repack=repack)
+                       if use_store and self.store is not None else TrustedRows([], 0))
+        fitted: list[LadderFit] = []
 
         def fit_rows(rows: list[dict[str, Any]]) -> MachineFit:
-            nonlocal n_ladder
-            ladder = samples_from_rows(rows, _facts_or_none, ctx)
-            n_ladder = len(ladder)
-            self.progress(f"fitting {len(ladder)} ladder points and {len(stored)} stored runs")
-            return fit_machine(ladder + stored, cpu_info=cpu_info, gpu_info=gpu_info, build=build,
-                               created=date.today().isoformat(), context=ctx, repack=repack,
-                               repacked_types=repacked_types(rows))
+            fitted.append(fit_ladder(rows, stored_rows, ctx=ctx, cpu_info=cpu_info, gpu_info=gpu_info, build=build,
+                                     repack=repack, progress=self.progress))
+            return fitted[-1].fit
 
         root = data_dir() / "calibration"
         root.mkdir(parents=True, exist_ok=True)
@@ -293,7 +385,9 @@ class Calibration:
         self._check()
         wall_s = time.perf_counter() - start
         self.progress(f"done in {wall_s:.0f} s")
-        return CalibrationResult(fit, save_fit(fit), n_ladder, len(stored), wall_s)
+        last = fitted[-1]
+        return CalibrationResult(fit, save_fit(fit), last.n_ladder_points, last.n_store_points, wall_s,
+                                 last.n_ladder_left_out, stored_rows.n_left_out)
 
 
 def saved_calibration() -> tuple[MachineFit | None, Path, str | None]:
@@ -314,7 +408,9 @@ def disturbed_labels(fit: MachineFit) -> set[str]:
 def pooled(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two passes over one test as one measurement: each phase's median (mean, stddev) over the repetitions of
     both, the statistic the prediction benchmark judges, over twice the samples. (Keeping the faster pass's median
-    instead made the fit faster than held-out medians: 21 of 24 held-out prefill errors positive in three runs.)"""
+    instead made the fit faster than held-out medians: 21 of 24 held-out prefill errors positive in three runs.)
+    The pooled test is as trustworthy as its worse pass: unstable where a pass was, and taken with the larger share
+    of CPU that other processes used (so a busy pass leaves it out of the fit)."""
     oks = [r for r in (a, b) if r.get("status") == RowStatus.OK]
     if len(oks) < 2:
         return dict(oks[0] if oks else b)
@@ -323,6 +419,12 @@ def pooled(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         xs = [float(x) for r in oks for x in r.get(f"{phase}_samples_tps") or ()]
         if xs:
             out.update({f"{phase}_samples_tps": xs, **spread(f"{phase}_tps", xs)})
+    out["unstable"] = int(any(r.get("unstable") for r in oks))
+    out["unstable_metrics"] = ",".join(dict.fromkeys(m for r in oks for m in str(r.get("unstable_metrics") or "")
+                                                     .split(",") if m))
+    busy = [float(p) for r in oks if isinstance(p := r.get("host_other_cpu_pct"), (int, float))
+            and not isinstance(p, bool) and math.isfinite(p)]
+    out["host_other_cpu_pct"] = max(busy) if busy else None
     return out
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from app.choose.choice_text import measured_text, placement_flags, quality_text
 from app.choose.chooser import THIS_MACHINE, ChooseReport, ChooseRequest, run_choose
 from app.choose.measure_search import (
     MEASURE_N_GEN,
@@ -21,7 +22,6 @@ from app.choose.measure_search import (
     measure_toward_floor,
     step_line,
 )
-from app.choose.verdicts import NOT_MEASURED, FileChoice
 from app.cli.arg_types import count, counts, finite
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
 from app.cli.url_options import add_url_options, max_header_bytes
@@ -191,26 +191,6 @@ def format_measured(m: MeasuredAnswer) -> str:
     return "\n".join(lines)
 
 
-def quality_text(c: FileChoice) -> str:
-    q = c.quality
-    if q is None or q.mean_kld is None:
-        return NOT_MEASURED
-    parts = [f"KLD {q.mean_kld:.4f}"]
-    if q.ppl is not None:
-        parts.append(f"PPL {q.ppl:.2f}")
-    if q.same_top_rate is not None:
-        parts.append(f"same-top {q.same_top_rate * 100:.1f}%")
-    return ", ".join(parts)
-
-
-def measured_text(c: FileChoice) -> str:
-    m = c.measured
-    if m is None or m.decode_tps is None:
-        return ""
-    ttft = f", TTFT {m.ttft_ms:.0f} ms" if m.ttft_ms is not None else ""
-    return f"measured here: {m.decode_tps:.1f} tok/s{ttft} ({m.settings})"
-
-
 def format_report(r: ChooseReport) -> str:
     """The files' table at one context (decode at the context and from an empty cache, each labelled), each
     file's placement, quality and measurement, where each file's speed comes from, and the answer."""
@@ -223,7 +203,7 @@ def format_report(r: ChooseReport) -> str:
     lines += [head, "-" * len(head)]
     for c in r.choices:
         kv = ",".join(c.kv_types_fitting) or "none"
-        place = f"-ngl {c.n_gpu_layers}" + (f" -ncmoe {c.n_cpu_moe}" if c.n_cpu_moe else "") + f" {c.type_k}"
+        place = placement_flags(c)
         empty = f"{c.decode_empty_tps.value:11.1f}" if c.decode_empty_tps is not None else f"{'':>11}"
         lines.append(
             f"{c.filename[:34]:<34} {c.file_type[:8]:<8} {c.bits_per_weight:5.2f} {c.size_bytes / 2**20:7.0f}  "

@@ -3,9 +3,11 @@
 Files, folders or URLs, a GPU profile (or this machine) and a context; the evaluation runs on a pool thread
 (:class:`app.gui.tasks.Tasks`) and comes back as a ChooseReport: a Pareto plot of quality loss against decode
 speed, a memory bar per file against the device, each with a line saying what its marks mean, the table (CSV
-export), and the recommendation with its llama-server command (copyable). "Make variants…" quantizes one of the
-files and "Measure quality…" scores them against a reference (app.gui.chooser_jobs, off the GUI thread with a
-progress dialog); either evaluates again when it ends, so new files and KLD/PPL appear. "Measure toward floor…"
+export; the placement as llama.cpp's flags, decode at the context and from an empty cache, what kind of figure each
+is, the lineage), and the recommendation with its llama-server command (copyable, the placement's flags in it).
+"Make variants…" quantizes one of the files and "Measure quality…" scores them against a reference
+(app.gui.chooser_jobs, off the GUI thread with a progress dialog); either evaluates again when it ends, so new files
+and KLD/PPL appear. "Measure toward floor…"
 runs ``choose --measure`` on this machine (the same job pattern) and evaluates again with the measured rows.
 """
 
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -31,6 +33,8 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QSplitter,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -38,8 +42,17 @@ from PySide6.QtWidgets import (
 )
 
 from app.atomic import write_text_atomic
+from app.choose.choice_text import measured_text, placement_flags, quality_text
 from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
-from app.choose.verdicts import CHOICE_COLUMNS, DEFAULT_N_GEN, NOT_MEASURED, below_floors, choice_row
+from app.choose.verdicts import (
+    CHOICE_COLUMNS,
+    DEFAULT_N_GEN,
+    NOT_MEASURED,
+    Figure,
+    FileChoice,
+    below_floors,
+    choice_row,
+)
 from app.gui.chooser_jobs import (
     JobRunner,
     QualityDialog,
@@ -66,17 +79,65 @@ from app.results.fields import RowStatus
 
 THIS_MACHINE_LABEL = "This machine"
 #: The table shows these columns of CHOICE_COLUMNS (the CSV has them all).
-TABLE_KEYS: tuple[str, ...] = ("filename", "file_type", "bits_per_weight", "size_mib", "status", "n_gpu_layers",
-                               "kv_types_fitting", "memory_mib", "ttft_ms", "decode_tps", "decode_kind",
-                               "measured_decode_tps", "mean_kld", "ppl", "same_top_rate")
-_STATUS = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}
+TABLE_KEYS: tuple[str, ...] = ("filename", "file_type", "bits_per_weight", "size_mib", "status", "placement",
+                               "kv_types_fitting", "memory_mib", "ttft_ms", "decode_tps", "decode_empty_tps",
+                               "decode_kind", "measured_decode_tps", "mean_kld", "ppl", "same_top_rate",
+                               "requantized_from")
+#: Each column's header (two lines, the unit below: narrow columns keep the table inside a laptop's screen) and its
+#: tooltip. "{prompt}" and "{depth}" are filled from the report.
+TABLE_HEADERS: dict[str, tuple[str, str]] = {
+    "filename": ("file", "The GGUF file; its path or URL is in the cell's tooltip"),
+    "file_type": ("type", "The file's weight type (its header's general.file_type)"),
+    "bits_per_weight": ("bits/\nweight", "Bits per weight over the whole file: the quality proxy where no KLD is "
+                                          "measured"),
+    "size_mib": ("size\n(MiB)", "The file's size"),
+    "status": ("fit", "fits: every layer on the device (a mixture of experts may keep some experts in system RAM: "
+                      "-ncmoe in the placement); partial: some layers stay on the CPU; does not fit: not even with a "
+                      "q4_0 KV cache and fewer layers. Grey rows fail a floor (the cell's tooltip says which)"),
+    "placement": ("placement", "Where the chosen configuration puts the model, as llama.cpp's flags: -ngl N layers "
+                               "offloaded (of the model's layers and its output), -ncmoe N the experts of the first "
+                               "N layers kept in system RAM (a mixture of experts), then the KV-cache type (-ctk and "
+                               "-ctv). The cell's tooltip says it in words and lists every configuration tried"),
+    "kv_types_fitting": ("KV types\nthat fit", "KV-cache types with which everything fits on the device (none: "
+                                               "only a partial or expert offload fits)"),
+    "memory_mib": ("memory\n(MiB)", "Device memory the chosen configuration needs at the context: the weights on "
+                                    "the device, the KV cache, compute buffers and the GPU allowance"),
+    "ttft_ms": ("TTFT @{prompt}\n(ms)", "Time to first token for a prompt of {prompt} tokens (the context less the "
+                                        "generated tokens); its kind in brackets where it differs from decode's, "
+                                        "its band in the cell's tooltip"),
+    "decode_tps": ("decode @{depth}\n(tok/s)", "Decode with the KV cache {depth} tokens deep (the prompt and half "
+                                               "the generated tokens): the speed with the context full; the band "
+                                               "in brackets where there is one"),
+    "decode_empty_tps": ("decode @0\n(tok/s)", "Decode from an empty cache: llama-bench's tg figure (faster than "
+                                               "at the context, whose attention reads the whole cache); its band "
+                                               "in the cell's tooltip"),
+    "decode_kind": ("speed\nis", "measured: measured on this machine at this placement (scaled to the context); "
+                                 "expected: learned from measurements (this machine's fit, its stable stored runs, "
+                                 "or public llama-bench results); ceiling: the memory-bandwidth bound, nothing "
+                                 "measured to learn from"),
+    "measured_decode_tps": ("measured\n(tok/s)", "Decode as measured here, at the settings it ran with (the "
+                                                 "cell's tooltip), before scaling to the context"),
+    "mean_kld": ("KLD", "Mean KL divergence of the next-token distribution against the reference "
+                        "(gguf-bench quality): lower is closer to the original"),
+    "ppl": ("PPL", "Perplexity on the quality text"),
+    "same_top_rate": ("same\ntop", "How often the most likely next token is the reference's"),
+    "requantized_from": ("made\nfrom", "Requantized from: the quantized type this file was made from (its header's "
+                                       "lineage); its quality is no better than that file's"),
+}
+#: The widest a column opens (px), and the narrowest it gives way to when the table is wider than its view; the
+#: rest of a cell's text is elided and whole in its tooltip.
+MAX_COLUMN_PX: dict[str, int] = {"filename": 220, "status": 160, "mean_kld": 96}
+MIN_COLUMN_PX: dict[str, int] = {"status": 64, "filename": 150}
+#: Columns hidden while no file has anything in them (nothing measured here, no lineage): room on a laptop's screen.
+OPTIONAL_KEYS: tuple[str, ...] = ("measured_decode_tps", "ppl", "same_top_rate", "requantized_from")
+_STATUS = {"fits": "fits", "partial": "partial", "does_not_fit": "does not fit"}
 MEASURE_TIP = ("Measure the files on this machine, best quality first, until one meets the min decode tok/s (short "
                "tests in a worker, stored and cached; files the prediction rules out are not run)")
 
 
 def _cell(key: str, value: object) -> str:
     if value is None or value == "":
-        return NOT_MEASURED if key == "mean_kld" else ""
+        return NOT_MEASURED if key == "mean_kld" else "none" if key == "kv_types_fitting" else ""
     if key == "status":
         return _STATUS.get(str(value), str(value))
     if key == "same_top_rate" and isinstance(value, float):
@@ -86,6 +147,55 @@ def _cell(key: str, value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
     return str(value)
+
+
+def _figure_cell(fig: Figure | None, decode_kind: str = "", band: bool = False) -> str:
+    """A speed or time figure, "45" or with its ``band`` "45 (40–50)", and its kind in brackets ("812 (ceiling)")
+    where it is not decode's (which the "speed is" column gives)."""
+    if fig is None:
+        return ""
+    digits = "{:,.0f}" if abs(fig.value) >= 10 else "{:,.1f}"
+    text = digits.format(fig.value)
+    if band and fig.low is not None and fig.high:
+        text += f" ({digits.format(fig.low)}–{digits.format(fig.high)})"
+    return text + (f" ({fig.kind})" if decode_kind and fig.kind != decode_kind else "")
+
+
+def _figure_tip(fig: Figure | None, unit: str) -> str:
+    """"6,831 (4,372–7,886, expected) tok/s: <its source>"."""
+    return f"{fig.text('{:,.1f}')} {unit}: {fig.source}" if fig is not None else ""
+
+
+def choice_cells(c: FileChoice) -> dict[str, tuple[str, str]]:
+    """Each table column's (text, tooltip) for one file: the row of CHOICE_COLUMNS, with the placement as
+    llama.cpp's flags (:func:`placement_flags`, as the command line's table) and the figures with their bands."""
+    row = choice_row(c)
+    cells = {k: (_cell(k, row[k]), "") for k in TABLE_KEYS}
+    kind = c.decode_tps.kind
+    tried = "\n".join(f"  {line}" for line in c.placements)
+    cells["filename"] = (c.filename, c.source)
+    cells["placement"] = ((placement_flags(c), c.placement + (f"\nConfigurations tried, best first:\n{tried}"
+                                                              if tried else "")) if c.usable else ("", ""))
+    cells["decode_tps"] = (_figure_cell(c.decode_tps, band=True), _figure_tip(c.decode_tps, "tok/s"))
+    cells["decode_empty_tps"] = (_figure_cell(c.decode_empty_tps, kind), _figure_tip(c.decode_empty_tps, "tok/s"))
+    cells["ttft_ms"] = (_figure_cell(c.ttft_ms, kind), _figure_tip(c.ttft_ms, "ms"))
+    cells["decode_kind"] = (kind, c.decode_tps.source)
+    cells["measured_decode_tps"] = (cells["measured_decode_tps"][0], measured_text(c))
+    cells["mean_kld"] = (cells["mean_kld"][0], quality_text(c) + (f" against {c.quality.reference}"
+                                                                  if c.quality and c.quality.reference else ""))
+    if c.requantized_from:
+        cells["requantized_from"] = (c.requantized_from, f"made from a {c.requantized_from} file: its quality is no "
+                                                         f"better than that file's")
+    return cells
+
+
+class _MiddleElide(QStyledItemDelegate):
+    """Elides in the middle (two files of one model differ at their ends); the table elides the rest at the
+    right."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideMiddle
 
 
 class ChooserView(QDialog):
@@ -116,11 +226,14 @@ class ChooserView(QDialog):
             plots.addWidget(pane)
         plots.setSizes([600, 600])  # half each: the notes' wrapped text must not squeeze the memory bars
         self.table = QTableWidget(0, len(TABLE_KEYS), self)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # two files differ at their ends: keep them
-        headers = {k: f"{h} ({u})" if u else h for k, h, u in CHOICE_COLUMNS}
-        self.table.setHorizontalHeaderLabels([headers[k] for k in TABLE_KEYS])
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self._elide_middle = _MiddleElide(self.table)
+        self.table.setItemDelegateForColumn(TABLE_KEYS.index("filename"), self._elide_middle)
+        self._set_headers(self.ctx.value() - DEFAULT_N_GEN, self.ctx.value() - DEFAULT_N_GEN // 2)  # until a report
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setVisible(False)  # row numbers say nothing here; the file is the first column
         self.recommendation = QLabel("Add files, folders or URLs, pick a GPU and a context, then Choose.", self)
         self.recommendation.setWordWrap(True)
         self.recommendation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -286,36 +399,64 @@ class ChooserView(QDialog):
         self._enable_outputs(bool(report.choices))
         self._enable_jobs()
 
+    def _set_headers(self, prompt: int, depth: int) -> None:
+        """The column headers and their tooltips, for a prompt and a decode depth of these many tokens."""
+        for col, key in enumerate(TABLE_KEYS):
+            head, tip = TABLE_HEADERS[key]
+            item = self.table.horizontalHeaderItem(col) or QTableWidgetItem()
+            item.setText(head.format(prompt=f"{prompt:,}", depth=f"{depth:,}"))
+            item.setToolTip(tip.format(prompt=f"{prompt:,}", depth=f"{depth:,}"))
+            self.table.setHorizontalHeaderItem(col, item)
+
     def _fill_table(self, report: ChooseReport) -> None:
         self.table.setSortingEnabled(False)
         self.table.setRowCount(len(report.choices))
         chosen = report.recommendation.choice
         req = self.request()
-        prompt = max(1, report.n_ctx - DEFAULT_N_GEN)
-        ttft_col = TABLE_KEYS.index("ttft_ms")
-        self.table.horizontalHeaderItem(ttft_col).setText(f"TTFT @{prompt:,} (ms)")
-        self.table.horizontalHeaderItem(TABLE_KEYS.index("decode_tps")).setText(
-            "decode, full context (tok/s)")
+        depth = max((c.decode_depth for c in report.choices), default=0)
+        self._set_headers(max(1, report.n_ctx - DEFAULT_N_GEN), depth)
         for r, c in enumerate(report.choices):
-            row = choice_row(c)
             fails = below_floors(c, req.min_decode_tps, req.max_kld) if c.usable else "does not fit"
+            cells = choice_cells(c)
             for col, key in enumerate(TABLE_KEYS):
-                text = c.decode_tps.text("{:,.0f}") if key == "decode_tps" else _cell(key, row[key])
+                text, tip = cells[key]
                 if key == "status" and fails and c.usable:
                     text += f" — {fails}"
                 item = QTableWidgetItem(text)
+                item.setToolTip("\n".join(t for t in (f"{c.filename}: {fails}" if fails else "", tip) if t))
                 if fails:
                     item.setForeground(Qt.GlobalColor.gray)
-                    item.setToolTip(fails)
                 if c is chosen:
                     font = item.font()
                     font.setBold(True)
                     item.setFont(font)
-                if not fails:
-                    item.setToolTip(c.source if key == "filename" else
-                                    c.decode_tps.source if key == "decode_tps" else "")
                 self.table.setItem(r, col, item)
-        self.table.resizeColumnsToContents()
+        self._size_columns()
+
+    def _size_columns(self) -> None:
+        """Each column as wide as its contents up to MAX_COLUMN_PX (the rest elided, whole in the tooltip), and
+        the optional columns hidden while empty. Where the view has room left, the capped columns open toward
+        their contents; where the table is still wider than its view, the fit and file columns give way down to
+        MIN_COLUMN_PX before a scroll bar appears."""
+        t = self.table
+        for key in OPTIONAL_KEYS:
+            col = TABLE_KEYS.index(key)
+            t.setColumnHidden(col, not any(t.item(r, col).text() for r in range(t.rowCount())))
+        t.resizeColumnsToContents()
+        wanted_px = {key: t.columnWidth(TABLE_KEYS.index(key)) for key in MAX_COLUMN_PX}
+        for key, most_px in MAX_COLUMN_PX.items():
+            t.setColumnWidth(TABLE_KEYS.index(key), min(wanted_px[key], most_px))
+        room_px = t.viewport().width() - t.horizontalHeader().length()
+        for key in MAX_COLUMN_PX:  # room left: toward the contents, the file first
+            col = TABLE_KEYS.index(key)
+            give_px = max(0, min(room_px, wanted_px[key] - t.columnWidth(col)))
+            t.setColumnWidth(col, t.columnWidth(col) + give_px)
+            room_px -= give_px
+        for key, least_px in MIN_COLUMN_PX.items():  # too wide: the fit gives way, then the file
+            col = TABLE_KEYS.index(key)
+            take_px = max(0, min(-room_px, t.columnWidth(col) - least_px))
+            t.setColumnWidth(col, t.columnWidth(col) - take_px)
+            room_px += take_px
 
     def _enable_outputs(self, on: bool) -> None:
         self.export_button.setEnabled(on)

@@ -165,7 +165,8 @@ def row_label(row: Mapping[str, Any]) -> str:
 def samples_from_rows(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str], ModelFacts | None],
                       ctx: MachineContext | None = None) -> list[Sample]:
     """Samples of the ok, single-sequence rows whose model file can still be read (``facts_of`` gives None if not),
-    reduced with the machine context ``ctx``."""
+    reduced with the machine context ``ctx``. Which rows may teach a fit is the caller's to choose: calibrate gives
+    only stable, quiet ones (``app.calibrate.ladder.trusted_rows``)."""
     out = []
     for row in rows:
         if row.get("status") != RowStatus.OK or int(row.get("n_parallel") or 1) != 1:
