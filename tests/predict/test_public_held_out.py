@@ -72,7 +72,7 @@ def test_a_fit_refuses_held_out_rows_by_construction(held) -> None:
 def test_held_out_check_predicts_profiled_gpus_and_skips_the_rest(held) -> None:
     profiles = load_profiles([HARDWARE_PROFILES_DIR])
     checks, skipped = check_held_out(public_fit.load_public_model(), held, profiles)
-    assert checks and skipped and len({id(c.row) for c in checks}) + len(skipped) == len(held)
+    assert checks and len({id(c.row) for c in checks}) + len(skipped) == len(held)  # every GPU may have a profile
     assert all("no hardware profile" in s.reason or "ambiguous" in s.reason for s in skipped)
     for c in checks:
         assert c.expected is not None and math.isfinite(c.rel_error)
