@@ -380,6 +380,11 @@ def fit_phase_rows(
         # model gives its efficiency to every size); no fit is made and the nearest architecture's is borrowed
         raise PublicFitError(f"{architecture or 'rows'}: {len(rows)} {phase} rows cannot check a fit of "
                              f"{len(fitted)} coefficients")
+    if len({r.model.name for r in rows}) < 2 and len({r.gpu for r in rows}) < 2:
+        # one model on one GPU: the per-byte cost cannot be told from the per-layer and fixed ones, so the fit
+        # would carry that model's efficiency to every size
+        raise PublicFitError(f"{architecture or 'rows'}: {phase} rows of one model on one GPU cannot tell the "
+                             f"per-byte costs from the fixed ones")
     return ArchFit(architecture, phase, best[1], rows, best[2])
 
 

@@ -24,6 +24,7 @@ from app.predict.public_fit import PublicGpuModel
 
 SMALL = ReferenceModel("Small", 32, 4096, 128256, 32, 8, 128, False, "test")
 BIG = ReferenceModel("Big", 80, 8192, 128256, 64, 8, 128, False, "test")
+MID = ReferenceModel("Mid", 40, 5120, 128256, 40, 8, 128, False, "test")
 TRUE_DECODE = {"class:k_quant": 1 / 0.80, "class:f16": 1 / 0.90, "layer": 60e-6, "fixed": 400e-6}
 TRUE_PREFILL = {"class:k_quant": 1 / 0.45, "class:f16": 1 / 0.60, "layer": 2e-6}
 TRUE_KAPPA = KAPPA_GRID[16]
@@ -283,8 +284,9 @@ def test_a_single_gpu_architecture_takes_the_pooled_band(shipped_profiles) -> No
 
 
 def test_an_architecture_with_no_more_rows_than_coefficients_borrows(public, shipped_profiles) -> None:
-    """Hopper's rows (one H100, one model) are reproduced exactly by its own coefficients, which proves nothing:
-    it borrows the nearest architecture's fit, and says so."""
+    """Hopper's rows (one H100, one model) are reproduced exactly by its own coefficients and cannot tell the
+    per-byte costs from the fixed ones, which proves nothing: it borrows the nearest architecture's fit, and says
+    so."""
     got = public.expect(find_profile("H200", shipped_profiles), 400.0, 20000.0, "Q4_K", 30, build=2824)
     assert got.decode is not None and "borrowed from Ampere for Hopper" in got.decode.source
 
@@ -300,8 +302,9 @@ def test_a_missing_family_takes_the_first_stand_in_the_fit_has() -> None:
 
 def test_an_architecture_without_the_family_borrows_it_and_says_so(synthetic) -> None:
     other = gpu("F", 400, 100, 300, arch="Other")
-    q4 = [dataclasses.replace(row("F", SMALL, "F16"), weight_type="Q4_0", ggml_type="Q4_0", file_size_gib=4.33,
-                              tg_tps=tg, pp_tps=pp) for tg, pp in ((60.0, 900.0), (61.0, 950.0))]
+    q4 = [dataclasses.replace(row("F", m, "F16"), weight_type="Q4_0", ggml_type="Q4_0", file_size_gib=size_gib,
+                              tg_tps=tg, pp_tps=pp)  # two sizes: one model on one GPU would not be fitted
+          for m, size_gib, tg, pp in ((SMALL, 4.33, 60.0, 900.0), (MID, 7.6, 36.0, 520.0), (BIG, 37.2, 7.5, 110.0))]
     model = PublicGpuModel([*synthetic, *q4], [*GPUS, other])
     own = model.expect(other, 100.0, 5000.0, "Q4_0", 32)
     assert own.decode is not None and own.decode.source.startswith("public llama-bench results, Other fit")
