@@ -25,7 +25,7 @@ from app.paths import PROFILES_DIR
 from app.predict.fitted_model import Expected
 from app.predict.profiles import HardwareProfile, ProfileError, find_profile
 from app.predict.public_arch_fit import matmul_params, measured_tps, reference_demand, row_era, used
-from app.predict.public_data import ReferenceResult, load_reference
+from app.predict.public_data import ReferenceResult, load_reference, source_key
 from app.predict.public_fit import PublicGpuModel
 from app.predict.workload import PHASES, Phase
 
@@ -128,4 +128,6 @@ GROUPINGS: Mapping[str, Callable[[HeldOutCheck], str]] = {
     "weight type": lambda c: c.row.weight_type,
     "build era": lambda c: row_era(c.row) or "unknown",
     "GPU kind": lambda c: c.profile.kind,
+    "GPU": lambda c: c.profile.name,
+    "source": lambda c: source_key(c.row.source_url),  # one source can dominate the rows: judge it apart
 }
