@@ -5,7 +5,6 @@ each; nothing of this machine is probed for a GPU named by --hw."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 
 from app.cli.main import main
 from app.telemetry import machine
+from tests.cli_helpers import main_json
 from tests.gguf_synth import write_shape_gguf
 
 
@@ -37,11 +37,7 @@ def no_probe(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _choose(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    rc = main(["choose", *argv, "--json"])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    doc: dict[str, Any] = json.loads(out)
-    return doc
+    return main_json("choose", argv, capsys)
 
 
 def test_the_answer_is_an_expert_offload_and_names_why_the_dense_lost(

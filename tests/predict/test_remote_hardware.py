@@ -3,7 +3,6 @@ writes no probe cache, and the host side of a partial offload is an assumed figu
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from app.predict.hardware_context import ASSUMED_HOST, remote_hardware_context
 from app.predict.profiles import ProfileError
 from app.telemetry import machine
 from app.telemetry.cpu_probe_record import CACHE_FILE
+from tests.cli_helpers import main_json
 from tests.gguf_synth import write_synthetic_gguf
 
 
@@ -33,11 +33,7 @@ def probe_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 def _predict_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    rc = main(["predict", *argv, "--json"])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    doc: dict[str, Any] = json.loads(out)
-    return doc
+    return main_json("predict", argv, capsys)
 
 
 def test_predict_for_a_named_gpu_probes_nothing_and_writes_no_probe_cache(
