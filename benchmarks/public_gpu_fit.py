@@ -44,10 +44,11 @@ from app.predict.public_data import TRAINING_TABLE_PATHS, ReferenceResult, load_
 from app.predict.public_fit import MIN_RESIDUALS, PublicGpuModel, residual_band  # noqa: E402
 from app.predict.public_held_out import (  # noqa: E402
     GROUPINGS,
-    HELD_OUT_TABLE_PATH,
+    HELD_OUT_TABLE_PATHS,
     HeldOutCheck,
     check_held_out,
     load_held_out,
+    on_a_laptop,
     summarize_checks,
 )
 from app.predict.workload import PHASES  # noqa: E402
@@ -193,10 +194,11 @@ def held_out_summary_lines(checks: list[HeldOutCheck]) -> list[str]:
     return lines
 
 
-def held_out_report(model: PublicGpuModel, path: Path) -> None:
-    rows = load_held_out(path)
+def held_out_report(model: PublicGpuModel, paths: list[Path]) -> None:
+    rows = load_held_out(paths)
     checks, skipped = check_held_out(model, rows, list(model.profiles.values()))
-    print(f"\n## HELD-OUT check: {path.name} ({len(rows)} rows; fit on the training tables only)\n")
+    print(f"\n## HELD-OUT check: {', '.join(p.name for p in paths)} ({len(rows)} rows; fit on the training tables "
+          "only)\n")
     print(f"Skipped {len(skipped)} of {len(rows)} rows (their GPU has no hardware profile; by GPU):")
     by_gpu: dict[str, list[str]] = {}
     for s in skipped:
@@ -207,8 +209,8 @@ def held_out_report(model: PublicGpuModel, path: Path) -> None:
               "|---|---|---|---|---|---:|---:|---:|---|"]
     print("\n", *header, *map(check_line, checks), sep="\n")
     print("\n### Held-out error and band coverage\n", *held_out_summary_lines(checks), sep="\n")
-    if not any(c.profile.kind == "laptop" for c in checks):
-        print("\nLaptop GPUs: no held-out row is on a laptop GPU with a profile yet.")
+    if not any(on_a_laptop(c.profile) for c in checks):
+        print("\nLaptop GPUs: no held-out row is on a laptop GPU or iGPU with a profile yet.")
     for phase in PHASES:
         s = summarize_checks(c for c in checks if c.phase == phase)
         if not s.n:
@@ -232,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", type=Path, action="append",
                     help="a training table (TOML); repeat for several (default: the shipped training tables)")
-    ap.add_argument("--held-out", type=Path, default=HELD_OUT_TABLE_PATH,
-                    help="held-out table (TOML), never fitted")
+    ap.add_argument("--held-out", type=Path, action="append",
+                    help="a held-out table (TOML), never fitted; repeat for several (default: the shipped ones)")
     args = ap.parse_args(argv)
     tables = args.table or list(TRAINING_TABLE_PATHS)
     model = PublicGpuModel(load_training(tables), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True)
@@ -261,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("\nLeave-one-build-era-out: none — no architecture of the training table has rows of two build eras "
               "(a prediction for another era takes the leave-one-architecture-out errors for its band).")
-    held = load_held_out(args.held_out)
+    held_tables = args.held_out or list(HELD_OUT_TABLE_PATHS)
+    held = load_held_out(held_tables)
     print("\n## Build eras: evidence\n", *era_evidence(list(model.rows), held), sep="\n")
     ok = True
     for phase in PHASES:
@@ -274,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             over = [h for h in model.held_out if h.phase == phase and abs(h.rel_error) > TARGET_WORST]
             print(f"  over {TARGET_WORST:.0%}: " + ", ".join(f"{h.row.label} {h.rel_error:+.0%}" for h in over)
                   + " (the forms tried for them: benchmarks/public_gpu_variants.py)")
-    held_out_report(model, args.held_out)
+    held_out_report(model, held_tables)
     return 0 if ok else 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +52,15 @@ def repack_verdict_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if verdict.safe is None:
         pytest.fail(f"the repack guard's probe could not decide: {verdict.detail}")
     return folder / repack_guard.VERDICT_FILE
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's own cache folder (the public fit kept on disk, app/predict/public_fit_cache.py), never the
+    user's: shared by the tests of one session, so the fit is made once per worker."""
+    path = tmp_path_factory.mktemp("cache")
+    os.environ["GGUF_WORKBENCH_CACHE_DIR"] = str(path)
+    return path
 
 
 @pytest.fixture(autouse=True)

@@ -47,7 +47,7 @@ from app.predict.decode import decode_ceiling_tps
 from app.predict.fitted_model import scaled_nnls
 from app.predict.prefill import prefill_ceiling_tps
 from app.predict.profiles import HardwareProfile
-from app.predict.public_data import ReferenceResult
+from app.predict.public_data import ReferenceResult, source_key
 from app.predict.workload import PHASES, Phase
 
 #: ggml weight type -> the family whose kernels the public fit gives its own efficiency (the dequantization and
@@ -110,6 +110,8 @@ RELATIVE_GAIN = 1e-9
 #: residual by ALU_GAIN to be kept, so an architecture whose rows are all bandwidth-bound keeps the linear form.
 ALU_OPS_GRID: tuple[float, ...] = tuple(float(a) for a in range(0, 61))
 ALU_GAIN = 0.2
+#: The ALU search tries every ALU_COARSE_STEP-th grid value, then the values around the best of them.
+ALU_COARSE_STEP = 5
 ALU_KEY = "alu:quant"
 
 
@@ -351,6 +353,27 @@ def _fit_roofline(
     return best
 
 
+def _best_roofline(
+    rows: Sequence[ReferenceResult], demands: Sequence[Demand],
+) -> tuple[float, dict[str, float]] | None:
+    """The roofline fit of the ALU_OPS_GRID value with the smallest residual: every ALU_COARSE_STEP-th value first,
+    then every value within a step of the best of those (the residual is smooth in the ops per weight, and the
+    decode fit is the one search of the fit that runs 60 solves per architecture, GPU left out and cell)."""
+    grid = ALU_OPS_GRID[1:]
+
+    def solve(indices: Iterable[int]) -> list[tuple[float, int, dict[str, float]]]:
+        return [(s[0], i, s[1]) for i in indices if (s := _fit_roofline(rows, demands, grid[i])) is not None]
+
+    coarse = solve(range(0, len(grid), ALU_COARSE_STEP))
+    if not coarse:
+        return None
+    centre = min(coarse, key=lambda t: (t[0], t[1]))[1]
+    fine = solve(i for i in range(max(0, centre - ALU_COARSE_STEP + 1), min(len(grid), centre + ALU_COARSE_STEP))
+                 if i % ALU_COARSE_STEP)
+    sse, _, coefficients = min([*coarse, *fine], key=lambda t: (t[0], t[1]))
+    return sse, coefficients
+
+
 def fit_phase_rows(
     phase: Phase, rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], architecture: str = "",
     demand: DemandFn = reference_demand,
@@ -368,10 +391,10 @@ def fit_phase_rows(
     if phase == "decode" and best is not None:
         demands = [demand(r, profiles[r.gpu], phase, None) for r in rows]
         linear_sse = best[0]
-        for ops in ALU_OPS_GRID[1:] if any(d.quantized and d.alu_s for d in demands) else ():
-            solved = _fit_roofline(rows, demands, ops)
-            if solved is not None and solved[0] < min(best[0], linear_sse * (1.0 - ALU_GAIN)):
-                best = (solved[0], solved[1], None)
+        if any(d.quantized and d.alu_s for d in demands):
+            roofline = _best_roofline(rows, demands)
+            if roofline is not None and roofline[0] < min(best[0], linear_sse * (1.0 - ALU_GAIN)):
+                best = (roofline[0], roofline[1], None)
     if best is None:
         raise PublicFitError(f"{architecture or 'rows'}: no non-negative {phase} fit")
     fitted = [k for k, v in best[1].items() if k != ALU_KEY and v > 0]
@@ -426,30 +449,48 @@ class HeldOut:
         return self.predicted_tps / measured_tps(self.row, self.phase) - 1.0  # type: ignore[arg-type]
 
 
+def _leave_one_out(
+    rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], unit: Callable[[ReferenceResult], str],
+    demand: DemandFn, group: Callable[[str], str] | None,
+) -> list[HeldOut]:
+    """For each ``unit`` (a GPU, a source) of a group with at least two: fit the group without it, predict its rows.
+    The group of a GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise."""
+    out: list[HeldOut] = []
+    by_arch: dict[str, list[ReferenceResult]] = {}
+    for r in rows:
+        by_arch.setdefault(group(r.gpu) if group else architecture_of(r.gpu, profiles), []).append(r)
+    for arch, arch_rows in sorted(by_arch.items()):
+        units = list(dict.fromkeys(unit(r) for r in arch_rows))
+        if len(units) < 2:
+            continue
+        for phase, left_out in itertools.product(PHASES, units):
+            train = [r for r in arch_rows if unit(r) != left_out]
+            try:
+                fit: ArchFit | None = fit_phase_rows(phase, train, profiles, arch, demand)
+            except PublicFitError:
+                fit = None
+            for r in (r for r in arch_rows if unit(r) == left_out and used(r, phase)):
+                tps = fit.tps(demand(r, profiles[r.gpu], phase, fit.tflops_per_w)) if fit else None
+                out.append(HeldOut(arch, phase, r, tps))
+    return out
+
+
 def leave_one_gpu_out(
     rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], demand: DemandFn = reference_demand,
     group: Callable[[str], str] | None = None,
 ) -> list[HeldOut]:
     """For each GPU of a group with at least two GPUs: fit the group without it, predict its rows. The group of a
     GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise."""
-    out: list[HeldOut] = []
-    by_arch: dict[str, list[ReferenceResult]] = {}
-    for r in rows:
-        by_arch.setdefault(group(r.gpu) if group else architecture_of(r.gpu, profiles), []).append(r)
-    for arch, arch_rows in sorted(by_arch.items()):
-        gpus = list(dict.fromkeys(r.gpu for r in arch_rows))
-        if len(gpus) < 2:
-            continue
-        for phase, gpu in itertools.product(PHASES, gpus):
-            train = [r for r in arch_rows if r.gpu != gpu]
-            try:
-                fit: ArchFit | None = fit_phase_rows(phase, train, profiles, arch, demand)
-            except PublicFitError:
-                fit = None
-            for r in (r for r in arch_rows if r.gpu == gpu and used(r, phase)):
-                tps = fit.tps(demand(r, profiles[gpu], phase, fit.tflops_per_w)) if fit else None
-                out.append(HeldOut(arch, phase, r, tps))
-    return out
+    return _leave_one_out(rows, profiles, lambda r: r.gpu, demand, group)
+
+
+def leave_one_source_out(
+    rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], demand: DemandFn = reference_demand,
+) -> list[HeldOut]:
+    """For each publication (``source_key``: a thread, or a repository's files) of an architecture with at least
+    two: fit the architecture without its rows, predict them. This is how a user's own run stands to the table (an
+    other person, build, driver and setup, often on a GPU the table has), and how the held-out tables are held out."""
+    return _leave_one_out(rows, profiles, lambda r: source_key(r.source_url), demand, None)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The reference tables of published llama-bench results (``profiles/reference/llama_bench_public*.toml``).
 
 The public fit learns from the TRAINING tables (``TRAINING_TABLE_PATHS``: ``llama_bench_public.toml``, May 2024
-builds, and ``llama_bench_public_2025.toml``, builds from June 2024 on, in the held-out table's schema); the held-out
-table (app/predict/public_held_out.py) is read with the same parser and never fitted. Rows are held out by source:
+builds, ``llama_bench_public_2025.toml``, builds from June 2024 on, and ``llama_bench_public_2026_*.toml``, the
+tables of llama.cpp's own pull requests by backend, in the held-out tables' schema); the held-out tables
+(app/predict/public_held_out.py) are read with the same parser and never fitted. Rows are held out by source:
 :func:`source_key` names the publication a ``source_url`` points at, so that a test can check that no repository or
 thread gives rows to both sides.
 
@@ -40,8 +41,11 @@ from app.toml_tables import check_table
 
 PUBLIC_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public.toml"
 PUBLIC_2025_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_2025.toml"
+#: Rows of llama.cpp's own pull requests, by backend (CUDA and ROCm; Vulkan; Metal and SYCL), builds 2024-2026.
+PUBLIC_PR_TABLE_PATHS: tuple[Path, ...] = tuple(
+    PROFILES_DIR / "reference" / f"llama_bench_public_2026_{part}.toml" for part in ("cuda", "vulkan", "metal_sycl"))
 #: The tables the shipped public fit learns from (each file has its own [[model]] tables).
-TRAINING_TABLE_PATHS: tuple[Path, ...] = (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH)
+TRAINING_TABLE_PATHS: tuple[Path, ...] = (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH, *PUBLIC_PR_TABLE_PATHS)
 GIB = 1024**3
 
 _MODEL_KEYS: dict[str, type] = {

@@ -14,7 +14,7 @@ The shipped fit learns from the training tables (app/predict/public_data.py ``TR
 table and the table of later builds); a training row whose GPU has no hardware profile yet is kept aside
 (``PublicGpuModel.unprofiled``) until one is added. Held-out rows (app/predict/public_held_out.py) are refused by
 construction: ``PublicGpuModel`` raises on them.
-Pure functions, except ``load_public_model``, which reads the shipped tables once.
+Pure functions, except ``load_public_model``, which reads the shipped tables once (and keeps the fit on disk).
 """
 
 from __future__ import annotations
@@ -48,11 +48,13 @@ from app.predict.public_arch_fit import (
     leave_one_architecture_out,
     leave_one_era_out,
     leave_one_gpu_out,
+    leave_one_source_out,
     nearest_architecture,
     row_era,
     weight_family,
 )
-from app.predict.public_data import ReferenceResult, load_training
+from app.predict.public_data import TRAINING_TABLE_PATHS, ReferenceResult, load_training
+from app.predict.public_fit_cache import cached
 from app.predict.workload import Phase
 
 BAND_FLOOR = 0.05
@@ -151,6 +153,7 @@ class PublicGpuModel:
         self.fits = fit_architectures(self.rows, self.profiles)
         self.cells = fit_cells(self.rows, self.profiles)
         self.held_out = leave_one_gpu_out(self.rows, self.profiles)
+        self.source_out = leave_one_source_out(self.rows, self.profiles)
         self.arch_out = leave_one_architecture_out(self.rows, self.profiles, self.fits)
         self.era_out = leave_one_era_out(self.rows, self.profiles)
         self.gpus_by_arch = gpus_by_architecture(self.rows, self.profiles)
@@ -200,14 +203,17 @@ class PublicGpuModel:
                          era in {row_era(r) for r in fit.rows}, family_borrowed)
 
     def band(self, architecture: str, phase: Phase) -> tuple[tuple[float, float], str]:
-        """((low, high) relative error band, how it was found) of the architecture's leave-one-GPU-out errors,
-        else every architecture's."""
-        own = [h.rel_error for h in self.held_out if h.architecture == architecture and h.phase == phase]
+        """((low, high) relative error band, how it was found) of the architecture's leave-one-GPU-out and
+        leave-one-source-out errors together (another GPU of the family; another person's run of a GPU the table
+        has), else every architecture's."""
+        held = (*self.held_out, *self.source_out)
+        own = [h.rel_error for h in held if h.architecture == architecture and h.phase == phase]
         own = [e for e in own if not math.isnan(e)]
         if len(own) >= MIN_RESIDUALS:
-            return residual_band(own), "leave-one-GPU-out"  # type: ignore[return-value]
-        pooled = residual_band(h.rel_error for h in self.held_out if h.phase == phase) or (-BAND_FLOOR, BAND_FLOOR)
-        return pooled, f"all architectures' leave-one-GPU-out (one {architecture} GPU)"
+            return residual_band(own), "leave-one-GPU-out and leave-one-source-out"  # type: ignore[return-value]
+        pooled = residual_band(h.rel_error for h in held if h.phase == phase) or (-BAND_FLOOR, BAND_FLOOR)
+        return pooled, (f"all architectures' leave-one-GPU-out and leave-one-source-out (too few for "
+                        f"{architecture})")
 
     def substitute_band(self, phase: Phase, kind: str) -> tuple[tuple[float, float] | None, str]:
         """The errors of a substitution of ``kind`` ("era" or another): leave-one-build-era-out for an era when the
@@ -319,6 +325,9 @@ def public_expected(
 
 @functools.lru_cache(maxsize=1)
 def load_public_model() -> PublicGpuModel:
-    """The shipped training tables fitted against the shipped hardware profiles (read once per process); rows of GPUs
-    without a profile wait in ``unprofiled``."""
-    return PublicGpuModel(load_training(), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True)
+    """The shipped training tables fitted against the shipped hardware profiles (once per process, and kept on disk
+    by app/predict/public_fit_cache.py until a table, a profile or the code changes); rows of GPUs without a profile
+    wait in ``unprofiled``."""
+    inputs = [*TRAINING_TABLE_PATHS, *HARDWARE_PROFILES_DIR.glob("*.toml")]
+    return cached("public-gpu-fit", inputs, lambda: PublicGpuModel(
+        load_training(), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True), PublicGpuModel)

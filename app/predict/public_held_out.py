@@ -1,5 +1,6 @@
-"""The held-out table of published llama-bench results (``profiles/reference/llama_bench_public_more.toml``), and
-the check of the public fit against it.
+"""The held-out tables of published llama-bench results (``HELD_OUT_TABLE_PATHS``:
+``profiles/reference/llama_bench_public_more.toml`` and ``llama_bench_public_held_out_issues.toml``), and the check
+of the public fit against them.
 
 The held-out rows are never fitted: every row read here is marked ``held_out`` and :class:`PublicGpuModel` refuses
 such rows, and the shipped fit (``load_public_model``) reads only the training tables (``TRAINING_TABLE_PATHS`` of
@@ -30,11 +31,15 @@ from app.predict.public_fit import PublicGpuModel
 from app.predict.workload import PHASES, Phase
 
 HELD_OUT_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_more.toml"
+#: Every held-out table: the first one, and rows of llama.cpp's issues and discussions.
+HELD_OUT_TABLE_PATHS: tuple[Path, ...] = (
+    HELD_OUT_TABLE_PATH, *(PROFILES_DIR / "reference" / f"llama_bench_public_held_out_{part}.toml"
+                           for part in ("issues",)))
 
 
-def load_held_out(path: Path = HELD_OUT_TABLE_PATH) -> list[ReferenceResult]:
-    """Read and validate the held-out table; every row comes back marked ``held_out``."""
-    return load_reference(path, held_out=True)
+def load_held_out(paths: Path | Sequence[Path] = HELD_OUT_TABLE_PATHS) -> list[ReferenceResult]:
+    """Read and validate the held-out tables, file by file; every row comes back marked ``held_out``."""
+    return [r for path in ([paths] if isinstance(paths, Path) else paths) for r in load_reference(path, held_out=True)]
 
 
 @dataclass(frozen=True)
@@ -122,8 +127,26 @@ def summarize_checks(checks: Iterable[HeldOutCheck]) -> CheckSummary:
 
 
 #: The groups the check is reported by: name -> the group of a figure.
+def form_factor(profile: HardwareProfile) -> str:
+    """Where a GPU is found: "laptop GPU" (a laptop part), "laptop iGPU" (the integrated GPU of an AMD or Intel
+    laptop processor: Radeon 780M-890M, 8060S, Arc 140V), "Apple silicon" (MacBooks and desktops alike), else
+    "desktop or datacenter"."""
+    if profile.kind == "laptop":
+        return "laptop GPU"
+    if profile.kind == "unified":
+        return "Apple silicon" if profile.vendor.lower() == "apple" else "laptop iGPU"
+    return "desktop or datacenter"
+
+
+def on_a_laptop(profile: HardwareProfile) -> bool:
+    """A laptop GPU or a laptop processor's integrated GPU: the users' own case."""
+    return form_factor(profile) in ("laptop GPU", "laptop iGPU")
+
+
 GROUPINGS: Mapping[str, Callable[[HeldOutCheck], str]] = {
     "all": lambda c: "all",
+    "laptop": lambda c: "laptop GPUs and iGPUs" if on_a_laptop(c.profile) else "not a laptop part",
+    "form factor": lambda c: form_factor(c.profile),
     "backend": lambda c: c.row.backend,
     "weight type": lambda c: c.row.weight_type,
     "build era": lambda c: row_era(c.row) or "unknown",

@@ -1,7 +1,7 @@
 """Every published llama-bench row in the reference tables says where it was published (issue #26).
 
-The tables are read with tomllib as they are on disk: the two the public fit learns from
-(llama_bench_public.toml, llama_bench_public_2025.toml) and the held-out one (llama_bench_public_more.toml).
+The tables are read with tomllib as they are on disk: every TOML file of profiles/reference, the ones the public
+fit learns from and the held-out ones alike (a new table is checked without being named here).
 A row without a source, a row whose model has no shape, or the same published figure copied twice fails here.
 """
 
@@ -11,10 +11,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import gguf
 import pytest
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "profiles" / "reference"
-TABLES = ("llama_bench_public.toml", "llama_bench_public_2025.toml", "llama_bench_public_more.toml")
+TABLES = tuple(sorted(p.name for p in REFERENCE_DIR.glob("*.toml")))
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -62,11 +63,35 @@ def test_every_result_names_a_model_of_its_table(name: str) -> None:
 
 @pytest.mark.parametrize("name", TABLES)
 def test_no_result_is_copied_twice(name: str) -> None:
-    """One configuration of one published run is one row (fa, depth and batch sizes tell configurations apart)."""
+    """One configuration of one published run is one row (fa, depth and batch sizes tell configurations apart; the
+    section, runs of one table the columns do not: Windows and Linux, two drivers)."""
     seen: dict[tuple[Any, ...], int] = {}
     for i, row in enumerate(_load(name)["result"]):
         key = (row.get("gpu"), row.get("model"), row.get("weight_type"), row.get("backend"), row.get("n_prompt"),
                row.get("n_gen"), row.get("n_depth", 0), row.get("flash_attn", -1), row.get("n_ubatch"),
-               row.get("n_batch"), row.get("build"), row.get("source_url"))
+               row.get("n_batch"), row.get("build"), row.get("source_url"), row.get("source_section"))
         assert key not in seen, f"{_row_label(name, i, row)}: same row as result #{seen[key] + 1}"
         seen[key] = i
+
+
+def _nominal_bits_per_weight(ggml_type: str) -> float | None:
+    """Bits per weight of a ggml type from the gguf package's block sizes (Q4_K: 144 bytes per 256 = 4.5)."""
+    qtype = getattr(gguf.GGMLQuantizationType, ggml_type.upper(), None)
+    if qtype is None or qtype not in gguf.GGML_QUANT_SIZES:
+        return None
+    block, type_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    return type_bytes * 8 / block
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_file_size_agrees_with_the_main_weight_type(name: str) -> None:
+    """A row's file size over its parameters is at least ~its main type's bits per weight, and not far above (mixes
+    keep some tensors wider, small models have a large embedding): a row whose ggml_type or size was copied wrong
+    (an "F16" gpt-oss file whose experts are MXFP4, a size in GB read as GiB twice) fails here."""
+    for i, row in enumerate(_load(name)["result"]):
+        nominal = _nominal_bits_per_weight(row["ggml_type"])
+        assert nominal, f"{_row_label(name, i, row)}: unknown ggml_type {row['ggml_type']!r}"
+        bpw = row["file_size_gib"] * 1024**3 * 8 / (row["n_params_b"] * 1e9)
+        assert 0.9 * nominal <= bpw <= 1.6 * nominal + 0.5, (
+            f"{_row_label(name, i, row)}: {bpw:.2f} bits per weight for a {row['ggml_type']} file "
+            f"(nominal {nominal:.2f})")

@@ -1,6 +1,6 @@
-"""The training tables of the public fit and the held-out table are held out BY SOURCE: no repository or thread gives
-rows to both, and no published figure is in both. The training loader reads both training tables (the May 2024 one
-and the table of later builds), one-line errors name the file, and the shipped fit learns from both."""
+"""The training tables of the public fit and the held-out tables are held out BY SOURCE: no repository or thread gives
+rows to both, and no published figure is in both. The training loader reads every training table (May 2024, later
+builds, llama.cpp's pull requests by backend), one-line errors name the file, and the shipped fit learns from them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from app.predict.profiles import load_profiles
 from app.predict.public_arch_fit import PublicFitError, canonical_backend, row_era
 from app.predict.public_data import (
     PUBLIC_2025_TABLE_PATH,
+    PUBLIC_PR_TABLE_PATHS,
     PUBLIC_TABLE_PATH,
     TRAINING_TABLE_PATHS,
     ReferenceTableError,
@@ -22,7 +23,7 @@ from app.predict.public_data import (
     load_training,
     source_key,
 )
-from app.predict.public_held_out import HELD_OUT_TABLE_PATH, load_held_out
+from app.predict.public_held_out import HELD_OUT_TABLE_PATHS, load_held_out
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +46,25 @@ def test_source_keys_name_the_thread_or_the_repository() -> None:
         "reddit.com/r/localllama/comments/1ghvwsj")
 
 
-def test_the_training_loader_reads_both_tables(training) -> None:
-    assert TRAINING_TABLE_PATHS == (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH)
-    old, new = load_reference(PUBLIC_TABLE_PATH), load_reference(PUBLIC_2025_TABLE_PATH)
-    assert len(training) == len(old) + len(new) and len(new) >= 40
+def test_the_training_loader_reads_every_training_table(training) -> None:
+    assert TRAINING_TABLE_PATHS == (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH, *PUBLIC_PR_TABLE_PATHS)
+    new = load_reference(PUBLIC_2025_TABLE_PATH)
+    assert len(training) == sum(len(load_reference(p)) for p in TRAINING_TABLE_PATHS) and len(new) >= 40
     assert not any(r.held_out for r in training)
     assert {canonical_backend(r.backend) for r in new} == {"CUDA", "Metal", "Vulkan", "ROCm", "SYCL"}
     assert len({r.weight_type for r in new}) >= 8 and len({r.gpu for r in new}) >= 10
     assert {row_era(r) for r in new} == {"b3000–b5999", "≥b6000"}  # builds from June 2024 on, none older
     assert any(r.n_depth > 0 for r in new) and {r.flash_attn for r in new} >= {0, 1}
+
+
+def test_the_pull_request_tables_hold_pull_requests_and_the_held_out_ones_none(held) -> None:
+    """Training takes llama.cpp's pull requests, held-out its issues and discussions: one repository, split by thread
+    kind, so that no thread is on both sides by construction."""
+    for path in PUBLIC_PR_TABLE_PATHS:
+        for r in load_reference(path):
+            assert "/pull/" in r.source_url, (path.name, r.source_url)
+    assert not [r.source_url for r in held if r.source_url.startswith("https://github.com/ggml-org/") and
+                "/pull/" in r.source_url and r not in load_reference(HELD_OUT_TABLE_PATHS[0], held_out=True)]
 
 
 def test_no_source_gives_rows_to_both_sides(training, held) -> None:
@@ -81,7 +92,7 @@ def test_the_shipped_fit_learns_from_both_training_tables_and_never_the_held_out
     assert not any(r.held_out for r in shipped.rows)
     profiles = {p.name for p in load_profiles([HARDWARE_PROFILES_DIR])}
     assert all(r.gpu in profiles for r in shipped.rows) and all(r.gpu not in profiles for r in shipped.unprofiled)
-    assert HELD_OUT_TABLE_PATH not in TRAINING_TABLE_PATHS
+    assert not set(HELD_OUT_TABLE_PATHS) & set(TRAINING_TABLE_PATHS)
 
 
 def test_a_row_without_a_profile_is_refused_unless_set_aside(training) -> None:
