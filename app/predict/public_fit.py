@@ -4,11 +4,13 @@ of the shipped reference table, for a backend and a llama.cpp build, with bands 
 A prediction is for (GPU, backend, build era, weight type): the fit of the GPU's architecture for that backend and
 era where the table has such a cell, else the architecture's fit (said so); an architecture without rows borrows
 the nearest one's (spec-scaled: the ceilings are the GPU's own), labelled "borrowed from <arch>". A weight family
-without rows takes the K-quant (or F16) efficiency, said so. The band is the 10–90 % quantiles of held-out
-relative errors: the architecture's leave-one-GPU-out errors (pooled over architectures when it has under
-MIN_RESIDUALS); where anything was substituted (another backend, another era, a borrowed architecture, a stood-in
-weight family) also the errors of that kind of substitution: leave-one-build-era-out for an era, else
-leave-one-architecture-out (the error of a fit that never saw the group), so the band widens to cover both.
+without rows takes the K-quant (or F16) efficiency, said so; a float family (F16, BF16, F32) with no rows on the
+GPU's vendor has no expected figure, since float matmuls run in each vendor's own library. The band is the 10–90 %
+quantiles of held-out relative errors: the architecture's leave-one-GPU-out errors (pooled over architectures
+when it has under MIN_RESIDUALS); where anything was substituted (another backend, another era, a borrowed
+architecture, a stood-in weight family) also the errors of that kind of substitution: leave-one-build-era-out for
+an era, else leave-one-architecture-out (the error of a fit that never saw the group), so the band widens to cover
+both.
 
 The shipped fit learns from the training tables (app/predict/public_data.py ``TRAINING_TABLE_PATHS``: the May 2024
 table and the table of later builds); a training row whose GPU has no hardware profile yet is kept aside
@@ -34,6 +36,7 @@ from app.predict.prefill import matmul_params
 from app.predict.profiles import HardwareProfile, load_profiles
 from app.predict.public_arch_fit import (
     CURRENT_ERA,
+    FLOAT_CLASSES,
     ArchFit,
     HeldOut,
     PublicFitError,
@@ -193,6 +196,8 @@ class PublicGpuModel:
         family_borrowed = False
         if fit is None:  # no fit of the lender predicts this weight family: the nearest architecture's that does
             able = {a: g for a, g in candidates.items() if a != lender and pick(a) is not None}
+            if family in FLOAT_CLASSES:  # float matmuls run in each vendor's own library: never another vendor's
+                able = {a: g for a, g in able.items() if any(p.vendor == profile.vendor for p in g)}
             other = nearest_architecture(profile, able)
             if other is None:
                 return None
@@ -238,6 +243,10 @@ class PublicGpuModel:
         choice = self.choose(profile, phase, backend, era, fam)
         arch = profile.architecture or "unknown"
         if choice is None:
+            if fam in FLOAT_CLASSES:
+                return None, (f"no expected figure: no public rows of {ggml_type} (float) kernels on any "
+                              f"{profile.vendor} GPU, and float matmuls run in each vendor's own library "
+                              f"(cuBLAS, hipBLAS, Metal, SYCL, Vulkan shaders): another vendor's are not borrowed")
             return None, (f"no expected figure: no public data for {arch} nor any architecture to borrow from "
                           f"for {ggml_type} kernels")
         fit = choice.fit

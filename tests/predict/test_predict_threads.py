@@ -39,9 +39,12 @@ def test_predict_threads_picks_the_rows_at_that_count(smollm2_path: Path, tmp_pa
     assert default["calibrated_from"].startswith(f"1 row (other types) of other.gguf at {every} thread")
     if every != 1:
         assert "1 row at other thread counts left out" in one["calibrated_from"]
-        # the same ceilings (not scaled by the thread count), the efficiency of the rows at that count
-        assert one["decode_ceiling_tps"] == default["decode_ceiling_tps"]
-        ratio = one["expected_decode_tps"] / default["expected_decode_tps"]
+        # the ceilings are not scaled by the thread count (1 of 2+ threads would halve them; each call may
+        # re-probe the bandwidth when the machine is busy, so they agree within a probe's spread, not exactly),
+        # and the expected figure is the ceiling times the efficiency of the rows at that count
+        assert abs(one["decode_ceiling_tps"] / default["decode_ceiling_tps"] - 1.0) < 0.25
+        ratio = ((one["expected_decode_tps"] / one["decode_ceiling_tps"])
+                 / (default["expected_decode_tps"] / default["decode_ceiling_tps"]))
         assert abs(ratio - 0.2 / 0.6) < 1e-6
         assert "not scaled to 1" in one["threads_note"]
 

@@ -313,3 +313,20 @@ def test_an_architecture_without_the_family_borrows_it_and_says_so(synthetic) ->
     assert "borrowed from Synth: no public Other rows of f16 or a stand-in family" in f16.decode.source
     assert "leave-one-architecture-out errors" in f16.decode.source  # the band takes in a borrowed fit's errors
     assert f16.decode.high / f16.decode.low >= own.decode.high / own.decode.low
+
+
+def test_a_float_family_is_never_borrowed_from_another_vendor(synthetic) -> None:
+    """F16/BF16 matmuls run in each vendor's own library (cuBLAS, hipBLAS, Vulkan shaders...): an AMD GPU whose
+    architecture has only quantized rows gets no float figure from an NVIDIA fit, and says why in one line; its
+    quantized figure is its own fit's."""
+    amd = dataclasses.replace(gpu("F", 400, 100, 300, arch="Other"), vendor="AMD")
+    q4 = [dataclasses.replace(row("F", m, "F16"), weight_type="Q4_0", ggml_type="Q4_0", file_size_gib=size_gib,
+                              tg_tps=tg, pp_tps=pp)
+          for m, size_gib, tg, pp in ((SMALL, 4.33, 60.0, 900.0), (MID, 7.6, 36.0, 520.0), (BIG, 37.2, 7.5, 110.0))]
+    model = PublicGpuModel([*synthetic, *q4], [*GPUS, amd])
+    assert model.expect(amd, 100.0, 5000.0, "Q4_0", 32).decode is not None
+    for float_type in ("F16", "BF16"):
+        got = model.expect(amd, 100.0, 5000.0, float_type, 32)
+        assert got.decode is None and got.prefill is None
+        assert f"no public rows of {float_type} (float) kernels on any AMD GPU" in got.note, got.note
+        assert "\n" not in got.note

@@ -75,7 +75,11 @@ def test_held_out_check_predicts_profiled_gpus_and_skips_the_rest(held) -> None:
     assert checks and len({id(c.row) for c in checks}) + len(skipped) == len(held)  # every GPU may have a profile
     assert all("no hardware profile" in s.reason or "ambiguous" in s.reason for s in skipped)
     for c in checks:
-        assert c.expected is not None and math.isfinite(c.rel_error)
+        if c.expected is None:  # only a float type on a vendor the training tables hold no float rows of
+            assert weight_family(c.row.ggml_type) in {"f16", "bf16", "f32"}, (c.row.label, c.why_none)
+            assert f"(float) kernels on any {c.profile.vendor} GPU" in c.why_none
+            continue
+        assert math.isfinite(c.rel_error)
         assert c.expected.low < c.expected.value < c.expected.high
         assert f"for {c.row.backend}" in c.expected.source  # predicted for the row's own backend
     r4090 = next(c for c in checks if c.profile.name == "RTX 4090" and c.row.backend == "Vulkan")
