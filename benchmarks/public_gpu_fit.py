@@ -35,6 +35,7 @@ from app.predict.public_arch_fit import (  # noqa: E402
     PublicFitError,
     fit_phase_rows,
     measured_tps,
+    published,
     reference_demand,
     row_era,
     summarize,
@@ -92,7 +93,7 @@ def excluded_held_out(model: PublicGpuModel) -> list[HeldOut]:
     out = []
     arch_of = {name: p.architecture or "unknown" for name, p in model.profiles.items()}
     for phase in PHASES:
-        for r in (r for r in model.rows if not used(r, phase)):
+        for r in (r for r in model.rows if published(r, phase) and not used(r, phase)):
             arch = arch_of[r.gpu]
             train = [t for t in model.rows if t.gpu != r.gpu and arch_of[t.gpu] == arch]
             try:
@@ -241,7 +242,7 @@ def census_lines(train: list[ReferenceResult], held: list[ReferenceResult],
     lines = ["| tables | llama-bench rows (pp + tg) | results | GPUs | on a laptop | weight types | backends | builds "
              "| dates |", "|---|---:|---:|---:|---|---|---|---|---|"]
     for name, rows in (("training", train), ("held-out", held), ("all", [*train, *held])):
-        n_tests = sum(used(r, phase) for r in rows for phase in PHASES)
+        n_tests = sum(published(r, phase) for r in rows for phase in PHASES)
         builds = sorted(r.build_number for r in rows if r.build_number is not None)
         dates = sorted(r.date for r in rows if r.date)
         types = sorted({r.weight_type for r in rows})

@@ -100,8 +100,9 @@ def public_results(files: Sequence[tuple[str, list[dict[str, Any]]]], gpu: str, 
     """(reference results, notes): each file's pp and tg rows at depth 0 paired per configuration.
 
     ``files`` holds (label, rows) per imported file; ``gpu`` is a hardware profile name, ``source_url`` where the
-    figures were published. A configuration without both a pp and a tg test, or without the model's size, is
-    left out with a note; PublicTomlError when nothing is left at all.
+    figures were published. A configuration with a pp test only (or a tg test only) gives a row of that test
+    alone; one with neither, or without the model's size, is left out with a note; PublicTomlError when nothing is
+    left at all.
     """
     results: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -115,8 +116,8 @@ def public_results(files: Sequence[tuple[str, list[dict[str, Any]]]], gpu: str, 
                 (f" ({_settings(first)})" if _settings(first) else "")
             pp = [r for r in group if r["n_prompt"] and not r["n_gen"] and not r.get("n_depth")]
             tg = [r for r in group if r["n_gen"] and not r["n_prompt"] and not r.get("n_depth")]
-            if not pp or not tg:
-                notes.append(f"{what}: left out, no {'pp' if not pp else 'tg'} test from an empty cache")
+            if not pp and not tg:
+                notes.append(f"{what}: left out, no pp or tg test from an empty cache")
                 continue
             missing = [k for k in ("model_type", "model_size", "model_n_params", "backends") if first.get(k) is None]
             if missing:
@@ -127,12 +128,14 @@ def public_results(files: Sequence[tuple[str, list[dict[str, Any]]]], gpu: str, 
                 notes.append(f"{what}: left out, it ran on the CPU backend ({first['backends']}), not a GPU")
                 continue
             model = parse_model_type(str(first["model_type"]))
-            left = [llama_bench_test(r) for r in group if r is not pp[0] and r is not tg[0]]
+            taken = [t[0] for t in (pp, tg) if t]
+            left = [llama_bench_test(r) for r in group if not any(r is t for t in taken)]
+            took = " and ".join(llama_bench_test(t) for t in taken)
             if left:
-                notes.append(f"{what}: took {llama_bench_test(pp[0])} and {llama_bench_test(tg[0])}; "
-                             f"left out {', '.join(left)}")
+                notes.append(f"{what}: took {took}; left out {', '.join(left)}")
             ngl = first.get("n_gpu_layers")
-            section = f"{label}: llama-bench rows {llama_bench_test(pp[0])} and {llama_bench_test(tg[0])} of " \
+            only = "" if pp and tg else f" (the source has no {'pp' if not pp else 'tg'} test of it)"
+            section = f"{label}: llama-bench row{'s' if len(taken) > 1 else ''} {took}{only} of " \
                       f"{first['model_type']}" + (f" ({_settings(first)})" if _settings(first) else "")
             if ngl is None:
                 section += f"; ngl not shown: llama-bench's default, every layer ({DEFAULT_N_GPU_LAYERS})"
@@ -147,14 +150,16 @@ def public_results(files: Sequence[tuple[str, list[dict[str, Any]]]], gpu: str, 
                 "n_params_b": _rounded(first["model_n_params"] / 1e9),
                 "backend": backend,
                 "n_gpu_layers": int(ngl) if ngl is not None and ngl >= 0 else DEFAULT_N_GPU_LAYERS,
-                "n_prompt": int(pp[0]["n_prompt"]), "pp_tps": _rounded(pp[0]["avg_ts"]),
-                "pp_sd_tps": _rounded(pp[0].get("stddev_ts") or 0.0),
-                "n_gen": int(tg[0]["n_gen"]), "tg_tps": _rounded(tg[0]["avg_ts"]),
-                "tg_sd_tps": _rounded(tg[0].get("stddev_ts") or 0.0),
+                "n_prompt": int(pp[0]["n_prompt"]) if pp else 0,
+                **({"pp_tps": _rounded(pp[0]["avg_ts"]), "pp_sd_tps": _rounded(pp[0].get("stddev_ts") or 0.0)}
+                   if pp else {}),
+                "n_gen": int(tg[0]["n_gen"]) if tg else 0,
+                **({"tg_tps": _rounded(tg[0]["avg_ts"]), "tg_sd_tps": _rounded(tg[0].get("stddev_ts") or 0.0)}
+                   if tg else {}),
                 "build": build, "source_url": source_url, "source_section": section,
             })
     if not results:
-        raise PublicTomlError("no configuration has both a pp and a tg test from an empty cache"
+        raise PublicTomlError("no configuration has a pp or tg test from an empty cache on a GPU"
                               + (f" ({notes[0]})" if notes else ""))
     return results, notes
 

@@ -61,12 +61,15 @@ WEIGHT_FAMILY: dict[str, str] = {
 }
 #: llama.cpp backends as llama-bench prints them, by the lower-case name.
 BACKENDS = {"cuda": "CUDA", "metal": "Metal", "vulkan": "Vulkan", "rocm": "ROCm", "hip": "ROCm", "sycl": "SYCL"}
-#: Build eras: (name, first build, first date). The boundaries were set when the only training table was
+#: Build eras: (name, first build, first date). The first boundaries were set when the only training table was
 #: b2795-b2843 (May 2024): round build numbers around it and around the gap in the held-out table's builds (b4696,
-#: then b6040 on); the dates are the first dates of each era's held-out rows with both. They are left as they were
-#: when llama_bench_public_2025.toml (b3999-b7361) was added; benchmarks/public_gpu_fit.py prints the evidence.
+#: then b6040 on); the dates are the first dates of each era's held-out rows with both. b8000 splits the newest era
+#: at the gap of the training builds (b7361, then b8460 on) once the training tables held the same GPU, model and
+#: quant on both sides of it: the Radeon 8060S's Qwen3 30B-A3B Q4_K_M at b6077 (lhl) and b8460-b9049 (hogeheer499)
+#: prefills about 2x faster and decodes about 1.25x faster; its date lies between the publications of b7938
+#: (2026-02-05) and b8577 (2026-03-30). benchmarks/public_gpu_fit.py prints the evidence.
 ERAS: tuple[tuple[str, int, str], ...] = (("≤b2999", 0, ""), ("b3000–b5999", 3000, "2024-06-01"),
-                                          ("≥b6000", 6000, "2025-08-01"))
+                                          ("b6000–b7999", 6000, "2025-08-01"), ("≥b8000", 8000, "2026-02-15"))
 CURRENT_ERA = ERAS[-1][0]
 #: A finer cell (backend, era) of an architecture is fitted on its own from this many rows.
 MIN_CELL_ROWS = 8
@@ -201,9 +204,14 @@ def measured_tps(r: ReferenceResult, phase: Phase) -> float:
     return r.tg_tps if phase == "decode" else r.pp_tps
 
 
+def published(r: ReferenceResult, phase: Phase) -> bool:
+    """Whether the row has a figure for ``phase`` (a pp-only or tg-only source has one phase)."""
+    return measured_tps(r, phase) > 0
+
+
 def used(r: ReferenceResult, phase: Phase) -> bool:
-    """Whether the fit uses this row's figure for ``phase`` (not marked excluded in the table)."""
-    return not (r.exclude_tg if phase == "decode" else r.exclude_pp)
+    """Whether the fit uses this row's figure for ``phase``: published and not marked excluded in the table."""
+    return published(r, phase) and not (r.exclude_tg if phase == "decode" else r.exclude_pp)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The reference tables of published llama-bench results (``profiles/reference/llama_bench_public*.toml``).
 
 The public fit learns from the TRAINING tables (``TRAINING_TABLE_PATHS``: ``llama_bench_public.toml``, May 2024
-builds, ``llama_bench_public_2025.toml``, builds from June 2024 on, and ``llama_bench_public_2026_*.toml``, the
-tables of llama.cpp's own pull requests by backend, in the held-out tables' schema); the held-out tables
+builds, ``llama_bench_public_2025.toml``, builds from June 2024 on, ``llama_bench_public_2026_*.toml``, the
+tables of llama.cpp's own pull requests by backend, and ``llama_bench_public_2026_community.toml``, rows of community
+repositories' committed llama-bench output, in the held-out tables' schema); the held-out tables
 (app/predict/public_held_out.py) are read with the same parser and never fitted. Rows are held out by source:
 :func:`source_key` names the publication a ``source_url`` points at, so that a test can check that no repository or
 thread gives rows to both sides.
@@ -16,7 +17,8 @@ Two kinds of tables, units in the key names:
     gpu (str, a hardware profile name), model (str, a [[model]] name), weight_type (str, "Q4_K_M"),
     ggml_type (str, the type most weights have: "Q4_K"), file_size_gib, n_params_b (number, as llama-bench prints),
     backend (str), n_gpu_layers (int), n_prompt (int) with pp_tps / pp_sd_tps (prompt tokens/s), n_gen (int) with
-    tg_tps / tg_sd_tps (generated tokens/s from an empty cache), build (str, "" unknown), source_url (str),
+    tg_tps / tg_sd_tps (generated tokens/s from an empty cache): a source that published one test only (a pp-only
+    or tg-only table) has 0 for the other's count and leaves out its figures; build (str, "" unknown), source_url (str),
     source_section (str), and optionally exclude_pp / exclude_tg (str: why the fit leaves that figure out).
 
 Optional keys, for rows taken at other settings (the held-out table, app/predict/public_held_out.py, has them):
@@ -44,8 +46,11 @@ PUBLIC_2025_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_2025.t
 #: Rows of llama.cpp's own pull requests, by backend (CUDA and ROCm; Vulkan; Metal and SYCL), builds 2024-2026.
 PUBLIC_PR_TABLE_PATHS: tuple[Path, ...] = tuple(
     PROFILES_DIR / "reference" / f"llama_bench_public_2026_{part}.toml" for part in ("cuda", "vulkan", "metal_sycl"))
+#: Rows of community repositories that commit their raw llama-bench output (laptop iGPUs, newer builds).
+PUBLIC_COMMUNITY_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_2026_community.toml"
 #: The tables the shipped public fit learns from (each file has its own [[model]] tables).
-TRAINING_TABLE_PATHS: tuple[Path, ...] = (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH, *PUBLIC_PR_TABLE_PATHS)
+TRAINING_TABLE_PATHS: tuple[Path, ...] = (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH, *PUBLIC_PR_TABLE_PATHS,
+                                          PUBLIC_COMMUNITY_TABLE_PATH)
 GIB = 1024**3
 
 _MODEL_KEYS: dict[str, type] = {
@@ -55,12 +60,14 @@ _MODEL_KEYS: dict[str, type] = {
 _MODEL_OPTIONAL = {"n_expert": int, "n_expert_used": int, "expert_ff": int}
 _RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
     "gpu": str, "model": str, "weight_type": str, "ggml_type": str, "file_size_gib": (int, float),
-    "n_params_b": (int, float), "backend": str, "n_gpu_layers": int, "n_prompt": int, "pp_tps": (int, float),
-    "pp_sd_tps": (int, float), "n_gen": int, "tg_tps": (int, float), "tg_sd_tps": (int, float), "build": str,
+    "n_params_b": (int, float), "backend": str, "n_gpu_layers": int, "n_prompt": int, "n_gen": int, "build": str,
     "source_url": str, "source_section": str,
 }
 _RESULT_OPTIONAL = {"exclude_pp": str, "exclude_tg": str, "date": str, "flash_attn": int, "n_depth": int,
-                    "n_ubatch": int, "n_batch": int}
+                    "n_ubatch": int, "n_batch": int, "pp_tps": (int, float), "pp_sd_tps": (int, float),
+                    "tg_tps": (int, float), "tg_sd_tps": (int, float)}
+#: A test a source did not publish (a pp-only or tg-only table): its count is 0 and its figures are absent.
+_PHASE_KEYS = (("n_prompt", "pp_tps", "pp_sd_tps"), ("n_gen", "tg_tps", "tg_sd_tps"))
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _GITHUB_THREAD = re.compile(r"^/([^/]+)/([^/]+)/(?:issues|pull|discussions)/(\d+)")
 _GITHUB_SHORT = re.compile(r"^github:([^/@:]+)/([^/@:]+)")
@@ -177,8 +184,13 @@ def parse_reference(doc: dict[str, object], where: str = "reference table", *,
         _check(r, _RESULT_KEYS, _RESULT_OPTIONAL, label)
         if r["model"] not in models:
             raise ReferenceTableError(f"{label}: model {r['model']!r} has no [[model]] table")
-        if r["pp_tps"] <= 0 or r["tg_tps"] <= 0 or r["n_prompt"] <= 0 or r["n_gen"] <= 0:
-            raise ReferenceTableError(f"{label}: pp_tps, tg_tps, n_prompt and n_gen must be positive")
+        for count, rate, sd in _PHASE_KEYS:
+            if (r[count] > 0) != (r.get(rate, 0) > 0):
+                raise ReferenceTableError(f"{label}: {rate} must be positive with a positive {count}, and absent "
+                                          f"(or 0) with {count} = 0 (a test the source did not publish)")
+            r = {**r, rate: r.get(rate, 0.0), sd: r.get(sd, 0.0)}
+        if r["n_prompt"] <= 0 and r["n_gen"] <= 0:
+            raise ReferenceTableError(f"{label}: neither a pp (n_prompt, pp_tps) nor a tg (n_gen, tg_tps) figure")
         if "date" in r and not _DATE.match(r["date"]):
             raise ReferenceTableError(f"{label}: date must be YYYY-MM-DD, got {r['date']!r}")
         if r.get("flash_attn", -1) not in (-1, 0, 1):

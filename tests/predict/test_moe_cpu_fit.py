@@ -23,10 +23,12 @@ from tests.gguf_synth import write_synthetic_moe_gguf
 
 LADDER = (SynthShape(768, 4, "F16", gqa=4), SynthShape(1024, 3, "F16", gqa=4), SynthShape(1024, 6, "F16", gqa=2),
           SynthShape(1536, 3, "F16", gqa=4))
-#: Measured over 4 runs on 2 shared cores: the expected figure came within -6 % .. +37 % of the MoE's decode (the
-#: fit's own band was ±12-28 %, as noisy as its ladder); a bound that holds on a busy machine, far from the 3x an
-#: all-experts count would miss by.
-FACTOR = 1.6
+#: Measured over 4 runs on 2 otherwise idle cores: the expected figure came within -6 % .. +37 % of the MoE's
+#: decode (the fit's own band was ±12-28 %, as noisy as its ladder); with a second test process on the other core
+#: +71 % (band ±41 %). The bound holds on a busy machine and still tells the active experts from all of them
+#: (measured at least ALL_EXPERTS_MARGIN times what an all-experts count would expect).
+FACTOR = 2.0
+ALL_EXPERTS_MARGIN = 1.5
 
 
 def _json_rows(*args: str) -> list[dict]:
@@ -38,7 +40,7 @@ def _json_rows(*args: str) -> list[dict]:
 @pytest.mark.slow
 def test_a_dense_fit_predicts_the_moes_decode_by_its_active_experts(tmp_path: Path) -> None:
     ladder = [write_synth_model(tmp_path / f"{s.name}.gguf", s) for s in LADDER]
-    rows = _json_rows(*(a for m in ladder for a in ("-m", str(m))), "-p", "8,32", "-n", "16", "-d", "0,64", "-r", "2")
+    rows = _json_rows(*(a for m in ladder for a in ("-m", str(m))), "-p", "8,32", "-n", "32", "-d", "0,64", "-r", "3")
     if {r["backends"] for r in rows} != {"CPU"}:
         pytest.skip("this llama.cpp build has a GPU device: the split is tests/gpu_vulkan's")
     fit = fit_machine(samples_from_rows(rows, lambda p: cached_facts(p)), cpu_info="cpu", gpu_info="", build="test",
@@ -62,4 +64,4 @@ def test_a_dense_fit_predicts_the_moes_decode_by_its_active_experts(tmp_path: Pa
               f"(band ±{band:.0%}: {'inside' if inside else 'outside'}); all experts counted: "
               f"{expected * active_share:.1f}")
         assert expected / FACTOR < measured < expected * FACTOR, (row["n_cpu_moe"], expected, measured)
-        assert measured > 2 * expected * active_share  # the all-experts figure would be far too slow
+        assert measured > ALL_EXPERTS_MARGIN * expected * active_share  # an all-experts count: far too slow

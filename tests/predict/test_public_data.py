@@ -9,6 +9,7 @@ import pytest
 
 from app.paths import HARDWARE_PROFILES_DIR
 from app.predict.profiles import load_profiles
+from app.predict.public_arch_fit import published, used
 from app.predict.public_data import PUBLIC_TABLE_PATH, ReferenceTableError, load_reference, parse_reference
 
 
@@ -70,6 +71,22 @@ def test_malformed_tables_give_one_line(change, needle: str) -> None:
     with pytest.raises(ReferenceTableError) as info:
         parse_reference(doc)
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_row_of_one_test_loads_and_the_fit_leaves_the_other_phase_out() -> None:
+    """A source that published tg only (or pp only): its count is 0 and its figures absent; the fit uses the other
+    phase alone. A count without its figure, a figure without its count, or neither test is refused in one line."""
+    doc = _doc()
+    tg_only = {k: v for k, v in doc["result"][0].items() if k not in ("pp_tps", "pp_sd_tps")} | {"n_prompt": 0}
+    (r,) = parse_reference({"model": doc["model"], "result": [tg_only]})
+    assert (r.n_prompt, r.pp_tps, r.tg_tps) == (0, 0.0, doc["result"][0]["tg_tps"])
+    assert (published(r, "prefill"), used(r, "prefill"), used(r, "decode")) == (False, False, True)
+    for bad, needle in (({**tg_only, "n_prompt": 512}, "pp_tps must be positive with a positive n_prompt"),
+                        ({**tg_only, "pp_tps": 100.0}, "pp_tps must be positive with a positive n_prompt"),
+                        ({**tg_only, "n_gen": 0, "tg_tps": 0}, "neither a pp")):
+        with pytest.raises(ReferenceTableError) as info:
+            parse_reference({"model": doc["model"], "result": [bad]})
+        assert needle in str(info.value) and "\n" not in str(info.value)
 
 
 def test_unreadable_files_give_one_line(tmp_path: Path) -> None:

@@ -268,7 +268,7 @@ def test_backend_and_era_are_inputs_named_in_the_source(public, shipped_profiles
     later = public.expect(gpu, 400.0, 20000.0, "Q4_K", 30, backend="CUDA", build=7000).decode
     assert "for CUDA, b2824 (era ≤b2999)" in own.source and "its CUDA fit used" not in own.source
     assert "no public Vulkan rows for Ada: its CUDA fit used" in vulkan.source
-    assert "no public rows of builds ≥b6000" in later.source
+    assert "no public rows of builds b6000–b7999" in later.source
     assert later.high / later.low > own.high / own.low  # a substitution widens the band
     bound = public.for_setting("vulkan", 2824).expect(gpu, 400.0, 20000.0, "Q4_K", 30).decode
     assert bound.source == vulkan.source  # for_setting passes them through predict() unchanged
@@ -277,10 +277,10 @@ def test_backend_and_era_are_inputs_named_in_the_source(public, shipped_profiles
 def test_a_single_gpu_architecture_takes_the_pooled_band(shipped_profiles) -> None:
     from app.predict.public_fit import load_public_model
 
-    got = load_public_model().expect(find_profile("Radeon 8060S", shipped_profiles), 400.0, 20000.0, "Q4_0", 30,
-                                     backend="ROCm", build=6500)
-    assert got.decode is not None and "RDNA 3.5 fit" in got.decode.source
-    assert "all architectures' leave-one-GPU-out and leave-one-source-out (too few for RDNA 3.5)" in got.decode.source
+    got = load_public_model().expect(find_profile("Arc A770 16GB", shipped_profiles), 400.0, 20000.0, "Q4_0", 30,
+                                     backend="SYCL", build=6500)
+    assert got.decode is not None and "Xe-HPG fit" in got.decode.source
+    assert "all architectures' leave-one-GPU-out and leave-one-source-out (too few for Xe-HPG)" in got.decode.source
 
 
 def test_an_architecture_with_no_more_rows_than_coefficients_borrows(public, shipped_profiles) -> None:

@@ -88,7 +88,8 @@ def test_held_out_check_predicts_profiled_gpus_and_skips_the_rest(held) -> None:
 
 def test_eras_and_families() -> None:
     assert (era_of(2824), era_of(4696), era_of(6040), era_of(None, "2025-09-01"), era_of(None)) == (
-        "≤b2999", "b3000–b5999", "≥b6000", "≥b6000", "")
+        "≤b2999", "b3000–b5999", "b6000–b7999", "b6000–b7999", "")
+    assert (era_of(8000), era_of(None, "2026-03-01")) == ("≥b8000", "≥b8000")
     assert [weight_family(t) for t in ("Q4_0", "Q8_0", "Q6_K", "IQ4_XS", "MXFP4", "BF16")] == [
         "legacy", "legacy", "k_quant", "i_quant", "mxfp4", "bf16"]
     profiles = load_profiles([HARDWARE_PROFILES_DIR])

@@ -15,6 +15,7 @@ from app.predict.profiles import load_profiles
 from app.predict.public_arch_fit import PublicFitError, canonical_backend, row_era
 from app.predict.public_data import (
     PUBLIC_2025_TABLE_PATH,
+    PUBLIC_COMMUNITY_TABLE_PATH,
     PUBLIC_PR_TABLE_PATHS,
     PUBLIC_TABLE_PATH,
     TRAINING_TABLE_PATHS,
@@ -47,13 +48,14 @@ def test_source_keys_name_the_thread_or_the_repository() -> None:
 
 
 def test_the_training_loader_reads_every_training_table(training) -> None:
-    assert TRAINING_TABLE_PATHS == (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH, *PUBLIC_PR_TABLE_PATHS)
+    assert TRAINING_TABLE_PATHS == (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH, *PUBLIC_PR_TABLE_PATHS,
+                                    PUBLIC_COMMUNITY_TABLE_PATH)
     new = load_reference(PUBLIC_2025_TABLE_PATH)
     assert len(training) == sum(len(load_reference(p)) for p in TRAINING_TABLE_PATHS) and len(new) >= 40
     assert not any(r.held_out for r in training)
     assert {canonical_backend(r.backend) for r in new} == {"CUDA", "Metal", "Vulkan", "ROCm", "SYCL"}
     assert len({r.weight_type for r in new}) >= 8 and len({r.gpu for r in new}) >= 10
-    assert {row_era(r) for r in new} == {"b3000–b5999", "≥b6000"}  # builds from June 2024 on, none older
+    assert {row_era(r) for r in new} == {"b3000–b5999", "b6000–b7999", "≥b8000"}  # June 2024 on, none older
     assert any(r.n_depth > 0 for r in new) and {r.flash_attn for r in new} >= {0, 1}
 
 

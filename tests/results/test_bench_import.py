@@ -285,6 +285,24 @@ def test_cli_public_toml_passes_the_reference_validation(tmp_path: Path) -> None
     assert missing.returncode == 2 and "--gpu" in missing.stderr and "--source" in missing.stderr
 
 
+def test_a_table_of_one_test_gives_a_row_of_that_test_alone(tmp_path: Path) -> None:
+    """PR threads often publish a tg-only (-p 0) or pp-only (-n 0) table: the row keeps the test it has, with the
+    other's count 0 and no figure, and the reference loader takes it as such."""
+    table = ("| model | size | params | backend | ngl | fa | test | t/s |\n|---|--:|--:|---|--:|--:|--:|--:|\n"
+             "| llama 7B Q4_0 | 3.56 GiB | 6.74 B | Vulkan | 99 | 1 | tg128 | 221.08 ± 1.41 |\n"
+             "| llama 8B Q4_0 | 4.33 GiB | 8.03 B | Vulkan | 99 | 1 | pp512 | 9000.50 ± 20.00 |\n")
+    (tmp_path / "t.md").write_text(table, encoding="utf-8")
+    results, _ = public_results([("t.md", read_bench_file(tmp_path / "t.md").rows)], "RTX 5090", "https://e.org/t")
+    tg_only, pp_only = results
+    assert (tg_only["n_prompt"], tg_only["n_gen"], tg_only["tg_tps"], "pp_tps" in tg_only) == (0, 128, 221.08, False)
+    assert (pp_only["n_prompt"], pp_only["n_gen"], pp_only["pp_tps"], "tg_tps" in pp_only) == (512, 0, 9000.5, False)
+    assert "tg128 (the source has no pp test of it)" in tg_only["source_section"]
+    models = [{"name": r["model"], "n_layer": 1, "n_embd": 1, "n_vocab": 1, "n_head": 1, "n_head_kv": 1,
+               "head_dim": 1, "tied_embeddings": False, "source": "test"} for r in results]
+    parsed = parse_reference({"model": models, "result": tomllib.loads(to_toml(results))["result"]}, "imported")
+    assert [(p.pp_tps, p.tg_tps) for p in parsed] == [(0.0, 221.08), (9000.5, 0.0)]
+
+
 def test_toml_text_round_trips_awkward_strings() -> None:
     results, _ = public_results([('we"ird\\name.md', _rows("public_3090ti_cuda_old.md"))], "RTX 3090 Ti", "u")
     back = tomllib.loads(to_toml(results))["result"]
