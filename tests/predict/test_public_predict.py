@@ -43,9 +43,19 @@ def test_no_public_fit_keeps_the_prediction_as_it_was(smollm2_path: Path, profil
 def test_an_architecture_without_data_borrows_and_says_so(smollm2_path: Path, profiles) -> None:
     """Changed on purpose (issue #26 point 3): a GPU of an architecture without rows gets a borrowed figure."""
     facts = read_model_facts(smollm2_path)
-    p = predict(facts, find_profile("RTX 5090", profiles), PredictSettings(4096), public=load_public_model())
+    # Changed on purpose: Blackwell has public Vulkan rows now (llama.cpp PRs), so Turing is the family without rows.
+    public = load_public_model()
+    p = predict(facts, find_profile("RTX 2080 Ti", profiles), PredictSettings(4096), public=public)
     assert p.expected_decode is not None and p.expected_prefill is not None
-    assert "borrowed from " in p.expected_decode.source and "for Blackwell" in p.expected_decode.source
+    assert "borrowed from " in p.expected_decode.source and "for Turing" in p.expected_decode.source
+
+
+def test_a_backend_without_rows_uses_the_same_architecture_on_another_backend_and_says_so(
+        smollm2_path: Path, profiles) -> None:
+    facts = read_model_facts(smollm2_path)
+    p = predict(facts, find_profile("RTX 5090", profiles), PredictSettings(4096), public=load_public_model())
+    assert p.expected_decode is not None and "Blackwell fit, for CUDA" in p.expected_decode.source
+    assert "no public CUDA rows for Blackwell: its Vulkan fit used" in p.expected_decode.source
 
 
 def test_a_partial_offload_gets_no_public_figure(smollm2_path: Path, profiles) -> None:
