@@ -13,7 +13,9 @@ Then the HELD-OUT check: the fit of the training tables only predicts every row 
 profiles/reference/llama_bench_public_more.toml (rows no fit has seen) at its own settings, backend and build;
 median |error| and the share inside the band, overall, by backend, weight type, build era and GPU kind (issue #26
 targets: decode ≤ 10 %, prefill ≤ 15 %, ≥ 80 % inside). Rows whose GPU has no hardware profile are listed as
-skipped. Pure arithmetic: seconds to run.
+skipped. Last, the floor: each held-out figure whose question (GPU, backend, model, type, test, era or exact build)
+was published more than once, predicted by the median of the others; a target under that spread cannot be met
+with those inputs. Pure arithmetic: seconds to run.
 
     python benchmarks/public_gpu_fit.py [--table FILE ...] [--held-out FILE]
 """
@@ -50,6 +52,7 @@ from app.predict.public_held_out import (  # noqa: E402
     check_held_out,
     load_held_out,
     on_a_laptop,
+    repeat_spread,
     summarize_checks,
 )
 from app.predict.workload import PHASES  # noqa: E402
@@ -195,6 +198,27 @@ def held_out_summary_lines(checks: list[HeldOutCheck]) -> list[str]:
     return lines
 
 
+def floor_lines(rows: list[ReferenceResult], checks: list[HeldOutCheck]) -> list[str]:
+    """The repeat spread of the held-out rows beside the fit's error: a target below the spread cannot be met
+    with the inputs a prediction has (GPU, backend, model, weight type, test, build era)."""
+    lines = ["| phase | same question = | figures asked twice or more | questions asked once | oracle median "
+             "\\|error\\| | oracle within 15 % | fit's median \\|error\\| (all held-out) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for phase in PHASES:
+        fit = summarize_checks(c for c in checks if c.phase == phase)
+        for exact in (False, True):
+            f = repeat_spread(rows, phase, exact_build=exact)
+            if not f.repeated:
+                continue
+            lines.append(f"| {phase} | {'the exact build' if exact else 'the build era'} | {f.repeated} | "
+                         f"{f.single} | {f.median_abs_error:.1%} | {f.within:.0%} | {fit.median_abs_error:.1%} |")
+    lines.append("\nThe oracle predicts each repeated figure by the median of the other figures of its question, "
+                 "learned from the held-out rows themselves; no fit with these inputs does better. Where its median "
+                 "is above a target, the spread comes from what no row records (driver, ROCm and hipBLASLt "
+                 "versions, build flags, power settings).")
+    return lines
+
+
 def held_out_report(model: PublicGpuModel, paths: list[Path]) -> None:
     rows = load_held_out(paths)
     checks, skipped = check_held_out(model, rows, list(model.profiles.values()))
@@ -210,6 +234,8 @@ def held_out_report(model: PublicGpuModel, paths: list[Path]) -> None:
               "|---|---|---|---|---|---:|---:|---:|---|"]
     print("\n", *header, *map(check_line, checks), sep="\n")
     print("\n### Held-out error and band coverage\n", *held_out_summary_lines(checks), sep="\n")
+    print("\n### The floor: how far published figures of the same question disagree\n",
+          *floor_lines(rows, checks), sep="\n")
     if not any(on_a_laptop(c.profile) for c in checks):
         print("\nLaptop GPUs: no held-out row is on a laptop GPU or iGPU with a profile yet.")
     for phase in PHASES:

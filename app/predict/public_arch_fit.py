@@ -98,12 +98,14 @@ def era_of(build_number: int | None, date: str = "") -> str:
 def row_era(r: ReferenceResult) -> str:
     return era_of(r.build_number, r.date)
 
-#: Kernel classes with no public rows borrow the coefficients of the first of these the fit has: a quantized type the
-#: K-quant kernels', else another quantized family's; a float type F16's, else another float type's.
+#: A quantized kernel class with no public rows borrows the coefficients of the first of these the fit has: the
+#: K-quant kernels', else another quantized family's. A float type has no stand-in: F16, BF16 and F32 each run their
+#: own matmul path in every backend, with hardware support that differs by generation (no BF16 tensor cores before
+#: Ampere, no BF16 dot instructions on RDNA 2; Vulkan's BF16 shaders need VK_KHR_shader_bfloat16, else fall back),
+#: so one float type's efficiency says nothing sure about another's.
 FLOAT_CLASSES = frozenset({"f16", "bf16", "f32"})
 QUANT_STAND_INS: tuple[str, ...] = ("k_quant", "legacy", "i_quant", "mxfp4")
-FLOAT_STAND_INS: tuple[str, ...] = ("f16", "bf16", "f32")
-QUANT_STAND_IN, FLOAT_STAND_IN = QUANT_STAND_INS[0], FLOAT_STAND_INS[0]
+QUANT_STAND_IN = QUANT_STAND_INS[0]
 OVERHEADS = ("layer", "fixed")
 #: Candidate prefill power caps in TFLOPS per watt of board power; None leaves the spec rate uncapped.
 #: Tried in this order (uncapped, then ever tighter caps); a later one must fit better by RELATIVE_GAIN to win.
@@ -229,12 +231,13 @@ class ArchFit:
         return tuple(dict.fromkeys(r.gpu for r in self.rows))
 
     def stand_in(self, cls: str) -> str | None:
-        """The fitted class that predicts ``cls``: itself, else the first float (for a float type) or quantized
-        stand-in the fit has (``FLOAT_STAND_INS``, ``QUANT_STAND_INS``), else None."""
+        """The fitted class that predicts ``cls``: itself, else (for a quantized type) the first quantized stand-in
+        the fit has (``QUANT_STAND_INS``), else None."""
         if f"class:{cls}" in self.coefficients:
             return cls
-        order = FLOAT_STAND_INS if cls in FLOAT_CLASSES else QUANT_STAND_INS
-        return next((o for o in order if f"class:{o}" in self.coefficients), None)
+        if cls in FLOAT_CLASSES:
+            return None
+        return next((o for o in QUANT_STAND_INS if f"class:{o}" in self.coefficients), None)
 
     def streamed(self, demand: Demand) -> float | None:
         """Fitted seconds per token of the kernel classes' work (bytes or FLOPs at η); None when a class has neither

@@ -4,8 +4,9 @@ of the shipped reference table, for a backend and a llama.cpp build, with bands 
 A prediction is for (GPU, backend, build era, weight type): the fit of the GPU's architecture for that backend and
 era where the table has such a cell, else the architecture's fit (said so); an architecture without rows borrows
 the nearest one's (spec-scaled: the ceilings are the GPU's own), labelled "borrowed from <arch>". A weight family
-without rows takes the K-quant (or F16) efficiency, said so; a float family (F16, BF16, F32) with no rows on the
-GPU's vendor has no expected figure, since float matmuls run in each vendor's own library. The band is the 10–90 %
+without rows takes the K-quant efficiency, said so; a float type (F16, BF16, F32) takes only its own rows, and those
+of the GPU's vendor: with none it has no expected figure, since each float type runs its own matmul path in each
+vendor's own library. The band is the 10–90 %
 quantiles of held-out relative errors: the architecture's leave-one-GPU-out errors (pooled over architectures
 when it has under MIN_RESIDUALS); where anything was substituted (another backend, another era, a borrowed
 architecture, a stood-in weight family) also the errors of that kind of substitution: leave-one-build-era-out for
@@ -245,8 +246,9 @@ class PublicGpuModel:
         if choice is None:
             if fam in FLOAT_CLASSES:
                 return None, (f"no expected figure: no public rows of {ggml_type} (float) kernels on any "
-                              f"{profile.vendor} GPU, and float matmuls run in each vendor's own library "
-                              f"(cuBLAS, hipBLAS, Metal, SYCL, Vulkan shaders): another vendor's are not borrowed")
+                              f"{profile.vendor} GPU; each float type runs its own matmul path in each vendor's own "
+                              f"library (cuBLAS, hipBLAS, Metal, SYCL, Vulkan shaders): neither another float "
+                              f"type's rows nor another vendor's are used")
             return None, (f"no expected figure: no public data for {arch} nor any architecture to borrow from "
                           f"for {ggml_type} kernels")
         fit = choice.fit

@@ -126,6 +126,43 @@ def summarize_checks(checks: Iterable[HeldOutCheck]) -> CheckSummary:
                         sum(c.inside_band for c in checks), len(checks) - len(errs))
 
 
+@dataclass(frozen=True)
+class RepeatSpread:
+    """How far published figures of the same question disagree among themselves: the floor under any fit's error.
+
+    A "question" is one GPU, backend, model, weight type, test (pp or tg size, depth) and build era (or exact build
+    number): every input a prediction has. Each figure of a question asked at least twice is predicted by the
+    median of the *other* figures of that question, an oracle that no fit can beat with those inputs."""
+
+    phase: Phase
+    exact_build: bool
+    repeated: int  # figures whose question was published at least twice
+    single: int  # questions published once (no spread to measure)
+    median_abs_error: float
+    within: float  # share of the repeated figures within ``tolerance`` of the others' median
+    tolerance: float
+
+
+def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build: bool = False,
+                  tolerance: float = 0.15) -> RepeatSpread:
+    """The repeat spread of one phase's published figures (see :class:`RepeatSpread`)."""
+    questions: dict[tuple, list[float]] = {}
+    for r in rows:
+        if not used(r, phase):
+            continue
+        size = r.n_prompt if phase == "prefill" else r.n_gen
+        key = (r.gpu, r.backend, r.model.name, r.weight_type, size, r.n_depth, row_era(r),
+               r.build_number if exact_build else None)
+        questions.setdefault(key, []).append(measured_tps(r, phase))
+    errors = [abs(statistics.median(tps[:i] + tps[i + 1:]) / x - 1)
+              for tps in questions.values() if len(tps) > 1 for i, x in enumerate(tps)]
+    single = sum(len(tps) == 1 for tps in questions.values())
+    if not errors:
+        return RepeatSpread(phase, exact_build, 0, single, math.nan, math.nan, tolerance)
+    return RepeatSpread(phase, exact_build, len(errors), single, statistics.median(errors),
+                        sum(e <= tolerance for e in errors) / len(errors), tolerance)
+
+
 #: The groups the check is reported by: name -> the group of a figure.
 def form_factor(profile: HardwareProfile) -> str:
     """Where a GPU is found: "laptop GPU" (a laptop part), "laptop iGPU" (the integrated GPU of an AMD or Intel

@@ -297,7 +297,10 @@ def test_a_missing_family_takes_the_first_stand_in_the_fit_has() -> None:
         "legacy", "legacy", "legacy")
     assert legacy_only.stand_in("f16") is None and legacy_only.stand_in("bf16") is None
     both = ArchFit("X", "decode", {"class:legacy": 1.2, "class:k_quant": 1.1, "class:bf16": 1.0}, ())
-    assert (both.stand_in("i_quant"), both.stand_in("f16"), both.stand_in("mxfp4")) == ("k_quant", "bf16", "k_quant")
+    assert (both.stand_in("i_quant"), both.stand_in("mxfp4"), both.stand_in("bf16")) == ("k_quant", "k_quant", "bf16")
+    # Changed on purpose: a float type has no stand-in (F16, BF16 and F32 run different matmul paths; BF16 on
+    # Vulkan/RDNA 3.5 decodes ~3x slower than its bytes while F16 does not), so BF16's rows do not predict F16.
+    assert both.stand_in("f16") is None and both.stand_in("f32") is None
 
 
 def test_an_architecture_without_the_family_borrows_it_and_says_so(synthetic) -> None:

@@ -96,3 +96,18 @@ def test_eras_and_families() -> None:
     assert public_fit.default_backend(find_profile("RX 7900 XTX", profiles)) == "ROCm"
     assert public_fit.default_backend(find_profile("RX 7900 XTX", profiles), ["Vulkan"]) == "Vulkan"
     assert public_fit.default_backend(find_profile("RTX 4090", profiles), ["Metal"]) == "CUDA"
+
+
+def test_the_repeat_spread_predicts_each_figure_by_the_others_of_its_question(held) -> None:
+    from app.predict.public_held_out import repeat_spread
+
+    base = next(r for r in held if r.pp_tps > 0 and not r.exclude_pp and r.build_number is not None)
+    same = [dataclasses.replace(base, pp_tps=tps) for tps in (100.0, 110.0, 90.0)]
+    other_build = dataclasses.replace(base, pp_tps=500.0, build=f"abc1234 ({base.build_number + 1})")
+    f = repeat_spread([*same, other_build], "prefill", exact_build=True)
+    # 100 against median(110, 90) = 100: 0 %; 110 against 95: 13.6 %; 90 against 105: 16.7 %
+    assert (f.repeated, f.single) == (3, 1)
+    assert math.isclose(f.median_abs_error, 1 - 95 / 110) and math.isclose(f.within, 2 / 3)
+    by_era = repeat_spread([*same, other_build], "prefill")  # the next build is in the same era: one question
+    assert by_era.repeated == 4 and by_era.median_abs_error > f.median_abs_error
+    assert repeat_spread([base], "prefill").repeated == 0 and math.isnan(repeat_spread([base], "prefill").within)
