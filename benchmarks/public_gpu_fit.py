@@ -202,16 +202,23 @@ def floor_lines(rows: list[ReferenceResult], checks: list[HeldOutCheck]) -> list
     """The repeat spread of the held-out rows beside the fit's error: a target below the spread cannot be met
     with the inputs a prediction has (GPU, backend, model, weight type, test, build era)."""
     lines = ["| phase | same question = | figures asked twice or more | questions asked once | oracle median "
-             "\\|error\\| | oracle within 15 % | fit's median \\|error\\| (all held-out) |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+             "\\|error\\| | oracle within 15 % | figures the fit predicts: oracle's median \\|error\\| | the fit's | "
+             "fit ÷ oracle |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for phase in PHASES:
-        fit = summarize_checks(c for c in checks if c.phase == phase)
         for exact in (False, True):
             f = repeat_spread(rows, phase, exact_build=exact)
             if not f.repeated:
                 continue
+            predicted = {id(c.row): abs(c.rel_error) for c in checks if c.phase == phase and c.expected is not None}
+            both = [(o, predicted[id(r)]) for r, o in zip(f.rows, f.errors, strict=True) if id(r) in predicted]
+            if both:
+                oracle, fit = (statistics.median(x) for x in zip(*both, strict=True))
+                judged = (f"{oracle:.1%} | {fit:.1%} ({len(both)}) | "
+                          f"{fit / oracle:.1f}x |" if oracle else f"{oracle:.1%} | {fit:.1%} ({len(both)}) | - |")
+            else:
+                judged = "- | - | - |"
             lines.append(f"| {phase} | {'the exact build' if exact else 'the build era'} | {f.repeated} | "
-                         f"{f.single} | {f.median_abs_error:.1%} | {f.within:.0%} | {fit.median_abs_error:.1%} |")
+                         f"{f.single} | {f.median_abs_error:.1%} | {f.within:.0%} | {judged}")
     lines.append("\nThe oracle predicts each repeated figure by the median of the other figures of its question, "
                  "learned from the held-out rows themselves; no fit with these inputs does better. Where its median "
                  "is above a target, the spread comes from what no row records (driver, ROCm and hipBLASLt "

@@ -141,26 +141,33 @@ class RepeatSpread:
     median_abs_error: float
     within: float  # share of the repeated figures within ``tolerance`` of the others' median
     tolerance: float
+    rows: tuple[ReferenceResult, ...] = ()  # the repeated figures' rows: judge a fit on these against the oracle
+    errors: tuple[float, ...] = ()  # the oracle's |error| of each of ``rows``, in order
 
 
 def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build: bool = False,
                   tolerance: float = 0.15) -> RepeatSpread:
     """The repeat spread of one phase's published figures (see :class:`RepeatSpread`)."""
-    questions: dict[tuple, list[float]] = {}
+    questions: dict[tuple, list[ReferenceResult]] = {}
     for r in rows:
         if not used(r, phase):
             continue
         size = r.n_prompt if phase == "prefill" else r.n_gen
         key = (r.gpu, r.backend, r.model.name, r.weight_type, size, r.n_depth, row_era(r),
                r.build_number if exact_build else None)
-        questions.setdefault(key, []).append(measured_tps(r, phase))
-    errors = [abs(statistics.median(tps[:i] + tps[i + 1:]) / x - 1)
-              for tps in questions.values() if len(tps) > 1 for i, x in enumerate(tps)]
-    single = sum(len(tps) == 1 for tps in questions.values())
+        questions.setdefault(key, []).append(r)
+    repeated: list[ReferenceResult] = []
+    errors: list[float] = []
+    for asked in (a for a in questions.values() if len(a) > 1):
+        tps = [measured_tps(r, phase) for r in asked]
+        repeated += asked
+        errors += [abs(statistics.median(tps[:i] + tps[i + 1:]) / x - 1) for i, x in enumerate(tps)]
+    single = sum(len(asked) == 1 for asked in questions.values())
     if not errors:
         return RepeatSpread(phase, exact_build, 0, single, math.nan, math.nan, tolerance)
     return RepeatSpread(phase, exact_build, len(errors), single, statistics.median(errors),
-                        sum(e <= tolerance for e in errors) / len(errors), tolerance)
+                        sum(e <= tolerance for e in errors) / len(errors), tolerance, tuple(repeated),
+                        tuple(errors))
 
 
 #: The groups the check is reported by: name -> the group of a figure.

@@ -108,6 +108,7 @@ def test_the_repeat_spread_predicts_each_figure_by_the_others_of_its_question(he
     # 100 against median(110, 90) = 100: 0 %; 110 against 95: 13.6 %; 90 against 105: 16.7 %
     assert (f.repeated, f.single) == (3, 1)
     assert math.isclose(f.median_abs_error, 1 - 95 / 110) and math.isclose(f.within, 2 / 3)
+    assert [r.pp_tps for r in f.rows] == [100.0, 110.0, 90.0] and math.isclose(f.errors[2], 105 / 90 - 1)
     by_era = repeat_spread([*same, other_build], "prefill")  # the next build is in the same era: one question
     assert by_era.repeated == 4 and by_era.median_abs_error > f.median_abs_error
     assert repeat_spread([base], "prefill").repeated == 0 and math.isnan(repeat_spread([base], "prefill").within)
