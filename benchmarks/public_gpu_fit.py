@@ -205,18 +205,16 @@ def floor_lines(rows: list[ReferenceResult], checks: list[HeldOutCheck]) -> list
              "\\|error\\| | oracle within 15 % | figures the fit predicts: oracle's median \\|error\\| | the fit's | "
              "fit ÷ oracle |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for phase in PHASES:
+        predicted = {id(c.row): abs(c.rel_error) for c in checks if c.phase == phase and c.expected is not None}
         for exact in (False, True):
             f = repeat_spread(rows, phase, exact_build=exact)
             if not f.repeated:
                 continue
-            predicted = {id(c.row): abs(c.rel_error) for c in checks if c.phase == phase and c.expected is not None}
             both = [(o, predicted[id(r)]) for r, o in zip(f.rows, f.errors, strict=True) if id(r) in predicted]
+            judged = "- | - | - |"
             if both:
                 oracle, fit = (statistics.median(x) for x in zip(*both, strict=True))
-                judged = (f"{oracle:.1%} | {fit:.1%} ({len(both)}) | "
-                          f"{fit / oracle:.1f}x |" if oracle else f"{oracle:.1%} | {fit:.1%} ({len(both)}) | - |")
-            else:
-                judged = "- | - | - |"
+                judged = f"{oracle:.1%} | {fit:.1%} ({len(both)}) | {f'{fit / oracle:.1f}x' if oracle else '-'} |"
             lines.append(f"| {phase} | {'the exact build' if exact else 'the build era'} | {f.repeated} | "
                          f"{f.single} | {f.median_abs_error:.1%} | {f.within:.0%} | {judged}")
     lines.append("\nThe oracle predicts each repeated figure by the median of the other figures of its question, "

@@ -105,7 +105,6 @@ def row_era(r: ReferenceResult) -> str:
 #: so one float type's efficiency says nothing sure about another's.
 FLOAT_CLASSES = frozenset({"f16", "bf16", "f32"})
 QUANT_STAND_INS: tuple[str, ...] = ("k_quant", "legacy", "i_quant", "mxfp4")
-QUANT_STAND_IN = QUANT_STAND_INS[0]
 OVERHEADS = ("layer", "fixed")
 #: Candidate prefill power caps in TFLOPS per watt of board power; None leaves the spec rate uncapped.
 #: Tried in this order (uncapped, then ever tighter caps); a later one must fit better by RELATIVE_GAIN to win.

@@ -136,13 +136,24 @@ class RepeatSpread:
 
     phase: Phase
     exact_build: bool
-    repeated: int  # figures whose question was published at least twice
     single: int  # questions published once (no spread to measure)
-    median_abs_error: float
-    within: float  # share of the repeated figures within ``tolerance`` of the others' median
     tolerance: float
-    rows: tuple[ReferenceResult, ...] = ()  # the repeated figures' rows: judge a fit on these against the oracle
-    errors: tuple[float, ...] = ()  # the oracle's |error| of each of ``rows``, in order
+    rows: tuple[ReferenceResult, ...]  # the repeated figures' rows: judge a fit on these against the oracle
+    errors: tuple[float, ...]  # the oracle's |error| of each of ``rows``, in order
+
+    @property
+    def repeated(self) -> int:
+        """Figures whose question was published at least twice."""
+        return len(self.errors)
+
+    @property
+    def median_abs_error(self) -> float:
+        return statistics.median(self.errors) if self.errors else math.nan
+
+    @property
+    def within(self) -> float:
+        """Share of the repeated figures within ``tolerance`` of the others' median."""
+        return sum(e <= self.tolerance for e in self.errors) / len(self.errors) if self.errors else math.nan
 
 
 def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build: bool = False,
@@ -163,11 +174,7 @@ def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build:
         repeated += asked
         errors += [abs(statistics.median(tps[:i] + tps[i + 1:]) / x - 1) for i, x in enumerate(tps)]
     single = sum(len(asked) == 1 for asked in questions.values())
-    if not errors:
-        return RepeatSpread(phase, exact_build, 0, single, math.nan, math.nan, tolerance)
-    return RepeatSpread(phase, exact_build, len(errors), single, statistics.median(errors),
-                        sum(e <= tolerance for e in errors) / len(errors), tolerance, tuple(repeated),
-                        tuple(errors))
+    return RepeatSpread(phase, exact_build, single, tolerance, tuple(repeated), tuple(errors))
 
 
 #: The groups the check is reported by: name -> the group of a figure.
