@@ -13,7 +13,8 @@ backends' ``offload_op``), so not in decode. Wherever consecutive ops sit on dif
 copies the split's inputs, the f32 hidden state (4 × n_embd bytes), to the other device
 (``ggml_backend_sched_compute_splits``, ``ggml_backend_tensor_copy``). The input's one crossing to the GPU (the
 token embedding is looked up on the host) happens in every offload, full or partial, and sits in the fitted
-overheads; each further crossing (``-ncmoe``: into and out of each host-held layer's experts; ``-nkvo``: into and
+overheads; each further crossing (``-ncmoe``: into and out of each host-held layer's experts; ``-ot``: the same for
+a layer's feed-forward or experts it keeps on the other device than the layer's attention; ``-nkvo``: into and
 out of each layer's attention, run on the CPU, src/llama-graph.cpp ``build_attn`` "all nodes between the KV store
 and the attention output are run on the CPU") costs its bytes at PCIe bandwidth plus a copy's latency, both
 assumed (:data:`DEFAULT_PCIE_GBPS`, :data:`PCIE_COPY_LATENCY_S`).
@@ -88,17 +89,20 @@ def kv_read_per_layer(facts: ModelFacts, depth: float, type_k: str, type_v: str 
 
 def device_crossings(split: WeightSplit, offload_kqv: bool = True) -> int:
     """Times one decoded token's hidden state changes device: input layer (host), then per repeating layer its
-    attention's device (the host in between without ``offload_kqv``) and its routed experts' device, then the
-    output layer's."""
+    attention's device (the host in between without ``offload_kqv``), its dense feed-forward's and its routed
+    experts' devices (where ``-ot`` put them: a MoE's shared experts and routed ones read the same input, so both
+    on the host cross once) and back to the attention's device for the residual, then the output layer's."""
     sides: list[bool] = [False]  # token_embd's rows are looked up on the host
     for i in range(split.n_layer):
         attn = split.layer_attn_on_gpu[i] if split.layer_attn_on_gpu else i >= split.first_gpu_layer
         sides.append(attn)
         if not offload_kqv:
             sides += [False, attn]
-        experts = split.layer_experts_on_gpu[i] if split.layer_experts_on_gpu else None
-        if experts is not None:
-            sides += [experts, attn]
+        parts = [on for on in (split.layer_ffn_on_gpu[i] if split.layer_ffn_on_gpu else None,
+                               split.layer_experts_on_gpu[i] if split.layer_experts_on_gpu else None)
+                 if on is not None]
+        if parts:
+            sides += [*parts, attn]
     sides.append(split.output_on_gpu)
     return sum(a != b for a, b in zip(sides, sides[1:], strict=False))
 

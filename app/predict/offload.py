@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from app.model.facts import ModelFacts
 
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
+_DENSE_FFN_RE = re.compile(r"\.ffn_(gate|up|down)(_shexp)?\.")
 #: common/common.h LLM_FFN_EXPS_REGEX: a layer's MoE expert tensors (the same text as engines/llama_cpp_placement.py)
 EXPERT_TENSORS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 _EMBD = "token_embd.weight"
@@ -43,6 +44,12 @@ def expert_block_pattern(layer: int) -> str:
 def is_expert_tensor(name: str) -> bool:
     """A routed-expert tensor (``ffn_*_exps``, its biases and scales): read ``n_expert_used / n_expert`` per token."""
     return "_exps" in name
+
+
+def is_dense_ffn_tensor(name: str) -> bool:
+    """A dense feed-forward matrix (``ffn_gate``/``ffn_up``/``ffn_down``, a MoE's shared ``*_shexp``): not the
+    routed experts, the router (``ffn_gate_inp``) or the norm."""
+    return bool(_DENSE_FFN_RE.search(name)) and not is_expert_tensor(name)
 
 
 def is_host_buffer(buft: str) -> bool:
@@ -111,9 +118,12 @@ class WeightSplit:
     tied_embeddings: bool
     exact: bool  # True when computed from a per-tensor byte map, False when estimated from totals
     n_layer: int
-    #: per repeating layer: its attention weights on the GPU; its routed experts on the GPU (None: no experts)
+    #: per repeating layer: its attention weights on the GPU; its routed experts on the GPU (None: no experts); its
+    #: dense feed-forward matrices (a dense model's FFN, a MoE's shared experts) on the GPU (None: none, or a split
+    #: estimated from totals)
     layer_attn_on_gpu: tuple[bool, ...] = ()
     layer_experts_on_gpu: tuple[bool | None, ...] = ()
+    layer_ffn_on_gpu: tuple[bool | None, ...] = ()
     n_tensors_overridden: int = 0  # tensors an -ot or -ncmoe pattern placed
     #: the host's weight buffer as llama.cpp logs it with mmap (its default): the file's span from the first to the
     #: last host tensor, GPU tensors between them included (src/llama-model-loader.cpp ``get_mapping_range``)
@@ -230,6 +240,7 @@ def split_weights(
     read = {True: 0.0, False: 0.0}
     attn_gpu: list[bool] = [i >= first for i in range(facts.n_layer)]
     experts_gpu: list[bool | None] = [None] * facts.n_layer
+    ffn_gpu: list[bool | None] = [None] * facts.n_layer
     n_overridden = 0
     embd_matrix, embd_on_gpu = 0.0, False
     offset, host_first, host_last = 0.0, None, 0.0  # in file order (the tensor table's), alignment padding ignored
@@ -252,8 +263,10 @@ def split_weights(
         expert = is_expert_tensor(name)
         read[on_gpu] += n * (share if expert else 1.0)
         if isinstance(where, int):
-            if expert:
-                experts_gpu[where] = on_gpu
+            if expert:  # a part with any matrix on the host crosses there (and back), whatever the order
+                experts_gpu[where] = on_gpu and experts_gpu[where] is not False
+            elif is_dense_ffn_tensor(name):
+                ffn_gpu[where] = on_gpu and ffn_gpu[where] is not False
             elif ".attn_" in name:
                 attn_gpu[where] = on_gpu
     if tied and output_on_gpu:  # llama.cpp duplicates token_embd on the output layer's device (TENSOR_DUPLICATED)
@@ -267,7 +280,7 @@ def split_weights(
         n_gpu_layers=ngl, n_gpu_repeating=n_rep, output_on_gpu=output_on_gpu,
         gpu_bytes=round(stored[True]), cpu_bytes=round(stored[False]), gpu_read_bytes=round(read[True]),
         cpu_read_bytes=round(read[False]), tied_embeddings=tied, exact=exact, n_layer=facts.n_layer,
-        layer_attn_on_gpu=tuple(attn_gpu), layer_experts_on_gpu=tuple(experts_gpu),
+        layer_attn_on_gpu=tuple(attn_gpu), layer_experts_on_gpu=tuple(experts_gpu), layer_ffn_on_gpu=tuple(ffn_gpu),
         n_tensors_overridden=n_overridden,
         cpu_mapped_bytes=round(host_last - host_first) if exact and host_first is not None else round(stored[False]),
     )

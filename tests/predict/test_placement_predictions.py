@@ -35,7 +35,7 @@ from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import HardwareProfile
 from engines import llama_cpp_placement
 from tests.cli_helpers import gguf_bench
-from tests.gguf_synth import write_synthetic_moe_gguf
+from tests.gguf_synth import write_synthetic_gguf, write_synthetic_moe_gguf
 
 DENSE_LAYER = 26_112
 EXPERT = 131_072
@@ -111,6 +111,22 @@ def test_decode_time_is_the_sum_over_devices_plus_the_extra_crossings(moe: Model
     transfer_nkvo = 12 * (4 * 64 / (DEFAULT_PCIE_GBPS * GB) + PCIE_COPY_LATENCY_S)
     assert no_kvo == pytest.approx(1 / ((gpu_bytes - kv) / (gpu_bw * GB) + (host_bytes + kv) / (cpu_bw * GB)
                                         + transfer_nkvo))
+
+
+def test_ot_of_a_dense_layers_ffn_counts_its_crossings(tmp_path: Path) -> None:
+    """A dense model's feed-forward kept in host memory by -ot while its attention is offloaded: the hidden state
+    goes to the host and back for each such layer (as for a host-held layer's experts); a MoE's shared experts and
+    routed ones on the host together cross once."""
+    dense = read_model_facts(write_synthetic_gguf(tmp_path / "dense.gguf", n_layer=4))
+    for pattern, crossings in ((None, 1), (r"blk\.0\.ffn_(gate|up|down)\.weight=CPU", 3),
+                               (r"blk\.[0-2]\.ffn_(gate|up|down)\.weight=CPU", 7), (r"ffn_down=CPU", 9),
+                               (r"ffn_gate\.=CPU", 9)):  # one matrix on the host: there and back, in any order
+        placement = Placement.from_text(0, 4, pattern) if pattern else Placement()
+        split = split_weights(dense, 99, dense.tensor_bytes, placement)
+        assert device_crossings(split) == crossings, pattern
+        assert split.layer_experts_on_gpu == (None,) * 4
+    assert split_weights(dense, 99).layer_ffn_on_gpu == (None,) * 4  # no tensor table: not known, not counted
+    assert device_crossings(split_weights(dense, 3, dense.tensor_bytes)) == 1  # a layer split: FFN with attention
 
 
 def test_partial_ngl_splits_layers_and_adds_no_crossing(moe: ModelFacts) -> None:
