@@ -6,12 +6,16 @@ the longer one at some depth (and, for one shape, half that depth and flash atte
 deep in the cache: these fix the terms every type shares (bytes vs layers vs fixed costs, prompt length, depth, the
 cache spill). Every other type runs one wide shape at a short and a longer prompt and a narrow one at the longer,
 enough for its own bytes, FLOPs and width coefficients; the default two passes take about three minutes on 2
-cores. Only stable tests taken on a quiet machine are fitted, of the ladder and of the stored runs alike
+cores. On a GPU build (every layer offloaded by default) the ladder runs twice, the second time with no layer
+offloaded (the host side of a split placement), and two anchor shapes run with half their layers' feed-forward on
+the host: what a device crossing costs here (:mod:`app.predict.crossing_fit`).
+
+Only stable tests taken on a quiet machine are fitted, of the ladder and of the stored runs alike
 (:func:`app.predict.store_efficiency.untrustworthy`, the rule every expected figure follows): a ladder test that is
 not is measured once more; those left out are counted in the progress and the fit's notes, and with fewer than half
-of the ladder left the fit is refused. The
-models live in a temporary folder of the data dir that is removed afterwards; the fit is written only
-at the end (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C leaves nothing half-written.
+of the ladder left the fit is refused. The models live in a temporary folder of the data dir that is removed
+afterwards; the fit is written only at the end (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C
+leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from app.run.plan import TestSpec
 from app.run.session import SweepSession
 from app.telemetry.cpu_cache import l2_cache_bytes
 from app.telemetry.host import usable_cpu_threads
+from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.machine import scan_machine
 from app.telemetry.repack_guard import ensure_verdict
 
@@ -83,6 +88,8 @@ NARROW_SHAPE: tuple[int, int, int] = (512, 24, 4)
 DEEP_TEST: tuple[int, int, int, int, int] = (576, 8, 3, 4096, 512)
 QUICK_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 2, 1, 256), (256, 5, 4, 256), (512, 2, 4, 256))
 QUICK_TYPES: tuple[str, ...] = ("Q8_0", "F16")
+#: Anchor shapes a GPU build also measures with half their layers' feed-forward on the host (their crossings).
+CROSSING_SHAPES = 2
 #: The share of the ladder's ok tests that must be stable and quiet (app.predict.store_efficiency.untrustworthy) for
 #: a fit: below it whole weight types and shapes lose their points, and what is left speaks for a busy machine.
 MIN_TRUSTED_SHARE = 0.5
@@ -206,11 +213,28 @@ def ladder_models(o: CalibrateOptions) -> list[LadderModel]:
     return out
 
 
-def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions) -> list[TestSpec]:
-    """The tests of every written model, ``o``'s tokens and repetitions."""
+def host_ffn_override(n_layer: int) -> str:
+    """An ``-ot`` keeping the feed-forward of the first half of ``n_layer`` layers in host memory."""
+    layers = "|".join(str(i) for i in range(max(n_layer // 2, 1)))
+    return rf"blk\.({layers})\.ffn_(gate|up|down)\.weight=CPU"
+
+
+def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions, gpu_build: bool = False
+                 ) -> list[TestSpec]:
+    """The tests of every written model, ``o``'s tokens and repetitions. On a GPU build (every layer offloaded by
+    default) each test also runs with none (-ngl 0: the host side of a split placement), and the anchor type's
+    first :data:`CROSSING_SHAPES` shapes run with the feed-forward of half their layers kept on the host (-ot),
+    the short prompt from an empty cache: their crossings' cost (app.predict.crossing_fit)."""
     common = dict(n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
-    return [TestSpec(str(path), n_prompt=p, n_depth=d, **common, **({} if fa else {"flash_attn": 0}))
-            for path, m in models.items() for p, d, fa in m.tests]
+    out = [TestSpec(str(path), n_prompt=p, n_depth=d, **common, **({} if fa else {"flash_attn": 0}))
+           for path, m in models.items() for p, d, fa in m.tests]
+    if not gpu_build:
+        return out
+    crossing = [TestSpec(str(path), n_prompt=o.prompts[0], **common,
+                         tensor_buft_overrides=host_ffn_override(m.shape.n_layer))
+                for path, m in [(p, m) for p, m in models.items() if m.shape.weight_type in o.anchor_types][
+                    :CROSSING_SHAPES]]
+    return out + [replace(t, n_gpu_layers=0) for t in out] + crossing
 
 
 def _facts_or_none(path: str) -> ModelFacts | None:
@@ -278,6 +302,7 @@ def fit_ladder(rows: list[dict[str, Any]], stored: TrustedRows, *, ctx: MachineC
                           repacked_types=repacked_types(rows))
     except FitError as e:
         raise FitError(f"{e}{said}") from None
+    fit = fit.with_crossings(trusted.rows + stored.rows, _facts_or_none)
     return LadderFit(replace(fit, notes=fit.notes + left_out), len(ladder), len(from_store), trusted.n_left_out)
 
 
@@ -315,8 +340,11 @@ class Calibration:
         def on_event(ev: Event) -> None:
             if isinstance(ev, TestStarted):
                 t = ev.test
+                where = (" on the CPU" if t.get("n_gpu_layers") == 0 else
+                         " FFN half on the CPU" if t.get("tensor_buft_overrides", "none") != "none" else "")
                 self.progress(f"test {ev.test_index + 1}/{len(tests)}: {Path(t['model_path']).stem} "
-                              f"p{t['n_prompt']} d{t['n_depth']}{' fa off' if t.get('flash_attn') == 0 else ''}")
+                              f"p{t['n_prompt']} d{t['n_depth']}{' fa off' if t.get('flash_attn') == 0 else ''}"
+                              f"{where}")
 
         self._check()
         self._session = SweepSession(tests, store=None, machine=machine, token_ticks=False)
@@ -336,7 +364,7 @@ class Calibration:
         of the fit), are measured once more, and fitted again: a disturbed test keeps the faster figures (another
         process only ever slows a test), a left-out one takes the new measurement where that one is stable and
         quiet. A new measurement that is not stays unused."""
-        tests = ladder_tests(self._write_ladder(folder), self.options)
+        tests = ladder_tests(self._write_ladder(folder), self.options, gpu_build=bool(installed_gpu_backends()))
         rows = self._measure(tests, machine)
         for n in range(2, self.options.passes + 1):
             self.progress(f"pass {n} of {self.options.passes} over the ladder")
@@ -449,5 +477,9 @@ def residual_table(fit: MachineFit) -> str:
             for p in pf.points:
                 lines.append(f"  {p.label[:44]:<44} {p.measured_tps:>10.1f} {p.fitted_tps:>10.1f} "
                              f"{p.rel_error * 100:>+7.1f}%{'' if p.used else '  (set aside: an outlier)'}")
+    for backend, cost in fit.crossings.items():
+        least, most = cost.range_s
+        lines.append(f"{backend} device crossing of a split placement: {cost.seconds * 1e3:.2f} ms "
+                     f"({least * 1e3:.2f}-{most * 1e3:.2f} over {len(cost.points)} split tests)")
     lines.extend(f"note: {n}" for n in fit.notes)
     return "\n".join(lines)

@@ -142,7 +142,7 @@ def _speed_sources(expected: ExpectedSources, profile: HardwareProfile, hw: Hard
     """The expected figures' sources for one file, by the one policy (app.predict.expected_sources)."""
     i = expected.inputs(profile, this_machine=this, model_filename=filename, file_type=file_type)
     return SpeedSources(hw.host_bandwidth_gbps, i.efficiency, i.efficiency_source, i.fitted, i.public,
-                        i.host_fitted)
+                        i.host_fitted, i.crossing)
 
 
 def _open_store(path: str | None, notes: list[str]) -> ResultStore | None:

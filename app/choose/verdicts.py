@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.model.facts import ModelFacts
+from app.predict.crossing_fit import CrossingCost
 from app.predict.fitted_model import Expected
 from app.predict.prediction import (
     AT_CONTEXT_GEN,
@@ -150,6 +151,7 @@ class SpeedSources:
     fitted: FittedExpectation | None = None
     public: PublicGpuModel | None = None
     host_fitted: FittedExpectation | None = None  # this machine's CPU fit: the host side of a split placement
+    crossing: CrossingCost | None = None  # a split's device crossing as this machine measured it (None: assumed)
 
 
 def _ttft(doc: dict[str, Any], source: str) -> Figure:
@@ -170,7 +172,7 @@ def _predict_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k:
         settings = replace(settings, n_prompt=max(1, n_ctx - n_gen) if n_prompt is None else n_prompt, n_gen=n_gen)
     return predict(facts, profile, settings, cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps,
                    efficiency=speed.efficiency, tensor_bytes=facts.tensor_bytes or None, fitted=speed.fitted,
-                   public=speed.public, host_fitted=speed.host_fitted)
+                   public=speed.public, host_fitted=speed.host_fitted, crossing=speed.crossing)
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,7 @@ def _measured_figures(m: Measured, facts: ModelFacts, profile: HardwareProfile, 
         n_ctx=max(pred.n_ctx, m.n_depth + m.n_prompt + m.n_gen + 1), n_gpu_layers=m.n_gpu_layers, type_k=m.type_k,
         n_prompt=max(m.n_prompt, 1), n_gen=max(m.n_gen, 1), depth=m.n_depth, flash_attn=True,
         n_cpu_moe=m.n_cpu_moe), cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps, tensor_bytes=facts.tensor_bytes or None,
-        fitted=speed.fitted, host_fitted=speed.host_fitted)
+        fitted=speed.fitted, host_fitted=speed.host_fitted, crossing=speed.crossing)
 
     def ratio(asked: Expected | None, asked_empty: float | None, ceiling: float, ceiling_empty: float,
               measured: Expected | None, measured_ceiling: float) -> tuple[float, float, str]:

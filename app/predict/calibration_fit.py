@@ -12,11 +12,12 @@ older one) classifies with ``kernel_class`` and has no cache-spill term, as it w
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.model.facts import ModelFacts
 from app.predict.cpu_kernels import SPLIT_KV_CELLS
+from app.predict.crossing_fit import CrossingCost, learn_crossing_costs
 from app.predict.fitted_model import Expected, FitError, PhaseFit, fit_phase
 from app.predict.offload import is_expert_tensor
 from app.predict.prediction import PredictSettings
@@ -25,7 +26,8 @@ from app.results.fields import RowStatus
 from app.telemetry.repack_guard import default_repack
 
 #: Fit document version; a file of another version is not read (calibrate again, the one line says). 2: every key
-#: required (machine context, repacking, each point's "used"), the forms of version 1 no longer read.
+#: required (machine context, repacking, each point's "used"), the forms of version 1 no longer read; "crossings"
+#: is optional (a fit saved before it learned crossing costs has none).
 FIT_VERSION = 2
 
 
@@ -140,10 +142,14 @@ class Sample:
 
 def row_backend(row: Mapping[str, Any], n_layer: int) -> str | None:
     """The backend a row ran on as a fit key: "CPU" with no layer offloaded, the row's backends with all of them;
-    None for a partial offload (two devices, not one fit)."""
+    None for a partial offload, or a full one with tensors kept in host memory (-ncmoe, -ot, -nkvo): two devices,
+    not one fit (app.predict.crossing_fit learns from those)."""
     ngl = int(row.get("n_gpu_layers_effective") or 0)
     if ngl <= 0:
         return "CPU"
+    s = PredictSettings.from_row(row)
+    if s.n_cpu_moe or s.no_kv_offload or s.tensor_buft_overrides not in ("", "none"):
+        return None
     return str(row.get("backends") or "GPU") if ngl >= n_layer + 1 else None
 
 
@@ -196,6 +202,9 @@ class MachineFit:
     repack: int = 1  # the weight repacking its measurements ran with (fits saved before the setting: on)
     #: weight types whose calibration rows had repacked weights (extra buffers); None: not recorded (older fits)
     repacked_types: tuple[str, ...] | None = None
+    #: GPU backend -> what one device crossing of a split placement costs here (app.predict.crossing_fit); empty:
+    #: no split measured (the cost is assumed)
+    crossings: dict[str, CrossingCost] = field(default_factory=dict)
 
     def applies_to(self, facts: ModelFacts, settings: PredictSettings) -> bool:
         """Whether this fit's kernels are the ones ``settings`` run: the same repacking, or a weight type that no
@@ -223,7 +232,8 @@ class MachineFit:
                 "fits": {b: {p: f.to_json_dict() for p, f in ph.items()} for b, ph in self.fits.items()},
                 "cpu_classes": dict(self.context.cpu_classes), "l2_cache_bytes": self.context.l2_cache_bytes,
                 "repack": self.repack,
-                "repacked_types": list(self.repacked_types) if self.repacked_types is not None else None}
+                "repacked_types": list(self.repacked_types) if self.repacked_types is not None else None,
+                "crossings": {b: c.to_json_dict() for b, c in self.crossings.items()}}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> MachineFit:
@@ -235,9 +245,17 @@ class MachineFit:
         types = d["repacked_types"]
         if d["repack"] not in (0, 1) or not (types is None or isinstance(types, list)):
             raise ValueError("repack must be 0 or 1 and repacked_types a list or null")
+        crossings = {str(b): CrossingCost.from_json_dict(c) for b, c in d.get("crossings", {}).items()}
         return cls(str(d["cpu_info"]), str(d["gpu_info"]), str(d["build"]), str(d["created"]), fits,
                    int(d["n_points"]), tuple(str(n) for n in d["notes"]), ctx, repack=int(d["repack"]),
-                   repacked_types=tuple(str(t) for t in types) if types is not None else None)
+                   repacked_types=tuple(str(t) for t in types) if types is not None else None, crossings=crossings)
+
+    def with_crossings(self, rows: Sequence[Mapping[str, Any]],
+                       facts_of: Callable[[str], ModelFacts | None]) -> MachineFit:
+        """This fit with each GPU backend's crossing cost learned from the split rows among ``rows`` (the
+        caller's trusted ones), where this fit predicts both of a row's sides; unchanged without such rows."""
+        learned = learn_crossing_costs(rows, facts_of, self.expected, row_label)
+        return replace(self, crossings={**self.crossings, **learned}) if learned else self
 
 
 def fit_machine(samples: Sequence[Sample], *, cpu_info: str, gpu_info: str, build: str, created: str,

@@ -5,7 +5,8 @@ For the hardware a prediction is for, in this order per phase (``predict`` appli
 1. **this machine's calibration fit** (``gguf-bench calibrate``) for the backend the test runs on: ``CPU`` with
    no layer offloaded, the GPU backend (``Vulkan,CPU``, ``CUDA,CPU``…) with every layer offloaded; for a
    placement split between the device and the host (partial ``-ngl``, ``-ncmoe``, ``-nkvo``), the device's
-   full-offload figure and the CPU's own, composed by the bytes each reads (:mod:`app.predict.split_expected`);
+   full-offload figure and the CPU's own, composed by the bytes each reads (:mod:`app.predict.split_expected`),
+   each device crossing at the cost this machine's split tests measured (:mod:`app.predict.crossing_fit`);
    never for hardware that is not this machine's, and for the CPU only at the thread count a default run uses
    (the fit does not record its threads; ``calibrate`` runs at the default count; a full offload's figures do not
    depend on the CPU threads);
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from app.predict.calibration_fit import MachineFit
 from app.predict.calibration_store import read_fit
+from app.predict.crossing_fit import CrossingCost
 from app.predict.hardware_context import backend_name
 from app.predict.prediction import Efficiency, FittedExpectation
 from app.predict.profiles import HardwareProfile
@@ -43,11 +45,12 @@ class ExpectedInputs:
     n_threads: int | None = None  # the CPU threads the expected figures are for (None: not this machine's)
     efficiency_note: str = ""  # why the stored rows gave no efficiency ("" when they did, or were not asked)
     host_fitted: FittedExpectation | None = None  # this machine's CPU fit: the host side of a split placement
+    crossing: CrossingCost | None = None  # what a device crossing of a split costs here (None: assumed)
 
     def as_kwargs(self) -> dict[str, object]:
         """``predict()``'s keyword arguments."""
         return {"fitted": self.fitted, "efficiency": self.efficiency, "public": self.public,
-                "host_fitted": self.host_fitted}
+                "host_fitted": self.host_fitted, "crossing": self.crossing}
 
 
 def machine_backend(profile: HardwareProfile, row_backends: str | None = None) -> str:
@@ -119,5 +122,7 @@ class ExpectedSources:
             eff, eff_source = self.store_efficiency(backend, model_filename, file_type, threads)
             if eff is None:
                 note = self.store_efficiency.why_none(backend, model_filename, file_type, threads)
+        crossing = (self.machine_fit.crossings.get(backend)
+                    if self.machine_fit is not None and profile.kind != "cpu" else None)
         return ExpectedInputs(fitted=fitted, efficiency=eff, efficiency_source=eff_source, public=public,
-                              n_threads=threads, efficiency_note=note, host_fitted=host_fitted)
+                              n_threads=threads, efficiency_note=note, host_fitted=host_fitted, crossing=crossing)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.model.facts import ModelFacts
 from app.predict.decode import (
@@ -30,6 +30,9 @@ from app.predict.public_fit import PublicGpuModel, public_expected
 from app.predict.scenario import Scenario, scenario_time
 from app.predict.split_expected import device_fraction, split_decode_expected
 from app.telemetry.repack_guard import default_repack
+
+if TYPE_CHECKING:
+    from app.predict.crossing_fit import CrossingCost
 
 
 @dataclass(frozen=True)
@@ -361,9 +364,11 @@ def _split_expected(
     facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, read: DecodeBytes,
     fitted: FittedExpectation | None, host_fitted: FittedExpectation | None, public: PublicGpuModel | None,
     cpu_bw: float | None, tensor_bytes: Mapping[str, int] | None, notes: list[str],
+    crossing: CrossingCost | None = None,
 ) -> dict[str, Expected | None]:
     """The expected decode of a split placement from the device's full-offload figure and the host's own, both at
-    ``s``'s request and depth ({} with a note saying which side has none)."""
+    ``s``'s request and depth, each extra crossing at ``crossing``'s cost (None: assumed); {} with a note saying
+    which side has none."""
     full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
     device = fitted(facts, full).get("decode") if fitted is not None else None
     if device is None and public is not None:
@@ -376,8 +381,14 @@ def _split_expected(
         device = got.get("decode")
     host = host_fitted(facts, replace(full, n_gpu_layers=0)).get("decode") if host_fitted is not None else None
     frac = device_fraction(read.gpu_bytes, read.host_bytes)
-    composed = split_decode_expected(device, host, frac, transfer_seconds_per_token(facts.n_embd,
-                                                                                    read.extra_crossings))
+    transfer_s = (read.extra_crossings * crossing.seconds if crossing is not None
+                  else transfer_seconds_per_token(facts.n_embd, read.extra_crossings))
+    least_s, most_s = crossing.range_s if crossing is not None else (0.0, 0.0)
+    transfer_range_s = (read.extra_crossings * least_s, read.extra_crossings * most_s) if crossing else None
+    composed = split_decode_expected(device, host, frac, transfer_s, transfer_range_s)
+    if composed is not None and read.extra_crossings:
+        composed = replace(composed, source=f"{composed.source}; {read.extra_crossings} extra device crossings, "
+                           + (crossing.describe() if crossing is not None else "each assumed (10 µs and PCIe)"))
     if composed is None:
         missing = [side for side, fig, share in (("the device with every layer on it", device, frac),
                                                  ("the host CPU alone", host, 1.0 - frac))
@@ -392,7 +403,7 @@ def predict(
     facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings, *, cpu_bandwidth_gbps: float | None = None,
     efficiency: Efficiency | None = None, tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0,
     fitted: FittedExpectation | None = None, public: PublicGpuModel | None = None,
-    host_fitted: FittedExpectation | None = None,
+    host_fitted: FittedExpectation | None = None, crossing: CrossingCost | None = None,
 ) -> Prediction:
     """Ceilings, memory, fit and an (n_prompt, n_gen) request's times for ``facts`` on ``profile``.
 
@@ -409,7 +420,8 @@ def predict(
     published llama-bench results fitted per GPU architecture (app/predict/public_fit.py) where no other is given.
     A placement split between the device and the host (partial ``-ngl``, ``-ncmoe``, ``-ot``, ``-nkvo``) takes
     neither directly: its expected decode composes the device side's full-offload figure (``fitted``, else
-    ``public``) with the host side's (``host_fitted``: this machine's CPU fit) by the bytes each side reads.
+    ``public``) with the host side's (``host_fitted``: this machine's CPU fit) by the bytes each side reads, each
+    device crossing at ``crossing``'s cost (what this machine's split tests measured; None: assumed).
     """
     s = settings
     type_k, type_v = s.type_k, s.type_v or s.type_k
@@ -433,8 +445,9 @@ def predict(
     decode_tps = decode_at(decode_depth)
     read = decode_bytes(facts, split, decode_depth, type_k, type_v, offload_kqv)
     if read.extra_crossings and not is_cpu:
-        notes.append(f"decode: {read.extra_crossings} extra device crossings per token (-ncmoe/-ot/-nkvo), each "
-                     f"4 × n_embd bytes over PCIe (assumed 16 GB/s) + 10 µs")
+        notes.append(f"decode: {read.extra_crossings} extra device crossings per token (-ncmoe/-ot/-nkvo); the "
+                     f"ceiling takes each as 4 × n_embd bytes over PCIe (assumed 16 GB/s) + 10 µs"
+                     + (f", the expected figure as {crossing.describe()}" if crossing is not None else ""))
     prefill_tps = _prefill_tps(facts, profile, split, s, tensor_bytes)
     # which CPU figure, and its source
     notes += [n for n in (prefill_compute_note(profile, facts.file_type, s.repack),) if n]
@@ -455,7 +468,8 @@ def predict(
         exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
     is_split = not is_cpu and (ngl < facts.n_layer + 1 or not placement.is_default or not offload_kqv)
     if is_split:  # no one fit runs two devices: each side's own figure, composed (app.predict.split_expected)
-        fit_exp = _split_expected(facts, profile, s, read, fitted, host_fitted, public, cpu_bw, tensor_bytes, notes)
+        fit_exp = _split_expected(facts, profile, s, read, fitted, host_fitted, public, cpu_bw, tensor_bytes, notes,
+                                  crossing)
         public = None
     else:
         fit_exp = fitted(facts, s) if fitted is not None else {}

@@ -11,6 +11,7 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
+from app.predict.crossing_fit import CrossingCost
 from app.predict.device_split import device_split_columns
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware_context import HardwareContext
@@ -29,7 +30,8 @@ def _ratio(measured: Any, ceiling: float | None) -> float | None:
 def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContext,
                       efficiency: Efficiency | None = None, calibrated_from: str = "",
                       fitted: FittedExpectation | None = None, public: PublicGpuModel | None = None,
-                      host_fitted: FittedExpectation | None = None) -> dict[str, Any]:
+                      host_fitted: FittedExpectation | None = None,
+                      crossing: CrossingCost | None = None) -> dict[str, Any]:
     """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row (expected_* by the
     one policy: ``fitted``, this machine's fit, then ``efficiency``, then the ``public`` GPU fit; a split placement
     composes the device's ``fitted`` with the CPU's ``host_fitted``)."""
@@ -40,7 +42,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
     pred = predict(
         facts, profile, settings,
         cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=efficiency, tensor_bytes=facts.tensor_bytes or None,
-        fitted=fitted, public=public, host_fitted=host_fitted,
+        fitted=fitted, public=public, host_fitted=host_fitted, crossing=crossing,
     )
     decode_tps = row.get("decode_tps")
     kv_read = facts.kv_bytes_per_token(settings.type_k, settings.type_v) * (depth + n_prompt + n_gen / 2.0)
@@ -106,6 +108,6 @@ class RowPredictor:
             if inputs is None:
                 return predicted_columns(row, facts, self.hw)
             return predicted_columns(row, facts, self.hw, inputs.efficiency, inputs.efficiency_source, inputs.fitted,
-                                     inputs.public, inputs.host_fitted)
+                                     inputs.public, inputs.host_fitted, inputs.crossing)
         except (ValueError, ZeroDivisionError) as e:
             return {"prediction_error": str(e)}

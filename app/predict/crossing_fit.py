@@ -1,0 +1,116 @@
+"""What one device crossing costs on this machine, learned from its own split runs.
+
+A decoded token of a split placement changes device where consecutive ops sit apart (``app/predict/decode.py``:
+into and out of each host-held layer's experts with ``-ncmoe``, of a feed-forward kept on the host by ``-ot``, of
+each layer's attention with ``-nkvo``). Without a measurement each crossing is taken to cost its bytes over PCIe
+plus a copy's latency (:data:`app.predict.decode.PCIE_COPY_LATENCY_S`, 10 µs: a discrete GPU's launch and wait).
+What it really costs is the driver's: a submit and a fence wait, milliseconds on Mesa's software device
+(``benchmarks/split_decode_floor.py``). A split test measured here, with ``k`` extra crossings and both of its sides
+predicted by this machine's fit, says what one cost:
+
+    c = (1 / measured decode − (f / decode_device_alone + (1 − f) / decode_host_alone)) / k
+
+(``f`` the share of the token's bytes read on the device, :mod:`app.predict.split_expected`). The cost of a GPU
+backend is the median over its split tests, at least 0; calibration measures such tests on a GPU build.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from app.model.facts import ModelFacts
+from app.predict.decode import DecodeBytes, decode_bytes
+from app.predict.fitted_model import Expected
+from app.predict.offload import effective_n_gpu_layers, split_weights
+from app.predict.prediction import PredictSettings
+from app.results.fields import RowStatus
+
+#: ``MachineFit.expected``'s shape: (facts, settings, backend) -> phase -> figure.
+ExpectedOf = Callable[[ModelFacts, PredictSettings, str], Mapping[str, Expected | None]]
+
+
+@dataclass(frozen=True)
+class CrossingCost:
+    """Seconds one extra device crossing costs a decoded token on one GPU backend of this machine, and the split
+    tests it was learned from (label, the seconds each gave)."""
+
+    seconds: float
+    points: tuple[tuple[str, float], ...]
+
+    @property
+    def range_s(self) -> tuple[float, float]:
+        """The least and the most one crossing cost in its tests (at least 0): the band of what it adds."""
+        costs = [max(c, 0.0) for _, c in self.points] or [self.seconds]
+        return min(costs), max(costs)
+
+    def describe(self) -> str:
+        return (f"{self.seconds * 1e3:.2f} ms each, as this machine's calibration measured "
+                f"({len(self.points)} split test{'s' if len(self.points) != 1 else ''})")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "points": [list(p) for p in self.points]}
+
+    @classmethod
+    def from_json_dict(cls, d: Mapping[str, Any]) -> CrossingCost:
+        """Raises ValueError (or KeyError/TypeError) on another shape or a negative or non-finite cost."""
+        seconds = float(d["seconds"])
+        if not 0.0 <= seconds < float("inf"):
+            raise ValueError(f"a crossing cost of {seconds} s is not a non-negative finite number")
+        return cls(seconds, tuple((str(label), float(c)) for label, c in d["points"]))
+
+
+def split_decode_bytes(facts: ModelFacts, s: PredictSettings) -> DecodeBytes:
+    """A decoded token's bytes on each side and its extra crossings with ``s``'s placement, at the depth a
+    prediction takes decode at (the prompt and half the generated tokens past ``s.depth``)."""
+    ngl = effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
+    split = split_weights(facts, ngl, facts.tensor_bytes or None, s.placement(facts.n_layer))
+    depth = s.depth + s.n_prompt + s.n_gen / 2.0
+    return decode_bytes(facts, split, depth, s.type_k, s.type_v or s.type_k, not s.no_kv_offload)
+
+
+def _decode_rate(row: Mapping[str, Any]) -> float | None:
+    for key in ("decode_tps_median", "decode_tps"):
+        value = row.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
+
+
+def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: ExpectedOf) -> tuple[str, float] | None:
+    """(the row's GPU backend, seconds per extra crossing it gives), or None when it is no split with extra
+    crossings, measured no decode, or a side has no expected figure."""
+    backend = str(row.get("backends") or "")
+    rate = _decode_rate(row)
+    if (row.get("status") != RowStatus.OK or int(row.get("n_parallel") or 1) != 1 or not backend
+            or backend == "CPU" or rate is None):
+        return None
+    s = PredictSettings.from_row(row)
+    read = split_decode_bytes(facts, s)
+    total = read.gpu_bytes + read.host_bytes
+    if read.extra_crossings <= 0 or total <= 0:
+        return None
+    full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
+    device = expected(facts, full, backend).get("decode")
+    host = expected(facts, replace(full, n_gpu_layers=0), "CPU").get("decode")
+    if device is None or host is None or device.value <= 0 or host.value <= 0:
+        return None
+    frac = read.gpu_bytes / total
+    sides_s = frac / device.value + (1.0 - frac) / host.value
+    return backend, (1.0 / rate - sides_s) / read.extra_crossings
+
+
+def learn_crossing_costs(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str], ModelFacts | None],
+                         expected: ExpectedOf, label_of: Callable[[Mapping[str, Any]], str]
+                         ) -> dict[str, CrossingCost]:
+    """Each GPU backend's crossing cost from the split rows among ``rows`` (the caller's trusted ones)."""
+    found: dict[str, list[tuple[str, float]]] = {}
+    for row in rows:
+        facts = facts_of(str(row.get("model_path") or ""))
+        got = crossing_seconds(row, facts, expected) if facts is not None else None
+        if got is not None:
+            found.setdefault(got[0], []).append((label_of(row), got[1]))
+    return {backend: CrossingCost(max(statistics.median(c for _, c in pts), 0.0), tuple(pts))
+            for backend, pts in found.items()}
