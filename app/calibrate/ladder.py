@@ -7,7 +7,7 @@ deep in the cache: these fix the terms every type shares (bytes vs layers vs fix
 cache spill). Every other type runs one wide shape at a short and a longer prompt and a narrow one at the longer,
 enough for its own bytes, FLOPs and width coefficients; the default two passes take about three minutes on 2
 cores. On a GPU build (every layer offloaded by default) the ladder runs twice, the second time with no layer
-offloaded (the host side of a split placement), and two anchor shapes run with half their layers' feed-forward on
+offloaded (the host side of a split placement), and the anchor shapes run with half their layers' feed-forward on
 the host: what a device crossing costs here (:mod:`app.predict.crossing_fit`).
 
 Only stable tests taken on a quiet machine are fitted, of the ladder and of the stored runs alike
@@ -41,6 +41,7 @@ from app.predict.calibration_fit import (
     MachineFit,
     Sample,
     fit_machine,
+    row_backend,
     row_label,
     samples_from_rows,
 )
@@ -88,8 +89,11 @@ NARROW_SHAPE: tuple[int, int, int] = (512, 24, 4)
 DEEP_TEST: tuple[int, int, int, int, int] = (576, 8, 3, 4096, 512)
 QUICK_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 2, 1, 256), (256, 5, 4, 256), (512, 2, 4, 256))
 QUICK_TYPES: tuple[str, ...] = ("Q8_0", "F16")
-#: Anchor shapes a GPU build also measures with half their layers' feed-forward on the host (their crossings).
-CROSSING_SHAPES = 2
+#: Anchor shapes a GPU build also measures with half their layers' feed-forward on the host (their crossings), at
+#: twice the ladder's repetitions: a crossing's cost is one figure from few tests, and only stable ones teach it.
+CROSSING_SHAPES = 4
+#: Times the crossing tests are measured again while none of them is stable and quiet.
+CROSSING_RETRIES = 3
 #: The share of the ladder's ok tests that must be stable and quiet (app.predict.store_efficiency.untrustworthy) for
 #: a fit: below it whole weight types and shapes lose their points, and what is left speaks for a busy machine.
 MIN_TRUSTED_SHARE = 0.5
@@ -230,7 +234,7 @@ def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions, gpu_bu
            for path, m in models.items() for p, d, fa in m.tests]
     if not gpu_build:
         return out
-    crossing = [TestSpec(str(path), n_prompt=o.prompts[0], **common,
+    crossing = [TestSpec(str(path), n_prompt=o.prompts[0], **{**common, "repetitions": 2 * o.repetitions},
                          tensor_buft_overrides=host_ffn_override(m.shape.n_layer))
                 for path, m in [(p, m) for p, m in models.items() if m.shape.weight_type in o.anchor_types][
                     :CROSSING_SHAPES]]
@@ -316,6 +320,8 @@ class Calibration:
         self.progress = progress or (lambda _msg: None)
         self._cancel = threading.Event()
         self._session: SweepSession | None = None
+        #: (backend, phase) -> how far each test's second pass landed from its first (:func:`pass_spreads`)
+        self.pass_spreads: dict[tuple[str, str], list[float]] = {}
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -365,10 +371,15 @@ class Calibration:
         process only ever slows a test), a left-out one takes the new measurement where that one is stable and
         quiet. A new measurement that is not stays unused."""
         tests = ladder_tests(self._write_ladder(folder), self.options, gpu_build=bool(installed_gpu_backends()))
-        rows = self._measure(tests, machine)
+        rows = previous = self._measure(tests, machine)
         for n in range(2, self.options.passes + 1):
             self.progress(f"pass {n} of {self.options.passes} over the ladder")
-            rows = [pooled(a, b) for a, b in zip(rows, self._measure(tests, machine), strict=True)]
+            again = self._measure(tests, machine)
+            for key, xs in pass_spreads(previous, again).items():
+                self.pass_spreads.setdefault(key, []).extend(xs)
+            rows = [pooled(a, b) for a, b in zip(rows, again, strict=True)]
+            previous = again
+        rows = self._crossings_again(tests, rows, machine)
         fit = fit_rows(rows)
         disturbed = disturbed_labels(fit)
         left_out = {i for i, r in enumerate(rows) if r.get("status") == RowStatus.OK and untrustworthy(r)}
@@ -382,6 +393,22 @@ class Calibration:
                 continue
             rows[i] = row if i in left_out else faster(rows[i], row)
         return rows, fit_rows(rows)
+
+    def _crossings_again(self, tests: list[TestSpec], rows: list[dict[str, Any]], machine: dict[str, Any]
+                         ) -> list[dict[str, Any]]:
+        """``rows`` with the crossing tests measured again, up to :data:`CROSSING_RETRIES` times, while none of them
+        is stable and quiet: the only tests a crossing's cost is learned from, few, and on a noisy machine easily
+        all left out (then every split would be predicted with the assumed cost)."""
+        idx = [i for i, t in enumerate(tests) if t.tensor_buft_overrides != "none"]
+        rows = list(rows)
+        for n in range(CROSSING_RETRIES):
+            if not idx or any(rows[i].get("status") == RowStatus.OK and not untrustworthy(rows[i]) for i in idx):
+                break
+            self.progress(f"no crossing test was stable and quiet: measuring them again ({n + 1} of "
+                          f"{CROSSING_RETRIES})")
+            for i, row in zip(idx, self._measure([tests[i] for i in idx], machine), strict=True):
+                rows[i] = row
+        return rows
 
     def run(self) -> CalibrationResult:
         """Write and measure the ladder, add the store's rows, fit and save; only stable rows taken on a quiet
@@ -399,8 +426,9 @@ class Calibration:
         fitted: list[LadderFit] = []
 
         def fit_rows(rows: list[dict[str, Any]]) -> MachineFit:
-            fitted.append(fit_ladder(rows, stored_rows, ctx=ctx, cpu_info=cpu_info, gpu_info=gpu_info, build=build,
-                                     repack=repack, progress=self.progress))
+            got = fit_ladder(rows, stored_rows, ctx=ctx, cpu_info=cpu_info, gpu_info=gpu_info, build=build,
+                             repack=repack, progress=self.progress)
+            fitted.append(replace(got, fit=got.fit.with_pass_noise(self.pass_spreads)))
             return fitted[-1].fit
 
         root = data_dir() / "calibration"
@@ -431,6 +459,24 @@ def disturbed_labels(fit: MachineFit) -> set[str]:
     """Points a fit set aside, or misses by more than OUTLIER_FACTOR × its median error (and OUTLIER_MIN): the
     tests worth measuring again."""
     return {label for phases in fit.fits.values() for pf in phases.values() for label in pf.disturbed()}
+
+
+def pass_spreads(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
+    """(fit backend, phase) -> |first ÷ second − 1| of each test's median in two passes, for the tests both passes
+    measured stable and quiet: how far a run of a test lands from the last one on this machine."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for a, b in zip(first, second, strict=True):
+        if any(r.get("status") != RowStatus.OK or untrustworthy(r) for r in (a, b)):
+            continue
+        facts = _facts_or_none(str(a.get("model_path") or ""))
+        backend = row_backend(a, facts.n_layer) if facts is not None else None
+        if backend is None:
+            continue
+        for phase in ("decode", "prefill"):
+            x, y = (r.get(f"{phase}_tps_median") or r.get(f"{phase}_tps") for r in (a, b))
+            if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x > 0 and y > 0:
+                out.setdefault((backend, phase), []).append(abs(float(x) / float(y) - 1.0))
+    return out
 
 
 def pooled(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

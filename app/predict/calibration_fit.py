@@ -15,10 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from app.model.facts import ModelFacts
 from app.predict.cpu_kernels import SPLIT_KV_CELLS
 from app.predict.crossing_fit import CrossingCost, learn_crossing_costs
-from app.predict.fitted_model import Expected, FitError, PhaseFit, fit_phase
+from app.predict.fitted_model import BAND_PERCENTILE, Expected, FitError, PhaseFit, fit_phase
 from app.predict.offload import is_expert_tensor
 from app.predict.prediction import PredictSettings
 from app.predict.workload import PHASES, Workload, kernel_class, workload_for
@@ -29,6 +31,8 @@ from app.telemetry.repack_guard import default_repack
 #: required (machine context, repacking, each point's "used"), the forms of version 1 no longer read; "crossings"
 #: is optional (a fit saved before it learned crossing costs has none).
 FIT_VERSION = 2
+#: Tests measured in two passes a phase needs before their spread may widen its band.
+MIN_NOISE_TESTS = 3
 
 
 def _type_of_tensor(facts: ModelFacts, n_bytes: int, n_elements: int) -> str:
@@ -249,6 +253,25 @@ class MachineFit:
         return cls(str(d["cpu_info"]), str(d["gpu_info"]), str(d["build"]), str(d["created"]), fits,
                    int(d["n_points"]), tuple(str(n) for n in d["notes"]), ctx, repack=int(d["repack"]),
                    repacked_types=tuple(str(t) for t in types) if types is not None else None, crossings=crossings)
+
+    def with_pass_noise(self, spreads: Mapping[tuple[str, str], Sequence[float]],
+                        min_tests: int = MIN_NOISE_TESTS) -> MachineFit:
+        """This fit with each phase's band at least the spread between calibration passes: ``spreads`` maps
+        (backend, phase) to |pass a ÷ pass b − 1| of each test measured in two passes; a phase with at least
+        ``min_tests`` of them takes their 90th percentile where it is wider than its residuals' band (a fit's
+        residuals miss how far the next run of the same test lands on a noisy machine), with a note."""
+        fits = {b: dict(phases) for b, phases in self.fits.items()}
+        notes = list(self.notes)
+        for (backend, phase), xs in sorted(spreads.items()):
+            pf = fits.get(backend, {}).get(phase)
+            if pf is None or len(xs) < min_tests:
+                continue
+            noise = float(np.percentile(np.abs(np.asarray(xs, dtype=float)), BAND_PERCENTILE))
+            if noise > pf.band_frac:
+                fits[backend][phase] = replace(pf, band_frac=noise)
+                notes.append(f"{backend} {phase}: band ±{noise:.0%}, the spread between calibration passes (90th "
+                             f"percentile of {len(xs)} tests), wider than the residuals' ±{pf.band_frac:.0%}")
+        return replace(self, fits=fits, notes=tuple(notes))
 
     def with_crossings(self, rows: Sequence[Mapping[str, Any]],
                        facts_of: Callable[[str], ModelFacts | None]) -> MachineFit:

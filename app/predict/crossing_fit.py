@@ -11,7 +11,9 @@ predicted by this machine's fit, says what one cost:
     c = (1 / measured decode − (f / decode_device_alone + (1 − f) / decode_host_alone)) / k
 
 (``f`` the share of the token's bytes read on the device, :mod:`app.predict.split_expected`). The cost of a GPU
-backend is the median over its split tests, at least 0; calibration measures such tests on a GPU build.
+backend is the median over its split tests, at least 0, and its band runs from the least to the most the tests give
+with their sides and their own measurement at the edges of the fit's bands (a split test is as noisy as any test
+of that backend here); calibration measures such tests on a GPU build.
 """
 
 from __future__ import annotations
@@ -39,19 +41,26 @@ class CrossingCost:
 
     seconds: float
     points: tuple[tuple[str, float], ...]
+    #: the least and the most a crossing may cost (at least 0): over the tests, each taken with its sides at the
+    #: edges of their bands (a side's error lands in what the test says a crossing costs); None: the points' range
+    low_s: float | None = None
+    high_s: float | None = None
 
     @property
     def range_s(self) -> tuple[float, float]:
-        """The least and the most one crossing cost in its tests (at least 0): the band of what it adds."""
+        """The least and the most one crossing costs (at least 0): the band of what the crossings add."""
         costs = [max(c, 0.0) for _, c in self.points] or [self.seconds]
-        return min(costs), max(costs)
+        low = min(costs) if self.low_s is None else self.low_s
+        high = max(costs) if self.high_s is None else self.high_s
+        return max(min(low, self.seconds), 0.0), max(high, self.seconds)
 
     def describe(self) -> str:
         return (f"{self.seconds * 1e3:.2f} ms each, as this machine's calibration measured "
                 f"({len(self.points)} split test{'s' if len(self.points) != 1 else ''})")
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "points": [list(p) for p in self.points]}
+        return {"seconds": self.seconds, "points": [list(p) for p in self.points], "low_s": self.low_s,
+                "high_s": self.high_s}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> CrossingCost:
@@ -59,7 +68,8 @@ class CrossingCost:
         seconds = float(d["seconds"])
         if not 0.0 <= seconds < float("inf"):
             raise ValueError(f"a crossing cost of {seconds} s is not a non-negative finite number")
-        return cls(seconds, tuple((str(label), float(c)) for label, c in d["points"]))
+        low, high = (None if d.get(k) is None else float(d[k]) for k in ("low_s", "high_s"))
+        return cls(seconds, tuple((str(label), float(c)) for label, c in d["points"]), low, high)
 
 
 def split_decode_bytes(facts: ModelFacts, s: PredictSettings) -> DecodeBytes:
@@ -79,9 +89,11 @@ def _decode_rate(row: Mapping[str, Any]) -> float | None:
     return None
 
 
-def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: ExpectedOf) -> tuple[str, float] | None:
-    """(the row's GPU backend, seconds per extra crossing it gives), or None when it is no split with extra
-    crossings, measured no decode, or a side has no expected figure."""
+def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: ExpectedOf
+                     ) -> tuple[str, float, float, float] | None:
+    """(the row's GPU backend, seconds per extra crossing it gives, the least and the most with the sides at their
+    band edges), or None when it is no split with extra crossings, measured no decode, or a side has no expected
+    figure."""
     backend = str(row.get("backends") or "")
     rate = _decode_rate(row)
     if (row.get("status") != RowStatus.OK or int(row.get("n_parallel") or 1) != 1 or not backend
@@ -98,19 +110,31 @@ def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: Expect
     if device is None or host is None or device.value <= 0 or host.value <= 0:
         return None
     frac = read.gpu_bytes / total
-    sides_s = frac / device.value + (1.0 - frac) / host.value
-    return backend, (1.0 / rate - sides_s) / read.extra_crossings
+
+    # the measurement is as uncertain as any of this backend here: the device fit's band (calibration widens it
+    # to the spread between its passes), and so are the sides: at their slow edge, and the test at its fast one,
+    # they leave the least for the crossings; the other way round the most
+    noise = max(device.high / device.value - 1.0, 0.0)
+
+    def per_crossing(pick: str, measured_s: float) -> float:
+        sides_s = frac / getattr(device, pick) + (1.0 - frac) / getattr(host, pick)
+        return (measured_s - sides_s) / read.extra_crossings
+
+    return (backend, per_crossing("value", 1.0 / rate), per_crossing("low", 1.0 / (rate * (1.0 + noise))),
+            per_crossing("high", (1.0 + noise) / rate))
 
 
 def learn_crossing_costs(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str], ModelFacts | None],
                          expected: ExpectedOf, label_of: Callable[[Mapping[str, Any]], str]
                          ) -> dict[str, CrossingCost]:
     """Each GPU backend's crossing cost from the split rows among ``rows`` (the caller's trusted ones)."""
-    found: dict[str, list[tuple[str, float]]] = {}
+    found: dict[str, list[tuple[str, float, float, float]]] = {}
     for row in rows:
         facts = facts_of(str(row.get("model_path") or ""))
         got = crossing_seconds(row, facts, expected) if facts is not None else None
         if got is not None:
-            found.setdefault(got[0], []).append((label_of(row), got[1]))
-    return {backend: CrossingCost(max(statistics.median(c for _, c in pts), 0.0), tuple(pts))
+            found.setdefault(got[0], []).append((label_of(row), *got[1:]))
+    return {backend: CrossingCost(max(statistics.median(c for _, c, _, _ in pts), 0.0),
+                                  tuple((label, c) for label, c, _, _ in pts),
+                                  max(min(lo for _, _, lo, _ in pts), 0.0), max(max(hi for _, _, _, hi in pts), 0.0))
             for backend, pts in found.items()}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from app.calibrate.ladder import pass_spreads
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.gguf_facts import read_model_facts
 from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, workload_of
@@ -197,3 +199,27 @@ def test_a_gpu_backend_fit_predicts_fully_offloaded_gpu_rows_only(tmp_path: Path
     # the rows the Vulkan ladder measures run at -t 1: a full offload's figures do not depend on the CPU threads
     one_thread = RowPredictor(hw, sources)({**row, "n_threads": 1, "n_threads_effective": 1})
     assert one_thread["expected_decode_tps"] == pytest.approx(expected["decode"].value, rel=1e-6)
+
+
+def test_a_phase_band_is_at_least_the_spread_between_calibration_passes(machine_fit: MachineFit,
+                                                                         tmp_path: Path) -> None:
+    exact = machine_fit.fits["CPU"]["decode"].band_frac  # points that follow the form exactly: the floor
+    model = write_synth_model(tmp_path / "p.gguf", SynthShape(256, 2, "F16"))
+
+    def row(decode: float, **extra: object) -> dict[str, object]:
+        return {"status": "ok", "model_path": str(model), "n_gpu_layers_effective": 0, "backends": "CPU",
+                "decode_tps_median": decode, "prefill_tps_median": 100.0, **extra}
+
+    first = [row(100.0), row(100.0), row(100.0), row(100.0), row(100.0, unstable=1)]
+    second = [row(130.0), row(110.0), row(120.0), row(125.0), row(50.0)]
+    spreads = pass_spreads(first, second)
+    assert spreads[("CPU", "decode")] == pytest.approx([0.3 / 1.3, 0.1 / 1.1, 0.2 / 1.2, 0.25 / 1.25])
+    assert spreads[("CPU", "prefill")] == [0.0] * 4  # the unstable test is not counted
+    noisy = machine_fit.with_pass_noise(spreads)
+    band = noisy.fits["CPU"]["decode"].band_frac
+    assert exact < band == pytest.approx(float(np.percentile(spreads[("CPU", "decode")], 90)))
+    assert noisy.fits["CPU"]["prefill"] == machine_fit.fits["CPU"]["prefill"]  # as steady as its residuals
+    assert any("spread between calibration passes" in n for n in noisy.notes)
+    assert machine_fit.with_pass_noise({("CPU", "decode"): [0.5, 0.5]}) == machine_fit  # too few tests to say
+    doc = json.loads(json.dumps(noisy.to_json_dict()))
+    assert MachineFit.from_json_dict(doc).fits["CPU"]["decode"].band_frac == pytest.approx(band)

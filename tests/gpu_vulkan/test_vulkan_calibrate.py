@@ -1,0 +1,54 @@
+"""Issue #27 on a real Vulkan device (lavapipe where there is no GPU): ``calibrate`` on a GPU build fits both sides
+of a split placement and what a device crossing costs, and a mixture of experts it never saw, with the experts of
+half its layers in host memory (-ncmoe half), decodes within the band of that fit.
+
+The quick ladder in two passes (as calibrate's default: the band takes the spread between them, lavapipe's runs of
+one test landing 10-50 % apart); the MoE measured three times, each judged. Run with -s for the figures."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.calibrate.ladder import CalibrateOptions, Calibration
+from app.model.facts_cache import cached_facts
+from app.predict.expected_sources import ExpectedSources
+from app.predict.prediction import PredictSettings, predict
+from app.predict.profiles import find_profile, load_profiles
+from tests.cli_helpers import gguf_bench
+from tests.gguf_synth import write_synthetic_moe_gguf
+
+pytestmark = pytest.mark.vulkan
+
+
+def test_a_calibrated_vulkan_machine_predicts_a_moe_expert_offload_within_its_band(tmp_path: Path) -> None:
+    result = Calibration(replace(CalibrateOptions.quick(), passes=2, use_store=False)).run()
+    fit = result.fit
+    assert {"CPU", "Vulkan,CPU"} <= set(fit.fits), fit.fits.keys()
+    crossing = fit.crossings["Vulkan,CPU"]
+    print(f"\ncalibrated in {result.wall_s:.0f} s; a crossing {crossing.describe()}; decode band "
+          f"±{fit.fits['Vulkan,CPU']['decode'].band_frac:.0%} (Vulkan), ±{fit.fits['CPU']['decode'].band_frac:.0%} "
+          "(CPU)")
+    moe = write_synthetic_moe_gguf(tmp_path / "synth-moe.gguf", n_layer=4)
+    facts = cached_facts(str(moe))
+    gpu = find_profile("RTX 4060 Laptop", load_profiles())  # places the bytes; the figures come from the fit
+    inputs = ExpectedSources(machine_fit=fit).inputs(gpu, this_machine=True, row_backends="Vulkan,CPU")
+    inside = []
+    for _ in range(3):
+        proc = gguf_bench("run", "-m", str(moe), "-p", "8", "-n", "16", "-r", "3", "-ngl", "99", "-ncmoe", "half",
+                          "--no-store", "--no-predict", "-o", "json", timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        (row,) = json.loads(proc.stdout)
+        assert int(row["n_cpu_moe"]) == 2 and "Vulkan" in row["backends"]
+        settings = PredictSettings.from_row(row, n_gpu_layers=int(row["n_gpu_layers_effective"]))
+        pred = predict(facts, gpu, settings, cpu_bandwidth_gbps=100.0, tensor_bytes=facts.tensor_bytes,
+                       **inputs.as_kwargs())  # type: ignore[arg-type]
+        band, measured = pred.expected_decode, float(row["decode_tps_median"] or row["decode_tps"])
+        assert band is not None and "as this machine's calibration measured" in band.source, pred.notes
+        inside.append(band.low <= measured <= band.high)
+        print(f"-ncmoe 2: measured {measured:.1f} tok/s, expected {band.value:.1f} ({band.low:.1f}-{band.high:.1f}): "
+              f"{'inside' if inside[-1] else 'outside'}")
+    assert sum(inside) >= 2, inside  # the band is a 90 % one: one run of three may land outside
