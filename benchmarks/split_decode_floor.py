@@ -38,14 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.calibrate.synth_models import SynthShape, write_synth_model  # noqa: E402
 from app.model.facts_cache import cached_facts  # noqa: E402
+from app.predict.crossing_fit import split_decode_bytes  # noqa: E402
 from app.predict.decode import PCIE_COPY_LATENCY_S, transfer_seconds_per_token  # noqa: E402
-from app.predict.prediction import PredictSettings, predict  # noqa: E402
-from app.predict.profiles import find_profile, load_profiles  # noqa: E402
+from app.predict.prediction import PredictSettings  # noqa: E402
 from app.telemetry.llama_build import installed_gpu_backends  # noqa: E402
 from tests.gguf_synth import write_synthetic_moe_gguf  # noqa: E402
 
-#: A GPU profile only to place the bytes: the split's byte shares and crossings do not depend on its figures.
-PLACING_PROFILE = "RTX 4060 Laptop"
 DENSE = SynthShape(512, 6, "F16", gqa=2)
 
 
@@ -71,10 +69,9 @@ def _shares(model: Path, row: dict[str, Any]) -> tuple[float, int]:
     """(share of a token's bytes read on the device, extra crossings per token) as the product's form counts them."""
     facts = cached_facts(str(model))
     assert facts is not None
-    p = predict(facts, find_profile(PLACING_PROFILE, load_profiles()), PredictSettings.from_row(row),
-                tensor_bytes=facts.tensor_bytes)
-    total = p.decode_gpu_read_bytes + p.decode_host_read_bytes
-    return (p.decode_gpu_read_bytes / total if total else 0.0), p.decode_extra_crossings
+    read = split_decode_bytes(facts, PredictSettings.from_row(row))
+    total = read.gpu_bytes + read.host_bytes
+    return (read.gpu_bytes / total if total else 0.0), read.extra_crossings
 
 
 def main() -> int:
