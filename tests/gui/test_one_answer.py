@@ -60,7 +60,8 @@ def test_every_view_gives_one_expected_decode_and_one_memory_figure(window, smol
     decode, low, high, needed = cli["decode_tps"], cli["decode_tps_low"], cli["decode_tps_high"], cli["needed_bytes"]
 
     # the chooser, for the same GPU and context
-    report = run_choose(ChooseRequest(sources=(path,), hw=GPU, n_ctx=N_CTX, store_path=str(w.store_path)))
+    store_path = None if w.store_path is None else str(w.store_path)  # str(None) made a store named 'None' here
+    report = run_choose(ChooseRequest(sources=(path,), hw=GPU, n_ctx=N_CTX, store_path=store_path))
     choice = report.choices[0]
     assert choice.type_k == "f16" and choice.status == "fits"
     assert choice.decode_tps.value == pytest.approx(decode, rel=1e-9)
