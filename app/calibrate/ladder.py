@@ -51,7 +51,7 @@ from app.predict.fitted_model import FitError
 from app.predict.prediction import PredictSettings
 from app.predict.store_efficiency import untrustworthy
 from app.results.fields import BUSY_OTHER_CPU_PCT, RowStatus
-from app.results.phases import spread
+from app.results.phases import row_rate, spread
 from app.results.store import ResultStore
 from app.run.events import Event, TestStarted
 from app.run.plan import TestSpec
@@ -473,9 +473,9 @@ def pass_spreads(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> d
         if backend is None:
             continue
         for phase in ("decode", "prefill"):
-            x, y = (r.get(f"{phase}_tps_median") or r.get(f"{phase}_tps") for r in (a, b))
-            if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x > 0 and y > 0:
-                out.setdefault((backend, phase), []).append(abs(float(x) / float(y) - 1.0))
+            x, y = (row_rate(r, f"{phase}_tps") for r in (a, b))
+            if x is not None and y is not None:
+                out.setdefault((backend, phase), []).append(abs(x / y - 1.0))
     return out
 
 
@@ -507,7 +507,7 @@ def faster(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = dict(b if b.get("status") == RowStatus.OK else a)
     for phase in ("decode_tps", "prefill_tps"):
         best = max((r for r in (a, b) if r.get("status") == RowStatus.OK),
-                   key=lambda r: r.get(f"{phase}_median") or r.get(phase) or 0.0, default=out)
+                   key=lambda r: row_rate(r, phase) or 0.0, default=out)
         out.update({k: best.get(k) for k in (phase, f"{phase}_median", f"{phase}_stddev")})
     return out
 

@@ -25,6 +25,7 @@ from app.predict.offload import is_expert_tensor
 from app.predict.prediction import PredictSettings
 from app.predict.workload import PHASES, Workload, kernel_class, workload_for
 from app.results.fields import RowStatus
+from app.results.phases import row_rate
 from app.telemetry.repack_guard import default_repack
 
 #: Fit document version; a file of another version is not read (calibrate again, the one line says). 2: every key
@@ -157,15 +158,6 @@ def row_backend(row: Mapping[str, Any], n_layer: int) -> str | None:
     return str(row.get("backends") or "GPU") if ngl >= n_layer + 1 else None
 
 
-def _rate(row: Mapping[str, Any], key: str) -> float | None:
-    """The median over the row's repetitions (a repetition slowed by another process moves it least; the benchmark
-    judges medians too), else the row's mean; None when neither is a positive number."""
-    for value in (row.get(f"{key}_median"), row.get(key)):
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return float(value)
-    return None
-
-
 def row_label(row: Mapping[str, Any]) -> str:
     """A fit point's label: ``<model file> p<prompt> d<depth>`` and `` fa`` with flash attention."""
     s = PredictSettings.from_row(row)
@@ -186,8 +178,8 @@ def samples_from_rows(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str
         if facts is None or backend is None:
             continue
         s = PredictSettings.from_row(row)
-        out.append(Sample(backend, workload_of(facts, s, ctx, backend), row_label(row), _rate(row, "decode_tps"),
-                          _rate(row, "prefill_tps")))
+        out.append(Sample(backend, workload_of(facts, s, ctx, backend), row_label(row), row_rate(row, "decode_tps"),
+                          row_rate(row, "prefill_tps")))
     return out
 
 

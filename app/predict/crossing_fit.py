@@ -29,6 +29,7 @@ from app.predict.fitted_model import Expected
 from app.predict.offload import effective_n_gpu_layers, split_weights
 from app.predict.prediction import PredictSettings
 from app.results.fields import RowStatus
+from app.results.phases import row_rate
 
 #: ``MachineFit.expected``'s shape: (facts, settings, backend) -> phase -> figure.
 ExpectedOf = Callable[[ModelFacts, PredictSettings, str], Mapping[str, Expected | None]]
@@ -81,21 +82,13 @@ def split_decode_bytes(facts: ModelFacts, s: PredictSettings) -> DecodeBytes:
     return decode_bytes(facts, split, depth, s.type_k, s.type_v or s.type_k, not s.no_kv_offload)
 
 
-def _decode_rate(row: Mapping[str, Any]) -> float | None:
-    for key in ("decode_tps_median", "decode_tps"):
-        value = row.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return float(value)
-    return None
-
-
 def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: ExpectedOf
                      ) -> tuple[str, float, float, float] | None:
     """(the row's GPU backend, seconds per extra crossing it gives, the least and the most with the sides at their
     band edges), or None when it is no split with extra crossings, measured no decode, or a side has no expected
     figure."""
     backend = str(row.get("backends") or "")
-    rate = _decode_rate(row)
+    rate = row_rate(row, "decode_tps")
     if (row.get("status") != RowStatus.OK or int(row.get("n_parallel") or 1) != 1 or not backend
             or backend == "CPU" or rate is None):
         return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from app.results import stats
@@ -20,6 +20,16 @@ class TestShape(Protocol):
 def spread(name: str, xs: list[float]) -> dict[str, float | None]:
     """``name`` (the mean), ``name_median`` and ``name_stddev`` of one metric's per-repetition values."""
     return {name: stats.mean(xs), f"{name}_median": stats.median(xs), f"{name}_stddev": stats.stddev(xs)}
+
+
+def row_rate(row: Mapping[str, Any], key: str) -> float | None:
+    """A row's rate ``key`` (e.g. ``decode_tps``): the median over its repetitions (a repetition slowed by another
+    process moves it least; the benchmarks judge medians too), else its mean; None when neither is a positive
+    number."""
+    for value in (row.get(f"{key}_median"), row.get(key)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
 
 
 def summarise_phases(
