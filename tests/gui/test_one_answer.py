@@ -37,7 +37,7 @@ def _number(text: str) -> float:
 def test_an_expected_figure_above_its_ceiling_is_the_ceiling_marked() -> None:
     notes: list[str] = []
     e, value = capped_at_ceiling(Expected(120.0, 100.0, 140.0, "a fit"), 120.0, 110.0, "decode", notes)
-    assert value == 110.0 and e is not None and e.value == 110.0 and e.high == 110.0 and e.low == 100.0
+    assert value == 110.0 and e is not None and e.value == 110.0 and e.high == 140.0 and e.low == 100.0
     assert "capped at the ceiling" in e.source and "above its ceiling" in notes[0]
     same, v = capped_at_ceiling(Expected(90.0, 80.0, 95.0, "a fit"), 90.0, 110.0, "decode", [])
     assert v == 90.0 and same is not None and same.value == 90.0

@@ -1,67 +1,90 @@
-"""Issue #27 point 2 on the CPU: a fit of this machine made from dense synthetic models only predicts a mixture of
-experts it never saw, at -ncmoe 0, half and all (on a CPU build every placement stays in host memory), by the
-bytes of its *active* experts. The model is large enough (about 400 MB, 2 of 8 experts used) that decode streams
-its weights, as a real MoE's does; had the prediction counted every expert, it would be about 3x too slow."""
+"""Issue #27 point 2 on the CPU, as a user meets it: ``gguf-bench calibrate`` (dense synthetic models only, two
+passes, so its band holds the spread between runs of one test here), then ``gguf-bench predict`` for a mixture of
+experts the calibration never saw, at -ncmoe 0, half and all (on a CPU build every placement stays in host memory),
+and ``gguf-bench run`` of each. The model is large enough (about 400 MB, 2 of 8 experts used) that decode streams
+its weights, as a real MoE's does; had the prediction counted every expert, it would be about 3x too slow.
+
+The MoE is measured in rounds, interleaved over the placements, and each placement's figure is the median of its
+stable rows taken on a quiet machine (the rule every fit learns by; on this shared 2-core machine one run in four
+lands 20-50 % off the others): that figure must lie inside the band ``predict`` states. Run with -s for the
+figures."""
 
 from __future__ import annotations
 
 import json
+import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from app.calibrate.synth_models import SynthShape, write_synth_model
+from app.calibrate.ladder import CalibrateOptions, Calibration
 from app.model.facts_cache import cached_facts
-from app.predict.calibration_fit import fit_machine, samples_from_rows
-from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware_context import HardwareContext
 from app.predict.offload import active_weight_bytes
-from app.predict.profiles import cpu_profile
-from app.predict.row_predictions import RowPredictor
-from tests.cli_helpers import gguf_bench
+from app.predict.store_efficiency import untrustworthy
+from tests.cli_helpers import gguf_bench, main_json
 from tests.gguf_synth import write_synthetic_moe_gguf
 
-LADDER = (SynthShape(768, 4, "F16", gqa=4), SynthShape(1024, 3, "F16", gqa=4), SynthShape(1024, 6, "F16", gqa=2),
-          SynthShape(1536, 3, "F16", gqa=4))
-#: Measured over 4 runs on 2 otherwise idle cores: the expected figure came within -6 % .. +37 % of the MoE's
-#: decode (the fit's own band was ±12-28 %, as noisy as its ladder); with a second test process on the other core
-#: +71 % (band ±41 %). The bound holds on a busy machine and still tells the active experts from all of them
-#: (measured at least ALL_EXPERTS_MARGIN times what an all-experts count would expect).
-FACTOR = 2.0
-ALL_EXPERTS_MARGIN = 1.5
+#: calibrate's default ladder cut to the two types it needs here: Q8_0 (the anchor: every shape and depth) and F16,
+#: the MoE's weight type; each test in two passes, as calibrate's default.
+OPTIONS = CalibrateOptions(types=("Q8_0", "F16"), passes=2, use_store=False)
+PLACEMENTS = ("0", "half", "all")
+ROUNDS = 4
+#: ... and up to this many more while a placement has fewer than MIN_RUNS trustworthy rows.
+EXTRA_ROUNDS = 2
+MIN_RUNS = 2
 
 
-def _json_rows(*args: str) -> list[dict]:
+def _run_rows(*args: str) -> list[dict]:
     proc = gguf_bench("run", *args, "--no-store", "--no-predict", "-o", "json", timeout=1200)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
 @pytest.mark.slow
-def test_a_dense_fit_predicts_the_moes_decode_by_its_active_experts(tmp_path: Path) -> None:
-    ladder = [write_synth_model(tmp_path / f"{s.name}.gguf", s) for s in LADDER]
-    rows = _json_rows(*(a for m in ladder for a in ("-m", str(m))), "-p", "8,32", "-n", "32", "-d", "0,64", "-r", "3")
-    if {r["backends"] for r in rows} != {"CPU"}:
+def test_a_calibrated_cpu_predicts_a_moe_within_its_band_by_its_active_experts(
+        tmp_path: Path, isolated_data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = Calibration(replace(OPTIONS)).run()
+    if set(result.fit.fits) != {"CPU"}:
         pytest.skip("this llama.cpp build has a GPU device: the split is tests/gpu_vulkan's")
-    fit = fit_machine(samples_from_rows(rows, lambda p: cached_facts(p)), cpu_info="cpu", gpu_info="", build="test",
-                      created="2026-12-03")
+    band_frac = result.fit.fits["CPU"]["decode"].band_frac
     moe = write_synthetic_moe_gguf(tmp_path / "synth-moe-400mb.gguf", n_layer=4, n_embd=1024, n_ff=2048)
     facts = cached_facts(str(moe))
     assert facts is not None
     active_share = active_weight_bytes(facts, facts.tensor_bytes) / facts.weight_bytes
     assert active_share < 0.4  # 2 of 8 experts: a third of the bytes
-    predictor = RowPredictor(HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34)),
-                             ExpectedSources(machine_fit=fit))
-    band = fit.fits["CPU"]["decode"].band_frac
-    moe_rows = _json_rows("-m", str(moe), "-p", "32", "-n", "16", "-r", "3", "-ncmoe", "0,half,all")
-    assert sorted(int(r["n_cpu_moe"]) for r in moe_rows) == [0, 2, 4]
-    for row in moe_rows:
-        cols = predictor(row)
-        expected, measured = cols["expected_decode_tps"], row["decode_tps"]
-        assert expected is not None and cols["calibrated_from"].startswith("fit of this machine"), cols
-        inside = expected / (1 + band) <= measured <= expected * (1 + band)
-        print(f"-ncmoe {row['n_cpu_moe']}: decode measured {measured:.1f} tok/s, expected {expected:.1f} "
-              f"(band ±{band:.0%}: {'inside' if inside else 'outside'}); all experts counted: "
-              f"{expected * active_share:.1f}")
-        assert expected / FACTOR < measured < expected * FACTOR, (row["n_cpu_moe"], expected, measured)
-        assert measured > ALL_EXPERTS_MARGIN * expected * active_share  # an all-experts count: far too slow
+
+    predicted = {p: main_json("predict", ["-m", str(moe), "-p", "32", "-n", "16", "-ncmoe", p], capsys)
+                 for p in PLACEMENTS}
+    for doc in predicted.values():  # a token reads its active experts' bytes, all from host memory
+        assert doc["expected_source"].startswith("fit of this machine"), doc["expected_source"]
+        assert doc["decode_gpu_read_bytes"] == 0
+        assert doc["decode_host_read_bytes"] == pytest.approx(active_share * facts.weight_bytes, rel=0.05)
+    n_cpu_moe = dict(zip(PLACEMENTS, (0, facts.n_layer // 2, facts.n_layer), strict=True))
+    measured: dict[int, list[float]] = {n: [] for n in n_cpu_moe.values()}
+    n_rounds = n_left_out = 0
+    while n_rounds < ROUNDS or (min(map(len, measured.values())) < MIN_RUNS and n_rounds < ROUNDS + EXTRA_ROUNDS):
+        n_rounds += 1
+        for row in _run_rows("-m", str(moe), "-p", "32", "-n", "16", "-r", "3", "-ncmoe", ",".join(PLACEMENTS)):
+            if untrustworthy(row):
+                n_left_out += 1
+            else:
+                measured[int(row["n_cpu_moe"])].append(float(row["decode_tps_median"]))
+
+    lines = [f"calibrated in {result.wall_s:.0f} s, decode band ±{band_frac:.0%}; {n_left_out} of "
+             f"{n_rounds * len(PLACEMENTS)} MoE rows left out (unstable or busy)"]
+    judged = []
+    for placement, doc in predicted.items():
+        runs = measured[n_cpu_moe[placement]]
+        assert len(runs) >= MIN_RUNS, (placement, lines)
+        low, high = doc["expected_decode_tps_low"], doc["expected_decode_tps_high"]
+        figure = statistics.median(runs)
+        judged.append((low <= figure <= high, figure > 1.5 * doc["expected_decode_tps"] * active_share))
+        lines.append(f"-ncmoe {placement}: measured {figure:.1f} tok/s (median of "
+                     f"{', '.join(f'{x:.1f}' for x in runs)}); expected {doc['expected_decode_tps']:.1f} "
+                     f"({low:.1f}-{high:.1f}): {'inside' if judged[-1][0] else 'OUTSIDE'}; all experts counted: "
+                     f"{doc['expected_decode_tps'] * active_share:.1f}")
+    print("\n" + "\n".join(lines))
+    assert all(inside for inside, _ in judged), lines
+    # an all-experts count would be far too slow: the measurement tells the active experts from all of them
+    assert all(beyond for _, beyond in judged), lines
