@@ -23,7 +23,7 @@ from app.choose.verdicts import (
 from app.model.gguf_facts import GGUFFileError
 from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
-from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings
+from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings, requantized_from
 from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware_context import HardwareContext, hardware_context, remote_hardware_context
 from app.predict.profiles import HardwareProfile, ProfileError
@@ -114,11 +114,6 @@ def _measured(rows: list[dict[str, Any]], filename: str) -> list[Measured]:
     return out
 
 
-def _requantized_from(source: str) -> str:
-    """The quantized type a local file was made from (its header's lineage key), "" for none or a URL."""
-    return "" if is_url(source) else header_strings(source).get(KEY_REQUANTIZED_FROM, "")
-
-
 def _quality(store: ResultStore | None, source: str, notes: list[str]) -> Quality | None:
     """The file's measured quality; none where the reference it was measured against was itself requantized (a
     KLD against a copy of a quantized file says nothing of the loss against the original model)."""
@@ -189,7 +184,7 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
                 source, facts, profile, req.n_ctx, n_prompt=req.n_prompt, n_gen=req.n_gen,
                 speed=_speed_sources(expected, profile, hw, this, display_name(source), facts.file_type),
                 measured=_measured(rows, display_name(source)) if this else None,
-                quality=_quality(store, source, notes), requantized_from=_requantized_from(source),
+                quality=_quality(store, source, notes), requantized_from=requantized_from(facts),
                 min_decode_tps=req.min_decode_tps))
     finally:
         if store is not None:

@@ -18,6 +18,7 @@ import gguf
 from app.model.facts import ModelFacts, TensorTypeStat
 from app.model.gguf_sanity import layer_count_problem, shape_problem
 from app.model.gguf_scan import IMPOSSIBLE_BYTES, CorruptHeader, Scan, ShortRead, scan_gguf
+from app.model.lineage import LINEAGE_KEYS
 
 GGUF_MAGIC_BYTES = b"GGUF"
 SUPPORTED_GGUF_VERSIONS: tuple[int, ...] = (2, 3)
@@ -295,6 +296,10 @@ def _facts_from_reader(p: str | Path, file_bytes: int, reader: Scan) -> ModelFac
     extra["n_tensors"] = len(reader.tensors)
     extra["tensor_data_offset_bytes"] = int(reader.data_offset)
     extra["arch_known_to_gguf"] = arch in gguf.MODEL_ARCH_NAMES.values()
+    for key in LINEAGE_KEYS:  # read here, with the rest of the header: the chooser asks for every file's
+        value = keys.get(key)
+        if isinstance(value, str) and value:
+            extra[key] = value
 
     return ModelFacts(
         path=str(p),

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.model.facts import ModelFacts
 from app.model.gguf_scan import CorruptHeader, ShortRead, scan_gguf
 
 #: File types that hold unquantized weights (llama.cpp names, as ModelFacts.file_type gives them).
 UNQUANTIZED = frozenset({"F32", "F16", "BF16"})
 KEY_QUANTIZED_FROM = "workbench.quantized_from"
 KEY_REQUANTIZED_FROM = "workbench.requantized_from"
+LINEAGE_KEYS = (KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM)
 
 
-def header_strings(path: str | Path, keys: tuple[str, ...] = (KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM)
-                   ) -> dict[str, str]:
+def header_strings(path: str | Path, keys: tuple[str, ...] = LINEAGE_KEYS) -> dict[str, str]:
     """The string values of ``keys`` in a GGUF header (absent keys left out); {} when the header cannot be read."""
     p = Path(path)
     try:
@@ -31,3 +32,9 @@ def header_strings(path: str | Path, keys: tuple[str, ...] = (KEY_QUANTIZED_FROM
         if f is not None and isinstance(f.value, str) and f.value:
             out[key] = f.value
     return out
+
+
+def requantized_from(facts: ModelFacts) -> str:
+    """The quantized type at the start of the file's lineage (read with its facts), "" for none."""
+    value = facts.extra.get(KEY_REQUANTIZED_FROM)
+    return value if isinstance(value, str) else ""

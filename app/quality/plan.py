@@ -21,7 +21,7 @@ from app.bounded_read import NotARegularFile, read_prefix_text
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.model.lineage import KEY_REQUANTIZED_FROM, UNQUANTIZED, header_strings
+from app.model.lineage import UNQUANTIZED, requantized_from
 from app.results.quality_store import model_key
 
 DEFAULT_TEXT_SOURCE = "python-docs"
@@ -65,7 +65,7 @@ class QualityPlan:
     def file_columns(self, index: int) -> dict[str, Any]:
         """The columns of a row that come from the files' headers (identity, type, size, lineage, reference)."""
         facts, ref = self.facts[index], self.facts[self.reference_index]
-        ref_origin = header_strings(ref.path).get(KEY_REQUANTIZED_FROM, "")
+        ref_origin = requantized_from(ref)
         return {
             "model_path": facts.path, "model_filename": Path(facts.path).name, "file_type": facts.file_type,
             "bits_per_weight": round(facts.bits_per_weight, 4), "model_size": facts.file_bytes,
@@ -73,7 +73,7 @@ class QualityPlan:
             "reference_filename": Path(ref.path).name,
             "reference_is_dequantized": bool(ref_origin) and ref.file_type in UNQUANTIZED,
             "reference_requantized_from": ref_origin,
-            "requantized_from": header_strings(facts.path).get(KEY_REQUANTIZED_FROM, ""),
+            "requantized_from": requantized_from(facts),
             "text_source": self.text_source, "n_ctx": self.n_ctx, "is_reference": index == self.reference_index,
         }
 
@@ -127,7 +127,7 @@ def _check_scratch_space(n_tokens: int, n_ctx: int, n_vocab: int) -> None:
 def default_reference(facts: tuple[ModelFacts, ...]) -> int:
     """Index of the default reference: the most bits per weight among the files not requantized (first on a tie);
     among all files when every one was requantized."""
-    original = [i for i, f in enumerate(facts) if not header_strings(f.path).get(KEY_REQUANTIZED_FROM)]
+    original = [i for i, f in enumerate(facts) if not requantized_from(f)]
     pool = original or list(range(len(facts)))
     best = max(facts[i].bits_per_weight for i in pool)
     return next(i for i in pool if facts[i].bits_per_weight == best)
