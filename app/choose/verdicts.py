@@ -136,7 +136,9 @@ def _expected(doc: dict[str, Any], key: str, ceiling_key: str, source: str) -> F
     """The prediction's expected figure (with band and source when predict gives them), else its ceiling."""
     value = doc.get(f"expected_{key}")
     if not value:
-        return Figure(float(doc[ceiling_key]), "ceiling", source="no measurements here to learn an efficiency from")
+        why = doc.get("no_expected_decode") if key == "decode_tps" else ""
+        return Figure(float(doc[ceiling_key]), "ceiling", source=str(why or "no measurements here to learn an "
+                                                                              "efficiency from"))
     low, high = doc.get(f"expected_{key}_low"), doc.get(f"expected_{key}_high")
     return Figure(float(value), "expected", low, high, str(doc.get("expected_source") or source))
 

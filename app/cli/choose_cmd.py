@@ -198,16 +198,17 @@ def format_report(r: ChooseReport) -> str:
     where = "this machine" if r.this_machine else "profile"
     lines = [f"{r.profile.name} ({where}, {r.profile.vram_bytes / gib:.1f} GiB) at {r.n_ctx:,} tokens", ""]
     depth = max((c.decode_depth for c in r.choices), default=0)
-    head = f"{'file':<34} {'type':<8} {'bpw':>5} {'MiB':>7}  {'fit':<7} {'placement':<18} {'KV fits':<16} " \
+    places = {id(c): placement_flags(c) for c in r.choices}
+    pw = max([18, *map(len, places.values())])  # "-ngl 49 -ncmoe 30 q8_0" must not push the columns after it
+    head = f"{'file':<34} {'type':<8} {'bpw':>5} {'MiB':>7}  {'fit':<7} {'placement':<{pw}} {'KV fits':<16} " \
            f"{'memory GiB':>10}  {'TTFT ms':>9}  {f'decode tok/s @{depth:,}':<24} {'empty cache':>11}"
     lines += [head, "-" * len(head)]
     for c in r.choices:
         kv = ",".join(c.kv_types_fitting) or "none"
-        place = placement_flags(c)
         empty = f"{c.decode_empty_tps.value:11.1f}" if c.decode_empty_tps is not None else f"{'':>11}"
         lines.append(
             f"{c.filename[:34]:<34} {c.file_type[:8]:<8} {c.bits_per_weight:5.2f} {c.size_bytes / 2**20:7.0f}  "
-            f"{_FIT[c.status]:<7} {place:<18} {kv:<16} {c.memory_bytes / gib:10.2f}  "
+            f"{_FIT[c.status]:<7} {places[id(c)]:<{pw}} {kv:<16} {c.memory_bytes / gib:10.2f}  "
             f"{c.ttft_ms.value:9.0f}  {c.decode_tps.text():<24} {empty}")
         extra = [c.placement, quality_text(c), measured_text(c),
                  f"requantized from {c.requantized_from}" if c.requantized_from else ""]

@@ -233,6 +233,7 @@ class Prediction:
     decode_host_read_bytes: float = 0.0
     decode_extra_crossings: int = 0  # device crossings per token beyond the input's first (decode.py)
     depth: int = 0  # tokens in the KV cache before the prompt (llama-bench -d)
+    no_expected_decode: str = ""  # why there is no expected decode (the ceiling speaks), where a source said why
 
     @property
     def decode_depth(self) -> float:
@@ -305,6 +306,7 @@ class Prediction:
             "tensor_buft_overrides": self.tensor_buft_overrides, "memory_per_device": self.memory_per_device(),
             "decode_gpu_read_bytes": self.decode_gpu_read_bytes, "decode_host_read_bytes": self.decode_host_read_bytes,
             "decode_extra_crossings": self.decode_extra_crossings,
+            "no_expected_decode": "" if self.expected_decode_tps else self.no_expected_decode,
         }
 
 
@@ -365,12 +367,11 @@ def capped_at_ceiling(expected: Expected | None, value: float | None, ceiling_tp
 def _split_expected(
     facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, read: DecodeBytes,
     fitted: FittedExpectation | None, host_fitted: FittedExpectation | None, public: PublicGpuModel | None,
-    cpu_bw: float | None, tensor_bytes: Mapping[str, int] | None, notes: list[str],
-    crossing: CrossingCost | None = None,
-) -> dict[str, Expected | None]:
-    """The expected decode of a split placement from the device's full-offload figure and the host's own, both at
-    ``s``'s request and depth, each extra crossing at ``crossing``'s cost (None: assumed); {} with a note saying
-    which side has none."""
+    cpu_bw: float | None, tensor_bytes: Mapping[str, int] | None, crossing: CrossingCost | None = None,
+) -> tuple[dict[str, Expected | None], str]:
+    """(the expected decode of a split placement, why there is none): from the device's full-offload figure and the
+    host's own, both at ``s``'s request and depth, each extra crossing at ``crossing``'s cost (None: assumed); {}
+    and which side has no figure."""
     full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
     device = fitted(facts, full).get("decode") if fitted is not None else None
     if device is None and public is not None:
@@ -395,10 +396,8 @@ def _split_expected(
         missing = [side for side, fig, share in (("the device with every layer on it", device, frac),
                                                  ("the host CPU alone", host, 1.0 - frac))
                    if share > 0 and fig is None]
-        notes.append(f"split placement: no expected decode without an expected figure for "
-                     f"{' and '.join(missing)}; the ceiling speaks")
-        return {}
-    return {"decode": composed}
+        return {}, f"split placement: no expected decode without an expected figure for {' and '.join(missing)}"
+    return {"decode": composed}, ""
 
 
 def predict(
@@ -470,14 +469,16 @@ def predict(
         exp_prefill, exp_decode = prefill_tps * efficiency.prefill, decode_tps * efficiency.decode
     is_split = not is_cpu and (ngl < facts.n_layer + 1 or not placement.is_default or not offload_kqv)
     if is_split:  # no one fit runs two devices: each side's own figure, composed (app.predict.split_expected)
-        fit_exp = _split_expected(facts, profile, s, read, fitted, host_fitted, public, cpu_bw, tensor_bytes, notes,
-                                  crossing)
+        fit_exp, no_expected_decode = _split_expected(facts, profile, s, read, fitted, host_fitted, public, cpu_bw,
+                                                      tensor_bytes, crossing)
+        notes += [f"{no_expected_decode}; the ceiling speaks"] if no_expected_decode else []
         public = None
     else:
-        fit_exp = fitted(facts, s) if fitted is not None else {}
+        fit_exp, no_expected_decode = (fitted(facts, s) if fitted is not None else {}), ""
     if public is not None and not is_cpu and exp_decode is None and not fit_exp:
         fit_exp, why = public_expected(public, profile, facts, split.n_gpu_layers, decode_tps, prefill_tps)
         notes += [why] if why else []
+        no_expected_decode = why
     fit_decode, fit_prefill = fit_exp.get("decode"), fit_exp.get("prefill")
     exp_decode = fit_decode.value if fit_decode else exp_decode
     exp_prefill = fit_prefill.value if fit_prefill else exp_prefill
@@ -502,4 +503,5 @@ def predict(
         n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,
         tensor_buft_overrides=split_settings.tensor_buft_overrides, decode_gpu_read_bytes=read.gpu_bytes,
         decode_host_read_bytes=read.host_bytes, decode_extra_crossings=read.extra_crossings, depth=s.depth,
+        no_expected_decode=no_expected_decode,
     )

@@ -84,3 +84,22 @@ def test_measure_takes_one_context(laptop_folder: Path, isolated_data_dir: Path,
     rc = main(["choose", str(laptop_folder), "--ctx", "4096,8192", "--measure", "--min-decode-tps", "5"])
     err = capsys.readouterr().err
     assert rc != 0 and "--measure takes one --ctx" in err
+
+
+def test_a_split_on_a_gpu_not_owned_says_why_its_speed_is_the_ceiling(
+        laptop_folder: Path, isolated_data_dir: Path, no_probe: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both answers are splits (layers or experts in system RAM) of a GPU named by --hw: their host CPU has no
+    expected figure, and the figure says so, not that nothing was measured."""
+    doc = _choose([str(laptop_folder), "--hw", "RTX 4060 Laptop", "--ctx", "8192", "--min-decode-tps", "30"], capsys)
+    for f in doc["files"]:
+        assert f["decode_tps"]["kind"] == "ceiling", f
+        assert f["decode_tps"]["source"] == ("split placement: no expected decode without an expected figure for the "
+                                             "host CPU alone"), f
+    rc = main(["choose", str(laptop_folder), "--hw", "RTX 4060 Laptop", "--ctx", "8192", "--min-decode-tps", "30"])
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    header = next(line for line in lines if line.startswith("file "))
+    rows = [line for line in lines if line.startswith(("dense-14b", "moe-30b"))]
+    assert "-ncmoe" in rows[1]  # the longest placement: the columns after it still line up with the header
+    column = header.index("KV fits")
+    assert all(row[column - 1] == " " and row[column:].startswith("none") for row in rows), (header, rows)
