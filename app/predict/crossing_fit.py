@@ -78,8 +78,7 @@ def split_decode_bytes(facts: ModelFacts, s: PredictSettings) -> DecodeBytes:
     prediction takes decode at (the prompt and half the generated tokens past ``s.depth``)."""
     ngl = effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
     split = split_weights(facts, ngl, facts.tensor_bytes or None, s.placement(facts.n_layer))
-    depth = s.depth + s.n_prompt + s.n_gen / 2.0
-    return decode_bytes(facts, split, depth, s.type_k, s.type_v or s.type_k, not s.no_kv_offload)
+    return decode_bytes(facts, split, s.decode_depth, s.type_k, s.type_v or s.type_k, not s.no_kv_offload)
 
 
 def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: ExpectedOf

@@ -102,6 +102,12 @@ class PredictSettings:
         if not self.tensor_buft_overrides:
             object.__setattr__(self, "tensor_buft_overrides", "none")
 
+    @property
+    def decode_depth(self) -> float:
+        """The KV depth a decode figure is taken at: the depth before the prompt, the prompt and half the generated
+        tokens (the generation's average)."""
+        return self.depth + self.n_prompt + self.n_gen / 2.0
+
     def placement(self, n_layer: int) -> Placement:
         """-ot and -ncmoe for a model of ``n_layer`` layers (all/half resolved)."""
         return Placement.from_text(self.n_cpu_moe, n_layer, self.tensor_buft_overrides)
@@ -160,7 +166,7 @@ def at_context(n_ctx: int, *, type_k: str = "f16", type_v: str | None = None, n_
 
 def at_context_depth(settings: PredictSettings) -> int:
     """The KV depth a request's decode figure is for: its prompt and half its generated tokens."""
-    return int(settings.depth + settings.n_prompt + settings.n_gen / 2)
+    return int(settings.decode_depth)
 
 
 def at_context_answer(pred: Prediction, settings: PredictSettings) -> dict[str, Any]:
@@ -376,8 +382,7 @@ def _split_expected(
     device = fitted(facts, full).get("decode") if fitted is not None else None
     if device is None and public is not None:
         whole = split_weights(facts, facts.n_layer + 1, tensor_bytes, Placement())
-        depth = s.depth + s.n_prompt + s.n_gen / 2.0
-        ceiling = decode_ceiling_offload_tps(facts, whole, depth, s.type_k, s.type_v or s.type_k,
+        ceiling = decode_ceiling_offload_tps(facts, whole, s.decode_depth, s.type_k, s.type_v or s.type_k,
                                              profile.peak_bandwidth_gbps, cpu_bw)
         got, _ = public_expected(public, profile, facts, facts.n_layer + 1, ceiling,
                                  _prefill_tps(facts, profile, whole, full, tensor_bytes))
@@ -442,9 +447,8 @@ def predict(
         return decode_ceiling_offload_tps(facts, split, depth, type_k, type_v, profile.peak_bandwidth_gbps, cpu_bw,
                                           host_only=is_cpu, offload_kqv=offload_kqv)
 
-    decode_depth = s.depth + s.n_prompt + s.n_gen / 2.0
-    decode_tps = decode_at(decode_depth)
-    read = decode_bytes(facts, split, decode_depth, type_k, type_v, offload_kqv)
+    decode_tps = decode_at(s.decode_depth)
+    read = decode_bytes(facts, split, s.decode_depth, type_k, type_v, offload_kqv)
     if read.extra_crossings and not is_cpu:
         notes.append(f"decode: {read.extra_crossings} extra device crossings per token (-ncmoe/-ot/-nkvo); the "
                      f"ceiling takes each as 4 × n_embd bytes over PCIe (assumed 16 GB/s) + 10 µs"
