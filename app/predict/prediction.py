@@ -357,15 +357,17 @@ def _prefill_tps(
 def capped_at_ceiling(expected: Expected | None, value: float | None, ceiling_tps: float, phase: str,
                       notes: list[str]) -> tuple[Expected | None, float | None]:
     """An expected figure never above its ceiling: where a fit says more, the figure is the ceiling and its source
-    marked (a note says by how much). Its band keeps the fit's upper edge: the ceiling is itself a measured figure
-    (this CPU's probed bandwidth, a floor on what its memory moves, read 25 % low at a busy moment here), and a band
-    cut at it left out decode runs of a MoE that landed 2-5 % above such a ceiling."""
+    marked (a note says by how much). Its band spans both readings: the fit's upper edge (the ceiling is itself a
+    measured figure, this CPU's probed bandwidth, a floor on what its memory moves, read 25 % low at a busy moment
+    here; a band cut at it left out decode runs of a MoE that landed 2-5 % above such a ceiling) and, below, the
+    fit's relative band taken from the figure shown (a fit 15 % above a right ceiling otherwise left a band lying
+    wholly above the figure, and the runs below it)."""
     if value is None or not ceiling_tps > 0 or value <= ceiling_tps:
         return expected, value
     notes.append(f"expected {phase} {value:,.1f} tok/s was above its ceiling {ceiling_tps:,.1f}: shown as the "
                  f"ceiling (the fit does not hold here, or the ceiling reads low)")
     if expected is not None:
-        expected = replace(expected, value=ceiling_tps, low=min(expected.low, ceiling_tps),
+        expected = replace(expected, value=ceiling_tps, low=expected.low * ceiling_tps / expected.value,
                            high=max(expected.high, ceiling_tps), source=f"{expected.source}; capped at the ceiling")
     return expected, ceiling_tps
 

@@ -37,7 +37,9 @@ def _number(text: str) -> float:
 def test_an_expected_figure_above_its_ceiling_is_the_ceiling_marked() -> None:
     notes: list[str] = []
     e, value = capped_at_ceiling(Expected(120.0, 100.0, 140.0, "a fit"), 120.0, 110.0, "decode", notes)
-    assert value == 110.0 and e is not None and e.value == 110.0 and e.high == 140.0 and e.low == 100.0
+    # the band: the fit's top, and its relative width below the figure shown (100/120 of 110)
+    assert value == 110.0 and e is not None and e.value == 110.0 and e.high == 140.0
+    assert e.low == pytest.approx(110.0 * 100.0 / 120.0)
     assert "capped at the ceiling" in e.source and "above its ceiling" in notes[0]
     same, v = capped_at_ceiling(Expected(90.0, 80.0, 95.0, "a fit"), 90.0, 110.0, "decode", [])
     assert v == 90.0 and same is not None and same.value == 90.0
