@@ -45,6 +45,7 @@ from app.model.gguf_facts import read_model_facts  # noqa: E402
 from app.paths import data_dir, default_model_path  # noqa: E402
 from app.predict.calibration_fit import MachineFit  # noqa: E402
 from app.predict.calibration_store import load_fit  # noqa: E402
+from app.predict.fitted_model import FitError  # noqa: E402
 from app.predict.prediction import PredictSettings  # noqa: E402
 from app.results.store import ResultStore  # noqa: E402
 from app.run.plan import TestSpec, load_sweep_preset  # noqa: E402
@@ -98,7 +99,11 @@ def calibrated_fit(args: argparse.Namespace) -> MachineFit:
         return fit
     options = CalibrateOptions.quick() if args.quick else CalibrateOptions()
     with ResultStore() as store:
-        result = Calibration(options, store=store, progress=lambda m: print(f"calibrate: {m}", file=sys.stderr)).run()
+        try:
+            result = Calibration(options, store=store,
+                                 progress=lambda m: print(f"calibrate: {m}", file=sys.stderr)).run()
+        except FitError as exc:  # e.g. too few stable, quiet ladder tests: one line, as calibrate says it
+            raise SystemExit(f"prediction.py: calibration refused: {exc}") from None
     print(residual_table(result.fit))
     print(f"calibration: {result.n_ladder_points} ladder points, {result.n_store_points} stored runs, "
           f"{result.wall_s:.0f} s wall time\n")
