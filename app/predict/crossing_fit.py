@@ -26,8 +26,7 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.predict.decode import DecodeBytes, decode_bytes
 from app.predict.fitted_model import Expected
-from app.predict.offload import effective_n_gpu_layers, split_weights
-from app.predict.prediction import PredictSettings
+from app.predict.prediction import PredictSettings, placed_weights
 from app.results.fields import RowStatus
 from app.results.phases import row_rate
 
@@ -76,9 +75,8 @@ class CrossingCost:
 def split_decode_bytes(facts: ModelFacts, s: PredictSettings) -> DecodeBytes:
     """A decoded token's bytes on each side and its extra crossings with ``s``'s placement, at the depth a
     prediction takes decode at (the prompt and half the generated tokens past ``s.depth``)."""
-    ngl = effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
-    split = split_weights(facts, ngl, facts.tensor_bytes or None, s.placement(facts.n_layer))
-    return decode_bytes(facts, split, s.decode_depth, s.type_k, s.type_v or s.type_k, not s.no_kv_offload)
+    split, _, offload_kqv = placed_weights(facts, s, facts.tensor_bytes or None)
+    return decode_bytes(facts, split, s.decode_depth, s.type_k, s.type_v or s.type_k, offload_kqv)
 
 
 def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: ExpectedOf

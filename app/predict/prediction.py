@@ -354,6 +354,18 @@ def _prefill_tps(
     )
 
 
+def placed_weights(facts: ModelFacts, s: PredictSettings, tensor_bytes: Mapping[str, int] | None, *,
+                   host_only: bool = False) -> tuple[WeightSplit, Placement, bool]:
+    """(where ``s`` puts the weights, its -ncmoe/-ot placement, whether the KV cache sits with the offloaded
+    layers): the one reading of a placement that predictions and the crossing fit share. On a CPU (``host_only``)
+    everything stays in host memory whatever the flags say."""
+    if host_only:
+        return split_weights(facts, 0, tensor_bytes, Placement()), Placement(), True
+    placement = s.placement(facts.n_layer)
+    ngl = effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
+    return split_weights(facts, ngl, tensor_bytes, placement), placement, not s.no_kv_offload
+
+
 def capped_at_ceiling(expected: Expected | None, value: float | None, ceiling_tps: float, phase: str,
                       notes: list[str]) -> tuple[Expected | None, float | None]:
     """An expected figure never above its ceiling: where a fit says more, the figure is the ceiling and its source
@@ -435,10 +447,8 @@ def predict(
     type_k, type_v = s.type_k, s.type_v or s.type_k
     notes: list[str] = []
     is_cpu = profile.kind == "cpu"
-    ngl = 0 if is_cpu else effective_n_gpu_layers(s.n_gpu_layers, facts.n_layer)
-    placement = Placement() if is_cpu else s.placement(facts.n_layer)
-    offload_kqv = is_cpu or not s.no_kv_offload
-    split = split_weights(facts, ngl, tensor_bytes, placement)
+    split, placement, offload_kqv = placed_weights(facts, s, tensor_bytes, host_only=is_cpu)
+    ngl = split.n_gpu_layers
     if not split.exact:
         notes.append("weights split estimated from totals (no per-tensor byte map)")
         if facts.n_expert:
