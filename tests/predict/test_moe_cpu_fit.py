@@ -34,7 +34,7 @@ ROUNDS = 4
 EXTRA_ROUNDS = 2
 MIN_RUNS = 2
 #: Calibrations (each with its own measurements of the MoE): the band is a 90 % one, and between calibrations a
-#: fit here moved the MoE's expected figure 225-293 tok/s, so one trial in ten or so lands outside; two in a row
+#: fit here moved the MoE's expected figure 206-307 tok/s, so one trial in ten or so lands outside; two in a row
 #: say the band does not hold.
 TRIALS = 2
 
