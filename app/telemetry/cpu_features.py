@@ -11,6 +11,7 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.telemetry.cpu_identity import cpuinfo_path, read_cpuinfo
 from app.telemetry.host import machine_facts, usable_cpu_threads
 
 #: /proc/cpuinfo flags that change an int8 or float peak (x86 "flags", arm64 "Features").
@@ -19,7 +20,6 @@ PEAK_FLAGS = frozenset({
     "avx512_bf16", "avx512_fp16", "amx_int8", "amx_bf16", "amx_tile",  # x86
     "asimd", "asimddp", "asimdhp", "i8mm", "bf16", "sve", "sve2", "svei8mm",  # arm64
 })
-CPUINFO = Path("/proc/cpuinfo")
 SYS_CPU = Path("/sys/devices/system/cpu")
 
 
@@ -94,10 +94,12 @@ def clock_of(cpuinfo_text: str, sys_cpu: Path = SYS_CPU) -> tuple[float | None, 
     return None, "the OS states no clock"
 
 
-def read_cpu_features(cpuinfo: Path = CPUINFO, sys_cpu: Path = SYS_CPU,
+def read_cpu_features(cpuinfo: Path | None = None, sys_cpu: Path = SYS_CPU,
                       cores_physical: int | None = None) -> CpuFeatures:
-    """This CPU's features (on Linux; elsewhere no flags and no clock, so no peak is derived)."""
-    text = _read(cpuinfo) or ""
+    """This CPU's features (on Linux, or from a stand-in cpuinfo: app.telemetry.cpu_identity; elsewhere no flags and
+    no clock, so no peak is derived)."""
+    cpuinfo = cpuinfo or cpuinfo_path()
+    text = read_cpuinfo(cpuinfo) or ""
     if cores_physical is None:
         cores_physical = machine_facts().get("cpu_cores_physical")
     cores = min(cores_physical or usable_cpu_threads(), usable_cpu_threads())

@@ -14,14 +14,16 @@ from typing import Any
 
 import psutil
 
+from app.telemetry.cpu_identity import identity_overridden, read_cpuinfo
+
 HOST_SAMPLE_KEYS: tuple[str, ...] = ("rss_bytes", "cpu_pct", "sys_ram_used_bytes", "sys_ram_total_bytes")
 
 
-def _cpu_model_linux(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
-    """``model name`` from /proc/cpuinfo (x86); ARM kernels may give ``Hardware`` or ``Model`` instead."""
-    try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+def _cpu_model_linux(cpuinfo: Path | None = None) -> str | None:
+    """``model name`` from /proc/cpuinfo (x86; or its stand-in, app.telemetry.cpu_identity); ARM kernels may give
+    ``Hardware`` or ``Model`` instead."""
+    text = read_cpuinfo(cpuinfo)
+    if text is None:
         return None
     found: dict[str, str] = {}
     for line in text.splitlines():
@@ -56,7 +58,7 @@ def _cpu_model_windows() -> str | None:
 def cpu_model() -> str:
     """Human-readable CPU model name, with platform fallbacks; never empty."""
     model: str | None = None
-    if sys.platform.startswith("linux"):
+    if identity_overridden() or sys.platform.startswith("linux"):
         model = _cpu_model_linux()
     elif sys.platform == "darwin":
         model = _cpu_model_macos()

@@ -29,7 +29,8 @@ from pathlib import Path
 from app.atomic import write_text_atomic
 from app.bounded_read import read_bounded_text
 from app.paths import REPO_ROOT, data_dir
-from app.telemetry.cpu_features import CPUINFO, cpuinfo_flags
+from app.telemetry.cpu_features import cpuinfo_flags
+from app.telemetry.cpu_identity import cpuinfo_path, read_cpuinfo
 from app.telemetry.host import cpu_model
 from engines.ggml_devices import find_lib_dir
 
@@ -118,9 +119,9 @@ def _build_fingerprint(lib_dir: Path | None) -> str:
     return "|".join(parts)
 
 
-def machine_key(cpuinfo: Path = CPUINFO) -> tuple[str, str, str]:
+def machine_key(cpuinfo: Path | None = None) -> tuple[str, str, str]:
     """(key, CPU model, build) of this machine and llama.cpp build: the key is a short hash of all three facts."""
-    return _machine_key(str(cpuinfo), os.environ.get("LLAMA_CPP_LIB_PATH", ""),
+    return _machine_key(str(cpuinfo or cpuinfo_path()), os.environ.get("LLAMA_CPP_LIB_PATH", ""),
                         os.environ.get(TEST_DOUBLE_ENV, ""))
 
 
@@ -128,10 +129,7 @@ def machine_key(cpuinfo: Path = CPUINFO) -> tuple[str, str, str]:
 def _machine_key(cpuinfo_path: str, lib_path_env: str, test_double: str) -> tuple[str, str, str]:
     cpuinfo = Path(cpuinfo_path)
     model = cpu_model()
-    try:
-        flags = " ".join(cpuinfo_flags(cpuinfo.read_text(encoding="utf-8", errors="replace")))
-    except OSError:
-        flags = ""
+    flags = " ".join(cpuinfo_flags(read_cpuinfo(cpuinfo) or ""))
     lib_dir = Path(lib_path_env) if lib_path_env else find_lib_dir()
     build = _build_fingerprint(lib_dir)
     # a test double's verdict (app.worker.engines) is kept apart from the real engine's
