@@ -109,13 +109,24 @@ def weight_extra_buffers() -> list[str]:
     return out
 
 
-def device_buffers() -> dict[str, dict[str, float]]:
-    """Per device (see ``buffer_device``), the weights, KV cache and compute bytes llama.cpp logged since the clear."""
+def named_buffers() -> dict[str, dict[str, float]]:
+    """Per buffer (type) name as llama.cpp logs it ("CPU_Mapped", "CPU_REPACK", "AMX", "Vulkan0"...), the weights,
+    KV cache and compute bytes logged since the clear."""
     out: dict[str, dict[str, float]] = {}
     for _, msg in LINES:
         for m in _BUFFER_RE.finditer(msg):
-            per_kind = out.setdefault(buffer_device(m.group(1)), {"weights": 0.0, "kv": 0.0, "compute": 0.0})
+            per_kind = out.setdefault(m.group(1), {"weights": 0.0, "kv": 0.0, "compute": 0.0})
             per_kind[_BUFFER_KINDS[m.group(2)]] += float(m.group(3)) * 2**20
+    return out
+
+
+def device_buffers() -> dict[str, dict[str, float]]:
+    """Per device (see ``buffer_device``), the weights, KV cache and compute bytes llama.cpp logged since the clear."""
+    out: dict[str, dict[str, float]] = {}
+    for name, kinds in named_buffers().items():
+        per_kind = out.setdefault(buffer_device(name), {"weights": 0.0, "kv": 0.0, "compute": 0.0})
+        for kind, n in kinds.items():
+            per_kind[kind] += n
     return out
 
 

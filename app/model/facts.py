@@ -43,6 +43,9 @@ class ModelFacts:
     n_expert_used: int = 0
     extra: dict[str, object] = field(default_factory=dict)
     tensor_bytes: dict[str, int] = field(default_factory=dict, repr=False)  # tensor name -> bytes (not in JSON)
+    #: tensor name -> (ggml type name, dims as GGUF lists them: ne0, the row length, first); not in JSON. Which
+    #: weights llama.cpp repacks, and into how many bytes, follows from them (app.predict.repack_memory).
+    tensor_shapes: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict, repr=False)
 
     @property
     def bits_per_weight(self) -> float:
@@ -68,6 +71,7 @@ class ModelFacts:
         """The ``inspect --json`` document."""
         d = asdict(self)
         d.pop("tensor_bytes", None)
+        d.pop("tensor_shapes", None)
         d["tensor_types"] = {k: asdict(v) for k, v in self.tensor_types.items()}
         d["swa_layers"] = list(self.swa_layers)
         d["bits_per_weight"] = round(self.bits_per_weight, 4)

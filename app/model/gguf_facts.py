@@ -212,11 +212,13 @@ class _TensorTotals:
         self.weight_bytes = 0
         self.token_embd_shape: list[int] | None = None
         self.tensor_bytes: dict[str, int] = {}
+        self.tensor_shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
         data_end = scan.data_offset
         for t in scan.tensors:
             n_elements = int(t.n_elements)
             n_bytes = int(t.n_bytes)
             self.tensor_bytes[str(t.name)] = n_bytes
+            self.tensor_shapes[str(t.name)] = (t.tensor_type.name, tuple(int(d) for d in t.shape))
             self.n_params += n_elements
             self.weight_bytes += n_bytes
             stat = tensor_types.setdefault(t.tensor_type.name, [0, 0, 0])
@@ -325,6 +327,7 @@ def _facts_from_reader(p: str | Path, file_bytes: int, reader: Scan) -> ModelFac
         n_expert_used=n_expert_used,
         extra=extra,
         tensor_bytes=tensors.tensor_bytes,
+        tensor_shapes=tensors.tensor_shapes,
     )
 
 

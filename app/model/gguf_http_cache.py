@@ -31,6 +31,8 @@ def facts_from_dict(d: dict[str, object]) -> ModelFacts:
     values = dict(d)
     values["tensor_types"] = {k: TensorTypeStat(**v) for k, v in dict(values["tensor_types"]).items()}  # type: ignore
     values["swa_layers"] = tuple(values.get("swa_layers") or ())  # type: ignore[arg-type]
+    values["tensor_shapes"] = {str(k): (str(v[0]), tuple(int(d) for d in v[1]))  # type: ignore[index]
+                               for k, v in dict(values.get("tensor_shapes") or {}).items()}  # type: ignore[call-overload]
     return ModelFacts(**values)  # type: ignore[arg-type]
 
 

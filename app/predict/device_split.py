@@ -121,11 +121,14 @@ def device_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str,
                        weights.cpu_mapped_bytes)
 
 
-def host_only_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str, int] | None = None) -> DeviceSplit:
-    """A build without a GPU device (or -dev none): every buffer in host memory, one compute buffer for the graph."""
+def host_only_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str, int] | None = None,
+                    repacked_bytes: float = 0.0) -> DeviceSplit:
+    """A build without a GPU device (or -dev none): every buffer in host memory, one compute buffer for the graph;
+    ``repacked_bytes``, the copies weight repacking makes (app.predict.repack_memory), beside the mapped file."""
     kv = sum(kv_alloc_bytes_split(facts, 0, s.n_ctx, s.type_k, s.type_v, s.n_ubatch))
     compute = compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)
-    return DeviceSplit(0, 0.0, float(facts.weight_bytes), 0.0, kv, 0.0, compute, float(facts.weight_bytes))
+    weights = float(facts.weight_bytes) + repacked_bytes
+    return DeviceSplit(0, 0.0, weights, 0.0, kv, 0.0, compute, weights)
 
 
 def largest_ctx_on_gpu(facts: ModelFacts, limit_bytes: float, s: SplitSettings,

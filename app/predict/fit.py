@@ -76,14 +76,16 @@ class _Need:
 def _need(
     facts: ModelFacts, ngl: int, n_ctx: int, type_k: str, type_v: str | None, n_ubatch: int, flash_attn: bool,
     swa_full: bool, overhead_bytes: int, unified: bool, tensor_bytes: Mapping[str, int] | None,
-    placement: Placement | None = None, offload_kqv: bool = True,
+    placement: Placement | None = None, offload_kqv: bool = True, host_repacked_bytes: int = 0,
 ) -> _Need:
     """Memory one configuration needs on the device and on the host (``placement``: -ot/-ncmoe; ``offload_kqv``
-    false: the KV cache in host memory)."""
+    false: the KV cache in host memory; ``host_repacked_bytes``: the copies weight repacking adds in host memory,
+    app.predict.repack_memory)."""
     kv_layers = kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full)
     compute = round(compute_buffer_bytes_for(facts, n_ctx, n_ubatch, flash_attn))
     if unified:  # one pool holds everything; a tied embedding is mapped from the file once
-        return _Need(facts.weight_bytes, round(sum(kv_layers)), compute, overhead_bytes, 0, 0, 0)
+        return _Need(facts.weight_bytes + host_repacked_bytes, round(sum(kv_layers)), compute, overhead_bytes,
+                     0, 0, 0)
     split = split_weights(facts, ngl, tensor_bytes, placement)
     first = split.first_gpu_layer if offload_kqv else facts.n_layer
     on_gpu = split.n_gpu_layers > 0
@@ -91,7 +93,8 @@ def _need(
     return _Need(
         weights=split.gpu_bytes, kv=round(sum(kv_layers[first:])),
         compute=compute if on_gpu else 0, overhead=overhead_bytes if on_gpu else 0,
-        cpu_weights=split.cpu_bytes, cpu_kv=round(sum(kv_layers[:first])), cpu_compute=0 if all_on_gpu else compute,
+        cpu_weights=split.cpu_bytes + host_repacked_bytes, cpu_kv=round(sum(kv_layers[:first])),
+        cpu_compute=0 if all_on_gpu else compute,
     )
 
 
@@ -113,7 +116,7 @@ def fit_check(
     n_gpu_layers: int = 999, *, n_ubatch: int = DEFAULT_N_UBATCH, flash_attn: bool = False, swa_full: bool = False,
     overhead_bytes: int | None = None, unified: bool = False, usable_fraction: float | None = None,
     host_ram_bytes: int | None = None, tensor_bytes: Mapping[str, int] | None = None,
-    placement: Placement | None = None, offload_kqv: bool = True,
+    placement: Placement | None = None, offload_kqv: bool = True, host_repacked_bytes: int = 0,
 ) -> FitResult:
     """Does (model, n_ctx, cache types, n_gpu_layers) fit in ``profile_vram_bytes``?
 
@@ -131,7 +134,7 @@ def fit_check(
 
     def need(layers: int, ctx: int) -> _Need:
         return _need(facts, layers, ctx, type_k, type_v, n_ubatch, flash_attn, swa_full, overhead_bytes, unified,
-                     tensor_bytes, placement, offload_kqv)
+                     tensor_bytes, placement, offload_kqv, host_repacked_bytes)
 
     def ram_ok(n: _Need) -> bool:
         return host_ram_bytes is None or n.cpu <= host_ram_bytes

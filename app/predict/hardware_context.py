@@ -17,7 +17,6 @@ from app.predict.profiles import (
 )
 from app.telemetry.cpu_peaks import ComputeFigure
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
-from app.telemetry.repack_guard import remembered
 
 
 @dataclass(frozen=True)
@@ -72,10 +71,12 @@ def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> CpuProfile:
     state = {True: ", taken while busy", None: ", not load-checked"}.get(scan.probe.busy, "")
     compute = f"{peaks.int8.kind} (quantized weights), {peaks.fma.kind} (float)" if peaks else "f32 matmul probe"
     source = f"bandwidth probed {scan.probe.measured_at}{state}; compute: {compute}"
-    verdict = remembered()
+    verdict = scan.repack
     amx = peaks.amx if peaks is not None and verdict is not None and verdict.safe and verdict.amx_in_use(1) else None
-    return CpuProfile(**{f.name: getattr(base, f.name) for f in fields(base) if f.name != "source"}, source=source,
-                      int8=peaks.int8 if peaks else None, fma=peaks.fma if peaks else None, amx=amx)
+    profile = CpuProfile(**{f.name: getattr(base, f.name) for f in fields(base) if f.name != "source"},
+                         source=source, int8=peaks.int8 if peaks else None, fma=peaks.fma if peaks else None, amx=amx)
+    return replace(profile, repack_buffers=verdict.extra_buffers if verdict is not None else (),
+                   cpu_flags=scan.cpu_features.flags if scan.cpu_features is not None else ())
 
 
 def hardware_context(scan: MachineScan, gpu_query: str | None = None,

@@ -27,6 +27,7 @@ from app.predict.offload import Placement, WeightSplit, effective_n_gpu_layers, 
 from app.predict.prefill import matmul_params, prefill_ceiling_tps, prefill_compute_note, prefill_tflops
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, public_expected
+from app.predict.repack_memory import RepackedWeights, repacked_weights
 from app.predict.scenario import Scenario, scenario_time
 from app.predict.split_expected import device_fraction, split_decode_expected
 from app.telemetry.repack_guard import default_repack
@@ -240,6 +241,10 @@ class Prediction:
     decode_extra_crossings: int = 0  # device crossings per token beyond the input's first (decode.py)
     depth: int = 0  # tokens in the KV cache before the prompt (llama-bench -d)
     no_expected_decode: str = ""  # why there is no expected decode (the ceiling speaks), where a source said why
+    #: host memory weight repacking adds beside the mapped file (this machine's CPU, repack 1): llama.cpp's extra
+    #: buffer types' copies (app.predict.repack_memory); counted in cpu_weight_bytes, the fit and the host's buffers
+    repacked_weight_bytes: int = 0
+    repack: int = 1  # the weight repacking the prediction is for (llama-bench --repack: 1 on, 0 off)
 
     @property
     def decode_depth(self) -> float:
@@ -313,6 +318,7 @@ class Prediction:
             "decode_gpu_read_bytes": self.decode_gpu_read_bytes, "decode_host_read_bytes": self.decode_host_read_bytes,
             "decode_extra_crossings": self.decode_extra_crossings,
             "no_expected_decode": "" if self.expected_decode_tps else self.no_expected_decode,
+            "repacked_weight_bytes": self.repacked_weight_bytes, "repack": self.repack,
         }
 
 
@@ -352,6 +358,14 @@ def _prefill_tps(
         prefill_tflops(profile, facts.file_type, s.repack), matmul_params(facts, split, tensor_bytes), s.n_prompt,
         facts.n_layer, n_embd_attn, s.depth, n_swa, facts.swa_window,
     )
+
+
+def host_repacked(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings) -> RepackedWeights | None:
+    """What weight repacking adds in host memory for a run of ``s`` on this machine's CPU (None: repacking off, a
+    profile that is not this CPU, or a file read without its tensor table)."""
+    if profile.kind != "cpu" or s.repack != 1 or not profile.repack_buffers or not facts.tensor_shapes:
+        return None
+    return repacked_weights(facts.tensor_shapes, facts.tensor_bytes, profile.repack_buffers, profile.cpu_flags)
 
 
 def placed_weights(facts: ModelFacts, s: PredictSettings, tensor_bytes: Mapping[str, int] | None, *,
@@ -454,6 +468,10 @@ def predict(
         if facts.n_expert:
             notes.append("MoE: expert bytes estimated as 3 × n_embd × n_ff_expert × n_expert per layer")
     cpu_bw = _cpu_bandwidth(profile, split, cpu_bandwidth_gbps, notes, kv_on_host=not offload_kqv)
+    repacked = host_repacked(facts, profile, s)
+    repacked_bytes = repacked.total_bytes if repacked is not None else 0
+    if repacked is not None and (repacked_bytes or repacked.not_counted):
+        notes.append(f"weight repacking (--repack 1) adds host memory beside the mapped file: {repacked.describe()}")
 
     def decode_at(depth: float) -> float:
         return decode_ceiling_offload_tps(facts, split, depth, type_k, type_v, profile.peak_bandwidth_gbps, cpu_bw,
@@ -473,12 +491,12 @@ def predict(
     fit = fit_check(
         facts, profile.vram_bytes, s.n_ctx, type_k, type_v, ngl, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
         swa_full=s.swa_full, unified=profile.is_unified, usable_fraction=1.0 if is_cpu else None,
-        tensor_bytes=tensor_bytes, placement=placement, offload_kqv=offload_kqv,
+        tensor_bytes=tensor_bytes, placement=placement, offload_kqv=offload_kqv, host_repacked_bytes=repacked_bytes,
     )
     split_settings = SplitSettings(s.n_ctx, ngl, type_k, type_v, s.n_ubatch, s.flash_attn,
                                    n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,
                                    tensor_buft_overrides=s.tensor_buft_overrides if not is_cpu else "none")
-    memory = (host_only_split(facts, split_settings, tensor_bytes) if is_cpu
+    memory = (host_only_split(facts, split_settings, tensor_bytes, repacked_bytes) if is_cpu
               else device_split(facts, split_settings, tensor_bytes))
     exp_prefill = exp_decode = exp_scenario = None
     if efficiency is not None:
@@ -506,7 +524,7 @@ def predict(
         profile=profile.name, model=facts.name, kind=profile.kind, n_ctx=s.n_ctx, n_gpu_layers=ngl, type_k=type_k,
         type_v=type_v, n_prompt=s.n_prompt, n_gen=s.n_gen, weight_bytes=facts.weight_bytes,
         gpu_weight_bytes=0 if is_cpu else split.gpu_bytes,
-        cpu_weight_bytes=facts.weight_bytes if is_cpu else split.cpu_bytes,
+        cpu_weight_bytes=facts.weight_bytes + repacked_bytes if is_cpu else split.cpu_bytes,
         kv_bytes=round(kv_alloc_bytes(facts, s.n_ctx, type_k, type_v, s.n_ubatch, s.swa_full)),
         kv_bytes_per_token=facts.kv_bytes_per_token(type_k, type_v),
         compute_buffer_bytes=round(compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)),
@@ -519,5 +537,5 @@ def predict(
         n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,
         tensor_buft_overrides=split_settings.tensor_buft_overrides, decode_gpu_read_bytes=read.gpu_bytes,
         decode_host_read_bytes=read.host_bytes, decode_extra_crossings=read.extra_crossings, depth=s.depth,
-        no_expected_decode=no_expected_decode,
+        no_expected_decode=no_expected_decode, repacked_weight_bytes=repacked_bytes, repack=s.repack,
     )

@@ -98,6 +98,10 @@ class HardwareProfile:
     aliases: tuple[str, ...] = ()
     notes: str = ""
     path: str = ""  # file the profile came from; "" for constructed profiles
+    #: this machine's CPU only: the extra buffer types its llama.cpp repacks weights into (registry order, from the
+    #: repack guard's probe) and the CPU's feature flags, which decide the weights each takes (predict.repack_memory)
+    repack_buffers: tuple[str, ...] = ()
+    cpu_flags: tuple[str, ...] = ()
     architecture: str = ""  # pools GPUs for the public-measurement fit; "" unknown
     source_url: str = ""  # the page (or repository file at a commit) the figures were read from; "" none
 

@@ -16,6 +16,7 @@ from app.telemetry.cpu_features import CpuFeatures, read_cpu_features
 from app.telemetry.cpu_peaks import CpuPeaks, derive_peaks
 from app.telemetry.cpu_probe import CpuProbe, load_cached_probe, probe_cpu
 from app.telemetry.host import machine_facts
+from app.telemetry.repack_guard import RepackVerdict, ensure_verdict, remembered
 
 GIB = 2**30
 
@@ -41,6 +42,9 @@ class MachineScan:
     probe: CpuProbe | None = None
     probe_error: str | None = None
     cpu_features: CpuFeatures | None = None
+    #: the repack crash guard's verdict for this CPU and llama.cpp build (whether repacked weights run here, and
+    #: the CPU backend's extra buffer types); None when never checked
+    repack: RepackVerdict | None = None
 
     def cpu_peaks(self) -> CpuPeaks | None:
         """This CPU's int8 and FMA peaks (or measured rooflines), from its features and the probe; None unprobed."""
@@ -103,11 +107,22 @@ def _probe(mode: ProbeMode) -> tuple[CpuProbe | None, str | None]:
     return None, None
 
 
+def _repack_verdict(mode: ProbeMode) -> RepackVerdict | None:
+    """The repack guard's verdict: remembered, or (where the scan may measure) checked now, once per CPU and build."""
+    try:
+        return ensure_verdict()[0] if mode in (ProbeMode.RUN, ProbeMode.REFRESH) else remembered()
+    except Exception:  # noqa: BLE001 - no verdict is an answer: repacking as llama.cpp defaults, nothing counted
+        return None
+
+
 def scan_machine(probe: ProbeMode | str = ProbeMode.NONE) -> MachineScan:
-    """Look at this machine: host facts, NVIDIA GPUs and, as ``probe`` allows, the CPU probe. Never raises."""
-    cpu_probe, error = _probe(ProbeMode(probe))
+    """Look at this machine: host facts, NVIDIA GPUs and, as ``probe`` allows, the CPU probe and the repack
+    guard's check (each once per machine, then remembered). Never raises."""
+    mode = ProbeMode(probe)
+    cpu_probe, error = _probe(mode)
     try:
         features: CpuFeatures | None = read_cpu_features()
     except Exception:  # noqa: BLE001 - without features the probe's figure stands as a measured roofline
         features = None
-    return MachineScan(facts=machine_facts(), probe=cpu_probe, probe_error=error, cpu_features=features, **_gpus())
+    return MachineScan(facts=machine_facts(), probe=cpu_probe, probe_error=error, cpu_features=features,
+                       repack=_repack_verdict(mode), **_gpus())

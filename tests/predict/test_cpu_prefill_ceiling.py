@@ -111,23 +111,21 @@ def test_derived_peaks_keep_amx_apart_from_the_int8_figure() -> None:
     assert derive_peaks(CpuFeatures("x86_64", ("avx2", "fma", "ssse3"), 2, 3.0, "cpufreq max"), 100.0).amx is None
 
 
-def test_a_profile_counts_amx_only_where_the_guard_found_the_amx_buffer_safe(
-        isolated_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.telemetry import repack_guard
+def test_a_profile_counts_amx_only_where_the_guard_found_the_amx_buffer_safe() -> None:
+    from app.telemetry.repack_guard import RepackVerdict
 
     probe = CpuProbe(bandwidth_gbps=30.0, gflops_f32=190.2, n_threads=2, measured_at="recorded")
-    features = CpuFeatures("x86_64", ("amx_int8", "avx2", "avx512bw", "avx512f", "fma", "ssse3"), 2, 3.0,
-                           "cpufreq max")
+    flags = ("amx_int8", "avx2", "avx512bw", "avx512f", "fma", "ssse3")
+    features = CpuFeatures("x86_64", flags, 2, 3.0, "cpufreq max")
     scan = MachineScan(facts={"cpu_model": "Xeon", "ram_total_bytes": 16 * 2**30}, probe=probe, cpu_features=features)
-    path = isolated_data_dir / repack_guard.VERDICT_FILE
-    key = repack_guard.machine_key()[0]
     for safe, buffers, counted in ((True, ("AMX", "CPU_REPACK"), True), (False, ("AMX", "CPU_REPACK"), False),
                                    (True, ("CPU_REPACK",), False)):
-        path.unlink(missing_ok=True)
-        repack_guard._save(path, repack_guard.RepackVerdict(key=key, safe=safe, default_repack=int(safe),
-                                                            extra_buffers=buffers))
-        cpu = cpu_profile_of(scan)
+        verdict = RepackVerdict(key="k", safe=safe, default_repack=int(safe), extra_buffers=buffers)
+        cpu = cpu_profile_of(replace(scan, repack=verdict))
         assert (cpu.amx is not None) is counted, (safe, buffers)
+        # the weights its extra buffer types take are counted in its memory (app.predict.repack_memory)
+        assert cpu.repack_buffers == buffers and cpu.cpu_flags == flags
+    assert cpu_profile_of(scan).repack_buffers == ()  # never checked: nothing counted
 
 
 def test_a_fit_made_with_repacking_on_does_not_predict_repacked_types_with_it_off(smollm2_path: Path) -> None:
