@@ -38,7 +38,7 @@ _LLAMA = textwrap.dedent("""
     from engines.base import ContextConfig, LoadConfig
     from engines.llama_cpp_engine import LlamaCppEngine
     eng = LlamaCppEngine()
-    eng.load(LoadConfig(model_path=sys.argv[1]))
+    eng.load(LoadConfig(model_path=sys.argv[1], use_extra_bufts=sys.argv[4] == "1"))
     eng.new_context(ContextConfig(n_ctx=int(sys.argv[2]), type_k=sys.argv[3], type_v=sys.argv[3], n_threads=1))
     m = eng.memory_report()
     print(json.dumps([m.weights_bytes, m.kv_bytes, m.compute_bytes]))
@@ -85,11 +85,13 @@ def memory(model: Path, contexts: list[int], types: list[str]) -> list[str]:
              "| n_ctx | KV type | llama.cpp MiB (model+KV+compute) | choose MiB | ratio |", "|---:|---|---:|---:|---:|"]
     for n_ctx in contexts:
         for t in types:
-            out = subprocess.run([sys.executable, "-c", _LLAMA, str(model), str(n_ctx), t], capture_output=True,
-                                 text=True, timeout=300, cwd=Path(__file__).resolve().parents[1], check=True)
-            logged = sum(json.loads(out.stdout.strip().splitlines()[-1]))
-            # choose's sizing of this configuration (flash attention on, as it predicts every configuration)
+            # choose's sizing of this configuration (flash attention on, as it predicts every configuration), with
+            # this machine's repacking (off where the repack guard found it crashes llama.cpp here), as llama.cpp's
             settings = PredictSettings(n_ctx=n_ctx, n_gpu_layers=0, type_k=t, type_v=t, flash_attn=True)
+            out = subprocess.run([sys.executable, "-c", _LLAMA, str(model), str(n_ctx), t, str(settings.repack)],
+                                 capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1],
+                                 check=True)
+            logged = sum(json.loads(out.stdout.strip().splitlines()[-1]))
             c_bytes = predict(facts, cpu, settings, tensor_bytes=facts.tensor_bytes).fit.needed_bytes
             lines.append(f"| {n_ctx} | {t} | {logged / MIB:,.1f} | {c_bytes / MIB:,.1f} | {c_bytes / logged:.3f} |")
     return lines

@@ -30,6 +30,7 @@ from app.paths import default_model_path  # noqa: E402
 from app.run.params import parse_flash_attn  # noqa: E402
 from app.run.plan import TestSpec  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
+from app.telemetry.repack_guard import ensure_verdict  # noqa: E402
 
 
 def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: int,
@@ -87,8 +88,12 @@ _WINDOW = None
 
 def llama_bench(binary: str, model: str, threads: int, depth: int, reps: int, n_prompt: int,
                 n_gen: int, fa: str = "default", ngl: int = 0) -> dict[str, float]:
+    # our side runs with this machine's repacking (--repack auto): llama-bench gets the same, so the two compare the
+    # same kernels and neither crashes where the repack guard found repacked weights crash llama.cpp (AMX, #20824)
+    repack = ensure_verdict()[0].default_repack
     cmd = [binary, "-m", model, "-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-t", str(threads),
-           "-r", str(reps), "-ngl", str(ngl), "-o", "json"] + ([] if fa == "default" else ["-fa", fa])
+           "-r", str(reps), "-ngl", str(ngl), "--repack", str(repack), "-o", "json"] + (
+               [] if fa == "default" else ["-fa", fa])
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rows = json.loads(proc.stdout)
     out: dict[str, float] = {}

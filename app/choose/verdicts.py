@@ -109,6 +109,9 @@ class FileChoice:
     placement: str = ""  # the configuration in words: "all 31 layers on the GPU", "experts of 12 layers on the CPU"
     requantized_from: str = ""  # the quantized type this file was made from (its header's lineage), "" if none
     placements: tuple[str, ...] = field(default_factory=tuple)  # every configuration tried, one line each
+    #: llama.cpp's weight repacking the figures and the command are for: 0 on a machine whose repack crash guard found
+    #: repacked weights crash llama.cpp (app.telemetry.repack_guard), so the command says --no-repack
+    repack: int = 1
 
     @property
     def usable(self) -> bool:
@@ -363,6 +366,7 @@ def evaluate_file(
         decode_tps=decode, ttft_ms=ttft, measured=m, quality=quality, notes=pred.notes, n_cpu_moe=ncmoe,
         decode_empty_tps=empty, decode_depth=int(pred.decode_depth), placement=chosen.words if chosen else "",
         requantized_from=requantized_from, placements=tuple(_config_line(c) for c in sorted(configs, key=rank)),
+        repack=pred.repack,
     )
 
 
@@ -409,7 +413,9 @@ def llama_server_command(c: FileChoice, n_ctx: int) -> str:
     """The ready-to-run llama-server command line for a choice, its placement included."""
     model = f"-mu {shlex.quote(c.source)}" if "://" in c.source else f"-m {shlex.quote(c.source)}"
     moe = f" -ncmoe {c.n_cpu_moe}" if c.n_cpu_moe else ""
-    return f"llama-server {model} -ngl {c.n_gpu_layers}{moe} -c {n_ctx} -ctk {c.type_k} -ctv {c.type_k} -fa on"
+    no_repack = " --no-repack" if c.repack == 0 else ""  # llama-server's flag (common/arg.cpp: -nr, --no-repack)
+    return (f"llama-server {model} -ngl {c.n_gpu_layers}{moe} -c {n_ctx} -ctk {c.type_k} -ctv {c.type_k} -fa on"
+            f"{no_repack}")
 
 
 def why_not(c: FileChoice, choices: Sequence[FileChoice], min_decode_tps: float | None,

@@ -20,7 +20,10 @@ import pytest
 from app.results.store import ResultStore
 from tests.cli_helpers import gguf_bench
 
+pytestmark = pytest.mark.cpu_identity  # reads this CPU (tests/test_other_cpu.py runs it as the other kind)
+
 START_TIMEOUT_S = 90
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
@@ -41,13 +44,21 @@ def _answers(port: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def llama_server(smollm2_path: Path, repack_verdict_file: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama-cpp-python's server on SmolLM2, with this machine's repacking: off where the repack crash guard found
+    that repacked weights crash llama.cpp here (as the chooser's llama-server command says --no-repack there)."""
+    from app.telemetry.repack_guard import remembered
+
+    verdict = remembered(repack_verdict_file)
+    assert verdict is not None, "the session's repack verdict is not this machine's"
     port = _free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path), "--host", "127.0.0.1",
+    cmd = [sys.executable, "-m", "tests.remote.llama_server_launcher", "--repack", str(verdict.default_repack),
+           "--model", str(smollm2_path), "--host", "127.0.0.1",
            "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--interrupt_requests", "False"]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not _answers(port):

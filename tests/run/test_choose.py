@@ -116,25 +116,84 @@ _LLAMA_ALLOCATES = textwrap.dedent("""
     import json, sys
     from engines.base import ContextConfig, LoadConfig
     from engines.llama_cpp_engine import LlamaCppEngine
+    from engines.llama_log import named_buffers
     eng = LlamaCppEngine()
-    eng.load(LoadConfig(model_path=sys.argv[1]))
-    eng.new_context(ContextConfig(n_ctx=8192, n_threads=1))  # llama-server's defaults: ubatch 512, -fa auto
+    eng.load(LoadConfig(model_path=sys.argv[1], use_extra_bufts=sys.argv[3] == "1"))
+    by_name = named_buffers()  # the model's buffers, by buffer type (CPU_Mapped, CPU_REPACK, AMX...)
+    eng.new_context(ContextConfig(n_ctx=int(sys.argv[2]), n_threads=1))  # llama-server's defaults: ubatch 512, -fa auto
     mem = eng.memory_report()
-    print(json.dumps({"weights": mem.weights_bytes, "kv": mem.kv_bytes, "compute": mem.compute_bytes}))
+    print(json.dumps({"weights": mem.weights_bytes, "kv": mem.kv_bytes, "compute": mem.compute_bytes,
+                      "weights_by_buffer": {k: v["weights"] for k, v in by_name.items()}}))
     eng.close()
 """)
 
 
+def llama_allocates(model: Path, n_ctx: int, repack: int) -> dict:
+    """What llama.cpp allocates for ``model`` at ``n_ctx`` in a child process (model, KV and compute bytes, and the
+    weights per buffer type), with weight repacking ``repack``."""
+    done = subprocess.run([sys.executable, "-c", _LLAMA_ALLOCATES, str(model), str(n_ctx), str(repack)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.cpu_identity
 def test_memory_at_8k_within_5_percent_of_llama_cpp(smollm2_path: Path) -> None:
-    """llama.cpp loads SmolLM2 at n_ctx 8192 in a child process; the buffers it logs (model + KV + compute) are
-    compared with choose's figure for this machine (the CPU: no GPU allowance)."""
-    model = smollm2_path
-    done = subprocess.run([sys.executable, "-c", _LLAMA_ALLOCATES, str(model)], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, check=True)
-    logged = json.loads(done.stdout.strip().splitlines()[-1])
+    """llama.cpp loads SmolLM2 at n_ctx 8192 in a child process with this machine's repacking (what the chooser's
+    llama-server command runs: --no-repack where the repack guard found it crashes here); the buffers it logs
+    (model + KV + compute) are compared with choose's figure for this machine (the CPU: no GPU allowance)."""
+    from app.telemetry.repack_guard import default_repack
+
+    choice = run_choose(ChooseRequest(sources=(str(smollm2_path),), hw=None, n_ctx=8192)).choices[0]
+    assert choice.repack == default_repack()
+    logged = llama_allocates(smollm2_path, 8192, choice.repack)
     assert logged["kv"] == 180 * 2**20  # 8192 cells × 30 layers × 3 KV heads × 64 × 2 × f16
     llama_total = logged["weights"] + logged["kv"] + logged["compute"]
-    choice = run_choose(ChooseRequest(sources=(str(model),), hw=None, n_ctx=8192)).choices[0]
     assert choice.overhead_bytes == 0
     assert choice.memory_bytes == pytest.approx(llama_total, rel=0.05)
     assert choice.kv_bytes == logged["kv"]
+
+
+def test_memory_with_repacking_on_within_5_percent_of_llama_cpp(smollm2_path: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #45: with repacking on, llama.cpp copies the weights its CPU extra buffer types take (AMX on a Xeon
+    with AMX, CPU_REPACK elsewhere) beside the mapped file. ``predict --repack 1`` for this machine's CPU must count
+    those copies: per extra buffer and in all, within 5 % of what llama.cpp allocates. A Q4_0 file (repacked on
+    x86 with AVX2, on ARM with dot products, and by AMX) and SmolLM2's Q4_1 (AMX only; nothing elsewhere). Not run
+    under a stand-in CPU identity: llama.cpp allocates for the real CPU."""
+    from tests.cli_helpers import main_json
+
+    assert main(["quantize", "-m", str(smollm2_path), "--types", "q4_0", "--allow-requantize",
+                 "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    q4_0 = next(tmp_path.glob("*Q4_0.gguf"))
+    for model in (q4_0, smollm2_path):
+        logged = llama_allocates(model, 2048, 1)
+        extra_logged = sum(v for k, v in logged["weights_by_buffer"].items() if k not in ("CPU", "CPU_Mapped"))
+        doc = main_json("predict", ["-m", str(model), "--ctx", "2048", "--repack", "1", "-ngl", "0"], capsys)
+        if model == q4_0:
+            assert extra_logged > 0.3 * logged["weights"], logged  # most of it is repacked wherever it runs
+        assert doc["repacked_weight_bytes"] == pytest.approx(extra_logged, rel=0.05, abs=0.5 * 2**20), logged
+        host = doc["memory_per_device"]["host"]
+        assert host["weights_bytes"] == pytest.approx(logged["weights"], rel=0.05)
+        total = host["weights_bytes"] + host["kv_bytes"] + host["compute_bytes"]
+        assert total == pytest.approx(logged["weights"] + logged["kv"] + logged["compute"], rel=0.05)
+
+
+@pytest.mark.cpu_identity
+def test_choose_says_no_repack_where_the_guard_found_repacking_crashes(smollm2_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #45: on a CPU where repacked weights crash llama.cpp (AMX, llama.cpp #20824; here the crash double,
+    GGUF_WORKBENCH_TEST_DOUBLE=amx-crash, which dies where AMX does), the command the chooser prints carries
+    --no-repack, and its memory is for repacking off; where repacking is safe the command leaves it out."""
+    from app.telemetry import repack_guard
+
+    monkeypatch.setenv(repack_guard.TEST_DOUBLE_ENV, "amx-crash")
+    verdict, _ = repack_guard.ensure_verdict()
+    assert verdict.safe is False and verdict.default_repack == 0, verdict.detail
+    report = run_choose(ChooseRequest(sources=(str(smollm2_path),), hw=None, n_ctx=4096))
+    assert report.recommendation.command.endswith(" -fa on --no-repack"), report.recommendation.command
+    assert report.choices[0].repack == 0
+    monkeypatch.delenv(repack_guard.TEST_DOUBLE_ENV)
+    if repack_guard.ensure_verdict()[0].default_repack == 1:  # this machine's own llama.cpp repacks safely
+        command = run_choose(ChooseRequest(sources=(str(smollm2_path),), hw=None, n_ctx=4096)).recommendation.command
+        assert "--no-repack" not in command
