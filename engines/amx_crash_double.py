@@ -26,6 +26,9 @@ SIMULATED_BUFFER = "AMX"
 class AmxCrashDouble(LlamaCppEngine):
     """The llama.cpp engine, crashing as AMX's repacked matmul does (see the module docstring)."""
 
+    #: the extra buffer types this double says ggml's CPU backend offers (AMX first, as ggml-cpu.cpp registers it)
+    simulated_extra_buffers: tuple[str, ...] = (SIMULATED_BUFFER,)
+
     def __init__(self, log_path: str | None = None) -> None:
         super().__init__(log_path)
         self._repacked = False

@@ -54,15 +54,17 @@ def probe(n_threads: int = 0, say: Callable[[dict[str, object]], None] | None = 
     from engines.ggml_devices import query_registry
 
     say = say or (lambda _facts: None)
+    engine = new_llama_engine()
     try:
         extra = query_registry().cpu_extra_buffers
     except (OSError, AttributeError):
         extra = []
+    simulated = list(getattr(engine, "simulated_extra_buffers", ()))  # a test double's, first as the registry's
+    extra = [*simulated, *(b for b in extra if b not in simulated)]
     say({"extra_buffers": extra})
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gguf-repack-probe-") as tmp:
         model = write_probe_model(Path(tmp) / "probe-q4_0.gguf")
-        engine = new_llama_engine()
         loaded = engine.load(LoadConfig(model_path=str(model), n_gpu_layers=0, use_extra_bufts=True))
         say({"used_buffers": list(loaded.extra_buffers)})
         engine.new_context(ContextConfig(n_ctx=128, n_batch=PROBE_PROMPT, n_ubatch=PROBE_PROMPT, n_threads=n_threads))

@@ -17,6 +17,26 @@ import app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard before an
 
 DATA = Path(__file__).resolve().parent / "data"
 RECORDED = DATA / "smollm2_small_sweep.jsonl"
+#: The CPU the recorded sweep ran on (its rows' ``cpu_info``; ``hw_profile`` is "CPU: " and this).
+RECORDED_CPU = "AMD EPYC"
+
+
+def recorded_on_this_cpu() -> list:
+    """The recorded sweep as if it ran on this machine's CPU: its rows' ``cpu_info`` and CPU ``hw_profile`` say this
+    CPU's name (app.telemetry.host.cpu_model, a stand-in's where GGUF_WORKBENCH_CPUINFO names one). For tests that
+    mean "rows measured here": on any other CPU than the recording's they would be another machine's rows."""
+    from dataclasses import replace
+
+    from app.gui.bridge import read_event_stream
+    from app.telemetry.host import cpu_model
+
+    here = cpu_model()
+    mapping = {"cpu_info": {RECORDED_CPU: here}, "hw_profile": {f"CPU: {RECORDED_CPU}": f"CPU: {here}"}}
+
+    def moved(row: dict) -> dict:
+        return {k: mapping.get(k, {}).get(v, v) if isinstance(v, str) else v for k, v in row.items()}
+
+    return [replace(e, row=moved(e.row)) if getattr(e, "row", None) else e for e in read_event_stream(RECORDED)]
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.gui.conftest import wait_for
 
@@ -45,17 +46,17 @@ def test_without_a_fit_the_inspector_says_ceilings_only(window, smollm2_path: Pa
     assert w.predictor.expectations.machine_fit is None and "not calibrated" in w.predictor.expectations.note
 
 
+@pytest.mark.cpu_identity
 def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
     """A CPU row names its hardware "CPU: <model>", not the window's "This CPU": the calibration fit still applies
     when its ``cpu_info`` is this machine's. The fit here is a stand-in with known figures (a test double for a
     saved calibration, which takes minutes to make)."""
-    from app.gui.bridge import read_event_stream
     from app.gui.expectations import Expectations
     from app.predict.expected_sources import ExpectedSources
     from app.predict.fitted_model import Expected
-    from tests.gui.conftest import RECORDED
+    from tests.gui.conftest import recorded_on_this_cpu
 
-    events = read_event_stream(RECORDED)
+    events = recorded_on_this_cpu()
     cpu = next(e.row["cpu_info"] for e in events if e.type == "test_finished")
     known = {"decode": Expected(50.0, 40.0, 60.0, "stand-in fit"), "prefill": Expected(400.0, 300.0, 500.0, "stand-in")}
 
@@ -89,14 +90,14 @@ def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
     assert len(w.plots.data_of("dec", "exp", 0, "mid")[1]) == 0  # another machine's rows: no fit of ours applies
 
 
+@pytest.mark.cpu_identity
 def test_this_cpu_is_never_its_own_what_if(window) -> None:
     """A CPU row records the compute figure of its weight type (the int8 dot peak for quantized weights), not the
     FMA figure of the window's "This CPU" profile: the same CPU all the same, so no what-if line."""
     from dataclasses import replace
 
-    from app.gui.bridge import read_event_stream
     from app.predict.prefill import prefill_tflops
-    from tests.gui.conftest import RECORDED
+    from tests.gui.conftest import recorded_on_this_cpu
 
     w = window
     cpu = w.predictor.machine_cpu
@@ -105,7 +106,7 @@ def test_this_cpu_is_never_its_own_what_if(window) -> None:
     # and FP16, more with AMX tiles; never assume one ISA's ratio
     rows = {"pred_bandwidth_gbps": cpu.peak_bandwidth_gbps, "pred_tflops": prefill_tflops(cpu, "Q4_1")}
     events = [replace(e, row=dict(e.row, **rows)) if e.type == "test_finished" else e
-              for e in read_event_stream(RECORDED)]
+              for e in recorded_on_this_cpu()]
     w.replay(events, "recorded")
 
     def drawn() -> bool:

@@ -3,11 +3,14 @@ that moved between sessions (19.4 → 17.2 GB/s) never shows the same CPU twice 
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtGui import QAction
 
 from app.gui.expectations import Expectations
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import cpu_profile
+
+pytestmark = pytest.mark.cpu_identity  # reads this CPU (tests/test_other_cpu.py runs it as the other kind)
 
 GIB = 2**30
 

@@ -21,7 +21,8 @@ from app.run.plan import SweepSpec, TestSpec, count_loads, load_sweep_preset
 from app.telemetry import repack_guard
 from tests.cli_helpers import gguf_bench
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="the crash is a POSIX signal")
+pytestmark = [pytest.mark.skipif(os.name != "posix", reason="the crash is a POSIX signal"),
+              pytest.mark.cpu_identity]
 
 DOUBLE = {"GGUF_WORKBENCH_TEST_DOUBLE": "amx-crash"}
 
