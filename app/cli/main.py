@@ -1,4 +1,4 @@
-"""``gguf-bench``: inspect GGUF files, run phase-accurate sweeps, predict, list and export past runs.
+"""``gguf-bench``: inspect GGUF files, run phase-accurate sweeps, predict, list, compare and export past runs.
 
 Progress goes to stderr, results to stdout or ``--out``. User errors print one line and exit 2.
 """
@@ -11,6 +11,7 @@ import sys
 from app.cli.arg_types import count
 from app.cli.calibrate_cmd import add_calibrate_parser
 from app.cli.choose_cmd import add_choose_parser
+from app.cli.compare_cmd import add_compare_parser
 from app.cli.doctor_cmd import add_doctor_parser
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
 from app.cli.import_cmd import add_import_parser
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", choices=export.FORMATS, default="csv", help=OUTPUT_HELP)
     p.add_argument("--out")
     p.set_defaults(func=cmd_export)
+    add_compare_parser(sub)
 
     p = sub.add_parser("hw", help="this machine: CPU, RAM, probed bandwidth, NVIDIA GPUs")
     p.add_argument("--json", action="store_true")

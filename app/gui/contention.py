@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app.gui.live import LiveRun
+from app.run.live import LiveRun
 
 OTHER_CORES_WARN = 0.7  # runnable threads beyond the benchmark's own, on average over the last minute
 OTHER_VRAM_WARN_BYTES = 512 * 1024**2

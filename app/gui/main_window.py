@@ -34,7 +34,6 @@ from app.gui.calibrate_action import CalibrateAction
 from app.gui.chooser_view import ChooserView
 from app.gui.expectations import load_expectations
 from app.gui.hardware_profiles import HardwareProfiles
-from app.gui.live import LiveRun
 from app.gui.model_details import ModelDetails
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.panels.library import LibraryPanel
@@ -55,6 +54,7 @@ from app.gui.window_state import restore_window_state, save_window_state
 from app.model import library as ml
 from app.paths import default_model_path
 from app.run.events import Event
+from app.run.live import LiveRun
 from app.run.plan import TestSpec
 
 PROBE_WAIT_S = 30.0

@@ -1,54 +1,11 @@
-"""Work around a PySide6 6.12 refcount bug on Python 3.11: some Qt calls return a singleton without a new reference.
+"""Where Qt and Python's memory management meet: the cyclic garbage collector runs on the GUI thread only, and
+the heap is settled where a pause is not seen.
 
-Every void method (``QPainter.setPen``, ``QLabel.setText``...) returns ``None``, and ``Signal.emit`` returns
-``True``, without taking a reference. On Python 3.11 those objects are not yet immortal (PEP 683 made them so in
-3.12) and start with a few thousand references, so a PySide6 window aborts with "Fatal Python error: none_dealloc"
-(or bool_dealloc) after a few seconds of painting. The guard measures the leak once and, only when it is there,
-gives the singletons that 3.12 makes immortal a practically endless reference count. No effect on Python ≥ 3.12
-or on a fixed PySide6.
+(PySide6 6.12.0 dropped references to None/True on Python 3.11 and aborted the process; pyproject.toml excludes
+that version, so nothing here works around it.)
 """
 
 from __future__ import annotations
-
-import ctypes
-import sys
-
-_HEADROOM = 1 << 40
-_applied = False
-
-
-def singleton_leak_per_call(samples: int = 64) -> float:
-    """References lost per call by ``None`` (void method) or ``True`` (signal emit); 0 on a healthy build."""
-    from PySide6.QtCore import QObject, QPoint
-
-    point = QPoint()
-    obj = QObject()
-    before = sys.getrefcount(None), sys.getrefcount(True)
-    for _ in range(samples):
-        point.setX(1)
-        obj.objectNameChanged.emit("x")
-    after = sys.getrefcount(None), sys.getrefcount(True)
-    return max(before[0] - after[0], before[1] - after[1]) / samples
-
-
-def _immortal_like() -> list[object]:
-    return [None, True, False, NotImplemented, Ellipsis, (), "", *range(-5, 257)]
-
-
-def guard_none_refcount() -> bool:
-    """Apply the workaround when needed; True when it was applied (now or earlier)."""
-    global _applied
-    if _applied:
-        return True
-    if sys.version_info >= (3, 12):  # these singletons are immortal there
-        return False
-    if singleton_leak_per_call() < 0.5:
-        return False
-    for obj in _immortal_like():
-        ctypes.c_ssize_t.from_address(id(obj)).value += _HEADROOM
-    _applied = True
-    return True
-
 
 _gc_timer: object | None = None
 

@@ -13,11 +13,11 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.gui.bridge import read_event_stream
-from app.gui.live import LiveRun
 from app.gui.predictions import PredictionService
 from app.gui.sweep_controller import SweepController
 from app.results.store import ResultStore, StoreError
 from app.run.events import Event
+from app.run.live import LiveRun
 
 #: Why a recording cannot be read: missing or unreadable file, bad gzip, a line that is not an event.
 READ_ERRORS = (OSError, EOFError, ValueError, TypeError)

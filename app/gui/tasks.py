@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -18,14 +19,17 @@ def wait_for_background_work(timeout_s: float = 30.0) -> bool:
     """Cancel queued tasks and wait (bounded) for running ones: call before the process exits.
 
     A task still running when the interpreter shuts down (the CPU probe's numpy threads, a GGUF read) can
-    crash the process at exit. True when every pool thread has ended.
+    crash the process at exit. Each pool's ``shutdown(wait=True)`` runs on a thread of its own, so that the wait
+    for it has a bound. True when every pool has shut down (its threads ended).
     """
     deadline = time.monotonic() + timeout_s
-    for pool in list(_POOLS):
-        pool.shutdown(wait=False, cancel_futures=True)
-        for thread in list(getattr(pool, "_threads", ())):
-            thread.join(max(0.0, deadline - time.monotonic()))
-    return all(not t.is_alive() for pool in list(_POOLS) for t in getattr(pool, "_threads", ()))
+    waiters = [threading.Thread(target=pool.shutdown, kwargs={"wait": True, "cancel_futures": True},
+                                name="gui-task-shutdown", daemon=True) for pool in list(_POOLS)]
+    for w in waiters:
+        w.start()
+    for w in waiters:
+        w.join(max(0.0, deadline - time.monotonic()))
+    return all(not w.is_alive() for w in waiters)
 
 
 class Tasks(QObject):

@@ -18,6 +18,16 @@ def format_bytes(n_bytes: float) -> str:
     return f"{size} ({int(round(n_bytes)):,} bytes)"
 
 
+def short_bytes(n_bytes: float | None) -> str:
+    """A size in a few characters: ``1.50 GiB``, ``92 MiB``, ``3 KiB``, ``512 B``; "" for none or zero."""
+    if not n_bytes:
+        return ""
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.2f} {unit}" if unit == "GiB" else f"{n_bytes / scale:.0f} {unit}"
+    return f"{int(n_bytes)} B"
+
+
 def format_params(n_params: int) -> str:
     """Parameters in millions below 1e9, else billions."""
     return f"{n_params / 1e9:.2f} B" if n_params >= 1e9 else f"{n_params / 1e6:.2f} M"

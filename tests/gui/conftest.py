@@ -13,8 +13,6 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-import app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard before any Qt call
-
 DATA = Path(__file__).resolve().parent / "data"
 RECORDED = DATA / "smollm2_small_sweep.jsonl"
 #: The CPU the recorded sweep ran on (its rows' ``cpu_info``; ``hw_profile`` is "CPU: " and this).
@@ -82,7 +80,7 @@ def wait_for(predicate, timeout_s: float = 30.0) -> None:  # noqa: ANN001
 def run() -> object:
     """The recorded sweep (RECORDED) as a finished LiveRun: what the plot tests draw, no model needed."""
     from app.gui.bridge import read_event_stream
-    from app.gui.live import LiveRun
+    from app.run.live import LiveRun
 
     s = LiveRun("recorded")
     s.extend(read_event_stream(RECORDED))

@@ -16,11 +16,11 @@ import pytest
 
 from app.gui.bridge import read_event_stream
 from app.gui.contention import ContentionWatch
-from app.gui.live import LiveRun
 from app.gui.results_model import UNSTABLE_BADGE
 from app.results import export
 from app.results.store import ResultStore
 from app.run.events import TelemetrySample
+from app.run.live import LiveRun
 from tests.gui.conftest import RECORDED, wait_for
 
 EVENTS = read_event_stream(RECORDED)

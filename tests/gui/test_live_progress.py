@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.gui.live import DECODE_TOKEN_COST, LiveRun
 from app.gui.sweep_controller import _duration
 from app.run.events import TestFinished
+from app.run.live import DECODE_TOKEN_COST, LiveRun
 
 
 def _tests() -> list[dict]:

@@ -13,7 +13,6 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
 from app.gui.bridge import read_event_stream
-from app.gui.live import LiveRun
 from app.gui.plots import LivePlots
 from app.gui.plots.decode import mean_pos
 from app.gui.plots.interaction import number
@@ -24,6 +23,7 @@ from app.gui.predictions import PredictionService
 from app.gui.results_model import TEST_INDEX_ROLE
 from app.gui.settings import Settings
 from app.predict.profiles import cpu_profile
+from app.run.live import LiveRun
 from tests.gui.conftest import RECORDED
 
 EVENTS = read_event_stream(RECORDED)

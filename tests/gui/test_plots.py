@@ -1,5 +1,5 @@
 """The plot classes, each drawn from a recorded LiveRun (data/smollm2_small_sweep.jsonl, no model needed) beside
-its predictions; LivePlots' one-plot-per-tick redraw policy; the compare view's one series per entry."""
+its predictions; LivePlots drawing what changed at each refresh; the compare view's one series per entry."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 from app.gui.bridge import read_event_stream
 from app.gui.compare import CompareWindow
-from app.gui.live import LiveRun
 from app.gui.plots import LivePlots
 from app.gui.plots.decode import DecodePlot, mean_pos
 from app.gui.plots.items import show_curve
@@ -27,6 +26,7 @@ from app.gui.predictions import PredictionService
 from app.model.gguf_facts import read_model_facts
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.results.store import ResultStore
+from app.run.live import LiveRun
 from tests.gui.conftest import RECORDED
 
 EVENTS = read_event_stream(RECORDED)
@@ -71,6 +71,7 @@ def _n_ticks() -> int:
     return sum(1 for e in EVENTS if e.type == "token_tick" and e.rep >= 0) - 4 * 2
 
 
+@pytest.mark.heavy  # the real model
 def test_ttft_plot_shows_measured_means_and_one_prediction_per_depth(panels, view: PlotView, run: LiveRun) -> None:
     p = panels["ttft"]
     p.draw(view)
@@ -91,6 +92,7 @@ def test_ttft_plot_shows_measured_means_and_one_prediction_per_depth(panels, vie
     assert what_if[-1] > p.data_of("ttft", "pred", 0, 0)[1][-1]  # the chosen 20 GB/s, 200 GFLOPS CPU is slower
 
 
+@pytest.mark.heavy  # the real model
 def test_the_prediction_beside_a_measurement_is_for_the_hardware_it_ran_on(panels, run: LiveRun,
                                                                           predictor: PredictionService) -> None:
     """Issue #12 point 1: with the inspector on a laptop GPU, the dashed prediction beside CPU measurements is
@@ -111,6 +113,7 @@ def test_the_prediction_beside_a_measurement_is_for_the_hardware_it_ran_on(panel
     assert f"what-if ({what_if.name})" in _labels(p)
 
 
+@pytest.mark.heavy  # the real model
 def test_no_what_if_when_the_chosen_profile_is_the_hardware_measured(panels, run: LiveRun,
                                                                      predictor: PredictionService) -> None:
     row = run.ok_rows()[0]
@@ -123,6 +126,7 @@ def test_no_what_if_when_the_chosen_profile_is_the_hardware_measured(panels, run
     assert len(p.data_of("dec", "whatif", 0)[0]) == 0
 
 
+@pytest.mark.heavy  # the real model
 def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, run: LiveRun) -> None:
     p = panels["dec"]
     p.draw(view)
@@ -140,6 +144,7 @@ def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, 
     assert np.isfinite(wy).all() and wy[0] < cy[0]  # 20 GB/s chosen vs the 33 GB/s the run was measured on
 
 
+@pytest.mark.heavy  # the real model
 def test_a_redraw_leaves_a_predicted_curve_it_already_shows_alone(panels, view: PlotView) -> None:
     p = panels["dec"]
     p.draw(view)
@@ -157,6 +162,7 @@ def test_a_redraw_leaves_a_predicted_curve_it_already_shows_alone(panels, view: 
     assert calls == [1, 1] and len(p.data_of("dec", "pred", 0)[0]) == 0
 
 
+@pytest.mark.heavy  # the real model
 def test_kv_plot_shows_predicted_memory_measured_points_and_the_ram_line(panels, view: PlotView) -> None:
     p = panels["kv"]
     p.draw(view)
@@ -172,6 +178,7 @@ def test_kv_plot_shows_predicted_memory_measured_points_and_the_ram_line(panels,
     assert "RAM 16 GiB (test CPU)" in p._limit.label.format
 
 
+@pytest.mark.heavy  # the real model
 def test_telemetry_plot_shows_samples_phases_and_predicted_memory(panels, view: PlotView) -> None:
     p = panels["tel"]
     p.draw(view)
@@ -187,6 +194,7 @@ def test_telemetry_plot_shows_samples_phases_and_predicted_memory(panels, view: 
     assert p.n_phase_regions == 0 and len(p.data_of("tel2", "cpu")[1]) == 0 and _labels(p) == ["prefill", "decode"]
 
 
+@pytest.mark.heavy  # the real model
 def test_itl_plot_shows_latencies_and_the_floor_from_the_drawn_ceiling(panels, view: PlotView, run: LiveRun) -> None:
     p = panels["itl"]
     p.draw(view)  # the decode plot has drawn no ceiling yet: no floor
@@ -199,6 +207,7 @@ def test_itl_plot_shows_latencies_and_the_floor_from_the_drawn_ceiling(panels, v
     assert np.allclose(floor, 1000.0 / np.interp(run.tok_pos.view(), xs, ys))
 
 
+@pytest.mark.heavy  # the real model
 def test_selected_tests_are_highlighted(panels, run: LiveRun, predictor: PredictionService) -> None:
     view = PlotView(run, predictor, frozenset({0, 1}))
     for p in panels.values():
@@ -211,6 +220,7 @@ def test_selected_tests_are_highlighted(panels, run: LiveRun, predictor: Predict
     assert len(panels["itl"].data_of("itl", "hl")[0]) == n_sel
 
 
+@pytest.mark.heavy  # the real model
 def test_a_new_profile_renames_the_prediction_legends(panels, view: PlotView, run: LiveRun,
                                                       predictor: PredictionService) -> None:
     p = panels["dec"]
@@ -220,66 +230,96 @@ def test_a_new_profile_renames_the_prediction_legends(panels, view: PlotView, ru
     assert _labels(p)[-1] == "what-if (other CPU)"
 
 
-def test_live_plots_redraw_the_plots_whose_inputs_changed(qtbot, predictor: PredictionService,  # noqa: ANN001
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.gui.plots import live_plots
-
+def _shown_plots(qtbot) -> LivePlots:  # noqa: ANN001 - pytest-qt's
     plots = LivePlots()
     qtbot.addWidget(plots)
     plots.resize(1200, 900)  # tall enough for the grid: all five plots show
     plots.show()
     qtbot.waitExposed(plots)
+    return plots
+
+
+def _everything_drawn(plots: LivePlots) -> dict[tuple, tuple[list, ...]]:
+    """Every line's and marker set's data, and every error bar's, by key (the per-token floors included)."""
+    out: dict[tuple, tuple[list, ...]] = {}
+    for p in plots.panels:
+        for key, (_owner, item) in p.items.items():
+            if isinstance(item, pg.PlotDataItem):
+                out[key] = tuple(np.asarray(a, dtype=float).tolist() for a in plots.data_of(*key))
+            elif isinstance(item, pg.ErrorBarItem):
+                out[key] = tuple(np.asarray(item.opts[k], dtype=float).tolist() for k in ("x", "y", "top", "bottom"))
+    return out
+
+
+@pytest.mark.heavy  # the predictor fixture reads the real model's facts
+def test_live_plots_draw_what_changed_at_each_refresh(qtbot, predictor: PredictionService) -> None:  # noqa: ANN001
+    """No scheduler: a refresh gives new data to the plots whose series grew, all of them at once; one with nothing
+    new is left alone; a selection redraws only the plots that show it."""
+    plots = _shown_plots(qtbot)
     half = [e for e in EVENTS if e.type != "sweep_finished"]
     run = LiveRun("live")
     run.extend(half[: len(half) // 2])
-    assert plots.refresh(run, predictor) and plots.redraws == 1 and plots.behind  # every plot is due: one a tick
-    for _ in range(4):
-        assert plots.refresh(run, predictor)
-    assert plots.redraws == 5 and not plots.behind
-    assert not plots.refresh(run, predictor) and plots.redraws == 5  # nothing changed: nothing drawn
-    run.extend(half[len(half) // 2:])  # more data of the same run: each plot waits for its turn
-    assert not plots.refresh(run, predictor) and plots.behind
-    monkeypatch.setattr(live_plots, "LIVE_DRAW_EVERY_S", 0.0)  # ... which has come
-    while plots.behind:
-        assert plots.refresh(run, predictor)
-    assert len(plots.data_of("ttft", "meas", 0)[0]) == 4 and plots.n_phase_regions() == 16
-    assert len(plots.data_of("tel2", "cpu")[0]) > 0 and len(plots.data_of("nothing")[0]) == 0
-    monkeypatch.setattr(live_plots, "LIVE_DRAW_EVERY_S", 60.0)
+    assert plots.refresh(run, predictor) and plots.last_drawn == tuple(p.name for p in plots.panels)
+    assert not plots.behind
     drawn = plots.redraws
-    assert plots.refresh(run, predictor, {0})  # a selection draws at once: only the plots that show it
-    while plots.behind:
-        assert plots.refresh(run, predictor, {0})
-    assert 0 < plots.redraws - drawn < 5 and "tel" not in plots.last_drawn
-    assert plots.refresh(run, predictor, {0}, force=True) and plots.last_drawn == tuple(p.name for p in plots.panels)
+    assert not plots.refresh(run, predictor) and plots.redraws == drawn  # nothing changed: nothing drawn
+    run.extend(half[len(half) // 2:])  # more data of the same run: drawn at the next refresh, whatever came
+    assert plots.refresh(run, predictor) and not plots.behind
+    assert len(plots.data_of("ttft", "meas", 0)[0]) == 4 and plots.n_phase_regions() == 16
+    n_tel = sum(1 for e in EVENTS if e.type == "telemetry_sample")
+    assert len(plots.data_of("tel2", "cpu")[0]) == n_tel and len(plots.data_of("tel", "rss")[0]) == n_tel
+    assert len(plots.data_of("itl", "meas")[0]) == _n_ticks() and len(plots.data_of("nothing")[0]) == 0
+    assert plots.refresh(run, predictor, {0})  # a selection: only the plots that show it
+    assert 0 < len(plots.last_drawn) < 5 and "tel" not in plots.last_drawn
+    assert not plots.refresh(run, predictor, {0}, force=True)  # nothing new: nothing to set, forced or not
     plots.reset()
     assert len(plots.data_of("ttft", "meas", 0)[0]) == 0 and plots.n_phase_regions() == 0
 
 
-def test_no_live_redraw_while_a_prompt_is_processed(qtbot, predictor: PredictionService,  # noqa: ANN001
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Prefill is compute-bound: on a small machine every millisecond the window draws is taken from llama.cpp
-    (benchmarks/fidelity.py --window read prefill 4 % low with plots drawn through it, 2 % without)."""
-    from app.gui.plots import live_plots
-    from app.run.events import PhaseResult, RepetitionStarted
-
-    monkeypatch.setattr(live_plots, "LIVE_DRAW_EVERY_S", 0.0)
-    plots = LivePlots()
-    qtbot.addWidget(plots)
-    plots.resize(1200, 900)
-    plots.show()
-    qtbot.waitExposed(plots)
-    events = [e for e in EVENTS if e.type != "sweep_finished"]
+@pytest.mark.heavy  # the predictor fixture reads the real model's facts
+def test_series_grown_event_by_event_draw_what_one_draw_of_the_whole_run_draws(
+        qtbot, predictor: PredictionService) -> None:  # noqa: ANN001
+    """Each series appends what came since the last refresh: after a refresh every few events, every item shows
+    exactly what a plot drawn once from the finished run shows (the per-token lines and floors, telemetry, phases,
+    means, the selection's highlight)."""
+    grown, whole = _shown_plots(qtbot), _shown_plots(qtbot)
     run = LiveRun("live")
-    run.extend(events)
-    assert plots.refresh(run, predictor, force=True)
-    run.extend([RepetitionStarted(t_ns=1, test_index=0, rep=0)])
+    events = list(EVENTS)
+    for k in range(0, len(events), 7):
+        run.extend(events[k : k + 7])
+        grown.refresh(run, predictor, {1})
+    once = LiveRun("once")
+    once.extend(events)
+    whole.refresh(once, predictor, {1})
+    assert _everything_drawn(grown) == _everything_drawn(whole)
+    assert grown.n_phase_regions() == whole.n_phase_regions() == 16
+    assert len(grown.data_of("itl", "hl")[0]) == int(np.isin(run.tok_test.view(), [1]).sum()) > 0
+
+
+@pytest.mark.heavy  # the predictor fixture reads the real model's facts
+def test_new_data_is_drawn_at_the_next_refresh_while_a_prompt_is_processed(qtbot,  # noqa: ANN001
+                                                                           predictor: PredictionService) -> None:
+    """Nothing is held back while llama.cpp processes a prompt: a telemetry sample that lands then is drawn at the
+    next refresh (a refresh that only appends is cheap: no prediction is asked for, no series rebuilt)."""
+    from app.run.events import RepetitionStarted
+
+    plots = _shown_plots(qtbot)
+    events = [e for e in EVENTS if e.type != "sweep_finished"]
+    samples = [e for e in events if e.type == "telemetry_sample"]
+    run = LiveRun("live")
+    run.extend([e for e in events if e.type != "telemetry_sample"])
+    assert plots.refresh(run, predictor)
+    run.extend([RepetitionStarted(t_ns=events[-1].t_ns, test_index=0, rep=0)])
     assert run.prefilling
-    run.extend([e for e in EVENTS if e.type == "telemetry_sample"][:3])  # more data while the prompt runs
-    assert not plots.refresh(run, predictor) and plots.behind
-    run.extend([PhaseResult(t_ns=2, test_index=0, rep=0, phase="prefill", n_tokens=8, start_ns=1, end_ns=2)])
-    assert not run.prefilling and plots.refresh(run, predictor)
+    asked: list[str] = []
+    for p in plots.panels:  # a prediction is never asked for again for more data
+        p.predict = lambda view, name=p.name: asked.append(name)  # type: ignore[method-assign]
+    run.extend(samples[:3])
+    assert plots.refresh(run, predictor) and plots.last_drawn == ("tel",) and asked == []
+    assert len(plots.data_of("tel2", "cpu")[0]) == 3
 
 
+@pytest.mark.heavy  # the real model
 def test_a_hidden_plot_waits_until_it_shows(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001
     plots = LivePlots()
     qtbot.addWidget(plots)
@@ -289,10 +329,12 @@ def test_a_hidden_plot_waits_until_it_shows(qtbot, run: LiveRun, predictor: Pred
     assert plots.refresh(run, predictor, force=True)  # first draws: all
     assert not plots.kv.widget.isVisible()
     assert plots.refresh(run, predictor, {0}) and "kv" not in plots.last_drawn  # the other tab waits
+    assert plots.behind and plots.kv.dirty
     plots.tabs.setCurrentIndex(1)
-    assert plots.refresh(run, predictor, {0}) and "kv" in plots.last_drawn
+    assert plots.refresh(run, predictor, {0}) and "kv" in plots.last_drawn and not plots.behind
 
 
+@pytest.mark.heavy  # the real model in a worker
 def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor: PredictionService) -> None:  # noqa: ANN001
     rows = [e.row for e in EVENTS if e.type == "test_finished"]
     with ResultStore() as store:
@@ -328,6 +370,7 @@ def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor:
     assert len(_labels(cmp.ttft)) == 4 and len(cmp.ttft.data_of("ttft", "curve", 4)[0]) == 0
 
 
+@pytest.mark.heavy  # the real model
 def test_a_new_sweep_draws_the_same_legends_again(qtbot, run: LiveRun,  # noqa: ANN001
                                                   predictor: PredictionService) -> None:
     plots = LivePlots()
@@ -345,7 +388,7 @@ def test_a_new_sweep_draws_the_same_legends_again(qtbot, run: LiveRun,  # noqa: 
 
 
 def test_compare_legends_drop_the_start_all_models_share() -> None:
-    from app.gui.compare import CompareItem, legend_names, shared_prefix
+    from app.compare.entries import CompareItem, legend_names, shared_prefix
 
     q4, q8 = "/m/SmolLM2-135M-Instruct.Q4_1.gguf", "/m/SmolLM2-135M-Instruct.Q8_0.gguf"
     assert shared_prefix(["SmolLM2-135M-Instruct.Q4_1", "SmolLM2-135M-Instruct.Q8_0"]) == "SmolLM2-135M-Instruct."

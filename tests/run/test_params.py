@@ -134,7 +134,7 @@ def test_short_name_is_built_from_the_table_tags() -> None:
 
 def test_gui_label_and_cli_progress_use_the_same_name() -> None:
     from app.cli.progress import Progress
-    from app.gui.live import test_label
+    from app.run.live import test_label
 
     t = TestSpec("m.gguf", flash_attn=0, n_parallel=2).to_dict()
     progress = Progress(1, enabled=False)

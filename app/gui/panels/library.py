@@ -25,18 +25,10 @@ from app.gui.tasks import Tasks
 from app.model import library as ml
 from app.model.facts import ModelFacts
 from app.model.format import format_params
+from app.model.format import short_bytes as human_bytes
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 COLS = ("name", "size", "quant", "params", "source")
-
-
-def human_bytes(n: float | None) -> str:
-    if not n:
-        return ""
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}" if unit == "GiB" else f"{n / scale:.0f} {unit}"
-    return f"{int(n)} B"
 
 
 class LibraryPanel(QWidget):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGraphicsItem
+from PySide6.QtWidgets import QGraphicsGridLayout, QGraphicsItem
 
 from app.gui import theme
 from app.gui.plots.grid import add_tick_grid
@@ -46,89 +46,96 @@ class LegendHeader(pg.LabelItem):
         self.legend.toggle()
 
 
-class TopLegend(pg.LegendItem):
-    """A legend laid out above the plot area (in the PlotItem's grid), so it never hides data.
+class TopLegend(pg.GraphicsWidget):
+    """A legend laid out above the plot area (in the PlotItem's grid), so it never hides data: one row of samples
+    and labels per ``columnCount`` entries, made of pyqtgraph's public parts (ItemSample, LabelItem) in a Qt grid
+    layout of its own.
 
     Where its entries would take more of the plot's height than :meth:`fit` allows (many models and depths on a
     laptop screen), it collapses to one clickable line that names how many entries it holds and lists them in its
     tooltip; a click shows them all (the user's choice then wins over the plot's height) and another hides them.
+    A click on an entry's sample hides its item (or shows it again), as in pyqtgraph's own legend.
     """
 
     max_columns = 1
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, label_size: str = "8pt", columns: int = 1, row_spacing_px: float = -8,
+                 column_spacing_px: float = 4) -> None:
+        super().__init__()
+        self.layout = QGraphicsGridLayout()
+        self.layout.setVerticalSpacing(row_spacing_px)
+        self.layout.setHorizontalSpacing(column_spacing_px)
+        self.setLayout(self.layout)
+        self.items: list[tuple[ShapeSample, pg.LabelItem]] = []  # (sample, label) per entry, in order
+        self.columnCount = max(columns, 1)
+        self.label_size = label_size
+        self.label_colour: Any = None
         self.collapsed = False
         self.expanded_by_user = False
         self.header: LegendHeader | None = None
-        self._needs_relayout = False
-        super().__init__(*args, **kwargs)
 
     @property
     def collapsible(self) -> bool:
         return self.header is not None
 
-    def addItem(self, item: Any, name: str) -> None:  # noqa: N802 - pyqtgraph's name
-        super().addItem(item, name)
-        cache_text(self.items[-1][1])
-        self._settle()
+    def addItem(self, item: Any, name: str) -> None:  # noqa: N802 - what PlotItem.addItem calls
+        """One entry more, last: ``item``'s look beside ``name``."""
+        label = pg.LabelItem(name, color=self.label_colour, justify="left", size=self.label_size)
+        cache_text(label)
+        self.items.append((item if isinstance(item, ShapeSample) else ShapeSample(item), label))
+        self.relayout()
 
-    def _settle(self) -> None:
-        """Lay everything out again where an entry could not take its cell; update the header."""
-        if self._needs_relayout:
-            self.relayout()
-        else:
-            self._update_header()
+    def removeItem(self, item: Any) -> None:  # noqa: N802 - what PlotItem.removeItem calls
+        """Take out the entry of ``item`` (or the one named ``item``); the entries after it move up."""
+        for entry in self.items:
+            sample, label = entry
+            if sample.item is item or label.text == item:
+                self.items.remove(entry)
+                self.relayout()
+                _discard(sample, label)
+                return
 
-    def removeItem(self, item: Any) -> None:  # noqa: N802 - pyqtgraph's name
-        super().removeItem(item)
-        self.relayout()  # the entries below the one taken out move up (pyqtgraph leaves a hole)
+    def clear(self) -> None:
+        entries, self.items = self.items, []
+        self.relayout()
+        for sample, label in entries:
+            _discard(sample, label)
 
-    def _addItemToLayout(self, sample: Any, label: Any) -> None:  # noqa: N802 - pyqtgraph's name
-        """Entry k at row k // columns (below the header, if any); a collapsed legend lays out no entries."""
-        if self.collapsed:
-            sample.hide()
-            label.hide()
-            return
-        k = next((i for i, (s, _label) in enumerate(self.items) if s is sample), len(self.items))
-        cols = max(self.columnCount, 1)
-        row = k // cols + (1 if self.header is not None else 0)
-        lay = self.layout
-        if row < lay.rowCount() and (k % cols) * 2 < lay.columnCount() and lay.itemAt(row, (k % cols) * 2) is not None:
-            # an entry taken out earlier left the rows below it where they were: lay them all out again
-            self._needs_relayout = True
-            return
-        self.layout.addItem(sample, row, (k % cols) * 2, alignment=Qt.AlignmentFlag.AlignVCenter)
-        self.layout.addItem(label, row, (k % cols) * 2 + 1)
-        sample.show()
-        label.show()
-        self.rowCount = max(self.rowCount, row + 1)
+    def getLabel(self, item: Any) -> pg.LabelItem | None:  # noqa: N802 - pyqtgraph's name
+        return next((label for sample, label in self.items if sample.item is item), None)
 
-    def _removeItemFromLayout(self, *items: Any) -> None:  # noqa: N802 - pyqtgraph's name
-        """Take entries out (a collapsed legend's entries are not in the layout: Qt would warn)."""
-        laid_out = {id(self.layout.itemAt(i)) for i in range(self.layout.count())}
-        for item in items:
-            if id(item) in laid_out:
-                self.layout.removeItem(item)
-            item.close()
-            if item.scene() is not None:
-                item.scene().removeItem(item)
+    def setLabelTextColor(self, *args: Any) -> None:  # noqa: N802 - pyqtgraph's name
+        """Every label (and the labels of entries to come) in this colour."""
+        self.label_colour = pg.mkColor(*args)
+        for _sample, label in self.items:
+            label.setText(label.text, color=self.label_colour)
 
-    def setColumnCount(self, columnCount: int) -> None:  # noqa: N802 - pyqtgraph's name
+    def setColumnCount(self, columnCount: int) -> None:  # noqa: N802, N803 - pyqtgraph's names
         if columnCount != self.columnCount:
-            self.columnCount = columnCount
+            self.columnCount = max(columnCount, 1)
             self.relayout()
 
     def relayout(self) -> None:
-        """Lay every entry (or only the header, when collapsed) out again."""
-        self._needs_relayout = False
-        for i in range(self.layout.count() - 1, -1, -1):
-            self.layout.removeAt(i)
-        self.rowCount = 0
+        """Lay every entry (or only the header, when collapsed) out again: entry k at row k // columns, below the
+        header if there is one."""
+        lay = self.layout
+        for i in range(lay.count() - 1, -1, -1):
+            lay.removeAt(i)
+        cols = max(self.columnCount, 1)
+        first = 0
         if self.header is not None:
-            self.layout.addItem(self.header, 0, 0, 1, max(self.columnCount, 1) * 2)
-            self.rowCount = 1
-        for sample, label in self.items:
-            self._addItemToLayout(sample, label)
+            lay.addItem(self.header, 0, 0, 1, cols * 2)
+            first = 1
+        for k, (sample, label) in enumerate(self.items):
+            if self.collapsed:
+                sample.hide()
+                label.hide()
+                continue
+            row, col = first + k // cols, (k % cols) * 2
+            lay.addItem(sample, row, col, alignment=Qt.AlignmentFlag.AlignVCenter)
+            lay.addItem(label, row, col + 1)
+            sample.show()
+            label.show()
         self._update_header()
         self.updateSize()
 
@@ -173,9 +180,6 @@ class TopLegend(pg.LegendItem):
         self.setMinimumWidth(min(width, 200))
         self.updateGeometry()
 
-    def paint(self, p: Any, *args: Any) -> None:
-        return  # no frame: it sits outside the data
-
     def fit(self, width: float, max_height: float = math.inf) -> None:
         """Use as many columns (up to ``max_columns``) as fit in ``width`` pixels; collapse to one line where the
         entries would be taller than ``max_height`` pixels (unless the user asked to see them)."""
@@ -201,6 +205,15 @@ class TopLegend(pg.LegendItem):
             self.header, self.collapsed, self.expanded_by_user, changed = None, False, False, True
         if changed:
             self.relayout()
+
+
+def _discard(*widgets: Any) -> None:
+    """Take legend parts out of the scene for good (out of their layout first)."""
+    for w in widgets:
+        w.hide()
+        w.setParentItem(None)
+        if w.scene() is not None:
+            w.scene().removeItem(w)
 
 
 def cache_text(label: Any) -> None:
@@ -277,7 +290,7 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
     cache_text(p.titleLabel)
     for ax in ("left", "bottom"):
         cache_text(p.getAxis(ax).label)
-    legend = TopLegend(labelTextSize="8pt", colCount=columns, verSpacing=-8, horSpacing=4, sampleType=ShapeSample)
+    legend = TopLegend("8pt", columns)
     legend.max_columns = columns
     p.layout.removeItem(p.getAxis("top"))  # its cell (above the data) holds the legend; the axis stays hidden
     p.layout.addItem(legend, 1, 1)

@@ -46,19 +46,26 @@ class KvPlot(PlotPanel):
             self.plot.removeItem(self._limit)
             self._limit = None
 
-    def key(self, view: PlotView) -> tuple[Any, ...]:
-        s = view.session
-        return (*view.base_key, s.rows_version, len(s.tests), view.selected, view.kv_ctx_max)
+    def prediction_key(self, view: PlotView) -> tuple[Any, ...]:
+        """The curves run to the inspector's context size too; the memory line is placed in view units."""
+        return (*view.prediction_key, view.kv_ctx_max, self.log_scale)
 
-    def draw(self, view: PlotView) -> None:
+    def predict(self, view: PlotView) -> None:
+        """Each model's predicted KV cache and total memory along the context, and the profile's memory line."""
         cmax = max([n_ctx_for(t) for t in view.tests] + [view.kv_ctx_max, 512])
         xs = np.linspace(256, cmax, CURVE_POINTS)
+        for m, path in enumerate(view.models):
+            self._draw_predicted(view, m, path, xs)
+        self._draw_limit(view)
+
+    def take_rows(self, view: PlotView) -> None:
+        """llama.cpp's reported KV and the measured memory growth per test, the selected tests ringed."""
         rows = view.session.ok_rows()
         source = next((str(r.get("mem_source")) for r in rows if r.get("mem_source")), "rss_delta")
         taken = "VRAM growth" if source.startswith("vram") else "RSS growth"
         for m, path in enumerate(view.models):
-            self._draw_predicted(view, m, path, xs)
             c = color(m)
+            self._predicted_items(view, m, path)  # first in the legend, before the measurements
             mine = [r for r in rows if r.get("model_path") == path]
             kv_rows = [r for r in mine if r.get("llama_kv_bytes")]
             kv_name, mem_name = view.label("KV in llama.cpp's log", path), view.label(f"measured ({taken})", path)
@@ -69,27 +76,30 @@ class KvPlot(PlotPanel):
                     (("mem", m), mem_name, mem_rows, "mem_measured_bytes", taken,
                      lambda c=c, n=mem_name: scatter(n, c, "t", 11))):
                 x, y = [ctx_of(r) for r in shown], [float(r[column]) / MIB for r in shown]
-                item = self.item(key, make, name)
-                item.setData(x, y)
+                item = self.stage(key, make, x, y, name=name)
                 self.pickable(key, row_series(name, x, y, shown, lambda v: f"context {v:.0f} tok",
                                               lambda r, c=column, w=what: f"{w} {number(float(r[c]) / MIB)} MiB",
                                               item))
         hi = [r for r in rows if r.get("test_index") in view.selected and r.get("mem_measured_bytes")]
-        self.item(("hl",), lambda: ring(None)).setData(
-            [ctx_of(r) for r in hi], [float(r["mem_measured_bytes"]) / MIB for r in hi])
-        self._draw_limit(view)
+        self.stage(("hl",), lambda: ring(None), [ctx_of(r) for r in hi],
+                   [float(r["mem_measured_bytes"]) / MIB for r in hi])
 
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
         """Model ``m``'s predicted KV cache alone (solid) and with weights and compute buffers (dashed)."""
-        c, settings = color(m), view.settings(path)
+        settings = view.settings(path)
         res = view.curve(("kv-mib", path, float(xs[-1]), tuple(sorted(settings.items()))),
                          lambda: _in_mib(view.predictor.kv_curve(path, xs, **settings)))
-        kv_name = view.label(f"KV cache, pred. ({settings.get('type_k') or 'f16'})", path)
-        tot_name = view.label("weights+KV+compute, pred.", path)
-        kv_item = self.item(("kv", m), lambda: line(kv_name, c, 2.0), kv_name)
-        tot_item = self.item(("tot", m), lambda: line(tot_name, c, 1.6, dashed=True), tot_name)
+        kv_item, tot_item = self._predicted_items(view, m, path)
         show_curve(kv_item, xs, res, 0)
         show_curve(tot_item, xs, res, 1)
+
+    def _predicted_items(self, view: PlotView, m: int, path: str) -> tuple[pg.PlotDataItem, pg.PlotDataItem]:
+        """Model ``m``'s predicted KV (solid) and total memory (dashed) lines, named for its KV type."""
+        c = color(m)
+        kv_name = view.label(f"KV cache, pred. ({view.settings(path).get('type_k') or 'f16'})", path)
+        tot_name = view.label("weights+KV+compute, pred.", path)
+        return (self.item(("kv", m), lambda: line(kv_name, c, 2.0), kv_name),
+                self.item(("tot", m), lambda: line(tot_name, c, 1.6, dashed=True), tot_name))
 
     def _draw_limit(self, view: PlotView) -> None:
         """The profile's VRAM (or RAM, for a CPU profile) as a labelled dotted line."""

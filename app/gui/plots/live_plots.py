@@ -1,12 +1,14 @@
-"""The live plots: every measurement beside its prediction, redrawn from a LiveRun by the window's 10 Hz timer.
+"""The live plots: every measurement beside its prediction, kept up to date from a LiveRun by the window's timer.
 
-Drawn the plain way (PyMeasure's): one item per series, ``setData`` when a plot's inputs changed, pyqtgraph's own
-downsampling and clipping to the view for the long per-token and telemetry series. Nothing is scheduled here.
+Drawn the plain way (PyMeasure's): one item per series; at each of the timer's ticks every plot appends the run's
+new points to its series' buffers and calls ``setData`` for the series that grew, where the plot is shown;
+predicted curves are asked for only when their inputs change; pyqtgraph's own downsampling and clipping to the view
+thin the long per-token and telemetry series. Nothing is scheduled or held back here: what came in is drawn at the
+next tick.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,7 +18,6 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QStackedLayout, QTabWidget, QWidget
 
-from app.gui.live import LiveRun
 from app.gui.plots.decode import DecodePlot
 from app.gui.plots.itl import ItlPlot
 from app.gui.plots.kv import KvPlot
@@ -24,16 +25,8 @@ from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.telemetry import TelemetryPlot
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
+from app.run.live import LiveRun
 
-#: While measurements stream in, a plot is redrawn at most this often (a new selection, new predictions, another
-#: run or a forced refresh draw at once). On two cores every CPU millisecond the window takes is taken from one of
-#: llama.cpp's threads: every plot at the 10 Hz tick took 20 % of a core (benchmarks/gui_stall.py), once a second
-#: 5-6 % and still read 4 % low against llama-bench (benchmarks/fidelity.py --window); every 2 s 5.1 %, every 3 s
-#: 4.8 % (the target is 5 %).
-LIVE_DRAW_EVERY_S = 3.0
-#: plots one timer tick draws unless forced: new predictions change three plots at once, and drawing and painting
-#: them in one tick was the window's worst pause (109 ms in benchmarks/gui_stall.py); the others follow next ticks
-PLOTS_PER_TICK = 1
 #: Below this height two rows of plots, each with a legend above its data, leave too little of each to read: the
 #: plots go into two tabs. A 1920×1080 screen gives the plots about 560 px: two rows of 280 px, each keeping
 #: :data:`~app.gui.plots.panel.MIN_DATA_HEIGHT_PX` of data under a legend that folds beyond two rows.
@@ -58,18 +51,15 @@ class LivePlots(QWidget):
         self.kv = KvPlot()
         self.tel = TelemetryPlot()
         self.itl = ItlPlot(self.decode)
-        # drawing order when all are due: the inter-token plot reads the ceilings the decode plot drew
+        # the order they are kept up to date in: the inter-token plot reads the ceilings the decode plot drew
         self.panels: list[PlotPanel] = [self.ttft, self.decode, self.kv, self.tel, self.itl]
         self._build_pages()
-        self._last_key: tuple[Any, ...] | None = None
         self.kv_ctx_max = 4096
-        self.redraws = 0
-        self._plot_keys: dict[str, tuple[Any, ...]] = {}
-        self._drawn: dict[str, tuple[float, tuple[Any, ...]]] = {}  # plot -> (monotonic s, inputs) of its last draw
-        self._behind = False  # some plot's new data waits for its next turn
+        self.redraws = 0  # plots given new data, all refreshes together
         self._legend_entries: dict[str, int] = {}
-        self.last_drawn: tuple[str, ...] = ()  # the plots the last refresh drew (benchmarks/gui_stall.py)
+        self.last_drawn: tuple[str, ...] = ()  # the plots the last refresh gave new data (benchmarks/gui_stall.py)
         self._view: PlotView | None = None  # what the plots show now: a plot whose log scale is switched redraws it
+        self._view_key: tuple[Any, ...] | None = None
         self._settings: Any = None
         for p in self.panels:
             p.pointer.testClicked.connect(self.pointClicked)
@@ -92,7 +82,8 @@ class LivePlots(QWidget):
         panel = next(p for p in self.panels if p.name == name)
         if self._settings is not None:
             self._settings.set_value(LOG_SCALE_KEY.format(panel.name), panel.log_scale)
-        if self._view is not None and panel.name in self._drawn:
+        panel.restage()
+        if self._view is not None:
             panel.draw(self._view)
 
     def _build_pages(self) -> None:
@@ -147,9 +138,7 @@ class LivePlots(QWidget):
         for p in self.panels:
             p.reset()
         self._view = None
-        self._last_key = None
-        self._plot_keys.clear()
-        self._drawn.clear()
+        self._view_key = None
 
     def reset_ranges(self) -> None:
         """Forget the axis ranges (another profile or new predictions): the next redraw fits the new curves."""
@@ -158,59 +147,39 @@ class LivePlots(QWidget):
 
     def refresh(self, session: LiveRun, predictor: PredictionService, selected: Iterable[int] = (),
                 force: bool = False) -> bool:
-        """Redraw the plots whose inputs changed (all with ``force``); False when none was drawn.
-
-        A plot whose only news is more data of the same run is drawn at most every :data:`LIVE_DRAW_EVERY_S`, and
-        not while the run's events say a prompt is being processed;
-        anything else (predictions, another run) at once, :data:`PLOTS_PER_TICK` plots a tick, the rest on the next
-        ticks; ``force`` (a selection, a run's end) draws every plot now. A hidden plot (the other tab) waits until
-        it shows (the next tick after).
-        """
-        view = PlotView(session, predictor, frozenset(selected), self.kv_ctx_max)
-        key = (id(session), session.version, predictor.version, predictor.curves_version, view.selected,
-               self.kv_ctx_max)
-        if key == self._last_key and not force and not self._behind:
-            return False
-        self._last_key = key
-        self._view = view
-        inputs = (id(session), predictor.version, predictor.curves_version, view.selected, self.kv_ctx_max)
-        now = time.monotonic()
-        keys = {p.name: p.key(view) for p in self.panels}
-        changed = [p for p in self.panels if force or self._plot_keys.get(p.name) != keys[p.name]]
-        if not force:
-            due = [p for p in changed if self._due(p, inputs, now, session.prefilling)][:PLOTS_PER_TICK]
-            self._behind = len(due) < len(changed)
-            changed = due
-        else:
-            self._behind = False
-        self.last_drawn = tuple(p.name for p in changed)
-        for p in changed:
-            p.draw(view)
+        """Bring every plot up to date with ``session``: each takes the run's new points into its series' buffers
+        and asks for predicted curves whose inputs changed, then the shown plots (all of them with ``force``) call
+        ``setData`` for the series that changed; a hidden plot (the other tab) catches up when it shows. True when
+        any plot was given new data (:attr:`last_drawn` names them)."""
+        view = self._view_for(session, predictor, frozenset(selected))
+        drawn = []
+        for p in self.panels:
+            p.take(view)
+            p.update_predictions(view)
+            if (force or p.widget.isVisible()) and p.flush():
+                drawn.append(p.name)
             n = len(p.legend.items)
             if self._legend_entries.get(p.name) != n:  # entries came or went: the legend's columns fit again
                 self._legend_entries[p.name] = n
                 p.fit_legend()
-            self._plot_keys[p.name] = keys[p.name]
-            self._drawn[p.name] = (now, inputs)
-            self.redraws += 1
-        return bool(changed)
+        self.last_drawn = tuple(drawn)
+        self.redraws += len(drawn)
+        return bool(drawn)
+
+    def _view_for(self, session: LiveRun, predictor: PredictionService, selected: frozenset[int]) -> PlotView:
+        """What the plots read; the same one while the run's tests, rows and loads, the predictor's answers and
+        the selection stay as they were (it keeps what it worked out from them: models, hardware)."""
+        key = (id(session), id(predictor), predictor.version, selected, self.kv_ctx_max, session.rows_version,
+               session.tests_version, len(session.loads))
+        if self._view is None or key != self._view_key or self._view.session is not session:
+            self._view = PlotView(session, predictor, selected, self.kv_ctx_max)
+            self._view_key = key
+        return self._view
 
     @property
     def behind(self) -> bool:
-        """Some plot has data it has not drawn yet (its turn, or its tab, has not come)."""
-        return self._behind
-
-    def _due(self, panel: PlotPanel, inputs: tuple[Any, ...], now: float, prefilling: bool) -> bool:
-        """Whether ``panel``, whose inputs changed, is drawn now (see :meth:`refresh`)."""
-        last = self._drawn.get(panel.name)
-        if last is None:
-            return True  # never drawn
-        if not panel.widget.isVisible():
-            return False  # the other tab: drawn when it shows
-        if last[1] != inputs:
-            return True  # not only more data
-        # more data: its turn, and not while a prompt is processed (compute-bound: the cores are all llama.cpp's)
-        return now - last[0] >= LIVE_DRAW_EVERY_S and not prefilling
+        """Some plot has data it has not drawn yet (it is hidden: the other tab)."""
+        return any(p.dirty for p in self.panels)
 
     def fit_legends(self) -> None:
         """Fewer legend columns where a plot is too narrow for them (after resizes and new entries)."""

@@ -1,9 +1,18 @@
-"""What every plot shares: ``PlotView`` (the inputs of one redraw) and ``PlotPanel`` (one plot widget)."""
+"""What every plot shares: ``PlotView`` (what a refresh reads) and ``PlotPanel`` (one plot widget).
+
+A plot is kept up to date in three steps, each doing only what changed:
+
+* :meth:`PlotPanel.update_predictions`: the predicted curves (ceilings, expected bands, what-ifs), asked of the
+  PredictionService only when the answer's inputs changed (the predictor, the tests planned, the hardware each
+  model ran on), never for more data;
+* :meth:`PlotPanel.take`: what the run holds that the plot has not taken yet, appended to each series' own buffer
+  (:class:`~app.gui.plots.streams.Stream`), or a small series built again from the rows when a row arrives;
+* :meth:`PlotPanel.flush`: ``setData`` for the series whose buffers changed (PyMeasure's way: no scheduler).
+"""
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -13,7 +22,6 @@ import numpy as np
 import pyqtgraph as pg
 
 from app.gui import theme
-from app.gui.live import LiveRun
 from app.gui.plots.interaction import LogScaleToggle, PickSeries, PlotPointer, axis_text, log10_or_nan, log_label
 from app.gui.plots.items import (
     TopLegend,
@@ -28,9 +36,11 @@ from app.gui.plots.items import (
     show_curve,
     unstable_rings,
 )
+from app.gui.plots.streams import Stream
 from app.gui.plots.style import finite_max, nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
+from app.run.live import LiveRun
 
 DEPTH_SYMBOLS = ("o", "s", "t", "d")  # marker shapes by context depth (colours are models)
 SYMBOL_GLYPHS = {"o": "●", "s": "■", "t": "▼", "d": "◆"}
@@ -63,10 +73,23 @@ class PlotView:
         return len(self.models) > 1
 
     @property
-    def base_key(self) -> tuple[Any, ...]:
-        """The part of every plot's redraw key that the run's identity and the predictions make up (and the
-        model loads: they say which hardware the measurements ran on)."""
-        return id(self.session), self.predictor.version, self.predictor.curves_version, len(self.session.loads)
+    def prediction_key(self) -> tuple[Any, ...]:
+        """What the predicted curves depend on: the run and its planned tests, the predictor's answers (and the
+        curves computed since), and the hardware each model's measurements ran on."""
+        return (id(self.session), id(self.predictor), self.predictor.version, self.predictor.curves_version,
+                self.session.tests_version, tuple(self.hardware(p) for p in self.models))
+
+    @property
+    def rows_key(self) -> tuple[Any, ...]:
+        """What the series built from result rows depend on: the rows, the models (their legend names) and the
+        selection (its rings)."""
+        return id(self.session), self.session.rows_version, tuple(self.models), self.selected
+
+    @cached_property
+    def model_of_test(self) -> dict[int, int]:
+        """Each test's model, as an index into :attr:`models`."""
+        index = {p: i for i, p in enumerate(self.models)}
+        return {i: index.get(str(t.get("model_path", "")), -1) for i, t in self.session.tests.items()}
 
     @cached_property
     def tests(self) -> list[dict[str, Any]]:
@@ -109,22 +132,20 @@ class PlotView:
     def label(self, what: str, path: str) -> str:
         return f"{what} — {short_model(path)}" if self.multi else what
 
-    def model_of_tokens(self) -> np.ndarray:
-        """Each per-token sample's model index in ``models`` (-1 where unknown)."""
-        session = self.session
-        tt = session.tok_test.view().astype(int)
+    def model_of_tokens(self, start: int = 0) -> np.ndarray:
+        """The model index in ``models`` (-1 where unknown) of each per-token sample from ``start`` on."""
+        tt = self.session.tok_test.view()[start:].astype(int)
         if tt.size == 0:
             return tt
-        lut = np.full(max(int(tt.max()), max(session.tests, default=0)) + 1, -1, dtype=int)
-        index = {p: i for i, p in enumerate(self.models)}
-        for i, t in session.tests.items():
+        lut = np.full(max(int(tt.max()), max(self.session.tests, default=0)) + 1, -1, dtype=int)
+        for i, m in self.model_of_test.items():
             if 0 <= i < lut.size:
-                lut[i] = index.get(str(t.get("model_path", "")), -1)
+                lut[i] = m
         return lut[tt]
 
-    def selected_tokens(self) -> np.ndarray:
-        """A mask over the per-token samples: True for the selected tests' tokens."""
-        tok_t = self.session.tok_test.view()
+    def selected_tokens(self, start: int = 0) -> np.ndarray:
+        """A mask over the per-token samples from ``start`` on: True for the selected tests' tokens."""
+        tok_t = self.session.tok_test.view()[start:]
         return np.isin(tok_t, list(self.selected)) if self.selected else np.zeros(tok_t.size, dtype=bool)
 
 
@@ -140,8 +161,9 @@ class Curve:
     scale: bool = True  # counts for the y range (False: a what-if on other hardware, noted when off-scale)
 
 
-class PlotPanel(ABC):
-    """One plot: its widget, legend, items and axis ranges, redrawn from a :class:`PlotView`."""
+class PlotPanel:
+    """One plot: its widget, legend, items and axis ranges, kept up to date from a :class:`PlotView` (see the
+    module's docstring); each series is one item, found by its key."""
 
     name: ClassVar[str]  # the first element of the keys of its items (``data_of``)
     title: ClassVar[str]
@@ -160,6 +182,12 @@ class PlotPanel(ABC):
         self.plot.setMenuEnabled(enableMenu=False, enableViewBoxMenu=True)
         self.legend: TopLegend = self.plot.legend
         self.items: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # key -> (owner, item): one item per series
+        self.streams: dict[tuple[Any, ...], Stream] = {}  # key -> the growing series its item shows
+        self._staged: dict[tuple[Any, ...], tuple[tuple[Any, ...], dict[str, Any]]] = {}  # key -> setData's args
+        self._predicted_key: tuple[Any, ...] | None = None  # the prediction inputs the curves shown were made for
+        self._predicted = False  # curves set since the last flush
+        self._session: LiveRun | None = None  # the run taken from
+        self._rows_key: tuple[Any, ...] | None = None
         self._ranges: dict[str, tuple[Any, Any]] = {}  # which view -> (x, y) bounds in data units
         self._applied: dict[str, tuple[Any, Any]] = {}  # which view -> the bounds set on it, in view units
         self.pointer = PlotPointer(self.widget)
@@ -195,19 +223,119 @@ class PlotPanel(ABC):
         self.reset_ranges()
         self.log_toggle.changed.emit(self.name)
 
-    @abstractmethod
-    def key(self, view: PlotView) -> tuple[Any, ...]:
-        """What the plot shows depends on: a redraw is due when this changes."""
+    # --- keeping up to date ----------------------------------------------------------------------
+    def draw(self, view: PlotView) -> bool:
+        """Bring the plot up to date with ``view`` now, shown or not: the run's new data, the predictions where
+        their inputs changed, then ``setData``; True when an item was given new data."""
+        self.take(view)
+        self.update_predictions(view)
+        return self.flush()
 
-    @abstractmethod
-    def draw(self, view: PlotView) -> None:
-        """Update the plot's items from ``view`` (setData only, after the first draw)."""
+    def update_predictions(self, view: PlotView) -> None:
+        """The predicted curves, asked again only when :meth:`prediction_key` changed (curves the predictor is
+        still computing come with its next ``curves_version``)."""
+        key = self.prediction_key(view)
+        if key != self._predicted_key:
+            self._predicted_key = key
+            self.predict(view)
+            self._predicted = True  # the curves were set: the ranges fit them at the next flush
+
+    def prediction_key(self, view: PlotView) -> tuple[Any, ...]:
+        """What this plot's predicted curves depend on."""
+        return view.prediction_key
+
+    def predict(self, view: PlotView) -> None:
+        """Show the predicted curves for ``view`` (subclasses; none by default)."""
+
+    def take(self, view: PlotView) -> None:
+        """Take what the run holds that this plot has not shown yet: new points appended to their streams, the
+        series built from rows again when the rows (or the selection) changed. Another run starts over."""
+        if view.session is not self._session:
+            self._session = view.session
+            self._rows_key = None
+            for stream in self.streams.values():
+                stream.clear()
+            self.forget_taken()
+        if view.rows_key != self._rows_key:
+            self._rows_key = view.rows_key
+            self.take_rows(view)
+        self.take_new(view)
+
+    def forget_taken(self) -> None:
+        """Another run: a subclass's cursors into the old one start again from zero."""
+
+    def take_rows(self, view: PlotView) -> None:
+        """The series built from the run's rows and the selection (subclasses)."""
+
+    def take_new(self, view: PlotView) -> None:
+        """Append the run's new per-token or telemetry points to their streams (subclasses)."""
+
+    def restage(self) -> None:
+        """Everything is shown again at the next refresh (after the log scale switched: error bars and lines placed
+        by value are in view units)."""
+        self._predicted_key = None
+        self._rows_key = None
+        for stream in self.streams.values():
+            stream.dirty = True
+
+    def stage(self, key: tuple[Any, ...], make: Callable[[], Any], *args: Any, name: str | None = None,
+              **kwargs: Any) -> Any:
+        """The item for ``key`` (made on first use, renamed to ``name``) gets ``setData(*args, **kwargs)`` at the
+        next :meth:`flush`; returns the item."""
+        item = self.item(key, make, name)
+        self._staged[(self.name, *key)] = (args, kwargs)
+        return item
+
+    def stream(self, key: tuple[Any, ...]) -> Stream:
+        """The growing series the item for ``key`` shows (made on first use)."""
+        found = self.streams.get(key)
+        if found is None:
+            found = self.streams[key] = Stream()
+        return found
+
+    def flush(self) -> bool:
+        """``setData`` for every staged series and every stream that grew since it was shown, then the axis ranges;
+        True when anything was set."""
+        staged, self._staged = self._staged, {}
+        for full, (args, kwargs) in staged.items():
+            hit = self.items.get(full)
+            if hit is not None:
+                hit[1].setData(*args, **kwargs)
+        grown = [(key, s) for key, s in self.streams.items() if s.dirty]
+        for key, s in grown:
+            hit = self.items.get((self.name, *key))
+            if hit is not None:
+                self.show_stream(key, s, hit[1])
+            s.shown()
+        if not staged and not grown and not self._predicted:
+            return False
+        self._predicted = False
+        self.fit_ranges()
+        return True
+
+    def show_stream(self, key: tuple[Any, ...], stream: Stream, item: Any) -> None:
+        """``setData`` of one stream's item: its points, lines broken where they start again."""
+        item.setData(stream.x.view(), stream.y.view(), connect=stream.connect())
+
+    def fit_ranges(self) -> None:
+        """Set the axis ranges after new data (subclasses; pyqtgraph's autorange by default)."""
+
+    @property
+    def dirty(self) -> bool:
+        """Some series has data its item does not show yet (or its ranges do not fit new curves yet)."""
+        return bool(self._staged) or self._predicted or any(s.dirty for s in self.streams.values())
 
     def reset(self) -> None:
         """Remove everything drawn (a new sweep, another past run) and forget the axis ranges."""
         for owner, item in self.items.values():
             owner.removeItem(item)
         self.items.clear()
+        self.streams.clear()
+        self._staged.clear()
+        self._predicted_key = None
+        self._session = None
+        self._rows_key = None
+        self.forget_taken()
         self.pointer.clear()
         self.reset_ranges()
 
@@ -237,6 +365,8 @@ class PlotPanel(ABC):
         hit = self.items.pop((self.name, *key), None)
         if hit is not None:
             hit[0].removeItem(hit[1])
+        self._staged.pop((self.name, *key), None)
+        self.streams.pop(key, None)
         self.pointer.drop(key)
 
     def pickable(self, key: tuple[Any, ...], series: PickSeries) -> None:
@@ -265,7 +395,7 @@ class PlotPanel(ABC):
             self.drop(("unstable",))
             return
         x, y = zip(*points, strict=True)
-        self.item(("unstable",), unstable_rings).setData(list(x), list(y))
+        self.stage(("unstable",), unstable_rings, list(x), list(y))
 
     def points_with_sd(self, m: int, name: str, c: str, xyz: tuple[np.ndarray, np.ndarray, np.ndarray],
                        symbol: str = "o", size: float = 8, depths: Sequence[int] = ()) -> pg.PlotDataItem:
@@ -280,19 +410,17 @@ class PlotPanel(ABC):
             bottom = vy - log10_or_nan(np.maximum(y - e, y * 1e-3))
         ok = np.isfinite(vx) & np.isfinite(vy)
         beam = LOG_BEAM_DECADES if self.pointer.log_modes()[0] else BEAM  # in x units: a decade is not a token
-        self.item(("err", m), lambda: error_bars(c)).setData(x=vx[ok], y=vy[ok], top=np.asarray(top)[ok],
-                                                            bottom=np.asarray(bottom)[ok], beam=beam)
-        item = self.item((self.points_key, m), lambda: scatter(name, c, symbol, size))
+        self.stage(("err", m), lambda: error_bars(c), x=vx[ok], y=vy[ok], top=np.asarray(top)[ok],
+                   bottom=np.asarray(bottom)[ok], beam=beam)
+        def make() -> pg.PlotDataItem:
+            return scatter(name, c, symbol, size)
+
         distinct = sorted(set(depths))
         if len(distinct) > 1 and len(depths) == len(x):
             shape = {d: DEPTH_SYMBOLS[k % len(DEPTH_SYMBOLS)] for k, d in enumerate(distinct)}
             name += "; " + ", ".join(f"{SYMBOL_GLYPHS[shape[d]]} depth {d}" for d in distinct)
-            rename(self.plot, item, name)
-            item.setData(x, y, symbol=[shape[d] for d in depths])
-            return item
-        rename(self.plot, item, name)
-        item.setData(x, y, symbol=symbol)
-        return item
+            return self.stage((self.points_key, m), make, x, y, name=name, symbol=[shape[d] for d in depths])
+        return self.stage((self.points_key, m), make, x, y, name=name, symbol=symbol)
 
     def draw_expected(self, key: tuple[Any, ...], name: str, c: str, xs: np.ndarray,
                       curve: np.ndarray | None) -> None:

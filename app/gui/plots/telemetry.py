@@ -12,9 +12,22 @@ from app.gui.plots.bands import SpanBands
 from app.gui.plots.interaction import PickSeries, number
 from app.gui.plots.items import line
 from app.gui.plots.panel import PlotPanel, PlotView
+from app.gui.plots.streams import Stream
 from app.gui.plots.style import DECODE_BRUSH, MIB, PREFILL_BRUSH, finite_max, nice_ceil
 from app.gui.predictions import n_ctx_for
 from app.gui.theme import series_colour as sc
+
+#: the lines by key (``data_of(*key)``; "tel2": the right axis): (the sampler's reading, legend name, colour,
+#: dashed); memory in MiB on the left, use (%) and power (W) on the right
+LINES: dict[tuple[str, ...], tuple[str, str, str, bool]] = {
+    ("rss",): ("rss_bytes", "worker memory, RSS (MiB)", "#1f77b4", False),
+    ("vram",): ("vram_used_bytes", "GPU memory used (MiB)", "#9467bd", False),
+    ("tel2", "cpu"): ("cpu_pct", "worker CPU (%)", "#2ca02c", False),
+    ("tel2", "gpu"): ("gpu_util_pct", "GPU utilisation (%)", "#ff7f0e", False),
+    ("tel2", "pw"): ("power_w", "GPU power (W)", "#d62728", True),
+}
+#: lines shown from the start; the others (a GPU's) once they have a reading
+ALWAYS = (("rss",), ("tel2", "cpu"))
 
 
 class TelemetryPlot(PlotPanel):
@@ -31,6 +44,7 @@ class TelemetryPlot(PlotPanel):
         self.phases = SpanBands({"prefill": PREFILL_BRUSH, "decode": DECODE_BRUSH})
         self.plot.addItem(self.phases, ignoreBounds=True)
         self._n_phases = 0
+        self._n_tel = 0
         self._mem_pred: pg.InfiniteLine | None = None
         self.vb2 = self._setup_right_axis()
         self._right_axis = _RightAxis(self.vb2, self.legend)
@@ -70,51 +84,73 @@ class TelemetryPlot(PlotPanel):
 
     def reset(self) -> None:
         super().reset()
-        self.phases.clear()
-        self._n_phases = 0
         if self._mem_pred is not None:
             self.plot.removeItem(self._mem_pred)
             self._mem_pred = None
         self.vb2.enableAutoRange()
 
-    def key(self, view: PlotView) -> tuple[Any, ...]:
-        s = view.session
-        return (*view.base_key, len(s.tel_t_ns), len(s.phases), len(s.tests))
-
     @property
     def n_phase_regions(self) -> int:
         return len(self.phases.spans)
 
-    def draw(self, view: PlotView) -> None:
-        s = view.session
-        t = np.asarray(s.t_s(s.tel_t_ns.view()))
-        tel = {k: series.view() for k, series in s.tel.items()}
-        for key, name, column, colour in (("rss", "worker memory, RSS", "rss_bytes", "#1f77b4"),
-                                          ("vram", "GPU memory used", "vram_used_bytes", "#9467bd")):
-            mib = tel[column] / MIB
-            if key == "vram" and not np.isfinite(mib).any():
-                continue
-            item = self.item((key,), lambda n=name, c=colour: line(f"{n} (MiB)", sc(c), 1.8, long=True))
-            item.setData(t, mib)
-            self.pickable((key,), PickSeries(t, mib, np.full(t.size, -1), lambda i, n=name, mib=mib, t=t: (
-                f"{n}\n{t[i]:.1f} s since start · {number(float(mib[i]))} MiB"), item, sorted_x=True))
-        self._right("cpu", "worker CPU (%)", sc("#2ca02c")).setData(t, tel["cpu_pct"])
-        if np.isfinite(tel["gpu_util_pct"]).any():
-            self._right("gpu", "GPU utilisation (%)", sc("#ff7f0e")).setData(t, tel["gpu_util_pct"])
-        if np.isfinite(tel["power_w"]).any():
-            self._right("pw", "GPU power (W)", sc("#d62728"), dashed=True).setData(t, tel["power_w"])
-        self._draw_phases(view)
+    def forget_taken(self) -> None:
+        self._n_tel = 0
+        self._n_phases = 0
+        self.phases.clear()
+
+    def predict(self, view: PlotView) -> None:
         self._draw_mem_pred(view)
-        t_hi = finite_max(t, [float(s.t_s(sp.end_ns)) for sp in s.phases[-1:]])
+
+    def take_new(self, view: PlotView) -> None:
+        """The telemetry samples and the phases that came since."""
+        s = view.session
+        n0, n = self._n_tel, len(s.tel_t_ns)
+        if n != n0:
+            self._n_tel = n
+            t = np.asarray(s.t_s(s.tel_t_ns.view()[n0:n]))
+            for key, (column, _name, _colour, _dashed) in LINES.items():
+                values = s.tel[column].view()[n0:n]
+                self.stream(key).extend(t, values / MIB if column.endswith("_bytes") else values)
+                if np.isfinite(values).any():
+                    self._line(key)
+        self._draw_phases(view)
+
+    def take_rows(self, view: PlotView) -> None:
+        for key in ALWAYS:
+            self._line(key)
+
+    def _line(self, key: tuple[str, ...]) -> pg.PlotDataItem:
+        """The item of the line ``key`` (:data:`LINES`), made on first use."""
+        _column, name, colour, dashed = LINES[key]
+        if key[0] == "tel2":
+            return self._right(key[1], name, sc(colour), dashed)
+        return self.item(key, lambda: line(name, sc(colour), 1.8, dashed, long=True))
+
+    def show_stream(self, key: tuple[Any, ...], stream: Stream, item: Any) -> None:
+        """A line as sampled (pyqtgraph thins it to the pixels); memory lines read out under the mouse."""
+        t, y = stream.x.view(), stream.y.view()
+        item.setData(t, y)
+        if key[0] != "tel2":
+            name = LINES[key][1].removesuffix(" (MiB)")
+            self.pickable(key, PickSeries(t, y, np.full(t.size, -1), lambda i, n=name, mib=y, t=t: (
+                f"{n}\n{t[i]:.1f} s since start · {number(float(mib[i]))} MiB"), item, sorted_x=True))
+
+    def fit_ranges(self) -> None:
+        """Time from zero to the last sample or phase; memory to the highest sample or the predicted line; use from
+        zero to 100 % (or the highest reading)."""
+        s = self._session
+        t = self.stream(("rss",)).x.view()
+        last = [float(s.t_s(sp.end_ns)) for sp in s.phases[-1:]] if s is not None else []
+        t_hi = finite_max(t, last)
         x = (0.0, nice_ceil(t_hi)) if np.isfinite(t_hi) else None
-        mem_hi = finite_max(tel["rss_bytes"] / MIB, tel["vram_used_bytes"] / MIB,
+        mem_hi = finite_max(self.stream(("rss",)).y.view(), self.stream(("vram",)).y.view(),
                             [self._mem_pred.value()] if self._mem_shown else [])
         self.set_range(self.plot.getViewBox(), x, mem_hi if np.isfinite(mem_hi) else None)
-        pct_hi = finite_max([100.0], tel["cpu_pct"], tel["gpu_util_pct"], tel["power_w"])
+        pct_hi = finite_max([100.0], *(self.stream(("tel2", k)).y.view() for k in ("cpu", "gpu", "pw")))
         self.set_range(self.vb2, None, pct_hi, which="right")
 
     def _draw_phases(self, view: PlotView) -> None:
-        """Shade the prefill and decode spans that finished since the last draw."""
+        """Shade the prefill and decode spans that finished since they were last taken."""
         s = view.session
         for span in s.phases[self._n_phases:]:
             self.phases.add(float(s.t_s(span.start_ns)), float(s.t_s(span.end_ns)),

@@ -31,14 +31,23 @@ class TtftPlot(PlotPanel):
     columns = 1
     log_axes = ("x", "y")  # prefill time grows as a power of the prompt length: straight on log-log
 
-    def key(self, view: PlotView) -> tuple[Any, ...]:
-        s = view.session
-        return (*view.base_key, s.rows_version, len(s.tests), view.selected, len(s.phases))
+    def __init__(self, title: str | None = None, columns: int | None = None) -> None:
+        super().__init__(title, columns)
+        self._n_phases = 0  # the run's phases taken
 
-    def draw(self, view: PlotView) -> None:
-        rows = [r for r in view.session.ok_rows() if r.get("ttft_ms") is not None]
+    def forget_taken(self) -> None:
+        self._n_phases = 0
+
+    def predict(self, view: PlotView) -> None:
+        """Each model's predicted TTFT curves (one per depth its tests ran at), expected band and what-if."""
         xmax = max([int(t.get("n_prompt") or 0) for t in view.tests] + [64]) * 1.15
         xs = np.linspace(1, xmax, CURVE_POINTS)
+        for m, path in enumerate(view.models):
+            self._draw_predicted(view, m, path, xs)
+
+    def take_rows(self, view: PlotView) -> None:
+        """Measured means (±1 sd) per model, unstable ones ringed, the selected ones highlighted."""
+        rows = [r for r in view.session.ok_rows() if r.get("ttft_ms") is not None]
         for m, path in enumerate(view.models):
             mine = [r for r in rows if r.get("model_path") == path]
             x, y = np.array([float(r["n_prompt"]) for r in mine]), np.array([float(r["ttft_ms"]) for r in mine])
@@ -49,13 +58,19 @@ class TtftPlot(PlotPanel):
             self.pickable((self.points_key, m), row_series(
                 name, x, y, mine, lambda v: f"prompt {v:.0f} tok",
                 lambda r: figure_text("TTFT", r["ttft_ms"], r.get("ttft_ms_stddev"), "ms"), item))
-            self._draw_predicted(view, m, path, xs)
-            self._draw_repetitions(view, m, path)
         self.mark_unstable([(float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
                             if "ttft_ms" in str(r.get("unstable_metrics") or "")])
         hi = [r for r in rows if r.get("test_index") in view.selected]
-        self.item(("hl",), lambda: ring(None)).setData([float(r["n_prompt"]) for r in hi],
-                                                       [float(r["ttft_ms"]) for r in hi])
+        self.stage(("hl",), lambda: ring(None), [float(r["n_prompt"]) for r in hi], [float(r["ttft_ms"]) for r in hi])
+        self._n_phases = -1  # a row in: its repetitions give way to its mean
+
+    def take_new(self, view: PlotView) -> None:
+        """The repetitions that landed since, for tests whose mean is not in yet."""
+        n = len(view.session.phases)
+        if n != self._n_phases:
+            self._n_phases = n
+            for m, path in enumerate(view.models):
+                self._draw_repetitions(view, m, path)
 
     @staticmethod
     def _rep_markers(view: PlotView, m: int, path: str) -> Callable[[], Any]:
@@ -72,7 +87,7 @@ class TtftPlot(PlotPanel):
         if not xs:
             self.drop(("rep", m))
             return
-        self.item(("rep", m), self._rep_markers(view, m, path), view.label(REPS_LABEL, path)).setData(xs, ys)
+        self.stage(("rep", m), self._rep_markers(view, m, path), xs, ys, name=view.label(REPS_LABEL, path))
 
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
         """Model ``m``'s predicted TTFT on the hardware it ran on, at each of (up to three of) the depths its tests

@@ -1,8 +1,8 @@
-"""The session model the window draws from: events in, arrays and rows out. No Qt here.
+"""A run as its events have told it so far (live, replayed or re-opened): events in, growing arrays and rows out.
 
-The bridge appends events from the sweep thread to a queue; the window's 10 Hz timer hands them to
-:meth:`LiveRun.extend` on the GUI thread, then redraws from the arrays. A recorded event stream, or the
-rows of a past run, fill the same model, so the plots never know where the numbers came from.
+The window's timer hands queued events to :meth:`LiveRun.extend`; its plots take what is new from the arrays. A
+recorded event stream, or the rows of a past run, fill the same model, so nothing that reads it knows where the
+numbers came from. Qt-free: the window reads it, and so can anything else.
 """
 
 from __future__ import annotations
@@ -51,6 +51,17 @@ class Series:
         self._a[self.n] = value
         self.n += 1
 
+    def extend(self, values: np.ndarray) -> None:
+        """Append every value of ``values`` (one copy, however many)."""
+        k = len(values)
+        if self.n + k > self._a.size:
+            self._a = np.resize(self._a, max(self._a.size * 2, self.n + k))
+        self._a[self.n : self.n + k] = values
+        self.n += k
+
+    def clear(self) -> None:
+        self.n = 0
+
     def view(self) -> np.ndarray:
         return self._a[: self.n]
 
@@ -65,6 +76,11 @@ class PhaseSpan:
     phase: str  # "prefill" | "decode"
     test_index: int
     rep: int
+
+
+def decode_mean_position(row: dict[str, Any]) -> float:
+    """Average context position of a test's decode steps: depth + prompt + half the generated tokens."""
+    return float(int(row.get("n_depth") or 0) + int(row.get("n_prompt") or 0) + int(row.get("n_gen") or 0) / 2)
 
 
 def test_label(test: dict[str, Any]) -> str:

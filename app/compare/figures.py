@@ -1,0 +1,235 @@
+"""What the compare table shows: each entry's figures (decode, TTFT at one prompt length, file size, KV per token),
+their ratios to the first entry of the same kind with the noise of both means, and the table as text or JSON."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from app.compare.entries import CompareItem, short_label
+from app.model.facts import ModelFacts
+from app.model.format import short_bytes
+
+#: (path, prompt tokens) -> (decode tok/s from an empty cache, TTFT ms) predicted for a model file
+PredictedFigures = Callable[[str, int], tuple[float | None, float | None]]
+#: path -> the file's facts, None where they are not read (yet)
+FactsOf = Callable[[str], ModelFacts | None]
+
+#: the figures, in the table's order: (Figures field, its noise's field, header, its ratio's header, the ratio's tip)
+FIGURES: tuple[tuple[str, str, str, str, str], ...] = (
+    ("decode_tps", "decode_noise_rel", "decode tok/s", "× decode",
+     "decode ÷ the first entry of the same kind (measured or predicted)"),
+    ("ttft_ms", "ttft_noise_rel", "TTFT ms @{prompt}", "× TTFT", "TTFT ÷ the first entry of the same kind"),
+    ("size_bytes", "", "size", "× size", "file size ÷ the first of the same kind"),
+    ("kv_bytes_per_token", "", "KV / token", "× KV", "KV per token ÷ the first of the same kind"),
+)
+#: fewer repetitions than this: a ratio is within the run-to-run noise, and marked ⚠
+MIN_REPETITIONS = 3
+DEFAULT_PROMPT = 512
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One entry's figures: measured (the means of its depth-0 tests) or predicted (a model file)."""
+
+    decode_tps: float | None  # from an empty context
+    ttft_ms: float | None  # at the table's prompt length
+    size_bytes: float | None  # the file's
+    kv_bytes_per_token: float | None
+    decode_noise_rel: float | None  # relative standard error of the mean (0 for a prediction; None: not known)
+    ttft_noise_rel: float | None
+    repetitions: int | None  # the fewest repetitions of its tests (None: a prediction)
+
+    def get(self, field: str) -> float | None:
+        """A figure or its noise by field name; None for none (or an empty name)."""
+        value = getattr(self, field, None) if field else None
+        return None if value is None else float(value)
+
+
+def reference_prompt(items: Iterable[CompareItem]) -> int:
+    """The prompt length the TTFT column is read at: the one most measured entries' TTFT was measured at (the longest
+    of a tie); 512 without measurements."""
+    counts = Counter(int(r.get("n_prompt") or 0) for it in items if it.kind == "run"
+                     for r in it.ok_rows() if r.get("ttft_ms") is not None)
+    counts.pop(0, None)
+    if not counts:
+        return DEFAULT_PROMPT
+    top = max(counts.values())
+    return max(p for p, n in counts.items() if n == top)
+
+
+def entry_figures(it: CompareItem, prompt: int, facts: ModelFacts | None,
+                  predicted: PredictedFigures | None = None) -> Figures:
+    """Decode tok/s (empty context), TTFT ms at ``prompt``, file size and KV bytes per token of one entry: a run's
+    from its rows, a model file's from ``predicted``; size and KV per token from the file's ``facts`` where read."""
+    if it.kind == "run":
+        rows = it.ok_rows()
+        d0 = [r for r in rows if not r.get("n_depth")] or rows
+        decode = _mean([r.get("decode_tps") for r in d0])
+        decode_noise = relative_noise(d0, "decode_tps")
+        pts = sorted((int(r["n_prompt"]), float(r["ttft_ms"])) for r in d0 if r.get("ttft_ms") is not None)
+        same = [t for p, t in pts if p == prompt]
+        ttft_noise = relative_noise([r for r in d0 if int(r.get("n_prompt") or 0) == prompt] or d0, "ttft_ms")
+        reps: int | None = min((int(r.get("n_repetitions") or 1) for r in d0), default=0)
+        ttft = _mean(same) if same else (float(np.interp(prompt, [p for p, _ in pts], [t for _, t in pts]))
+                                         if pts else None)
+        size = next((float(r["model_size"]) for r in rows if r.get("model_size")), None)
+        type_k = next((str(r.get("type_k")) for r in rows if r.get("type_k")), "f16")
+    else:
+        decode, ttft = predicted(it.path, prompt) if predicted is not None else (None, None)
+        size, type_k = None, "f16"
+        decode_noise = ttft_noise = 0.0  # a prediction has no repetitions
+        reps = None
+    if facts is not None:  # one definition of size for runs and files alike: the file on disk
+        size = float(facts.file_bytes)
+    kv = float(facts.kv_bytes_per_token(type_k)) if facts is not None else None
+    return Figures(decode_tps=decode, ttft_ms=ttft, size_bytes=size, kv_bytes_per_token=kv,
+                   decode_noise_rel=decode_noise, ttft_noise_rel=ttft_noise, repetitions=reps)
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One line of the table: the entry, its name and kind as shown, its figures, ratios and the cells' text."""
+
+    item: CompareItem
+    name: str
+    kind: str  # "predicted", or "measured, 3 reps" (with ⚠ below MIN_REPETITIONS)
+    thin: bool  # too few repetitions for its ratios to tell
+    figures: Figures
+    ratios: dict[str, float | None]  # by Figures field: this ÷ the first entry of the same kind
+    cells: tuple[str, ...]  # figure, ratio, figure, ratio, ... as the table prints them
+
+
+@dataclass(frozen=True)
+class CompareTable:
+    """The compare table: the prompt length TTFT is read at, and one row per entry."""
+
+    prompt: int
+    rows: tuple[CompareRow, ...]
+
+    @property
+    def headers(self) -> tuple[str, ...]:
+        out = ["", "kind"]
+        for _field, _noise, header, ratio_header, _tip in FIGURES:
+            out += [header.format(prompt=self.prompt), ratio_header]
+        return tuple(out)
+
+    @property
+    def n_thin(self) -> int:
+        """Measured entries with fewer than MIN_REPETITIONS repetitions (marked ⚠)."""
+        return sum(1 for r in self.rows if r.thin)
+
+    def lines(self) -> list[tuple[str, ...]]:
+        """Every row's cells as the window's table shows them (name, kind, then figure and ratio per figure)."""
+        return [(r.name, r.kind, *r.cells) for r in self.rows]
+
+    def text(self) -> str:
+        """The table as aligned plain text (``gguf-bench compare``): names left, figures right."""
+        head = ("entry",) + self.headers[1:]
+        body = self.lines()
+        widths = [max(len(line[c]) for line in [head, *body]) for c in range(len(head))]
+        out = []
+        for line in [head, *body]:
+            out.append("  ".join(v.ljust(w) if c < 2 else v.rjust(w)
+                                 for c, (v, w) in enumerate(zip(line, widths, strict=True))).rstrip())
+        return "\n".join(out)
+
+    def to_json(self) -> dict[str, Any]:
+        """The table's numbers: per entry its figures (None where not known), ratios and the cells' text."""
+        return {"reference_prompt": self.prompt, "entries": [{
+            "name": r.name, "label": r.item.label, "kind": r.item.kind, "run_id": r.item.run_id,
+            "model_path": r.item.path, "shown_kind": r.kind, "few_repetitions": r.thin,
+            "figures": asdict(r.figures), "ratios": r.ratios, "cells": dict(zip(self.headers[2:], r.cells,
+                                                                                strict=True)),
+        } for r in self.rows]}
+
+
+def compare_table(items: Sequence[CompareItem], facts_of: FactsOf,
+                  predicted: PredictedFigures | None = None) -> CompareTable:
+    """The table of ``items``: each entry's figures, and ratios to the first entry of its kind (measured with
+    measured, predicted with predicted)."""
+    prompt = reference_prompt(items)
+    figs = [entry_figures(it, prompt, facts_of(it.path) if it.path else None, predicted) for it in items]
+    bases: dict[str, Figures] = {}
+    for it, f in zip(items, figs, strict=True):
+        bases.setdefault(it.kind, f)
+    rows = []
+    for it, f in zip(items, figs, strict=True):
+        base = bases[it.kind]
+        reps = f.repetitions
+        thin = reps is not None and reps < MIN_REPETITIONS
+        kind = "predicted" if it.kind != "run" else f"measured, {reps} rep{'s' if reps != 1 else ''}" + \
+            (" ⚠" if thin else "")
+        cells: list[str] = []
+        ratios: dict[str, float | None] = {}
+        for field, noise, _header, _ratio_header, _tip in FIGURES:
+            v, b = f.get(field), base.get(field)
+            cells.append(figure_text(field, v))
+            ratios[field] = v / b if v is not None and b else None
+            cells.append(ratio_text(v, b, f.get(noise), base.get(noise), thin))
+        rows.append(CompareRow(it, short_label(it), kind, thin, f, ratios, tuple(cells)))
+    return CompareTable(prompt, tuple(rows))
+
+
+def figure_text(field: str, v: float | None) -> str:
+    """A figure as the table prints it: speeds and times with one decimal, sizes in B/KiB/MiB/GiB; "—" unknown."""
+    if v is None:
+        return "—"
+    if field.endswith(("_bytes", "_bytes_per_token")):
+        return f"{v:.0f} B" if v < 1024 else short_bytes(v)
+    return f"{v:,.1f}"
+
+
+def relative_noise(rows: list[dict[str, Any]], key: str) -> float | None:
+    """The relative standard error of the mean of ``key`` over ``rows`` (each a mean of its repetitions, with
+    its ``KEY_stddev``); None where a row has one repetition (no spread to tell)."""
+    terms = []
+    for r in rows:
+        mean, sd, n = r.get(key), r.get(f"{key}_stddev"), int(r.get("n_repetitions") or 1)
+        if not mean or sd is None or n < 2:
+            return None
+        terms.append((float(sd) / float(mean)) ** 2 / n)
+    return (sum(terms) ** 0.5) / len(terms) if terms else None
+
+
+def ratio_text(v: float | None, base: float | None, noise: float | None, base_noise: float | None,
+               thin: bool) -> str:
+    """"1.23× ±4%" (the noise of both means combined), "1.23× ⚠" with too few repetitions to tell."""
+    if v is None or not base:
+        return "—"
+    text = f"{v / base:.2f}×"
+    if thin:
+        return text + " ⚠"
+    if noise is not None and base_noise is not None and (noise or base_noise):
+        text += f" ±{100 * (noise**2 + base_noise**2) ** 0.5:.0f}%"
+    return text
+
+
+def run_settings(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The settings a run's rows share that a prediction takes (KV type, layers, flash attention, batches)."""
+    out: dict[str, Any] = {}
+    for key in ("type_k", "type_v", "n_gpu_layers", "flash_attn", "n_batch", "n_ubatch"):
+        vals = {r.get(key) for r in rows if r.get(key) is not None}
+        if len(vals) == 1:
+            out[key] = vals.pop()
+    return out
+
+
+def means_by_x(points: Iterable[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """The mean y at each distinct x, sorted by x."""
+    by_x: dict[float, list[float]] = {}
+    for x, y in points:
+        by_x.setdefault(x, []).append(y)
+    xs = sorted(by_x)
+    return xs, [statistics.fmean(by_x[x]) for x in xs]
+
+
+def _mean(xs: list[Any]) -> float | None:
+    vals = [float(x) for x in xs if x is not None]
+    return statistics.fmean(vals) if vals else None
+
