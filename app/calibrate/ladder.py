@@ -48,7 +48,7 @@ from app.predict.calibration_fit import (
 from app.predict.calibration_store import engine_version, fit_path, llama_build, read_fit, save_fit
 from app.predict.cpu_kernels import cpu_class_table
 from app.predict.fitted_model import FitError
-from app.predict.prediction import PredictSettings
+from app.predict.settings import PredictSettings
 from app.predict.store_efficiency import untrustworthy
 from app.results.fields import BUSY_OTHER_CPU_PCT, RowStatus
 from app.results.phases import row_rate, spread

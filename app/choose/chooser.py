@@ -12,10 +12,8 @@ from typing import Any
 from app.choose.verdicts import (
     DEFAULT_N_GEN,
     FileChoice,
-    Measured,
     Quality,
     Recommendation,
-    SpeedSources,
     display_name,
     evaluate_file,
     recommend,
@@ -24,11 +22,8 @@ from app.model.gguf_facts import GGUFFileError
 from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
 from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings, requantized_from
-from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware_context import HardwareContext, hardware_context, remote_hardware_context
-from app.predict.profiles import HardwareProfile, ProfileError
-from app.predict.store_efficiency import row_threads, threads_for, untrustworthy
-from app.results.fields import RowStatus
+from app.predict.answer import Machine
+from app.predict.profiles import HardwareProfile, ProfileError, find_profile, load_profiles
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
@@ -86,32 +81,16 @@ def expand_sources(sources: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _hardware(hw: str | None, scan: MachineScan) -> tuple[HardwareContext, HardwareProfile, bool]:
-    this = (hw or "").strip().lower() in THIS_MACHINE
-    ctx = hardware_context(scan, None if this else hw)
-    profile = ctx.gpu if ctx.gpu is not None and (hw or "").lower() != "cpu" else ctx.cpu
-    return ctx, profile, this
-
-
-def _measured(rows: list[dict[str, Any]], filename: str) -> list[Measured]:
-    """This file's trustworthy measurements on this machine, newest first (rows are): ok, not unstable, not taken
-    on a busy machine, at the thread count a default run uses (the one the expected figures are for), with a
-    decode figure; each with the settings it ran at, so the verdict scales it to the asked context."""
-    out = []
-    for r in rows:
-        if (r.get("model_filename") != filename or r.get("status") != RowStatus.OK or not r.get("decode_tps")
-                or untrustworthy(r) or row_threads(r) != threads_for(None)):
-            continue
-        ngl = int(r.get("n_gpu_layers_effective") or 0)
-        threads = r.get("n_threads_effective") or r.get("n_threads")
-        settings = (f"p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth') or 0} ngl{ngl}"
-                    + (f" t{threads}" if threads else ""))
-        out.append(Measured(
-            float(r["decode_tps"]), float(r["ttft_ms"]) if r.get("ttft_ms") else None, settings,
-            n_prompt=int(r.get("n_prompt") or 0), n_gen=int(r.get("n_gen") or 0), n_depth=int(r.get("n_depth") or 0),
-            type_k=str(r.get("type_k") or "f16"), n_gpu_layers=ngl, n_cpu_moe=int(r.get("n_cpu_moe") or 0),
-            prefill_tps=float(r["prefill_tps"]) if r.get("prefill_tps") else None))
-    return out
+def _hardware(hw: str | None, machine: Machine) -> HardwareProfile:
+    """The profile asked: this machine's GPU (else its CPU) for none, "this" or "local"; its CPU for "cpu"; else the
+    profile named (a GPU that is not this machine's is answered as such: nothing of this machine applies to it)."""
+    asked = (hw or "").strip().lower()
+    if asked in THIS_MACHINE:
+        profile = machine.gpu if machine.gpu is not None and asked != "cpu" else machine.cpu
+        if profile is None:
+            raise ProfileError("this CPU has no probed figures (the CPU probe did not run)")
+        return profile
+    return find_profile(str(hw), load_profiles())
 
 
 def _quality(store: ResultStore | None, source: str, notes: list[str]) -> Quality | None:
@@ -132,45 +111,36 @@ def _quality(store: ResultStore | None, source: str, notes: list[str]) -> Qualit
                    reference=str(row.get("reference_filename") or ""))
 
 
-def _speed_sources(expected: ExpectedSources, profile: HardwareProfile, hw: HardwareContext, this: bool,
-                   filename: str, file_type: str) -> SpeedSources:
-    """The expected figures' sources for one file, by the one policy (app.predict.expected_sources)."""
-    i = expected.inputs(profile, this_machine=this, model_filename=filename, file_type=file_type)
-    return SpeedSources(hw.host_bandwidth_gbps, i.efficiency, i.efficiency_source, i.fitted, i.public,
-                        i.host_fitted, i.crossing)
-
-
 def _open_store(path: str | None, notes: list[str]) -> ResultStore | None:
     try:
-        return ResultStore(path)
+        return ResultStore.open_read_only(path)
     except (StoreError, OSError) as e:
         notes.append(f"results store not read ({e})")
         return None
 
 
-def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
+def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: Machine | None = None,
                progress: Callable[[str], None] | None = None) -> ChooseReport:
     """Evaluate every file of ``req`` and recommend one. Raises ProfileError for an unknown --hw, ValueError for
-    an empty folder or a bad context; unreadable files are listed in ``errors``, not raised."""
+    an empty folder or a bad context; unreadable files are listed in ``errors``, not raised. ``machine``: this
+    machine as already loaded (else it is loaded here; for a GPU named by --hw nothing of this machine is)."""
     if req.n_ctx < 1:
         raise ValueError(f"--ctx must be at least 1 (got {req.n_ctx})")
     this_asked = (req.hw or "").strip().lower() in THIS_MACHINE
-    if scan is None and not this_asked:  # a GPU named by --hw: nothing of this machine is scanned or probed
-        hw = remote_hardware_context(str(req.hw))
-        profile, this = hw.gpu or hw.cpu, False
-    else:
-        scan = scan if scan is not None else scan_machine(ProbeMode.RUN)
-        hw, profile, this = _hardware(req.hw, scan)
-    notes = [hw.note] if hw.note else []
+    if machine is None:
+        if scan is None and not this_asked:  # a GPU named by --hw: nothing of this machine is scanned or probed
+            machine = Machine.elsewhere()
+        else:
+            machine = Machine.load(scan if scan is not None else scan_machine(ProbeMode.RUN),
+                                   store_path=req.store_path)
+    profile = _hardware(req.hw, machine)
+    this = machine.is_this(profile)
+    notes = [f"GPU profile chosen: {profile.name}" + ("" if this else "; nothing of this machine applies to it")
+             ] if not this_asked else []
     sources = expand_sources(req.sources)
     store = _open_store(req.store_path, notes)
     opts = RemoteOptions(max_header_bytes=req.max_header_bytes)
     try:
-        machine = scan.run_facts() if scan is not None and this else {}
-        expected = ExpectedSources.load(str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or ""),
-                                        store if this else None, public=profile.kind != "cpu")
-        rows = [r for r in (store.recent_rows(2000) if store is not None and this else [])
-                if r.get("cpu_info") == machine.get("cpu_model", "")]
         choices, errors = [], []
         for source in sources:
             if progress:
@@ -181,9 +151,7 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None,
                 errors.append((source, e.cause))
                 continue
             choices.append(evaluate_file(
-                source, facts, profile, req.n_ctx, n_prompt=req.n_prompt, n_gen=req.n_gen,
-                speed=_speed_sources(expected, profile, hw, this, display_name(source), facts.file_type),
-                measured=_measured(rows, display_name(source)) if this else None,
+                source, facts, profile, req.n_ctx, n_prompt=req.n_prompt, n_gen=req.n_gen, machine=machine,
                 quality=_quality(store, source, notes), requantized_from=requantized_from(facts),
                 min_decode_tps=req.min_decode_tps))
     finally:

@@ -29,14 +29,13 @@ from typing import Any
 from app.choose.measure_cache import CachedMeasurement, MeasureCache, file_identity
 from app.choose.verdicts import Figure, FileChoice, llama_server_command, quality_key
 from app.model.gguf_http import is_url
-from app.predict.calibration_store import llama_build
 from app.results.fields import RowStatus
 from app.results.store import ResultStore
 from app.run.events import Event, Notice
 from app.run.plan import TestSpec
 from app.run.sweep_setup import prepare_sweep
 from app.telemetry.host import usable_cpu_threads
-from app.telemetry.llama_build import installed_gpu_backends
+from app.telemetry.llama_build import installed_gpu_backends, llama_build
 
 #: The short test each measurement is (llama-bench's -p, -n, -r; one warmup runs first and is not counted).
 MEASURE_N_PROMPT = 64
@@ -429,7 +428,7 @@ class Measurer:
 
     def _run_in_worker(self, test: TestSpec) -> dict[str, Any]:
         """One test through the sweep session (a worker process), its row stored as a normal run's."""
-        with ResultStore(self.store_path) as store:
+        with ResultStore.recover(self.store_path) as store:
             setup = prepare_sweep([test], store)
             session = setup.session(store, sweep_name=SWEEP_NAME, command=self.command, token_ticks=False)
             self._session = session

@@ -16,40 +16,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.model.facts import ModelFacts
-from app.predict.crossing_fit import CrossingCost
-from app.predict.fitted_model import Expected
-from app.predict.prediction import (
-    AT_CONTEXT_GEN,
-    Efficiency,
-    FittedExpectation,
-    Prediction,
-    PredictSettings,
-    at_context,
-    predict,
-)
+from app.predict.answer import Answer, Figure, FigureKind, Machine, Measurement, answer
 from app.predict.profiles import HardwareProfile
-from app.predict.public_fit import PublicGpuModel
+from app.predict.settings import AT_CONTEXT_GEN, at_context
 
 #: KV-cache types tried, best quality first.
 KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
 DEFAULT_N_GEN = AT_CONTEXT_GEN
 NOT_MEASURED = "not measured — run gguf-bench quality"
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A speed figure: ``kind`` "expected" (learned from measurements) or "ceiling" (physics bound), band if any."""
-
-    value: float
-    kind: str
-    low: float | None = None
-    high: float | None = None
-    source: str = ""
-
-    def text(self, fmt: str = "{:.1f}") -> str:
-        """``"45.1 (40.2–50.3, expected)"`` or ``"63.2 (ceiling)"``."""
-        band = f"{fmt.format(self.low)}–{fmt.format(self.high)}, " if self.low is not None and self.high else ""
-        return f"{fmt.format(self.value)} ({band}{self.kind})"
 
 
 @dataclass(frozen=True)
@@ -60,22 +34,6 @@ class Quality:
     ppl: float | None = None
     same_top_rate: float | None = None
     reference: str = ""
-
-
-@dataclass(frozen=True)
-class Measured:
-    """A stable measurement of the file on this machine (an ok results-store row), with the settings it ran at."""
-
-    decode_tps: float | None
-    ttft_ms: float | None
-    settings: str  # e.g. "p512 n128 d0 ngl0 t2"
-    n_prompt: int = 512
-    n_gen: int = 128
-    n_depth: int = 0
-    type_k: str = "f16"
-    n_gpu_layers: int = 0  # effective
-    n_cpu_moe: int = 0
-    prefill_tps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +58,7 @@ class FileChoice:
     overhead_bytes: int
     decode_tps: Figure
     ttft_ms: Figure
-    measured: Measured | None = None
+    measured: Measurement | None = None  # the stable measurement here the figures were carried from, if any
     quality: Quality | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     n_cpu_moe: int = 0  # -ncmoe of the configuration chosen: the first N layers' experts kept in system RAM
@@ -118,9 +76,13 @@ class FileChoice:
         return self.status in ("fits", "partial")
 
     def to_json_dict(self) -> dict[str, Any]:
+        """Every field, each figure in the one shape ``predict`` writes too (``Figure.to_json_dict``)."""
         d = asdict(self)
         d["kv_types_fitting"] = list(self.kv_types_fitting)
         d["notes"] = list(self.notes)
+        for key in ("decode_tps", "ttft_ms", "decode_empty_tps"):
+            fig = getattr(self, key)
+            d[key] = fig.to_json_dict() if fig is not None else None
         return d
 
 
@@ -135,49 +97,14 @@ class Recommendation:
                 if self.choice else None, "sentence": self.sentence, "command": self.command}
 
 
-def _expected(doc: dict[str, Any], key: str, ceiling_key: str, source: str) -> Figure:
-    """The prediction's expected figure (with band and source when predict gives them), else its ceiling."""
-    value = doc.get(f"expected_{key}")
-    if not value:
-        why = doc.get("no_expected_decode") if key == "decode_tps" else ""
-        return Figure(float(doc[ceiling_key]), "ceiling", source=str(why or "no measurements here to learn an "
-                                                                              "efficiency from"))
-    low, high = doc.get(f"expected_{key}_low"), doc.get(f"expected_{key}_high")
-    return Figure(float(value), "expected", low, high, str(doc.get("expected_source") or source))
-
-
-@dataclass(frozen=True)
-class SpeedSources:
-    """What turns ceilings into expected figures: stored efficiencies, this machine's fit, the public GPU fit."""
-
-    cpu_bandwidth_gbps: float | None = None
-    efficiency: Efficiency | None = None
-    efficiency_source: str = ""
-    fitted: FittedExpectation | None = None
-    public: PublicGpuModel | None = None
-    host_fitted: FittedExpectation | None = None  # this machine's CPU fit: the host side of a split placement
-    crossing: CrossingCost | None = None  # a split's device crossing as this machine measured it (None: assumed)
-
-
-def _ttft(doc: dict[str, Any], source: str) -> Figure:
-    """Expected TTFT (its band scaled from the prefill rate's band, the prompt being the same), else the ceiling's."""
-    fig = _expected(doc, "ttft_ms", "ttft_ms", source)
-    prefill, low, high = (doc.get(f"expected_prefill_tps{k}") for k in ("", "_low", "_high"))
-    if fig.kind == "expected" and prefill and low and high:
-        return Figure(fig.value, fig.kind, fig.value * prefill / high, fig.value * prefill / low, fig.source)
-    return fig
-
-
-def _predict_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, ngl: int,
-                n_prompt: int | None, n_gen: int, speed: SpeedSources, n_cpu_moe: int = 0) -> Prediction:
-    """The prediction at ``n_ctx``: the question every view answers for a context (``at_context``) unless the
-    request was given (``n_prompt``, ``n_gen`` other than its own)."""
-    settings = replace(at_context(n_ctx, type_k=type_k, n_gpu_layers=ngl), n_cpu_moe=n_cpu_moe)
+def _answer_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, ngl: int, n_prompt: int | None,
+               n_gen: int, machine: Machine | None, n_cpu_moe: int = 0, measured: bool = False) -> Answer:
+    """The answer at ``n_ctx``: the question every view answers for a context (``at_context``) unless the request was
+    given (``n_prompt``, ``n_gen`` other than its own)."""
+    settings = at_context(n_ctx, type_k=type_k, n_gpu_layers=ngl, n_cpu_moe=n_cpu_moe)
     if n_prompt is not None or n_gen != settings.n_gen:
         settings = replace(settings, n_prompt=max(1, n_ctx - n_gen) if n_prompt is None else n_prompt, n_gen=n_gen)
-    return predict(facts, profile, settings, cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps,
-                   efficiency=speed.efficiency, tensor_bytes=facts.tensor_bytes or None, fitted=speed.fitted,
-                   public=speed.public, host_fitted=speed.host_fitted, crossing=speed.crossing)
+    return answer(facts, profile, settings, machine, measured=measured)
 
 
 @dataclass(frozen=True)
@@ -188,7 +115,7 @@ class _Config:
     type_k: str
     n_gpu_layers: int
     n_cpu_moe: int
-    pred: Prediction
+    got: Answer
     words: str
 
     def rank(self, min_decode_tps: float | None = None) -> tuple[float, ...]:
@@ -196,177 +123,110 @@ class _Config:
         better cache type (a quantized KV cache costs quality), then the faster; where none meets the floor, the
         fastest."""
         kv = KV_TYPES.index(self.type_k) if self.type_k in KV_TYPES else len(KV_TYPES)
-        decode = self.pred.expected_decode_tps or self.pred.decode_ceiling_tps
+        decode = self.got.decode.value
         if min_decode_tps is not None and decode < min_decode_tps:
             return (1, -decode, kv, 0)
         return (0, 0 if self.status == "fits" and not self.n_cpu_moe else 1, kv, -decode)
 
 
 def _smallest_n_cpu_moe(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, n_prompt: int | None,
-                        n_gen: int, speed: SpeedSources) -> Prediction | None:
+                        n_gen: int, machine: Machine | None) -> Answer | None:
     """The fewest layers whose experts stay in system RAM (-ncmoe) for the rest of a MoE model to fit on the
     device with every layer offloaded (binary search: more on the CPU never needs more device memory)."""
-    def at(n: int) -> Prediction:
-        return _predict_at(facts, profile, n_ctx, type_k, 999, n_prompt, n_gen, speed, n_cpu_moe=n)
+    def at(n: int) -> Answer:
+        return _answer_at(facts, profile, n_ctx, type_k, 999, n_prompt, n_gen, machine, n_cpu_moe=n)
 
     top = at(facts.n_layer)
-    if not top.fit.fits:
+    if not top.prediction.fit.fits:
         return None
     lo, hi, best = 1, facts.n_layer, top
     while lo < hi:
         mid = (lo + hi) // 2
         p = at(mid)
-        if p.fit.fits:
+        if p.prediction.fit.fits:
             hi, best = mid, p
         else:
             lo = mid + 1
-    return best  # the prediction at lo: the last that fit as hi came down to it, or top when lo reached n_layer
+    return best  # the answer at lo: the last that fit as hi came down to it, or top when lo reached n_layer
 
 
 def _configurations(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, n_prompt: int | None, n_gen: int,
-                    speed: SpeedSources) -> tuple[list[_Config], dict[str, Prediction]]:
+                    machine: Machine | None) -> tuple[list[_Config], dict[str, Answer]]:
     """Every configuration that fits, per KV-cache type: everything on the device; for a MoE model the fewest
-    layers' experts in system RAM; the most layers that fit (the rest on the CPU). And the full-offload
-    prediction per cache type (for the fit columns)."""
-    full = {t: _predict_at(facts, profile, n_ctx, t, 999, n_prompt, n_gen, speed) for t in KV_TYPES}
+    layers' experts in system RAM; the most layers that fit (the rest on the CPU). And the full-offload answer per
+    cache type (for the fit columns)."""
+    full = {t: _answer_at(facts, profile, n_ctx, t, 999, n_prompt, n_gen, machine) for t in KV_TYPES}
     n_all = facts.n_layer + 1
     configs: list[_Config] = []
     for t, p in full.items():
+        fit = p.prediction.fit
         if profile.kind == "cpu" or profile.is_unified:
-            if p.fit.fits:
+            if fit.fits:
                 configs.append(_Config("fits", t, 0 if profile.kind == "cpu" else n_all, 0, p,
                                        "in system RAM" if profile.kind == "cpu" else "in unified memory"))
             continue
-        if p.fit.fits:
+        if fit.fits:
             configs.append(_Config("fits", t, n_all, 0, p, f"all {n_all} layers on the GPU"))
             continue
         if facts.n_expert:
-            moe = _smallest_n_cpu_moe(facts, profile, n_ctx, t, n_prompt, n_gen, speed)
+            moe = _smallest_n_cpu_moe(facts, profile, n_ctx, t, n_prompt, n_gen, machine)
             if moe is not None:
-                configs.append(_Config("fits", t, n_all, moe.n_cpu_moe, moe,
-                                       f"all layers on the GPU but the experts of {moe.n_cpu_moe} of "
+                ncmoe = moe.prediction.n_cpu_moe
+                configs.append(_Config("fits", t, n_all, ncmoe, moe,
+                                       f"all layers on the GPU but the experts of {ncmoe} of "
                                        f"{facts.n_layer} in system RAM"))
-        if p.fit.max_ngl >= 1:
-            part = _predict_at(facts, profile, n_ctx, t, p.fit.max_ngl, n_prompt, n_gen, speed)
-            configs.append(_Config("partial", t, p.fit.max_ngl, 0, part,
-                                   f"{p.fit.max_ngl} of {n_all} layers on the GPU, the rest on the CPU"))
+        if fit.max_ngl >= 1:
+            part = _answer_at(facts, profile, n_ctx, t, fit.max_ngl, n_prompt, n_gen, machine)
+            configs.append(_Config("partial", t, fit.max_ngl, 0, part,
+                                   f"{fit.max_ngl} of {n_all} layers on the GPU, the rest on the CPU"))
     return configs, full
 
 
 def _config_line(c: _Config) -> str:
-    decode = c.pred.expected_decode_tps or c.pred.decode_ceiling_tps
-    kind = "expected" if c.pred.expected_decode_tps else "ceiling"
     return (f"-ngl {c.n_gpu_layers}{f' -ncmoe {c.n_cpu_moe}' if c.n_cpu_moe else ''} -ctk {c.type_k}: {c.words}; "
-            f"{decode:,.1f} tok/s ({kind}), {c.pred.fit.needed_bytes / 2**20:,.0f} MiB")
-
-
-def _measured_figures(m: Measured, facts: ModelFacts, profile: HardwareProfile, pred: Prediction,
-                      speed: SpeedSources) -> tuple[Figure, Figure, Figure]:
-    """(decode at the context, decode from an empty cache, TTFT) from a measurement at other settings: each the
-    measured rate times the ratio of this machine's fit at the asked and the measured settings where a fit gives
-    both (it knows a short prompt's batch runs below a long one's), else the ratio of the ceilings (bandwidth-bound
-    decode slows with the KV read at depth; prefill with the attention over a longer prompt)."""
-    row = predict(facts, profile, PredictSettings(
-        n_ctx=max(pred.n_ctx, m.n_depth + m.n_prompt + m.n_gen + 1), n_gpu_layers=m.n_gpu_layers, type_k=m.type_k,
-        n_prompt=max(m.n_prompt, 1), n_gen=max(m.n_gen, 1), depth=m.n_depth, flash_attn=True,
-        n_cpu_moe=m.n_cpu_moe), cpu_bandwidth_gbps=speed.cpu_bandwidth_gbps, tensor_bytes=facts.tensor_bytes or None,
-        fitted=speed.fitted, host_fitted=speed.host_fitted, crossing=speed.crossing)
-
-    def ratio(asked: Expected | None, asked_empty: float | None, ceiling: float, ceiling_empty: float,
-              measured: Expected | None, measured_ceiling: float) -> tuple[float, float, str]:
-        """(at the asked settings, from an empty cache) ÷ measured settings, and whose ratio it is."""
-        if asked is not None and measured is not None and measured.value > 0:
-            return (asked.value / measured.value, (asked_empty or asked.value) / measured.value,
-                    "this machine's fit")
-        return ceiling / measured_ceiling, ceiling_empty / measured_ceiling, "the ceilings"
-
-    assert m.decode_tps is not None
-    at_depth = int(row.decode_depth)
-    source = f"measured here ({m.settings}): {m.decode_tps:,.1f} tok/s at depth {at_depth:,}"
-    to_asked, to_empty, whose = ratio(pred.expected_decode, pred.expected_decode_empty_tps, pred.decode_ceiling_tps,
-                                      pred.decode_ceiling_empty_tps, row.expected_decode, row.decode_ceiling_tps)
-    decode, empty = m.decode_tps * to_asked, m.decode_tps * to_empty
-    scaled = "" if int(pred.decode_depth) == at_depth else \
-        f"; at depth {int(pred.decode_depth):,} by the ratio of {whose} there"
-    prefill = m.prefill_tps or (m.n_prompt / (m.ttft_ms / 1000.0) if m.ttft_ms else None)
-    if prefill:
-        to_prompt, _, whose_prefill = ratio(pred.expected_prefill, None, pred.prefill_ceiling_tps,
-                                            pred.prefill_ceiling_tps, row.expected_prefill, row.prefill_ceiling_tps)
-        prefill_here = prefill * to_prompt
-        ttft = Figure(pred.n_prompt / prefill_here * 1000.0, "measured",
-                      source=f"measured here ({m.settings}): prefill {prefill:,.1f} tok/s at a {m.n_prompt}-token "
-                             f"prompt; for {pred.n_prompt:,} tokens by the ratio of {whose_prefill}")
-    else:
-        ttft = Figure(pred.ttft_ms, "ceiling", source="no prefill measured")
-    return (Figure(decode, "measured", source=source + scaled),
-            Figure(empty, "measured", source=source + (f"; from an empty cache by the ratio of {whose}"
-                                                      if at_depth else "")), ttft)
-
-
-def _predicted_figures(pred: Prediction, source: str) -> tuple[Figure, Figure, Figure]:
-    """(decode at the context, decode from an empty cache, TTFT) as predicted: expected where a source gives
-    one, else the ceilings."""
-    doc = pred.to_json_dict()
-    decode = _expected(doc, "decode_tps", "decode_ceiling_tps", source)
-    if decode.kind == "expected" and pred.expected_decode_empty_tps:
-        scale = pred.expected_decode_empty_tps / decode.value
-        empty = Figure(pred.expected_decode_empty_tps, "expected", decode.low and decode.low * scale,
-                       decode.high and decode.high * scale, decode.source)
-    else:
-        empty = Figure(pred.decode_ceiling_empty_tps, "ceiling", source=decode.source)
-    return decode, empty, _ttft(doc, source)
-
-
-def _pick_measured(measured: Measured | Sequence[Measured] | None, n_gpu_layers: int,
-                   n_cpu_moe: int) -> Measured | None:
-    """The newest measurement at the configuration's placement (-ngl, -ncmoe), or None."""
-    rows = [measured] if isinstance(measured, Measured) else list(measured or ())
-    return next((m for m in rows if m.decode_tps and m.n_gpu_layers == n_gpu_layers and m.n_cpu_moe == n_cpu_moe),
-                None)
+            f"{c.got.decode.value:,.1f} tok/s ({c.got.decode.kind}), {c.got.needed_bytes / 2**20:,.0f} MiB")
 
 
 def evaluate_file(
     source: str, facts: ModelFacts, profile: HardwareProfile, n_ctx: int, *, n_prompt: int | None = None,
-    n_gen: int = DEFAULT_N_GEN, speed: SpeedSources | None = None,
-    measured: Measured | Sequence[Measured] | None = None, quality: Quality | None = None,
-    requantized_from: str = "",
-    min_decode_tps: float | None = None,
+    n_gen: int = DEFAULT_N_GEN, machine: Machine | None = None, quality: Quality | None = None,
+    requantized_from: str = "", min_decode_tps: float | None = None,
 ) -> FileChoice:
     """The verdict for one file: a prompt of ``n_prompt`` tokens (default: the context less ``n_gen``), then
     ``n_gen`` generated, at ``n_ctx`` on ``profile``, in the best configuration that fits.
 
-    Speed is judged the same way for every file: measured here at the configuration's placement where it was
-    (``measured``: stable rows, newest first), else expected (a fit, stored efficiencies, the public fit), else
-    the ceiling; the figure's ``kind`` says which. ``min_decode_tps``: the floor a placement should meet (the
-    placements are ranked by :meth:`_Config.rank`)."""
-    speed = speed or SpeedSources()
-    configs, full = _configurations(facts, profile, n_ctx, n_prompt, n_gen, speed)
+    Speed is judged the same way for every file: the answer for the configuration (app.predict.answer: measured
+    here at that placement where it was, else expected, else the ceiling; the figure's ``kind`` says which).
+    Placements are ranked on the figures of the sources alone (:meth:`_Config.rank`, ``min_decode_tps`` the floor
+    a placement should meet); the one chosen is then answered with this machine's measurements."""
+    configs, full = _configurations(facts, profile, n_ctx, n_prompt, n_gen, machine)
     is_cpu = profile.kind == "cpu"
 
     def rank(c: _Config) -> tuple[float, ...]:
         return c.rank(min_decode_tps)
 
     chosen = min(configs, key=rank) if configs else None
-    pred = chosen.pred if chosen else full[KV_TYPES[0]]
-    status = chosen.status if chosen else "does_not_fit"
-    ngl = chosen.n_gpu_layers if chosen else 0
-    ncmoe = chosen.n_cpu_moe if chosen else 0
-    fit = pred.fit
-    source_text = f"calibrated from {speed.efficiency_source}" if speed.efficiency_source else "calibrated"
-    m = _pick_measured(measured, ngl, ncmoe) if chosen else None
-    decode, empty, ttft = (_measured_figures(m, facts, profile, pred, speed) if m is not None
-                           else _predicted_figures(pred, source_text))
+    if chosen is not None:
+        got = _answer_at(facts, profile, n_ctx, chosen.type_k, chosen.n_gpu_layers, n_prompt, n_gen, machine,
+                         n_cpu_moe=chosen.n_cpu_moe, measured=True)
+    else:
+        got = full[KV_TYPES[0]]
+    fit = got.prediction.fit
+    ttft = got.ttft_ms or Figure(got.prediction.ttft_ms, FigureKind.CEILING)
     return FileChoice(
         source=source, filename=display_name(source), file_type=facts.file_type, size_bytes=facts.file_bytes,
-        bits_per_weight=facts.bits_per_weight, n_layer=facts.n_layer, status=status,
-        n_gpu_layers=0 if is_cpu else ngl, type_k=chosen.type_k if chosen else KV_TYPES[0],
-        kv_types_fitting=tuple(t for t, p in full.items() if p.fit.fits and p.fit.status == "fits"),
+        bits_per_weight=facts.bits_per_weight, n_layer=facts.n_layer, status=chosen.status if chosen else
+        "does_not_fit", n_gpu_layers=0 if is_cpu or chosen is None else chosen.n_gpu_layers,
+        type_k=chosen.type_k if chosen else KV_TYPES[0],
+        kv_types_fitting=tuple(t for t, p in full.items()
+                               if p.prediction.fit.status == "fits" and p.prediction.fit.fits),
         memory_bytes=fit.needed_bytes, budget_bytes=fit.budget_bytes, weights_bytes=fit.weight_bytes,
         kv_bytes=fit.kv_bytes, compute_bytes=fit.compute_buffer_bytes, overhead_bytes=fit.overhead_bytes,
-        decode_tps=decode, ttft_ms=ttft, measured=m, quality=quality, notes=pred.notes, n_cpu_moe=ncmoe,
-        decode_empty_tps=empty, decode_depth=int(pred.decode_depth), placement=chosen.words if chosen else "",
+        decode_tps=got.decode, ttft_ms=ttft, measured=got.measured, quality=quality, notes=got.notes,
+        n_cpu_moe=chosen.n_cpu_moe if chosen else 0, decode_empty_tps=got.decode_empty,
+        decode_depth=int(got.settings.decode_depth), placement=chosen.words if chosen else "",
         requantized_from=requantized_from, placements=tuple(_config_line(c) for c in sorted(configs, key=rank)),
-        repack=pred.repack,
+        repack=got.settings.repack,
     )
 
 
@@ -543,7 +403,7 @@ def choice_row(c: FileChoice) -> dict[str, Any]:
         "memory_mib": round(c.memory_bytes / 2**20, 1), "budget_mib": round(c.budget_bytes / 2**20, 1),
         "ttft_ms": round(c.ttft_ms.value, 1), "decode_tps": round(c.decode_tps.value, 2),
         "decode_kind": c.decode_tps.kind, "decode_low_tps": c.decode_tps.low, "decode_high_tps": c.decode_tps.high,
-        "speed_source": c.decode_tps.source, "measured_decode_tps": m.decode_tps if m else None,
+        "speed_source": c.decode_tps.source.text(), "measured_decode_tps": m.decode_tps if m else None,
         "measured_ttft_ms": m.ttft_ms if m else None, "measured_settings": m.settings if m else None,
         "mean_kld": q.mean_kld if q else None, "ppl": q.ppl if q else None,
         "same_top_rate": q.same_top_rate if q else None, "source": c.source,

@@ -13,10 +13,10 @@ import json
 import sys
 from typing import Any
 
+from app.calibrate import FitError
 from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
 from app.calibrate.synth_models import WRITABLE_TYPES
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
-from app.predict.fitted_model import FitError
 from app.results.store import ResultStore
 
 HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about three minutes on 2 cores)"
@@ -52,7 +52,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"calibrate: {msg}", file=sys.stderr, flush=True)
 
-    with ResultStore(args.store) as store:
+    with ResultStore.recover(args.store) as store:
         calibration = Calibration(options, store=store, progress=progress)
         try:
             result = calibration.run()

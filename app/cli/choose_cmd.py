@@ -215,7 +215,7 @@ def format_report(r: ChooseReport) -> str:
         lines.append("    " + "; ".join(e for e in extra if e))
     by_source: dict[str, list[str]] = {}
     for c in r.choices:
-        by_source.setdefault(f"{c.decode_tps.kind} ({c.decode_tps.source})", []).append(c.filename)
+        by_source.setdefault(f"{c.decode_tps.kind} ({c.decode_tps.source.text()})", []).append(c.filename)
     lines.append("")
     for source, names in by_source.items():
         who = "every file" if len(names) == len(r.choices) > 1 else ", ".join(names)

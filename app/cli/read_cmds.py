@@ -27,7 +27,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # --- history / export ------------------------------------------------------------------------------
 def cmd_history(args: argparse.Namespace) -> int:
-    with ResultStore(args.store) as store:
+    with ResultStore.open_read_only(args.store) as store:
         runs = store.runs(limit=args.limit)
         quality = quality_runs(store, limit=args.limit)
     if args.json:
@@ -52,7 +52,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """One stored run as ``args.output``: a sweep (``run``) or a quality run (``quality``), by a prefix of its id."""
-    with ResultStore(args.store) as store:
+    with ResultStore.open_read_only(args.store) as store:
         if args.out:
             check_output_path(args.out, "--out", store.path)
         quality = [] if args.run_id == "last" else quality_run_ids(store, args.run_id)

@@ -71,6 +71,6 @@ def remote_spec(args: argparse.Namespace) -> RemoteSpec:
 
 def remote_session(args: argparse.Namespace) -> RemoteSession:
     spec = remote_spec(args)
-    store = None if args.no_store else ResultStore(args.store)
+    store = None if args.no_store else ResultStore.recover(args.store)
     command = " ".join(sys.argv).replace(args.url, spec.endpoint.display)  # no credentials in the store
     return RemoteSession(spec, store=store, command=command)

@@ -15,7 +15,7 @@ from app.cli.output import check_output_path, write_file, write_results
 from app.cli.progress import Progress
 from app.cli.remote_cmd import check_remote_flags_need_url, remote_session
 from app.paths import SWEEP_PRESETS_DIR, check_writable_data_dir, default_model_path
-from app.predict.hardware_context import HardwareContext
+from app.predict.machine import HardwareContext
 from app.results import export
 from app.results.fields import RowStatus
 from app.results.store import ResultStore, default_store_path
@@ -103,7 +103,7 @@ def _local_session(args: argparse.Namespace) -> SweepSession | None:
         print_error(reason)
     if not good:
         return None
-    store = None if args.no_store else ResultStore(args.store)
+    store = None if args.no_store else ResultStore.recover(args.store)
     setup = prepare_sweep(tests, store, predict=not args.no_predict, gpu_query=args.hw, known_facts=good)
     for warning in setup.warnings:
         print(f"gguf-bench: warning: {warning}", file=sys.stderr)

@@ -109,7 +109,7 @@ class SweepBridge(QObject):
         try:
             if self.before_run is not None:
                 self.before_run()
-            store = ResultStore(self.store_path)  # sqlite connections belong to the thread that opens them
+            store = ResultStore.recover(self.store_path)  # sqlite connections belong to the thread that opens them
             session = make(store)
             self.run_id = session.run_id
             with self._lock:

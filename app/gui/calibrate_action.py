@@ -19,6 +19,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from app.calibrate import MachineFit
 from app.calibrate.ladder import (
     CalibrateOptions,
     Calibration,
@@ -28,7 +29,6 @@ from app.calibrate.ladder import (
 )
 from app.gui.calibration_view import CalibrationView
 from app.gui.long_work import PROGRESS_STEPS, LongWork, long_work_dialog
-from app.predict.calibration_fit import MachineFit
 from app.results.store import ResultStore
 
 Notify = Callable[[str, str], None]  # (text, level "info" | "warning" | "error")
@@ -153,7 +153,7 @@ class CalibrateAction(LongWork):
 
     def _work(self, calibration: Calibration) -> None:
         try:
-            with ResultStore(self.store_path) as store:  # sqlite connections belong to the thread that opens them
+            with ResultStore.recover(self.store_path) as store:  # a connection belongs to the thread opening it
                 calibration.store = store
                 result = calibration.run()
         except BaseException as e:  # noqa: BLE001 - every failure is shown in the window

@@ -31,12 +31,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.calibrate import FitPoint, MachineFit, PhaseFit
 from app.gui import theme
 from app.gui.plots.items import make_plot, style_plot
 from app.gui.plots.style import color
 from app.gui.top_level import add_close_keys, fit_to_screen
-from app.predict.calibration_fit import MachineFit
-from app.predict.fitted_model import FitPoint, PhaseFit
 
 TABLE_HEADERS = ("Backend", "Phase", "Points", "Median |error| (%)", "Band (± %)", "Worst error (%)", "Stored in")
 

@@ -496,7 +496,7 @@ def quality_runner(parent: QWidget, plan: QualityPlan,
     session = QualitySession(plan, run_id, log_path=log_path)
 
     def work(on_event: Callable[[Event], None]) -> Rows:
-        with ResultStore(store_path) as store:
+        with ResultStore.recover(store_path) as store:
             session.store = store
             try:
                 return session.run(on_event)

@@ -108,12 +108,14 @@ TABLE_HEADERS: dict[str, tuple[str, str]] = {
     "decode_tps": ("decode @{depth}\n(tok/s)", "Decode with the KV cache {depth} tokens deep (the prompt and half "
                                                "the generated tokens): the speed with the context full; the band "
                                                "in brackets where there is one"),
-    "decode_empty_tps": ("decode @0\n(tok/s)", "Decode from an empty cache: llama-bench's tg figure (faster than "
-                                               "at the context, whose attention reads the whole cache); its band "
-                                               "in the cell's tooltip"),
+    "decode_empty_tps": ("decode, empty\n(tok/s)", "Decode from an empty cache: llama-bench's tg128 figure, one per "
+                                                   "file and placement whatever the context (faster than at the "
+                                                   "context, whose attention reads the whole cache); its band in the "
+                                                   "cell's tooltip"),
     "decode_kind": ("speed\nis", "measured: measured on this machine at this placement (scaled to the context); "
-                                 "expected: learned from measurements (this machine's fit, its stable stored runs, "
-                                 "or public llama-bench results); ceiling: the memory-bandwidth bound, nothing "
+                                 "fit, split, efficiency, public: expected, learned from measurements (this machine's "
+                                 "fit, its two sides composed for a split, its stable stored runs, or public "
+                                 "llama-bench results); ceiling: the memory-bandwidth bound, nothing "
                                  "measured to learn from"),
     "measured_decode_tps": ("measured\n(tok/s)", "Decode as measured here, at the settings it ran with (the "
                                                  "cell's tooltip), before scaling to the context"),
@@ -179,7 +181,7 @@ def choice_cells(c: FileChoice) -> dict[str, tuple[str, str]]:
     cells["decode_tps"] = (_figure_cell(c.decode_tps, band=True), _figure_tip(c.decode_tps, "tok/s"))
     cells["decode_empty_tps"] = (_figure_cell(c.decode_empty_tps, kind), _figure_tip(c.decode_empty_tps, "tok/s"))
     cells["ttft_ms"] = (_figure_cell(c.ttft_ms, kind), _figure_tip(c.ttft_ms, "ms"))
-    cells["decode_kind"] = (kind, c.decode_tps.source)
+    cells["decode_kind"] = (kind, c.decode_tps.source.text())
     cells["measured_decode_tps"] = (cells["measured_decode_tps"][0], measured_text(c))
     cells["mean_kld"] = (cells["mean_kld"][0], quality_text(c) + (f" against {c.quality.reference}"
                                                                   if c.quality and c.quality.reference else ""))
@@ -387,7 +389,7 @@ class ChooserView(QDialog):
         self.bars_note.setText(memory_explanation(report.choices, report.profile.kind))
         self._fill_table(report)
         shown = report.recommendation.choice or (report.choices[0] if report.choices else None)
-        source = shown.decode_tps.source if shown is not None else ""
+        source = shown.decode_tps.source.text() if shown is not None else ""
         self.recommendation.setText(report.recommendation.sentence + (
             f"\nIts speed: {source}." if source else ""))
         self.command.setText(report.recommendation.command)

@@ -16,7 +16,7 @@ from app.gui.panels.gpu_facts import GpuFacts
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
-from app.predict.hardware_context import cpu_profile_of
+from app.predict.machine import cpu_profile_of
 from app.predict.profiles import HardwareProfile, ProfileError, load_profiles, match_nvml_name
 from app.telemetry.cpu_probe import load_cached_probe
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine

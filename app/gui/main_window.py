@@ -145,7 +145,7 @@ class MainWindow(QMainWindow):
             lambda: self.predictor.set_machine(self.hardware.cpu, self.hardware.known()))
         self.hardware.machineChanged.connect(self.load_expectations)
         self.inspector.profileChanged.connect(
-            lambda: self.details.set_profile(self.inspector.current_profile(), self.hardware.cpu_bandwidth_gbps))
+            lambda: self.details.set_profile(self.inspector.current_profile()))
         self.inspector.settingsChanged.connect(self._inspector_settings_changed)
         self.scenario.changed.connect(self.details.update_scenario)
         self.editor.runRequested.connect(self.run_sweep)

@@ -17,9 +17,9 @@ from app.gui.sweep_controller import SweepController
 from app.gui.tasks import Tasks
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.predict.prediction import PredictSettings
 from app.predict.profiles import HardwareProfile
 from app.predict.scenario_totals import scenario_totals
+from app.predict.settings import PredictSettings
 
 
 class ModelDetails(QObject):
@@ -84,8 +84,8 @@ class ModelDetails(QObject):
         return models[0] if models else self.default_model
 
     # --- predictions ------------------------------------------------------------------------------
-    def set_profile(self, profile: HardwareProfile | None, cpu_bandwidth_gbps: float | None) -> None:
-        self.predictor.set_profile(profile, cpu_bandwidth_gbps)
+    def set_profile(self, profile: HardwareProfile | None) -> None:
+        self.predictor.set_profile(profile)
         self._predictions_changed()
 
     def _predictions_changed(self) -> None:
@@ -139,14 +139,14 @@ class ModelDetails(QObject):
         if not path or profile is None:
             return None, ""
         tk = self.inspector.kv_type.currentText()
-        pred = self.predictor.predict_settings(path, PredictSettings(
+        got = self.predictor.predict_settings(path, PredictSettings(
             n_ctx=max(p + n, 1), n_gpu_layers=self.inspector.ngl.value(), type_k=tk, type_v=tk, n_prompt=max(p, 1),
             n_gen=n, flash_attn=True), profile)
-        if pred is None:
+        if got is None or got.prefill is None:
             return None, ""
-        if pred.expected_prefill_tps and pred.expected_decode_tps:
-            return (pred.expected_prefill_tps, pred.expected_decode_tps), "expected"
-        return (pred.prefill_ceiling_tps, pred.decode_ceiling_tps), "ceiling"
+        if got.expected_prefill is not None and got.expected_decode is not None:
+            return (got.prefill.value, got.decode.value), "expected"
+        return (got.prediction.prefill_ceiling_tps, got.prediction.decode_ceiling_tps), "ceiling"
 
 
 def _named(profile: HardwareProfile | None, kind: str) -> str:

@@ -1,13 +1,12 @@
-"""Predictions for the window: a cache in front of ``app.predict.prediction.predict``. No Qt, no physics of its own.
+"""Predictions for the window: a cache in front of :func:`app.predict.answer.answer`. No Qt, no figures of its own.
 
-The physics lives in ``app/predict/``; this module only chooses what to ask (which depth, which context) for a
-table row or a plotted curve, as ``PredictSettings``, and remembers the answers.
+Every figure comes from ``answer`` on this machine (``Expectations.machine``); this module only chooses what to ask
+(which depth, which context) for a table row or a plotted curve, as ``PredictSettings``, and remembers the answers.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,13 +15,12 @@ import numpy as np
 
 from app.gui.expectations import Expectations
 from app.model.facts import ModelFacts
-from app.predict.fitted_model import Expected
-from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
-from app.predict.prediction import Prediction, PredictSettings
-from app.predict.prediction import predict as predict_ceilings
+from app.predict.answer import Answer, Figure, answer, memory_by_context, same_hardware
 from app.predict.profiles import HardwareProfile, cpu_profile
+from app.predict.settings import PredictSettings
 
 GIB = 1024**3
+__all__ = ["PredictionService", "TestPrediction", "expected_of", "n_ctx_for", "same_hardware"]
 
 
 @dataclass(frozen=True)
@@ -54,18 +52,6 @@ def _int(d: dict[str, Any], key: str, default: int) -> int:
         return default
 
 
-def same_hardware(a: HardwareProfile | None, b: HardwareProfile | None) -> bool:
-    """Whether two profiles describe the same hardware (the window's "This CPU: X" and a row's "CPU: X" do)."""
-    if a is None or b is None:
-        return a is b
-    if a.name == b.name:
-        return True
-    if a.kind == b.kind == "cpu":  # a row records the compute figure its weight type used (int8 or FMA peak)
-        return math.isclose(a.peak_bandwidth_gbps, b.peak_bandwidth_gbps, rel_tol=1e-6)
-    return (a.kind == b.kind and a.peak_bandwidth_gbps == b.peak_bandwidth_gbps
-            and a.fp16_tensor_tflops == b.fp16_tensor_tflops)
-
-
 def n_ctx_for(test: dict[str, Any]) -> int:
     """The context size the runner gives a test (TestSpec.n_ctx): depth + prompt + generated (+1), per sequence."""
     per_seq = _int(test, "n_depth", 0) + _int(test, "n_prompt", 0) + _int(test, "n_gen", 0) + 1
@@ -79,11 +65,9 @@ class PredictionService:
         self.facts: dict[str, ModelFacts] = {}
         self.fact_errors: dict[str, str] = {}
         self.profile: HardwareProfile | None = None  # chosen in the inspector: a what-if beside measurements
-        self.cpu_bandwidth_gbps: float | None = None
         self.machine_cpu: HardwareProfile | None = None  # this machine's CPU (probed): what CPU rows ran on
         self.known: dict[str, HardwareProfile] = {}  # every profile in the hardware list, by name
         self.expectations = Expectations()  # the fits behind expected figures (this CPU; public GPU data)
-        self._local_cpus: set[str] = set()  # names of CPU profiles read from rows measured on this machine's CPU
         self.version = 0
         self.curves_version = 0
         self._cache: dict[tuple[Any, ...], Any] = {}
@@ -104,9 +88,8 @@ class PredictionService:
         self.fact_errors[path] = message
         self._changed()
 
-    def set_profile(self, profile: HardwareProfile | None, cpu_bandwidth_gbps: float | None = None) -> None:
+    def set_profile(self, profile: HardwareProfile | None) -> None:
         self.profile = profile
-        self.cpu_bandwidth_gbps = cpu_bandwidth_gbps
         self._changed()
 
     def set_machine(self, machine_cpu: HardwareProfile | None, known: list[HardwareProfile]) -> None:
@@ -118,7 +101,6 @@ class PredictionService:
     def set_expectations(self, expectations: Expectations) -> None:
         """The fits expected figures come from (after the machine scan, and after a calibration)."""
         self.expectations = expectations
-        self._local_cpus.clear()
         self._changed()
 
     def hardware_of(self, rows: Sequence[dict[str, Any]]) -> HardwareProfile | None:
@@ -130,10 +112,8 @@ class PredictionService:
                 return self.known[name]
             bw, tflops = _f(r.get("pred_bandwidth_gbps")), _f(r.get("pred_tflops"))
             if name and bw and tflops and (name.startswith("CPU") or r.get("n_gpu_layers_effective") == 0):
-                if r.get("cpu_info") and r.get("cpu_info") == self.expectations.cpu_model:
-                    if self.machine_cpu is not None:  # measured here: one profile for this CPU, the latest probe's
-                        return self.machine_cpu
-                    self._local_cpus.add(name)  # measured here: this machine's calibration fit applies
+                if r.get("cpu_info") and r.get("cpu_info") == self.expectations.cpu_model and self.machine_cpu:
+                    return self.machine_cpu  # measured here: one profile for this CPU, the latest probe's
                 ram = self.machine_cpu.vram_bytes if self.machine_cpu is not None else 64 * GIB
                 return cpu_profile(name, bw, tflops * 1000.0, ram)
         if any(r.get("n_gpu_layers_effective") == 0 for r in rows):
@@ -180,45 +160,42 @@ class PredictionService:
     # --- one prediction -------------------------------------------------------------------------
     def predict(self, path: str, *, n_ctx: int, n_gpu_layers: int = 999, type_k: str = "f16",
                 type_v: str | None = None, n_prompt: int = 512, n_gen: int = 128, n_depth: int = 0,
-                flash_attn: bool = False, n_ubatch: int = 512) -> Prediction | None:
+                flash_attn: bool = False, n_ubatch: int = 512) -> Answer | None:
         """``predict_settings`` with the settings given one by one."""
         return self.predict_settings(path, PredictSettings(
             n_ctx=max(n_ctx, 1), n_gpu_layers=n_gpu_layers, type_k=type_k, type_v=type_v or type_k,
             n_prompt=max(n_prompt, 1), n_gen=max(n_gen, 0), depth=n_depth, n_ubatch=n_ubatch, flash_attn=flash_attn,
         ))
 
-    def predict_settings(self, path: str, settings: PredictSettings,
-                         profile: HardwareProfile | None = None) -> Prediction | None:
-        """The prediction for a model path on ``profile`` (default: the chosen one), cached; None when facts or a
-        profile are missing or it fails."""
+    def predict_settings(self, path: str, settings: PredictSettings, profile: HardwareProfile | None = None, *,
+                         measured: bool = False) -> Answer | None:
+        """The answer for a model path on ``profile`` (default: the chosen one) on this machine, cached; None when
+        facts or a profile are missing or it fails. ``measured``: may the answer be this file's own measurement
+        here (the inspector's, as ``predict`` and the chooser give it); plots, tables and the scenario's prediction
+        show what the sources say, beside the measurements they draw themselves."""
         facts = self.facts.get(path)
         profile = profile or self.profile
         if facts is None or profile is None:
             return None
-        key = ("p", path, settings, profile)
+        key = ("p", path, settings, profile, measured)
         if key in self._cache:
             return self._cache[key]
-        exp = self.expectations
-        this_cpu = profile.kind == "cpu" and (same_hardware(profile, self.machine_cpu)
-                                              or profile.name in self._local_cpus)
         try:
-            inputs = exp.sources.inputs(profile, this_machine=this_cpu, model_filename=os.path.basename(path),
-                                        file_type=facts.file_type)
-            pred = predict_ceilings(facts, profile, settings, cpu_bandwidth_gbps=self.cpu_bandwidth_gbps,
-                                    tensor_bytes=facts.tensor_bytes or None, **inputs.as_kwargs())
+            got: Answer | None = answer(facts, profile, settings, self.expectations.machine, measured=measured)
         except Exception:  # noqa: BLE001 - a prediction that cannot be made is shown as "—"
-            pred = None
-        self._cache[key] = pred
-        return pred
+            got = None
+        self._cache[key] = got
+        return got
 
     def for_test(self, test: dict[str, Any], profile: HardwareProfile | None = None) -> TestPrediction | None:
         """Ceilings for a test (or a row: same keys) on ``profile`` (default: the chosen one). Decode is read at
         the generation's average position."""
         n_prompt, n_gen = _int(test, "n_prompt", 512), _int(test, "n_gen", 128)
-        pred = self.predict_settings(str(test.get("model_path", "")),
-                                     PredictSettings.from_row(test, n_ctx=n_ctx_for(test)), profile)
-        if pred is None:
+        got = self.predict_settings(str(test.get("model_path", "")),
+                                    PredictSettings.from_row(test, n_ctx=n_ctx_for(test)), profile)
+        if got is None:
             return None
+        pred = got.prediction
         prefill = _f(pred.prefill_ceiling_tps) if n_prompt > 0 else None
         return TestPrediction(
             ttft_ms=n_prompt / prefill * 1000.0 if prefill else None,
@@ -248,11 +225,10 @@ class PredictionService:
         base = PredictSettings.from_row(settings)
         ys = []
         for x in positions:
-            at_x = replace(base, n_ctx=n_ctx_for({"n_prompt": int(x)}), n_prompt=max(int(x), 1), n_gen=0, depth=0)
-            p = self.predict_settings(path, at_x, profile)
+            p = self.predict_settings(path, base.decode_at(float(x)), profile)
             if p is None:
                 return None
-            ys.append(_f(p.decode_ceiling_tps) or np.nan)
+            ys.append(_f(p.prediction.decode_ceiling_tps) or np.nan)
         return np.asarray(ys, dtype=float)
 
     def expected_curve(self, path: str, xs: Sequence[float], phase: str, depth: int = 0,
@@ -266,10 +242,10 @@ class PredictionService:
                 at_x = replace(base, n_ctx=n_ctx_for({"n_prompt": int(x), "n_depth": depth}), n_prompt=max(int(x), 1),
                                n_gen=0, depth=depth)
             else:
-                at_x = replace(base, n_ctx=n_ctx_for({"n_prompt": int(x)}), n_prompt=max(int(x), 1), n_gen=0, depth=0)
-            pred = self.predict_settings(path, at_x, profile)
-            e = expected_of(pred, phase) if pred is not None else None
-            if e is None:
+                at_x = base.decode_at(float(x))
+            got = self.predict_settings(path, at_x, profile)
+            e = expected_of(got, phase) if got is not None else None
+            if e is None or e.low is None or e.high is None:
                 return None
             if phase == "prefill":  # a faster prefill is a shorter TTFT: the band flips
                 n = max(int(x), 1)
@@ -287,23 +263,15 @@ class PredictionService:
         facts = self.facts.get(path)
         if facts is None:
             return None
-        kv, total = [], []
         try:
-            for x in ctxs:
-                k = kv_alloc_bytes(facts, int(x), s.type_k, s.type_v, s.n_ubatch)
-                c = compute_buffer_bytes_for(facts, int(x), s.n_ubatch, s.flash_attn)
-                kv.append(k)
-                total.append(facts.weight_bytes + k + c)
+            kv, total = memory_by_context(facts, s, ctxs)
         except Exception:  # noqa: BLE001
             return None
         return np.asarray(kv, dtype=float), np.asarray(total, dtype=float)
 
 
-def expected_of(pred: Prediction, phase: str) -> Expected | None:
-    """A prediction's expected figure for ``phase`` with its band; a figure learned from stored runs without a fit
-    (achieved ÷ ceiling) has no band: low = high = value."""
-    fitted = pred.expected_prefill if phase == "prefill" else pred.expected_decode
-    if fitted is not None:
-        return fitted if fitted.value > 0 and fitted.low > 0 else None
-    value = _f(pred.expected_prefill_tps if phase == "prefill" else pred.expected_decode_tps)
-    return Expected(value, value, value, "stored runs (achieved ÷ ceiling)") if value else None
+def expected_of(got: Answer, phase: str) -> Figure | None:
+    """An answer's expected figure for ``phase`` (with its band where its source gives one), None where the answer
+    is a ceiling (or measured: a plot's expected line is what the sources say)."""
+    fig = got.expected_prefill if phase == "prefill" else got.expected_decode
+    return fig if fig is not None and fig.value > 0 else None

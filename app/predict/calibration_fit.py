@@ -22,7 +22,7 @@ from app.predict.cpu_kernels import SPLIT_KV_CELLS
 from app.predict.crossing_fit import CrossingCost, learn_crossing_costs
 from app.predict.fitted_model import BAND_PERCENTILE, Expected, FitError, PhaseFit, fit_phase
 from app.predict.offload import is_expert_tensor
-from app.predict.prediction import PredictSettings
+from app.predict.settings import PredictSettings
 from app.predict.workload import PHASES, Workload, kernel_class, workload_for
 from app.results.fields import RowStatus
 from app.results.phases import row_rate

@@ -10,28 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from importlib import metadata
 from pathlib import Path
 
 from app.atomic import write_text_atomic
 from app.bounded_read import read_bounded_text
 from app.paths import data_dir
 from app.predict.calibration_fit import FIT_VERSION, MachineFit
-from app.telemetry.llama_build import installed_gpu_backends
+from app.telemetry.llama_build import engine_version, llama_build
 
-
-def engine_version() -> str:
-    """The installed llama-cpp-python's version (rows' ``llama_cpp_python_version``), "" when not installed."""
-    try:
-        return metadata.version("llama_cpp_python")
-    except metadata.PackageNotFoundError:
-        return ""
-
-
-def llama_build() -> str:
-    """"llama-cpp-python 0.3.36 (CPU)": the engine a fit is valid for."""
-    backends = installed_gpu_backends()
-    return f"llama-cpp-python {engine_version() or '?'} ({', '.join(backends) if backends else 'CPU'})"
+__all__ = ["engine_version", "fit_path", "llama_build", "load_fit", "read_fit", "save_fit", "saved_fit_problem"]
 
 
 def fit_path(cpu_info: str, gpu_info: str, build: str) -> Path:

@@ -26,7 +26,7 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.predict.decode import DecodeBytes, decode_bytes
 from app.predict.fitted_model import Expected
-from app.predict.prediction import PredictSettings, placed_weights
+from app.predict.settings import PredictSettings, placed_weights
 from app.results.fields import RowStatus
 from app.results.phases import row_rate
 

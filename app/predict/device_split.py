@@ -25,7 +25,7 @@ from app.predict.memory import (
 from app.predict.offload import Placement, effective_n_gpu_layers, split_weights
 
 if TYPE_CHECKING:
-    from app.predict.prediction import PredictSettings
+    from app.predict.settings import PredictSettings
 
 MIB = 2**20
 

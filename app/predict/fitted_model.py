@@ -50,11 +50,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.model.facts import ModelFacts
 from app.predict.workload import Phase, Workload
+
+if TYPE_CHECKING:
+    from app.predict.settings import PredictSettings
 
 #: The band of an expected figure is at least this fraction either side.
 BAND_FLOOR = 0.05
@@ -93,6 +97,10 @@ class Expected:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"value": self.value, "low": self.low, "high": self.high, "source": self.source, "kind": self.kind}
+
+
+#: Expected figures from a fit (``MachineFit.expected`` of this machine on one backend): phase -> Expected or None.
+FittedExpectation = Callable[[ModelFacts, "PredictSettings"], Mapping[str, "Expected | None"]]
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,11 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.predict.crossing_fit import CrossingCost
+from app.predict.answer import Machine, answer
 from app.predict.device_split import device_split_columns
-from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware_context import HardwareContext
 from app.predict.offload import active_weight_bytes
-from app.predict.prediction import Efficiency, FittedExpectation, PredictSettings, predict
-from app.predict.public_fit import PublicGpuModel
-from app.predict.store_efficiency import row_threads
+from app.predict.settings import PredictSettings
 
 
 def _ratio(measured: Any, ceiling: float | None) -> float | None:
@@ -28,24 +25,19 @@ def _ratio(measured: Any, ceiling: float | None) -> float | None:
 
 
 def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContext,
-                      efficiency: Efficiency | None = None, calibrated_from: str = "",
-                      fitted: FittedExpectation | None = None, public: PublicGpuModel | None = None,
-                      host_fitted: FittedExpectation | None = None,
-                      crossing: CrossingCost | None = None) -> dict[str, Any]:
-    """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row (expected_* by the
-    one policy: ``fitted``, this machine's fit, then ``efficiency``, then the ``public`` GPU fit; a split placement
-    composes the device's ``fitted`` with the CPU's ``host_fitted``)."""
+                      machine: Machine | None = None) -> dict[str, Any]:
+    """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row: the answer for the
+    hardware it ran on (``hw``: its GPU when layers were offloaded, else its CPU) at its settings, on ``machine``
+    (None: ceilings only). A row's expected figure is never its own measurement."""
     ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
     profile = hw.for_row(ngl_eff)
     n_prompt, n_gen, depth = int(row["n_prompt"]), int(row["n_gen"]), int(row.get("n_depth") or 0)
     settings = PredictSettings.from_row(row, n_gpu_layers=ngl_eff)
-    pred = predict(
-        facts, profile, settings,
-        cpu_bandwidth_gbps=hw.cpu.peak_bandwidth_gbps, efficiency=efficiency, tensor_bytes=facts.tensor_bytes or None,
-        fitted=fitted, public=public, host_fitted=host_fitted, crossing=crossing,
-    )
+    got = answer(facts, profile, settings, machine, measured=False)
+    pred = got.prediction
     decode_tps = row.get("decode_tps")
     kv_read = facts.kv_bytes_per_token(settings.type_k, settings.type_v) * (depth + n_prompt + n_gen / 2.0)
+    decode, prefill = got.expected_decode, got.expected_prefill
     out: dict[str, Any] = {
         "model_ftype": facts.file_type,
         "hw_profile": profile.name,
@@ -63,10 +55,10 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
         "pred_kv_bytes": pred.kv_bytes,
         "pred_compute_buffer_bytes": pred.compute_buffer_bytes,
         "pred_mem_bytes": facts.weight_bytes + pred.kv_bytes + pred.compute_buffer_bytes,
-        "pred_needed_bytes": pred.fit.needed_bytes,
-        "expected_decode_tps": pred.expected_decode_tps,
-        "expected_prefill_tps": pred.expected_prefill_tps if n_prompt else None,
-        "calibrated_from": (pred.expected_source or calibrated_from) if pred.expected_decode_tps else "",
+        "pred_needed_bytes": got.needed_bytes,
+        "expected_decode_tps": decode.value if decode is not None else None,
+        "expected_prefill_tps": prefill.value if prefill is not None and n_prompt else None,
+        "calibrated_from": (decode.source.detail or decode.source.name) if decode is not None else "",
     }
     out.update(device_split_columns(row, facts, settings))
     return out
@@ -75,9 +67,9 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
 class RowPredictor:
     """Callable for SweepSession(extra_row=...): reads each model's facts once, never raises."""
 
-    def __init__(self, hw: HardwareContext, sources: ExpectedSources | None = None) -> None:
+    def __init__(self, hw: HardwareContext, machine: Machine | None = None) -> None:
         self.hw = hw
-        self.sources = sources  # where expected figures come from (app.predict.expected_sources)
+        self.machine = machine  # where expected figures come from (app.predict.answer)
         self._unreadable: set[str] = set()
 
     def prime(self, path: str, facts: ModelFacts) -> None:
@@ -98,16 +90,7 @@ class RowPredictor:
         facts = self.facts(str(row.get("model_path", "")))
         if facts is None or row.get("n_prompt") is None:
             return {}
-        ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
-        inputs = (self.sources.inputs(self.hw.for_row(ngl_eff), this_machine=True,
-                                      model_filename=str(row.get("model_filename") or ""), file_type=facts.file_type,
-                                      row_backends=str(row.get("backends") or "CPU"),
-                                      n_threads=row_threads(row))
-                  if self.sources is not None else None)
         try:
-            if inputs is None:
-                return predicted_columns(row, facts, self.hw)
-            return predicted_columns(row, facts, self.hw, inputs.efficiency, inputs.efficiency_source, inputs.fitted,
-                                     inputs.public, inputs.host_fitted, inputs.crossing)
+            return predicted_columns(row, facts, self.hw, self.machine)
         except (ValueError, ZeroDivisionError) as e:
             return {"prediction_error": str(e)}

@@ -16,10 +16,23 @@ from typing import Any
 
 from app.predict.calibration_fit import MachineFit
 from app.predict.calibration_store import load_fit
-from app.predict.prediction import Efficiency, FittedExpectation
+from app.predict.fitted_model import FittedExpectation
 from app.results.fields import RowStatus, taken_while_busy
 from app.results.store import ResultStore
 from engines.base import resolve_n_threads
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achieved ÷ ceiling per phase, learned from stored rows of other models; times the ceilings, an expected
+    figure where no fit gives one."""
+
+    prefill: float = 1.0
+    decode: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.prefill <= 0 or self.decode <= 0:
+            raise ValueError("Efficiency factors must be positive")
 
 
 def threads_for(n_threads: int | None) -> int:

@@ -1,10 +1,16 @@
 """The SQLite results store: every finished test is committed the moment its event arrives (WAL).
 
 A crash or kill of the worker, or of this process after the commit, loses no finished test. The schema is
-versioned (``PRAGMA user_version``) and brought up to date when a store opens (``store_schema``); a run left
-'running' by a process that has since died is marked 'interrupted' then (``run_writer``). A write the store
-cannot take (locked too long, disk full) is kept in a side file and stored later (``pending_rows``); a damaged
-store is set aside and a fresh one started (``store_repair``); a stored row that is not JSON is skipped.
+versioned (``PRAGMA user_version``) and brought up to date when a store opens for writing (``store_schema``). A
+write the store cannot take (locked too long, disk full) is kept in a side file (``pending_rows``); a stored row
+that is not JSON is skipped.
+
+Opening reads: :meth:`ResultStore.open_read_only` changes nothing (``predict``, ``choose`` and the window's figures
+read this way), and ``ResultStore(path)`` opens for writing without touching what is there. Recovery is its own
+step, taken by whatever writes runs (a sweep, the window at start, ``import``, ``calibrate``, ``quality``):
+:meth:`ResultStore.recover` sets a damaged store aside and starts a fresh one (``store_repair``), stores the writes
+kept in the side file, and marks 'interrupted' the runs left 'running' by a process that has since died
+(``run_writer``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from app.paths import data_dir
 from app.results.pending_rows import PendingRows, Write, apply_write
 from app.results.row_types import ResultRow
 from app.results.run_writer import INTERRUPTED, LEGACY_ABORTED, is_abandoned, writer_scope
-from app.results.store_repair import StoreError, open_or_set_aside
+from app.results.store_repair import StoreError, connect, connect_read_only, open_or_set_aside
 
 
 def now_iso() -> str:
@@ -65,14 +71,15 @@ def new_run_id() -> str:
 class ResultStore:
     """Runs and their rows. One connection per store object; safe to open from several processes.
 
-    Opening sets a damaged store aside (``store_repair``) and replays the writes kept in the side file
-    (``pending_rows``). A write is retried with backoff (``write_attempts`` tries, each waiting up to
-    ``busy_timeout_s`` for a lock); when every try fails it goes to the side file, with one warning, and never
-    raises. ``warn`` receives each one-line warning (default: printed on stderr).
+    ``ResultStore(path)`` opens for writing (a damaged store is refused: see :meth:`recover`); a write is retried
+    with backoff (``write_attempts`` tries, each waiting up to ``busy_timeout_s`` for a lock); when every try fails
+    it goes to the side file, with one warning, and never raises. ``warn`` receives each one-line warning (default:
+    printed on stderr). :meth:`open_read_only` reads and writes nothing.
     """
 
     def __init__(self, path: str | Path | None = None, *, busy_timeout_s: float = 10.0, write_attempts: int = 4,
-                 backoff_s: float = 0.25, warn: Callable[[str], None] | None = None) -> None:
+                 backoff_s: float = 0.25, warn: Callable[[str], None] | None = None,
+                 _db: sqlite3.Connection | None = None) -> None:
         self.path = Path(path) if path else default_store_path()
         self.busy_timeout_s = busy_timeout_s
         self.write_attempts = max(1, write_attempts)
@@ -81,9 +88,31 @@ class ResultStore:
         self._warn_to = warn or _print_warning
         self.pending = PendingRows(self.path)
         self._pending_now = False  # a write of this object went to the side file: later ones follow it there
-        self._db = open_or_set_aside(self.path, busy_timeout_s, self.warn)
-        self._replay_pending()
-        self._mark_abandoned_runs()
+        self.read_only = _db is not None
+        self._db = _db if _db is not None else connect(self.path, busy_timeout_s)
+
+    @classmethod
+    def open_read_only(cls, path: str | Path | None = None, *, busy_timeout_s: float = 10.0) -> ResultStore:
+        """The store for reading: nothing is created, upgraded, repaired or replayed (a store not there reads as
+        empty). Raises StoreError when it cannot be read (another schema version, not a store)."""
+        where = Path(path) if path else default_store_path()
+        return cls(where, busy_timeout_s=busy_timeout_s, _db=connect_read_only(where, busy_timeout_s))
+
+    @classmethod
+    def recover(cls, path: str | Path | None = None, **kwargs: Any) -> ResultStore:
+        """Open for writing after recovery: a damaged store set aside (one warning) and a fresh one started, the
+        writes kept in the side file stored, and runs left 'running' by a process that no longer exists marked
+        'interrupted'. The step whatever writes runs takes first (a sweep, the window at start, import...)."""
+        where = Path(path) if path else default_store_path()
+        found: list[str] = []
+        db = open_or_set_aside(where, float(kwargs.get("busy_timeout_s", 10.0)), found.append)
+        store = cls(where, _db=db, **kwargs)
+        store.read_only = False
+        for message in found:
+            store.warn(message)
+        store._replay_pending()
+        store._mark_abandoned_runs()
+        return store
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -146,6 +175,8 @@ class ResultStore:
 
     def _write(self, write: Write) -> bool:
         """Commit ``write`` (True), or keep it in the side file (False)."""
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only; nothing is written")
         if self._pending_now and not self._replay_pending(quiet=True):
             self._keep_pending(write, None)  # still unwritable: keep the order of the writes
             return False

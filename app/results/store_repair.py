@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from app.results.store_schema import SchemaError, upgrade
+from app.results.store_schema import SCHEMA_VERSION, SchemaError, newer_schema, upgrade, user_version
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
@@ -98,3 +98,49 @@ def open_or_set_aside(path: Path, busy_timeout_s: float, warn: Callable[[str], N
                              f"({err.strerror or err})") from None
         warn(f"{path}: the results store is damaged ({e}); set aside as {moved.name}, starting a fresh store")
     return _connect(path, busy_timeout_s)
+
+
+def connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A connection to the store at ``path`` (created, or its schema brought up to date); a damaged store is refused
+    in one line: setting it aside is recovery's, an explicit step (:func:`open_or_set_aside`)."""
+    try:
+        return _connect(path, busy_timeout_s)
+    except DamagedStore as e:
+        raise StoreError(f"{path}: the results store is damaged ({e}); the next sweep sets it aside") from None
+
+
+def connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A read-only connection to the store at ``path``: nothing on disk is created, upgraded, repaired or written. A
+    store that is not there reads as an empty one, an older one through an upgraded copy in memory; a newer one, a
+    damaged one and a file that is not a store are refused in one line (and left as they are)."""
+    if not path.exists():
+        db = sqlite3.connect(":memory:")
+        upgrade(db)
+        return db
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s)
+        version = user_version(db)
+        problems = [r[0] for r in db.execute("PRAGMA quick_check(1)").fetchall()]
+    except sqlite3.Error as e:
+        if _is_damage(e) and _has_sqlite_header(path):
+            raise StoreError(f"{path}: the results store is damaged ({e}); the next sweep sets it aside") from None
+        raise StoreError(f"{path}: cannot open the results store ({e})") from None
+    if problems != ["ok"]:
+        db.close()
+        cause = " ".join(str(problems[0]).replace("*", "").split())
+        raise StoreError(f"{path}: the results store is damaged ({cause}); the next sweep sets it aside")
+    if version > SCHEMA_VERSION:
+        db.close()
+        raise StoreError(f"{path}: {newer_schema(version, SCHEMA_VERSION)}")
+    if version < SCHEMA_VERSION:  # read an older store through an upgraded copy in memory: the file stays as it is
+        copy = sqlite3.connect(":memory:")
+        try:
+            db.backup(copy)
+            upgrade(copy)
+        except (sqlite3.Error, SchemaError) as e:
+            copy.close()
+            raise StoreError(f"{path}: cannot open the results store ({e})") from None
+        finally:
+            db.close()
+        return copy
+    return db

@@ -43,9 +43,13 @@ class SchemaError(Exception):
     """The database cannot be brought to this code's schema; str() is one line without the file name."""
 
 
+def newer_schema(found: int, known: int) -> str:
+    """Why a store of schema ``found`` is not read by a version that knows up to ``known``, in one line."""
+    return f"written by a newer gguf-workbench (schema version {found}; this version reads up to {known})"
+
+
 def _newer(found: int, known: int) -> SchemaError:
-    return SchemaError(f"written by a newer gguf-workbench (schema version {found}; this version reads up to "
-                       f"{known})")
+    return SchemaError(newer_schema(found, known))
 
 
 def _v1_run_order_and_writer(db: sqlite3.Connection) -> None:

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.memory import kv_alloc_bytes
+from app.predict.answer import kv_cache_bytes
+from app.predict.settings import PredictSettings
 from app.run.plan import TestSpec
 
 GIB = 2**30
@@ -33,7 +34,8 @@ def memory_budget_bytes(machine: Mapping[str, Any]) -> int | None:
 
 def kv_bytes_for(test: TestSpec, facts: ModelFacts) -> float:
     """KV-cache bytes llama.cpp allocates for ``test`` (its n_ctx, cache types and micro-batch)."""
-    return kv_alloc_bytes(facts, test.n_ctx, test.type_k, test.type_v or test.type_k, min(test.n_ubatch, test.n_batch))
+    return kv_cache_bytes(facts, PredictSettings(n_ctx=test.n_ctx, type_k=test.type_k, type_v=test.type_v,
+                                                 n_ubatch=min(test.n_ubatch, test.n_batch)))
 
 
 def too_big_for_memory(tests: Iterable[TestSpec], facts: Mapping[str, ModelFacts],

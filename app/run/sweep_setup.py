@@ -14,8 +14,7 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.predict.expected_sources import ExpectedSources
-from app.predict.hardware_context import HardwareContext, hardware_context
+from app.predict.machine import HardwareContext, Machine, hardware_context
 from app.predict.row_predictions import RowPredictor
 from app.results.store import ResultStore
 from app.run.events import FailureKind
@@ -86,8 +85,7 @@ def prepare_sweep(tests: list[TestSpec], store: ResultStore | None, *, predict: 
     if not predict:
         return SweepSetup(tests, good, bad, machine)
     hw = hardware_context(scan, gpu_query)
-    sources = ExpectedSources.load(str(machine.get("cpu_model") or ""), str(machine.get("gpu_info") or ""), store)
-    predictor = RowPredictor(hw, sources)
+    predictor = RowPredictor(hw, Machine.load(scan, store_path=store.path if store is not None else None))
     for path, model_facts in good.items():
         predictor.prime(path, model_facts)
     return SweepSetup(tests, good, bad, machine, hw, predictor)

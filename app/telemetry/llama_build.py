@@ -10,6 +10,7 @@ what a model really ran on).
 from __future__ import annotations
 
 import re
+from importlib import metadata
 from pathlib import Path
 
 from engines.ggml_devices import find_lib_dir as llama_lib_dir  # finds llama_cpp/lib without importing it
@@ -29,3 +30,17 @@ def installed_gpu_backends(lib_dir: Path | None = None) -> list[str] | None:
     found = {GPU_BACKENDS[m.group(1)] for f in lib.iterdir() if (m := _LIBRARY.match(f.name))
              and m.group(1) in GPU_BACKENDS}
     return sorted(found)
+
+
+def engine_version() -> str:
+    """The installed llama-cpp-python's version (rows' ``llama_cpp_python_version``), "" when not installed."""
+    try:
+        return metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def llama_build() -> str:
+    """"llama-cpp-python 0.3.36 (CPU)": the installed engine and its GPU backends (what a fit is valid for)."""
+    backends = installed_gpu_backends()
+    return f"llama-cpp-python {engine_version() or '?'} ({', '.join(backends) if backends else 'CPU'})"

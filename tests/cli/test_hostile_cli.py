@@ -44,6 +44,7 @@ def _refused(data_dir: Path, *args: str) -> str:
     return _one_error_line(proc.stderr)
 
 
+@pytest.mark.heavy  # the real model
 @pytest.mark.parametrize("args, needle", [
     (["-p", "5000000000"], "n_prompt value 5000000000 must be ≤ 16777216"),
     (["-p", "1-100000000"], "-p: '1-100000000' gives more than 1,000 values"),
@@ -57,6 +58,7 @@ def test_unbounded_counts_are_one_line_before_anything_runs(isolated_data_dir: P
     assert needle in line
 
 
+@pytest.mark.heavy  # the real model
 def test_a_1000_by_1000_toml_grid_is_refused_before_a_store_write(isolated_data_dir: Path, tmp_path: Path,
                                                                  smollm2_path: Path) -> None:
     grid = tmp_path / "grid.toml"
@@ -65,6 +67,7 @@ def test_a_1000_by_1000_toml_grid_is_refused_before_a_store_write(isolated_data_
     assert str(grid) in line and "1,000,000 tests, at most 10,000" in line
 
 
+@pytest.mark.heavy  # the real model
 @pytest.mark.parametrize("flag", ["--out", "--telemetry"])
 @pytest.mark.parametrize("where, needle", [
     ("dir", "is a directory, not a file"),
@@ -82,6 +85,7 @@ def test_output_paths_are_checked_before_the_first_test(isolated_data_dir: Path,
     assert f"{flag} {path}" in line and needle in line
 
 
+@pytest.mark.heavy  # the real model
 @pytest.mark.skipif(ROOT, reason="root can write into a read-only folder")
 def test_an_unwritable_out_path_is_one_line(isolated_data_dir: Path, tmp_path: Path, smollm2_path: Path) -> None:
     locked = tmp_path / "locked"
@@ -90,6 +94,7 @@ def test_an_unwritable_out_path_is_one_line(isolated_data_dir: Path, tmp_path: P
     assert "permission denied" in line
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_export_out_dir_is_one_line(isolated_data_dir: Path, tmp_path: Path) -> None:
     line = _refused(isolated_data_dir, "export", "last", "--out", str(tmp_path))
     assert "is a directory" in line
@@ -97,11 +102,13 @@ def test_export_out_dir_is_one_line(isolated_data_dir: Path, tmp_path: Path) -> 
     assert "is the results store" in line
 
 
+@pytest.mark.heavy  # the real model
 def test_prompt_file_dir_says_directory(isolated_data_dir: Path, tmp_path: Path, smollm2_path: Path) -> None:
     line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, "--prompt-file", str(tmp_path))
     assert "is a directory" in line and "not found" not in line
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_a_fifo_as_model_is_not_a_regular_file(isolated_data_dir: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.gguf"
     os.mkfifo(fifo)
@@ -109,6 +116,7 @@ def test_a_fifo_as_model_is_not_a_regular_file(isolated_data_dir: Path, tmp_path
     assert f"{fifo}: not a regular file" in line and "empty" not in line
 
 
+@pytest.mark.heavy  # the real model and the CLI in a subprocess
 @pytest.mark.parametrize("command", [["run", *TINY], ["history"]])
 def test_a_data_dir_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smollm2_path: Path,
                                    command: list[str]) -> None:
@@ -121,12 +129,14 @@ def test_a_data_dir_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert odd.read_text() == "not a folder"
 
 
+@pytest.mark.heavy  # the real model
 def test_a_logs_file_in_the_data_dir(isolated_data_dir: Path, smollm2_path: Path) -> None:
     (isolated_data_dir / "logs").write_text("")
     line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, "--no-store")
     assert "logs folder of the data dir is a file, not a folder" in line
 
 
+@pytest.mark.heavy  # the real model and the CLI in a subprocess
 @pytest.mark.skipif(ROOT, reason="root can write into a read-only folder")
 def test_a_read_only_data_dir_with_no_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             smollm2_path: Path) -> None:
@@ -139,6 +149,7 @@ def test_a_read_only_data_dir_with_no_store(tmp_path: Path, monkeypatch: pytest.
     assert proc.returncode == 2 and "read-only" in _one_error_line(proc.stderr)
 
 
+@pytest.mark.heavy  # the real model and the CLI in a subprocess
 def test_dev_full_keeps_the_results_on_stdout_and_in_the_store(isolated_data_dir: Path, smollm2_path: Path) -> None:
     proc = gguf_bench("run", "-m", str(smollm2_path), *TINY, "-o", "csv", "--out", "/dev/full")
     assert proc.returncode == 2, proc.stderr
@@ -151,6 +162,7 @@ def test_dev_full_keeps_the_results_on_stdout_and_in_the_store(isolated_data_dir
         assert [r["run_id"] for r in store.rows(run.run_id)] == [rows[0]["run_id"]]
 
 
+@pytest.mark.heavy  # the real model and the CLI in a subprocess
 def test_out_and_telemetry_are_written_whole(isolated_data_dir: Path, tmp_path: Path, smollm2_path: Path) -> None:
     out, trace = tmp_path / "r.csv", tmp_path / "trace.csv"
     out.write_text("old results")
@@ -163,6 +175,7 @@ def test_out_and_telemetry_are_written_whole(isolated_data_dir: Path, tmp_path: 
     assert len(_stored_runs(isolated_data_dir)) == 1
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_past_the_trained_context_warns_and_runs(isolated_data_dir: Path, tmp_path: Path) -> None:
     model = write_synthetic_gguf(tmp_path / "short-ctx.gguf", n_ctx_train=512)
     proc = gguf_bench("run", "-m", str(model), "-d", "600", *TINY, "-o", "csv")
@@ -175,6 +188,7 @@ def test_past_the_trained_context_warns_and_runs(isolated_data_dir: Path, tmp_pa
     assert run.n_ok + run.n_failed == 1
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 @pytest.mark.parametrize("args", [
     ("predict", "-p", "-5"), ("predict", "-n", "-1"), ("predict", "-d", "-7"), ("predict", "--ctx", "1e400"),
     ("predict", "--ctx", "1" + "0" * 400), ("predict", "-ngl", "-2"),
@@ -190,6 +204,7 @@ def test_out_of_range_counts_are_one_line_and_exit_2(args: tuple[str, ...]) -> N
     assert last.startswith("gguf-bench") and any(w in last for w in ("must be", "is not a")), proc.stderr
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_doctor_follows_the_library_path_runs_use(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Issue #29: with LLAMA_CPP_LIB_PATH naming no llama.cpp, doctor said [ok] while every run failed to start:
     it asked the installed libraries, not the ones llama_cpp loads."""
@@ -199,6 +214,7 @@ def test_doctor_follows_the_library_path_runs_use(monkeypatch: pytest.MonkeyPatc
     assert "nonexistent" in proc.stdout and "Traceback" not in proc.stderr
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_a_hardware_profile_with_a_non_finite_figure_is_one_line(value: str, isolated_data_dir: Path) -> None:
     """Issue #29: NaN or inf in a user's hardware TOML reached the predictions (tracebacks, NaN figures)."""
@@ -212,6 +228,7 @@ def test_a_hardware_profile_with_a_non_finite_figure_is_one_line(value: str, iso
     assert "mine.toml" in proc.stderr and "finite" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.heavy  # a subprocess
 @pytest.mark.parametrize("size", ["30000x30000", "0x0", "800", "axb", "-5x600"])
 def test_a_screenshot_size_past_any_screen_is_refused(size: str, tmp_path: Path) -> None:
     """Issue #29: ``--size 30000x30000`` was obeyed (13.8 GB) and larger sizes crashed."""
@@ -223,6 +240,7 @@ def test_a_screenshot_size_past_any_screen_is_refused(size: str, tmp_path: Path)
     assert not (tmp_path / "s.png").exists()
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 @pytest.mark.parametrize("args, says", [
     (("--url", "http://127.0.0.1:99999/v1"), "Port out of range"),
     (("--url", "http://[::1/v1"), "Invalid IPv6 URL"),
@@ -237,6 +255,7 @@ def test_server_urls_and_timeouts_are_checked_where_they_enter(args: tuple[str, 
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_a_toml_nested_too_deeply_is_one_line(tmp_path: Path, isolated_data_dir: Path) -> None:
     """This stop's own hostile round: 600 nested arrays raised RecursionError out of tomllib."""
     nested = "[" * 600 + "1" + "]" * 600
@@ -250,6 +269,7 @@ def test_a_toml_nested_too_deeply_is_one_line(tmp_path: Path, isolated_data_dir:
     assert proc.returncode == 2 and "nested too deeply" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 @pytest.mark.parametrize("damage", [
     '{"version": 1, "fits": []}', '{"version": 1, "cpu_info": "x", "gpu_info": "", "build": "b", "created": "d", '
     '"n_points": 1, "fits": {"CPU": {"decode": {"phase": "decode", "coefficients": {"fixed": NaN}, '
@@ -272,7 +292,7 @@ def test_a_damaged_saved_fit_means_not_calibrated(damage: str, tmp_path: Path) -
     proc = gguf_bench("predict", "-m", str(model), "--json")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["expected_source"] == "" and doc["decode_ceiling_tps"] > 0
+    assert doc["decode"]["kind"] != "fit" and doc["decode_ceiling_tps"] > 0
 
 
 def test_negative_or_absurd_token_counts_from_a_server_are_not_believed() -> None:

@@ -15,10 +15,10 @@ import pytest
 
 from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationResult
 from app.model.facts_cache import cached_facts
-from app.predict.expected_sources import ExpectedSources
+from app.predict.answer import Machine, answer
 from app.predict.fitted_model import FitError
-from app.predict.prediction import PredictSettings, predict
-from app.predict.profiles import find_profile, load_profiles
+from app.predict.profiles import cpu_profile, find_profile, load_profiles
+from app.predict.settings import PredictSettings
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_moe_gguf
 
@@ -48,7 +48,7 @@ def test_a_calibrated_vulkan_machine_predicts_a_moe_expert_offload_within_its_ba
     moe = write_synthetic_moe_gguf(tmp_path / "synth-moe.gguf", n_layer=4)
     facts = cached_facts(str(moe))
     gpu = find_profile("RTX 4060 Laptop", load_profiles())  # places the bytes; the figures come from the fit
-    inputs = ExpectedSources(machine_fit=fit).inputs(gpu, this_machine=True, row_backends="Vulkan,CPU")
+    here = Machine(cpu=cpu_profile("CPU", 100.0, 100.0, 2**34), gpu=gpu, cpu_model="cpu", fit=fit)
     inside = []
     for _ in range(3):
         proc = gguf_bench("run", "-m", str(moe), "-p", "8", "-n", "16", "-r", "3", "-ngl", "99", "-ncmoe", "half",
@@ -57,10 +57,10 @@ def test_a_calibrated_vulkan_machine_predicts_a_moe_expert_offload_within_its_ba
         (row,) = json.loads(proc.stdout)
         assert int(row["n_cpu_moe"]) == 2 and "Vulkan" in row["backends"]
         settings = PredictSettings.from_row(row, n_gpu_layers=int(row["n_gpu_layers_effective"]))
-        pred = predict(facts, gpu, settings, cpu_bandwidth_gbps=100.0, tensor_bytes=facts.tensor_bytes,
-                       **inputs.as_kwargs())  # type: ignore[arg-type]
-        band, measured = pred.expected_decode, float(row["decode_tps_median"] or row["decode_tps"])
-        assert band is not None and "as this machine's calibration measured" in band.source, pred.notes
+        got = answer(facts, gpu, settings, here, measured=False)
+        band, measured = got.decode, float(row["decode_tps_median"] or row["decode_tps"])
+        assert band.kind == "split" and "as this machine's calibration measured" in band.source.detail, got.notes
+        assert band.low is not None and band.high is not None
         inside.append(band.low <= measured <= band.high)
         print(f"-ncmoe 2: measured {measured:.1f} tok/s, expected {band.value:.1f} ({band.low:.1f}-{band.high:.1f}): "
               f"{'inside' if inside[-1] else 'outside'}")

@@ -1,7 +1,7 @@
 """Issue #25: a fit of a GPU backend predicts that backend's rows. Small synthetic models measured for real on
 llama.cpp's Vulkan backend (lavapipe where there is no GPU) at -ngl 99 are fitted as calibration fits them; the fit
 is keyed by the rows' backend (``Vulkan,CPU``), and a fully offloaded row of a model it never saw gets its expected
-figures from it, through the one policy (app.predict.expected_sources)."""
+figures from it, through the one answer (app.predict.answer)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ import pytest
 from app.calibrate.ladder import host_ffn_override
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts_cache import cached_facts
+from app.predict.answer import Machine, answer
 from app.predict.calibration_fit import fit_machine, samples_from_rows
 from app.predict.decode import transfer_seconds_per_token
-from app.predict.expected_sources import ExpectedSources
 from app.predict.hardware_context import HardwareContext
-from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor
+from app.predict.settings import PredictSettings
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_moe_gguf
 
@@ -50,8 +50,8 @@ def test_a_vulkan_fit_predicts_a_vulkan_row_of_a_model_it_never_saw(tmp_path: Pa
     held_out = write_synth_model(tmp_path / f"{HELD_OUT.name}.gguf", HELD_OUT)
     (row,) = [r for r in _measure([held_out]) if r["n_prompt"] == 32 and r["n_depth"] == 0]
     gpu = find_profile("RTX 4060 Laptop", load_profiles())  # the figure comes from the fit, not the profile
-    cols = RowPredictor(HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu),
-                        ExpectedSources(machine_fit=fit))(row)
+    hw = HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu)
+    cols = RowPredictor(hw, Machine(cpu=hw.cpu, gpu=gpu, cpu_model="cpu", fit=fit))(row)
     assert cols["calibrated_from"].startswith("fit of this machine"), cols["calibrated_from"]
     for phase in ("decode", "prefill"):
         expected, measured = cols[f"expected_{phase}_tps"], row[f"{phase}_tps"]
@@ -96,8 +96,9 @@ def test_a_split_between_the_vulkan_device_and_the_cpu_is_predicted_from_the_two
     (row,) = json.loads(proc.stdout)
     assert 0 < row["n_gpu_layers_effective"] < cached_facts(str(held_out)).n_layer + 1
     gpu = find_profile("RTX 4060 Laptop", load_profiles())
-    cols = RowPredictor(HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu),
-                        ExpectedSources(machine_fit=fit))(row)
+    hw = HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu)
+    here = Machine(cpu=hw.cpu, gpu=gpu, cpu_model="cpu", fit=fit)
+    cols = RowPredictor(hw, here)(row)
     expected, measured = cols["expected_decode_tps"], row["decode_tps"]
     assert expected is not None, cols  # the CPU fit is at the default thread count, as this row is
     print(f"split -ngl {half}: expected decode {expected:.1f} tok/s ({cols['calibrated_from']}), "
@@ -111,19 +112,17 @@ def test_a_split_between_the_vulkan_device_and_the_cpu_is_predicted_from_the_two
                       "--no-store", "--no-predict", "-o", "json", timeout=600)
     assert proc.returncode == 0, proc.stderr
     (moe_row,) = json.loads(proc.stdout)
-    hw = HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu)
-    moe_cols = RowPredictor(hw, ExpectedSources(machine_fit=fit))(moe_row)
+    moe_cols = RowPredictor(hw, here)(moe_row)
     moe_expected, moe_measured = moe_cols["expected_decode_tps"], moe_row["decode_tps"]
     assert moe_expected is not None, moe_cols
     assert "split by the bytes each side reads" in moe_cols["calibrated_from"]
     assert "as this machine's calibration measured" in moe_cols["calibrated_from"]
-    with_assumed = RowPredictor(hw, ExpectedSources(machine_fit=assumed_fit))(moe_row)["expected_decode_tps"]
+    with_assumed = RowPredictor(hw, replace(here, fit=assumed_fit))(moe_row)["expected_decode_tps"]
     moe_facts = cached_facts(str(moe))
-    inputs = ExpectedSources(machine_fit=fit).inputs(gpu, this_machine=True, row_backends="Vulkan,CPU")
-    pred = predict(moe_facts, gpu, PredictSettings.from_row(moe_row, n_gpu_layers=moe_row["n_gpu_layers_effective"]),
-                   cpu_bandwidth_gbps=100.0, tensor_bytes=moe_facts.tensor_bytes, **inputs.as_kwargs())  # type: ignore[arg-type]
-    assert pred.expected_decode is not None and pred.expected_decode_tps == pytest.approx(moe_expected)
-    band = (pred.expected_decode.low, pred.expected_decode.high)
+    got = answer(moe_facts, gpu, PredictSettings.from_row(moe_row, n_gpu_layers=moe_row["n_gpu_layers_effective"]),
+                 here, measured=False)
+    assert got.decode.kind == "split" and got.decode.value == pytest.approx(moe_expected)
+    band = (got.decode.low, got.decode.high)
     inside = band[0] <= moe_measured <= band[1]
     print(f"MoE -ncmoe 2: measured {moe_measured:.1f} tok/s; expected {moe_expected:.1f} ({band[0]:.1f}-{band[1]:.1f}, "
           f"{'inside' if inside else 'outside'} the band) with the crossings learned, {with_assumed:.1f} with them "

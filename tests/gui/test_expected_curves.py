@@ -9,6 +9,8 @@ import pytest
 
 from tests.gui.conftest import wait_for
 
+pytestmark = pytest.mark.heavy  # the real model in a worker and the real window's background jobs
+
 
 def test_expected_curves_and_bands_show_beside_the_ceilings_before_any_run(window, smollm2_path: Path) -> None:
     w = window
@@ -51,24 +53,20 @@ def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
     """A CPU row names its hardware "CPU: <model>", not the window's "This CPU": the calibration fit still applies
     when its ``cpu_info`` is this machine's. The fit here is a stand-in with known figures (a test double for a
     saved calibration, which takes minutes to make)."""
+    from dataclasses import replace
+
     from app.gui.expectations import Expectations
-    from app.predict.expected_sources import ExpectedSources
+    from app.predict.answer import Machine
     from app.predict.fitted_model import Expected
     from tests.gui.conftest import recorded_on_this_cpu
+    from tests.predict.answer_helpers import StandInFit
 
     events = recorded_on_this_cpu()
     cpu = next(e.row["cpu_info"] for e in events if e.type == "test_finished")
     known = {"decode": Expected(50.0, 40.0, 60.0, "stand-in fit"), "prefill": Expected(400.0, 300.0, 500.0, "stand-in")}
-
-    class StandInFit:  # a saved CPU fit with known figures (MachineFit's interface)
-        fits = {"CPU": {}}
-
-        def expected(self, _facts: object, _settings: object, _backend: str = "CPU") -> dict[str, Expected]:
-            return known
-
-    stand_in = ExpectedSources(machine_fit=StandInFit())  # type: ignore[arg-type]
     w = window
-    w.predictor.set_expectations(Expectations(sources=stand_in, cpu_model=cpu))
+    here = Machine(cpu=w.predictor.machine_cpu, cpu_model=cpu, fit=StandInFit({"CPU": lambda _f, _s: known}))
+    w.predictor.set_expectations(Expectations(machine=here))  # type: ignore[arg-type]
     w.replay(events, "recorded")
 
     def drawn() -> bool:
@@ -79,7 +77,7 @@ def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
     _x, ttft = w.plots.data_of("ttft", "exp", 0, "mid")
     xs, _y = w.plots.data_of("ttft", "exp", 0, "mid")
     assert np.allclose(mid, 50.0) and np.allclose(ttft, np.maximum(xs.astype(int), 1) / 400.0 * 1000.0)
-    w.predictor.set_expectations(Expectations(sources=stand_in, cpu_model="another CPU"))
+    w.predictor.set_expectations(Expectations(machine=replace(here, cpu_model="another CPU")))
     w.replay(events, "recorded")
 
     def ceiling_drawn() -> bool:

@@ -8,6 +8,7 @@ from PySide6.QtGui import QAction
 
 from app.gui.expectations import Expectations
 from app.gui.predictions import PredictionService, same_hardware
+from app.predict.answer import Machine
 from app.predict.profiles import cpu_profile
 
 pytestmark = pytest.mark.cpu_identity  # reads this CPU (tests/test_other_cpu.py runs it as the other kind)
@@ -24,7 +25,7 @@ def test_rows_measured_here_use_this_machines_latest_profile() -> None:
     service = PredictionService()
     latest = cpu_profile("This CPU: AMD EPYC", 17.2, 300.0, 24 * GIB)
     service.set_machine(latest, [latest])
-    service.set_expectations(Expectations(cpu_model="AMD EPYC"))
+    service.set_expectations(Expectations(Machine(cpu=latest, cpu_model="AMD EPYC")))
     older_probe = _row("AMD EPYC", 19.4)  # stored in an earlier session, when the probe read more
     assert service.hardware_of([older_probe]) is latest
     assert same_hardware(service.hardware_of([older_probe]), latest)
@@ -34,12 +35,13 @@ def test_rows_from_another_cpu_keep_their_own_figures() -> None:
     service = PredictionService()
     latest = cpu_profile("This CPU: AMD EPYC", 17.2, 300.0, 24 * GIB)
     service.set_machine(latest, [latest])
-    service.set_expectations(Expectations(cpu_model="AMD EPYC"))
+    service.set_expectations(Expectations(Machine(cpu=latest, cpu_model="AMD EPYC")))
     elsewhere = service.hardware_of([_row("Intel Xeon", 40.0)])
     assert elsewhere is not None and elsewhere.peak_bandwidth_gbps == 40.0
     assert not same_hardware(elsewhere, latest)
 
 
+@pytest.mark.heavy  # the real window's background jobs
 def test_measure_this_cpu_again_replaces_its_one_profile(window) -> None:  # noqa: ANN001 - the window fixture
     """Sweep → Measure this CPU again: a real probe (a few seconds) replaces the profile's figures. A probe keeps the
     better of the new and the stored figures (a quiet one first), so the stored one is set busy and far below any

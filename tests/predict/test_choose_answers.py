@@ -8,10 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from app.choose.verdicts import Measured, Quality, evaluate_file, llama_server_command, recommend
+from app.choose.verdicts import Quality, evaluate_file, llama_server_command, recommend
+from app.predict.answer import Machine, answer
 from app.predict.memory import MIB
-from app.predict.prediction import at_context, at_context_answer, predict
+from app.predict.prediction import predict
 from app.predict.profiles import GIB, HardwareProfile, cpu_profile, find_profile
+from app.predict.settings import at_context
+from engines.base import resolve_n_threads
+from tests.predict.answer_helpers import StandInFit, machine_of
 from tests.predict.samples import make_facts, smollm2_facts
 
 
@@ -33,6 +37,7 @@ def dense_14b_facts():
                       n_vocab=152064)
 
 
+@pytest.mark.heavy  # seconds of placement search over full-size model shapes
 def test_moe_keeps_the_fewest_layers_experts_in_system_ram(profiles: list[HardwareProfile]) -> None:
     gpu, facts = _laptop(profiles), moe_facts()
     c = evaluate_file("/m/moe.gguf", facts, gpu, 8192)
@@ -47,6 +52,7 @@ def test_moe_keeps_the_fewest_layers_experts_in_system_ram(profiles: list[Hardwa
     assert c.decode_tps.kind == "ceiling"
 
 
+@pytest.mark.heavy  # seconds of placement search over full-size model shapes
 def test_the_answer_names_an_offload_placement_and_why_the_other_lost(profiles: list[HardwareProfile]) -> None:
     gpu = _laptop(profiles)
     dense = evaluate_file("/m/dense-14b.gguf", dense_14b_facts(), gpu, 8192)
@@ -67,37 +73,44 @@ def _cpu() -> HardwareProfile:
     return cpu_profile("this CPU", 20.0, 200.0, 24 * GIB)
 
 
-def _measured(decode_tps: float, ttft_ms: float = 250.0) -> Measured:
-    return Measured(decode_tps, ttft_ms, "p512 n128 d0 ngl0 t2", n_prompt=512, n_gen=128, n_depth=0)
+def _measured(filename: str, decode_tps: float, ttft_ms: float = 250.0, **settings: object) -> dict[str, object]:
+    """A stable row of ``filename`` measured here (p512 n128 d0 on the CPU at the default thread count)."""
+    return {"model_filename": filename, "status": "ok", "decode_tps": decode_tps, "ttft_ms": ttft_ms, "n_prompt": 512,
+            "n_gen": 128, "n_depth": 0, "n_gpu_layers_effective": 0, "n_threads": 0,
+            "n_threads_effective": resolve_n_threads(0), "unstable": 0, "host_other_cpu_pct": 1.0, **settings}
 
 
 def test_a_measured_file_is_judged_on_its_measurement_not_its_ceiling() -> None:
-    cpu, facts = _cpu(), smollm2_facts()
-    bare = evaluate_file("/m/q4_1.gguf", facts, cpu, 8192)
+    cpu, facts = _cpu(), replace(smollm2_facts(), path="/m/q4_1.gguf")
+    bare = evaluate_file("/m/q4_1.gguf", facts, cpu, 8192, machine=machine_of(cpu))
     assert bare.decode_tps.kind == "ceiling"
-    c = evaluate_file("/m/q4_1.gguf", facts, cpu, 8192, measured=[_measured(5.5)])
+    here = machine_of(cpu, rows=(_measured("q4_1.gguf", 5.5),))
+    c = evaluate_file("/m/q4_1.gguf", facts, cpu, 8192, machine=here)
     assert c.decode_tps.kind == "measured" and c.measured is not None
     assert c.decode_tps.value < 5.5  # at depth ~8k, scaled from depth 576 by the ceilings' ratio
     assert c.decode_empty_tps is not None and c.decode_tps.value < c.decode_empty_tps.value
-    assert "measured here (p512 n128 d0 ngl0 t2): 5.5 tok/s at depth 576" in c.decode_tps.source
-    assert c.ttft_ms.kind == "measured"
+    assert "5.5 tok/s at depth 576 (p512 n128 d0 ngl0 t" in c.decode_tps.source.detail
+    assert c.decode_tps.source.name == "measured here" and c.ttft_ms.kind == "measured"
     # a floor the ceiling passes but the measurement does not: the file fails it, and the sentence says so
     rec = recommend([c], cpu.name, 8192, min_decode_tps=bare.decode_tps.value / 2)
     assert rec.choice is None and "measured" in rec.sentence
 
 
 def test_a_measurement_at_another_placement_is_not_used(profiles: list[HardwareProfile]) -> None:
-    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _laptop(profiles), 8192, measured=[_measured(5.5)])
+    laptop = _laptop(profiles)
+    facts = replace(smollm2_facts(), path="/m/smol.gguf")
+    c = evaluate_file("/m/smol.gguf", facts, laptop, 8192, machine=machine_of(laptop, rows=(_measured("smol.gguf",
+                                                                                                     5.5),)))
     assert c.n_gpu_layers == 31 and c.decode_tps.kind != "measured" and c.measured is None
 
 
 def _variant(name: str, file_type: str, bpw: float, cpu: HardwareProfile, *, requantized_from: str = "",
              kld: float | None = None, measured: float | None = None):
-    facts = make_facts(**{**smollm2_facts().__dict__, "file_type": file_type,
+    facts = make_facts(**{**smollm2_facts().__dict__, "file_type": file_type, "path": f"/m/{name}",
                           "weight_bytes": int(134_515_008 * bpw / 8), "file_bytes": int(134_515_008 * bpw / 8)})
+    rows = (_measured(name, measured),) if measured else ()
     return evaluate_file(f"/m/{name}", facts, cpu, 2048, requantized_from=requantized_from,
-                         quality=Quality(kld) if kld is not None else None,
-                         measured=[_measured(measured)] if measured else None)
+                         quality=Quality(kld) if kld is not None else None, machine=machine_of(cpu, rows=rows))
 
 
 def test_a_requantized_copy_is_neither_better_than_nor_picked_over_its_source() -> None:
@@ -137,20 +150,21 @@ def test_the_sentence_says_why_a_better_file_lost_to_the_floor() -> None:
 @pytest.mark.parametrize("ctx", [2048, 8192])
 def test_predict_and_choose_give_the_same_decode_at_the_context(profiles: list[HardwareProfile], ctx: int) -> None:
     gpu, facts = _laptop(profiles), smollm2_facts()
-    c = evaluate_file("/m/smol.gguf", facts, gpu, ctx)
-    question = at_context(ctx, type_k=c.type_k)
-    answer = at_context_answer(predict(facts, gpu, question), question)
-    assert c.decode_tps.value == pytest.approx(answer["decode_tps"])
-    assert c.decode_depth == answer["depth"]
-    assert c.decode_empty_tps is not None and c.decode_empty_tps.value == pytest.approx(answer["decode_empty_tps"])
+    c = evaluate_file("/m/smol.gguf", facts, gpu, ctx, machine=Machine())
+    got = answer(facts, gpu, at_context(ctx, type_k=c.type_k), Machine())
+    assert c.decode_tps == got.decode and c.decode_depth == got.decode.depth
+    assert c.decode_empty_tps == got.decode_empty
 
 
 def test_no_prefill_figures_for_a_prompt_of_zero_tokens(profiles: list[HardwareProfile]) -> None:
     doc = predict(smollm2_facts(), _laptop(profiles), replace(at_context(4096), n_prompt=0)).to_json_dict()
-    assert doc["prefill_ceiling_tps"] is None and doc["expected_prefill_tps"] is None
+    assert doc["prefill_ceiling_tps"] is None
     assert doc["decode_depth"] == 64 and doc["decode_ceiling_tps"] > 0
+    got = answer(smollm2_facts(), _laptop(profiles), replace(at_context(4096), n_prompt=0))
+    assert got.prefill is None and got.ttft_ms is None and got.to_json_dict()["prefill"] is None
 
 
+@pytest.mark.heavy  # seconds of placement search over full-size model shapes
 def test_memory_budget_is_bytes_not_mib(profiles: list[HardwareProfile]) -> None:
     c = evaluate_file("/m/moe.gguf", moe_facts(), _laptop(profiles), 8192)
     assert c.budget_bytes > 7 * 1024 * MIB
@@ -159,7 +173,6 @@ def test_memory_budget_is_bytes_not_mib(profiles: list[HardwareProfile]) -> None
 def test_a_measurement_is_scaled_to_the_asked_request_by_the_fit_where_there_is_one() -> None:
     """A 64-token prompt's prefill runs below a long prompt's batch rate; the ceilings cannot know that, this
     machine's fit can (here a stand-in fit whose prefill rate grows with the prompt, labelled as such)."""
-    from app.choose.verdicts import SpeedSources
     from app.predict.fitted_model import Expected
 
     def stand_in_fit(facts, s):  # test double for MachineFit.expected: prefill rises with the prompt's batch
@@ -168,16 +181,15 @@ def test_a_measurement_is_scaled_to_the_asked_request_by_the_fit_where_there_is_
         return {"prefill": Expected(prefill, prefill * 0.9, prefill * 1.1, "stand-in fit"),
                 "decode": Expected(decode, decode * 0.9, decode * 1.1, "stand-in fit")}
 
-    cpu, facts = _cpu(), smollm2_facts()
-    short = Measured(40.0, 64 / 12.5 * 1000, "p64 n32 d0 ngl0 t2", n_prompt=64, n_gen=32, n_depth=0,
-                     prefill_tps=12.5)
-    by_ceilings = evaluate_file("/m/q4_1.gguf", facts, cpu, 2048, measured=[short])
-    by_fit = evaluate_file("/m/q4_1.gguf", facts, cpu, 2048, measured=[short],
-                           speed=SpeedSources(fitted=stand_in_fit))
-    assert "by the ratio of this machine's fit" in by_fit.ttft_ms.source
-    assert "by the ratio of the ceilings" in by_ceilings.ttft_ms.source
+    cpu, facts = _cpu(), replace(smollm2_facts(), path="/m/q4_1.gguf")
+    short = _measured("q4_1.gguf", 40.0, 64 / 12.5 * 1000, n_prompt=64, n_gen=32, prefill_tps=12.5)
+    by_ceilings = evaluate_file("/m/q4_1.gguf", facts, cpu, 2048, machine=machine_of(cpu, rows=(short,)))
+    by_fit = evaluate_file("/m/q4_1.gguf", facts, cpu, 2048,
+                           machine=machine_of(cpu, rows=(short,), fit=StandInFit({"CPU": stand_in_fit})))
+    assert "by the ratio of the fit figures" in by_fit.ttft_ms.source.detail
+    assert "by the ratio of the ceilings" in by_ceilings.ttft_ms.source.detail
     # the fit's prefill at the asked prompt is 8x its rate at 64 tokens: TTFT is the measured rate scaled by it
     asked_prompt = 2048 - 128
     assert by_fit.ttft_ms.value == pytest.approx(asked_prompt / (12.5 * 8) * 1000, rel=1e-6)
     assert by_fit.ttft_ms.value < by_ceilings.ttft_ms.value
-    assert "at depth" in by_fit.decode_tps.source and "this machine's fit" in by_fit.decode_tps.source
+    assert "at depth" in by_fit.decode_tps.source.detail and "fit figures" in by_fit.decode_tps.source.detail

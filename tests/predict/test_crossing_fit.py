@@ -9,6 +9,7 @@ separate paths (crossing_fit.split_decode_bytes; prediction.predict)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,29 +19,33 @@ from app.calibrate.ladder import CalibrateOptions, host_ffn_override, ladder_mod
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts import ModelFacts
 from app.model.gguf_facts import read_model_facts
+from app.predict.answer import answer
 from app.predict.calibration_fit import MachineFit, fit_machine, row_backend
 from app.predict.crossing_fit import CrossingCost, split_decode_bytes
 from app.predict.decode import transfer_seconds_per_token
-from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import find_profile, load_profiles
-from app.predict.store_efficiency import fitted_expectation
+from app.predict.settings import PredictSettings
+from tests.predict.answer_helpers import machine_of
 from tests.predict.test_machine_fit import _known_samples
 
 GPU = "Vulkan,CPU"
 CROSSING_S = 3e-3
 
 
-@pytest.fixture
-def two_sided_fit(tmp_path: Path) -> MachineFit:
-    (tmp_path / "cpu").mkdir()
-    (tmp_path / "gpu").mkdir()
-    samples = _known_samples(tmp_path / "cpu") + _known_samples(tmp_path / "gpu", backend=GPU)
+@pytest.fixture(scope="module")
+def two_sided_fit(tmp_path_factory: pytest.TempPathFactory) -> MachineFit:
+    """Made once for the module (a frozen fit; its synthetic models are written and read again for each side)."""
+    folder = tmp_path_factory.mktemp("two-sided")
+    (folder / "cpu").mkdir()
+    (folder / "gpu").mkdir()
+    samples = _known_samples(folder / "cpu") + _known_samples(folder / "gpu", backend=GPU)
     return fit_machine(samples, cpu_info="cpu X", gpu_info="gpu Y", build="b1", created="2026-12-03")
 
 
-@pytest.fixture
-def model(tmp_path: Path) -> ModelFacts:
-    return read_model_facts(write_synth_model(tmp_path / "m.gguf", SynthShape(384, 6, "F16", arch="gemma")))
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> ModelFacts:
+    path = tmp_path_factory.mktemp("model") / "m.gguf"
+    return read_model_facts(write_synth_model(path, SynthShape(384, 6, "F16", arch="gemma")))
 
 
 def _split_row(facts: ModelFacts, fit: MachineFit, *, crossing_s: float, **placement: Any) -> dict[str, Any]:
@@ -70,17 +75,16 @@ def test_a_crossing_cost_is_learned_from_split_rows_and_predicts_them_back(two_s
     assert cost.seconds == pytest.approx(CROSSING_S, rel=1e-6) and len(cost.points) == 2
     assert split_decode_bytes(model, PredictSettings.from_row(ot)).extra_crossings == 6  # 3 layers, there and back
     profile = find_profile("RTX 4060 Laptop", load_profiles())
+    here = machine_of(profile, fit=fit, gpu_backends=("Vulkan",))  # type: ignore[arg-type]
+    unmeasured = machine_of(profile, fit=replace(fit, crossings={}), gpu_backends=("Vulkan",))  # type: ignore[arg-type]
     for row in (ot, nkvo):
         s = PredictSettings.from_row(row)
-        kwargs = dict(tensor_bytes=model.tensor_bytes, fitted=fitted_expectation(fit, GPU),
-                      host_fitted=fitted_expectation(fit, "CPU"))
-        learned = predict(model, profile, s, crossing=cost, **kwargs)  # type: ignore[arg-type]
-        assumed = predict(model, profile, s, **kwargs)  # type: ignore[arg-type]
-        assert learned.expected_decode_tps == pytest.approx(row["decode_tps"], rel=1e-6)
-        assert assumed.expected_decode_tps > 1.5 * row["decode_tps"]  # 10 µs a crossing, not 3 ms
-        assert learned.expected_decode is not None
-        assert "3.00 ms each, as this machine's calibration measured (2 split tests)" in learned.expected_decode.source
-        assert "each assumed" in assumed.expected_decode.source  # type: ignore[union-attr]
+        learned, assumed = (answer(model, profile, s, m, measured=False).decode for m in (here, unmeasured))
+        assert learned.kind == assumed.kind == "split"
+        assert learned.value == pytest.approx(row["decode_tps"], rel=1e-6)
+        assert assumed.value > 1.5 * row["decode_tps"]  # 10 µs a crossing, not 3 ms
+        assert "3.00 ms each, as this machine's calibration measured (2 split tests)" in learned.source.detail
+        assert "each assumed" in assumed.source.detail
 
 
 def test_the_band_spans_the_crossing_costs_its_tests_gave(two_sided_fit: MachineFit, model: ModelFacts) -> None:
@@ -89,11 +93,10 @@ def test_the_band_spans_the_crossing_costs_its_tests_gave(two_sided_fit: Machine
     fit = two_sided_fit.with_crossings([quick, slow], lambda _p: model)
     least, most = fit.crossings[GPU].range_s  # each test's with its sides at their band edges (±5 % here)
     assert least < 2e-3 < 4e-3 < most < 4.5e-3
-    pred = predict(model, find_profile("RTX 4060 Laptop", load_profiles()), PredictSettings.from_row(quick),
-                   tensor_bytes=model.tensor_bytes, fitted=fitted_expectation(fit, GPU),
-                   host_fitted=fitted_expectation(fit, "CPU"), crossing=fit.crossings[GPU])
-    band = pred.expected_decode
-    assert band is not None
+    profile = find_profile("RTX 4060 Laptop", load_profiles())
+    band = answer(model, profile, PredictSettings.from_row(quick),
+                  machine_of(profile, fit=fit, gpu_backends=("Vulkan",)), measured=False).decode  # type: ignore[arg-type]
+    assert band.kind == "split" and band.low is not None and band.high is not None
     assert band.low < slow["decode_tps"] < band.value < quick["decode_tps"] < band.high
 
 

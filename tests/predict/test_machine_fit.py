@@ -1,4 +1,4 @@
-"""A machine's fit in use: predict() and the run rows' expected_* columns come from it, with band and source."""
+"""A machine's fit in use: answer() and the run rows' expected_* columns come from it, with band and source."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from app.calibrate.ladder import pass_spreads
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.gguf_facts import read_model_facts
+from app.predict.answer import Machine, answer
 from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, workload_of
 from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit, saved_fit_problem
-from app.predict.expected_sources import ExpectedSources
 from app.predict.fitted_model import PhaseFit
 from app.predict.hardware_context import HardwareContext
-from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import cpu_profile
 from app.predict.row_predictions import RowPredictor
+from app.predict.settings import PredictSettings
 from app.predict.store_efficiency import StoreCalibration
 from app.results.store import ResultStore
 from engines.base import resolve_n_threads
@@ -63,20 +63,22 @@ def test_predict_and_rows_use_the_fit(machine_fit: MachineFit, tmp_path: Path) -
         calib = StoreCalibration(store, "cpu X", "")
     assert calib.machine_fit == machine_fit and calib.fitted("CUDA,CPU") is None
     cpu = cpu_profile("CPU: X", 20.0, 100.0, 2**34)
-    pred = predict(facts, cpu, settings, fitted=calib.fitted("CPU"))
-    assert pred.expected_decode_tps == pytest.approx(_tps(DECODE, truth.features("decode")), rel=1e-3)
-    assert pred.expected_prefill_tps == pytest.approx(_tps(PREFILL, truth.features("prefill")), rel=1e-3)
-    doc = pred.to_json_dict()
-    assert doc["expected_decode_tps_low"] < doc["expected_decode_tps"] < doc["expected_decode_tps_high"]
-    assert doc["expected_source"].startswith("fit of this machine, 2026-11-30, 9 points, median error 0.0%")
-    assert doc["expected_total_s"] is not None
+    machine = Machine(cpu=cpu, cpu_model="cpu X", fit=calib.machine_fit, efficiency=calib)
+    got = answer(facts, cpu, settings, machine)
+    assert got.decode.kind == got.prefill.kind == "fit"  # type: ignore[union-attr]
+    assert got.decode.value == pytest.approx(_tps(DECODE, truth.features("decode")), rel=1e-3)
+    assert got.prefill.value == pytest.approx(_tps(PREFILL, truth.features("prefill")), rel=1e-3)  # type: ignore
+    doc = got.to_json_dict()["decode"]
+    assert doc["low"] < doc["value"] < doc["high"] and doc["kind"] == "fit" and doc["depth"] == 96 + 16 + 128
+    assert doc["source_detail"]["detail"].startswith("fit of this machine, 2026-11-30, 9 points, median error 0.0%")
+    assert got.scenario().total_s > got.prediction.scenario.total_s
     row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 128,
            "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0, "decode_tps": 1.0,
-           "repack": PredictSettings(n_ctx=1).repack}  # a row measured here has this machine's repacking
-    sources = ExpectedSources(machine_fit=calib.machine_fit, store_efficiency=calib)
-    cols = RowPredictor(HardwareContext(cpu=cpu), sources)(row)
-    assert cols["expected_decode_tps"] == pytest.approx(pred.expected_decode_tps, rel=1e-6)
-    assert cols["calibrated_from"] == doc["expected_source"]
+           "repack": 1}
+    cols = RowPredictor(HardwareContext(cpu=cpu), machine)(row)
+    assert cols["expected_decode_tps"] == pytest.approx(got.decode.value, rel=1e-6)
+    assert cols["calibrated_from"] == got.decode.source.detail
+    sources = machine
     # on the CPU the threads run the layers: a row at another thread count than calibrate's takes no fit
     other = resolve_n_threads(0) + 1
     at_other = RowPredictor(HardwareContext(cpu=cpu), sources)({**row, "n_threads": other,
@@ -89,9 +91,10 @@ def test_without_a_fit_nothing_changes(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "s.sqlite3") as store:
         calib = StoreCalibration(store, "cpu X", "")
     assert calib.machine_fit is None and calib.fitted() is None
-    doc = predict(facts, cpu_profile("CPU: X", 20.0, 100.0, 2**34), PredictSettings(n_ctx=512)).to_json_dict()
-    assert doc["expected_decode_tps"] is None and doc["expected_decode_tps_low"] is None
-    assert doc["expected_source"] == ""
+    cpu = cpu_profile("CPU: X", 20.0, 100.0, 2**34)
+    got = answer(facts, cpu, PredictSettings(n_ctx=512), Machine(cpu=cpu, cpu_model="cpu X", efficiency=calib))
+    assert got.decode.kind == "ceiling" and got.decode.low is None and got.expected_decode is None
+    assert got.no_expected_decode  # a ceiling says why there is no expected figure
 
 
 def test_the_cpu_context_classifies_and_round_trips(tmp_path: Path) -> None:
@@ -128,11 +131,15 @@ def test_a_fit_of_an_older_form_is_refused_with_one_line(tmp_path: Path) -> None
     line = saved_fit_problem("cpu X", "")
     assert line is not None and "\n" not in line and str(fit_path("cpu X", "", llama_build())) in line
     assert "older form (version 1" in line and "gguf-bench calibrate" in line
-    assert ExpectedSources.load("cpu X", "", public=False).notes == [line]
+    from app.telemetry.machine import MachineScan
+
+    loaded = Machine.load(MachineScan(facts={"cpu_model": "cpu X"}), public=False, read_store=False)
+    assert loaded.notes == (line,) and loaded.fit_problem == line
     path.write_text(json.dumps({**doc, "repack": 7}))
     assert "damaged" in (saved_fit_problem("cpu X", "") or "")
 
 
+@pytest.mark.heavy
 def test_rows_the_window_predict_and_the_chooser_give_one_expected_figure(tmp_path: Path) -> None:
     """Issue #25 point 2: one policy picks where an expected figure comes from, so the same test on the same
     hardware gets the same figure from a sweep row, the window's prediction service, ``gguf-bench predict`` and the
@@ -153,24 +160,24 @@ def test_rows_the_window_predict_and_the_chooser_give_one_expected_figure(tmp_pa
            "n_ctx": 1024, "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0,
            "repack": PredictSettings(n_ctx=1).repack}  # as measured here: this machine's repacking
     truth = _tps(DECODE, workload_of(facts, PredictSettings.from_row(row)).features("decode"))
-    with ResultStore(tmp_path / "s.sqlite3") as store:
-        sources = ExpectedSources.load(cpu_model, gpu_info, store)
     cpu = cpu_profile(f"CPU: {cpu_model}", 20.0, 100.0, 2**34)
-    from_row = RowPredictor(HardwareContext(cpu=cpu), sources)(row)["expected_decode_tps"]
+    here = Machine(cpu=cpu, cpu_model=cpu_model, gpu_info=gpu_info, fit=load_fit(cpu_model, gpu_info))
+    from_row = RowPredictor(HardwareContext(cpu=cpu), here)(row)["expected_decode_tps"]
     service = PredictionService()
     service.facts[str(model)] = facts
     service.set_machine(cpu, [])
     service.set_profile(cpu)
-    service.set_expectations(Expectations(sources=sources, cpu_model=cpu_model))
-    from_window = service.predict_settings(str(model), PredictSettings.from_row(row)).expected_decode_tps
+    service.set_expectations(Expectations(machine=here))
+    from_window = service.predict_settings(str(model), PredictSettings.from_row(row)).decode.value  # type: ignore
     proc = gguf_bench("predict", "-m", str(model), "--ctx", "1024", "-p", "96", "-n", "32", "-fa", "1", "--json")
     assert proc.returncode == 0, proc.stderr
-    from_predict = json.loads(proc.stdout)["expected_decode_tps"]
+    from_predict = json.loads(proc.stdout)["decode"]
+    assert from_predict["kind"] == "fit"
     report = run_choose(ChooseRequest(sources=(str(model),), n_ctx=1024, n_prompt=96, n_gen=32,
                                       store_path=str(tmp_path / "s.sqlite3")))
     from_chooser = report.choices[0].decode_tps.value
-    assert report.choices[0].decode_tps.kind == "expected"
-    for figure in (from_row, from_window, from_predict, from_chooser):
+    assert report.choices[0].decode_tps.kind == "fit"
+    for figure in (from_row, from_window, from_predict["value"], from_chooser):
         assert figure == pytest.approx(truth, rel=1e-6), (from_row, from_window, from_predict, from_chooser)
 
 
@@ -186,7 +193,7 @@ def test_a_gpu_backend_fit_predicts_fully_offloaded_gpu_rows_only(tmp_path: Path
     facts = read_model_facts(model)
     gpu = find_profile("RTX 4060 Laptop", load_profiles())
     hw = HardwareContext(cpu=cpu_profile("CPU: X", 20.0, 100.0, 2**34), gpu=gpu)
-    sources = ExpectedSources(machine_fit=fit)
+    sources = Machine(cpu=hw.cpu, gpu=gpu, cpu_model="X", fit=fit)
     row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 0,
            "n_ctx": 1024, "flash_attn_effective": 1, "backends": "Vulkan,CPU", "n_gpu_layers": 99,
            "n_gpu_layers_effective": facts.n_layer + 1}

@@ -7,10 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from app.results.store import ResultStore
 from app.telemetry.machine import ProbeMode, scan_machine
 from engines.base import resolve_n_threads
 from tests.cli_helpers import gguf_bench
+
+pytestmark = pytest.mark.heavy  # the real model and the CLI in a subprocess
 
 
 def _stored_rows(path: Path) -> None:
@@ -35,16 +39,19 @@ def test_predict_threads_picks_the_rows_at_that_count(smollm2_path: Path, tmp_pa
                                 "--json").stdout)
     default = json.loads(gguf_bench("--store", str(store), "predict", "-m", str(smollm2_path), "--json").stdout)
     assert one["n_threads"] == 1 and default["n_threads"] == every
-    assert one["calibrated_from"].startswith("1 row (other types) of other.gguf at 1 thread")
-    assert default["calibrated_from"].startswith(f"1 row (other types) of other.gguf at {every} thread")
+    said = {k: d["decode"]["source_detail"]["detail"] for k, d in (("one", one), ("default", default))}
+    assert one["decode"]["kind"] == default["decode"]["kind"] == "efficiency"
+    assert said["one"].startswith("stored runs' achieved ÷ ceiling here, times the ceiling: 1 row (other types) of "
+                                  "other.gguf at 1 thread")
+    assert f"1 row (other types) of other.gguf at {every} thread" in said["default"]
     if every != 1:
-        assert "1 row at other thread counts left out" in one["calibrated_from"]
+        assert "1 row at other thread counts left out" in said["one"]
         # the ceilings are not scaled by the thread count (1 of 2+ threads would halve them; each call may
         # re-probe the bandwidth when the machine is busy, so they agree within a probe's spread, not exactly),
         # and the expected figure is the ceiling times the efficiency of the rows at that count
         assert abs(one["decode_ceiling_tps"] / default["decode_ceiling_tps"] - 1.0) < 0.25
-        ratio = ((one["expected_decode_tps"] / one["decode_ceiling_tps"])
-                 / (default["expected_decode_tps"] / default["decode_ceiling_tps"]))
+        ratio = ((one["decode"]["value"] / one["decode_ceiling_tps"])
+                 / (default["decode"]["value"] / default["decode_ceiling_tps"]))
         assert abs(ratio - 0.2 / 0.6) < 1e-6
         assert "not scaled to 1" in one["threads_note"]
 

@@ -8,10 +8,13 @@ from dataclasses import replace
 
 import pytest
 
+from app.predict.answer import answer
 from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS
 from app.predict.offload import split_weights
-from app.predict.prediction import Efficiency, PredictSettings, flash_attn_enabled, predict
+from app.predict.prediction import predict
 from app.predict.profiles import GIB, HardwareProfile, cpu_profile, find_profile
+from app.predict.settings import PredictSettings, flash_attn_enabled
+from app.predict.store_efficiency import Efficiency
 from tests.predict.samples import make_facts, smollm2_facts
 
 # ------------------------------------------------------------------------------------------ predict
@@ -24,7 +27,7 @@ def test_predict_full_offload(profiles: list[HardwareProfile]) -> None:
     split = split_weights(facts, 999)
     assert p.n_gpu_layers == 33 and p.fit.status == "fits"
     assert p.decode_ceiling_tps == pytest.approx(1008e9 / (split.gpu_read_bytes + 576 * 131072))
-    assert p.decode_ceiling_empty_tps == pytest.approx(1008e9 / split.gpu_read_bytes)
+    assert p.decode_ceiling_empty_tps == pytest.approx(1008e9 / (split.gpu_read_bytes + 64 * 131072))  # tg128
     flops = 2 * (facts.n_params - 32000 * 4096) + 4 * 4096 * 32 * 256
     assert p.prefill_ceiling_tps == pytest.approx(330.3e12 / flops)
     assert p.ttft_ms == pytest.approx(512 / p.prefill_ceiling_tps * 1000)
@@ -33,17 +36,22 @@ def test_predict_full_offload(profiles: list[HardwareProfile]) -> None:
     for key in ("decode_ceiling_tps", "prefill_ceiling_tps", "kv_bytes", "weight_bytes", "compute_buffer_bytes",
                 "fits", "fit_status", "max_ngl", "max_ctx", "ttft_ms", "total_s", "decode_share", "chars_per_s"):
         assert key in d, key
-    assert d["fits"] is True and d["fit_status"] == "fits" and d["expected_decode_tps"] is None
+    assert d["fits"] is True and d["fit_status"] == "fits" and "expected_decode_tps" not in d  # physics only
     json.dumps(d)
 
 
-def test_predict_with_efficiency(profiles: list[HardwareProfile]) -> None:
-    p = predict(make_facts(), find_profile("RTX 4090", profiles), PredictSettings(4096),
-                efficiency=Efficiency(prefill=0.5, decode=0.8))
-    assert p.expected_decode_tps == pytest.approx(0.8 * p.decode_ceiling_tps)
-    assert p.expected_prefill_tps == pytest.approx(0.5 * p.prefill_ceiling_tps)
-    assert p.expected_scenario is not None and p.expected_scenario.total_s > p.scenario.total_s
-    assert p.to_json_dict()["expected_ttft_ms"] == pytest.approx(2 * p.ttft_ms)
+def test_answer_with_stored_rows_efficiency(profiles: list[HardwareProfile]) -> None:
+    from tests.predict.answer_helpers import StandInEfficiency, machine_of
+
+    gpu = find_profile("RTX 4090", profiles)
+    got = answer(make_facts(), gpu, PredictSettings(4096), machine_of(gpu, efficiency=StandInEfficiency(
+        Efficiency(prefill=0.5, decode=0.8))))
+    p = got.prediction
+    assert got.decode.kind == "efficiency" and got.decode.value == pytest.approx(0.8 * p.decode_ceiling_tps)
+    assert got.prefill is not None and got.prefill.value == pytest.approx(0.5 * p.prefill_ceiling_tps)
+    assert got.scenario().total_s > p.scenario.total_s
+    assert got.ttft_ms is not None and got.ttft_ms.value == pytest.approx(2 * p.ttft_ms)
+    assert got.to_json_dict()["decode"]["kind"] == "efficiency"
     with pytest.raises(ValueError):
         Efficiency(decode=0)
 
@@ -93,8 +101,8 @@ SAMPLE_ROW = {"model_path": "/models/test.gguf", "n_prompt": 256, "n_gen": 64, "
 
 def test_settings_from_row_predict_like_the_explicit_settings(profiles: list[HardwareProfile]) -> None:
     explicit = PredictSettings(n_ctx=1000 + 256 + 64 + 1, n_gpu_layers=20, type_k="q8_0", type_v="q8_0", n_prompt=256,
-                               n_gen=64, depth=1000, n_ubatch=256, flash_attn=True)
-    from_row = PredictSettings.from_row(SAMPLE_ROW)
+                               n_gen=64, depth=1000, n_ubatch=256, flash_attn=True, repack=1)
+    from_row = PredictSettings.from_row(SAMPLE_ROW)  # a row without a repack column ran with llama.cpp's default
     assert from_row == explicit
     facts, laptop = make_facts(), find_profile("RTX 4060 Laptop", profiles)
     p = predict(facts, laptop, from_row, cpu_bandwidth_gbps=50.0)
@@ -107,7 +115,8 @@ def test_settings_from_row_predict_like_the_explicit_settings(profiles: list[Har
 
 
 def test_settings_from_an_empty_test_take_the_defaults() -> None:
-    assert PredictSettings.from_row({}) == PredictSettings(n_ctx=512 + 128 + 1)
+    assert PredictSettings.from_row({}) == PredictSettings(n_ctx=512 + 128 + 1, repack=1)
+    assert PredictSettings(4096).repack == -1 and PredictSettings(4096).resolved(0).repack == 0  # auto: no I/O
     assert PredictSettings(4096, type_k="q4_0").type_v == "q4_0"
     assert PredictSettings.from_row({"n_prompt": 0, "n_gen": 16}).n_prompt == 1  # a prompt of at least one token
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from app.model.gguf_facts import read_model_facts
-from app.predict.prediction import PredictSettings, predict
+from app.predict.answer import Machine, answer
 from app.predict.profiles import SOURCE_URL_PATTERN, HardwareProfile, ProfileError, find_profile
 from app.predict.public_fit import load_public_model
+from app.predict.settings import PredictSettings
 from tests.cli_helpers import gguf_bench
 
 AMD_INTEGRATED = ("Radeon 8060S", "Radeon 8050S", "Radeon 890M", "Radeon 880M", "Radeon 780M", "Radeon 760M")
@@ -99,29 +100,31 @@ def test_partial_names_are_refused_with_candidates(profiles: list[HardwareProfil
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.heavy  # the real model
 @pytest.mark.parametrize(("hw", "architecture"), [
     ("Radeon 8060S", "RDNA 3.5"), ("Arc B580", "Xe2-HPG"), ("Arc 140V", "Xe2-LPG"), ("Apple M5", "Apple silicon M5"),
 ])
 def test_predict_gives_expected_figures_labelled_with_their_source(
         smollm2_path: Path, profiles: list[HardwareProfile], hw: str, architecture: str) -> None:
     facts = read_model_facts(smollm2_path)  # the header only: nothing is loaded
-    p = predict(facts, find_profile(hw, profiles), PredictSettings(4096), public=load_public_model())
-    for phase, expected, ceiling in (("decode", p.expected_decode, p.decode_ceiling_tps),
-                                     ("prefill", p.expected_prefill, p.prefill_ceiling_tps)):
-        assert expected is not None, (hw, phase)
+    p = answer(facts, find_profile(hw, profiles), PredictSettings(4096), Machine(public=load_public_model()))
+    for phase, expected, ceiling in (("decode", p.expected_decode, p.prediction.decode_ceiling_tps),
+                                     ("prefill", p.expected_prefill, p.prediction.prefill_ceiling_tps)):
+        assert expected is not None and expected.low is not None and expected.high is not None, (hw, phase)
         assert expected.low < expected.value < expected.high and expected.value < ceiling, (hw, phase)
-        assert labelled_for(expected.source, architecture), expected.source
+        assert labelled_for(expected.source.detail, architecture), expected.source
 
 
+@pytest.mark.heavy  # the real model
 def test_an_integrated_gpu_of_an_architecture_without_rows_borrows_and_says_so(
         smollm2_path: Path, profiles: list[HardwareProfile]) -> None:
     """Whatever rows the public table gains, a unified-memory part of an architecture it has none of gets a figure
     borrowed from the nearest (the same vendor's first) and labelled so. The renamed architecture is a test double:
     a label no shipped profile or public row uses."""
     halo = dataclasses.replace(find_profile("Radeon 8060S", profiles), architecture="RDNA 3.5 (no rows: test double)")
-    p = predict(read_model_facts(smollm2_path), halo, PredictSettings(4096), public=load_public_model())
-    assert p.expected_decode is not None and p.expected_decode.value < p.decode_ceiling_tps
-    source = p.expected_decode.source
+    p = answer(read_model_facts(smollm2_path), halo, PredictSettings(4096), Machine(public=load_public_model()))
+    assert p.expected_decode is not None and p.expected_decode.value < p.prediction.decode_ceiling_tps
+    source = p.expected_decode.source.detail
     assert "borrowed from " in source and "for RDNA 3.5 (no rows: test double)" in source, source
 
 
@@ -131,5 +134,5 @@ def test_cli_predict_for_the_issue_acceptance_names(smollm2_path: Path) -> None:
         out = gguf_bench("predict", "-m", str(smollm2_path), "--hw", hw, "--json")
         assert out.returncode == 0, out.stderr
         d = json.loads(out.stdout)
-        assert d["expected_decode_tps_low"] < d["expected_decode_tps"] < d["expected_decode_tps_high"]
-        assert labelled_for(d["expected_source"], architecture), d["expected_source"]
+        assert d["decode"]["low"] < d["decode"]["value"] < d["decode"]["high"]
+        assert labelled_for(d["decode"]["source"], architecture), d["decode"]["source"]

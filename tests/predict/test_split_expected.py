@@ -9,9 +9,10 @@ import pytest
 
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.gguf_facts import read_model_facts
+from app.predict.answer import answer
 from app.predict.fitted_model import Expected
-from app.predict.prediction import PredictSettings, predict
 from app.predict.profiles import find_profile, load_profiles
+from app.predict.settings import PredictSettings
 from app.predict.split_expected import device_fraction, split_decode_expected
 
 
@@ -48,18 +49,36 @@ def test_predict_composes_a_partial_offload_and_never_applies_a_full_offload_fit
             return {"decode": _fig(rate, source=f"{name} fit"), "prefill": None}
         return fitted
 
+    from tests.predict.answer_helpers import StandInFit, machine_of
+
     settings = PredictSettings(n_ctx=1024, n_gpu_layers=3, n_prompt=64, n_gen=16)
-    pred = predict(facts, gpu, settings, cpu_bandwidth_gbps=50.0, fitted=fit_of("device", 400.0),
-                   host_fitted=fit_of("host", 40.0))
+    both = machine_of(gpu, fit=StandInFit({"CUDA,CPU": fit_of("device", 400.0), "CPU": fit_of("host", 40.0)}))
+    got = answer(facts, gpu, settings, both)
+    pred = got.prediction
     frac = device_fraction(pred.decode_gpu_read_bytes, pred.decode_host_read_bytes)
     assert 0 < frac < 1
     assert ("device", 999) in calls and ("host", 0) in calls and all(n in (0, 999) for _, n in calls)
-    assert pred.expected_decode_tps is not None and 40.0 < pred.expected_decode_tps < 400.0
-    assert pred.expected_decode is not None and "split by the bytes" in pred.expected_decode.source
-    assert pred.expected_prefill_tps is None  # no fit runs a split's prefill
-    alone = predict(facts, gpu, settings, cpu_bandwidth_gbps=50.0, fitted=fit_of("device", 400.0))
-    assert alone.expected_decode_tps is None
-    assert any("no expected decode without an expected figure for the host CPU alone" in n
-               for n in alone.notes)
-    full = predict(facts, gpu, PredictSettings(n_ctx=1024, n_prompt=64, n_gen=16), fitted=fit_of("device", 400.0))
-    assert full.expected_decode_tps == pytest.approx(400.0)  # a full offload takes its fit as it is
+    assert got.decode.kind == "split" and 40.0 < got.decode.value < 400.0
+    assert "split by the bytes" in got.decode.source.detail
+    assert got.prefill is not None and got.prefill.kind == "ceiling"  # no fit runs a split's prefill
+    alone = answer(facts, gpu, settings, machine_of(gpu, fit=StandInFit({"CUDA,CPU": fit_of("device", 400.0)})))
+    assert alone.decode.kind == "ceiling"  # a reason, never both
+    assert "no expected decode without an expected figure for the host CPU alone" in alone.no_expected_decode
+    full = answer(facts, gpu, PredictSettings(n_ctx=1024, n_prompt=64, n_gen=16), both)
+    assert full.decode.kind == "fit" and full.decode.value == pytest.approx(400.0)  # a full offload: its fit as is
+
+
+def test_a_split_with_only_stored_rows_efficiency_gives_that_figure_and_no_reason(tmp_path: Path) -> None:
+    """Issue #42: a split placement with a stored-row efficiency gave a figure beside the note "no expected decode
+    … the ceiling speaks"; the answer gives either a figure or a reason, never both."""
+    from app.predict.store_efficiency import Efficiency
+    from tests.predict.answer_helpers import StandInEfficiency, machine_of
+
+    facts = read_model_facts(write_synth_model(tmp_path / "m.gguf", SynthShape(384, 6, "F16", gqa=2)))
+    gpu = find_profile("RTX 4060 Laptop", load_profiles())
+    settings = PredictSettings(n_ctx=1024, n_gpu_layers=3, n_prompt=64, n_gen=16)
+    got = answer(facts, gpu, settings, machine_of(gpu, efficiency=StandInEfficiency(Efficiency(0.5, 0.6))))
+    assert got.decode.kind == "efficiency" and got.no_expected_decode == ""
+    assert not any("ceiling speaks" in n for n in got.notes)
+    bare = answer(facts, gpu, settings, machine_of(gpu))
+    assert bare.decode.kind == "ceiling" and bare.no_expected_decode

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from app.predict.answer import Machine, _inputs
 from app.predict.calibration_fit import MachineFit
-from app.predict.expected_sources import ExpectedSources
 from app.predict.profiles import cpu_profile
+from app.predict.settings import PredictSettings
 from app.predict.store_efficiency import StoreCalibration, efficiency_from_rows, row_threads, threads_for
 from app.results.fields import BUSY_OTHER_CPU_PCT, taken_while_busy
 from app.results.store import ResultStore
@@ -108,12 +109,18 @@ def test_expected_sources_pass_the_thread_count_and_keep_the_fit_to_the_default(
     threads: calibrate runs at the default count) is used at the default count only."""
     with _store(tmp_path, ROWS) as store:
         calib = StoreCalibration(store, "X", "")
+    from tests.predict.samples import make_facts
+
     fit = MachineFit("X", "", "b", "2026-11-30", {"CPU": {}}, n_points=0)
-    sources = ExpectedSources(machine_fit=fit, store_efficiency=calib)
-    one = sources.inputs(CPU, this_machine=True, model_filename="b.gguf", n_threads=1)
+    machine = Machine(cpu=CPU, cpu_model="X", fit=fit, efficiency=calib)
+    facts = make_facts(path="/m/b.gguf")
+
+    def inputs(n_threads: int = 0):  # noqa: ANN202 - the answer's chosen sources (answer._inputs)
+        return _inputs(machine, CPU, facts, PredictSettings(n_ctx=512, n_threads=n_threads), True)
+
+    one = inputs(1)
     assert one.efficiency is not None and one.efficiency.decode == pytest.approx(0.05)
-    assert one.fitted is None and one.n_threads == 1 and "at 1 thread" in one.efficiency_source
-    default = sources.inputs(CPU, this_machine=True, model_filename="b.gguf")
-    assert default.fitted is not None and default.n_threads == resolve_n_threads(0)
-    odd = sources.inputs(CPU, this_machine=True, model_filename="b.gguf", n_threads=resolve_n_threads(0) + 7)
+    assert one.fitted is None and "at 1 thread" in one.efficiency_source
+    assert inputs().fitted is not None
+    odd = inputs(resolve_n_threads(0) + 7)
     assert odd.efficiency is None and "at " in odd.efficiency_note and odd.fitted is None

@@ -13,6 +13,8 @@ import pytest
 from app.results.run_writer import INTERRUPTED, is_abandoned, pid_alive, writer_scope
 from app.results.store import ResultStore
 
+pytestmark = pytest.mark.heavy  # a worker and a subprocess
+
 WRITER = """
 import sys
 from app.results.store import ResultStore
@@ -46,7 +48,9 @@ def test_a_killed_writers_run_is_interrupted_and_a_live_ones_is_not(tmp_path: Pa
         store._db.execute("UPDATE runs SET writer_pid = ?, writer_scope = 'other-host||' "
                           "WHERE run_id = 'run-elsewhere'", (child.pid,))
         store._db.commit()
-    with ResultStore(path) as store:
+    with ResultStore(path) as store:  # opening reads: the dead writer's run is left as it is...
+        assert store.run_info("run-child")["status"] == "running"
+    with ResultStore.recover(path) as store:  # ...until recovery, the step whatever writes runs takes first
         info = store.run_info("run-child")
         assert (info["status"], info["finished_at"]) == (INTERRUPTED, None)
         assert store.rows("run-child")[0]["model_filename"] == "m.gguf"  # its committed rows are kept

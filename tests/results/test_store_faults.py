@@ -17,9 +17,17 @@ def _row(i: int, **extra: object) -> dict[str, object]:
     return {"test_index": i, "status": "ok", "model_filename": "m.gguf", **extra}
 
 
+QUICK = {"busy_timeout_s": 0.05, "write_attempts": 2, "backoff_s": 0.01}
+
+
 def _quick(path: Path, **kw: object) -> ResultStore:
     """A store with short lock waits, so a test holding the lock finishes in well under a second."""
-    return ResultStore(path, busy_timeout_s=0.05, write_attempts=2, backoff_s=0.01, warn=lambda m: None, **kw)
+    return ResultStore(path, **QUICK, warn=lambda m: None, **kw)  # type: ignore[arg-type]
+
+
+def _recovered(path: Path) -> ResultStore:
+    """The store after recovery (what a sweep opens), with short lock waits."""
+    return ResultStore.recover(path, **QUICK, warn=lambda m: None)
 
 
 def test_rows_written_while_another_process_holds_the_lock_are_kept_and_replayed(tmp_path: Path) -> None:
@@ -38,7 +46,9 @@ def test_rows_written_while_another_process_holds_the_lock_are_kept_and_replayed
     locker.execute("ROLLBACK")
     locker.close()
     store.close()
-    with _quick(path) as again:  # the next open stores what was kept, in order
+    with _quick(path) as plain:  # opening reads: the side file waits for recovery
+        assert [r["test_index"] for r in plain.rows("run-a")] == [0] and store.pending.path.exists()
+    with _recovered(path) as again:  # recovery stores what was kept, in order
         assert [r["test_index"] for r in again.rows("run-a")] == [0, 1, 2]
         assert again.run_info("run-a")["status"] == "finished"
         assert any("stored 2 results kept in" in w for w in again.warnings)
@@ -69,7 +79,7 @@ def test_a_full_store_keeps_the_row_in_the_side_file(tmp_path: Path) -> None:
     store.add_result("run-a", _row(0, samples_ns=list(range(20000))))
     assert "database or disk is full" in store.warnings[0]
     store.close()
-    with _quick(path) as again:
+    with _recovered(path) as again:
         assert again.rows("run-a")[0]["samples_ns"][-1] == 19999
 
 
@@ -93,8 +103,13 @@ def test_a_store_with_a_damaged_page_is_set_aside_and_a_fresh_one_opens(tmp_path
     path = tmp_path / "results.sqlite3"
     _store_with_rows(path, 40)
     _damage_a_page(path, 3)
+    before = path.read_bytes()
+    for reader in (ResultStore, ResultStore.open_read_only):  # opening reads: a damaged store is refused, kept
+        with pytest.raises(StoreError, match="the results store is damaged"):
+            reader(path)
+    assert path.read_bytes() == before and not list(tmp_path.glob("results.sqlite3.damaged-*"))
     messages: list[str] = []
-    with ResultStore(path, warn=messages.append) as store:
+    with ResultStore.recover(path, warn=messages.append) as store:  # recovery sets it aside
         assert store.runs() == []
         store.begin_run("run-b")
     aside = list(tmp_path.glob("results.sqlite3.damaged-*"))
@@ -102,19 +117,27 @@ def test_a_store_with_a_damaged_page_is_set_aside_and_a_fresh_one_opens(tmp_path
     assert len(messages) == 1 and f"set aside as {aside[0].name}, starting a fresh store" in messages[0]
 
 
-@pytest.mark.parametrize("command", [["history"], ["predict", "--ctx", "512"]])
-def test_the_cli_goes_on_past_a_damaged_store_in_one_line(tmp_path: Path, command: list[str]) -> None:
+@pytest.mark.heavy  # the CLI in a subprocess
+def test_reading_commands_leave_a_damaged_store_as_it_is_and_say_so_in_one_line(tmp_path: Path) -> None:
+    """``history`` and ``predict`` read the store: they never set it aside (that is a sweep's recovery step), and say
+    why in one line; ``history`` cannot list anything (exit 2), ``predict`` goes on without stored rows."""
     path = tmp_path / "results.sqlite3"
     _store_with_rows(path, 40)
     _damage_a_page(path, 3)
-    proc = gguf_bench("--store", str(path), *command)
-    assert proc.returncode == 0, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert [line for line in proc.stderr.splitlines() if "damaged" in line] == [
-        line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
-    assert "set aside as results.sqlite3.damaged-" in proc.stderr
+    before = path.read_bytes()
+    history = gguf_bench("--store", str(path), "history")
+    assert history.returncode == 2 and "Traceback" not in history.stderr
+    assert history.stderr.strip().splitlines() == [history.stderr.strip()] and "damaged" in history.stderr
+    predict = gguf_bench("--store", str(path), "predict", "--ctx", "512")
+    assert predict.returncode == 0 and "Traceback" not in predict.stderr, predict.stderr
+    assert [line for line in predict.stderr.splitlines() if "damaged" in line] == [
+        line for line in predict.stderr.splitlines() if line.startswith("warning: ")] != []
+    assert path.read_bytes() == before and not list(tmp_path.glob("results.sqlite3.damaged-*"))
+    run = gguf_bench("--store", str(path), "run", "-p", "8", "-n", "4", "-r", "1", "--no-predict")
+    assert run.returncode == 0, run.stderr  # a sweep recovers the store first: set aside, a fresh one
+    assert "set aside as results.sqlite3.damaged-" in run.stderr
     with ResultStore(path) as store:
-        assert store.runs() == []
+        assert len(store.runs()) == 1
 
 
 def _tamper(path: Path, *statements: str) -> None:
@@ -126,6 +149,7 @@ def _tamper(path: Path, *statements: str) -> None:
     db.close()
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_a_row_of_bad_json_is_skipped_with_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "results.sqlite3"
     _store_with_rows(path, 3)

@@ -142,6 +142,7 @@ def test_a_failing_first_migration_leaves_schema0(v0_store: Path, monkeypatch: p
     assert _schema_sql(v0_store) == before
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_a_store_from_a_newer_version_is_refused_in_one_line(v0_store: Path) -> None:
     ResultStore(v0_store).close()
     db = sqlite3.connect(v0_store)
@@ -158,6 +159,7 @@ def test_a_store_from_a_newer_version_is_refused_in_one_line(v0_store: Path) -> 
     assert proc.stderr.strip().splitlines() == [f"gguf-bench: error: {err.value}"]
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 @pytest.mark.parametrize("content", [random.Random(7).randbytes(8192), b"not a database\n" * 300])
 def test_a_file_that_is_not_sqlite_is_refused_in_one_line(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "results.sqlite3"
@@ -177,6 +179,7 @@ def _csv_rows(text: str) -> tuple[list[str], list[dict[str, str]]]:
     return list(reader.fieldnames or []), list(reader)
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_the_cli_lists_and_exports_a_schema0_store_as_before(v0_store: Path) -> None:
     proc = gguf_bench("--store", str(v0_store), "history")
     assert (proc.returncode, proc.stderr) == (0, "")
@@ -195,5 +198,8 @@ def test_the_cli_lists_and_exports_a_schema0_store_as_before(v0_store: Path) -> 
                     assert "e+" in old[c] and "e" not in row[c], (c, old[c], row[c])
                     assert float(row[c]) == pytest.approx(float(old[c]), rel=5e-6), c
     assert [row["status"] for row in rows] == ["ok", "ok"] and rows[1]["n_prompt"] == "16"
+    with sqlite3.connect(v0_store) as db:  # read through an upgraded copy in memory: the file is as it was
+        assert user_version(db) == 0
+    ResultStore(v0_store).close()  # a writer's open brings it up to date
     with sqlite3.connect(v0_store) as db:
         assert user_version(db) == SCHEMA_VERSION

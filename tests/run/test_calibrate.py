@@ -34,7 +34,7 @@ from app.model.gguf_facts import read_model_facts
 from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
 from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit
 from app.predict.fitted_model import FitError, PhaseFit
-from app.predict.prediction import PredictSettings
+from app.predict.settings import PredictSettings
 from app.results.store import ResultStore
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
@@ -94,6 +94,7 @@ def test_stored_rows_of_this_machine_become_samples(tmp_path: Path) -> None:
     assert (samples[0].backend, samples[0].decode_tps, samples[0].prefill_tps) == ("CPU", 100.0, 900.0)
 
 
+@pytest.mark.heavy  # a worker
 def test_cancel_keeps_nothing(isolated_data_dir: Path) -> None:
     calibration = Calibration(TINY)
 
@@ -120,18 +121,20 @@ def test_calibrate_then_predict_a_model_it_never_saw(tmp_path: Path) -> None:
     out = gguf_bench("predict", "-m", str(unseen), "-p", "64", "-n", "16", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    source = doc["expected_source"]
+    source = doc["decode"]["source"]
     for phase in ("decode", "prefill"):
-        key = f"expected_{phase}_tps"
+        fig = doc[phase]
+        assert fig["kind"] == "fit"
         capped = any(f"expected {phase}" in n and "above its ceiling" in n for n in doc["notes"])
         if capped:  # the fit said more than the ceiling: shown as the ceiling, its band the fit's
-            assert doc[f"{key}_low"] <= doc[key] == doc[f"{phase}_ceiling_tps"] <= doc[f"{key}_high"]
+            assert fig["low"] <= fig["value"] == doc[f"{phase}_ceiling_tps"] <= fig["high"]
         else:
-            assert doc[f"{key}_low"] < doc[key] < doc[f"{key}_high"]
+            assert fig["low"] < fig["value"] < fig["high"]
     assert source.startswith("fit of this machine, ") and "points, median error" in source
     assert doc["ceiling_source"].startswith("ceilings: ")
-    text = format_prediction(doc, "unseen", unseen.name)
-    assert "expected decode" in text and "(expected: fit of this machine" in text and "(ceilings: " in text
+    text = out_text = gguf_bench("predict", "-m", str(unseen), "-p", "64", "-n", "16").stdout
+    assert "decode" in text and " fit at depth " in text and "(fit of this machine" in out_text
+    assert "(ceilings: " in text
 
 
 def test_residual_table_marks_every_point() -> None:
@@ -192,6 +195,7 @@ def test_two_passes_pool_their_repetitions_into_one_median() -> None:
     assert pooled({"status": "failed"}, two)["decode_tps_median"] == 62.0
 
 
+@pytest.mark.heavy  # a worker
 def test_a_second_pass_measures_every_test_again(isolated_data_dir: Path) -> None:
     calibration = Calibration(dataclasses.replace(TINY, passes=2))
     said: list[str] = []
@@ -221,6 +225,7 @@ def _small_disk() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (120_000, 120_000))
 
 
+@pytest.mark.heavy  # a subprocess
 def test_a_full_disk_stops_calibration_with_one_line(isolated_data_dir: Path) -> None:
     """Issue #29 "Also": a full disk during calibration gave a traceback out of numpy's tofile ("139264 requested
     and 107744 written"). Now one line names the model file and the cause, the ladder is removed, no fit saved."""

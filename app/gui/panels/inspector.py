@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from html import escape
 
 from PySide6.QtCore import Qt, Signal
@@ -19,12 +20,13 @@ from PySide6.QtWidgets import (
 
 from app.gui import theme
 from app.gui.panels.library import human_bytes
-from app.gui.predictions import PredictionService, expected_of
+from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
 from app.model.format import format_params
 from app.model.kv_cache import REPORTED_CACHE_TYPES
-from app.predict.prediction import Prediction, at_context, at_context_depth
+from app.predict.answer import Answer, Figure
 from app.predict.profiles import HardwareProfile
+from app.predict.settings import at_context, at_context_depth
 
 FIT_WORDS = {
     "fits": ("good", "Fits", "everything on the device"),
@@ -151,7 +153,8 @@ class InspectorPanel(QWidget):
         facts_table = _table(rows)
         profile = predictor.profile
         n_ctx = self.ctx.value()
-        pred = predictor.predict_settings(path, at_context(n_ctx, type_k=tk, n_gpu_layers=self.ngl.value()))
+        pred = predictor.predict_settings(path, at_context(n_ctx, type_k=tk, n_gpu_layers=self.ngl.value()),
+                                          measured=True)
         if profile is None:
             html.append("<i>No hardware profile yet (measuring this CPU…).</i>")
         elif pred is None:
@@ -165,17 +168,19 @@ class InspectorPanel(QWidget):
         html.append(facts_table)
         self.text.setText("".join(html))
 
-    def _prediction_html(self, path: str, facts: ModelFacts, pred: Prediction, profile: HardwareProfile,
+    def _prediction_html(self, path: str, facts: ModelFacts, got: Answer, profile: HardwareProfile,
                          n_ctx: int, predictor: PredictionService) -> list[str]:
-        """The verdict and the figures behind it on ``profile``: the memory breakdown, decode at a full context."""
+        """The verdict and the figures behind it on ``profile``: the memory breakdown, decode at a full context and
+        from an empty cache, prefill for a 512-token prompt; each as the answer gives it (its kind and source)."""
+        pred = got.prediction
         fit = pred.fit
         colour, word, why = fit_verdict(fit.status, n_ctx, facts.n_ctx_train, fit.max_ngl, facts.n_layer)
         verdict = (f"<span style='color:{theme.ink(colour)}; font-weight:bold'>{escape(word)}</span> at "
                    f"{n_ctx:,} tokens — {escape(why)}")
         tk = self.kv_type.currentText()
         # prefill and TTFT for a 512-token prompt, as llama-bench's default -p (the context's own prompt is long)
-        short = predictor.predict(path, n_ctx=n_ctx, n_gpu_layers=self.ngl.value(), type_k=tk, type_v=tk,
-                                  n_prompt=512, n_gen=128, flash_attn=True) or pred
+        short = predictor.predict_settings(path, replace(at_context(n_ctx, type_k=tk, n_gpu_layers=self.ngl.value()),
+                                                         n_prompt=512, n_gen=128), measured=True) or got
         depth = at_context_depth(at_context(n_ctx))
         rows = [
             ("Memory needed", f"{human_bytes(fit.needed_bytes)} of {human_bytes(fit.budget_bytes)}"),
@@ -186,30 +191,32 @@ class InspectorPanel(QWidget):
             ("Largest context", largest_context(fit.max_ctx, facts.n_ctx_train)),
             ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty, {pred.decode_ceiling_tps:,.1f} "
                                f"at depth {depth:,} (the context full)"),
-            *_expected_rows(pred, "decode", f"at depth {depth:,}"),
-            ("Prefill ceiling", f"{short.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
-            ("TTFT, 512 tokens", f"{short.ttft_ms:,.1f} ms"),
-            *_expected_rows(short, "prefill", "512-token prompt"),
+            _figure_row("Decode", got.decode, f"at depth {depth:,}", got.no_expected_decode),
+            _figure_row("Decode, empty cache", got.decode_empty, "llama-bench's tg128"),
+            ("Prefill ceiling", f"{short.prediction.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
+            ("TTFT, 512 tokens", f"{short.prediction.ttft_ms:,.1f} ms"),
         ]
+        if short.prefill is not None:
+            rows.append(_figure_row("Prefill", short.prefill, "512-token prompt"))
         html = [f"<br><b>On {escape(profile.name)}</b>: {verdict}<br>", "<br>" + _table(rows)]
-        if pred.notes:
+        if got.notes:
             html.append(f"<span style='color:{theme.ink('muted')}; font-size:small'>" +
-                        "<br>".join(escape(n) for n in pred.notes) + "</span>")
+                        "<br>".join(escape(n) for n in got.notes) + "</span>")
         return html
 
 
-def _expected_rows(pred: Prediction, phase: str, where: str) -> list[tuple[str, str]]:
-    """A phase's expected figure (a fit of measurements) with its band, what it is for and where the fit came
-    from, or why there is none."""
-    e = expected_of(pred, phase)
+def _figure_row(phase: str, fig: Figure, where: str, why: str = "") -> tuple[str, str]:
+    """A phase's figure as the answer gives it: expected (with its band) or measured, what it is for and its source;
+    or, for a ceiling, why there is no expected figure."""
     muted = theme.ink("muted")
-    label = f"{phase.capitalize()} expected"
-    if e is None:
-        return [(label, f"<span style='color:{muted}'>no fit for this hardware: ceilings only"
-                        + (" (Sweep → Calibrate this machine…)" if phase == "decode" else "") + "</span>")]
-    band = f" ({e.low:,.1f}–{e.high:,.1f})" if e.high > e.low else ""
-    return [(label, f"<b>{e.value:,.1f} tok/s</b>{band} {escape(where)} <span style='color:{muted}'>— "
-                    f"{escape(e.source)}</span>")]
+    if fig.kind == "ceiling":
+        hint = " (Sweep → Calibrate this machine…)" if phase == "Decode" else ""
+        return (f"{phase} expected", f"<span style='color:{muted}'>no fit for this hardware: ceilings only"
+                                     f"{hint}{': ' + escape(why) if why else ''}</span>")
+    label = f"{phase} {'measured' if fig.kind == 'measured' else 'expected'}"
+    band = f" ({fig.low:,.1f}–{fig.high:,.1f})" if fig.low is not None and fig.high and fig.high > fig.low else ""
+    return (label, f"<b>{fig.value:,.1f} tok/s</b>{band} {escape(where)} <span style='color:{muted}'>— "
+                   f"{escape(fig.source.text())}</span>")
 
 
 def fit_verdict(status: str, n_ctx: int, n_ctx_train: int, max_ngl: int, n_layer: int) -> tuple[str, str, str]:

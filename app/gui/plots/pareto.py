@@ -22,7 +22,7 @@ from app.choose.verdicts import FileChoice
 from app.gui.plots.items import style_plot
 from app.gui.plots.style import color
 from app.gui.theme import ink, plot_background, plot_foreground, series_colour
-from app.predict.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
+from app.predict.answer import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
 
 GREY = "#b0b0b0"
 FRONT = "#d62728"

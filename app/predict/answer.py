@@ -1,0 +1,467 @@
+"""One answer per question: :func:`answer` decides every expected figure the workbench shows.
+
+``answer(facts, profile, settings, machine)`` is the only place where a figure's value, band, kind, depth and source
+are decided; rows, plots, the inspector, the scenario panel, compare, ``predict``, the chooser and CSV/JSON print its
+fields. It takes the physics from :func:`app.predict.prediction.predict` (ceilings, memory, fit) and, for each phase,
+the first source that gives a figure, in this order:
+
+========== ======================================================================================================
+kind       where the figure comes from
+========== ======================================================================================================
+measured   this file measured here at this placement (a question only, never a row's own expected figure), carried
+           to the asked request by the ratio of the figures below at both (the fit's where it has one, else the
+           ceilings')
+fit        this machine's calibration fit for the backend the test runs on (``gguf-bench calibrate``): the CPU with
+           no layer offloaded, the GPU backend with every layer offloaded; for the CPU only at the thread count a
+           default run uses
+split      a placement split between the device and the host (partial -ngl, -ncmoe, -ot, -nkvo): the device's
+           full-offload figure (fit, else public) and the host CPU's (fit), composed by the bytes each side reads,
+           each device crossing at the cost this machine measured (app.predict.split_expected)
+efficiency achieved ÷ ceiling of other models' stored rows here on that backend, times the ceilings
+public     published llama-bench results fitted per GPU architecture, for a GPU with every layer on it
+ceiling    what the hardware allows: bandwidth ÷ bytes a token reads (decode), compute ÷ work (prefill)
+========== ======================================================================================================
+
+This machine's sources apply only to this machine's hardware (:meth:`Machine.is_this`). An expected figure is never
+shown above its ceiling: it is the ceiling, marked, its band spanning both readings (:func:`capped_at_ceiling`).
+Decode from an empty cache (llama-bench's tg128) is one figure per file, placement and hardware: the same sources
+asked the question :meth:`PredictSettings.empty_cache`, whatever context the request fills. The decode at the
+request's depth is the same rule asked at that depth. A ceiling figure carries the reason there is no expected one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from app.model.facts import ModelFacts
+from app.predict.crossing_fit import CrossingCost
+from app.predict.decode import decode_ceiling_offload_tps, transfer_seconds_per_token
+from app.predict.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
+from app.predict.fitted_model import Expected, FittedExpectation
+from app.predict.hardware_context import backend_name
+from app.predict.machine import Machine, same_hardware
+from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.offload import Placement, split_weights
+from app.predict.prediction import Prediction, predict
+from app.predict.prefill import prefill_compute_doc
+from app.predict.profiles import HardwareProfile
+from app.predict.public_arch_fit import BACKENDS, canonical_backend
+from app.predict.public_fit import PublicGpuModel, default_backend, public_expected
+from app.predict.scenario import Scenario, scenario_time
+from app.predict.settings import PredictSettings, at_context, at_context_depth
+from app.predict.split_expected import device_fraction, split_decode_expected
+from app.predict.store_efficiency import Efficiency, fitted_expectation, threads_for
+
+__all__ = ["BACKENDS", "DEFAULT_GPU_OVERHEAD_BYTES", "UNIFIED_USABLE_FRACTION", "Answer", "Figure", "FigureKind",
+           "Machine", "Measurement", "PredictSettings", "Source", "answer", "at_context", "at_context_depth",
+           "canonical_backend", "kv_cache_bytes", "memory_by_context", "same_hardware", "threads_for"]
+
+
+class FigureKind(StrEnum):
+    """Where a figure comes from (the table in the module docstring)."""
+
+    MEASURED = "measured"
+    FIT = "fit"
+    SPLIT = "split"
+    EFFICIENCY = "efficiency"
+    PUBLIC = "public"
+    CEILING = "ceiling"
+
+
+#: The kinds that are expected figures (learned from measurements), as opposed to measured or a bound.
+EXPECTED_KINDS = frozenset({FigureKind.FIT, FigureKind.SPLIT, FigureKind.EFFICIENCY, FigureKind.PUBLIC})
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a figure comes from: its kind, a short name for a table cell, the whole description (which fit or
+    rows, what it learned from, its band), and the llama.cpp build it is for. :meth:`text` is the one way to print
+    it: the description, which stands on its own."""
+
+    kind: FigureKind
+    name: str
+    detail: str = ""
+    build: str = ""
+
+    def text(self) -> str:
+        return self.detail or self.name
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def to_json_dict(self) -> dict[str, str]:
+        return {"kind": str(self.kind), "name": self.name, "detail": self.detail, "build": self.build}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A speed figure (tokens/s, or ms for a TTFT): its value, its band where it has one, its kind and source, and
+    the KV depth a decode figure is for."""
+
+    value: float
+    kind: FigureKind
+    low: float | None = None
+    high: float | None = None
+    source: Source = field(default_factory=lambda: Source(FigureKind.CEILING, "ceiling"))
+    depth: int | None = None
+
+    @property
+    def is_expected(self) -> bool:
+        return self.kind in EXPECTED_KINDS
+
+    def text(self, fmt: str = "{:.1f}") -> str:
+        """``"45.1 (40.2–50.3, fit)"`` or ``"63.2 (ceiling)"``."""
+        band = f"{fmt.format(self.low)}–{fmt.format(self.high)}, " if self.low is not None and self.high else ""
+        return f"{fmt.format(self.value)} ({band}{self.kind})"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "kind": str(self.kind), "low": self.low, "high": self.high,
+                "source": self.source.text(), "source_detail": self.source.to_json_dict(), "depth": self.depth}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The stable measurement here that a measured figure was carried from, as it ran."""
+
+    decode_tps: float
+    ttft_ms: float | None
+    settings: str  # e.g. "p512 n128 d0 ngl0 t2"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"decode_tps": self.decode_tps, "ttft_ms": self.ttft_ms, "settings": self.settings}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to one question (a file, a hardware profile, settings) on one machine: the physics
+    (``prediction``: ceilings, memory, fit) and the figures every surface prints."""
+
+    profile: HardwareProfile
+    settings: PredictSettings  # as asked, repack resolved for the machine
+    this_machine: bool
+    prediction: Prediction
+    decode: Figure  # at the request's decode depth (settings.decode_depth)
+    decode_empty: Figure  # from an empty cache (llama-bench's tg128): one per file, placement and hardware
+    prefill: Figure | None  # None without a prompt
+    ttft_ms: Figure | None
+    no_expected_decode: str = ""  # why ``decode`` is a ceiling ("" when it is not)
+    notes: tuple[str, ...] = ()
+    file_type: str = ""  # the model's (which compute figure a CPU's prefill ceiling took depends on it)
+    measured: Measurement | None = None  # what the measured figures were carried from
+
+    @property
+    def needed_bytes(self) -> int:
+        """Device memory the request needs (on a CPU or unified memory: all of it)."""
+        return self.prediction.fit.needed_bytes
+
+    @property
+    def expected_decode(self) -> Figure | None:
+        """The decode figure where it is an expected one (not measured, not a ceiling)."""
+        return self.decode if self.decode.is_expected else None
+
+    @property
+    def expected_prefill(self) -> Figure | None:
+        return self.prefill if self.prefill is not None and self.prefill.is_expected else None
+
+    def scenario(self, chars_per_token: float = 4.0) -> Scenario:
+        """The request's times at the figures shown (expected or measured where there are, else the ceilings)."""
+        s = self.settings
+        prefill = self.prefill.value if self.prefill is not None else self.prediction.prefill_ceiling_tps
+        return scenario_time(s.n_prompt, s.n_gen, prefill, self.decode.value, chars_per_token)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The one JSON shape ``predict``, ``choose`` and the window's exports share: the physics' flat keys, and
+        each figure as ``{value, kind, low, high, source, depth}``."""
+        d = self.prediction.to_json_dict()
+        d.update({
+            "this_machine": self.this_machine, "decode": self.decode.to_json_dict(),
+            "decode_empty": self.decode_empty.to_json_dict(),
+            "prefill": self.prefill.to_json_dict() if self.prefill is not None else None,
+            "ttft_ms_figure": self.ttft_ms.to_json_dict() if self.ttft_ms is not None else None,
+            "no_expected_decode": self.no_expected_decode, "notes": list(self.notes),
+            "measured": self.measured.to_json_dict() if self.measured is not None else None,
+            **prefill_compute_doc(self.profile, self.file_type),
+        })
+        return d
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The sources one answer takes (by the policy in the module docstring), already chosen for its hardware."""
+
+    fitted: FittedExpectation | None = None
+    efficiency: Efficiency | None = None
+    efficiency_source: str = ""
+    efficiency_note: str = ""  # why the stored rows gave no efficiency
+    public: PublicGpuModel | None = None
+    host_fitted: FittedExpectation | None = None  # this machine's CPU fit: the host side of a split placement
+    crossing: CrossingCost | None = None  # a split's device crossing as this machine measured it (None: assumed)
+    backend: str = ""
+    build: str = ""
+
+
+def machine_backend(machine: Machine, profile: HardwareProfile, row_backends: str = "") -> str:
+    """The backend a test on ``profile`` runs (and a fit of it is keyed) on: ``CPU`` for a CPU profile; for a GPU,
+    a measured row's own ``backends``, else this build's GPU backend (``Vulkan,CPU``), else the vendor's."""
+    if profile.kind == "cpu":
+        return "CPU"
+    if row_backends and row_backends != "CPU":
+        return row_backends
+    return f"{machine.gpu_backends[0]},CPU" if machine.gpu_backends else backend_name(profile)
+
+
+def _inputs(machine: Machine, profile: HardwareProfile, facts: ModelFacts, s: PredictSettings,
+            this: bool) -> _Inputs:
+    """The sources for ``profile``: this machine's only where it is this machine's hardware; the public fit for a GPU,
+    bound to this machine's backend for the vendor and the installed build unless a setting was asked."""
+    public = None
+    if machine.public is not None and profile.kind != "cpu":
+        backend = machine.public_backend or default_backend(profile, machine.gpu_backends if this else None)
+        label = "" if machine.public_build is not None else machine.build_label
+        public = machine.public.for_setting(backend, machine.public_build, label)
+    if not this:
+        return _Inputs(public=public)
+    threads = threads_for(s.n_threads)
+    backend = machine_backend(machine, profile, s.backends)
+    # The fit is taken at the default thread count; the threads matter only where the CPU runs the layers (a full
+    # offload's CPU threads only schedule the device's work). A split placement takes no fit whole: the device's
+    # full-offload fit and the CPU's are composed.
+    at_default = threads == threads_for(None)
+    fitted = fitted_expectation(machine.fit, backend) if at_default or profile.kind != "cpu" else None
+    host_fitted = fitted_expectation(machine.fit, "CPU") if profile.kind != "cpu" and at_default else None
+    eff, eff_source, note = None, "", ""
+    if machine.efficiency is not None:
+        eff, eff_source = machine.efficiency(backend, facts_filename(facts), facts.file_type, threads)
+        if eff is None:
+            note = machine.efficiency.why_none(backend, facts_filename(facts), facts.file_type, threads)
+    crossing = machine.fit.crossings.get(backend) if machine.fit is not None and profile.kind != "cpu" else None
+    return _Inputs(fitted=fitted, efficiency=eff, efficiency_source=eff_source, efficiency_note=note, public=public,
+                   host_fitted=host_fitted, crossing=crossing, backend=backend,
+                   build=machine.fit.build if machine.fit is not None else "")
+
+
+def facts_filename(facts: ModelFacts) -> str:
+    """The file name rows record for a model (``model_filename``)."""
+    return facts.path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _figure(e: Expected, kind: FigureKind, name: str, depth: int | None, build: str = "") -> Figure:
+    return Figure(e.value, kind, e.low, e.high, Source(kind, name, e.source, build), depth)
+
+
+def capped_at_ceiling(fig: Figure | None, ceiling_tps: float, phase: str, notes: list[str]) -> Figure | None:
+    """An expected figure never above its ceiling: where a source says more, the figure is the ceiling and its source
+    marked (a note says by how much). Its band spans both readings: the source's upper edge (the ceiling is itself a
+    measured figure on a CPU, its probed bandwidth, which reads low at a busy moment) and, below, the source's
+    relative band taken from the figure shown (else a band could lie wholly above the figure)."""
+    if fig is None or not ceiling_tps > 0 or fig.value <= ceiling_tps:
+        return fig
+    notes.append(f"expected {phase} {fig.value:,.1f} tok/s was above its ceiling {ceiling_tps:,.1f}: shown as the "
+                 f"ceiling (the source does not hold here, or the ceiling reads low)")
+    low = fig.low * ceiling_tps / fig.value if fig.low is not None else None
+    high = max(fig.high, ceiling_tps) if fig.high is not None else None
+    source = replace(fig.source, detail=f"{fig.source.detail}; capped at the ceiling".lstrip("; "))
+    return replace(fig, value=ceiling_tps, low=low, high=high, source=source)
+
+
+def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
+                  src: _Inputs) -> tuple[Figure | None, str]:
+    """(the expected decode of a split placement, why there is none): the device's full-offload figure and the
+    host's own, both at ``s``'s request and depth, composed by the bytes each side reads, each extra crossing at
+    the cost this machine measured (else assumed)."""
+    full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
+    device = src.fitted(facts, full).get("decode") if src.fitted is not None else None
+    if device is None and src.public is not None:
+        whole = split_weights(facts, facts.n_layer + 1, facts.tensor_bytes or None, Placement())
+        ceiling = decode_ceiling_offload_tps(facts, whole, s.decode_depth, s.type_k, s.type_v or s.type_k,
+                                             profile.peak_bandwidth_gbps, pred.cpu_bandwidth_gbps)
+        full_pred = predict(facts, profile, full, cpu_bandwidth_gbps=pred.cpu_bandwidth_gbps,
+                            tensor_bytes=facts.tensor_bytes or None)
+        got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling, full_pred.prefill_ceiling_tps)
+        device = got.get("decode")
+    host = src.host_fitted(facts, replace(full, n_gpu_layers=0)).get("decode") if src.host_fitted else None
+    frac = device_fraction(pred.decode_gpu_read_bytes, pred.decode_host_read_bytes)
+    crossings, crossing = pred.decode_extra_crossings, src.crossing
+    transfer_s = (crossings * crossing.seconds if crossing is not None
+                  else transfer_seconds_per_token(facts.n_embd, crossings))
+    least_s, most_s = crossing.range_s if crossing is not None else (0.0, 0.0)
+    transfer_range_s = (crossings * least_s, crossings * most_s) if crossing else None
+    composed = split_decode_expected(device, host, frac, transfer_s, transfer_range_s)
+    if composed is None:
+        missing = [side for side, fig, share in (("the device with every layer on it", device, frac),
+                                                 ("the host CPU alone", host, 1.0 - frac)) if share > 0 and fig is None]
+        return None, f"split placement: no expected decode without an expected figure for {' and '.join(missing)}"
+    detail = composed.source + (f"; {crossings} extra device crossings, "
+                                + (crossing.describe() if crossing is not None else "each assumed (10 µs and PCIe)")
+                                if crossings else "")
+    return Figure(composed.value, FigureKind.SPLIT, composed.low, composed.high,
+                  Source(FigureKind.SPLIT, "split: device and host composed", detail, src.build),
+                  int(s.decode_depth)), ""
+
+
+def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
+              src: _Inputs) -> tuple[Figure | None, Figure | None, str, list[str]]:
+    """(expected decode, expected prefill, why there is no expected decode, notes) by the module's order."""
+    notes: list[str] = []
+    depth = int(s.decode_depth)
+    decode: Figure | None = None
+    prefill: Figure | None = None
+    why = ""
+    if src.efficiency is not None:
+        eff_source = Source(FigureKind.EFFICIENCY, "stored runs here",
+                            f"stored runs' achieved ÷ ceiling here, times the ceiling: {src.efficiency_source}")
+        decode = Figure(pred.decode_ceiling_tps * src.efficiency.decode, FigureKind.EFFICIENCY,
+                        source=eff_source, depth=depth)
+        prefill = Figure(pred.prefill_ceiling_tps * src.efficiency.prefill, FigureKind.EFFICIENCY, source=eff_source)
+    fitted: Mapping[str, Expected | None] = {}
+    if pred.split:  # no one fit runs two devices: each side's own figure, composed
+        composed, why = _split_decode(facts, profile, s, pred, src)
+        if composed is not None:
+            decode = composed
+        elif decode is not None:
+            why = ""  # the stored rows' efficiency speaks for the split
+    else:
+        fitted = src.fitted(facts, s) if src.fitted is not None else {}
+        name = f"this machine's fit ({src.backend})"
+        if fitted.get("decode") is not None:
+            decode = _figure(fitted["decode"], FigureKind.FIT, name, depth, src.build)  # type: ignore[arg-type]
+        if fitted.get("prefill") is not None:
+            prefill = _figure(fitted["prefill"], FigureKind.FIT, name, None, src.build)  # type: ignore[arg-type]
+        if src.public is not None and profile.kind != "cpu" and src.efficiency is None and not any(fitted.values()):
+            got, why = public_expected(src.public, profile, facts, pred.n_gpu_layers, pred.decode_ceiling_tps,
+                                       pred.prefill_ceiling_tps)
+            name = "public llama-bench fit"
+            if got.get("decode") is not None:
+                decode = _figure(got["decode"], FigureKind.PUBLIC, name, depth)  # type: ignore[arg-type]
+                why = ""
+            if got.get("prefill") is not None:
+                prefill = _figure(got["prefill"], FigureKind.PUBLIC, name, None)  # type: ignore[arg-type]
+    if decode is None and not why:
+        why = src.efficiency_note or ("no fit, stored runs or public data for this hardware"
+                                      if src.public is None else "no expected figure for this hardware")
+    decode = capped_at_ceiling(decode, pred.decode_ceiling_tps, "decode", notes)
+    prefill = capped_at_ceiling(prefill, pred.prefill_ceiling_tps, "prefill", notes)
+    return decode, prefill, why if decode is None else "", notes
+
+
+def _ceiling(value: float, phase: str, why: str, depth: int | None = None) -> Figure:
+    what = ("decode ceiling: bandwidth ÷ bytes a token reads" if phase == "decode"
+            else "prefill ceiling: compute ÷ the prompt's work")
+    return Figure(value, FigureKind.CEILING, depth=depth,
+                  source=Source(FigureKind.CEILING, "ceiling", f"{what}; no expected figure: {why}" if why else what))
+
+
+def _measured(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, machine: Machine, src: _Inputs,
+              pred: Prediction, asked: tuple[Figure, Figure, Figure | None], empty_ceiling_tps: float,
+              ) -> tuple[Figure, Figure, Figure | None, Measurement] | None:
+    """This file measured here at this placement, carried to the asked request and to an empty cache by the ratio of
+    the figures the sources give at both settings (where both are expected figures: a fit knows a short prompt's
+    batch runs below a long one's), else of the ceilings; None when it was not measured."""
+    decode, decode_empty, prefill = asked
+    ngl = pred.n_gpu_layers if profile.kind != "cpu" else 0
+    rows = [r for r in machine.measured_rows(facts_filename(facts))
+            if int(r.get("n_gpu_layers_effective") or 0) == ngl and int(r.get("n_cpu_moe") or 0) == s.n_cpu_moe]
+    if not rows:
+        return None
+    r = rows[0]
+    m = replace(PredictSettings.from_row(r, n_gpu_layers=ngl), flash_attn=True, n_threads=s.n_threads, backends="",
+                repack=s.repack, type_k=str(r.get("type_k") or "f16"), type_v=None)
+    m = replace(m, n_ctx=max(s.n_ctx, m.depth + m.n_prompt + m.n_gen + 1))
+    m_pred = predict(facts, profile, m, cpu_bandwidth_gbps=pred.cpu_bandwidth_gbps,
+                     tensor_bytes=facts.tensor_bytes or None)
+    m_decode, m_prefill, _, _ = _expected(facts, profile, m, m_pred, src)
+    threads = r.get("n_threads_effective") or r.get("n_threads")
+    where = f"p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth') or 0} ngl{ngl}" + (f" t{threads}" if threads
+                                                                                            else "")
+
+    def ratio(to: Figure, to_ceiling: float, at: Figure | None, at_ceiling: float) -> tuple[float, str]:
+        if to.is_expected and at is not None and at.is_expected and at.value > 0:
+            return to.value / at.value, f"{to.kind} figures"
+        return to_ceiling / at_ceiling, "ceilings"
+
+    rate, m_depth = float(r["decode_tps"]), int(m.decode_depth)
+    said = f"{rate:,.1f} tok/s at depth {m_depth:,} ({where})"
+    to_asked, whose = ratio(decode, pred.decode_ceiling_tps, m_decode, m_pred.decode_ceiling_tps)
+    to_empty, whose_empty = ratio(decode_empty, empty_ceiling_tps, m_decode, m_pred.decode_ceiling_tps)
+    moved = "" if decode.depth == m_depth else f"; at depth {decode.depth:,} by the ratio of the {whose}"
+    got_decode = Figure(rate * to_asked, FigureKind.MEASURED, depth=decode.depth, source=Source(
+        FigureKind.MEASURED, "measured here", f"measured here: {said}{moved}"))
+    got_empty = Figure(rate * to_empty, FigureKind.MEASURED, depth=decode_empty.depth, source=Source(
+        FigureKind.MEASURED, "measured here", f"measured here: {said}; from an empty cache by the ratio of the "
+                                              f"{whose_empty}"))
+    got_prefill = prefill
+    measured_prefill = r.get("prefill_tps") or (int(r.get("n_prompt") or 0) / (float(r["ttft_ms"]) / 1000.0)
+                                                if r.get("ttft_ms") else None)
+    if measured_prefill and prefill is not None:
+        to_prompt, whose_p = ratio(prefill, pred.prefill_ceiling_tps, m_prefill, m_pred.prefill_ceiling_tps)
+        got_prefill = Figure(float(measured_prefill) * to_prompt, FigureKind.MEASURED, source=Source(
+            FigureKind.MEASURED, "measured here", f"measured here: prefill {float(measured_prefill):,.1f} tok/s at a "
+            f"{r.get('n_prompt')}-token prompt ({where}); for {s.n_prompt:,} tokens by the ratio of the {whose_p}"))
+    ttft = float(r["ttft_ms"]) if r.get("ttft_ms") else None
+    return got_decode, got_empty, got_prefill, Measurement(rate, ttft, where)
+
+
+def _ttft(prefill: Figure | None, n_prompt: int) -> Figure | None:
+    """The TTFT of an ``n_prompt``-token prompt at a prefill figure (its band flipped: a faster prefill is a shorter
+    TTFT)."""
+    if prefill is None or not n_prompt or not prefill.value > 0:
+        return None
+    ms = n_prompt / prefill.value * 1000.0
+    low = n_prompt / prefill.high * 1000.0 if prefill.high else None
+    high = n_prompt / prefill.low * 1000.0 if prefill.low else None
+    return Figure(ms, prefill.kind, low, high, prefill.source)
+
+
+def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings, machine: Machine | None = None, *,
+           measured: bool = True) -> Answer:
+    """The answer for ``facts`` on ``profile`` with ``settings`` on ``machine`` (None: nothing of this machine, no
+    public fit either: ceilings only). ``measured`` False: never this file's own measurement (a row's expected
+    figure is what the sources say of it, not itself)."""
+    machine = machine if machine is not None else Machine()
+    this = machine.is_this(profile)
+    s = settings.resolved(machine.repack_default if this else 1)
+    host_bw = machine.host_bandwidth_gbps(profile)
+    tensor_bytes = facts.tensor_bytes or None
+    pred = predict(facts, profile, s, cpu_bandwidth_gbps=host_bw, tensor_bytes=tensor_bytes)
+    src = _inputs(machine, profile, facts, s, this)
+    decode_exp, prefill_exp, why, notes = _expected(facts, profile, s, pred, src)
+    empty_s = s.empty_cache()
+    empty_pred = predict(facts, profile, empty_s, cpu_bandwidth_gbps=host_bw, tensor_bytes=tensor_bytes)
+    empty_exp, _, why_empty, _ = _expected(facts, profile, empty_s, empty_pred, src)
+    depth, empty_depth = int(s.decode_depth), int(empty_s.decode_depth)
+    decode = decode_exp or _ceiling(pred.decode_ceiling_tps, "decode", why, depth)
+    decode_empty = empty_exp or _ceiling(empty_pred.decode_ceiling_tps, "decode", why_empty, empty_depth)
+    prefill = (prefill_exp or _ceiling(pred.prefill_ceiling_tps, "prefill", "no expected prefill for this "
+                                       "hardware")) if s.n_prompt else None
+    measurement = None
+    if measured and this:
+        got = _measured(facts, profile, s, machine, src, pred, (decode, decode_empty, prefill),
+                        empty_pred.decode_ceiling_tps)
+        if got is not None:
+            decode, decode_empty, prefill, measurement = got
+            why = ""
+    if why and decode.kind == FigureKind.CEILING:
+        notes.append(f"{why}; the ceiling speaks")
+    return Answer(profile=profile, settings=s, this_machine=this, prediction=pred, decode=decode,
+                  decode_empty=decode_empty, prefill=prefill, ttft_ms=_ttft(prefill, s.n_prompt),
+                  no_expected_decode=why if decode.kind == FigureKind.CEILING else "",
+                  notes=(*pred.notes, *notes), file_type=facts.file_type, measured=measurement)
+
+
+def memory_by_context(facts: ModelFacts, settings: PredictSettings,
+                      n_ctxs: Sequence[float]) -> tuple[list[float], list[float]]:
+    """(KV cache bytes, weights + KV + compute bytes) llama.cpp allocates at each context size, for the plots."""
+    s = settings
+    kv = [kv_alloc_bytes(facts, int(x), s.type_k, s.type_v, s.n_ubatch) for x in n_ctxs]
+    total = [facts.weight_bytes + k + compute_buffer_bytes_for(facts, int(x), s.n_ubatch, s.flash_attn)
+             for k, x in zip(kv, n_ctxs, strict=True)]
+    return kv, total
+
+
+def kv_cache_bytes(facts: ModelFacts, settings: PredictSettings) -> float:
+    """KV-cache bytes llama.cpp allocates for ``settings`` (its n_ctx, cache types and micro-batch)."""
+    return kv_alloc_bytes(facts, settings.n_ctx, settings.type_k, settings.type_v or settings.type_k,
+                          settings.n_ubatch)
