@@ -29,7 +29,9 @@ from app.model.gguf_facts import read_model_facts  # noqa: E402
 from app.model.gguf_http import RemoteOptions, remote_facts  # noqa: E402
 from app.paths import default_model_path  # noqa: E402
 from app.predict.hardware_context import detect_hardware_context  # noqa: E402
-from app.predict.prediction import PredictSettings, predict  # noqa: E402
+from app.predict.prediction import predict  # noqa: E402
+from app.predict.settings import PredictSettings  # noqa: E402
+from app.telemetry.repack_guard import default_repack  # noqa: E402
 from tests.model.range_server import serve  # noqa: E402
 
 MIB = 2**20
@@ -87,7 +89,8 @@ def memory(model: Path, contexts: list[int], types: list[str]) -> list[str]:
         for t in types:
             # choose's sizing of this configuration (flash attention on, as it predicts every configuration), with
             # this machine's repacking (off where the repack guard found it crashes llama.cpp here), as llama.cpp's
-            settings = PredictSettings(n_ctx=n_ctx, n_gpu_layers=0, type_k=t, type_v=t, flash_attn=True)
+            settings = PredictSettings(n_ctx=n_ctx, n_gpu_layers=0, type_k=t, type_v=t,
+                                       flash_attn=True).resolved(default_repack())
             out = subprocess.run([sys.executable, "-c", _LLAMA, str(model), str(n_ctx), t, str(settings.repack)],
                                  capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1],
                                  check=True)

@@ -46,7 +46,7 @@ from app.paths import data_dir, default_model_path  # noqa: E402
 from app.predict.calibration_fit import MachineFit  # noqa: E402
 from app.predict.calibration_store import load_fit  # noqa: E402
 from app.predict.fitted_model import FitError  # noqa: E402
-from app.predict.prediction import PredictSettings  # noqa: E402
+from app.predict.settings import PredictSettings  # noqa: E402
 from app.results.store import ResultStore  # noqa: E402
 from app.run.plan import TestSpec, load_sweep_preset  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402

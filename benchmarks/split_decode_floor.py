@@ -40,7 +40,7 @@ from app.calibrate.synth_models import SynthShape, write_synth_model  # noqa: E4
 from app.model.facts_cache import cached_facts  # noqa: E402
 from app.predict.crossing_fit import split_decode_bytes  # noqa: E402
 from app.predict.decode import PCIE_COPY_LATENCY_S, transfer_seconds_per_token  # noqa: E402
-from app.predict.prediction import PredictSettings  # noqa: E402
+from app.predict.settings import PredictSettings  # noqa: E402
 from app.telemetry.llama_build import installed_gpu_backends  # noqa: E402
 from tests.gguf_synth import write_synthetic_moe_gguf  # noqa: E402
 

@@ -59,7 +59,7 @@ def footnotes(table: CompareTable) -> list[str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    with ResultStore(args.store) as store:
+    with ResultStore.open_read_only(args.store) as store:
         items = compare_runs(store, args.run_ids)
     table = compare_table(items, read_facts(items).get)
     if args.json:

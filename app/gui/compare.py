@@ -43,13 +43,12 @@ from app.results.store import ResultStore, StoreError
 
 
 def predicted_figures(predictor: PredictionService, path: str, prompt: int) -> tuple[float | None, float | None]:
-    """A model file's (decode tok/s from an empty cache, TTFT ms at ``prompt``) on the chosen profile: the ceilings,
-    as the table has shown them."""
-    got = predictor.predict(path, n_ctx=prompt + 256, n_prompt=prompt, n_gen=0)
+    """A model file's (decode tok/s from an empty cache, TTFT ms at ``prompt``) on the chosen profile, as the answer
+    gives them everywhere else: expected where a source gives one, else the ceiling."""
+    got = predictor.predict(path, n_ctx=prompt + 256, n_prompt=prompt, n_gen=128, flash_attn=True)
     if got is None:
         return None, None
-    pred = getattr(got, "prediction", got)  # an Answer carries the Prediction it was made from
-    return pred.decode_ceiling_empty_tps, pred.ttft_ms
+    return got.decode_empty.value, got.ttft_ms.value if got.ttft_ms is not None else None
 
 
 class CompareWindow(QWidget):
@@ -122,7 +121,7 @@ class CompareWindow(QWidget):
 
     def add_run(self, run_id: str) -> bool:
         try:
-            with ResultStore(self.store_path) as store:
+            with ResultStore.open_read_only(self.store_path) as store:
                 items = load_run(store, run_id)
         except StoreError as e:
             self.note.setText(str(e))

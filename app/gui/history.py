@@ -24,7 +24,7 @@ from app.results.store import ResultStore, RunSummary, StoreError
 
 def load_runs(store_path: str | Path | None = None, limit: int = 200) -> tuple[list[RunSummary], Path]:
     """Stored runs, newest first, and the store's path."""
-    with ResultStore(store_path) as store:
+    with ResultStore.open_read_only(store_path) as store:
         return store.runs(limit=limit), store.path
 
 

@@ -73,7 +73,7 @@ class RunBrowser(QObject):
             self.message.emit("Wait for the running sweep to finish (or cancel it) first.", "warning")
             return False
         try:
-            with ResultStore(self.store_path) as store:
+            with ResultStore.open_read_only(self.store_path) as store:
                 rows = store.rows(run_id)
                 info = store.run_info(run_id)
                 log = store.event_log_path(run_id)

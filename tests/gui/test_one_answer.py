@@ -109,8 +109,9 @@ def test_every_surface_gives_one_answer(window, machines, smollm2_path: Path,  #
         shown: dict[str, tuple[Figure | float, ...]] = {}
 
         # predict --json, in process: this machine is the one built above
-        monkeypatch.setattr(Machine, "load", classmethod(lambda cls, *a, **k: machine))
-        doc = main_json("predict", ["-m", path, "--ctx", str(N_CTX), *(["--hw", hw] if hw else [])], capsys)["at_context"]
+        monkeypatch.setattr(Machine, "load", classmethod(lambda cls, *a, m=machine, **k: m))
+        hw_args = ["--hw", hw] if hw else []
+        doc = main_json("predict", ["-m", path, "--ctx", str(N_CTX), *hw_args], capsys)["at_context"]
         assert doc["decode"]["kind"] == kind, (name, doc["decode"])
         shown["predict"] = (doc["decode"]["value"], doc["decode"]["low"], doc["decode"]["high"],
                             doc["decode_empty"]["value"], doc["needed_bytes"])

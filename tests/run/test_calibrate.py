@@ -29,7 +29,6 @@ from app.calibrate.ladder import (
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.cli.calibrate_cmd import add_calibrate_parser, options_from_args
 from app.cli.errors import UserError
-from app.cli.predict_cmd import format_prediction
 from app.model.gguf_facts import read_model_facts
 from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
 from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit
