@@ -80,14 +80,35 @@ def _threads(r: dict[str, Any], _p: TestPrediction | None) -> Any:
 
 
 UNSTABLE_BADGE = "⚠ unstable"
-#: the accent an unstable row's status cell is tinted with (amber, as the plots' rings)
+THROTTLED_BADGE = "⚠ throttled"
+BATTERY_BADGE = "⚠ on battery"
+#: the accent a flagged row's status cell is tinted with (amber, as the plots' rings)
 UNSTABLE_ACCENT = "#f0a000"
 
 
+def flags(r: dict[str, Any]) -> list[str]:
+    """What makes an ok row's figures less than clean: a spread ≥ 10 % of the mean, GPU clocks held back by power or
+    temperature during the timed part, a laptop on battery (its lower power limits)."""
+    return [badge for badge, on in ((UNSTABLE_BADGE, r.get("unstable")), (THROTTLED_BADGE, r.get("throttled")),
+                                    (BATTERY_BADGE, r.get("power_source") == "battery")) if on]
+
+
+def flag_text(r: dict[str, Any]) -> str:
+    """The flags in words, with their reasons (a tooltip)."""
+    words = []
+    if r.get("unstable"):
+        words.append(f"unstable (spread ≥ 10 % of the mean): {r.get('unstable_metrics')}")
+    if r.get("throttled"):
+        words.append(f"throttled: the GPU's clocks were held back during the timed part ({r.get('throttle_reasons')})")
+    if r.get("power_source") == "battery":
+        words.append("on battery: a laptop runs its CPU and GPU at lower power limits unplugged")
+    return "; ".join(words)
+
+
 def _status(r: dict[str, Any], _p: TestPrediction | None) -> Any:
-    """``ok``, or ``ok ⚠ unstable`` when a spread is ≥ 10 % of the mean: noisy results never look clean."""
+    """``ok``, or ``ok ⚠ unstable ⚠ throttled`` with each flag the row has: noisy results never look clean."""
     status = r.get("status", "")
-    return f"{status} {UNSTABLE_BADGE}" if status == RowStatus.OK and r.get("unstable") else status
+    return " ".join([status, *flags(r)]) if status == RowStatus.OK and flags(r) else status
 
 
 #: Window columns that show more than their own field's value (a live prediction, MiB, K/V together).
@@ -233,15 +254,15 @@ class ResultsModel(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.ForegroundRole and row.get("status") not in (RowStatus.OK, None):
             return QBrush(QColor(theme.ink("bad")))
-        if role == Qt.ItemDataRole.BackgroundRole and col.header == "status" and row.get("unstable"):
+        if role == Qt.ItemDataRole.BackgroundRole and col.header == "status" and flags(row):
             return _brush(UNSTABLE_ACCENT, 0.35)
         if role == Qt.ItemDataRole.BackgroundRole and col.kind in _KIND_ACCENT:
             return _brush(_KIND_ACCENT[col.kind], 0.07)
         if role == Qt.ItemDataRole.ToolTipRole:
             if row.get("error"):
                 return str(row["error"])
-            if row.get("unstable"):
-                return f"unstable (spread ≥ 10 % of the mean): {row.get('unstable_metrics')}"
+            if flags(row):
+                return flag_text(row)
             return col.tip or None
         return None
 

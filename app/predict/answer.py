@@ -445,10 +445,23 @@ def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSetting
             why = ""
     if why and decode.kind == FigureKind.CEILING:
         notes.append(f"{why}; the ceiling speaks")
+    power = assumed_power_w(profile)
+    if power is not None and profile.power_limit_w:
+        low, high = profile.power_limit_w
+        notes.append(f"{profile.name} ships at {low:g}-{high:g} W: these figures assume {power:g} W, the top of its "
+                     "range; at a lower power limit compute-bound prefill runs slower (a row records the limit it "
+                     "ran at)")
     return Answer(profile=profile, settings=s, this_machine=this, prediction=pred, decode=decode,
                   decode_empty=decode_empty, prefill=prefill, ttft_ms=_ttft(prefill, s.n_prompt),
                   no_expected_decode=why if decode.kind == FigureKind.CEILING else "",
                   notes=(*pred.notes, *notes), file_type=facts.file_type, measured=measurement)
+
+
+def assumed_power_w(profile: HardwareProfile) -> float | None:
+    """The GPU power an answer for ``profile`` assumes: its board power, else the top of a laptop part's range."""
+    if profile.kind == "cpu":
+        return None
+    return profile.tdp_w or (profile.power_limit_w[1] if profile.power_limit_w else None)
 
 
 def memory_by_context(facts: ModelFacts, settings: PredictSettings,

@@ -306,6 +306,16 @@ FIELD_TABLE: tuple[Field, ...] = (
           "CPU kept busy); empty: not measured (older rows, a test under half a second). Over "
           f"{BUSY_OTHER_CPU_PCT:.0f} % the row was taken on a busy machine, and expected figures do not learn from it",
           kind=MEASURED),
+    # the laptop under the test (appended, issue #41): what powered it, the GPU's power limit, held-back clocks
+    _mem("power_source", str, "", "{}", "what powered the machine: ac or battery (empty where the OS reports no "
+         "battery)"),
+    _mem("gpu_power_limit_w", float, "W", "{:.0f}", "the power limit the GPU's driver enforced (a laptop GPU's name "
+         "covers parts from 35 to 115 W)", kind=MEASURED),
+    _mem("gpu_power_limit_min_w", float, "W", "{:.0f}", "the lowest power limit the GPU can be set to"),
+    _mem("gpu_power_limit_max_w", float, "W", "{:.0f}", "the highest power limit the GPU can be set to"),
+    _ours("throttled", int, "", "{}", "1: the GPU's clocks were held back by power or temperature during the timed "
+          "part (NVML clock-event reasons; throttle_reasons says which); empty without an NVIDIA GPU"),
+    _ours("throttle_reasons", str, "", "{}", "why the GPU's clocks were held back during the timed part"),
 )
 
 

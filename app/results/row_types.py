@@ -163,6 +163,12 @@ class ResultRow(TypedDict, total=False):
     no_host: int | None
     n_tensors_overridden: int | None
     host_other_cpu_pct: float | None
+    power_source: str | None
+    gpu_power_limit_w: float | None
+    gpu_power_limit_min_w: float | None
+    gpu_power_limit_max_w: float | None
+    throttled: int | None
+    throttle_reasons: str | None
 
 
 class QualityRow(TypedDict, total=False):

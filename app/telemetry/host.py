@@ -119,6 +119,18 @@ def parent_cpu_seconds() -> float:
     return float(t.user + t.system)
 
 
+def power_source() -> str | None:
+    """What powers the machine now: "ac" (plugged in) or "battery"; None where the OS reports no battery (a desktop,
+    a VM) or cannot say. A laptop on battery runs its CPU and GPU at lower power limits, so a row records it."""
+    try:
+        battery = psutil.sensors_battery()
+    except Exception:
+        return None
+    if battery is None or battery.power_plugged is None:
+        return None
+    return "ac" if battery.power_plugged else "battery"
+
+
 def system_ram() -> tuple[int | None, int | None]:
     """(used, total) system RAM in bytes; used = total - available (what other programs cannot get back)."""
     try:

@@ -256,6 +256,39 @@ def _throttle_reasons(handle: Any) -> int | None:
     return None
 
 
+#: NVML's clock-event (throttle) reason bits (nvml.h ``nvmlClocksEventReason*``), in words.
+CLOCK_EVENT_REASONS: dict[int, str] = {
+    0x1: "idle", 0x2: "application clocks setting", 0x4: "software power cap", 0x8: "hardware slowdown",
+    0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake", 0x100: "display clock setting",
+}
+#: The reasons that mean the clocks were held back by power or temperature (not idle, not a setting).
+HELD_BACK_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+def clock_event_words(mask: int | None) -> str:
+    """A clock-event bitmask in words ("software power cap, hardware thermal slowdown"); "" for none."""
+    if not mask:
+        return ""
+    return ", ".join(word for bit, word in CLOCK_EVENT_REASONS.items() if mask & bit)
+
+
+def power_limits_w(index: int = 0) -> tuple[float | None, float | None, float | None]:
+    """(the power limit the driver enforces now, the lowest and the highest it can be set to), in watts; each None
+    where NVML cannot say. A laptop GPU's name covers parts from 35 to 115 W: this says which one ran."""
+    try:
+        handle = _handle(index) if _load() is not None else None
+        if handle is None:
+            return None, None, None
+        enforced = _num(_query("nvmlDeviceGetEnforcedPowerLimit", handle), 1e-3)
+        bounds = _query("nvmlDeviceGetPowerManagementLimitConstraints", handle)
+        low, high = (_num(bounds[0], 1e-3), _num(bounds[1], 1e-3)) if isinstance(bounds, (tuple, list)) \
+            and len(bounds) == 2 else (None, None)
+        return enforced, low, high
+    except Exception:  # a malformed value from the driver: not available
+        return None, None, None
+
+
 def empty_gpu_sample() -> dict[str, float | int | None]:
     """A GPU sample with every reading "not available"."""
     return dict.fromkeys(GPU_SAMPLE_KEYS)

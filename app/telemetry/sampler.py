@@ -245,7 +245,17 @@ def summarize(samples: Sequence[Reading], t0_ns: int, t1_ns: int) -> dict[str, A
         "sys_ram_peak_bytes": peak("sys_ram_used_bytes"),
         "gpu_util_avg_pct": _mean([s.gpu_util_pct for s in inside]),
         "cpu_avg_pct": _mean([s.cpu_pct for s in inside]),
+        "clock_events_mask": _either([s.throttle_reasons for s in inside]),
     }
+
+
+def _either(masks: Iterable[int | None]) -> int | None:
+    """The bits any of ``masks`` has (None when none was read)."""
+    known = [m for m in masks if m is not None]
+    out = 0
+    for m in known:
+        out |= int(m)
+    return out if known else None
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

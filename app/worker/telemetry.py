@@ -14,7 +14,7 @@ from typing import Any
 
 from app.run.events import Event, TelemetrySample
 from app.telemetry import nvml
-from app.telemetry.host import ProcessProbe
+from app.telemetry.host import ProcessProbe, power_source
 from app.telemetry.sampler import TelemetrySampler, summarize
 from engines.base import RunTimings
 
@@ -97,4 +97,25 @@ class TestTelemetry:
             out[f"power_avg_w_{phase}"] = total_j / seconds if total_j is not None and seconds > 0 else None
         e_dec = out["energy_j_decode"]
         out["energy_j_per_token"] = e_dec / self._decode_tokens if e_dec is not None and self._decode_tokens else None
+        out.update(self._laptop(samples))
+        return out
+
+    def _laptop(self, samples: list[Any]) -> dict[str, Any]:
+        """What a laptop changes under a test: the power source, the GPU's enforced power limit and its range, and
+        whether its clocks were held back by power or temperature during the timed part (NVML clock-event reasons of
+        the samples inside the timed prefill and decode windows)."""
+        out: dict[str, Any] = {"power_source": power_source(), "throttled": None, "throttle_reasons": None,
+                               "gpu_power_limit_w": None, "gpu_power_limit_min_w": None, "gpu_power_limit_max_w": None}
+        if not self.gpu:
+            return out
+        limit, low, high = nvml.power_limits_w(0)
+        out.update(gpu_power_limit_w=limit, gpu_power_limit_min_w=low, gpu_power_limit_max_w=high)
+        masks = [summarize(samples, a, b).get("clock_events_mask") for ws in self._windows.values() for a, b in ws]
+        known = [m for m in masks if m is not None]
+        if known:
+            held = 0
+            for m in known:
+                held |= m & nvml.HELD_BACK_REASONS
+            out["throttled"] = int(bool(held))
+            out["throttle_reasons"] = nvml.clock_event_words(held)
         return out

@@ -69,6 +69,9 @@ EXPECTED_CSV_COLUMNS = [
     "no_host", "n_tensors_overridden",
     # how busy the machine was during the timed repetitions (appended, issue #27)
     "host_other_cpu_pct",
+    # the laptop under the test: power source, the GPU's power limit, held-back clocks (appended, issue #41)
+    "power_source", "gpu_power_limit_w", "gpu_power_limit_min_w", "gpu_power_limit_max_w", "throttled",
+    "throttle_reasons",
 ]
 
 #: The unit a name's suffix promises (units in names).

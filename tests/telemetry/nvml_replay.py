@@ -213,6 +213,12 @@ class ReplayNvml(ModuleType):
             raise NVMLError_InvalidArgument()
         return self._reading(handle, "temperature_c")
 
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: _Handle) -> int:
+        return self._static(handle, "enforced_power_limit_mw")
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: _Handle) -> list[int]:
+        return list(self._static(handle, "power_limit_constraints_mw"))
+
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:
         return self._reading(handle, "clocks_event_reasons")
 
