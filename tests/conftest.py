@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
+import multiprocessing.process
 import os
+import platform
 import shutil
-from collections.abc import Callable
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -54,11 +58,26 @@ def repack_verdict_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / repack_guard.VERDICT_FILE
 
 
+#: Public fits kept in the suite's cache folder: the newest few (each is keyed by a hash of what it is made from).
+KEEP_FITS = 4
+
+
 @pytest.fixture(scope="session", autouse=True)
-def isolated_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's own cache folder (the public fit kept on disk, app/predict/public_fit_cache.py), never the
-    user's: shared by the tests of one session, so the fit is made once per worker."""
-    path = tmp_path_factory.mktemp("cache")
+def isolated_cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The suite's own cache folder (the public fit kept on disk, app/predict/public_fit_cache.py), never the user's.
+    It sits in pytest's cache (.pytest_cache), so the fit is made once for every worker and run until a table, a
+    profile or the code it is made from changes (its file name is a hash of them); without pytest's cache
+    (``-p no:cacheprovider``) it is the session's own temporary folder."""
+    cache = getattr(request.config, "cache", None)
+    path = cache.mkdir("gguf-workbench-cache") if cache is not None else tmp_path_factory.mktemp("cache")
+    fits = []
+    for fit in path.glob("*.pickle"):
+        try:
+            fits.append((fit.stat().st_mtime, fit))
+        except OSError:  # another worker's pruning
+            continue
+    for _mtime, stale in sorted(fits)[:-KEEP_FITS]:
+        stale.unlink(missing_ok=True)
     os.environ["GGUF_WORKBENCH_CACHE_DIR"] = str(path)
     return path
 
@@ -77,28 +96,81 @@ def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
 
 
 # --- the fast tier: `pytest -m "not heavy"` -------------------------------------------------------------------
-#: Fixtures that bring a real model, a real window's background jobs or a worker with them.
-HEAVY_FIXTURES = frozenset({"smollm2_path", "quant_ladder", "window", "quality_run", "repack_verdict_file"})
-#: Calls in a test's own source that start a process: the CLI, a worker, the window, a child of any kind.
-HEAVY_CALLS = ("gguf_bench(", "subprocess.", "SweepSession(", "run_workbench(", "WorkerClient(", "JobClient(",
-               "Calibration(", "QualitySession(", "_run(", "run_doctor(", "ensure_verdict(")
+# The tier is the author's word: a test that runs a real model, a subprocess, a worker or the real window's background
+# jobs (or takes more than about a second) carries ``pytest.mark.heavy``, on the test or as its module's
+# ``pytestmark``; ``slow`` and ``vulkan`` tests are heavy too. The guard below fails a test that is not marked heavy
+# and still starts a process or asks for a real model, with the one line that says how to mark it.
+
+#: Fixtures that bring a real model, the real window's background jobs or a worker with them.
+HEAVY_FIXTURES = ("smollm2_path", "quant_ladder", "window", "quality_run", "repack_verdict_file")
+#: Markers that put a test in the full tier with ``heavy`` itself.
+HEAVY_MARKERS = ("heavy", "slow", "vulkan")
+MARK_IT = "mark it heavy (@pytest.mark.heavy, or pytestmark = pytest.mark.heavy for the whole module)"
 
 
-def _is_heavy(item: pytest.Item) -> bool:
-    """Whether a test runs a real model, a subprocess or a worker: by the fixtures it asks for (directly or through
-    other fixtures) and the calls in its own body."""
-    if HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return True
-    fn = getattr(item, "function", None)
-    try:
-        source = inspect.getsource(fn) if fn is not None else ""
-    except (OSError, TypeError):
-        return False
-    return any(call in source for call in HEAVY_CALLS)
+def is_heavy(item: pytest.Item) -> bool:
+    """Whether a test is in the full tier: marked ``heavy``, ``slow`` or ``vulkan``."""
+    return any(item.get_closest_marker(name) is not None for name in HEAVY_MARKERS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests of the full tier (``heavy``); README's test command runs both tiers."""
+    """``slow`` and ``vulkan`` tests are ``heavy`` too, so that ``-m "not heavy"`` leaves them out."""
     for item in items:
-        if _is_heavy(item) or item.get_closest_marker("slow") or item.get_closest_marker("vulkan"):
+        if is_heavy(item) and item.get_closest_marker("heavy") is None:
             item.add_marker(pytest.mark.heavy)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A fast-tier test that asks for a real model (directly or through another fixture) fails before it starts."""
+    if is_heavy(item):
+        return
+    wanted = [name for name in HEAVY_FIXTURES if name in getattr(item, "fixturenames", ())]
+    if wanted:
+        pytest.fail(f"{item.nodeid} uses the fixture {wanted[0]}, which needs a real model: {MARK_IT}", pytrace=False)
+
+
+# Python reads the processor's name by running `uname -p` the first time anything asks (platform.platform() does) and
+# keeps it: asked here once, so that no test starts that child by being the first.
+platform.platform()
+
+#: The ways a test could start a child process, replaced by the guard in fast-tier tests: subprocess's class (run,
+#: check_output and asyncio's subprocesses all make one), os's own starts (its spawn* functions fork) and
+#: multiprocessing's.
+_PROCESS_STARTS = ((os, "fork"), (os, "forkpty"), (os, "posix_spawn"), (os, "posix_spawnp"), (os, "system"),
+                   (multiprocessing.process.BaseProcess, "start"))
+
+
+@pytest.fixture(autouse=True)
+def fast_tier_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A fast-tier test that starts a child process fails with one line telling its author to mark it heavy: at the
+    call (``pytest.fail`` is no ``Exception``, so code that turns a failed start into a reason cannot swallow it), or
+    at teardown for a start made on another thread (a background job's)."""
+    if is_heavy(request.node):
+        yield
+        return
+    test_thread = threading.get_ident()
+    elsewhere: list[str] = []
+
+    def refuse(what: object) -> NoReturn:
+        shown = " ".join(map(str, what)) if isinstance(what, (list, tuple)) else str(what)
+        line = f"{request.node.nodeid} starts a child process ({shown[:80]}) but is not marked heavy: {MARK_IT}"
+        if threading.get_ident() != test_thread:
+            elsewhere.append(line)
+        pytest.fail(line, pytrace=False)
+
+    class RefusedPopen(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, args: object, *more: object, **kwargs: object) -> None:
+            refuse(args)
+
+    def refused(name: str) -> Callable[..., NoReturn]:
+        def start(*args: object, **kwargs: object) -> NoReturn:
+            refuse(args[0] if args and name != "start" else name)
+        return start
+
+    monkeypatch.setattr(subprocess, "Popen", RefusedPopen)
+    for owner, name in _PROCESS_STARTS:
+        if hasattr(owner, name):
+            monkeypatch.setattr(owner, name, refused(name))
+    yield
+    if elsewhere:
+        pytest.fail(elsewhere[0], pytrace=False)

@@ -44,6 +44,7 @@ def test_cli_list_flags(param, text: str) -> None:  # noqa: ANN001 - a Param
     assert len(checked) <= 1000
 
 
+@pytest.mark.heavy  # hypothesis examples: more than a second
 @FUZZ
 @given(st.text(max_size=60))
 def test_list_ranges_never_build_more_than_their_bound(text: str) -> None:
@@ -53,6 +54,7 @@ def test_list_ranges_never_build_more_than_their_bound(text: str) -> None:
         pass
 
 
+@pytest.mark.heavy  # hypothesis examples: more than a second
 @FUZZ
 @given(st.dictionaries(st.sampled_from([p.name for p in LIST_PARAMS] + ["repetitions", "name", "bogus"]),
                        JSON_VALUE, max_size=6))
@@ -79,6 +81,7 @@ def test_toml_that_is_not_toml(tmp_path_factory: pytest.TempPathFactory, raw: by
         assert "\n" not in str(e)
 
 
+@pytest.mark.heavy  # hypothesis examples: more than a second
 @FUZZ
 @given(st.dictionaries(st.sampled_from(["name", "vendor", "kind", "architecture", "vram_gib", "memory_type",
                                         "memory_bus_bits", "memory_data_rate_gbps", "peak_bandwidth_gbps",
@@ -97,6 +100,7 @@ def test_hardware_profiles(tmp_path_factory: pytest.TempPathFactory, entry: dict
         assert all(math.isfinite(x) and x > 0 for x in (p.peak_bandwidth_gbps, p.fp16_tensor_tflops, p.vram_gib))
 
 
+@pytest.mark.heavy  # hypothesis examples: more than a second
 @FUZZ
 @given(st.sampled_from(sorted(EVENT_TYPES)), st.dictionaries(st.text(max_size=12), JSON_VALUE, max_size=8),
        st.dictionaries(st.sampled_from(["t_ns", "test_index", "row", "test", "tests", "message", "rep", "phase",

@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.telemetry.cpu_features import cpuinfo_flags
 from app.telemetry.cpu_identity import CPUINFO_ENV, PROC_CPUINFO, read_cpuinfo
 from app.telemetry.repack_guard import TEST_DOUBLE_ENV
+
+pytestmark = pytest.mark.heavy  # a subprocess
 
 REPO = Path(__file__).resolve().parents[1]
 CPUINFO = REPO / "tests" / "data" / "cpuinfo"

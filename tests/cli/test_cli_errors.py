@@ -11,6 +11,8 @@ from app.telemetry.host import system_ram
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_not_gguf, write_truncated_gguf, write_unknown_arch_gguf, write_zero_bytes
 
+pytestmark = pytest.mark.heavy  # the real model and the CLI in a subprocess
+
 
 def _one_error_line(stderr: str) -> str:
     lines = [ln for ln in stderr.splitlines() if ln.strip()]

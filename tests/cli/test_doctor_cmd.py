@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from app.telemetry.llama_build import installed_gpu_backends
 from tests.cli_helpers import gguf_bench
+
+pytestmark = pytest.mark.heavy  # the CLI in a subprocess
 
 
 def test_doctor_json_on_this_machine() -> None:

@@ -15,7 +15,8 @@ import pytest
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_gguf
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+pytestmark = [pytest.mark.heavy,  # the CLI in a subprocess
+              pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")]
 
 
 def _fifo(path: Path) -> Path:

@@ -29,6 +29,7 @@ _ITEM = st.one_of(
 _VALUE = st.lists(_ITEM, min_size=1, max_size=4).map(",".join)
 
 
+@pytest.mark.heavy  # hypothesis examples: more than a second
 @settings(max_examples=150, deadline=1000, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(values=st.dictionaries(st.sampled_from(sorted(FLAGS)), _VALUE, min_size=1, max_size=4))
 def test_numeric_flags_give_a_bounded_plan_or_one_line(values: dict[str, str]) -> None:

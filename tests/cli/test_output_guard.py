@@ -12,6 +12,8 @@ import pytest
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_gguf
 
+pytestmark = pytest.mark.heavy  # the CLI in a subprocess
+
 
 def _digest(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()

@@ -14,6 +14,8 @@ from app.gui.calibrate_action import CalibrateAction
 from app.predict.calibration_store import load_fit
 from app.telemetry.machine import scan_machine
 
+pytestmark = pytest.mark.heavy  # the real window's background jobs and the repack probe's child process
+
 TINY = dataclasses.replace(CalibrateOptions.quick(), types=("F16",))
 
 

@@ -182,6 +182,7 @@ def test_last_calibration_says_when_there_is_none_and_shows_the_saved_one(qtbot,
     assert notes[1][1] == "warning" and "cannot be read" in notes[1][0] and "\n" not in notes[1][0]
 
 
+@pytest.mark.heavy  # the real window's background jobs
 def test_the_window_has_last_calibration_in_the_sweep_menu(window) -> None:  # noqa: ANN001
     menus = {m.title(): m for m in (a.menu() for a in window.menuBar().actions()) if m is not None}
     assert window.calibrate.last_action in menus["&Sweep"].actions()

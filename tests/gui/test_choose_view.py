@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from app.gui.chooser_view import TABLE_KEYS, ChooserView
 from app.gui.plots.pareto import pareto_front, point_size
 from app.results.export import read_csv
@@ -18,6 +20,7 @@ def test_pareto_front_and_sizes() -> None:
     assert point_size(5, 5, 10) == 10.0 and point_size(10, 5, 10) == 36.0
 
 
+@pytest.mark.heavy  # the real model
 def test_chooser_view(qtbot, gui_data_dir: Path, smollm2_path: Path,  # noqa: ANN001 - qtbot is pytest-qt's
                       make_gguf: Callable[..., Path], tmp_path: Path) -> None:
     big = make_gguf("big-f16.gguf", n_layer=2, n_embd=256, n_ff=512, n_vocab=2000)
@@ -63,6 +66,7 @@ def test_chooser_view(qtbot, gui_data_dir: Path, smollm2_path: Path,  # noqa: AN
     assert sum(int(r["recommended"]) for r in rows) == 1 and rows[0]["mean_kld"] == "0.03"
 
 
+@pytest.mark.heavy  # the repack probe's child process
 def test_no_sources_and_bad_hw(qtbot, gui_data_dir: Path, tmp_path: Path) -> None:  # noqa: ANN001
     view = ChooserView()
     qtbot.addWidget(view)
@@ -73,6 +77,7 @@ def test_no_sources_and_bad_hw(qtbot, gui_data_dir: Path, tmp_path: Path) -> Non
     assert "no .gguf files" in view.status.text() and view.report is None
 
 
+@pytest.mark.heavy  # the real window's background jobs
 def test_menu_opens_the_chooser(window) -> None:  # noqa: ANN001 - the main window fixture
     action = next(a for a in window.actions() if a.text() == "Which quantization…")
     assert action.shortcut().toString() == "Ctrl+K"

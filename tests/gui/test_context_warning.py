@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from app.run.plan import SweepSpec
 from tests.gguf_synth import write_synthetic_gguf
+
+pytestmark = pytest.mark.heavy  # the real window's background jobs
 
 
 def test_past_the_trained_context_warns_in_the_window(window, qtbot, tmp_path: Path) -> None:  # noqa: ANN001

@@ -55,6 +55,7 @@ def close(win) -> None:  # noqa: ANN001
     gc.collect()
 
 
+@pytest.mark.heavy  # the repack probe's child process
 def test_without_any_model_the_window_says_where_models_come_from_and_where_it_looked(
         qtbot, gui_data_dir: Path, empty_home: Path) -> None:  # noqa: ANN001
     win = open_window(qtbot)
@@ -71,6 +72,7 @@ def test_without_any_model_the_window_says_where_models_come_from_and_where_it_l
         close(win)
 
 
+@pytest.mark.heavy  # the repack probe's child process
 def test_a_first_run_finds_what_lm_studio_downloaded(qtbot, gui_data_dir: Path, empty_home: Path) -> None:  # noqa: ANN001
     folder = empty_home / ".lmstudio" / "models" / "someone" / "tiny-GGUF"
     folder.mkdir(parents=True)
@@ -83,6 +85,7 @@ def test_a_first_run_finds_what_lm_studio_downloaded(qtbot, gui_data_dir: Path, 
         close(win)
 
 
+@pytest.mark.heavy  # the real model and the real window's background jobs
 def test_with_the_built_in_model_the_quick_sweep_is_one_click_away(qtbot, window, smollm2_path: Path) -> None:  # noqa: ANN001
     assert window.library.selected_paths() == [str(smollm2_path.resolve())]
     assert window.editor.preset.currentText() == "quick"
@@ -97,6 +100,7 @@ def test_with_the_built_in_model_the_quick_sweep_is_one_click_away(qtbot, window
         window.cancel_sweep()
 
 
+@pytest.mark.heavy  # the repack probe's child process
 def test_an_nvidia_gpu_with_a_cpu_only_build_gets_the_install_command(qtbot, gui_data_dir: Path) -> None:  # noqa: ANN001
     assert installed_gpu_backends() == [], "this suite runs on the CPU build of llama-cpp-python"
     nvml.set_nvml_module(replay("rtx4060_laptop_linux"))
@@ -109,6 +113,7 @@ def test_an_nvidia_gpu_with_a_cpu_only_build_gets_the_install_command(qtbot, gui
         close(win)
 
 
+@pytest.mark.heavy  # the repack probe's child process
 def test_no_gpu_note_without_an_nvidia_gpu(qtbot, gui_data_dir: Path) -> None:  # noqa: ANN001
     nvml.set_nvml_module(replay("rtx4060_laptop_linux", init_error="LibraryNotFound"))
     win = open_window(qtbot)

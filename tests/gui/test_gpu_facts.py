@@ -19,6 +19,8 @@ from app.telemetry import nvml
 from app.telemetry.llama_build import installed_gpu_backends
 from tests.telemetry.nvml_replay import replay
 
+pytestmark = pytest.mark.heavy  # the repack probe's child process
+
 
 @pytest.fixture(autouse=True)
 def _real_nvml() -> Iterator[None]:

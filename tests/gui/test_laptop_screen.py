@@ -35,6 +35,7 @@ def _two_model_rows(run_id: str) -> list[dict[str, Any]]:
     return [dict(r, run_id=run_id) for r in ROWS + other]
 
 
+@pytest.mark.heavy  # the real window's background jobs and a worker
 def test_compare_gives_one_series_and_one_row_per_model_per_run(window) -> None:
     with ResultStore() as store:
         store.begin_run("run-2m", sweep_name="two")
@@ -65,6 +66,7 @@ def _stored_run(run_id: str) -> str:
     return run_id
 
 
+@pytest.mark.heavy  # the real model in a worker and the real window's background jobs
 def test_compare_ratios_never_mix_measured_and_predicted(window, smollm2_path: Path) -> None:
     window.choose_profile("RTX 4060 Laptop")
     cmp = window.show_compare(runs=[_stored_run("run-m")], models=[str(smollm2_path)])
@@ -76,6 +78,7 @@ def test_compare_ratios_never_mix_measured_and_predicted(window, smollm2_path: P
     cmp.close()
 
 
+@pytest.mark.heavy  # the real model in a worker and the real window's background jobs
 def test_compare_keeps_measurements_readable_beside_a_fast_what_if(window, smollm2_path: Path) -> None:
     """A laptop GPU's what-if at thousands of tok/s does not squash CPU measurements onto the axis: the y axis
     fits the measurements and their predictions, the what-if is named as off the scale; KV memory has its plot."""
@@ -91,6 +94,7 @@ def test_compare_keeps_measurements_readable_beside_a_fast_what_if(window, smoll
     cmp.close()
 
 
+@pytest.mark.heavy  # the real model and the real window's background jobs
 def test_the_fit_verdict_warns_beyond_the_trained_context(window, smollm2_path: Path) -> None:
     w = window
     wait_for(lambda: str(smollm2_path) in w.predictor.facts)
@@ -143,6 +147,7 @@ def _rows_shown(view: Any, row_h: int) -> int:
     return view.viewport().height() // max(row_h, 1)
 
 
+@pytest.mark.heavy  # the real window's background jobs
 @pytest.mark.parametrize("n_models", [1, 2])
 @pytest.mark.parametrize("size", [(1366, 768), (1600, 1000)])
 def test_a_laptop_screen_keeps_every_part_readable(window, size: tuple[int, int], n_models: int) -> None:
@@ -172,6 +177,7 @@ def test_a_laptop_screen_keeps_every_part_readable(window, size: tuple[int, int]
     assert "Fits" in w.inspector.text.text()[:600]  # the verdict comes before the facts: never scrolled away
 
 
+@pytest.mark.heavy  # the real window's background jobs
 def test_unstable_results_wear_a_badge_in_the_table_and_the_plots(window) -> None:
     w = window
     noisy = [e if e.type != "test_finished" or e.test_index != 1 else
@@ -191,6 +197,7 @@ def test_unstable_results_wear_a_badge_in_the_table_and_the_plots(window) -> Non
     assert any("unstable" in label.text for _s, label in w.plots.ttft.legend.items)
 
 
+@pytest.mark.heavy  # the real window's background jobs
 def test_the_summary_csv_has_the_key_columns_first_in_mib(window, tmp_path: Path) -> None:
     w = window
     w.replay(EVENTS, "recorded")
@@ -225,6 +232,7 @@ def test_other_processes_using_the_cpu_are_warned_about_once() -> None:
     assert watch.check(session) == []  # once per run
 
 
+@pytest.mark.heavy  # the real model and the real window's background jobs
 def test_predicted_curves_show_as_soon_as_a_model_is_selected(window, smollm2_path: Path) -> None:
     w = window
     wait_for(lambda: str(smollm2_path) in w.predictor.facts)

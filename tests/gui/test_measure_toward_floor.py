@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from app.choose.measure_search import Candidate, Step, StepKind
 from app.choose.verdicts import Figure
 from app.gui.chooser_jobs import MeasureProgress
@@ -22,6 +24,7 @@ def _choose(qtbot, view: ChooserView, hw: str) -> None:  # noqa: ANN001 - qtbot 
     qtbot.waitUntil(lambda: view.report is not None and view.choose_button.isEnabled(), timeout=30_000)
 
 
+@pytest.mark.heavy  # the repack probe's child process
 def test_the_button_needs_a_floor_and_this_machine(qtbot, gui_data_dir: Path,  # noqa: ANN001
                                                    make_gguf: Callable[..., Path]) -> None:
     view = ChooserView()
@@ -57,6 +60,7 @@ def test_progress_text_follows_the_search() -> None:
     assert "file 2 of at most 3" in p.text()
 
 
+@pytest.mark.heavy  # the real model
 def test_measure_from_the_window_on_smollm2(qtbot, gui_data_dir: Path, smollm2_path: Path) -> None:  # noqa: ANN001
     """The real search from the button: one test in a worker, then the chooser evaluates again with its row."""
     view = ChooserView()

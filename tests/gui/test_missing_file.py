@@ -6,7 +6,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.gui.conftest import wait_for
+
+pytestmark = pytest.mark.heavy  # the real model and the real window's background jobs
 
 
 def test_a_deleted_file_is_marked_and_said_once(window, smollm2_path: Path, tmp_path: Path) -> None:  # noqa: ANN001

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.heavy  # the repack probe's child process
+
 
 def test_the_window_opens_with_a_data_dir_that_is_a_file(qtbot, tmp_path: Path,  # noqa: ANN001 - pytest-qt
                                                          monkeypatch: pytest.MonkeyPatch) -> None:

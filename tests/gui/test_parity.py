@@ -10,10 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from app.results.store import ResultStore
 from app.run.plan import SweepSpec
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_not_gguf
+
+pytestmark = pytest.mark.heavy  # the real model, the real window's background jobs and the CLI in a subprocess
 
 #: Columns a measurement or the clock decides: they differ between any two runs of the same sweep.
 MEASURED_PREFIXES = (

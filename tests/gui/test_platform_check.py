@@ -18,6 +18,7 @@ def test_xcb_is_expected_only_where_x11_will_be_used() -> None:
     assert not wants_xcb({"DISPLAY": ":0"}, "darwin")
 
 
+@pytest.mark.heavy  # a subprocess
 @pytest.mark.skipif(shutil.which("ldd") is None or xcb_plugin_path() is None, reason="needs ldd and PySide6's xcb")
 def test_the_named_libraries_are_the_ones_the_loader_lacks() -> None:
     """Checked against ldd on this machine: whatever this machine lacks (nothing, or some), the line says the same."""

@@ -124,6 +124,7 @@ def test_each_plot_reads_out_in_its_own_units(qtbot, plots: LivePlots, run: Live
     assert text.startswith("measured, per token") and "ITL " in text and "test 2 · prompt 32" in text
 
 
+@pytest.mark.heavy  # the real window's background jobs
 def test_clicking_a_point_selects_its_row_and_ctrl_click_adds_or_removes(window, qtbot) -> None:  # noqa: ANN001
     w = window
     w.replay(EVENTS, "recorded")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from app.predict.scenario_totals import exact_measurement
 
 
+@pytest.mark.heavy  # the real model and the real window's background jobs
 def test_run_this_scenario_measures_exactly_that_request(window, qtbot, smollm2_path: Path) -> None:  # noqa: ANN001
     w = window
     w.library.select_paths([str(smollm2_path)])

@@ -13,6 +13,8 @@ from tests.gguf_synth import write_not_gguf
 from tests.gui.conftest import RECORDED
 from tests.gui.test_scripted_modes import assert_one_line_failure, run_workbench
 
+pytestmark = pytest.mark.heavy  # the window in a subprocess
+
 
 def _half_cut(path: Path) -> Path:
     text = RECORDED.read_text(encoding="utf-8")

@@ -19,6 +19,8 @@ from app.paths import DEFAULT_MODEL_DIST, REPO_ROOT
 from tests.gguf_synth import write_synthetic_gguf
 from tests.gui.conftest import RECORDED
 
+pytestmark = pytest.mark.heavy  # the window in a subprocess
+
 PROG = "gguf-workbench: "
 
 

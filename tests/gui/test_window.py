@@ -23,6 +23,8 @@ from app.run.events import FailureKind, Notice, SweepFinished, SweepStarted, Tes
 from app.run.plan import SweepSpec
 from tests.gui.conftest import RECORDED, wait_for
 
+pytestmark = pytest.mark.heavy  # the real model in a worker and the real window's background jobs
+
 
 def _pid_alive(pid: int) -> bool:
     try:

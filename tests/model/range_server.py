@@ -126,7 +126,7 @@ def serve(files: dict[str, Path], mode: str = "range", fail_first: int = 0) -> I
     state = ServerState(files=files, mode=mode, fail_first=fail_first)
     handler = type("Handler", (_Handler,), {"state": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", state

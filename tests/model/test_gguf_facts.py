@@ -167,6 +167,7 @@ def smollm2_facts(smollm2_path: Path) -> ModelFacts:
     return read_model_facts(smollm2_path)
 
 
+@pytest.mark.heavy  # the real model
 def test_smollm2_hparams(smollm2_facts: ModelFacts) -> None:
     f = smollm2_facts
     assert f.architecture == "llama"
@@ -178,12 +179,14 @@ def test_smollm2_hparams(smollm2_facts: ModelFacts) -> None:
     assert f.swa_layers == ()
 
 
+@pytest.mark.heavy  # the real model
 def test_smollm2_kv_bytes(smollm2_facts: ModelFacts) -> None:
     # 30 layers x 3 KV heads x 64 dims x (K + V) x 2 bytes
     assert smollm2_facts.kv_bytes_per_token("f16") == 30 * 3 * 64 * 2 * 2 == 23040
     assert smollm2_facts.kv_bytes_per_token("q8_0") == 30 * 3 * 64 * 2 * 34 / 32
 
 
+@pytest.mark.heavy  # the real model
 def test_smollm2_params_and_bytes(smollm2_facts: ModelFacts) -> None:
     f = smollm2_facts
     # tied embeddings (no output.weight): embd + 30 x (q, k, v, o, 3 ffn, 2 norms) + output_norm
@@ -196,6 +199,7 @@ def test_smollm2_params_and_bytes(smollm2_facts: ModelFacts) -> None:
     assert 5.5 < f.bits_per_weight < 6.0
 
 
+@pytest.mark.heavy  # the real model
 def test_smollm2_text_report(smollm2_facts: ModelFacts) -> None:
     text = format_facts_text(smollm2_facts)
     assert "Q4_1" in text

@@ -33,6 +33,7 @@ def _same_facts(remote: object, local: object, url: str) -> None:
     assert remote.tensor_bytes == local.tensor_bytes  # type: ignore[attr-defined]
 
 
+@pytest.mark.heavy  # the real model
 def test_smollm2_header_read_with_ranges_only(smollm2_path: Path) -> None:
     with serve({"/m/model.gguf": smollm2_path}) as (base, state):
         url = f"{base}/m/model.gguf?download=true"
@@ -52,6 +53,7 @@ def test_synthetic_model_and_small_first_read(make_gguf: Callable[..., Path]) ->
     assert state.requests >= 2  # grew the prefix
 
 
+@pytest.mark.heavy  # the real model
 def test_server_without_ranges_is_read_only_up_to_the_cap(smollm2_path: Path) -> None:
     cap = 256 * 1024
     with serve({"/m.gguf": smollm2_path}, mode="norange") as (base, _):
@@ -182,6 +184,7 @@ def test_timeouts_are_retried(make_gguf: Callable[..., Path]) -> None:
     assert facts.n_layer == 2 and state.requests == 2
 
 
+@pytest.mark.heavy  # waits out a trickling server's deadline
 def test_hostile_servers_cannot_set_the_memory_or_the_time(make_gguf: Callable[..., Path]) -> None:
     """Issue #29 cases 7 and 8: a huge Content-Range (a MemoryError traceback, or GBs with an endless body), a server
     answering every range with one byte (one request per byte), one trickling a byte at a time (waiting for ever):

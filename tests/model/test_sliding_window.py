@@ -67,6 +67,7 @@ def test_kv_bytes_cap_sliding_layers(make_gguf: MakeGGUF) -> None:
     assert facts.kv_bytes(4096, swa_full=True) == per_layer * 12 * 4096
 
 
+@pytest.mark.heavy  # the real window's background jobs
 @pytest.mark.parametrize(
     ("arch", "n_layer", "window", "pattern", "expected"),
     [

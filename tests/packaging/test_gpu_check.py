@@ -11,6 +11,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from app.paths import REPO_ROOT
 
 GPU_CHECK = REPO_ROOT / "benchmarks" / "gpu_check.sh"
@@ -38,6 +40,7 @@ def plan(out: Path) -> list[list[str]]:
     return [line.split("\t") for line in (out / "plan.txt").read_text().splitlines()]
 
 
+@pytest.mark.heavy  # a subprocess
 def test_dry_run_without_a_carry_plans_every_step_and_lists_what_is_missing(tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = dry_check(out, tmp_path / "no-carry", "--dry-run")
@@ -58,6 +61,7 @@ def test_dry_run_without_a_carry_plans_every_step_and_lists_what_is_missing(tmp_
     assert (out / "env.txt").read_text().startswith(f"PYTHONPATH={tmp_path}/no-carry")
 
 
+@pytest.mark.heavy  # a subprocess
 def test_dry_run_with_a_carry_is_ready(tmp_path: Path) -> None:
     carry = placeholder_carry(tmp_path / "carry")
     out = tmp_path / "out"
@@ -71,6 +75,7 @@ def test_dry_run_with_a_carry_is_ready(tmp_path: Path) -> None:
     assert f"LD_LIBRARY_PATH={carry}/llama_cpp/lib:{carry}/lib" in env
 
 
+@pytest.mark.heavy  # a subprocess
 def test_a_carried_wheel_is_unpacked_offline(tmp_path: Path) -> None:
     carry = tmp_path / "carry"
     carry.mkdir()
@@ -84,6 +89,7 @@ def test_a_carried_wheel_is_unpacked_offline(tmp_path: Path) -> None:
     assert (out / "env.txt").read_text().startswith(f"PYTHONPATH={out}/overlay")
 
 
+@pytest.mark.heavy  # a worker and a subprocess
 def test_build_cuda_carry_dry_run(tmp_path: Path) -> None:
     env = {**os.environ, "GGUF_CUDA_WORK": str(tmp_path / "work"), "CUDA_ARCH": "89"}
     done = subprocess.run(["bash", str(CARRY_BUILD), "--dry-run", str(tmp_path / "carry")], capture_output=True,

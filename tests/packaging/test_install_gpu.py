@@ -12,6 +12,8 @@ import pytest
 
 from app.paths import REPO_ROOT
 
+pytestmark = pytest.mark.heavy  # a subprocess
+
 SCRIPT = REPO_ROOT / "packaging" / "install-gpu.sh"
 #: glslc installed in the base system folders the script's PATH keeps (packaging/build-vulkan-venv.sh installs it)
 SYSTEM_GLSLC = shutil.which("glslc", path="/usr/bin:/bin") is not None

@@ -24,6 +24,7 @@ def headless_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.heavy  # the real model and a subprocess
 def test_self_test_runs_the_default_model_and_prints_the_figures(smollm2_path: Path, isolated_data_dir: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "app.gui.main", "--self-test"], capture_output=True, text=True,
                          timeout=120, env=headless_env(), cwd=REPO_ROOT)
@@ -38,6 +39,7 @@ def test_self_test_runs_the_default_model_and_prints_the_figures(smollm2_path: P
     assert not list(isolated_data_dir.glob("*.sqlite*")), "a self-test must not write to the results store"
 
 
+@pytest.mark.heavy  # a subprocess
 def test_self_test_without_a_readable_model_fails_in_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "missing.gguf"
     out = subprocess.run([sys.executable, "-m", "app.gui.main", "--self-test", "-m", str(missing)],
@@ -56,6 +58,7 @@ def test_worker_command_is_python_in_a_source_install_and_the_app_itself_when_fr
     assert client.worker_command(7) == ["/opt/gguf-workbench/gguf-workbench", "--worker", "--event-fd", "7"]
 
 
+@pytest.mark.heavy  # the real model in a worker
 def test_a_frozen_app_runs_its_worker_through_the_entry_point(smollm2_path: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in for the frozen executable (the entry script under this Python) runs a real test as the worker."""

@@ -47,6 +47,7 @@ def test_which_weight_types_run_int8_dot_products() -> None:
     assert prefill_compute(BASE, "Q4_1") is None  # a profile without per-kernel figures keeps its own
 
 
+@pytest.mark.heavy  # the real model
 def test_prefill_ceiling_by_weight_type_by_hand(smollm2_path: Path) -> None:
     facts = read_model_facts(smollm2_path)
     s = PredictSettings(n_ctx=512, n_prompt=128, n_gen=0)
@@ -128,6 +129,7 @@ def test_a_profile_counts_amx_only_where_the_guard_found_the_amx_buffer_safe() -
     assert cpu_profile_of(scan).repack_buffers == ()  # never checked: nothing counted
 
 
+@pytest.mark.heavy  # the real model
 def test_a_fit_made_with_repacking_on_does_not_predict_repacked_types_with_it_off(smollm2_path: Path) -> None:
     from app.predict.calibration_fit import MachineFit
 

@@ -176,6 +176,7 @@ def _cpu_rows(model: Path) -> list[dict[str, Any]]:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_cpu_build_everything_in_host_memory_as_llama_cpp_reports(moe_path: Path, moe: ModelFacts) -> None:
     rows = _cpu_rows(moe_path)
     assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)

@@ -7,12 +7,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from app.paths import HARDWARE_PROFILES_DIR, REPO_ROOT
 from app.predict.profiles import load_profiles
 from app.predict.public_arch_fit import summarize
 from app.predict.public_data import load_reference
 from app.predict.public_fit import PublicGpuModel
 from app.predict.workload import PHASES
+
+pytestmark = pytest.mark.heavy  # a subprocess
 
 
 def test_variants_report_starts_from_the_shipped_form() -> None:

@@ -27,6 +27,7 @@ def _row(path: Path, **kw) -> dict:
     return row
 
 
+@pytest.mark.heavy  # the real model
 def test_decode_ceiling_and_achieved_fraction_by_hand(smollm2_path: Path) -> None:
     facts = read_model_facts(smollm2_path)
     cols = predicted_columns(_row(smollm2_path), facts, HardwareContext(cpu=CPU))
@@ -39,6 +40,7 @@ def test_decode_ceiling_and_achieved_fraction_by_hand(smollm2_path: Path) -> Non
     assert cols["pred_mem_bytes"] == facts.weight_bytes + cols["pred_kv_bytes"] + cols["pred_compute_buffer_bytes"]
 
 
+@pytest.mark.heavy  # the real model
 def test_deeper_context_lowers_the_decode_ceiling(smollm2_path: Path) -> None:
     facts = read_model_facts(smollm2_path)
     shallow = predicted_columns(_row(smollm2_path), facts, HardwareContext(cpu=CPU))
@@ -78,6 +80,7 @@ def test_calibration_learns_from_other_models_only(tmp_path: Path) -> None:
     assert efficiency_from_rows([]) is None
 
 
+@pytest.mark.heavy  # the real model and the CLI in a subprocess
 def test_predict_command_json_keys(smollm2_path: Path) -> None:
     proc = gguf_bench("predict", "-m", str(smollm2_path), "--hw", "RTX 4060 Laptop", "--ctx", "8192", "-ctk", "q8_0",
                       "--json")
@@ -91,12 +94,14 @@ def test_predict_command_json_keys(smollm2_path: Path) -> None:
     assert d["kv_bytes"] >= 8192 * 30 * 3 * 64 * 2 * 34 / 32  # q8_0 KV at 8192 tokens
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_predict_with_an_unknown_profile_is_one_line() -> None:
     proc = gguf_bench("predict", "--hw", "Voodoo 5 6000")
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "Voodoo 5 6000" in proc.stderr
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_hw_command_shows_the_cpu_side(tmp_path: Path) -> None:
     proc = gguf_bench("hw")
     assert proc.returncode == 0, proc.stderr

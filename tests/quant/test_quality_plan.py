@@ -79,6 +79,7 @@ def shutil_usage(free: int) -> SimpleNamespace:
     return SimpleNamespace(free=free)
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_two_models_with_the_same_vocabulary_size_but_other_tokens_are_not_compared(tmp_path: Path) -> None:
     """Issue #29 case 10: only the vocabulary's size was compared, so two different models with 32,000 tokens each
     (Llama 2 and Mistral) were scored against each other as ok. The files must tokenize the text alike."""

@@ -6,6 +6,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from app.results import export
 from app.results.quality_store import (
     QUALITY_COLUMNS,
@@ -63,6 +65,7 @@ def test_a_locked_store_keeps_quality_rows_and_stores_them_later(tmp_path: Path)
     assert not store.pending.exists()
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_a_damaged_quality_table_leaves_the_sweeps_listed(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "s.sqlite3") as store, sqlite3.connect(store.path) as db:
         db.execute("DROP TABLE quality")
@@ -78,6 +81,7 @@ def test_render_orders_columns() -> None:
     assert render_quality(rows, "jsonl").startswith('{"run_id": "r", "model_filename": "m.gguf"')
 
 
+@pytest.mark.heavy  # the CLI in a subprocess and a worker
 def test_gguf_bench_exports_and_lists_a_quality_run(tmp_path: Path) -> None:
     a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
     a.write_bytes(b"x" * 10)

@@ -39,21 +39,24 @@ def answering(reply: bytes) -> Iterator[int]:
     srv.bind(("127.0.0.1", 0))
     srv.listen(16)
 
-    def serve() -> None:
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(2)
+                conn.recv(1 << 16)
+                conn.sendall(reply)
+                conn.shutdown(socket.SHUT_WR)
+                conn.recv(1 << 16)  # until the client hangs up: no reset before it read the reply
+            except OSError:
+                pass
+
+    def serve() -> None:  # each connection on its own thread: a client slow to hang up never holds up the next
         while True:
             try:
                 conn, _ = srv.accept()
             except OSError:
                 return
-            with conn:
-                try:
-                    conn.settimeout(2)
-                    conn.recv(1 << 16)
-                    conn.sendall(reply)
-                    conn.shutdown(socket.SHUT_WR)
-                    conn.recv(1 << 16)  # until the client hangs up: no reset before it read the reply
-                except OSError:
-                    pass
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
     try:

@@ -136,6 +136,7 @@ def test_a_tokenize_route_that_lies_cannot_grow_the_prompt(server: FakeServer) -
     assert len(maker.text(words, 0)) < 512 * WORDS_PER_TOKEN_BOUND * 16
 
 
+@pytest.mark.heavy  # waits out a request's deadline
 def test_a_server_that_trickles_bytes_is_cut_at_the_requests_deadline(server: FakeServer) -> None:
     """Issue #29 case 8: one byte every 1.5 s kept ``run --url --request-timeout 2`` waiting for ever (each byte
     came before the socket timeout, and no line ever ended). The whole request now has a deadline."""

@@ -16,6 +16,8 @@ from app.results.store import ResultStore
 from tests.cli_helpers import gguf_bench
 from tests.remote.fake_server import FakeServer, fake_server
 
+pytestmark = pytest.mark.heavy  # the CLI in a subprocess and a worker
+
 KEY = "sk-cli-secret-never-in-a-row-5678"
 
 

@@ -182,6 +182,7 @@ def test_values_out_of_range_fail_with_one_line(fmt: str, text: str, cause: str)
     assert cause in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_cli_refuses_a_bad_file_and_stores_nothing(tmp_path: Path) -> None:
     store = tmp_path / "results.sqlite3"
     bad = _bad_files(tmp_path)["truncated.json"]
@@ -208,6 +209,7 @@ def test_stored_import_is_one_run_marked_as_imported(tmp_path: Path) -> None:
     assert "SmolLM2-135M-Instruct.Q4_1.gguf" in summary.models and "llama 3B Q4_K - Medium" in summary.models
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_cli_import_then_history_and_export_csv(tmp_path: Path) -> None:
     store = str(tmp_path / "results.sqlite3")
     done = gguf_bench("--store", store, "import", str(DATA / "smollm2_cpu.csv"), "--name", "smollm2 cpu",
@@ -231,6 +233,7 @@ def test_cli_import_then_history_and_export_csv(tmp_path: Path) -> None:
     assert float(rows[0]["prefill_tps"]) == pytest.approx(118.1028) and rows[2]["decode_tps"] == "51.2293"
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_cli_dry_run_stores_nothing(tmp_path: Path) -> None:
     store = tmp_path / "results.sqlite3"
     done = gguf_bench("--store", str(store), "import", "--dry-run", "-o", "csv", str(DATA / "smollm2_cpu.md"))
@@ -269,6 +272,7 @@ def test_public_results_pair_pp_and_tg_per_configuration() -> None:
     assert any("smollm2_cpu.json" in n and "CPU backend" in n for n in notes)
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_cli_public_toml_passes_the_reference_validation(tmp_path: Path) -> None:
     url = "https://github.com/geerlingguy/ai-benchmarks/issues/21"
     done = gguf_bench("import", "--public-toml", "--gpu", "Radeon 8060S", "--source", url,

@@ -42,6 +42,7 @@ def test_history_counts_and_run_id_prefixes(tmp_path) -> None:
             store.resolve_run_id("1999")
 
 
+@pytest.mark.heavy  # the real model in a worker
 def test_a_run_keeps_its_event_stream_beside_the_store(smollm2_path) -> None:
     from app.run.events import TestFinished, TokenTick, event_from_json
     from app.run.plan import SweepSpec

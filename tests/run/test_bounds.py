@@ -100,6 +100,7 @@ def test_a_directory_as_sweep_file(tmp_path: Path) -> None:
         load_sweep_preset(tmp_path)
 
 
+@pytest.mark.heavy  # the real model
 def test_past_the_trained_context_is_a_warning_naming_model_and_context(smollm2_path: Path) -> None:
     facts = {str(smollm2_path): read_model_facts(smollm2_path)}
     inside = TestSpec(str(smollm2_path), n_prompt=100, n_gen=92, n_depth=8000)
@@ -109,6 +110,7 @@ def test_past_the_trained_context_is_a_warning_naming_model_and_context(smollm2_
     assert smollm2_path.name in line and "8,832 tokens" in line and "trained context of 8,192" in line
 
 
+@pytest.mark.heavy  # the real model
 def test_a_kv_cache_beyond_ram_and_vram_fails_before_loading(smollm2_path: Path) -> None:
     facts = {str(smollm2_path): read_model_facts(smollm2_path)}
     machine = {"ram_total_bytes": 8 * 2**30, "gpus": [{"vram_total_bytes": 8 * 2**30}]}

@@ -41,6 +41,7 @@ def test_a_window_too_short_or_without_cpu_times_records_nothing() -> None:
 SPIN = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end:\n    pass\n"
 
 
+@pytest.mark.heavy  # the real model in a worker and the CLI in a subprocess
 def test_rows_taken_beside_busy_processes_say_so_and_are_not_learnt_from(smollm2_path: Path, tmp_path: Path) -> None:
     """Two spinning processes beside a one-thread run: every row long enough to tell records others' CPU over the
     busy line, and the stored-row efficiency leaves those rows out, saying so."""

@@ -114,6 +114,7 @@ def test_query_failure_is_an_error() -> None:
     assert [a.level for a in advice] == [Level.ERROR]
 
 
+@pytest.mark.heavy  # a child process
 def test_whole_doctor_with_a_replayed_nvidia_gpu(rtx4060: tuple[nvml.GpuInfo, ...]) -> None:
     """Real child and vulkaninfo, NVML replayed: this (non-CUDA) build is told the cuda command for this venv."""
     if "CUDA" in (installed_gpu_backends() or []):

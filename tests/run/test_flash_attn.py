@@ -44,6 +44,7 @@ def test_flash_attn_used_reads_llama_cpp_decision(log: None, lines: list[tuple[i
     assert llama_log.flash_attn_used(requested) is used
 
 
+@pytest.mark.heavy  # the real model and the CLI in a subprocess
 def test_auto_off_and_the_quantized_v_rule_on_the_real_model(smollm2_path: Path) -> None:
     proc = gguf_bench("run", "-m", str(smollm2_path), "-p", "8", "-n", "2", "-r", "1", "-fa", "auto,0",
                       "-ctv", "f16,q8_0", "-o", "csv", "-q", "--no-predict")

@@ -227,6 +227,7 @@ def _csv_rows(text: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_ncmoe_and_nkvo_run_for_real_one_ok_row_per_value(moe_model: Path) -> None:
     proc = gguf_bench("run", "-m", str(moe_model), "-p", "16", "-n", "4", "-r", "1", "-ncmoe", "0,1,all",
                       "-nkvo", "0,1", "-o", "csv", "--no-store")
@@ -244,6 +245,7 @@ def test_ncmoe_and_nkvo_run_for_real_one_ok_row_per_value(moe_model: Path) -> No
     assert "ncmoe all" in proc.stderr and "nkvo1" in proc.stderr  # the progress lines name the tests
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_override_tensor_runs_and_counts_the_tensors_it_placed(moe_model: Path) -> None:
     proc = gguf_bench("run", "-m", str(moe_model), "-p", "8", "-n", "2", "-r", "1", "-ngl", "0",
                       "-ot", r"blk\.1\.ffn_up_exps=CPU;blk\.2\.ffn_.*_exps=CPU,none", "-ncmoe", "0,1",
@@ -256,6 +258,7 @@ def test_override_tensor_runs_and_counts_the_tensors_it_placed(moe_model: Path) 
                    (ot, "1", "7", "ok"), ("none", "1", "3", "ok")]  # -ot's entries first, then blk.0's three
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_a_bad_flag_is_one_line_before_anything_runs(moe_model: Path) -> None:
     proc = gguf_bench("run", "-m", str(moe_model), "-ncmoe", "some")
     assert proc.returncode == 2
@@ -270,6 +273,7 @@ def _amx() -> bool:
         return False
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 @pytest.mark.skipif(not REFERENCE_BENCH.is_file() or not os.access(REFERENCE_BENCH, os.X_OK),
                     reason=f"no reference llama-bench at {REFERENCE_BENCH}")
 def test_placement_columns_read_as_the_reference_llama_benchs(moe_model: Path) -> None:

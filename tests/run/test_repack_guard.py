@@ -57,6 +57,7 @@ def test_repack_reads_as_llama_bench_and_is_a_load_setting(tmp_path: Path) -> No
 
 
 # --- the guard, for real on this machine ------------------------------------------------------------------
+@pytest.mark.heavy  # the repack probe's child process
 def test_the_probe_runs_once_per_machine_and_build_and_is_remembered(tmp_path: Path) -> None:
     path = tmp_path / repack_guard.VERDICT_FILE
     first, probed = repack_guard.ensure_verdict(path)
@@ -69,6 +70,7 @@ def test_the_probe_runs_once_per_machine_and_build_and_is_remembered(tmp_path: P
     assert stored["cpu_model"] and stored["build"].startswith("llama-cpp-python")
 
 
+@pytest.mark.heavy  # the repack probe's child process
 def test_a_probe_that_cannot_decide_is_not_remembered(tmp_path: Path) -> None:
     path = tmp_path / repack_guard.VERDICT_FILE
     verdict, probed = repack_guard.ensure_verdict(path, python=str(tmp_path / "no-such-python"))
@@ -77,6 +79,7 @@ def test_a_probe_that_cannot_decide_is_not_remembered(tmp_path: Path) -> None:
 
 
 # --- the guard against the labelled test double -----------------------------------------------------------
+@pytest.mark.heavy  # the real model in a worker
 def test_repack_1_on_a_crashing_cpu_gives_one_failed_row_naming_amx_and_the_fix(
         smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     proc = _run(monkeypatch, smollm2_path, "--repack", "1")
@@ -87,6 +90,7 @@ def test_repack_1_on_a_crashing_cpu_gives_one_failed_row_naming_amx_and_the_fix(
     assert "#20824" in row["error"]
 
 
+@pytest.mark.heavy  # the real model in a worker
 def test_repack_0_and_1_in_one_sweep_give_one_ok_row_and_one_failed_row(
         smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     proc = _run(monkeypatch, smollm2_path, "--repack", "0,1")
@@ -96,6 +100,7 @@ def test_repack_0_and_1_in_one_sweep_give_one_ok_row_and_one_failed_row(
     assert rows[1]["status"] == "failed" and "AMX" in rows[1]["error"]
 
 
+@pytest.mark.heavy  # the real model and the CLI in a subprocess
 def test_the_default_on_a_crashing_cpu_becomes_repack_0_said_once(
         smollm2_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_data_dir: Path) -> None:
     (isolated_data_dir / repack_guard.VERDICT_FILE).unlink()  # a machine never checked
@@ -116,6 +121,7 @@ def test_the_default_on_a_crashing_cpu_becomes_repack_0_said_once(
     assert (isolated_data_dir / repack_guard.VERDICT_FILE).stat().st_mtime_ns == before
 
 
+@pytest.mark.heavy  # the CLI in a subprocess
 def test_doctor_and_hw_report_the_verdict(monkeypatch: pytest.MonkeyPatch, isolated_data_dir: Path) -> None:
     (isolated_data_dir / repack_guard.VERDICT_FILE).unlink()
     monkeypatch.setenv("GGUF_WORKBENCH_TEST_DOUBLE", "amx-crash")
@@ -132,6 +138,7 @@ def test_doctor_and_hw_report_the_verdict(monkeypatch: pytest.MonkeyPatch, isola
         assert extra["safe"] is True and extra["default_repack"] == 1
 
 
+@pytest.mark.heavy  # the real model and a subprocess
 def test_self_test_passes_through_the_guard(smollm2_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             isolated_data_dir: Path) -> None:
     (isolated_data_dir / repack_guard.VERDICT_FILE).unlink()
@@ -150,6 +157,7 @@ def _has_amx() -> bool:
         return False
 
 
+@pytest.mark.heavy  # the real model, the CLI in a subprocess and the repack probe's child process
 @pytest.mark.skipif(not _has_amx(), reason="this CPU has no AMX (amx_int8): the real crash cannot happen here")
 def test_on_an_amx_cpu_the_real_engine_follows_the_verdict(smollm2_path: Path, repack_verdict_file: Path) -> None:
     verdict = repack_guard.remembered(repack_verdict_file)

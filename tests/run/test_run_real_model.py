@@ -21,6 +21,8 @@ from app.run.plan import SweepSpec
 from app.run.session import SweepSession
 from tests.cli_helpers import gguf_bench
 
+pytestmark = pytest.mark.heavy  # the real model in a worker and the CLI in a subprocess
+
 
 def _f(row: dict, key: str) -> float:
     return float(row[key])

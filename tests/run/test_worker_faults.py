@@ -23,7 +23,8 @@ from app.run.session import SweepSession
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_gguf
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals and process control are POSIX")
+pytestmark = [pytest.mark.heavy,  # the real model in a worker and the CLI in a subprocess
+              pytest.mark.skipif(os.name != "posix", reason="signals and process control are POSIX")]
 
 
 def _tests(model: Path, prompts: list[int]) -> list[TestSpec]:

@@ -59,6 +59,7 @@ def test_small_probe_measures_something_with_its_sources(data_dir: Path) -> None
     assert not (data_dir / cpu_probe.CACHE_FILE).exists()  # cache=False neither reads nor writes
 
 
+@pytest.mark.heavy  # the full bandwidth probe
 def test_default_probe_fits_its_time_budget(data_dir: Path) -> None:
     t0, cpu0 = time.perf_counter(), time.process_time()
     probe = probe_cpu(cache=False)

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.telemetry.gpu_inventory import VulkanDevice, parse_vulkaninfo_summary
 from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.llama_devices import parse_registry, query_llama_devices, vk_visible_devices
@@ -44,6 +46,7 @@ def test_visible_devices_for_the_child() -> None:
     assert vk_visible_devices([]) is None  # an index would be invalid: llama.cpp throws on it
 
 
+@pytest.mark.heavy  # a subprocess
 def test_registry_child_reports_this_build() -> None:
     """The real child on the installed llama.cpp: CPU is always a backend with a CPU-type device."""
     done = subprocess.run([sys.executable, "-m", "engines.ggml_devices", "--json"], capture_output=True, text=True,
@@ -55,6 +58,7 @@ def test_registry_child_reports_this_build() -> None:
         assert reg.gpu_backends == [] and reg.gpu_devices == []
 
 
+@pytest.mark.heavy  # a subprocess
 def test_registry_child_without_libraries_says_why(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "engines.ggml_devices", "--json", "--lib-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
@@ -62,6 +66,7 @@ def test_registry_child_without_libraries_says_why(tmp_path: Path) -> None:
     assert "ggml registry unavailable" in done.stderr and "libggml" in done.stderr
 
 
+@pytest.mark.heavy  # a subprocess
 def test_a_crashing_child_is_a_reason_not_a_crash() -> None:
     found = query_llama_devices([], command=[sys.executable, "-c", "import os; print('ggml_vulkan: boom'); "
                                             "import sys; sys.stderr.write('driver exploded\\n'); os.abort()"])
@@ -69,6 +74,7 @@ def test_a_crashing_child_is_a_reason_not_a_crash() -> None:
     assert "killed by signal 6" in found.error and "driver exploded" in found.error
 
 
+@pytest.mark.heavy  # a subprocess
 def test_a_hanging_child_times_out() -> None:
     found = query_llama_devices([], timeout_s=0.5, command=[sys.executable, "-c", "import time; time.sleep(30)"])
     assert found.error == "the llama.cpp device query did not answer within 0.5 s"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.telemetry import host
 
 
@@ -49,6 +51,7 @@ def test_process_probe_of_system_only() -> None:
     assert reading["sys_ram_total_bytes"] > 0
 
 
+@pytest.mark.heavy  # a subprocess
 def test_process_probe_when_process_is_gone() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from app.telemetry import cpu_probe
 from app.telemetry.hw_report import format_hw_report
 from tests.cli_helpers import gguf_bench
+
+pytestmark = pytest.mark.heavy  # the CLI in a subprocess
 
 # a record as a probe taken during a compile leaves it: busy, and absurdly low (so any new reading is better)
 BUSY_RECORD = {"bandwidth_gbps": 0.001, "gflops_f32": 0.001, "n_threads": 2, "measured_at": "2026-01-01T00:00:00+00:00",

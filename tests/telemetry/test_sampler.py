@@ -26,6 +26,7 @@ def _restore_real_nvml() -> Iterator[None]:
     nvml.set_nvml_module(None)
 
 
+@pytest.mark.heavy  # a subprocess
 def test_perf_counter_is_one_clock_across_processes() -> None:
     """The worker is another process: its perf_counter_ns must fall between ours taken before and after."""
     before_ns = time.perf_counter_ns()
