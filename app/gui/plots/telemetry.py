@@ -43,6 +43,7 @@ class TelemetryPlot(PlotPanel):
         super().__init__(title, columns)
         self.phases = SpanBands({"prefill": PREFILL_BRUSH, "decode": DECODE_BRUSH})
         self.plot.addItem(self.phases, ignoreBounds=True)
+        self.phases.setZValue(self.plot.tick_grid.zValue() - 1)  # under the grid (its z is the view's once added)
         self._n_phases = 0
         self._n_tel = 0
         self._mem_pred: pg.InfiniteLine | None = None
