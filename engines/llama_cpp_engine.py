@@ -12,7 +12,7 @@ import ctypes
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from engines.base import (
@@ -41,6 +41,7 @@ from engines.ggml_devices import ggml_libraries, query_registry
 from engines.llama_cpp_placement import OVERRIDDEN, Placement, build_placement, note_log_line
 from engines.llama_log import (
     clear_lines,
+    context_memory,
     device_buffers,
     flash_attn_used,
     keep_line,
@@ -203,6 +204,63 @@ class LlamaCppEngine:
             extra_buffers=tuple(weight_extra_buffers()),
             n_tensors_overridden=len(OVERRIDDEN),
         )
+
+    def dry_run(self, cfg: LoadConfig, contexts: Sequence[ContextConfig],
+                on_context: Callable[[dict[str, object]], None] | None = None) -> dict[str, object]:
+        """llama.cpp's dry run of a model file: loaded with ``no_alloc`` (no weight read, nothing allocated; it needs
+        load mode none) and a context created at each of ``contexts``, as llama.cpp's ``--fit`` measures: what the
+        KV cache, the recurrent state and the compute and output buffers of each would take (llama_log.context_memory,
+        with ``n_ctx`` and the request added), handed to ``on_context`` as each is known. Returns the model's own
+        figures: ``size_bytes`` (llama_model_size: the weights it loads), ``n_params``, ``n_layer``, ``description``.
+        The weights' buffers log 0 under no_alloc; a context llama.cpp refuses is an entry with ``error``."""
+        self.close()
+        path = Path(cfg.model_path)
+        if not path.is_file():
+            raise ModelLoadError(f"{path}: file not found")
+        params = lc.llama_model_default_params()
+        params.n_gpu_layers = cfg.n_gpu_layers
+        params.main_gpu = cfg.main_gpu
+        params.load_mode = lc.LLAMA_LOAD_MODE_NONE  # no_alloc requires it: nothing is mapped
+        params.no_alloc = True
+        params.use_extra_bufts = cfg.use_extra_bufts
+        params.no_host = cfg.no_host
+        placement = build_placement(cfg, _lib_dir())
+        placement.apply(params)
+        clear_lines()
+        model = lc.llama_model_load_from_file(str(path).encode("utf-8"), params)
+        if not model:
+            raise ModelLoadError(f"{path}: llama.cpp could not load it: {last_error('unknown reason')}")
+        try:
+            desc = ctypes.create_string_buffer(256)
+            lc.llama_model_desc(model, desc, ctypes.sizeof(desc))
+            facts: dict[str, object] = {"size_bytes": int(lc.llama_model_size(model)),
+                                        "n_params": int(lc.llama_model_n_params(model)),
+                                        "n_layer": int(lc.llama_model_n_layer(model)),
+                                        "description": desc.value.decode("utf-8", "replace")}
+            for c in contexts:
+                params_c = lc.llama_context_default_params()
+                params_c.n_ctx, params_c.n_batch, params_c.n_ubatch = c.n_ctx, c.n_batch, c.n_ubatch
+                params_c.n_seq_max = c.n_seq_max
+                params_c.n_threads = params_c.n_threads_batch = resolve_n_threads(c.n_threads)
+                params_c.type_k, params_c.type_v = GGML_TYPES[c.type_k], GGML_TYPES[c.type_v]
+                params_c.flash_attn_type = _FLASH_ATTN_TYPES[c.flash_attn]
+                params_c.swa_full, params_c.op_offload, params_c.offload_kqv = c.swa_full, c.op_offload, c.offload_kqv
+                clear_lines()
+                ctx = lc.llama_init_from_model(model, params_c)
+                got: dict[str, object] = {"n_ctx": c.n_ctx, "n_batch": c.n_batch, "n_ubatch": c.n_ubatch,
+                                          "type_k": c.type_k, "type_v": c.type_v, "flash_attn": c.flash_attn,
+                                          "swa_full": c.swa_full}
+                if ctx:
+                    got.update(context_memory())
+                    got["flash_attn_used"] = flash_attn_used(c.flash_attn)
+                    lc.llama_free(ctx)
+                else:
+                    got["error"] = last_error("llama.cpp refused the context")
+                if on_context is not None:
+                    on_context(got)
+            return facts
+        finally:
+            lc.llama_model_free(model)
 
     def new_context(self, cfg: ContextConfig) -> ContextInfo:
         if self._model is None:

@@ -195,3 +195,48 @@ def crash_cause(log_text: str, max_chars: int = 300) -> str | None:
     if sep and "/" in head and " " not in head:  # "/long/build/path/llama-model.cpp:1328: GGML_ASSERT(...) failed"
         cause = head.rsplit("/", 1)[1] + sep + rest
     return cause if len(cause) <= max_chars else cause[: max_chars - 1] + "…"
+
+
+# --- a context's memory as llama.cpp sizes it (what its dry run, ``no_alloc``, still logs) --------------------------
+#: src/llama-kv-cache.cpp, one line per KV cache (an iSWA model has two, a hybrid's attention part one):
+#: "llama_kv_cache: size = X MiB (N cells, L layers, s/S seqs), K (f16): a MiB, V (f16): b MiB"
+_KV_SIZE_RE = re.compile(r"llama_kv_cache: size =\s*([0-9.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,[^)]*\), "
+                         r"K \((\w+)\):\s*([0-9.]+) MiB, V \((\w+)\):\s*([0-9.]+) MiB")
+#: src/llama-memory-recurrent.cpp: "llama_memory_recurrent: size = X MiB (N cells, L layers, ...), R (f32): a MiB,
+#: S (f32): b MiB[, P (f32): c MiB]"
+_RS_SIZE_RE = re.compile(r"llama_memory_recurrent: size =\s*([0-9.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,[^)]*\), "
+                         r"R \((\w+)\):\s*([0-9.]+) MiB, S \((\w+)\):\s*([0-9.]+) MiB")
+_COMPUTE_RE = re.compile(r"(\S+) compute buffer size =\s*([0-9.]+) MiB")
+_OUTPUT_RE = re.compile(r"(\S+)\s+output buffer size =\s*([0-9.]+) MiB")
+_MIB = 2**20
+
+
+def context_memory() -> dict[str, object]:
+    """What the context built since the last clear holds, as llama.cpp logged it (bytes; the MiB it prints to two
+    decimals): ``kv_bytes`` (every KV cache: K ``kv_k_bytes``, V ``kv_v_bytes``; ``kv_caches`` each one's cells,
+    layers and bytes), ``state_bytes`` (the recurrent state: R ``state_r_bytes``, S ``state_s_bytes``), per device the
+    ``compute`` buffers (the last size logged for each) and the ``output`` buffer. llama.cpp logs these sizes with
+    ``no_alloc`` too, where nothing is allocated: its dry run."""
+    kv = {"kv_bytes": 0.0, "kv_k_bytes": 0.0, "kv_v_bytes": 0.0}
+    caches: list[dict[str, float]] = []
+    state = {"state_bytes": 0.0, "state_r_bytes": 0.0, "state_s_bytes": 0.0}
+    compute_named: dict[str, float] = {}
+    output: dict[str, float] = {}
+    for _, msg in LINES:
+        if m := _KV_SIZE_RE.search(msg):
+            kv["kv_bytes"] += float(m.group(1)) * _MIB
+            kv["kv_k_bytes"] += float(m.group(5)) * _MIB
+            kv["kv_v_bytes"] += float(m.group(7)) * _MIB
+            caches.append({"cells": int(m.group(2)), "layers": int(m.group(3)), "bytes": float(m.group(1)) * _MIB})
+        elif m := _RS_SIZE_RE.search(msg):
+            state["state_bytes"] += float(m.group(1)) * _MIB
+            state["state_r_bytes"] += float(m.group(5)) * _MIB
+            state["state_s_bytes"] += float(m.group(7)) * _MIB
+        for m in _COMPUTE_RE.finditer(msg):  # a later reservation's size replaces an earlier one's
+            compute_named[m.group(1)] = float(m.group(2)) * _MIB
+        for m in _OUTPUT_RE.finditer(msg):
+            output[buffer_device(m.group(1))] = output.get(buffer_device(m.group(1)), 0.0) + float(m.group(2)) * _MIB
+    compute: dict[str, float] = {}
+    for name, n in compute_named.items():
+        compute[buffer_device(name)] = compute.get(buffer_device(name), 0.0) + n
+    return {**kv, "kv_caches": caches, **state, "compute": compute, "output": output}

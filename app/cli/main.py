@@ -76,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="facts read from a GGUF file without loading it")
     p.add_argument("model")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help="also size the file's contexts with llama.cpp's dry run (no_alloc, a child process; a local "
+                        "file) beside our formulas")
+    p.add_argument("--ctx", type=count(1, MAX_TOKENS), action="append",
+                   help="a context to size with --dry-run (repeat; default 8192 and 32768)")
     add_url_options(p)
     p.set_defaults(func=cmd_inspect)
 
@@ -122,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--build", type=build_arg, default=None,
                    help="llama.cpp build number the expected figures are for, e.g. 6040 or b6040 (default: the "
                         "installed one)")
+    p.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help="this machine's CPU: take the memory from llama.cpp's dry run of the file (no_alloc, a child "
+                        "process, cached) and check the formulas against it")
     p.add_argument("--json", action="store_true")
     add_url_options(p)
     p.set_defaults(func=cmd_predict)

@@ -62,6 +62,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
                                   n_gpu_layers=args.n_gpu_layers, n_cpu_moe=settings.n_cpu_moe,
                                   no_kv_offload=settings.no_kv_offload),
                        n_threads=settings.n_threads, repack=settings.repack)
+    if getattr(args, "dry_run", False):  # llama.cpp's memory figures for this CPU (a child process, cached)
+        if not this_machine:
+            print("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw",
+                  file=sys.stderr)
+        else:
+            machine = machine.with_dry_run(facts, [settings, question])
+            run = machine.dry_run_of(facts)
+            if run is not None and run.problem:
+                print(f"warning: {run.problem}; the formulas speak", file=sys.stderr)
     try:
         got, full = (answer(facts, profile, s, machine) for s in (settings, question))
     except ValueError as e:
@@ -164,7 +173,9 @@ def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename:
         f"  weights           {d['weight_bytes'] / gib:8.2f} GiB (GPU {d['gpu_weight_bytes'] / gib:.2f}, "
         f"CPU {d['cpu_weight_bytes'] / gib:.2f})" + _tied_words(d),
         f"  KV cache          {d['kv_bytes'] / gib:8.2f} GiB at {d['n_ctx']} tokens ({d['type_k']}/{d['type_v']}, "
-        f"{d['kv_bytes_per_token'] / 1024:.1f} KiB/token)",
+        f"{d['kv_bytes_per_token'] / 1024:.1f} KiB/token"
+        + (f"; with {d['state_bytes'] / 2**20:,.1f} MiB of recurrent state at any context)" if d.get("state_bytes")
+           else ")"),
         f"  compute buffers   {d['compute_buffer_bytes'] / gib:8.2f} GiB",
         *memory_per_device_lines(d),
         f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "

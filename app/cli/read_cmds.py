@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 
 from app.cli.errors import EXIT_OK, EXIT_USAGE, UserError
 from app.cli.output import check_output_path, write_results
 from app.cli.url_options import remote_options
+from app.model.facts import ModelFacts
 from app.model.format import format_facts_text
 from app.model.gguf_http import read_facts
+from app.predict.answer import Machine, MemoryCheck, memory_checks
+from app.predict.settings import PredictSettings
 from app.results import export
 from app.results.quality_store import QUALITY_FORMATS, quality_rows, quality_run_ids, quality_runs, render_quality
 from app.results.store import ResultStore, StoreError
@@ -18,11 +22,42 @@ from app.results.store import ResultStore, StoreError
 # --- inspect ---------------------------------------------------------------------------------------
 def cmd_inspect(args: argparse.Namespace) -> int:
     facts = read_facts(args.model, remote_options(args))  # a path or an https URL (header only)
+    checks = _dry_run_checks(facts, args) if getattr(args, "dry_run", False) else None
     if args.json:
-        print(json.dumps(facts.to_json_dict(), indent=2, ensure_ascii=False))
+        doc = facts.to_json_dict()
+        if checks is not None:
+            doc["dry_run"] = [c if isinstance(c, str) else asdict(c) for c in checks]
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         print(format_facts_text(facts))
+        if checks is not None:
+            print("\nMemory: ours and llama.cpp's dry run on this CPU (f16 KV, flash attention on, ubatch 512)")
+            print(f"  {'context':>9} {'KV+state MiB':>22} {'compute MiB':>22} {'weights MiB':>24}")
+            for c in checks:
+                print(f"  {c}" if isinstance(c, str) else "  " + _check_row(c))
     return EXIT_OK
+
+
+#: the contexts ``inspect --dry-run`` sizes when no --ctx is given
+DRY_RUN_CONTEXTS = (8192, 32768)
+
+
+def _dry_run_checks(facts: ModelFacts, args: argparse.Namespace) -> list[MemoryCheck | str]:
+    """Our memory formulas beside llama.cpp's dry run of the file at each --ctx (a child process; cached)."""
+    settings = [PredictSettings(n_ctx=n, flash_attn=True) for n in (args.ctx or DRY_RUN_CONTEXTS)]
+    return memory_checks(facts, settings, Machine().with_dry_run(facts, settings))
+
+
+def _check_row(c: MemoryCheck) -> str:
+    mib = 2**20
+
+    def pair(ours: float, theirs: float | None) -> str:
+        if theirs is None:
+            return f"{ours / mib:>10,.1f} / {'-':>9}"
+        return f"{ours / mib:>8,.1f} / {theirs / mib:>8,.1f} {ours / theirs - 1 if theirs else 0:+6.1%}"
+
+    return (f"{c.n_ctx:>9,} {pair(c.context, c.context_llama):>22} {pair(c.compute, c.compute_llama):>22} "
+            f"{pair(c.weights, c.weights_llama):>24}" + ("" if c.agrees else "  (formulas disagree)"))
 
 
 # --- history / export ------------------------------------------------------------------------------

@@ -83,6 +83,14 @@ def format_facts_text(facts: ModelFacts) -> str:
         )
     else:
         row("Sliding window", "none")
+    rule = facts.extra.get("memory_rule")
+    if rule:
+        known = "" if facts.extra.get("memory_rule_known", True) else " (not an architecture this workbench knows)"
+        row("Memory rule", f"{rule}{known}")
+    if facts.recurrent_layers:
+        row("Recurrent state", f"{format_bytes(facts.state_bytes)} on {len(facts.recurrent_layers)} of "
+                               f"{facts.n_layer} layers ({facts.state_r} + {facts.state_s} f32 values each), at any "
+                               "context; read and written by every token")
 
     lines.append("")
     lines.append("Tensor types")
@@ -94,7 +102,8 @@ def format_facts_text(facts: ModelFacts) -> str:
     lines.append("")
     ctx = facts.n_ctx_train
     swa_note = ", sliding-window layers capped" if facts.swa_layers else ""
-    lines.append(f"KV cache (K and V of the same type, {facts.n_layer} layers{swa_note})")
+    v_note = "; no V cache (MLA)" if facts.kv_layers and not any(v for _, v in facts.kv_widths()) else ""
+    lines.append(f"KV cache (K and V of the same type, {facts.kv_layers} of {facts.n_layer} layers{swa_note}{v_note})")
     lines.append(f"  {'type':<8}{'KiB/token':>12}  at {ctx} tokens (train context)")
     for cache in REPORTED_CACHE_TYPES:
         per_token = facts.kv_bytes_per_token(cache)

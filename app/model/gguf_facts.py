@@ -15,6 +15,7 @@ from typing import Any
 
 import gguf
 
+from app.model.arch_memory import memory_layout
 from app.model.facts import ModelFacts, TensorTypeStat
 from app.model.gguf_sanity import layer_count_problem, shape_problem
 from app.model.gguf_scan import IMPOSSIBLE_BYTES, CorruptHeader, Scan, ShortRead, scan_gguf
@@ -26,7 +27,8 @@ _HEADER_FIXED_BYTES = 24  # magic u32, version u32, tensor count u64, kv count u
 
 #: Default sliding-window period per architecture when the file has no ``sliding_window_pattern`` key,
 #: as llama.cpp sets it (``set_swa_pattern(N)``: layer i uses the window unless (i + 1) % N == 0).
-SWA_DEFAULT_PERIOD: dict[str, int] = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "gpt-oss": 2}
+SWA_DEFAULT_PERIOD: dict[str, int] = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "gpt-oss": 2, "afmoe": 4,
+                                      "exaone4": 4, "exaone-moe": 4, "mellum": 4}
 #: Window llama.cpp assumes when the file has no ``sliding_window`` key (only Gemma 2 has one).
 SWA_DEFAULT_WINDOW: dict[str, int] = {"gemma2": 4096}
 
@@ -199,7 +201,11 @@ def _feed_forward(keys: _Keys, arch: str, extra: dict[str, object]) -> int:
         extra["n_ff_per_layer"] = ff_layers
     raw_ff_exp = keys.get(f"{arch}.expert_feed_forward_length")
     if raw_ff_exp is not None:
-        extra["n_ff_expert"] = keys.as_int(f"{arch}.expert_feed_forward_length", raw_ff_exp)
+        extra["n_ff_expert"] = keys.int_or_layers(f"{arch}.expert_feed_forward_length", raw_ff_exp)[0]
+    for key, name in (("expert_shared_feed_forward_length", "n_ff_shexp"), ("expert_shared_count", "n_expert_shared")):
+        raw = keys.get(f"{arch}.{key}")
+        if raw is not None:
+            extra[name] = keys.int_or_layers(f"{arch}.{key}", raw)[0]
     return n_ff
 
 
@@ -289,6 +295,18 @@ def _facts_from_reader(p: str | Path, file_bytes: int, reader: Scan) -> ModelFac
     tensors = _TensorTotals(p, file_bytes, reader)
     n_vocab = _vocab_size(keys, arch, tensors.token_embd_shape)
     swa_window, swa_layers = _sliding_window(keys, arch, n_layer, extra)
+    kv_heads = _layer_values(extra.get("n_head_kv_per_layer"), n_head_kv, n_layer)
+    layout = memory_layout(keys.get, arch, n_layer, n_embd, kv_heads,
+                           _layer_values(extra.get("n_ff_per_layer"), n_ff, n_layer), head_dim_k, head_dim_v,
+                           swa_layers if swa_window else ())
+    if arch in _SWA_ON_ATTENTION and keys.get(f"{arch}.attention.sliding_window"):
+        # LFM2 (src/models/lfm2.cpp): a sliding_window key puts every attention layer under it
+        swa_window = keys.as_int(f"{arch}.attention.sliding_window", keys.get(f"{arch}.attention.sliding_window"))
+        swa_layers = tuple(i for i in range(n_layer) if layout.kv_k[i])
+        extra["swa_rule"] = f"{arch}: every attention layer uses the sliding window"
+    extra["memory_rule"] = layout.rule
+    if not layout.known or arch not in gguf.MODEL_ARCH_NAMES.values():
+        extra["memory_rule_known"] = False
 
     file_type, file_type_id = _file_type_name(keys.get("general.file_type"))
     if file_type_id is not None:
@@ -328,7 +346,23 @@ def _facts_from_reader(p: str | Path, file_bytes: int, reader: Scan) -> ModelFac
         extra=extra,
         tensor_bytes=tensors.tensor_bytes,
         tensor_shapes=tensors.tensor_shapes,
+        kv_k_per_layer=layout.kv_k,
+        kv_v_per_layer=layout.kv_v,
+        recurrent_layers=layout.recurrent_layers,
+        state_r=layout.state_r,
+        state_s=layout.state_s,
     )
+
+
+#: architectures whose sliding window covers every attention layer (no pattern key)
+_SWA_ON_ATTENTION = frozenset({"lfm2"})
+
+
+def _layer_values(per_layer: object, scalar: int, n_layer: int) -> list[int]:
+    """A per-layer list from ``extra`` (padded or cut to ``n_layer``), else ``scalar`` for every layer."""
+    if isinstance(per_layer, list):
+        return ([int(v) for v in per_layer] + [0] * n_layer)[:n_layer]
+    return [scalar] * n_layer
 
 
 def _file_type_name(value: Any) -> tuple[str, int | None]:

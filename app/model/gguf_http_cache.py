@@ -30,7 +30,8 @@ def facts_from_dict(d: dict[str, object]) -> ModelFacts:
     """The inverse of :func:`facts_to_dict`."""
     values = dict(d)
     values["tensor_types"] = {k: TensorTypeStat(**v) for k, v in dict(values["tensor_types"]).items()}  # type: ignore
-    values["swa_layers"] = tuple(values.get("swa_layers") or ())  # type: ignore[arg-type]
+    for key in ("swa_layers", "kv_k_per_layer", "kv_v_per_layer", "recurrent_layers"):
+        values[key] = tuple(values.get(key) or ())  # type: ignore[arg-type]
     values["tensor_shapes"] = {str(k): (str(v[0]), tuple(int(d) for d in v[1]))  # type: ignore[index]
                                for k, v in dict(values.get("tensor_shapes") or {}).items()}  # type: ignore[call-overload]
     return ModelFacts(**values)  # type: ignore[arg-type]
@@ -41,6 +42,8 @@ def load_cached_facts(url: str, etag: str, total_bytes: int) -> ModelFacts | Non
     try:
         entry = json.loads(_entry_path(url).read_text(encoding="utf-8"))
         if entry["url"] != url or entry["etag"] != etag or entry["total_bytes"] != total_bytes:
+            return None
+        if "kv_k_per_layer" not in entry["facts"]:  # read before per-layer memory (MLA, recurrent state): again
             return None
         return facts_from_dict(entry["facts"])
     except (OSError, ValueError, KeyError, TypeError, DataDirError):

@@ -49,7 +49,10 @@ def shape_problem(facts: ModelFacts) -> str | None:
     has_attention = any(_ATTN_TENSOR.match(name) for name in facts.tensor_bytes)
     if has_attention and max(heads, default=0) == 0:
         return f"{arch}.attention.head_count is 0 but the file has attention tensors"
+    hybrid = bool(facts.recurrent_layers)  # 0 KV heads marks a layer without attention (recurrent, MLP)
     for i, (n_head, n_kv) in enumerate(zip(heads, kv_heads, strict=True)):
+        if n_kv == 0 and hybrid:
+            continue
         if n_head and (n_kv == 0 or n_kv > n_head or n_head % n_kv):
             return (f"layer {i} has {n_head} attention heads and {n_kv} KV heads: the KV heads must divide "
                     f"the heads")

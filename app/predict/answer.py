@@ -44,6 +44,7 @@ from app.predict.fitted_model import Expected, FittedExpectation
 from app.predict.hardware_context import backend_name
 from app.predict.machine import Machine, same_hardware
 from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.memory_truth import MemoryCheck, dry_run_settings, memory_check, with_dry_run
 from app.predict.offload import Placement, split_weights
 from app.predict.prediction import Prediction, predict
 from app.predict.prefill import prefill_compute_doc
@@ -426,6 +427,9 @@ def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSetting
     host_bw = machine.host_bandwidth_gbps(profile)
     tensor_bytes = facts.tensor_bytes or None
     pred = predict(facts, profile, s, cpu_bandwidth_gbps=host_bw, tensor_bytes=tensor_bytes)
+    truth = machine.memory_truth(facts, s) if this and profile.kind == "cpu" else None
+    if truth is not None:  # llama.cpp's dry run here: its memory is this CPU's (app.predict.memory_truth)
+        pred = with_dry_run(pred, facts, s, *truth)
     src = _inputs(machine, profile, facts, s, this)
     decode_exp, prefill_exp, why, notes = _expected(facts, profile, s, pred, src)
     empty_s = s.empty_cache()
@@ -468,7 +472,7 @@ def memory_by_context(facts: ModelFacts, settings: PredictSettings,
                       n_ctxs: Sequence[float]) -> tuple[list[float], list[float]]:
     """(KV cache bytes, weights + KV + compute bytes) llama.cpp allocates at each context size, for the plots."""
     s = settings
-    kv = [kv_alloc_bytes(facts, int(x), s.type_k, s.type_v, s.n_ubatch) for x in n_ctxs]
+    kv = [kv_alloc_bytes(facts, int(x), s.type_k, s.type_v, s.n_ubatch, flash_attn=s.flash_attn) for x in n_ctxs]
     total = [facts.weight_bytes + k + compute_buffer_bytes_for(facts, int(x), s.n_ubatch, s.flash_attn)
              for k, x in zip(kv, n_ctxs, strict=True)]
     return kv, total
@@ -477,4 +481,18 @@ def memory_by_context(facts: ModelFacts, settings: PredictSettings,
 def kv_cache_bytes(facts: ModelFacts, settings: PredictSettings) -> float:
     """KV-cache bytes llama.cpp allocates for ``settings`` (its n_ctx, cache types and micro-batch)."""
     return kv_alloc_bytes(facts, settings.n_ctx, settings.type_k, settings.type_v or settings.type_k,
-                          settings.n_ubatch)
+                          settings.n_ubatch, flash_attn=settings.flash_attn)
+
+
+def memory_checks(facts: ModelFacts, settings: Sequence[PredictSettings], machine: Machine) -> list[MemoryCheck | str]:
+    """For each of ``settings``, our memory formulas beside llama.cpp's dry run of the file on this machine (which
+    ``machine`` carries: :meth:`Machine.with_dry_run`), or the reason there is none."""
+    run = machine.dry_run_of(facts)
+    out: list[MemoryCheck | str] = []
+    for s in settings:
+        ctx = run.context(dry_run_settings(s)) if run is not None else None
+        if ctx is None or run is None:
+            out.append(run.problem if run is not None and run.problem else "llama.cpp's dry run did not size it")
+        else:
+            out.append(memory_check(facts, s, ctx, run.size_bytes))
+    return out

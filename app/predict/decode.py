@@ -1,8 +1,10 @@
 """Decode ceilings: decode is memory-bound.
 
-Each generated token reads every weight it uses once plus the KV cache up to the current depth, so
-``decode_tps ≤ bandwidth / (weight bytes read + KV bytes read)``. Pure functions; bytes are bytes, bandwidths GB/s
-(1e9 B/s). With a partial offload each side reads its share at its own bandwidth, one after the other:
+Each generated token reads every weight it uses once (a MoE's active experts only) plus the KV cache up to the
+current depth (the layers that keep one; K only with MLA; a sliding-window layer at most its window) and reads and
+writes every recurrent layer's state, so ``decode_tps ≤ bandwidth / (weight bytes read + KV and state bytes)``.
+Pure functions; bytes are bytes, bandwidths GB/s (1e9 B/s). With a partial offload each side reads its share at
+its own bandwidth, one after the other:
 
     s/token = Σ_devices bytes_read_on_device / bandwidth_device + extra_crossings × (4 × n_embd / PCIe + latency)
 
@@ -25,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.model.facts import ModelFacts
-from app.model.kv_cache import kv_bytes_per_token_per_layer
 from app.predict.offload import WeightSplit, active_weight_bytes
 
 GB = 1e9
@@ -46,11 +47,13 @@ def decode_ceiling_tps(bandwidth_gbps: float, weight_bytes: float, kv_bytes_read
 
 
 def kv_bytes_read_at_depth(
-    facts: ModelFacts, depth_tokens: int, type_k: str = "f16", type_v: str | None = None
+    facts: ModelFacts, depth_tokens: float, type_k: str = "f16", type_v: str | None = None
 ) -> float:
-    """KV bytes one decoded token reads at ``depth_tokens``: per-token KV × depth, sliding-window layers at most their
-    window (the attention of those layers needs only the window, whatever the cache holds)."""
-    return facts.kv_bytes(max(depth_tokens, 0), type_k, type_v, swa_full=False)
+    """Context-memory bytes one decoded token moves at ``depth_tokens``: per-token KV × depth on the layers that keep
+    a KV cache (K only with MLA), sliding-window layers at most their window (the attention of those layers needs
+    only the window, whatever the cache holds), and the recurrent state read and written back by every recurrent
+    layer (:func:`kv_read_per_layer`)."""
+    return sum(kv_read_per_layer(facts, max(depth_tokens, 0), type_k, type_v))
 
 
 def decode_ceiling_at_depth_tps(
@@ -81,10 +84,16 @@ def decode_ceiling_split_tps(
 
 
 def kv_read_per_layer(facts: ModelFacts, depth: float, type_k: str, type_v: str | None) -> list[float]:
-    """KV bytes each layer's attention reads for one token at ``depth`` (windowed layers: at most the window)."""
-    per_token = kv_bytes_per_token_per_layer(facts.n_head_kv, facts.head_dim_k, facts.head_dim_v, type_k, type_v)
+    """Context-memory bytes each layer moves for one token at ``depth``: its KV cache up to the depth (windowed layers:
+    at most the window; an MLA layer its compressed K, which holds its V too; none on a recurrent or MLP layer),
+    and a recurrent layer's state, read and written back once a token (src/llama-memory-recurrent.cpp: the state is
+    f32, ``ggml_ssm_scan`` / ``rwkv_wkv`` read it and the graph copies the new one into the cache)."""
+    per_token = facts.kv_bytes_per_token_per_layer(type_k, type_v)
     swa_set = set(facts.swa_layers) if facts.swa_window else set()
-    return [per_token * (min(depth, facts.swa_window) if i in swa_set else depth) for i in range(facts.n_layer)]
+    recurrent = set(facts.recurrent_layers)
+    state = 2.0 * facts.state_bytes_per_layer
+    return [per_token[i] * (min(depth, facts.swa_window) if i in swa_set else depth)
+            + (state if i in recurrent else 0.0) for i in range(facts.n_layer)]
 
 
 def device_crossings(split: WeightSplit, offload_kqv: bool = True) -> int:

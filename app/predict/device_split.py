@@ -97,14 +97,15 @@ def compute_split(facts: ModelFacts, s: SplitSettings, ngl: int, output_weights_
     logits, attention, ffn = compute_stages(s.n_ubatch, s.n_ctx, facts.n_vocab, facts.n_embd,
                                             facts.n_head, facts.n_ff, s.flash_attn,
                                             moe_ff_per_token=moe_ff_per_token(facts),
-                                            n_expert_used=facts.n_expert_used, moe_mask=False)
+                                            n_expert_used=facts.n_expert_used, moe_mask=False,
+                                            attention=facts.kv_layers > 0)
     full = max(logits, attention, ffn)
     inputs = graph_inputs_bytes(s.n_ubatch, s.n_ctx, facts.n_embd, s.flash_attn)
     host_layers = ngl < facts.n_layer + 1
     if s.op_offload:
         return full + (output_weights_bytes if ngl == 0 else host_weight_bytes), inputs
-    if ngl == 0:
-        return 0.0, full
+    if ngl == 0:  # the host runs the whole graph, its inputs (the KQ mask) among its stages
+        return 0.0, compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)
     return full, inputs + (max(attention, ffn) if host_layers else 0.0)
 
 
@@ -114,7 +115,7 @@ def device_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str,
     placement = s.placement(facts.n_layer)
     weights = split_weights(facts, ngl, tensor_bytes, placement)
     kv_gpu, kv_cpu = kv_alloc_bytes_split(facts, ngl, s.n_ctx, s.type_k, s.type_v, s.n_ubatch,
-                                          offload_kqv=not s.no_kv_offload)
+                                          offload_kqv=not s.no_kv_offload, flash_attn=s.flash_attn)
     gpu_compute, cpu_compute = compute_split(facts, s, ngl, split_weights(facts, 1, tensor_bytes).gpu_bytes,
                                              largest_host_weight_on_gpu_layers(facts, placement, ngl, tensor_bytes))
     return DeviceSplit(ngl, weights.gpu_bytes, weights.cpu_bytes, kv_gpu, kv_cpu, gpu_compute, cpu_compute,
@@ -125,7 +126,7 @@ def host_only_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[s
                     repacked_bytes: float = 0.0) -> DeviceSplit:
     """A build without a GPU device (or -dev none): every buffer in host memory, one compute buffer for the graph;
     ``repacked_bytes``, the copies weight repacking makes (app.predict.repack_memory), beside the mapped file."""
-    kv = sum(kv_alloc_bytes_split(facts, 0, s.n_ctx, s.type_k, s.type_v, s.n_ubatch))
+    kv = sum(kv_alloc_bytes_split(facts, 0, s.n_ctx, s.type_k, s.type_v, s.n_ubatch, flash_attn=s.flash_attn))
     compute = compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)
     weights = float(facts.weight_bytes) + repacked_bytes
     return DeviceSplit(0, 0.0, weights, 0.0, kv, 0.0, compute, weights)

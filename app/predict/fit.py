@@ -81,7 +81,7 @@ def _need(
     """Memory one configuration needs on the device and on the host (``placement``: -ot/-ncmoe; ``offload_kqv``
     false: the KV cache in host memory; ``host_repacked_bytes``: the copies weight repacking adds in host memory,
     app.predict.repack_memory)."""
-    kv_layers = kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full)
+    kv_layers = kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
     compute = round(compute_buffer_bytes_for(facts, n_ctx, n_ubatch, flash_attn))
     if unified:  # one pool holds everything; a tied embedding is mapped from the file once
         return _Need(facts.weight_bytes + host_repacked_bytes, round(sum(kv_layers)), compute, overhead_bytes,

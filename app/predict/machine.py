@@ -13,15 +13,20 @@ Loading does I/O (a scan, files, a read-only look at the results store); everyth
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.model.dry_run import ContextMemory, DryRun, dry_run
+from app.model.facts import ModelFacts
 from app.predict.calibration_fit import MachineFit
 from app.predict.calibration_store import read_fit
 from app.predict.hardware_context import HardwareContext, cpu_profile_of, hardware_context
+from app.predict.memory_truth import dry_run_settings
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, load_public_model
+from app.predict.settings import PredictSettings
 from app.predict.store_efficiency import StoreCalibration, threads_for, untrustworthy
 from app.results.fields import RowStatus
 from app.results.store import ResultStore, StoreError
@@ -69,6 +74,8 @@ class Machine:
     notes: tuple[str, ...] = field(default_factory=tuple)  # why a source is missing, for a status line
     fit_problem: str | None = None  # a saved fit that is there but not read (older form, damaged): one line
     store_problem: str | None = None  # a results store that is there but not read (damaged, newer): one line
+    #: llama.cpp's dry runs of files here (:meth:`with_dry_run`): the memory truth of this machine's CPU answers
+    dry_runs: tuple[DryRun, ...] = ()
 
     @property
     def here(self) -> bool:
@@ -93,6 +100,24 @@ class Machine:
     def fitted_backends(self) -> tuple[str, ...]:
         """The backends this machine's fit covers ("CPU", "Vulkan,CPU"…)."""
         return tuple(self.fit.fits) if self.fit is not None else ()
+
+    def with_dry_run(self, facts: ModelFacts, settings: Sequence[PredictSettings]) -> Machine:
+        """This machine with llama.cpp's dry run of ``facts``' file at each of ``settings`` (I/O: the cache, else a
+        child process, app.model.dry_run): answers for this CPU at those settings take its memory figures. A file
+        llama.cpp cannot load here, or a URL, adds nothing but the reason (:meth:`dry_run_of`)."""
+        run = dry_run(facts.path, [dry_run_settings(s) for s in settings])
+        return replace(self, dry_runs=(*(r for r in self.dry_runs if r.path != run.path), run))
+
+    def dry_run_of(self, facts: ModelFacts) -> DryRun | None:
+        """The dry run of ``facts``' file this machine carries, if any."""
+        return next((r for r in self.dry_runs if r.path == facts.path), None)
+
+    def memory_truth(self, facts: ModelFacts, s: PredictSettings) -> tuple[ContextMemory, int | None] | None:
+        """(llama.cpp's memory of the context ``s`` asks, the weights it loads) where this machine's dry run of the
+        file sized it; None where it did not."""
+        run = self.dry_run_of(facts)
+        ctx = run.context(dry_run_settings(s)) if run is not None else None
+        return (ctx, run.size_bytes) if ctx is not None and run is not None else None
 
     def with_public_setting(self, backend: str | None, build: int | None) -> Machine:
         """This machine with the public fit asked for ``backend`` and llama.cpp ``build`` (None: the defaults)."""

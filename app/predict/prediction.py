@@ -38,7 +38,7 @@ class Prediction:
     weight_bytes: int
     gpu_weight_bytes: int
     cpu_weight_bytes: int
-    kv_bytes: int  # allocated at n_ctx
+    kv_bytes: int  # allocated at n_ctx: the KV cache and the recurrent state (llama.cpp's context memory)
     kv_bytes_per_token: float
     compute_buffer_bytes: int
     decode_ceiling_tps: float  # at the average depth of the generation (n_prompt + n_gen / 2)
@@ -65,6 +65,8 @@ class Prediction:
     repack: int = 1  # the weight repacking the prediction is for (llama-bench --repack: 1 on, 0 off)
     #: the placement splits the model between the device and the host (partial -ngl, -ncmoe, -ot, -nkvo)
     split: bool = False
+    #: of kv_bytes, the recurrent state (Mamba, RWKV, a hybrid's recurrent layers): the same at any context
+    state_bytes: int = 0
 
     @property
     def decode_depth(self) -> float:
@@ -113,6 +115,7 @@ class Prediction:
             "decode_gpu_read_bytes": self.decode_gpu_read_bytes, "decode_host_read_bytes": self.decode_host_read_bytes,
             "decode_extra_crossings": self.decode_extra_crossings,
             "repacked_weight_bytes": self.repacked_weight_bytes, "repack": self.repack, "split": self.split,
+            "state_bytes": self.state_bytes,
         }
 
 
@@ -142,7 +145,7 @@ def _prefill_tps(
     n_swa = len(facts.swa_layers) if facts.swa_window else 0
     return prefill_ceiling_tps(
         prefill_tflops(profile, facts.file_type, s.repack), matmul_params(facts, split, tensor_bytes), s.n_prompt,
-        facts.n_layer, n_embd_attn, s.depth, n_swa, facts.swa_window,
+        facts.kv_layers, n_embd_attn, s.depth, n_swa, facts.swa_window,  # attention: the layers with a KV cache
     )
 
 
@@ -215,7 +218,8 @@ def predict(
         type_v=type_v, n_prompt=s.n_prompt, n_gen=s.n_gen, weight_bytes=facts.weight_bytes,
         gpu_weight_bytes=0 if is_cpu else split.gpu_bytes,
         cpu_weight_bytes=facts.weight_bytes + repacked_bytes if is_cpu else split.cpu_bytes,
-        kv_bytes=round(kv_alloc_bytes(facts, s.n_ctx, type_k, type_v, s.n_ubatch, s.swa_full)),
+        kv_bytes=round(kv_alloc_bytes(facts, s.n_ctx, type_k, type_v, s.n_ubatch, s.swa_full, s.flash_attn)),
+        state_bytes=facts.state_bytes,
         kv_bytes_per_token=facts.kv_bytes_per_token(type_k, type_v),
         compute_buffer_bytes=round(compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)),
         decode_ceiling_tps=decode_tps, decode_ceiling_empty_tps=decode_at(s.empty_cache().decode_depth),

@@ -28,7 +28,10 @@ def test_weights_and_kv_follow_the_layers(ngl: int, gpu_w: int, cpu_w: int, gpu_
 
 def test_compute_buffers_follow_the_output_layer_and_op_offload() -> None:
     full = compute_buffer_bytes_for(FACTS, 256)
-    _, attention, ffn = compute_stages(512, 256, FACTS.n_vocab, FACTS.n_embd, FACTS.n_head, FACTS.n_ff)
+    # a GPU device's buffer: its graph's stages without the KQ mask, an input that sits in the host's buffer
+    logits, attention, ffn = compute_stages(512, 256, FACTS.n_vocab, FACTS.n_embd, FACTS.n_head, FACTS.n_ff,
+                                            moe_mask=False)
+    device = max(logits, attention, ffn)
     inputs = 8.0 * 4096 * 256 + 4.0 * 256 * 256  # two f32 input embeddings and the f32 KQ mask, u = 256 tokens
     assert graph_inputs_bytes(512, 256, FACTS.n_embd) == inputs
 
@@ -37,9 +40,9 @@ def test_compute_buffers_follow_the_output_layer_and_op_offload() -> None:
         return split.gpu_compute_bytes, split.cpu_compute_bytes
 
     assert compute(0, False) == (0, full)  # -nopo 1 at -ngl 0: everything on the host
-    assert compute(0, True) == (full + 42, inputs)  # op offload: the GPU runs the graph with the LM head copied over
-    assert compute(3, True) == compute(5, True) == compute(5, False) == (full, inputs)
-    assert compute(3, False) == (full, inputs + max(attention, ffn))  # the host runs its own layers, no logits
+    assert compute(0, True) == (device + 42, inputs)  # op offload: the GPU runs the graph, the LM head copied over
+    assert compute(3, True) == compute(5, True) == compute(5, False) == (device, inputs)
+    assert compute(3, False) == (device, inputs + max(attention, ffn))  # the host runs its own layers, no logits
 
 
 def test_largest_context_on_the_gpu_is_the_boundary() -> None:

@@ -51,10 +51,13 @@ def test_compute_buffer_formula_by_hand() -> None:
     dims = dict(n_vocab=1000, n_embd=100, n_head=4, n_ff=300)
     # attention stage: 4 × ((4 + 1) × 512 × 512 + 6 × 100 × 512) = 6,471,680 > logits 2,662,400 > ffn 2,252,800
     assert compute_buffer_bytes(512, 512, **dims) == 6_471_680
-    # flash attention: 2 × 512 × 512 + 24 × 100 × 512 = 1,753,088, so the logits stage wins
-    assert compute_buffer_bytes(512, 512, **dims, flash_attn=True) == 2_662_400
+    # flash attention: 2 × 512 × 512 + 24 × 100 × 512 = 1,753,088; the ffn stage with the f16 KQ mask beside it,
+    # 2,252,800 + 2 × 512 × 512 = 2,777,088, wins over the logits' 2,662,400
+    assert compute_buffer_bytes(512, 512, **dims, flash_attn=True) == 2_777_088
+    # a model without attention layers (Mamba, RWKV) has neither the attention stage nor the mask
+    assert compute_buffer_bytes(512, 512, **dims, flash_attn=True, attention=False) == 2_662_400
     # the ubatch is clamped to n_batch and n_ctx; the ffn stage can win with a tiny vocab
-    assert compute_buffer_bytes(512, 300, 10, 100, 1, 3000) == 4 * (3 * 3000 * 300 + 2 * 100 * 300)
+    assert compute_buffer_bytes(512, 300, 10, 100, 1, 3000) == 4 * (3 * 3000 * 300 + 2 * 100 * 300) + 4 * 512 * 300
     assert compute_buffer_bytes(512, 4096, **dims, n_batch=128) == compute_buffer_bytes(128, 4096, **dims)
 
 
