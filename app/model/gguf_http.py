@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from app.model.facts import ModelFacts
 from app.model.gguf_facts import GGUF_MAGIC_BYTES, SUPPORTED_GGUF_VERSIONS, GGUFFileError, facts_from_scan
-from app.model.gguf_http_cache import load_cached_facts, save_cached_facts
+from app.model.gguf_http_cache import load_cached_facts, save_cached_facts, save_header_copy
 from app.model.gguf_scan import CorruptHeader, Scan, ShortRead, scan_gguf_stream
 
 MIB = 1024**2
@@ -374,6 +374,10 @@ def remote_facts(url: str, opts: RemoteOptions | None = None) -> ModelFacts:
         facts = facts_from_scan(url, sum(rf.total_bytes for rf in files), _merge(scans))
         facts.extra["remote_header_bytes"] = sum(len(rf.buf) for rf in files)
         facts.extra["split_count"] = len(files)
+        if len(files) == 1 and opts.use_cache:  # a sparse local copy for llama.cpp's dry run (app.model.dry_run)
+            copy = save_header_copy(url, bytes(first.buf[:scans[0].header_bytes]), first.total_bytes)
+            if copy is not None:
+                facts.extra["header_copy"] = str(copy)
     finally:
         for rf in files:
             rf.close()

@@ -59,3 +59,20 @@ def save_cached_facts(url: str, etag: str, total_bytes: int, facts: ModelFacts) 
         write_text_atomic(path, json.dumps(entry), own_file=True)
     except (OSError, DataDirError, TypeError, ValueError):
         pass
+
+
+def save_header_copy(url: str, header: bytes, total_bytes: int) -> Path | None:
+    """A sparse local copy of a remote GGUF: its ``header`` bytes (header and tensor table) then a hole up to
+    ``total_bytes``, so llama.cpp's dry run (``no_alloc``, no weight read) can size the model without the weights;
+    None where the data dir cannot be written."""
+    try:
+        path = data_dir() / _DIR_NAME / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".gguf")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        with tmp.open("wb") as f:
+            f.write(header)
+            f.truncate(max(total_bytes, len(header)))
+        tmp.replace(path)
+        return path
+    except (OSError, DataDirError):
+        return None

@@ -105,7 +105,9 @@ class Machine:
         """This machine with llama.cpp's dry run of ``facts``' file at each of ``settings`` (I/O: the cache, else a
         child process, app.model.dry_run): answers for this CPU at those settings take its memory figures. A file
         llama.cpp cannot load here, or a URL, adds nothing but the reason (:meth:`dry_run_of`)."""
-        run = dry_run(facts.path, [dry_run_settings(s) for s in settings])
+        local = facts.extra.get("header_copy")  # a URL's header, written as a sparse local copy
+        source = local if isinstance(local, str) and "://" in facts.path else facts.path
+        run = replace(dry_run(source, [dry_run_settings(s) for s in settings]), path=facts.path)
         return replace(self, dry_runs=(*(r for r in self.dry_runs if r.path != run.path), run))
 
     def dry_run_of(self, facts: ModelFacts) -> DryRun | None:

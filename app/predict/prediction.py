@@ -177,6 +177,10 @@ def predict(
     type_k, type_v = s.type_k, s.type_v or s.type_k
     notes: list[str] = []
     is_cpu = profile.kind == "cpu"
+    if facts.extra.get("memory_rule_known") is False:  # one line, never a refusal (app.model.arch_memory)
+        notes.append(f"memory: architecture '{facts.architecture}' is not one this workbench knows "
+                     f"({facts.extra.get('memory_rule', 'counted as plain attention')}); where the installed llama.cpp "
+                     "loads it, its dry run (--dry-run) gives the memory")
     split, placement, offload_kqv = placed_weights(facts, s, tensor_bytes, host_only=is_cpu)
     ngl = split.n_gpu_layers
     if not split.exact:

@@ -12,8 +12,10 @@ import pytest
 
 from app.model.format import format_facts_text
 from app.model.gguf_facts import GGUFFileError, read_model_facts
+from app.model.gguf_http import RemoteOptions, remote_facts
 from tests.arch_ggufs import by_label
 from tests.gguf_synth import write_bad_metadata_gguf, write_unknown_arch_gguf
+from tests.model.range_server import serve
 
 MIB = 2**20
 
@@ -80,3 +82,16 @@ def test_an_architecture_nobody_knows_gets_a_one_line_reason(tmp_path: Path) -> 
     assert facts.extra["memory_rule_known"] is False
     line = next(x for x in format_facts_text(facts).splitlines() if x.startswith("Memory rule"))
     assert "not an architecture this workbench knows" in line
+
+
+def test_a_remote_header_is_kept_as_a_sparse_local_copy_for_the_dry_run(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GGUF_WORKBENCH_DATA_DIR", str(tmp_path / "data"))
+    path = by_label("granite-4.0-h-micro").write(tmp_path)
+    with serve({"/g.gguf": path}) as (base, state):
+        facts = remote_facts(f"{base}/g.gguf", RemoteOptions(backoff_s=0.01))
+    copy = Path(str(facts.extra["header_copy"]))
+    assert copy.stat().st_size == path.stat().st_size and state.bytes_sent < 2 * MIB  # the header, then a hole
+    local = read_model_facts(copy)
+    assert (local.recurrent_layers, local.kv_k_per_layer, local.tensor_bytes) == (
+        facts.recurrent_layers, facts.kv_k_per_layer, facts.tensor_bytes)

@@ -21,6 +21,7 @@ from app.predict.memory_truth import COMPUTE_TOLERANCE
 from app.predict.profiles import find_profile, load_profiles
 from app.predict.settings import at_context
 from tests.arch_ggufs import MODELS, write_all
+from tests.cli_helpers import main_json
 from tests.predict.answer_helpers import HOST
 
 pytestmark = pytest.mark.heavy
@@ -72,3 +73,14 @@ def test_every_architecture_matches_llama_cpps_dry_run(tmp_path: Path, monkeypat
     print("\n".join(table))
     assert len(MODELS) >= 15 and len(kinds) >= 15
     assert not failures, "\n".join(failures)
+
+
+def test_inspect_dry_run_prints_ours_beside_llama_cpps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GGUF_WORKBENCH_DATA_DIR", str(tmp_path / "data"))
+    path = write_all(tmp_path, ["granite-4.0-h-micro"])["granite-4.0-h-micro"]
+    doc = main_json("inspect", [str(path), "--dry-run", "--ctx", "4096"], capsys)
+    [check] = doc["dry_run"]
+    assert check["n_ctx"] == 4096 and check["context"] == pytest.approx(check["context_llama"], rel=0.001)
+    assert check["state_llama"] == pytest.approx(doc["state_bytes"], rel=0.001)
+    assert doc["recurrent_layers"] and doc["extra"]["memory_rule"].startswith("granitehybrid: hybrid")
