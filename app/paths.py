@@ -6,6 +6,7 @@ import importlib.metadata
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -33,14 +34,50 @@ def _usable_dir(path: Path, what: str) -> Path:
     return path
 
 
+#: Environment variables that name a file or folder: made absolute where they enter (:func:`absolute_path_env`), so
+#: a worker or probe started in another folder reads the same place as the process that started it.
+PATH_ENV_VARS: tuple[str, ...] = ("GGUF_WORKBENCH_DATA_DIR", "GGUF_WORKBENCH_CACHE_DIR", "GGUF_WORKBENCH_CPUINFO",
+                                  "LLAMA_CPP_LIB_PATH")
+
+
+def absolute_path(text: str | os.PathLike[str], what: str = "path") -> Path:
+    """``text`` with ``~`` expanded, made absolute against the current folder (links kept, nothing resolved, so a
+    file keeps the name it was given): what every path from a flag, the environment or the window becomes before it
+    reaches a worker or a file. DataDirError (one line) when the current folder is gone or the text holds a NUL."""
+    raw = os.fspath(text)
+    if "\0" in raw:
+        raise DataDirError(f"{what} {raw[:80]!r}: holds a NUL character")
+    try:
+        return Path(os.path.abspath(os.path.expanduser(raw)))
+    except OSError as e:  # os.getcwd(): the current folder was removed
+        raise DataDirError(f"{what} {raw[:200]}: relative, and the current folder cannot be read "
+                           f"({e.strerror or e})") from None
+
+
+def absolute_path_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default ``os.environ``, changed in place) with every :data:`PATH_ENV_VARS` value made absolute; a
+    value that cannot be (the current folder is gone) is left as it is. Returns ``env``."""
+    target: Any = os.environ if env is None else env
+    for name in PATH_ENV_VARS:
+        value = target.get(name, "")
+        if value and "\0" not in value and not os.path.isabs(value):
+            try:
+                target[name] = os.path.abspath(os.path.expanduser(value))
+            except OSError:
+                pass
+    return target  # type: ignore[no-any-return]
+
+
 def data_dir() -> Path:
-    """User data dir (results store, probe cache); ``GGUF_WORKBENCH_DATA_DIR`` overrides it.
+    """User data dir (results store, probe cache), always absolute; ``GGUF_WORKBENCH_DATA_DIR`` overrides it (a
+    relative value is taken from the current folder).
 
     Raises DataDirError (one line) when it is a file or cannot be created.
     """
     override = os.environ.get("GGUF_WORKBENCH_DATA_DIR")
-    path = Path(override) if override else Path(platformdirs.user_data_dir("gguf-workbench", appauthor=False))
     where = "data dir (GGUF_WORKBENCH_DATA_DIR)" if override else "data dir"
+    path = (absolute_path(override, where) if override
+            else absolute_path(platformdirs.user_data_dir("gguf-workbench", appauthor=False), where))
     return _usable_dir(path, where)
 
 

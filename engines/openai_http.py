@@ -4,8 +4,11 @@ Standard library only. Works with llama.cpp's server, vLLM, SGLang, Ollama's Ope
 server: ``POST {base}/completions`` (or ``/chat/completions``) with ``stream: true``. Like every engine it reports
 timestamps (``time.perf_counter_ns``) and token counts; rates and percentiles are the caller's. A request never
 raises: a refused connection, a timeout, an HTTP error, a stream that stops half-way or a malformed SSE line
-becomes a :class:`RequestResult` whose ``error`` says why. The API key is read from the environment
-(:data:`API_KEY_ENVS`) and never appears in a result or an error message.
+becomes a :class:`RequestResult` whose ``error`` says why. Every request has one total deadline
+(``Endpoint.timeout_s``: connect, headers and the whole streamed body), held whatever the server sends
+(:mod:`engines.http_deadline`); the side requests (``/models``, ``/tokenize``) get at most :data:`SIDE_REQUEST_S` of
+it. The API key is read from the environment (:data:`API_KEY_ENVS`) and never appears in a result or an error
+message.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from engines.http_deadline import Deadline
+
 API_KEY_ENVS: tuple[str, ...] = ("GGUF_BENCH_API_KEY", "OPENAI_API_KEY")
 Clock = Callable[[], int]
 _SNIPPET = 80  # characters of a server's text quoted in an error
@@ -33,8 +38,14 @@ class EndpointError(ValueError):
     """The endpoint URL cannot be used (not http/https, no host)."""
 
 
-#: The longest wait for one socket read (a day: a whole request then gets at most ten).
+#: The longest deadline of one request a caller may set (a day).
 MAX_TIMEOUT_S = 86_400.0
+#: The default deadline of one request: connect, headers and the whole streamed answer.
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+#: The longest wait for any one read within a request (a server silent this long is not answering).
+IDLE_TIMEOUT_S = 60.0
+#: The deadline of a side request (``GET /models``, a tokenize route): at most this, and at most the request's own.
+SIDE_REQUEST_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -43,7 +54,7 @@ class Endpoint:
 
     base_url: str
     model: str
-    timeout_s: float = 60.0  # one socket read, and the whole request at 10× that
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S  # the whole of one request, whatever the server sends
     chat: bool = False  # /chat/completions instead of /completions
     ignore_eos: bool = True  # ask for exactly max_tokens (ignore_eos and min_tokens, where supported)
 
@@ -67,10 +78,18 @@ class Endpoint:
         port = f":{p.port}" if p.port else ""
         return f"{p.scheme}://{host}{port}{p.path.rstrip('/')}"
 
-    def _connection(self) -> http.client.HTTPConnection:
+    @property
+    def idle_s(self) -> float:
+        """The longest wait for one read: :data:`IDLE_TIMEOUT_S`, never more than the whole request's deadline."""
+        return min(IDLE_TIMEOUT_S, self.timeout_s)
+
+    def _connection(self, deadline: Deadline) -> http.client.HTTPConnection:
+        """A connection whose every read waits at most ``idle_s`` and which ``deadline`` cuts when it passes."""
         p = urlsplit(self.base_url)
         cls = http.client.HTTPSConnection if p.scheme == "https" else http.client.HTTPConnection
-        return cls(p.hostname or "", p.port, timeout=self.timeout_s)
+        conn = cls(p.hostname or "", p.port, timeout=max(0.001, min(self.idle_s, deadline.left_s())))
+        deadline.watch_connection(conn)
+        return conn
 
     def _path(self, tail: str, root: bool = False) -> str:
         base = urlsplit(self.base_url).path.rstrip("/")
@@ -263,29 +282,13 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, context:
     ``on_socket`` is told the connected socket (and None when done), so another thread can cut the stream.
     """
     result = RequestResult(start_ns=clock())
-    total_s = endpoint.timeout_s * 10  # the whole request, however the server trickles its bytes
+    total_s = endpoint.timeout_s  # the whole request, however the server trickles its bytes
     stream = _Stream(result, endpoint.chat, clock, result.start_ns + int(total_s * 1e9))
-    conn = endpoint._connection()
-    overdue = threading.Event()
-    held: list[socket.socket] = []  # the connected socket (http.client drops conn.sock once the response owns it)
-
-    def cut() -> None:  # the deadline: a server sending a byte before each socket timeout cannot hold us longer
-        overdue.set()
-        for sock in held:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    deadline = threading.Timer(total_s, cut)
-    deadline.daemon = True
-    deadline.start()
+    deadline = Deadline(total_s)  # a server sending a byte before each read's timeout cannot hold us longer
+    conn = endpoint._connection(deadline)
     try:
         conn.connect()
-        if conn.sock is not None:
-            held.append(conn.sock)
-            if overdue.is_set():
-                cut()
+        deadline.watch_socket(conn.sock)  # http.client lets conn.sock go once the response owns it
         if on_socket is not None and conn.sock is not None:
             on_socket(conn.sock)
         if cancel is not None and cancel.is_set():
@@ -308,16 +311,18 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, context:
     except ConnectionRefusedError:
         result.error = f"connection refused by {endpoint.display}"
     except TimeoutError:
-        result.error = f"timed out: no data for {endpoint.timeout_s:g} s"
+        result.error = f"timed out: no data for {endpoint.idle_s:g} s"
     except (OSError, http.client.HTTPException) as e:
         result.error = f"connection error: {_scrub(type(e).__name__ + ' ' + str(e))}"
+    except (ArithmeticError, LookupError, TypeError, RecursionError) as e:  # http.client on a hostile answer (a
+        result.error = f"malformed answer: {type(e).__name__}"  # chunk size past 2**63 overflows its peek)
     finally:
-        deadline.cancel()
+        deadline.close()
         result.end_ns = clock()
         conn.close()
         if on_socket is not None:
             on_socket(None)
-    if overdue.is_set() and result.error:
+    if deadline.overdue and result.error and result.error != "cancelled":
         result.error = f"timed out: the whole request took more than {total_s:g} s"
     result.error = " ".join(scrub_secrets(result.error).split())  # the one boundary every error crosses, one line
     return result
@@ -325,8 +330,10 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, context:
 
 def served_models(endpoint: Endpoint) -> list[str] | None:
     """The model ids the server's ``GET /models`` lists (OpenAI's route; llama-server, vLLM and llama-cpp-python
-    have it), or None when it cannot say (no route, an error, not JSON). Bounded: 1 MiB, the endpoint's timeout."""
-    conn = endpoint._connection()
+    have it), or None when it cannot say (no route, an error, not JSON). Bounded: 1 MiB, and a total deadline of
+    :data:`SIDE_REQUEST_S` (at most the endpoint's own)."""
+    deadline = Deadline(min(SIDE_REQUEST_S, endpoint.timeout_s))
+    conn = endpoint._connection(deadline)
     try:
         conn.request("GET", endpoint._path("/models"), headers={k: v for k, v in _headers().items()
                                                                  if k != "Content-Type"})
@@ -335,9 +342,10 @@ def served_models(endpoint: Endpoint) -> list[str] | None:
         if resp.status != 200:
             return None
         data = json.loads(payload)
-    except (OSError, http.client.HTTPException, ValueError, RecursionError):
+    except (OSError, http.client.HTTPException, ValueError, ArithmeticError, RecursionError):
         return None
     finally:
+        deadline.close()
         conn.close()
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
@@ -346,11 +354,14 @@ def served_models(endpoint: Endpoint) -> list[str] | None:
 
 
 def count_tokens(endpoint: Endpoint, text: str) -> int | None:
-    """The server's token count for ``text`` (llama-cpp-python, llama.cpp and vLLM tokenize routes), or None."""
+    """The server's token count for ``text`` (llama-cpp-python, llama.cpp and vLLM tokenize routes), or None. Each
+    route asked has a total deadline of :data:`SIDE_REQUEST_S` (at most the endpoint's own); a route that runs past
+    it ends the asking (a server that slow is not asked the next route)."""
     tries = (("/extras/tokenize/count", {"input": text, "model": endpoint.model}),
              ("/tokenize", {"content": text, "prompt": text, "model": endpoint.model}))
     for tail, body in tries:
-        conn = endpoint._connection()
+        deadline = Deadline(min(SIDE_REQUEST_S, endpoint.timeout_s))
+        conn = endpoint._connection(deadline)
         try:
             conn.request("POST", endpoint._path(tail, root=True), body=json.dumps(body), headers=_headers())
             resp = conn.getresponse()
@@ -362,10 +373,15 @@ def count_tokens(endpoint: Endpoint, text: str) -> int | None:
                 return int(data["count"])
             if isinstance(data, dict) and isinstance(data.get("tokens"), list):
                 return len(data["tokens"])
-        except (OSError, http.client.HTTPException, ValueError, RecursionError):
+        except (OSError, http.client.HTTPException, ValueError, ArithmeticError, RecursionError):
+            if deadline.overdue:
+                return None
             continue
         finally:
+            deadline.close()
             conn.close()
+        if deadline.overdue:
+            return None
     return None
 
 
@@ -437,19 +453,30 @@ class LoadRun:
                     self._socks.add(sock)
 
         while (i := self._take()) is not None:
-            delay_s = self.start_ns / 1e9 + self.arrivals_s[i] - self.clock() / 1e9
-            if delay_s > 0 and self._cancel.wait(delay_s):
-                return
-            context = self.contexts[i]
-            if self.prime_contexts and context:
-                loaded = stream_request(self.endpoint, "", 1, context=context, clock=self.clock,
-                                        cancel=self._cancel, on_socket=track)
-                self.context_results[i] = loaded
-                if not loaded.ok:  # the timed request would not find its context cached: it is not sent
-                    self.results[i] = dataclasses.replace(loaded, error=f"context load failed: {loaded.error}")
-                    continue
-            self.results[i] = stream_request(self.endpoint, self.prompts[i], self.max_tokens, context=context,
-                                             clock=self.clock, cancel=self._cancel, on_socket=track)
+            try:
+                if not self._send(i, track):
+                    return
+            except Exception as e:  # noqa: BLE001 - a request never raises: a bug here is its failed result
+                self.results[i] = RequestResult(start_ns=self.clock(), end_ns=self.clock(),
+                                                error=f"request not sent: {type(e).__name__}: {_scrub(str(e))}")
+
+    def _send(self, i: int, track: Callable[[socket.socket | None], None]) -> bool:
+        """Request ``i`` at its arrival time (its context first, with ``prime_contexts``); False when cancelled
+        before it was sent."""
+        delay_s = self.start_ns / 1e9 + self.arrivals_s[i] - self.clock() / 1e9
+        if delay_s > 0 and self._cancel.wait(min(delay_s, MAX_TIMEOUT_S)):
+            return False
+        context = self.contexts[i]
+        if self.prime_contexts and context:
+            loaded = stream_request(self.endpoint, "", 1, context=context, clock=self.clock,
+                                    cancel=self._cancel, on_socket=track)
+            self.context_results[i] = loaded
+            if not loaded.ok:  # the timed request would not find its context cached: it is not sent
+                self.results[i] = dataclasses.replace(loaded, error=f"context load failed: {loaded.error}")
+                return True
+        self.results[i] = stream_request(self.endpoint, self.prompts[i], self.max_tokens, context=context,
+                                         clock=self.clock, cancel=self._cancel, on_socket=track)
+        return True
 
     def run(self) -> list[RequestResult]:
         """Send every request (or until cancelled); the results of the requests that were sent, in order."""

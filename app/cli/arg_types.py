@@ -50,3 +50,20 @@ def finite(low: float = 0.0) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def between(low: float, high: float, unit: str = "") -> Callable[[str], float]:
+    """A finite number above ``low`` and at most ``high`` (``inf``, ``nan``, ``1e-300`` where ``low`` is above it
+    and ``1e400`` are refused with one line naming the range)."""
+    shown = f" {unit}" if unit else ""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+        if not (math.isfinite(value) and low < value <= high):
+            raise argparse.ArgumentTypeError(f"{text[:40]} must be above {low:g} and at most {high:g}{shown}")
+        return value
+
+    return parse

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import sys
+import time
+import traceback
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+EXIT_INTERNAL = 70  # a bug (sysexits' EX_SOFTWARE): one line on stderr, the traceback in the data dir's logs
 
 
 class UserError(Exception):
@@ -13,3 +16,16 @@ class UserError(Exception):
 
 def print_error(msg: str) -> None:
     print(f"gguf-bench: error: {msg}", file=sys.stderr)
+
+
+def crash_log(error: BaseException) -> str:
+    """Write ``error``'s traceback to ``<data dir>/logs/gguf-bench-crash-<time>.log``; " (traceback in PATH)", or ""
+    when it cannot be written."""
+    from app.paths import logs_dir
+
+    try:
+        path = logs_dir() / f"gguf-bench-crash-{time.strftime('%Y%m%dT%H%M%S')}.log"
+        path.write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+    except Exception:  # noqa: BLE001 - the one line is said anyway
+        return ""
+    return f" (traceback in {path})"

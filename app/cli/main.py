@@ -13,7 +13,16 @@ from app.cli.calibrate_cmd import add_calibrate_parser
 from app.cli.choose_cmd import add_choose_parser
 from app.cli.compare_cmd import add_compare_parser
 from app.cli.doctor_cmd import add_doctor_parser
-from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, UserError, print_error
+from app.cli.errors import (
+    EXIT_CANCELLED,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_TESTS_FAILED,
+    EXIT_USAGE,
+    UserError,
+    crash_log,
+    print_error,
+)
 from app.cli.import_cmd import add_import_parser
 from app.cli.predict_cmd import backend_arg, build_arg, cmd_predict
 from app.cli.quality_cmd import add_quality_parser
@@ -21,9 +30,10 @@ from app.cli.quantize_cmd import add_quantize_parser
 from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
 from app.cli.remote_cmd import add_remote_options
 from app.cli.run_cmd import cmd_run
+from app.cli.terminal import guarded_output
 from app.cli.url_options import add_url_options
 from app.model.gguf_facts import GGUFFileError
-from app.paths import DataDirError
+from app.paths import DataDirError, absolute_path_env
 from app.predict.profiles import ProfileError
 from app.results import export
 from app.results.store import StoreError
@@ -161,7 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    with guarded_output() as output:  # names escaped, an ASCII terminal, a closed or full stdout: see app.cli.terminal
+        absolute_path_env()  # a relative GGUF_WORKBENCH_DATA_DIR means the same folder to the worker
+        args = build_parser().parse_args(argv)
+        rc = _run_command(args)
+        if output.stdout_lost and rc == EXIT_OK:
+            rc = EXIT_TESTS_FAILED  # the work was done, but what it printed did not arrive
+        return rc
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except (UserError, GGUFFileError, PlanError, StoreError, ProfileError, DataDirError) as e:
@@ -171,6 +190,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_CANCELLED
+    except OSError as e:  # a full disk, a folder gone: what failed, in one line
+        where = f"{e.filename}: " if e.filename else ""
+        print_error(f"{where}{e.strerror or e}")
+        return EXIT_TESTS_FAILED
+    except Exception as e:  # noqa: BLE001 - a bug: one line here, the traceback in a log for the report
+        print_error(f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}{crash_log(e)}")
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

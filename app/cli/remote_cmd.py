@@ -7,10 +7,23 @@ import sys
 
 from app.cli.errors import UserError
 from app.remote.rows import Objective
-from app.remote.session import MAX_CONCURRENCY, RemoteSession, RemoteSpec, build_remote_spec
+from app.remote.session import (
+    MAX_CONCURRENCY,
+    MAX_RATE_RPS,
+    MIN_RATE_RPS,
+    RemoteSession,
+    RemoteSpec,
+    build_remote_spec,
+)
 from app.results.store import ResultStore
 from app.run.params import PARAM, PARAMS
-from engines.openai_http import API_KEY_ENVS
+from engines.openai_http import (
+    API_KEY_ENVS,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    IDLE_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    SIDE_REQUEST_S,
+)
 
 #: Options of a local run that mean nothing for a remote server (refused with --url rather than ignored).
 _LOCAL_ONLY = ("model", "sweep", "telemetry", "hw", "prompt_file", "repetitions")
@@ -22,12 +35,16 @@ def add_remote_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--url", help="benchmark this server instead of a local model, e.g. http://HOST:PORT/v1")
     g.add_argument("--served-model", help="model name the server knows (the request's 'model')")
     g.add_argument("--concurrency", help=f"requests in flight, e.g. 1,2,4,8 (1-{MAX_CONCURRENCY}; default 1)")
-    g.add_argument("--rate", type=float, help="Poisson arrivals at R requests/s (seeded; default: all at once)")
+    g.add_argument("--rate", type=float, help=f"Poisson arrivals at R requests/s, {MIN_RATE_RPS:g} to {MAX_RATE_RPS:g} "
+                   "(seeded; default: all at once)")
     g.add_argument("--requests", type=int, help="requests per test (default max(8, 4 × concurrency))")
     g.add_argument("--slo-ttft-ms", type=float, help="goodput objective: TTFT at most this")
     g.add_argument("--slo-tpot-ms", type=float, help="goodput objective: TPOT at most this")
-    g.add_argument("--request-timeout", type=float, default=60.0, help="seconds without data before a request "
-                   "fails (default 60; a whole request gets 10× that)")
+    g.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S,
+                   help=f"the deadline of one request in seconds, whatever the server sends: connect, headers and the "
+                        f"whole streamed answer (default {DEFAULT_REQUEST_TIMEOUT_S:g}, at most {MAX_TIMEOUT_S:g}); a "
+                        f"read waits at most {IDLE_TIMEOUT_S:g} s for data, and /models and tokenize requests get at "
+                        f"most {SIDE_REQUEST_S:g} s each")
     g.add_argument("--seed", type=int, default=0, help="seed of the prompts' words and the arrival times")
     g.add_argument("--prefix-cache", action="store_true",
                    help="with -d: send each request's context alone first, then time the prompt over the cached "

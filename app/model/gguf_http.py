@@ -1,7 +1,9 @@
 """Facts of a GGUF file on a web server (a Hugging Face ``resolve`` URL...), read from its header alone.
 
 HTTP range requests fetch growing prefixes until the header and tensor table parse (:func:`scan_gguf_stream`),
-so a 5 GB model costs a few MiB. Bounded: ``max_header_bytes`` caps what is read, every request has a timeout,
+so a 5 GB model costs a few MiB. Bounded: ``max_header_bytes`` caps what is read, the whole read has one deadline
+(``deadline_s``, held whatever the server sends: a trickled status line, header, chunk size or body is cut when it
+passes, :mod:`engines.http_deadline`), every request has a timeout,
 5xx answers, timeouts and truncated bodies are retried with backoff. A server that ignores ranges (200 with the
 whole file) is read as a stream only up to the cap, then dropped. Split models (``-00001-of-00003.gguf``): every
 shard's header is read and their tensors totalled. Facts are cached per URL and ETag in the data dir.
@@ -27,6 +29,7 @@ from app.model.facts import ModelFacts
 from app.model.gguf_facts import GGUF_MAGIC_BYTES, SUPPORTED_GGUF_VERSIONS, GGUFFileError, facts_from_scan
 from app.model.gguf_http_cache import load_cached_facts, save_cached_facts, save_header_copy
 from app.model.gguf_scan import CorruptHeader, Scan, ShortRead, scan_gguf_stream
+from engines.http_deadline import Deadline
 
 MIB = 1024**2
 DEFAULT_MAX_HEADER_BYTES = 64 * MIB
@@ -49,7 +52,7 @@ class RemoteOptions:
     retries: int = 3  # after the first try, for 5xx, 429, timeouts, resets and truncated bodies
     backoff_s: float = 0.5  # doubled after each retry
     use_cache: bool = True
-    deadline_s: float = 180.0  # the whole read (every shard, every retry), whatever the server trickles
+    deadline_s: float = 120.0  # the whole read (every shard, every retry), whatever the server trickles
     max_requests: int = 256  # in all: a server answering each range with one byte ends here, not after a million
 
 
@@ -67,9 +70,20 @@ class _Budget:
     bytes_used: int = 0
     requests: int = 0
     deadline: float = 0.0
+    watch: Deadline | None = None  # cuts every connection of this read when the deadline passes
+    opener: urllib.request.OpenerDirector | None = None
 
     def __post_init__(self) -> None:
         self.deadline = time.monotonic() + self.opts.deadline_s
+        self.watch = Deadline(self.opts.deadline_s)
+        self.opener = _watched_opener(self.watch)
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
+
+    def overdue_error(self) -> RemoteGGUFError:
+        return RemoteGGUFError(self.url, f"the header read took more than {self.opts.deadline_s:g} s")
 
     def spend_request(self) -> float:
         """Count one request; the socket timeout it may use (never past the deadline)."""
@@ -79,13 +93,13 @@ class _Budget:
                                             "answers with tiny pieces)")
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise RemoteGGUFError(self.url, f"the header read took more than {self.opts.deadline_s:g} s")
+            raise self.overdue_error()
         return min(self.opts.timeout_s, left)
 
     def spend_bytes(self, n: int) -> None:
         self.bytes_used += n
         if time.monotonic() > self.deadline:
-            raise RemoteGGUFError(self.url, f"the header read took more than {self.opts.deadline_s:g} s")
+            raise self.overdue_error()
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
@@ -93,9 +107,22 @@ def is_url(text: str | os.PathLike[str]) -> bool:
     return isinstance(text, str) and text.lower().startswith(("http://", "https://"))
 
 
+#: The longest URL read (browsers and servers stop near 8 KiB; a Hugging Face resolve URL is a few hundred bytes).
+MAX_URL_CHARS = 8192
+
+
 def check_url(url: str) -> None:
-    """https anywhere; plain http only to this machine (tests, a local mirror)."""
-    parts = urllib.parse.urlsplit(url)
+    """https anywhere; plain http only to this machine (tests, a local mirror); a URL that does not parse (a
+    malformed IPv6 host, a port out of range, control characters) is one RemoteGGUFError line."""
+    if len(url) > MAX_URL_CHARS:
+        raise RemoteGGUFError(url[:100] + "…", f"a URL of {len(url):,} characters (at most {MAX_URL_CHARS:,})")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise RemoteGGUFError(url, "not a usable URL (it holds a space or a control character)")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # raises for a port that is not a number or is out of 0-65535
+    except ValueError as e:  # "Invalid IPv6 URL", "Port out of range 0-65535"
+        raise RemoteGGUFError(url, f"not a usable URL ({e})") from None
     if parts.scheme.lower() == "https" and parts.hostname:
         return
     host = (parts.hostname or "").lower()
@@ -131,6 +158,37 @@ def _auth_token(url: str) -> str | None:
     token = os.environ.get("HF_TOKEN", "").strip()
     hf = any(host == h or host.endswith("." + h) for h in _HF_HOSTS)
     return token if token and hf else None
+
+
+def _watched_opener(watch: Deadline) -> urllib.request.OpenerDirector:
+    """urllib's opener (redirects, proxies, errors as usual) whose every HTTP(S) connection ``watch`` cuts at its
+    deadline: a server trickling its status line, headers or body cannot hold a read past it."""
+
+    def watched(base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+        class Watched(base):  # type: ignore[valid-type,misc]
+            def __init__(self, *args: object, **kwargs: object) -> None:
+                super().__init__(*args, **kwargs)
+                watch.watch_connection(self)  # its socket while connecting (a TLS handshake that trickles)
+
+            def connect(self) -> None:
+                try:
+                    super().connect()
+                finally:
+                    watch.watch_socket(self.sock)  # the response reads it after the connection lets it go
+
+        return Watched
+
+    http_connection, https_connection = watched(http.client.HTTPConnection), watched(http.client.HTTPSConnection)
+
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(http_connection, req)
+
+    class HTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(https_connection, req)
+
+    return urllib.request.build_opener(HTTP(), HTTPS())
 
 
 class _Retry(Exception):
@@ -216,7 +274,8 @@ class RemoteFile:
         """One GET of bytes [start, end); a 200 answer turns this file into a capped stream."""
         try:
             timeout_s = self.budget.spend_request()
-            resp = urllib.request.urlopen(self._request(start, end), timeout=timeout_s)  # noqa: S310
+            assert self.budget.opener is not None
+            resp = self.budget.opener.open(self._request(start, end), timeout=timeout_s)
         except urllib.error.HTTPError as exc:
             if exc.code >= 500 or exc.code == 429:
                 raise _Retry(f"HTTP {exc.code} {exc.reason}") from None
@@ -261,6 +320,8 @@ class RemoteFile:
             data = exc.partial
         except (TimeoutError, OSError) as exc:
             raise _Retry(f"response cut off ({exc})") from None
+        except (http.client.HTTPException, ArithmeticError, ValueError) as exc:  # a chunk size past 2**63...
+            raise RemoteGGUFError(self.url, f"malformed answer ({type(exc).__name__})") from None
         if len(data) < expected:
             raise _Retry(f"response truncated: {len(data):,} of {expected:,} bytes at byte {start:,}")
         self.budget.spend_bytes(len(data))
@@ -272,7 +333,7 @@ class RemoteFile:
         chunks, got = [], 0
         while got < n_bytes:
             if time.monotonic() > self.budget.deadline:
-                raise RemoteGGUFError(self.url, f"the header read took more than {self.opts.deadline_s:g} s")
+                raise self.budget.overdue_error()
             chunk = resp.read1(min(n_bytes - got, 1 << 20))
             if not chunk:
                 break
@@ -291,6 +352,8 @@ class RemoteFile:
             data = exc.partial
         except (TimeoutError, OSError) as exc:
             raise RemoteGGUFError(self.url, f"response cut off ({exc})") from None
+        except (http.client.HTTPException, ArithmeticError, ValueError) as exc:  # a chunk size past 2**63...
+            raise RemoteGGUFError(self.url, f"malformed answer ({type(exc).__name__})") from None
         self.buf += data
         if len(data) < want and (self.total_bytes < 0 or len(self.buf) < self.total_bytes):
             got = f"{len(self.buf):,} of {self.total_bytes:,}" if self.total_bytes >= 0 else f"{len(self.buf):,}"
@@ -378,9 +441,14 @@ def remote_facts(url: str, opts: RemoteOptions | None = None) -> ModelFacts:
             copy = save_header_copy(url, bytes(first.buf[:scans[0].header_bytes]), first.total_bytes)
             if copy is not None:
                 facts.extra["header_copy"] = str(copy)
+    except RemoteGGUFError:
+        if budget.watch is not None and budget.watch.overdue:  # whatever the cut read said: the deadline passed
+            raise budget.overdue_error() from None
+        raise
     finally:
         for rf in files:
             rf.close()
+        budget.close()
     if opts.use_cache and first.etag:
         save_cached_facts(url, first.etag, first.total_bytes, facts)
     return facts

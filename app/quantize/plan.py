@@ -16,6 +16,7 @@ from pathlib import Path
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM, UNQUANTIZED, header_strings
+from app.paths import DataDirError, absolute_path
 
 #: The target types ``--types`` accepts, llama.cpp's names (engines.llama_cpp_quantize.QUANT_TYPES maps them).
 QUANT_TYPE_NAMES: tuple[str, ...] = (
@@ -82,10 +83,17 @@ def output_name(src: Path, src_file_type: str, type_name: str) -> str:
     return f"{stem}.{type_name.upper()}.gguf"
 
 
+def _absolute(path: str | Path, flag: str) -> Path:
+    try:
+        return absolute_path(path, flag)
+    except DataDirError as e:
+        raise QuantizeSetupError(str(e)) from None
+
+
 def plan_quantize(src: str | Path, types: list[str], out_dir: str | Path, *, allow_requantize: bool = False,
                   force: bool = False) -> list[QuantizeItem]:
     """The outputs to write, after every check; QuantizeSetupError (one line) when one fails."""
-    src_path = Path(src).expanduser()
+    src_path = _absolute(src, "-m")  # the worker runs in another folder: a relative path would not be found there
     try:
         facts = cached_facts(src_path)
     except GGUFFileError as e:
@@ -94,7 +102,7 @@ def plan_quantize(src: str | Path, types: list[str], out_dir: str | Path, *, all
         raise QuantizeSetupError(
             f"{src_path}: already quantized ({facts.file_type}); quantizing it again loses quality on top of "
             "its own: pass --allow-requantize to do it anyway (the outputs then record requantized_from)")
-    out = Path(out_dir).expanduser()
+    out = _absolute(out_dir, "--out")
     if out.exists() and not out.is_dir():
         raise QuantizeSetupError(f"--out {out_dir}: not a folder")
     meta = lineage(facts.file_type, header_strings(src_path))

@@ -9,7 +9,6 @@ progress line, the results store and the window read a remote run like any other
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 import threading
 import time
@@ -30,6 +29,7 @@ from app.run.events import (
 from app.run.params import INT, PlanError, parse_list
 from app.run.session import EventHandler, SweepOutcome, SweepSession
 from engines.openai_http import (
+    DEFAULT_REQUEST_TIMEOUT_S,
     MAX_TIMEOUT_S,
     Endpoint,
     EndpointError,
@@ -43,6 +43,11 @@ from engines.openai_http import (
 
 MAX_CONCURRENCY = 256
 MAX_REQUESTS = 100_000
+#: Arrival rates a test may ask (requests/s): a request every 1,000 s at the slowest (a test of 8 then takes hours),
+#: a million a second at the fastest (far past what one client sends).
+MIN_RATE_RPS, MAX_RATE_RPS = 1e-3, 1e6
+#: The longest objective (ms) a goodput test may set: an hour per token.
+MAX_OBJECTIVE_MS = 3.6e6
 #: Common English words that are one token (with their leading space) for most BPE vocabularies.
 _WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which but have an "
           "had they you were their one all we can her has there been if more when will would who so no time way "
@@ -269,7 +274,8 @@ def _the_one_served_model(url: str, timeout_s: float) -> str:
 
 def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_gen: str | None = None,
                       concurrency: str | None = None, n_requests: int | None = None, rate_rps: float | None = None,
-                      objective: Objective = NO_OBJECTIVE, timeout_s: float = 60.0, chat: bool = False,
+                      objective: Objective = NO_OBJECTIVE, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+                      chat: bool = False,
                       ignore_eos: bool = True, seed: int = 0, ask_server: bool = True, n_depth: str | None = None,
                       prefix_cache: bool = False) -> RemoteSpec:
     """A remote sweep from what a user typed (CLI flags or the window's fields); PlanError names what is wrong.
@@ -278,14 +284,17 @@ def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_ge
     window's thread): the one it lists is used."""
     if not model.strip() and not ask_server:
         raise PlanError("--url needs --served-model NAME (the model name the server knows)")
-    if not model.strip():
-        model = _the_one_served_model(url, timeout_s)
     if n_requests is not None and not 1 <= n_requests <= MAX_REQUESTS:
         raise PlanError(f"--requests must be between 1 and {MAX_REQUESTS}")
-    if rate_rps is not None and not 0 < rate_rps < math.inf:
-        raise PlanError("--rate must be a positive number of requests per second")
-    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+    if rate_rps is not None and not (isinstance(rate_rps, int | float) and MIN_RATE_RPS <= rate_rps <= MAX_RATE_RPS):
+        raise PlanError(f"--rate must be between {MIN_RATE_RPS:g} and {MAX_RATE_RPS:g} requests per second")
+    if not (isinstance(timeout_s, int | float) and 0 < timeout_s <= MAX_TIMEOUT_S):
         raise PlanError(f"--request-timeout must be above 0 and at most {MAX_TIMEOUT_S:g} s")
+    for flag, value in (("--slo-ttft-ms", objective.ttft_ms), ("--slo-tpot-ms", objective.tpot_ms)):
+        if value is not None and not (isinstance(value, int | float) and 0 < value <= MAX_OBJECTIVE_MS):
+            raise PlanError(f"{flag} must be above 0 and at most {MAX_OBJECTIVE_MS:g} ms")
+    if not model.strip():  # asked only once every value given is known good
+        model = _the_one_served_model(url, timeout_s)
     depths = parse_counts("-d", n_depth, [0], 0, 1 << 20)
     if prefix_cache and not any(depths):
         raise PlanError("--prefix-cache needs a context to cache: give -d a depth above 0")

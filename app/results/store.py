@@ -88,6 +88,7 @@ class ResultStore:
         self._warn_to = warn or _print_warning
         self.pending = PendingRows(self.path)
         self._pending_now = False  # a write of this object went to the side file: later ones follow it there
+        self._unkept_said = False  # the warning that a write could be neither stored nor kept was given
         self.read_only = _db is not None
         self._db = _db if _db is not None else connect(self.path, busy_timeout_s)
 
@@ -190,6 +191,8 @@ class ResultStore:
                 return True
             except sqlite3.Error as e:
                 error = e
+                if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                    break  # a full disk: waiting does not free it
         self._keep_pending(write, error)
         return False
 
@@ -199,8 +202,11 @@ class ResultStore:
         try:
             self.pending.append(write)
         except OSError as e:
-            self.warn(f"{self.path}: cannot store a result ({error or 'store unwritable'}) nor keep it in "
-                      f"{self.pending.path} ({e.strerror or e}); it is only in this run's output")
+            if not self._unkept_said:  # once: every later result of the run meets the same full disk
+                self._unkept_said = True
+                self.warn(f"{self.path}: cannot store results ({error or 'store unwritable'}) nor keep them in "
+                          f"{self.pending.path} ({e.strerror or e}); from here on they are only in this run's "
+                          "output")
             return
         if first:
             self.warn(f"{self.path}: cannot write to the results store ({error}); results are kept in "

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from app.paths import REPO_ROOT
+from app.paths import REPO_ROOT, absolute_path_env
 from app.run.events import Event, EventDecodeError, FailureKind, SweepFinished, WorkerError, event_from_json
 from app.run.plan import TestSpec
 
@@ -66,7 +66,7 @@ class WorkerClient:
         r, w = os.pipe()
         job = self.job_document()
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        env = dict(os.environ)
+        env = absolute_path_env(dict(os.environ))  # the worker runs in REPO_ROOT: a relative data dir would move
         root = str(REPO_ROOT)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:

@@ -151,14 +151,19 @@ class SweepSession:
             all_tests = self.tests + [f.test for f in self.failed_upfront]
             self.store.begin_run(self.run_id, sweep_name=self.sweep_name, command=self.command,
                                  tests=[t.to_dict() for t in all_tests], machine=self.machine)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # the worker starts without its log (a full or read-only disk): said when it cannot start
         recorder = self._open_event_log()
 
         def record_and_forward(ev: Event) -> None:
             if recorder is not None:
-                recorder.write(ev.to_json() + "\n")
-                if isinstance(ev, (TestFinished, TestFailed)):
-                    recorder.flush()
+                failed = recorder.write(ev, flush=isinstance(ev, (TestFinished, TestFailed)))
+                if failed:  # a full disk: the log stops, once said; the sweep and its rows go on
+                    outcome.notices.append(failed)
+                    if on_event is not None:
+                        on_event(Notice(t_ns=0, message=failed))
             if on_event is not None:
                 on_event(ev)
 
@@ -173,6 +178,8 @@ class SweepSession:
             self._record_upfront_failures(record_and_forward)
             if recorder is not None:
                 recorder.close()
+                if recorder.failed and recorder.failed not in outcome.notices:
+                    outcome.notices.append(recorder.failed)
         if self._cancel.is_set():
             outcome.status = "cancelled"
         outcome.rows = [self.rows[i] for i in sorted(self.rows)]
@@ -188,16 +195,11 @@ class SweepSession:
             row = self._record(row)
             on_event(TestFailed(t_ns=0, test_index=i, reason=failure.reason, row=row, kind=failure.kind))
 
-    def _open_event_log(self) -> gzip.GzipFile | None:
+    def _open_event_log(self) -> EventLog | None:
         """The run's event stream goes beside the store, so a past run re-opens with its per-token data."""
         if self.store is None:
             return None
-        path = self.store.event_log_path(self.run_id)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return gzip.open(path, "wt", encoding="utf-8")  # type: ignore[return-value]
-        except OSError:
-            return None  # the rows still go to the store
+        return EventLog.open(self.store.event_log_path(self.run_id))
 
     def _run_workers(self, outcome: SweepOutcome, on_event: EventHandler | None) -> None:
         """Workers one after another: each runs the tests from the first not done up to a model that crashed one."""
@@ -293,6 +295,66 @@ class SweepSession:
             return death
         cause = crash_cause(text)
         return dataclasses.replace(death, message=f"{death.message}: {cause}") if cause else death
+
+
+class EventLog:
+    """A run's gzip JSONL event log that never stops the sweep: a write that fails (a full disk, a folder gone) ends
+    the log, removes the half-written file (a cut gzip stream replays as nothing) and is said once."""
+
+    def __init__(self, path: Path, raw: Any, gz: gzip.GzipFile) -> None:
+        self.path, self._raw, self._gz = path, raw, gz
+        self.failed = ""
+
+    @classmethod
+    def open(cls, path: Path) -> EventLog | None:
+        """The log at ``path``, or None when it cannot even be created (the rows still go to the store)."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            raw = open(path, "wb")  # noqa: SIM115 - closed by close() or when a write fails
+        except OSError:
+            return None
+        try:
+            return cls(path, raw, gzip.GzipFile(fileobj=raw, mode="wb"))
+        except OSError:
+            raw.close()
+            path.unlink(missing_ok=True)
+            return None
+
+    def write(self, ev: Event, flush: bool = False) -> str:
+        """Append one event; "" while the log works, the one-line reason the first time it fails."""
+        if self.failed:
+            return ""
+        try:
+            self._gz.write((ev.to_json() + "\n").encode("utf-8"))
+            if flush:
+                self._gz.flush()
+            return ""
+        except OSError as e:
+            self.failed = (f"{self.path}: the run's event log cannot be written ({e.strerror or e}); it is dropped "
+                           "and the sweep goes on (its rows are kept, without per-token data)")
+            self._abandon()
+            return self.failed
+
+    def _abandon(self) -> None:
+        for close in (self._gz.close, self._raw.close):
+            try:
+                close()
+            except OSError:
+                pass
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self.failed:
+            return
+        try:
+            self._gz.close()
+            self._raw.close()
+        except OSError as e:
+            self.failed = f"{self.path}: the run's event log cannot be written ({e.strerror or e})"
+            self._abandon()
 
 
 @dataclass

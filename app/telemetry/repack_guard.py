@@ -28,7 +28,7 @@ from pathlib import Path
 
 from app.atomic import write_text_atomic
 from app.bounded_read import read_bounded_text
-from app.paths import REPO_ROOT, data_dir
+from app.paths import REPO_ROOT, absolute_path_env, data_dir
 from app.telemetry.cpu_features import cpuinfo_flags
 from app.telemetry.cpu_identity import cpuinfo_path, read_cpuinfo
 from app.telemetry.host import cpu_model
@@ -202,7 +202,8 @@ def probe_command(python: str | None = None) -> list[str]:
 
 
 def _run_probe(timeout_s: float, python: str | None) -> _Probed:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+    env = {**absolute_path_env(dict(os.environ)),
+           "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
     t0 = time.monotonic()
     try:
         proc = subprocess.run(probe_command(python), capture_output=True, text=True,
