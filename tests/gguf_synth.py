@@ -296,20 +296,23 @@ def small_header_bytes(tmp_dir: str | Path) -> bytes:
     return path.read_bytes()
 
 
-#: bytes per 256-value block of the K-quant types a shape-only file uses (ggml-common.h: block_q4_K, block_q6_K)
-_BLOCK_BYTES = {"Q4_K": 144, "Q6_K": 210}
+#: (values, bytes) per block of the types a shape-only file uses (ggml-common.h: block_q4_K, block_q6_K, block_q8_0)
+_BLOCKS = {"Q4_K": (256, 144), "Q6_K": (256, 210), "Q8_0": (32, 34)}
+#: the general.file_type a shape-only file of each matrix type says
+_SHAPE_FILE_TYPES = {"Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 
 
 def write_shape_gguf(path: str | Path, *, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, n_ff: int,
                      n_vocab: int, n_ctx_train: int = 32768, key_length: int | None = None, n_expert: int = 0,
-                     n_expert_used: int = 0, name: str = "shape") -> Path:
-    """A header-only GGUF of a real model's shape (llama family): every matrix Q4_K, ``output.weight`` Q6_K (as
-    Q4_K_M files keep it), norms F32, ``general.file_type`` Q4_K_M; its tensor data is a sparse hole of the true
-    size, so a 17 GB model costs a few MB of disk. For predictions and the chooser, never to be run."""
+                     n_expert_used: int = 0, name: str = "shape", matrix_type: str = "Q4_K") -> Path:
+    """A header-only GGUF of a real model's shape (llama family): every matrix ``matrix_type`` (Q4_K, with
+    ``output.weight`` Q6_K as Q4_K_M files keep it; or Q8_0 throughout), norms F32, ``general.file_type`` to match;
+    its tensor data is a sparse hole of the true size, so a 17 GB model costs a few MB of disk. For predictions and
+    the chooser, never to be run."""
     path = Path(path)
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_name(name)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    writer.add_file_type(_SHAPE_FILE_TYPES[matrix_type])
     for key, value in (("block_count", n_layer), ("context_length", n_ctx_train), ("embedding_length", n_embd),
                        ("feed_forward_length", n_ff), ("attention.head_count", n_head),
                        ("attention.head_count_kv", n_head_kv), ("vocab_size", n_vocab)):
@@ -333,8 +336,9 @@ def write_shape_gguf(path: str | Path, *, n_layer: int, n_embd: int, n_head: int
             writer.add_tensor_info(tensor_name, shape, np.dtype(np.float32), count * 4)
             nbytes = count * 4
         else:  # the writer takes a quantized tensor's shape in bytes per row
-            kind = "Q6_K" if tensor_name == "output.weight" else "Q4_K"
-            row_bytes = shape[-1] // 256 * _BLOCK_BYTES[kind]
+            kind = "Q6_K" if tensor_name == "output.weight" and matrix_type == "Q4_K" else matrix_type
+            values, block_bytes = _BLOCKS[kind]
+            row_bytes = shape[-1] // values * block_bytes
             nbytes = count // shape[-1] * row_bytes
             writer.add_tensor_info(tensor_name, (*shape[:-1], row_bytes), np.dtype(np.uint8), nbytes,
                                    raw_dtype=gguf.GGMLQuantizationType[kind])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class ChooseRequest:
     n_gen: int = DEFAULT_N_GEN
     store_path: str | None = None
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    ram_gib: float | None = None  # system RAM around the GPU (--ram); None: this machine's, or assumed
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,8 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
             machine = Machine.load(scan if scan is not None else scan_machine(ProbeMode.RUN),
                                    store_path=req.store_path)
     profile = _hardware(req.hw, machine)
+    if req.ram_gib is not None:
+        profile = replace(profile, host_ram_gib=req.ram_gib, host_ram_source="given: --ram")
     this = machine.is_this(profile)
     notes = [f"GPU profile chosen: {profile.name}" + ("" if this else "; nothing of this machine applies to it")
              ] if not this_asked else []

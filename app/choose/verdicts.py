@@ -67,6 +67,11 @@ class FileChoice:
     placement: str = ""  # the configuration in words: "all 31 layers on the GPU", "experts of 12 layers on the CPU"
     requantized_from: str = ""  # the quantized type this file was made from (its header's lineage), "" if none
     placements: tuple[str, ...] = field(default_factory=tuple)  # every configuration tried, one line each
+    #: the model the file is a quantization of: its architecture and shape (files of one model are compared on
+    #: quality; files of different models never are), and its name for a sentence
+    model_key: str = ""
+    model_name: str = ""
+    ran_out: str = ""  # which memory a file that does not fit runs out of ("GPU memory", "system RAM")
     #: llama.cpp's weight repacking the figures and the command are for: 0 on a machine whose repack crash guard found
     #: repacked weights crash llama.cpp (app.telemetry.repack_guard), so the command says --no-repack
     repack: int = 1
@@ -91,10 +96,32 @@ class Recommendation:
     choice: FileChoice | None
     sentence: str
     command: str = ""
+    #: one answer per model where the files are of several (model name, its own recommendation)
+    per_model: tuple[tuple[str, Recommendation], ...] = ()
+
+    def picks(self) -> list[FileChoice]:
+        """The files answered: the one pick, and each model's where there are several models."""
+        out = [self.choice] if self.choice is not None else []
+        return out + [r.choice for _, r in self.per_model if r.choice is not None and r.choice not in out]
+
+    def command_for(self, c: FileChoice) -> str:
+        """The command of ``c``'s model's answer ("" where its model has no file to run)."""
+        if self.choice is not None and c.model_key == self.choice.model_key:
+            return self.command
+        return next((r.command for _, r in self.per_model if r.choice is not None
+                     and r.choice.model_key == c.model_key), "")
+
+    def lines(self) -> str:
+        """The answer as the window shows it: the sentence, and with several models one line each."""
+        if not self.per_model:
+            return self.sentence
+        head = self.sentence.split(" Per model: ")[0]
+        return "\n".join([head, *(f"• {name}: {r.sentence}" for name, r in self.per_model)])
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"filename": self.choice.filename if self.choice else None, "source": self.choice.source
-                if self.choice else None, "sentence": self.sentence, "command": self.command}
+                if self.choice else None, "sentence": self.sentence, "command": self.command,
+                "per_model": [{"model": m, **r.to_json_dict()} for m, r in self.per_model]}
 
 
 def _answer_at(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, ngl: int, n_prompt: int | None,
@@ -119,14 +146,30 @@ class _Config:
     words: str
 
     def rank(self, min_decode_tps: float | None = None) -> tuple[float, ...]:
-        """Placements that meet the speed floor first; among them everything on the device first, then the
-        better cache type (a quantized KV cache costs quality), then the faster; where none meets the floor, the
-        fastest."""
+        """Placements that meet the speed floor first (:func:`meets_floor`: a measured figure, or the low edge of an
+        expected band; never a ceiling); among them everything on the device first, then the better cache type (a
+        quantized KV cache costs quality), then the faster; where none meets the floor, the fastest."""
         kv = KV_TYPES.index(self.type_k) if self.type_k in KV_TYPES else len(KV_TYPES)
         decode = self.got.decode.value
-        if min_decode_tps is not None and decode < min_decode_tps:
+        if min_decode_tps is not None and not meets_floor(self.got.decode, min_decode_tps):
             return (1, -decode, kv, 0)
         return (0, 0 if self.status == "fits" and not self.n_cpu_moe else 1, kv, -decode)
+
+
+def floor_figure(fig: Figure) -> float | None:
+    """What a floor is judged on: a measured figure's value, an expected figure's low edge (its value without a
+    band); None for a ceiling, which says what cannot be exceeded, not what will be reached."""
+    if fig.kind == FigureKind.CEILING:
+        return None
+    if fig.kind == FigureKind.MEASURED:
+        return fig.value
+    return fig.low if fig.low is not None else fig.value
+
+
+def meets_floor(fig: Figure, floor: float) -> bool:
+    """Whether ``fig`` meets a speed floor (:func:`floor_figure`)."""
+    judged = floor_figure(fig)
+    return judged is not None and judged >= floor
 
 
 def _smallest_n_cpu_moe(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, type_k: str, n_prompt: int | None,
@@ -137,17 +180,18 @@ def _smallest_n_cpu_moe(facts: ModelFacts, profile: HardwareProfile, n_ctx: int,
         return _answer_at(facts, profile, n_ctx, type_k, 999, n_prompt, n_gen, machine, n_cpu_moe=n)
 
     top = at(facts.n_layer)
-    if not top.prediction.fit.fits:
+    if not top.prediction.fit.device_fits:
         return None
     lo, hi, best = 1, facts.n_layer, top
     while lo < hi:
         mid = (lo + hi) // 2
         p = at(mid)
-        if p.prediction.fit.fits:
+        if p.prediction.fit.device_fits:
             hi, best = mid, p
         else:
             lo = mid + 1
-    return best  # the answer at lo: the last that fit as hi came down to it, or top when lo reached n_layer
+    # the fewest experts in system RAM: where even those do not fit the RAM, more never would
+    return best if best.prediction.fit.host_fits else None
 
 
 def _configurations(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, n_prompt: int | None, n_gen: int,
@@ -177,8 +221,9 @@ def _configurations(facts: ModelFacts, profile: HardwareProfile, n_ctx: int, n_p
                                        f"{facts.n_layer} in system RAM"))
         if fit.max_ngl >= 1:
             part = _answer_at(facts, profile, n_ctx, t, fit.max_ngl, n_prompt, n_gen, machine)
-            configs.append(_Config("partial", t, fit.max_ngl, 0, part,
-                                   f"{fit.max_ngl} of {n_all} layers on the GPU, the rest on the CPU"))
+            if part.prediction.fit.host_fits:  # the rest on the CPU needs the system RAM to hold it
+                configs.append(_Config("partial", t, fit.max_ngl, 0, part,
+                                       f"{fit.max_ngl} of {n_all} layers on the GPU, the rest on the CPU"))
     return configs, full
 
 
@@ -213,6 +258,12 @@ def evaluate_file(
         got = full[KV_TYPES[0]]
     fit = got.prediction.fit
     ttft = got.ttft_ms or Figure(got.prediction.ttft_ms, FigureKind.CEILING)
+    model_key, model_name = model_of(facts)
+    ran_out = ""
+    if chosen is None:  # with the smallest cache: which memory even the leanest placement runs out of
+        lean = full[KV_TYPES[-1]].prediction.fit
+        ran_out = (lean.ran_out if is_cpu or profile.is_unified
+                   else "system RAM" if lean.max_ngl >= 1 else "GPU memory")
     return FileChoice(
         source=source, filename=display_name(source), file_type=facts.file_type, size_bytes=facts.file_bytes,
         bits_per_weight=facts.bits_per_weight, n_layer=facts.n_layer, status=chosen.status if chosen else
@@ -226,7 +277,7 @@ def evaluate_file(
         n_cpu_moe=chosen.n_cpu_moe if chosen else 0, decode_empty_tps=got.decode_empty,
         decode_depth=int(got.settings.decode_depth), placement=chosen.words if chosen else "",
         requantized_from=requantized_from, placements=tuple(_config_line(c) for c in sorted(configs, key=rank)),
-        repack=got.settings.repack,
+        repack=got.settings.repack, model_key=model_key, model_name=model_name, ran_out=ran_out,
     )
 
 
@@ -282,7 +333,7 @@ def why_not(c: FileChoice, choices: Sequence[FileChoice], min_decode_tps: float 
             max_kld: float | None) -> str:
     """Why a file was not the pick, in a few words ("does not fit", "below the 20 tok/s floor (12.1 measured)")."""
     if not c.usable:
-        return "does not fit"
+        return f"does not fit ({c.ran_out} ran out)" if c.ran_out else "does not fit"
     why = below_floors(c, min_decode_tps, max_kld)
     if why:
         return why
@@ -305,21 +356,62 @@ def _lower_quality(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -
     return f"({bpw:.2f} bits/weight{copy}{fits})"
 
 
+def model_of(facts: ModelFacts) -> tuple[str, str]:
+    """(key, name) of the model a file quantizes: its architecture and shape (the same for every quantization of
+    it), and a name for it: the header's name, else the architecture with its parameter count."""
+    key = (f"{facts.architecture}|{facts.n_layer}|{facts.n_embd}|{facts.n_head}|{facts.n_head_kv}|{facts.n_ff}|"
+           f"{facts.n_expert}|{facts.n_vocab}")
+    return key, facts.name or f"{facts.architecture} {facts.n_params / 1e9:.1f}B"
+
+
 def recommend(choices: list[FileChoice], profile_name: str, n_ctx: int, min_decode_tps: float | None = None,
               max_kld: float | None = None) -> Recommendation:
-    """The highest-quality file that fits at ``n_ctx`` and meets the speed floor (and the KLD limit, when the
-    file's KLD is measured), with the reason in one sentence, why each better-quality file lost, and its
-    llama-server command. A file requantized from another of the set ranks as no better than its source and
-    after it, so it is the pick only where the source fails a floor or does not fit."""
+    """One file per model (:func:`recommend_one`); files of different models are never ranked against each other
+    on quality (bits per weight say nothing across models). Where the set holds several models, the answer has a
+    line per model, and names the one to run only where the floors leave exactly one."""
+    groups: dict[str, list[FileChoice]] = {}
+    for c in choices:
+        groups.setdefault(c.model_key, []).append(c)
+    if len(groups) <= 1:
+        return recommend_one(choices, profile_name, n_ctx, min_decode_tps, max_kld)
+    per = tuple((g[0].model_name or g[0].filename, recommend_one(g, profile_name, n_ctx, min_decode_tps, max_kld))
+                for g in groups.values())
+    lines = " ".join(f"{name}: {rec.sentence}" for name, rec in per)
+    picked = [(name, rec) for name, rec in per if rec.choice is not None]
+    floors = min_decode_tps is not None or max_kld is not None
+    if floors and len(picked) == 1:
+        name, rec = picked[0]
+        return Recommendation(rec.choice, f"Of {len(per)} models, only {name} has a file that fits and meets the "
+                                          f"floors: run {rec.choice.filename}. Per model: {lines}",  # type: ignore
+                              rec.command, per)
+    if not picked:
+        return Recommendation(None, f"None of the {len(per)} models has a file that fits"
+                                    + (" and meets the floors" if floors else "") + f". Per model: {lines}", "", per)
+    which = ", ".join(name for name, _ in picked)
+    why = ("meet the floors" if floors else "have a file that fits")
+    return Recommendation(None, f"{len(picked)} of {len(per)} models {why} ({which}): which to run is a choice of "
+                                "model, not of quantization, so there is one answer per model. Per model: "
+                                f"{lines}", "", per)
+
+
+def recommend_one(choices: list[FileChoice], profile_name: str, n_ctx: int, min_decode_tps: float | None = None,
+                  max_kld: float | None = None) -> Recommendation:
+    """The highest-quality file of one model that fits at ``n_ctx`` and meets the speed floor (judged on a measured
+    figure or an expected band's low edge, never a ceiling) and the KLD limit (when the file's KLD is measured),
+    with the reason in one sentence, why each better-quality file lost, and its llama-server command. A file
+    requantized from another of the set ranks as no better than its source and after it, so it is the pick only
+    where the source fails a floor or does not fit."""
     usable = [c for c in choices if c.usable]
     if not usable:
+        short = sorted({c.ran_out for c in choices if c.ran_out})
         return Recommendation(None, f"No file fits {profile_name} at {n_ctx:,} tokens, even with fewer layers "
-                                    f"offloaded, experts in system RAM or a q4_0 KV cache.")
-    fast = [c for c in usable if min_decode_tps is None or c.decode_tps.value >= min_decode_tps]
+                                    f"offloaded, experts in system RAM or a q4_0 KV cache"
+                              + (f": {' and '.join(short)} ran out." if short else "."))
+    fast = [c for c in usable if min_decode_tps is None or meets_floor(c.decode_tps, min_decode_tps)]
     if not fast:
-        best = max(usable, key=lambda c: c.decode_tps.value)
-        return Recommendation(None, f"No file reaches {min_decode_tps:g} tok/s on {profile_name} at {n_ctx:,} tokens; "
-                                    f"the fastest that fits is {best.filename} at {best.decode_tps.text()} tok/s.")
+        misses = "; ".join(f"{c.filename} {below_floors(c, min_decode_tps, None)}" for c in usable)
+        return Recommendation(None, f"No file is shown to reach {min_decode_tps:g} tok/s on {profile_name} at "
+                                    f"{n_ctx:,} tokens: {misses}.")
     ok = [c for c in fast if max_kld is None or not _has_kld(c) or c.quality.mean_kld <= max_kld]  # type: ignore
     if not ok:
         return Recommendation(None, f"No file that fits and is fast enough has a KLD within {max_kld:g}.")
@@ -355,24 +447,39 @@ def _sentence(c: FileChoice, choices: Sequence[FileChoice], profile_name: str, n
     return (f"Run {c.filename} ({c.file_type}, {c.bits_per_weight:.2f} bits/weight): {among}, it has "
             f"{quality}; it {place} at {n_ctx:,} tokens with a {c.type_k} KV cache, decoding {how} "
             f"{c.decode_tps.text()} tok/s with the context full{empty}"
-            f"{floor_words(c.decode_tps, min_decode_tps)}.")
+            f"{floor_words(c.decode_tps, min_decode_tps)}.{_rests_on_ceiling(c.decode_tps)}")
+
+
+def _rests_on_ceiling(decode: Figure) -> str:
+    """Where the pick's speed is only a ceiling, the sentence says so: nothing expected stands behind it."""
+    if decode.kind != FigureKind.CEILING:
+        return ""
+    return (" Its speed rests on a ceiling (what the hardware's bandwidth allows, not what llama.cpp is expected to "
+            "reach): no expected figure exists for it here; measure it before relying on the speed.")
 
 
 def floor_words(decode: Figure, min_decode_tps: float | None) -> str:
-    """How a figure that meets the speed floor meets it: clearly (its whole band), or only within its band."""
+    """How a figure meets the speed floor: measured above it, or its whole band above it."""
     if min_decode_tps is None:
         return ""
-    if decode.low is not None and decode.low < min_decode_tps:
-        return (f"; at the {min_decode_tps:g} tok/s floor only within its band (its low end is "
-                f"{decode.low:.1f}): a close call")
+    if decode.kind == FigureKind.MEASURED:
+        return f", above the {min_decode_tps:g} tok/s floor as measured"
     return f", above the {min_decode_tps:g} tok/s floor" + (" across its band" if decode.low is not None else "")
 
 
 def below_floors(c: FileChoice, min_decode_tps: float | None, max_kld: float | None) -> str:
     """Why a file that fits fails the floors ("below the 20 tok/s floor", "KLD over 0.05"), or ""."""
     why = []
-    if min_decode_tps is not None and c.decode_tps.value < min_decode_tps:
-        why.append(f"below the {min_decode_tps:g} tok/s floor ({c.decode_tps.value:,.1f} {c.decode_tps.kind})")
+    if min_decode_tps is not None and not meets_floor(c.decode_tps, min_decode_tps):
+        d = c.decode_tps
+        if d.kind == FigureKind.CEILING:
+            why.append(f"not shown to reach the {min_decode_tps:g} tok/s floor (only a ceiling, up to {d.value:,.1f}: "
+                       "no expected figure for it here; measure it)")
+        elif d.kind != FigureKind.MEASURED and d.low is not None and d.value >= min_decode_tps:
+            why.append(f"below the {min_decode_tps:g} tok/s floor at its band's low edge ({d.low:,.1f}; expected "
+                       f"{d.value:,.1f})")
+        else:
+            why.append(f"below the {min_decode_tps:g} tok/s floor ({d.value:,.1f} {d.kind})")
     if max_kld is not None and _has_kld(c) and c.quality.mean_kld > max_kld:  # type: ignore[union-attr]
         why.append(f"KLD over {max_kld:g}")
     return ", ".join(why)

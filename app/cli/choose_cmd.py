@@ -31,6 +31,18 @@ from app.telemetry.machine import ProbeMode, scan_machine
 _FIT = {"fits": "fits", "partial": "partial", "does_not_fit": "no fit"}
 
 
+#: --ram's range (GiB): from a small board to more than any workstation holds
+RAM_GIB_RANGE = (0.5, 65536.0)
+
+
+def _ram_gib(text: str) -> float:
+    value = finite(RAM_GIB_RANGE[0])(text)
+    if value > RAM_GIB_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"{text[:40]} GiB is more RAM than any machine holds (at most "
+                                         f"{RAM_GIB_RANGE[1]:g})")
+    return value
+
+
 def add_choose_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("choose", help="which quantization to run on a GPU at a context (files, folders or URLs)")
     p.add_argument("models", nargs="+", metavar="MODEL_OR_DIR_OR_URL")
@@ -40,6 +52,10 @@ def add_choose_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                         "(4096,8192,32768), give one answer each")
     p.add_argument("--min-decode-tps", type=finite(0.0), help="speed floor: decode tok/s at that context")
     p.add_argument("--max-kld", type=finite(0.0), help="quality floor: the largest mean KLD accepted (where measured)")
+    p.add_argument("--ram", dest="ram_gib", type=_ram_gib, metavar="GiB",
+                   help="system RAM of the machine around the GPU, for placements that keep layers or experts in it "
+                        "(default: this machine's for its own hardware; for a GPU named by --hw an assumption: 16 "
+                        "GiB beside a laptop GPU, 32 beside a desktop one, said so); the OS's share is held back")
     p.add_argument("-p", "--n-prompt", dest="n_prompt", type=count(1, MAX_TOKENS),
                    help="prompt tokens for the TTFT (default: the context less the generated tokens)")
     p.add_argument("-n", "--n-gen", dest="n_gen", type=count(0, MAX_TOKENS), default=128,
@@ -97,7 +113,7 @@ def _request(args: argparse.Namespace, n_ctx: int) -> ChooseRequest:
     return ChooseRequest(
         sources=tuple(args.models), hw=args.hw, n_ctx=n_ctx, min_decode_tps=args.min_decode_tps,
         max_kld=args.max_kld, n_prompt=args.n_prompt, n_gen=args.n_gen, store_path=args.store,
-        max_header_bytes=max_header_bytes(args),
+        max_header_bytes=max_header_bytes(args), ram_gib=getattr(args, "ram_gib", None),
     )
 
 
@@ -221,8 +237,18 @@ def format_report(r: ChooseReport) -> str:
         who = "every file" if len(names) == len(r.choices) > 1 else ", ".join(names)
         lines.append(f"speed of {who}: {source}")
     lines += [f"decode is at depth {depth:,} (the prompt and half the generated tokens); 'empty cache' is "
-              f"llama-bench's tg, from depth 0", *(f"note: {n}" for n in r.notes), ""]
-    lines.append(r.recommendation.sentence)
-    if r.recommendation.command:
-        lines.append(f"  {r.recommendation.command}")
+              f"llama-bench's tg128, from an empty cache (depth 64 on average)", *(f"note: {n}" for n in r.notes), ""]
+    rec = r.recommendation
+    if rec.per_model:  # one answer per model, each with its command
+        lines.append(rec.sentence.split(" Per model: ")[0])
+        for name, one in rec.per_model:
+            lines.append(f"- {name}: {one.sentence}")
+            if one.command:
+                lines.append(f"    {one.command}")
+        if rec.command:
+            lines.append(f"  {rec.command}")
+        return "\n".join(lines)
+    lines.append(rec.sentence)
+    if rec.command:
+        lines.append(f"  {rec.command}")
     return "\n".join(lines)

@@ -236,6 +236,7 @@ class ChooserView(QDialog):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setWordWrap(False)
         self.table.verticalHeader().setVisible(False)  # row numbers say nothing here; the file is the first column
+        self.table.itemSelectionChanged.connect(self._command_for_selection)
         self.recommendation = QLabel("Add files, folders or URLs, pick a GPU and a context, then Choose.", self)
         self.recommendation.setWordWrap(True)
         self.recommendation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -383,16 +384,18 @@ class ChooserView(QDialog):
     def show_report(self, report: ChooseReport) -> None:
         self.report = report
         floor_tps = self.request().min_decode_tps
-        self.pareto.show_choices(report.choices, floor_tps, report.recommendation.choice)
+        rec = report.recommendation
+        self.pareto.show_choices(report.choices, floor_tps, rec.choice)
         self.bars.show_choices(report.choices)
         self.pareto_note.setText(pareto_explanation(floor_tps))
         self.bars_note.setText(memory_explanation(report.choices, report.profile.kind))
         self._fill_table(report)
-        shown = report.recommendation.choice or (report.choices[0] if report.choices else None)
+        picks = rec.picks()
+        shown = picks[0] if picks else (report.choices[0] if report.choices else None)
         source = shown.decode_tps.source.text() if shown is not None else ""
-        self.recommendation.setText(report.recommendation.sentence + (
-            f"\nIts speed: {source}." if source else ""))
-        self.command.setText(report.recommendation.command)
+        self.recommendation.setText(rec.lines() + (f"\nIts speed: {source}." if source else ""))
+        # one command per model where there are several: the selected file's model's (the first answer's at first)
+        self.command.setText(rec.command or (rec.command_for(picks[0]) if picks else ""))
         skipped = "; ".join(f"{Path(s).name}: {e}" for s, e in report.errors)
         self.status.setText(f"{len(report.choices)} file(s) on {report.profile.name}"
                             + (f" — skipped {skipped}" if skipped else "")
@@ -400,6 +403,21 @@ class ChooserView(QDialog):
         self.job_note = ""
         self._enable_outputs(bool(report.choices))
         self._enable_jobs()
+
+    def _command_for_selection(self) -> None:
+        """With files of several models, the command shown is the selected file's model's answer."""
+        if self.report is None:
+            return
+        rows = self.table.selectionModel().selectedRows()
+        item = self.table.item(rows[0].row(), 0) if rows else None
+        index = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+        if not isinstance(index, int) or not 0 <= index < len(self.report.choices):
+            return
+        rec = self.report.recommendation
+        command = rec.command_for(self.report.choices[index])
+        if command:
+            self.command.setText(command)
+            self.copy_button.setEnabled(True)
 
     def _set_headers(self, prompt: int, depth: int) -> None:
         """The column headers and their tooltips, for a prompt and a decode depth of these many tokens."""
@@ -413,7 +431,7 @@ class ChooserView(QDialog):
     def _fill_table(self, report: ChooseReport) -> None:
         self.table.setSortingEnabled(False)
         self.table.setRowCount(len(report.choices))
-        chosen = report.recommendation.choice
+        picks = report.recommendation.picks()
         req = self.request()
         depth = max((c.decode_depth for c in report.choices), default=0)
         self._set_headers(max(1, report.n_ctx - DEFAULT_N_GEN), depth)
@@ -425,10 +443,11 @@ class ChooserView(QDialog):
                 if key == "status" and fails and c.usable:
                     text += f" — {fails}"
                 item = QTableWidgetItem(text)
+                item.setData(Qt.ItemDataRole.UserRole, r)  # the choice's index, whatever the table's order
                 item.setToolTip("\n".join(t for t in (f"{c.filename}: {fails}" if fails else "", tip) if t))
                 if fails:
                     item.setForeground(Qt.GlobalColor.gray)
-                if c is chosen:
+                if c in picks:
                     font = item.font()
                     font.setBold(True)
                     item.setFont(font)
@@ -595,8 +614,8 @@ class ChooserView(QDialog):
     def csv_text(self) -> str:
         """Every column of the chooser table, one row per file (the recommended one marked)."""
         assert self.report is not None
-        chosen = self.report.recommendation.choice
-        rows = [{**choice_row(c), "recommended": int(c is chosen)} for c in self.report.choices]
+        picks = self.report.recommendation.picks()
+        rows = [{**choice_row(c), "recommended": int(c in picks)} for c in self.report.choices]
         return to_csv(rows, [k for k, _, _ in CHOICE_COLUMNS] + ["recommended"])
 
     def export_csv(self, path: str | Path) -> Path:

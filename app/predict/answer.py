@@ -38,10 +38,11 @@ from typing import Any
 
 from app.model.facts import ModelFacts
 from app.predict.crossing_fit import CrossingCost
-from app.predict.decode import decode_ceiling_offload_tps, transfer_seconds_per_token
+from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_ceiling_offload_tps, transfer_seconds_per_token
 from app.predict.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
 from app.predict.fitted_model import Expected, FittedExpectation
 from app.predict.hardware_context import backend_name
+from app.predict.host_memory import HostEfficiency, host_memory_table
 from app.predict.machine import Machine, same_hardware
 from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
 from app.predict.memory_truth import MemoryCheck, dry_run_settings, memory_check, with_dry_run
@@ -199,6 +200,8 @@ class _Inputs:
     efficiency_note: str = ""  # why the stored rows gave no efficiency
     public: PublicGpuModel | None = None
     host_fitted: FittedExpectation | None = None  # this machine's CPU fit: the host side of a split placement
+    #: published CPU rows' share of peak memory bandwidth: the host side of a split where no CPU fit speaks for it
+    host_public: HostEfficiency | None = None
     crossing: CrossingCost | None = None  # a split's device crossing as this machine measured it (None: assumed)
     backend: str = ""
     build: str = ""
@@ -223,8 +226,9 @@ def _inputs(machine: Machine, profile: HardwareProfile, facts: ModelFacts, s: Pr
         backend = machine.public_backend or default_backend(profile, machine.gpu_backends if this else None)
         label = "" if machine.public_build is not None else machine.build_label
         public = machine.public.for_setting(backend, machine.public_build, label)
+    host_public = host_memory_table().efficiency() if profile.kind != "cpu" and not profile.is_unified else None
     if not this:
-        return _Inputs(public=public)
+        return _Inputs(public=public, host_public=host_public)
     threads = threads_for(s.n_threads)
     backend = machine_backend(machine, profile, s.backends)
     # The fit is taken at the default thread count; the threads matter only where the CPU runs the layers (a full
@@ -240,7 +244,7 @@ def _inputs(machine: Machine, profile: HardwareProfile, facts: ModelFacts, s: Pr
             note = machine.efficiency.why_none(backend, facts_filename(facts), facts.file_type, threads)
     crossing = machine.fit.crossings.get(backend) if machine.fit is not None and profile.kind != "cpu" else None
     return _Inputs(fitted=fitted, efficiency=eff, efficiency_source=eff_source, efficiency_note=note, public=public,
-                   host_fitted=host_fitted, crossing=crossing, backend=backend,
+                   host_fitted=host_fitted, host_public=host_public, crossing=crossing, backend=backend,
                    build=machine.fit.build if machine.fit is not None else "")
 
 
@@ -284,6 +288,8 @@ def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
         got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling, full_pred.prefill_ceiling_tps)
         device = got.get("decode")
     host = src.host_fitted(facts, replace(full, n_gpu_layers=0)).get("decode") if src.host_fitted else None
+    if host is None and src.host_public is not None:  # no CPU fit speaks for this host: the published CPU rows
+        host = _host_public(facts, s, pred, src.host_public)
     frac = device_fraction(pred.decode_gpu_read_bytes, pred.decode_host_read_bytes)
     crossings, crossing = pred.decode_extra_crossings, src.crossing
     transfer_s = (crossings * crossing.seconds if crossing is not None
@@ -301,6 +307,16 @@ def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
     return Figure(composed.value, FigureKind.SPLIT, composed.low, composed.high,
                   Source(FigureKind.SPLIT, "split: device and host composed", detail, src.build),
                   int(s.decode_depth)), ""
+
+
+def _host_public(facts: ModelFacts, s: PredictSettings, pred: Prediction, eff: HostEfficiency) -> Expected:
+    """The host-only decode of ``facts`` (every layer in system RAM) as published CPU rows reach their memory's
+    peak: the host's decode ceiling at ``pred``'s host bandwidth times their share (median; least and most)."""
+    bw = pred.cpu_bandwidth_gbps or DEFAULT_CPU_BANDWIDTH_GBPS
+    none = split_weights(facts, 0, facts.tensor_bytes or None, Placement())
+    ceiling = decode_ceiling_offload_tps(facts, none, s.decode_depth, s.type_k, s.type_v or s.type_k, bw, bw)
+    return Expected(ceiling * eff.median, ceiling * eff.low, ceiling * eff.high,
+                    f"host at {bw:.1f} GB/s: {eff.describe()}", kind="public")
 
 
 def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
@@ -425,8 +441,13 @@ def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSetting
     this = machine.is_this(profile)
     s = settings.resolved(machine.repack_default if this else 1)
     host_bw = machine.host_bandwidth_gbps(profile)
+    host_memory = None
+    if host_bw is None and not profile.is_unified:  # a GPU not owned: the memory assumed beside it (stated)
+        host_memory = host_memory_table().assumed_for(profile)
+        host_bw = host_memory.peak_bandwidth_gbps
     tensor_bytes = facts.tensor_bytes or None
-    pred = predict(facts, profile, s, cpu_bandwidth_gbps=host_bw, tensor_bytes=tensor_bytes)
+    ram, ram_words = host_ram(profile, machine)
+    pred = predict(facts, profile, s, cpu_bandwidth_gbps=host_bw, tensor_bytes=tensor_bytes, host_ram_bytes=ram)
     truth = machine.memory_truth(facts, s) if this and profile.kind == "cpu" else None
     if truth is not None:  # llama.cpp's dry run here: its memory is this CPU's (app.predict.memory_truth)
         pred = with_dry_run(pred, facts, s, *truth)
@@ -449,6 +470,13 @@ def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSetting
             why = ""
     if why and decode.kind == FigureKind.CEILING:
         notes.append(f"{why}; the ceiling speaks")
+    if ram is not None and (pred.fit.cpu_needed_bytes or profile.kind == "cpu"):
+        notes.append(ram_words)
+    if host_memory is not None and pred.decode_host_read_bytes:
+        notes.append(f"host memory assumed: {host_memory.name}, {host_memory.peak_bandwidth_gbps:.1f} GB/s peak "
+                     f"({host_memory.source})")
+    if pred.fit.ran_out:
+        notes.append(f"does not fit: it runs out of {pred.fit.ran_out}")
     power = assumed_power_w(profile)
     if power is not None and profile.power_limit_w:
         low, high = profile.power_limit_w
@@ -459,6 +487,40 @@ def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSetting
                   decode_empty=decode_empty, prefill=prefill, ttft_ms=_ttft(prefill, s.n_prompt),
                   no_expected_decode=why if decode.kind == FigureKind.CEILING else "",
                   notes=(*pred.notes, *notes), file_type=facts.file_type, measured=measurement)
+
+
+#: System RAM assumed around a GPU that is not this machine's, by the kind of part, where none was given (--ram):
+#: what laptops and desktops with such a GPU commonly ship with (stated as assumed wherever it decides a fit).
+ASSUMED_LAPTOP_RAM_GIB = 16.0
+ASSUMED_DESKTOP_RAM_GIB = 32.0
+#: System RAM held back for the OS and other programs: at least this much, or this share of it, whichever is larger
+#: (a desktop session idles at 2-4 GiB; stated, not measured).
+OS_RESERVE_GIB = 2.0
+OS_RESERVE_SHARE = 0.15
+GIB = 2**30
+
+
+def host_ram(profile: HardwareProfile, machine: Machine) -> tuple[int | None, str]:
+    """(the system RAM a placement's host side may use, in bytes, and where the figure comes from): this machine's
+    RAM for its own hardware, the one given (--ram) for a GPU that is not, else an assumption by the kind of part;
+    each less the OS's share. None for unified memory: one pool, the profile's own."""
+    if profile.is_unified and profile.kind != "cpu":
+        return None, ""
+    if profile.host_ram_gib is not None:
+        total, source = profile.host_ram_gib * GIB, profile.host_ram_source or "given"
+    elif machine.is_this(profile) and machine.ram_total_bytes:
+        total, source = float(machine.ram_total_bytes), "this machine's"
+    elif profile.kind == "cpu":
+        total, source = float(profile.vram_bytes), "the profile's"
+    else:
+        laptop = profile.is_laptop_part
+        gib = ASSUMED_LAPTOP_RAM_GIB if laptop else ASSUMED_DESKTOP_RAM_GIB
+        kind = "laptop" if laptop else "desktop"
+        total, source = gib * GIB, f"assumed: {gib:g} GiB, common beside a {kind} GPU (--ram sets it)"
+    reserve = max(OS_RESERVE_GIB * GIB, OS_RESERVE_SHARE * total)
+    usable = max(int(total - reserve), 0)
+    return usable, (f"system RAM {total / GIB:.0f} GiB ({source}), less {reserve / GIB:.1f} GiB held back for the OS "
+                    f"and other programs: {usable / GIB:.1f} GiB for the model")
 
 
 def assumed_power_w(profile: HardwareProfile) -> float | None:

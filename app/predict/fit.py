@@ -49,6 +49,11 @@ class FitResult:
     cpu_weight_bytes: int
     cpu_kv_bytes: int
     cpu_needed_bytes: int
+    host_budget_bytes: int | None = None  # system RAM the host side may use (None: not checked)
+    device_fits: bool = True  # the device's share fits its memory
+    host_fits: bool = True  # the host's share fits host_budget_bytes
+    #: which memory a request that does not fit ran out of: "GPU memory", "system RAM", both, or "" when it fits
+    ran_out: str = ""
 
     def to_json_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -140,7 +145,10 @@ def fit_check(
         return host_ram_bytes is None or n.cpu <= host_ram_bytes
 
     req = need(ngl, n_ctx)
-    fits = req.device <= budget and ram_ok(req)
+    device_fits, host_fits = req.device <= budget, ram_ok(req)
+    fits = device_fits and host_fits
+    short = [] if device_fits else ["memory" if unified else "GPU memory"]
+    short += [] if host_fits else ["system RAM"]
     if unified:
         max_ngl = n_all if req.device <= budget else 0
     else:
@@ -163,5 +171,6 @@ def fit_check(
         status=status, fits=fits, n_gpu_layers=ngl, max_ngl=max_ngl, max_ctx=max_ctx, budget_bytes=budget,
         needed_bytes=req.device, weight_bytes=req.weights, kv_bytes=req.kv, compute_buffer_bytes=req.compute,
         overhead_bytes=req.overhead, cpu_weight_bytes=req.cpu_weights, cpu_kv_bytes=req.cpu_kv,
-        cpu_needed_bytes=req.cpu,
+        cpu_needed_bytes=req.cpu, host_budget_bytes=host_ram_bytes, device_fits=device_fits, host_fits=host_fits,
+        ran_out=" and ".join(short),
     )

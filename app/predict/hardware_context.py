@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS
+from app.predict.host_memory import host_memory_table
 from app.predict.profiles import (
     GIB,
     HardwareProfile,
@@ -109,9 +110,12 @@ def remote_hardware_context(gpu_query: str, profiles: list[HardwareProfile] | No
     ASSUMED_HOST. Touches nothing of this machine: no scan, no CPU probe, no probe cache. Raises ProfileError when
     ``gpu_query`` names no profile."""
     gpu = find_profile(gpu_query, load_profiles() if profiles is None else profiles)
-    note = (f"GPU profile chosen: {gpu.name}; host side assumed ({ASSUMED_HOST.peak_bandwidth_gbps:g} GB/s), "
-            f"not this machine's")
-    return HardwareContext(cpu=ASSUMED_HOST, gpu=gpu, note=note, host_measured=False)
+    memory = host_memory_table().assumed_for(gpu)  # the one the answers assume (app.predict.answer)
+    cpu = replace(ASSUMED_HOST, peak_bandwidth_gbps=memory.peak_bandwidth_gbps,
+                  source=f"assumed: {memory.name} beside {gpu.name} ({memory.source})")
+    note = (f"GPU profile chosen: {gpu.name}; host side assumed ({memory.name}, {memory.peak_bandwidth_gbps:.1f} "
+            f"GB/s), not this machine's")
+    return HardwareContext(cpu=cpu, gpu=gpu, note=note, host_measured=False)
 
 
 def detect_hardware_context(gpu_query: str | None = None) -> HardwareContext:

@@ -62,6 +62,7 @@ class Machine:
     gpu_info: str = ""
     gpu_backends: tuple[str, ...] = ()  # the GPU backends this llama.cpp build has ("CUDA", "Vulkan")
     repack_default: int = 1  # --repack auto here: 0 where the repack guard found repacked weights crash
+    ram_total_bytes: int | None = None  # this machine's system RAM
     fit: MachineFit | None = None  # `gguf-bench calibrate`'s fit of this machine
     efficiency: StoreCalibration | None = None  # achieved ÷ ceiling of other models' stored rows here
     rows: tuple[dict[str, Any], ...] = ()  # this CPU's stored rows (newest first), for measured figures
@@ -161,6 +162,7 @@ class Machine:
         return cls(cpu=hw.cpu if hw is not None else None, gpu=hw.gpu if hw is not None else None,
                    cpu_model=cpu_model, gpu_info=gpu_info, gpu_backends=tuple(installed_gpu_backends() or ()),
                    repack_default=scan.repack.default_repack if scan.repack is not None else 1, fit=fit,
+                   ram_total_bytes=scan.ram_total_bytes,
                    efficiency=efficiency, rows=rows, public=_public(notes) if public else None,
                    build_label=_build_label(), notes=tuple(notes), fit_problem=problem, store_problem=store_problem)
 

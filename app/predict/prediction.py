@@ -159,7 +159,7 @@ def host_repacked(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
 
 def predict(
     facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings, *, cpu_bandwidth_gbps: float | None = None,
-    tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0,
+    tensor_bytes: Mapping[str, int] | None = None, chars_per_token: float = 4.0, host_ram_bytes: int | None = None,
 ) -> Prediction:
     """Ceilings, memory, fit and an (n_prompt, n_gen) request's times at the ceilings for ``facts`` on ``profile``.
 
@@ -171,7 +171,8 @@ def predict(
     A profile of kind "cpu" runs everything on the host (n_gpu_layers is ignored).
     ``settings.depth`` tokens already in the KV cache (llama-bench ``-d``) add to the KV read and the attention work.
     ``settings.repack`` auto (-1) is taken as llama.cpp's default, 1: a machine's own default is the answer's to
-    resolve (:meth:`PredictSettings.resolved`).
+    resolve (:meth:`PredictSettings.resolved`). ``host_ram_bytes``: the system RAM the host side may use (a CPU's
+    whole budget; a discrete GPU's host share is checked against it; None: not checked).
     """
     s = settings.resolved(1)
     type_k, type_v = s.type_k, s.type_v or s.type_k
@@ -207,10 +208,12 @@ def predict(
     notes += [n for n in (prefill_compute_note(profile, facts.file_type, s.repack),) if n]
     if not is_cpu and (0 < split.n_gpu_layers < facts.n_layer + 1 or split.n_tensors_overridden):
         notes.append("partial offload: prefill ceiling ignores copying host-held weights to the GPU")
+    cpu_share = min(host_ram_bytes / profile.vram_bytes, 1.0) if host_ram_bytes and profile.vram_bytes else 1.0
     fit = fit_check(
         facts, profile.vram_bytes, s.n_ctx, type_k, type_v, ngl, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
-        swa_full=s.swa_full, unified=profile.is_unified, usable_fraction=1.0 if is_cpu else None,
-        tensor_bytes=tensor_bytes, placement=placement, offload_kqv=offload_kqv, host_repacked_bytes=repacked_bytes,
+        swa_full=s.swa_full, unified=profile.is_unified, usable_fraction=cpu_share if is_cpu else None,
+        host_ram_bytes=None if profile.is_unified else host_ram_bytes, tensor_bytes=tensor_bytes,
+        placement=placement, offload_kqv=offload_kqv, host_repacked_bytes=repacked_bytes,
     )
     split_settings = SplitSettings(s.n_ctx, ngl, type_k, type_v, s.n_ubatch, s.flash_attn,
                                    n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,

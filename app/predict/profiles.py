@@ -102,6 +102,10 @@ class HardwareProfile:
     #: repack guard's probe) and the CPU's feature flags, which decide the weights each takes (predict.repack_memory)
     repack_buffers: tuple[str, ...] = ()
     cpu_flags: tuple[str, ...] = ()
+    #: the system RAM of the machine around a GPU (GiB) and where that figure comes from ("given: --ram"); None: this
+    #: machine's own, or an assumption by the kind of part (app.predict.answer.host_ram)
+    host_ram_gib: float | None = None
+    host_ram_source: str = ""
     architecture: str = ""  # pools GPUs for the public-measurement fit; "" unknown
     source_url: str = ""  # the page (or repository file at a commit) the figures were read from; "" none
 
@@ -113,6 +117,11 @@ class HardwareProfile:
     def bus_bandwidth_gbps(self) -> float:
         """bus / 8 × per-pin data rate, in GB/s."""
         return self.memory_bus_bits / 8 * self.memory_data_rate_gbps
+
+    @property
+    def is_laptop_part(self) -> bool:
+        """A laptop GPU: sold across a power range rather than at one board power (or named so)."""
+        return bool(self.power_limit_w and not self.tdp_w) or "laptop" in self.name.lower()
 
     @property
     def is_unified(self) -> bool:

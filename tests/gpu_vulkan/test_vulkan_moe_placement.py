@@ -19,7 +19,7 @@ import pytest
 
 from app.model.gguf_facts import read_model_facts
 from app.predict.device_split import SplitSettings, device_split
-from app.predict.prediction import PredictSettings
+from app.predict.settings import PredictSettings
 from engines.llama_cpp_placement import expert_block_pattern
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_moe_gguf

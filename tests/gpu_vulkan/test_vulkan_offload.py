@@ -16,7 +16,7 @@ import pytest
 
 from app.model.facts_cache import cached_facts
 from app.predict.device_split import DeviceSplit, SplitSettings, device_split
-from app.predict.prediction import flash_attn_enabled
+from app.predict.settings import flash_attn_enabled
 from app.results import export
 from tests.cli_helpers import gguf_bench
 

@@ -21,7 +21,7 @@ from app.model.gguf_facts import read_model_facts
 from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
 from app.predict.calibration_store import fit_path, llama_build, save_fit
 from app.predict.fitted_model import PhaseFit
-from app.predict.prediction import PredictSettings
+from app.predict.settings import PredictSettings
 from app.telemetry.machine import scan_machine
 
 DECODE = {"bytes:f16": 1 / 10e9, "kv:fa": 1 / 5e9, "layer": 50e-6, "fixed": 200e-6}

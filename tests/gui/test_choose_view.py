@@ -51,11 +51,15 @@ def test_chooser_view(qtbot, gui_data_dir: Path, smollm2_path: Path,  # noqa: AN
     assert by_name[smollm2_path.name][2] == 0.03 and by_name["big-f16.gguf"][2] is None
     assert view.pareto.unmeasured_y > 0.03
     assert view.bars.budget_gib == 8.0 and all(0 < t < 8.0 for t in view.bars.totals_gib)
-    # the recommendation and its command, copyable
+    # two models: one answer each, a line per model, and the command of the selected file's model
+    rec = report.recommendation
     text = view.recommendation.text()
-    assert text.startswith(report.recommendation.sentence) and "Run " in text
+    assert len(rec.per_model) == 2 and text.startswith(rec.lines()) and text.count("\n• ") == 2
     assert "\nIts speed: public llama-bench results" in text  # the source, visible, not only in a tooltip
     assert view.command.text().startswith("llama-server -m ") and view.copy_button.isEnabled()
+    for row in range(2):
+        view.table.selectRow(row)
+        assert Path(view.table.item(row, 0).text()).name in view.command.text()
     view.copy_command()
     from PySide6.QtGui import QGuiApplication
 
@@ -63,7 +67,7 @@ def test_chooser_view(qtbot, gui_data_dir: Path, smollm2_path: Path,  # noqa: AN
     out = view.export_csv(tmp_path / "choose.csv")
     rows = read_csv(out.read_text(encoding="utf-8"))
     assert [r["filename"] for r in rows] == [smollm2_path.name, "big-f16.gguf"]
-    assert sum(int(r["recommended"]) for r in rows) == 1 and rows[0]["mean_kld"] == "0.03"
+    assert sum(int(r["recommended"]) for r in rows) == 2 and rows[0]["mean_kld"] == "0.03"
 
 
 @pytest.mark.heavy  # the repack probe's child process

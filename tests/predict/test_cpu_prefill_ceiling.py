@@ -17,7 +17,7 @@ import pytest
 
 from app.model.gguf_facts import read_model_facts
 from app.predict.hardware_context import CpuProfile, cpu_profile_of
-from app.predict.prediction import PredictSettings, predict
+from app.predict.prediction import predict
 from app.predict.prefill import (
     matmul_params,
     prefill_compute,
@@ -26,6 +26,7 @@ from app.predict.prefill import (
     weights_use_int8_dot,
 )
 from app.predict.profiles import cpu_profile, find_profile
+from app.predict.settings import PredictSettings
 from app.telemetry.cpu_features import CpuFeatures
 from app.telemetry.cpu_peaks import FMA_PEAK, INT8_DOT_PEAK, ComputeFigure
 from app.telemetry.cpu_probe import CpuProbe

@@ -8,7 +8,7 @@ import pytest
 
 from app.predict.device_split import SplitSettings, device_split, device_split_columns, largest_ctx_on_gpu
 from app.predict.memory import compute_buffer_bytes_for, compute_stages, graph_inputs_bytes, kv_alloc_bytes
-from app.predict.prediction import PredictSettings
+from app.predict.settings import PredictSettings
 from tests.predict.samples import MIB, TENSORS, make_facts
 
 #: 4 layers of 100 bytes, token_embd 50 (host), output 42 (norm 2 + untied output 40), rope_freqs 1 (host);

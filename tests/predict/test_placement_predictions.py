@@ -31,8 +31,9 @@ from app.predict.offload import (
     expert_block_pattern,
     split_weights,
 )
-from app.predict.prediction import PredictSettings, predict
+from app.predict.prediction import predict
 from app.predict.profiles import HardwareProfile
+from app.predict.settings import PredictSettings
 from engines import llama_cpp_placement
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_gguf, write_synthetic_moe_gguf

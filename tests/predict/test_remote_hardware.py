@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from app.cli.main import main
-from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS
 from app.predict.hardware_context import ASSUMED_HOST, remote_hardware_context
-from app.predict.profiles import ProfileError
+from app.predict.host_memory import host_memory_table
+from app.predict.profiles import ProfileError, find_profile, load_profiles
 from app.telemetry import machine
 from app.telemetry.cpu_probe_record import CACHE_FILE
 from tests.cli_helpers import main_json
@@ -44,13 +44,15 @@ def test_predict_for_a_named_gpu_probes_nothing_and_writes_no_probe_cache(
     assert doc["profile"] == "RTX 4060 Laptop" and doc["fit_status"] == "partial"
     assert probe_calls == []
     assert not list(isolated_data_dir.rglob(CACHE_FILE))
-    # the host side is the stated default, named as assumed, not this machine's probe
-    assert doc["cpu_bandwidth_gbps"] == DEFAULT_CPU_BANDWIDTH_GBPS
-    assert any(f"assumed {DEFAULT_CPU_BANDWIDTH_GBPS:g} GB/s" in n for n in doc["notes"]), doc["notes"]
+    # the host side is the memory assumed beside that GPU, named as assumed, not this machine's probe
+    memory = host_memory_table().assumed_for(find_profile("RTX 4060 Laptop", load_profiles()))
+    assert doc["cpu_bandwidth_gbps"] == memory.peak_bandwidth_gbps
+    said = f"host memory assumed: {memory.name}, {memory.peak_bandwidth_gbps:.1f} GB/s"
+    assert any(n.startswith(said) for n in doc["notes"]), doc["notes"]
 
     rc = main(["predict", "-m", str(model), "--hw", "RTX 4060 Laptop", "-ngl", "2"])  # the text output says it too
     out = capsys.readouterr().out
-    assert rc == 0 and f"assumed {DEFAULT_CPU_BANDWIDTH_GBPS:g} GB/s" in out
+    assert rc == 0 and said in out
     assert probe_calls == [] and not list(isolated_data_dir.rglob(CACHE_FILE))
 
 
@@ -66,8 +68,10 @@ def test_a_refused_gpu_name_is_one_line_and_probes_nothing(
 def test_remote_context_has_the_assumed_host() -> None:
     hw = remote_hardware_context("RTX 4090")
     assert hw.gpu is not None and hw.gpu.name == "RTX 4090"
-    assert hw.cpu is ASSUMED_HOST and not hw.host_measured and hw.host_bandwidth_gbps is None
-    assert ASSUMED_HOST.peak_bandwidth_gbps == DEFAULT_CPU_BANDWIDTH_GBPS and "assumed" in ASSUMED_HOST.source
-    assert hw.for_row(0) is ASSUMED_HOST and hw.for_row(10) is hw.gpu
+    memory = host_memory_table().assumed_for(hw.gpu)  # Ada, a desktop part: DDR5 beside it
+    assert hw.cpu.kind == "cpu" and not hw.host_measured and hw.host_bandwidth_gbps is None
+    assert hw.cpu.peak_bandwidth_gbps == memory.peak_bandwidth_gbps and hw.cpu.source.startswith("assumed: DDR5")
+    assert hw.cpu.fp16_tensor_tflops == ASSUMED_HOST.fp16_tensor_tflops  # the compute side stays the stated one
+    assert hw.for_row(0) is hw.cpu and hw.for_row(10) is hw.gpu
     with pytest.raises(ProfileError, match="did you mean"):
         remote_hardware_context("RTX 40")

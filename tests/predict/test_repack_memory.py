@@ -10,9 +10,10 @@ import pytest
 
 from app.choose.verdicts import llama_server_command
 from app.model.gguf_facts import read_model_facts
-from app.predict.prediction import PredictSettings, predict
+from app.predict.prediction import predict
 from app.predict.profiles import GIB, cpu_profile
 from app.predict.repack_memory import TIED_OUTPUT, amx_bytes, cpu_repack_bytes, matmul_weights, repacked_weights
+from app.predict.settings import PredictSettings
 from tests.gguf_synth import write_synthetic_gguf
 
 MIB = 2**20

@@ -61,9 +61,15 @@ def test_predict_composes_a_partial_offload_and_never_applies_a_full_offload_fit
     assert got.decode.kind == "split" and 40.0 < got.decode.value < 400.0
     assert "split by the bytes" in got.decode.source.detail
     assert got.prefill is not None and got.prefill.kind == "ceiling"  # no fit runs a split's prefill
+    # no CPU fit here: the host side is this CPU's bandwidth at the share published CPU rows reach (issue #41 point 5)
     alone = answer(facts, gpu, settings, machine_of(gpu, fit=StandInFit({"CUDA,CPU": fit_of("device", 400.0)})))
-    assert alone.decode.kind == "ceiling"  # a reason, never both
-    assert "no expected decode without an expected figure for the host CPU alone" in alone.no_expected_decode
+    assert alone.decode.kind == "split" and "published CPU-backend llama-bench rows" in alone.decode.source.detail
+    assert alone.decode.low < alone.decode.value < alone.decode.high
+    # no figure for the device with every layer on it (no fit of it, no public fit): a reason, never both
+    bare = answer(facts, gpu, settings, machine_of(gpu, fit=StandInFit({"CPU": fit_of("host", 40.0)})))
+    assert bare.decode.kind == "ceiling"
+    assert "no expected decode without an expected figure for the device with every layer on it" in \
+        bare.no_expected_decode
     full = answer(facts, gpu, PredictSettings(n_ctx=1024, n_prompt=64, n_gen=16), both)
     assert full.decode.kind == "fit" and full.decode.value == pytest.approx(400.0)  # a full offload: its fit as is
 

@@ -48,7 +48,8 @@ def test_rows_round_trip_and_lookup(tmp_path: Path) -> None:
 
 def test_a_locked_store_keeps_quality_rows_and_stores_them_later(tmp_path: Path) -> None:
     """Issue #25: quality rows had their own sqlite3.connect, outside the store's retries and side file: a store
-    locked by another writer lost them. Now they take the speed rows' path: kept, then stored on the next open."""
+    locked by another writer lost them. Now they take the speed rows' path: kept, then stored by the next recovery (the
+    step a sweep, a quality run or the window takes on opening; a plain open changes nothing)."""
     warnings: list[str] = []
     path = tmp_path / "s.sqlite3"
     with ResultStore(path, warn=warnings.append, write_attempts=1, busy_timeout_s=0.05) as store:
@@ -61,6 +62,8 @@ def test_a_locked_store_keeps_quality_rows_and_stores_them_later(tmp_path: Path)
             other.close()
     assert warnings and "kept in" in warnings[0] and store.pending.exists()
     with ResultStore(path, warn=warnings.append) as store:
+        assert quality_rows(store, "r") == [] and store.pending.exists()  # opening alone writes nothing
+    with ResultStore.recover(path, warn=warnings.append) as store:
         assert [r["run_id"] for r in quality_rows(store, "r")] == ["r"]
     assert not store.pending.exists()
 

@@ -29,7 +29,7 @@ from app.calibrate.synth_models import write_synth_model
 from app.model.facts_cache import cached_facts
 from app.predict.calibration_fit import MachineContext, MachineFit, row_label, workload_of
 from app.predict.fitted_model import FitError
-from app.predict.prediction import PredictSettings
+from app.predict.settings import PredictSettings
 from app.results.fields import BUSY_OTHER_CPU_PCT
 from app.results.store import ResultStore
 

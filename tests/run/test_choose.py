@@ -31,19 +31,20 @@ def probed() -> None:
     save_probe(CpuProbe(bandwidth_gbps=20.0, gflops_f32=200.0, n_threads=2, measured_at="test fixture"))
 
 
-def _two_files(smollm2_path: Path, make_gguf: Callable[..., Path]) -> list[str]:
-    return [str(smollm2_path), str(make_gguf("synthetic-f16.gguf", n_layer=2))]
+def _two_files(make_gguf: Callable[..., Path]) -> list[str]:
+    """Two quantizations of one (synthetic) model: F16 and Q8_0."""
+    return [str(make_gguf("synthetic-q8_0.gguf", n_layer=2, tensor_dtype="Q8_0")),
+            str(make_gguf("synthetic-f16.gguf", n_layer=2))]
 
 
 @pytest.mark.parametrize("hw", ["RTX 4060 Laptop", "RTX 4090", None])
-def test_recommendation_for_two_gpus_and_this_machine(
-    hw: str | None, smollm2_path: Path, make_gguf: Callable[..., Path]
-) -> None:
-    report = run_choose(ChooseRequest(sources=tuple(_two_files(smollm2_path, make_gguf)), hw=hw, n_ctx=8192))
+def test_recommendation_for_two_gpus_and_this_machine(hw: str | None, make_gguf: Callable[..., Path]) -> None:
+    report = run_choose(ChooseRequest(sources=tuple(_two_files(make_gguf)), hw=hw, n_ctx=8192))
     assert report.this_machine is (hw is None)
     assert not report.errors and len(report.choices) == 2
     assert all(c.status == "fits" for c in report.choices)
     rec = report.recommendation
+    assert not rec.per_model  # one model: one answer
     assert rec.choice is not None and rec.sentence.startswith(f"Run {rec.choice.filename}")
     # no quality measured: the F16 file has the most bits per weight
     assert rec.choice.filename == "synthetic-f16.gguf" and "bits per weight" in rec.sentence
@@ -57,8 +58,21 @@ def test_recommendation_for_two_gpus_and_this_machine(
         assert rec.choice.decode_tps.kind == "ceiling"
 
 
+def test_files_of_two_models_get_one_answer_each(smollm2_path: Path, make_gguf: Callable[..., Path]) -> None:
+    """Bits per weight say nothing across models: SmolLM2 and the synthetic model are answered apart, each with its
+    own command, and no file of one is ranked against the other's."""
+    files = (str(smollm2_path), *_two_files(make_gguf))
+    rec = run_choose(ChooseRequest(sources=files, hw="RTX 4060 Laptop", n_ctx=4096)).recommendation
+    assert rec.choice is None and len(rec.per_model) == 2
+    picked = {r.choice.filename for _, r in rec.per_model if r.choice is not None}
+    assert picked == {smollm2_path.name, "synthetic-f16.gguf"}
+    assert "which to run is a choice of model" in rec.sentence
+    commands = {c.filename: rec.command_for(c) for c in rec.picks()}
+    assert smollm2_path.name in commands[smollm2_path.name] and "synthetic-f16.gguf" in commands["synthetic-f16.gguf"]
+
+
 def test_quality_and_measured_speed_from_the_store(smollm2_path: Path, make_gguf: Callable[..., Path]) -> None:
-    files = _two_files(smollm2_path, make_gguf)
+    files = _two_files(make_gguf)
     machine = scan_machine(ProbeMode.CACHED).run_facts()
     with ResultStore() as store:
         save_quality_rows(store, [
@@ -70,13 +84,15 @@ def test_quality_and_measured_speed_from_the_store(smollm2_path: Path, make_gguf
                                 "ttft_ms": 120.0, "n_prompt": 512, "n_gen": 32, "n_depth": 0,
                                 "n_gpu_layers_effective": 0, "cpu_info": machine.get("cpu_model", "")})
         store.finish_run("r1", "ok")
-    report = run_choose(ChooseRequest(sources=tuple(files), n_ctx=4096, max_kld=0.05))
+    report = run_choose(ChooseRequest(sources=(*files, str(smollm2_path)), n_ctx=4096, max_kld=0.05))
+    q8 = next(c for c in report.choices if c.filename == "synthetic-q8_0.gguf")
+    assert q8.quality is not None and q8.quality.mean_kld == 0.04 and q8.quality.ppl == 20.0
     smol = next(c for c in report.choices if c.filename == smollm2_path.name)
-    assert smol.quality is not None and smol.quality.mean_kld == 0.04 and smol.quality.ppl == 20.0
     assert smol.measured is not None and smol.measured.decode_tps == 55.5 and smol.measured.settings.startswith("p512")
-    assert report.recommendation.choice.filename == "synthetic-f16.gguf"  # KLD 0 < 0.04
-    assert "lowest measured KLD" in report.recommendation.sentence
-    other_gpu = run_choose(ChooseRequest(sources=tuple(files), hw="RTX 4090", n_ctx=4096))
+    synthetic = next(r for _, r in report.recommendation.per_model if r.choice and r.choice.model_key == q8.model_key)
+    assert synthetic.choice.filename == "synthetic-f16.gguf"  # type: ignore[union-attr]  # KLD 0 < 0.04
+    assert "lowest measured KLD" in synthetic.sentence
+    other_gpu = run_choose(ChooseRequest(sources=(*files, str(smollm2_path)), hw="RTX 4090", n_ctx=4096))
     assert all(c.measured is None for c in other_gpu.choices)  # measured here, not on that GPU
 
 
