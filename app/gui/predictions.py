@@ -254,6 +254,27 @@ class PredictionService:
                 out.append((e.value, e.low, e.high))
         return np.asarray(out, dtype=float).T
 
+    def decode_figure_curve(self, path: str, positions: Sequence[float], profile: HardwareProfile | None = None,
+                            **settings: Any) -> tuple[str, np.ndarray] | None:
+        """The answer's decode figure at each position on ``profile``, as the inspector gives it for a context
+        (expected with its band where a source gives one, else the ceiling): (its kind, rows value, low, high; the
+        band's ends are the value where there is no band). The kind is "ceiling" where any position has only a
+        ceiling, else the first position's (``fit``, ``public``…)."""
+        base = PredictSettings.from_row(settings)
+        rows, kinds = [], []
+        for x in positions:
+            got = self.predict_settings(path, base.decode_at(float(x)), profile)
+            if got is None:
+                return None
+            fig = got.decode
+            value = _f(fig.value) or np.nan
+            rows.append((value, _f(fig.low) or value, _f(fig.high) or value))
+            kinds.append(str(fig.kind))
+        if not rows:
+            return None
+        kind = "ceiling" if "ceiling" in kinds else kinds[0]
+        return kind, np.asarray(rows, dtype=float).T
+
     def kv_curve(self, path: str, ctxs: Sequence[float], **settings: Any) -> tuple[np.ndarray, np.ndarray] | None:
         """(KV-cache bytes, weights + KV + compute bytes) llama.cpp allocates at each context size."""
         return self._kv_curve(path, ctxs, PredictSettings.from_row(settings))

@@ -173,11 +173,16 @@ def test_the_log_toggle_survives_redraws_with_ranges_in_log_units(qtbot, plots: 
     assert y0 == pytest.approx(math.floor(math.log10(np.nanmin(lat[lat > 0]))))  # the decade below the least
     assert 1.0 < y1 < 3.0 and 10**y1 >= np.percentile(lat, 95)  # log10 of tens of ms
 
-    # the context menu's action is the same switch
+    # the context menu's action is the same switch; decode's position axis starts on a log scale (a short test's
+    # tokens and the asked context, thousands of tokens, on one axis): the switch makes it linear and back
+    assert decode.log_scale and decode.plot.getAxis("bottom").logMode
     decode.log_toggle.action.trigger()
     assert decode.log_toggle.action in decode.plot.getViewBox().getMenu(None).actions()
+    assert not decode.log_scale and not decode.plot.getAxis("bottom").logMode
+    _settle()
+    decode.log_toggle.action.trigger()
     assert decode.log_scale and decode.plot.getAxis("bottom").logMode
-    x_max = max(t["n_depth"] + t["n_prompt"] + t["n_gen"] for t in run.tests.values()) * 1.05
+    x_max = max([t["n_depth"] + t["n_prompt"] + t["n_gen"] for t in run.tests.values()] + [plots.kv_ctx_max]) * 1.05
     assert 10 ** decode.plot.getViewBox().viewRange()[0][1] == pytest.approx(x_max)
 
     ttft.log_toggle.action.trigger()

@@ -139,7 +139,7 @@ def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, 
     assert set(p.curves) == {0} and np.array_equal(p.curves[0][1], cy)
     ran_on = run.ok_rows()[0]["hw_profile"]
     assert _labels(p) == ["per token (measured)", "test mean (±1 sd); ● depth 0, ■ depth 64", f"ceiling ({ran_on})",
-                          "what-if (test CPU)"]
+                          "what-if ceiling (test CPU)"]  # the answer's figure for it: a ceiling (no fit here)
     _wx, wy = p.data_of("dec", "whatif", 0)
     assert np.isfinite(wy).all() and wy[0] < cy[0]  # 20 GB/s chosen vs the 33 GB/s the run was measured on
 
@@ -227,7 +227,7 @@ def test_a_new_profile_renames_the_prediction_legends(panels, view: PlotView, ru
     p.draw(view)
     predictor.set_profile(_profile("other CPU"))
     p.draw(PlotView(run, predictor))
-    assert _labels(p)[-1] == "what-if (other CPU)"
+    assert _labels(p)[-1] == "what-if ceiling (other CPU)"  # no fit for it here: its figure is the ceiling
 
 
 def _shown_plots(qtbot) -> LivePlots:  # noqa: ANN001 - pytest-qt's

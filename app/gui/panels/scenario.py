@@ -7,7 +7,18 @@ from typing import Any
 
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette
-from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QGridLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.gui import theme
 from app.predict.scenario import Scenario
@@ -16,6 +27,8 @@ from app.predict.scenario_totals import MeasuredRates, ScenarioTotals
 SCENARIOS: dict[str, tuple[int, int]] = {"Chat": (1000, 300), "RAG": (12000, 500)}
 TTFT_COLOUR = QColor(240, 160, 40)
 DECODE_COLOUR = QColor(60, 130, 220)
+#: lines of the figures the panel keeps in view however its splitter is dragged (the rest scrolls)
+MIN_FIGURE_LINES = 2
 
 
 class SplitBar(QWidget):
@@ -98,18 +111,29 @@ class ScenarioPanel(QWidget):
         grid.addWidget(self.prompt, 1, 1)
         grid.addWidget(QLabel("answer", self), 1, 2)
         grid.addWidget(self.output, 1, 3)
+        # the figures, each label as tall as its wrapped text and each bar under its own label, in a scroll area:
+        # a short panel (a laptop's screen, a dragged splitter) scrolls them instead of painting bars over text or
+        # squashing the inputs above them
+        self.body = QWidget(self)
+        body = QVBoxLayout(self.body)
+        body.setContentsMargins(0, 0, 0, 0)
+        body.setSpacing(2)
+        for w in (self.predicted, self.pred_bar, self.exact, self.measured, self.meas_bar, self.what_if,
+                  self.warning, self.source):
+            body.addWidget(w)
+        body.addStretch(1)
+        self.figures_area = QScrollArea(self)
+        self.figures_area.setWidgetResizable(True)
+        self.figures_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.figures_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.figures_area.setWidget(self.body)
+        self.figures_area.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        self.figures_area.setMinimumHeight(MIN_FIGURE_LINES * (self.fontMetrics().lineSpacing() + 2) + 4)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
         lay.addLayout(grid)
-        lay.addWidget(self.predicted)
-        lay.addWidget(self.pred_bar)
-        lay.addWidget(self.exact)
-        lay.addWidget(self.measured)
-        lay.addWidget(self.meas_bar)
-        lay.addWidget(self.what_if)
-        lay.addWidget(self.warning)
-        lay.addWidget(self.source)
+        lay.addWidget(self.figures_area, 1)
         self._setting = False
         self._kind_chosen()
         self.pred: Scenario | None = None

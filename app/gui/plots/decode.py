@@ -1,4 +1,12 @@
-"""Decode speed against position in the context: per-token rates, test means (±1 sd) and the predicted ceiling."""
+"""Decode speed against position in the context: per-token rates, test means (±1 sd) and the predicted ceiling.
+
+The x axis runs to the deepest test or to the context asked in the inspector, whichever is further, with a line at
+that context; the y axis fits the measurements and the predictions for the hardware they ran on, recomputed when
+those predictions change (a live run's first model load says which hardware that is). The inspector's other
+hardware is a what-if: the answer's decode figure along the context (expected where a source gives one, else the
+ceiling), which does not stretch the y axis; where it runs above the scale, a note in the plot gives its figure at
+the asked context.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +14,40 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
 
+from app.gui import theme
 from app.gui.plots.envelope import chunk_tokens, envelope
 from app.gui.plots.interaction import figure_text, row_series
-from app.gui.plots.items import line, ring, show_curve, what_if_line
+from app.gui.plots.items import line, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.streams import Stream
-from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name
+from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name, short_model
+from app.predict.settings import at_context, at_context_depth
 from app.run.live import decode_mean_position as mean_pos
 
-__all__ = ["DecodePlot", "mean_pos"]
+__all__ = ["DecodePlot", "asked_depth", "curve_positions", "mean_pos"]
 
 
 MEANS_LABEL = "test mean (±1 sd)"
 MEANS_MARKER = ("s", 10)  # symbol, size of the measured means
+NOTE_MARGIN_PX = 4.0
+
+
+def asked_depth(n_ctx: int) -> int:
+    """The KV depth the inspector's decode figure at a context of ``n_ctx`` tokens is for (``at_context``'s)."""
+    return at_context_depth(at_context(max(int(n_ctx), 1)))
+
+
+def curve_positions(x_max: float, depth: int = 0, first: float = 16.0) -> np.ndarray:
+    """Where the predicted curves are asked: from an empty cache, then from ``first`` (half the shallowest test's
+    first decoded position) to ``x_max``, spaced evenly on a log axis (the plot's default) and so closer together
+    where the context is short, and at ``depth`` exactly (the asked context's figure is one of the curve's own
+    points)."""
+    xs = np.geomspace(min(max(first, 8.0), x_max / 4.0), x_max, CURVE_POINTS)
+    extra = [float(depth)] if 0 < depth <= x_max else []
+    return np.unique(np.concatenate(([0.0], xs, extra)))
 
 
 class DecodePlot(PlotPanel):
@@ -31,21 +59,39 @@ class DecodePlot(PlotPanel):
     y_label = "decode speed (tok/s)"
     points_key = "mean"
     log_axes = ("x",)  # contexts from hundreds to tens of thousands of tokens
+    log_default = True  # a short test's tokens and the asked context (thousands) on one axis
 
     def __init__(self, title: str | None = None, columns: int | None = None) -> None:
         super().__init__(title, columns)
         self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, predicted tok/s)
         self.expected: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, expected tok/s)
+        #: model index -> (the what-if's name, positions, its figure at each): drawn, never stretching the y axis
+        self.what_ifs: dict[int, tuple[str, np.ndarray, np.ndarray]] = {}
         self.predictions = 0  # how many times the curves were asked for (the inter-token plot follows them)
+        self.asked_ctx = 0  # the inspector's context (tokens), marked by a line
+        self.asked_depth = 0  # the depth its decode figure is for
         self._mean_hi = float("nan")
         self._x_max = 64.0
+        self._multi = False
+        self._ctx_line: pg.InfiniteLine | None = None
+        self.note = pg.TextItem(anchor=(1, 0))  # what runs above the scale, in the data area's top right corner
+        self.note.setParentItem(self.plot.getViewBox())
+        self.note.setZValue(950)
+        self.note.hide()
+        self.plot.getViewBox().sigResized.connect(self._place_note)
         self.forget_taken()
 
     def reset(self) -> None:
         super().reset()
         self.curves = {}
         self.expected = {}
+        self.what_ifs = {}
         self._mean_hi = float("nan")
+        if self._ctx_line is not None:
+            self.plot.removeItem(self._ctx_line)
+            self._ctx_line = None
+        self.note.setText("")
+        self.note.hide()
 
     @staticmethod
     def _token_line(view: PlotView, m: int, path: str) -> Callable[[], Any]:
@@ -57,22 +103,54 @@ class DecodePlot(PlotPanel):
         self._models: tuple[str, ...] = ()
 
     def x_max(self, view: PlotView) -> float:
-        """The x axis' end: the deepest position a test reaches, and a little room."""
+        """The x axis' end: the deepest position a test reaches or the asked context, and a little room."""
         return max([int(t.get("n_depth") or 0) + int(t.get("n_prompt") or 0) + int(t.get("n_gen") or 0)
-                    for t in view.tests] + [64]) * 1.05
+                    for t in view.tests] + [int(view.kv_ctx_max or 0), 64]) * 1.05
+
+    def prediction_key(self, view: PlotView) -> tuple[Any, ...]:
+        """The curves run to the asked context too."""
+        return (*view.prediction_key, view.kv_ctx_max)
 
     def predict(self, view: PlotView) -> None:
-        """Each model's decode ceiling and expected band on the hardware it ran on, and the inspector's what-if."""
+        """Each model's decode ceiling and expected band on the hardware it ran on, the inspector's what-if, and
+        the asked context's line; the axis ranges are fitted to them afresh."""
         self._x_max = self.x_max(view)
-        xs = np.linspace(0, self._x_max, CURVE_POINTS)
+        self.asked_ctx = int(view.kv_ctx_max or 0)
+        self.asked_depth = asked_depth(self.asked_ctx) if self.asked_ctx else 0
+        self._multi = view.multi
+        first = min([int(t.get("n_depth") or 0) + int(t.get("n_prompt") or 0) for t in view.tests] or [32]) / 2
+        xs = curve_positions(self._x_max, self.asked_depth, first)
         curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.expected = {}
+        self.what_ifs = {}
         for m, path in enumerate(view.models):
             ys = self._draw_ceiling(view, m, path, xs)
             if ys is not None:
                 curves[m] = (xs, ys)
         self.curves = curves
         self.predictions += 1
+        self._draw_asked_context()
+        self.reset_ranges()  # the hardware the curves are for may have changed (a live run's first model load)
+
+    def _draw_asked_context(self) -> None:
+        """A dotted vertical line at the inspector's context, where its decode figure is read."""
+        if not self.asked_ctx:
+            if self._ctx_line is not None:
+                self._ctx_line.hide()
+            return
+        fg = theme.plot_foreground()
+        if self._ctx_line is None:
+            self._ctx_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(fg, width=1,
+                                                                                  style=Qt.PenStyle.DotLine),
+                                             label="", labelOpts={"position": 0.04, "color": fg,
+                                                                  "anchors": [(1, 1), (1, 1)]})
+            self.plot.addItem(self._ctx_line, ignoreBounds=True)
+        self._ctx_line.label.setFormat(f"context {self.asked_ctx:,}")
+        self._ctx_line.setToolTip(f"The context asked in the inspector ({self.asked_ctx:,} tokens): its decode "
+                                  f"figure is for depth {self.asked_depth:,}")
+        x = float(self.asked_depth or self.asked_ctx)
+        self._ctx_line.setPos(np.log10(x) if self.log_scale else x)  # an InfiniteLine is placed in view units
+        self._ctx_line.show()
 
     def take_rows(self, view: PlotView) -> None:
         """Test means (±1 sd) per model, unstable ones ringed, the selected tests highlighted (their tokens too)."""
@@ -127,36 +205,88 @@ class DecodePlot(PlotPanel):
 
     def show_stream(self, key: tuple[Any, ...], stream: Stream, item: Any) -> None:
         """Per-token lines as their min/max envelope, about one pixel per chunk of tokens."""
-        chunk = chunk_tokens(self._x_max, self.plot.getViewBox().width())  # repetitions overlap: runs, not x
+        span = self._x_max
+        x = stream.x.view()
+        if self.log_scale and x.size and np.nanmin(x) > 0:  # a pixel holds fewest tokens where x is least
+            lo = float(np.nanmin(x))
+            span = lo * np.log(10.0) * max(np.log10(self._x_max) - np.floor(np.log10(lo)), 0.1)
+        chunk = chunk_tokens(span, self.plot.getViewBox().width())  # repetitions overlap: runs, not x
         x, y, conn = envelope(stream.x.view(), stream.y.view(), stream.connect(), chunk)
         item.setData(x, y, connect=conn)
 
     def fit_ranges(self) -> None:
-        """x from zero to the deepest test; y to the per-token rates' 99th percentile, the means' tops and the
-        ceilings, whichever is highest (only ever growing within a run)."""
+        """x from zero to the deepest test or the asked context; y to the per-token rates' 99th percentile, the
+        means' tops and the ceilings of the hardware measured, whichever is highest (only ever growing until the
+        predictions change). What-ifs above that are named in the note instead."""
         rates = [s.y.view() for key, s in self.streams.items() if key[0] == "tok" and len(s)]
         tok_hi = float(np.percentile(np.concatenate(rates), 99)) if rates else float("nan")
         y_hi = finite_max(tok_hi, self._mean_hi, *[ys for _xs, ys in self.curves.values()])
+        if not np.isfinite(y_hi):  # nothing measured and no ceiling: the what-ifs alone set the scale
+            y_hi = finite_max(*[ys for _n, _xs, ys in self.what_ifs.values()])
         self.set_range(self.plot.getViewBox(), (0.0, float(self._x_max)), y_hi if np.isfinite(y_hi) else None)
+        self._note_off_scale()
+
+    def y_top(self) -> float:
+        """The y axis' top as set (data units), NaN before any."""
+        y = self._ranges.get("main", (None, None))[1]
+        return float(y[1]) if y is not None else float("nan")
+
+    def _note_off_scale(self) -> None:
+        """Each what-if that runs above the y axis, with its figure at the asked context: in the data area's top
+        right corner, so the figure the inspector gives is on the plot even when it is off the scale."""
+        top = self.y_top()
+        lines = []
+        for _m, (name, xs, ys) in sorted(self.what_ifs.items()):
+            if not np.isfinite(top) or not np.nanmax(ys, initial=-np.inf) > top:
+                continue
+            at = self.asked_depth if self.asked_depth and xs[0] <= self.asked_depth <= xs[-1] else float(xs[-1])
+            value = float(np.interp(at, xs, ys))
+            lines.append(f"↑ {name}: {value:,.0f} tok/s at depth {at:,.0f}")
+        text = "\n".join(lines)
+        if text:
+            text += "\n(above this scale)"
+        if text != self.note.toPlainText():
+            self.note.setText(text, color=theme.plot_foreground())
+        self.note.setVisible(bool(text))
+        self._place_note()
+
+    def _place_note(self, *_args: Any) -> None:
+        rect = self.plot.getViewBox().boundingRect()
+        self.note.setPos(rect.right() - NOTE_MARGIN_PX, rect.top() + NOTE_MARGIN_PX)
 
     def _draw_ceiling(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> np.ndarray | None:
         """Model ``m``'s predicted decode ceiling along ``xs`` on the hardware it ran on (None while it is being
-        computed), and the inspector's other profile as a dotted what-if."""
+        computed), its expected band, and the inspector's other profile as a dotted what-if: the answer's figure
+        (expected where a source gives one, else the ceiling), as the inspector gives it."""
         settings = view.settings(path)
         ran_on, what_if = view.hardware(path)
+        items = tuple(sorted(settings.items()))
         ys = None
-        for key, prof, make in ((("pred", m), ran_on, lambda name: line(name, color(m), 2.0, dashed=True)),
-                                (("whatif", m), what_if, lambda name: what_if_line(name, color(m)))):
-            if prof is None:
-                self.drop(key)
-                continue
-            curve = view.curve(("dec", path, float(xs[-1]), prof, tuple(sorted(settings.items()))),
-                               lambda prof=prof: view.predictor.decode_curve(path, xs, prof, **settings))
-            name = view.label(f"{'ceiling' if key[0] == 'pred' else 'what-if'} ({profile_name(prof)})", path)
-            show_curve(self.item(key, lambda make=make, name=name: make(name), name), xs, curve)
-            ys = curve if key[0] == "pred" else ys
+        if ran_on is None:
+            self.drop(("pred", m))
+        else:
+            curve = view.curve(("dec", path, float(xs[-1]), len(xs), ran_on, items),
+                               lambda: view.predictor.decode_curve(path, xs, ran_on, **settings))
+            name = view.label(f"ceiling ({profile_name(ran_on)})", path)
+            self.show_predicted(("pred", m), self.item(("pred", m), lambda: line(name, color(m), 2.0, dashed=True),
+                                                       name), xs, curve)
+            ys = curve
+        if what_if is None:
+            self.drop(("whatif", m))
+        else:
+            got = view.curve(("dec-whatif", path, float(xs[-1]), len(xs), what_if, items),
+                             lambda: view.predictor.decode_figure_curve(path, xs, what_if, **settings))
+            kind = got[0] if got is not None else "ceiling"
+            what = "what-if ceiling" if kind == "ceiling" else "what-if, expected"
+            name = view.label(f"{what} ({profile_name(what_if)})", path)
+            figures = got[1] if got is not None else None
+            item = self.item(("whatif", m), lambda: what_if_line(name, color(m)), name)
+            self.show_predicted(("whatif", m), item, xs, figures, 0, band=None if kind == "ceiling" else (1, 2))
+            if figures is not None:
+                label = f"{what} on {profile_name(what_if)}" + (f" — {short_model(path)}" if view.multi else "")
+                self.what_ifs[m] = (label, xs, figures[0])
         exp = None if ran_on is None else view.curve(
-            ("dec-exp", path, float(xs[-1]), ran_on, tuple(sorted(settings.items()))),
+            ("dec-exp", path, float(xs[-1]), len(xs), ran_on, items),
             lambda: view.predictor.expected_curve(path, xs, "decode", 0, ran_on, **settings))
         self.draw_expected(("exp", m), view.label(f"expected ± band ({profile_name(ran_on)})", path), color(m), xs,
                            exp)

@@ -45,6 +45,17 @@ class PickSeries:
     sorted_x: bool = False
 
 
+@dataclass(frozen=True)
+class PickLine:
+    """A predicted curve, read anywhere along it: ``xs`` (sorted) and ``ys`` in data units; ``describe(x, y)`` the
+    readout at a point of the line (its value interpolated at the mouse's x, in view units as drawn)."""
+
+    xs: np.ndarray
+    ys: np.ndarray
+    describe: Callable[[float, float], str]
+    item: Any = None
+
+
 def number(v: float) -> str:
     """A figure with about three significant digits (812, 98.8, 5.62)."""
     if not math.isfinite(v):
@@ -131,7 +142,8 @@ class PlotPointer(QObject):
         self.plot: pg.PlotItem = widget.getPlotItem()
         self.vb: pg.ViewBox = self.plot.getViewBox()
         self.series: dict[Key, PickSeries] = {}
-        self.hovered: tuple[Key, int] | None = None
+        self.lines: dict[Key, PickLine] = {}
+        self.hovered: tuple[Key, Any] | None = None
         self.text = ""  # what the readout shows ("" while hidden)
         self._last_pos: QPointF | None = None
         self._colours: tuple[str, str] | None = None
@@ -153,12 +165,20 @@ class PlotPointer(QObject):
         if self.hovered is not None and self.hovered[0] == key and self._last_pos is not None:
             self._moved(self._last_pos)
 
+    def set_line(self, key: Key, line: PickLine) -> None:
+        """Register (or replace) a predicted curve under ``key``: the readout gives its value under the mouse."""
+        self.lines[key] = line
+        if self.hovered is not None and self.hovered[0] == key and self._last_pos is not None:
+            self._moved(self._last_pos)
+
     def drop(self, key: Key) -> None:
-        if self.series.pop(key, None) is not None and self.hovered is not None and self.hovered[0] == key:
+        dropped = (self.series.pop(key, None), self.lines.pop(key, None))
+        if any(d is not None for d in dropped) and self.hovered is not None and self.hovered[0] == key:
             self.hide()
 
     def clear(self) -> None:
         self.series.clear()
+        self.lines.clear()
         self.hide()
 
     def log_modes(self) -> tuple[bool, bool]:
@@ -192,6 +212,33 @@ class PlotPointer(QObject):
                 best, best_d2 = (key, int(idx[k])), float(d2[k])
         return best
 
+    def nearest_line(self, scene_pos: QPointF) -> tuple[Key, float, float] | None:
+        """The registered curve passing nearest ``scene_pos`` (vertically, at the mouse's x) within
+        :data:`HOVER_RADIUS_PX`, as (key, x, y) in data units; None where none passes that close."""
+        if not self.lines or not self.vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        at = self.vb.mapSceneToView(scene_pos)
+        px_x, px_y = self.vb.viewPixelSize()
+        if not (px_x > 0 and px_y > 0):
+            return None
+        log_x, log_y = self.log_modes()
+        best: tuple[Key, float, float] | None = None
+        best_d = HOVER_RADIUS_PX
+        for key, line in self.lines.items():
+            if line.item is not None and not line.item.isVisible():
+                continue
+            vx, vy = _to_view(line.xs, log_x), _to_view(line.ys, log_y)
+            ok = np.isfinite(vx) & np.isfinite(vy)
+            vx, vy = vx[ok], vy[ok]
+            if vx.size < 2 or not vx[0] <= at.x() <= vx[-1]:
+                continue
+            y_at = float(np.interp(at.x(), vx, vy))
+            d = abs(y_at - at.y()) / px_y
+            if d <= best_d:
+                x = 10.0 ** at.x() if log_x else at.x()
+                best, best_d = (key, float(x), float(10.0 ** y_at if log_y else y_at)), d
+        return best
+
     @staticmethod
     def _window(s: PickSeries, at_x: float, px_x: float, log_x: bool) -> np.ndarray:
         """Indices of the points worth measuring: all of a short series; of a long one with sorted x, those within
@@ -209,16 +256,25 @@ class PlotPointer(QObject):
     def _moved(self, scene_pos: QPointF) -> None:
         self._last_pos = QPointF(scene_pos)
         hit = self.nearest(scene_pos)
-        if hit is None:
+        if hit is not None:  # a measured point first: it is what the plot is about
+            key, i = hit
+            s = self.series[key]
+            text = s.describe(i)
+            if hit == self.hovered and text == self.text:
+                return
+            self.hovered = hit
+            log_x, log_y = self.log_modes()
+            self._show(text, float(_to_view(s.xs[i : i + 1], log_x)[0]), float(_to_view(s.ys[i : i + 1], log_y)[0]))
+            return
+        on_line = self.nearest_line(scene_pos)
+        if on_line is None:
             self.hide()
             return
-        key, i = hit
-        s = self.series[key]
-        text = s.describe(i)
-        if hit == self.hovered and text == self.text:
-            return
-        self.hovered = hit
-        self._show(text, s, i)
+        key, x, y = on_line
+        text = self.lines[key].describe(x, y)
+        self.hovered = (key, None)
+        log_x, log_y = self.log_modes()
+        self._show(text, float(_to_view(np.array([x]), log_x)[0]), float(_to_view(np.array([y]), log_y)[0]))
 
     def _clicked(self, ev: Any) -> None:
         if ev.button() != Qt.MouseButton.LeftButton or ev.double():
@@ -260,9 +316,9 @@ class PlotPointer(QObject):
             self.marker.setPen(pg.mkPen(fg, width=1.6))
         return self.readout
 
-    def _show(self, text: str, s: PickSeries, i: int) -> None:
+    def _show(self, text: str, vx: float, vy: float) -> None:
         """The readout in a corner of the data area where it does not cover the point (a top one if it can),
-        wrapped where it would take most of the width; a ring on the point."""
+        wrapped where it would take most of the width; a ring on the point (``vx``, ``vy``: view units)."""
         readout = self._readout()
         readout.setTextWidth(-1)
         readout.setText(text)
@@ -272,9 +328,6 @@ class PlotPointer(QObject):
         if readout.boundingRect().width() > limit:
             readout.setTextWidth(limit)
         w, h = readout.boundingRect().width(), readout.boundingRect().height()
-        log_x, log_y = self.log_modes()
-        vx = float(_to_view(s.xs[i : i + 1], log_x)[0])
-        vy = float(_to_view(s.ys[i : i + 1], log_y)[0])
         self.marker.setData([vx], [vy])
         self.marker.show()
         point = self.vb.mapFromView(QPointF(vx, vy))

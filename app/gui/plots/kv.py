@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from app.gui.plots.interaction import number, row_series
-from app.gui.plots.items import line, ring, scatter, show_curve
+from app.gui.plots.items import line, ring, scatter
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, MIB, color
 from app.gui.predictions import n_ctx_for
@@ -90,8 +90,8 @@ class KvPlot(PlotPanel):
         res = view.curve(("kv-mib", path, float(xs[-1]), tuple(sorted(settings.items()))),
                          lambda: _in_mib(view.predictor.kv_curve(path, xs, **settings)))
         kv_item, tot_item = self._predicted_items(view, m, path)
-        show_curve(kv_item, xs, res, 0)
-        show_curve(tot_item, xs, res, 1)
+        self.show_predicted(("kv", m), kv_item, xs, res, 0)
+        self.show_predicted(("tot", m), tot_item, xs, res, 1)
 
     def _predicted_items(self, view: PlotView, m: int, path: str) -> tuple[pg.PlotDataItem, pg.PlotDataItem]:
         """Model ``m``'s predicted KV (solid) and total memory (dashed) lines, named for its KV type."""

@@ -22,7 +22,16 @@ import numpy as np
 import pyqtgraph as pg
 
 from app.gui import theme
-from app.gui.plots.interaction import LogScaleToggle, PickSeries, PlotPointer, axis_text, log10_or_nan, log_label
+from app.gui.plots.interaction import (
+    LogScaleToggle,
+    PickLine,
+    PickSeries,
+    PlotPointer,
+    axis_text,
+    log10_or_nan,
+    log_label,
+    number,
+)
 from app.gui.plots.items import (
     TopLegend,
     band_between,
@@ -374,6 +383,30 @@ class PlotPanel:
         with the item)."""
         self.pointer.set_series(key, series)
 
+    def show_predicted(self, key: tuple[Any, ...], item: pg.PlotDataItem, xs: np.ndarray, curve: np.ndarray | None,
+                       part: int | None = None, band: tuple[int, int] | None = None) -> None:
+        """``show_curve`` for a predicted line, which the mouse then reads anywhere along it: its name, the x and
+        the value there (with the band's ends, rows ``band`` of a stacked curve, where it has one)."""
+        show_curve(item, xs, curve, part)
+        if curve is None:
+            self.pointer.drop(key)
+            return
+        ys = np.asarray(curve if part is None else curve[part], dtype=float)
+        xs_a = np.asarray(xs, dtype=float)
+        lo, hi = (np.asarray(curve[band[0]], dtype=float), np.asarray(curve[band[1]], dtype=float)) if band else (
+            None, None)
+
+        # the text's inputs as defaults: a closure over ``self`` would make a cycle through the Qt objects
+        def describe(x: float, y: float, name: str = str(item.name() or ""), xl: str = self.x_label,
+                     yl: str = self.y_label, xs: np.ndarray = xs_a, lo: np.ndarray | None = lo,
+                     hi: np.ndarray | None = hi) -> str:
+            text = f"{name}\n{axis_text(xl, x)} · {axis_text(yl, y)}"
+            if lo is not None and hi is not None:
+                text += f" ({number(float(np.interp(x, xs, lo)))}–{number(float(np.interp(x, xs, hi)))})"
+            return text
+
+        self.pointer.set_line(key, PickLine(xs_a, ys, describe, item))
+
     def view_xy(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Data to view coordinates (log10 on a log axis, NaN where it has no place): for the items pyqtgraph does
         not map itself (error bars)."""
@@ -419,7 +452,12 @@ class PlotPanel:
         if len(distinct) > 1 and len(depths) == len(x):
             shape = {d: DEPTH_SYMBOLS[k % len(DEPTH_SYMBOLS)] for k, d in enumerate(distinct)}
             name += "; " + ", ".join(f"{SYMBOL_GLYPHS[shape[d]]} depth {d}" for d in distinct)
-            return self.stage((self.points_key, m), make, x, y, name=name, symbol=[shape[d] for d in depths])
+            item = self.stage((self.points_key, m), make, x, y, name=name, symbol=[shape[d] for d in depths])
+            # a shape per point: pyqtgraph's clipping to the view would drop points but not their shapes (and
+            # raise); a few means need neither clipping nor thinning
+            item.setClipToView(False)
+            item.setDownsampling(ds=1, auto=False)
+            return item
         return self.stage((self.points_key, m), make, x, y, name=name, symbol=symbol)
 
     def draw_expected(self, key: tuple[Any, ...], name: str, c: str, xs: np.ndarray,
@@ -438,7 +476,7 @@ class PlotPanel:
         self.item(parts[0], lambda: band_between(lo, hi, c))
         mid = self.item(parts[3], lambda: expected_line(name, c))
         rename(self.plot, mid, name)
-        show_curve(mid, xs, curve, 0)
+        self.show_predicted(parts[3], mid, xs, curve, 0, band=(1, 2))
 
     def set_range(self, vb: pg.ViewBox, x: tuple[float, float] | None, y_hi: float | None,
                   y_lo: float = 0.0, which: str = "main") -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from app.gui.plots.interaction import figure_text, row_series
-from app.gui.plots.items import hollow, line, ring, show_curve, what_if_line
+from app.gui.plots.items import hollow, line, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, color, profile_name
 from app.predict.profiles import HardwareProfile
@@ -123,4 +123,4 @@ class TtftPlot(PlotPanel):
             return
         ys = view.curve(("ttft", path, depth, float(xs[-1]), profile, tuple(sorted(settings.items()))),
                         lambda: view.predictor.ttft_curve(path, xs, depth, profile, **settings))
-        show_curve(self.item(key, make, name), xs, ys)
+        self.show_predicted(key, self.item(key, make, name), xs, ys)

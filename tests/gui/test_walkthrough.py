@@ -1,0 +1,204 @@
+"""Issue #44, a new user's walkthrough: the scenario panel keeps its text and inputs whatever its height, the decode
+plot tells the same story live and re-opened and reaches the asked context, predicted lines read out under the
+mouse. Widgets on their own (no model, no worker): the window-level checks are in test_walkthrough_window.py."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtWidgets import QApplication, QLabel, QSplitter, QWidget
+
+from app.gui.bridge import read_event_stream
+from app.gui.plots import LivePlots
+from app.gui.plots.panel import PlotPanel
+from app.gui.predictions import PredictionService
+from app.model.gguf_facts import read_model_facts
+from app.predict.profiles import load_profiles
+from app.predict.scenario import scenario_time
+from app.predict.scenario_totals import MeasuredRates, ScenarioTotals
+from app.predict.settings import at_context, at_context_depth
+from app.run.live import LiveRun
+from tests.gguf_synth import write_synthetic_gguf
+from tests.gui.conftest import RECORDED
+
+EVENTS = read_event_stream(RECORDED)
+MOVE_GAP_MS = 15  # pyqtgraph's scene passes on at most one mouse move per 10 ms
+
+
+def asked_depth(n_ctx: int) -> int:
+    """The depth the inspector's decode figure at a context is for."""
+    return at_context_depth(at_context(n_ctx))
+
+
+def _settle(n: int = 5) -> None:
+    for _ in range(n):
+        QApplication.processEvents()
+
+
+# --- the scenario panel ---------------------------------------------------------------------------------------
+def _scenario_in_a_splitter(qtbot, width_px: int):  # noqa: ANN001, ANN202
+    """The scenario panel as the window holds it (a group at the foot of the left column's splitter), every line
+    shown: the prediction, the measured request, the estimate, a what-if and the trained-context warning."""
+    from app.gui.main_window import _group
+    from app.gui.panels.scenario import ScenarioPanel
+
+    panel = ScenarioPanel()
+    sc = scenario_time(1000, 300, 25.0, 2.8)
+    panel.show_totals(ScenarioTotals(predicted=sc, measured=sc, rates=MeasuredRates(25.0, 128, 2.8, 1), exact=sc),
+                      "This CPU: AMD EPYC (ceilings: no fit)", what_if=sc,
+                      what_if_name="RTX 4060 Laptop (ceilings: no fit)", model="SmolLM2-135M-Instruct.Q4_1.gguf",
+                      n_ctx_train=1000)
+    split = QSplitter(Qt.Orientation.Vertical)
+    qtbot.addWidget(split)
+    split.addWidget(QLabel("the inspector above it"))
+    split.addWidget(_group("Scenario: one request", panel))
+    split.setChildrenCollapsible(False)
+    split.resize(width_px, 760)
+    split.show()
+    qtbot.waitExposed(split)
+    return split, panel
+
+
+def _overlaps(widgets: list[QWidget]) -> list[tuple[str, str]]:
+    out = []
+    for i, a in enumerate(widgets):
+        for b in widgets[i + 1:]:
+            if a.geometry().intersects(b.geometry()):
+                out.append((a.objectName() or type(a).__name__, b.objectName() or type(b).__name__))
+    return out
+
+
+@pytest.mark.parametrize("width_px", [360, 480])  # the left column at 1366×768 and at 1920×1080
+def test_the_scenario_panel_never_paints_bars_over_its_text_nor_squashes_its_inputs(qtbot, width_px: int) -> None:  # noqa: ANN001
+    split, panel = _scenario_in_a_splitter(qtbot, width_px)
+    figures = [panel.predicted, panel.pred_bar, panel.exact, panel.measured, panel.meas_bar, panel.what_if,
+               panel.warning, panel.source]
+    for height_px in (420, 260, 180, 120, 40):  # the splitter dragged ever lower
+        split.setSizes([760 - height_px, height_px])
+        _settle()
+        shown = [w for w in figures if w.isVisible()]
+        assert len(shown) == len(figures)
+        assert _overlaps(shown) == [], height_px  # no bar over a label, no label over another
+        for label in (w for w in shown if isinstance(w, QLabel)):  # every line of wrapped text has its height
+            assert label.height() >= label.heightForWidth(label.width()), (height_px, label.text()[:40])
+        for w in (panel.kind, panel.run_button, panel.prompt, panel.output):  # the inputs keep their height
+            assert w.height() >= w.sizeHint().height(), (height_px, type(w).__name__, w.height())
+            top = w.mapTo(panel, QPoint(0, 0)).y()
+            assert 0 <= top and top + w.height() <= panel.height()
+    # what does not fit scrolls: the last line can be reached
+    area = panel.figures_area
+    bar = area.verticalScrollBar()
+    assert bar.maximum() > 0
+    bar.setValue(bar.maximum())
+    _settle()
+    assert panel.source.mapTo(area.viewport(), QPoint(0, panel.source.height())).y() <= area.viewport().height() + 1
+
+
+# --- the decode plot ------------------------------------------------------------------------------------------
+@pytest.fixture
+def predictor(tmp_path: Path) -> PredictionService:
+    """Facts for the recorded run's model from a small synthetic GGUF (no model read), and a laptop GPU chosen in the
+    inspector: the recorded rows ran on a CPU, so the GPU is a what-if (thousands of tok/s above them)."""
+    p = PredictionService()
+    facts = read_model_facts(write_synthetic_gguf(tmp_path / "m.gguf", n_layer=4, n_embd=256, n_ff=512))
+    p.set_facts(EVENTS[0].tests[0]["model_path"], facts)
+    p.set_profile(next(prof for prof in load_profiles() if prof.name == "RTX 4060 Laptop"))
+    return p
+
+
+def _plots(qtbot, ctx: int = 8192) -> LivePlots:  # noqa: ANN001
+    lp = LivePlots()
+    qtbot.addWidget(lp)
+    lp.resize(1300, 760)
+    lp.kv_ctx_max = ctx  # the inspector's context (the window sets it)
+    lp.show()
+    qtbot.waitExposed(lp)
+    return lp
+
+
+def _live(qtbot, predictor: PredictionService) -> LivePlots:  # noqa: ANN001
+    """The recorded sweep as it came in live: its plan first, then its events a batch per tick, then its end."""
+    lp = _plots(qtbot)
+    s = LiveRun("live")
+    for k in range(0, len(EVENTS), 40):
+        s.extend(EVENTS[k:k + 40])
+        lp.refresh(s, predictor, force=True)
+        _settle(1)
+    s.mark_finished()
+    lp.refresh(s, predictor, force=True)
+    _settle()
+    return lp
+
+
+def _reopened(qtbot, predictor: PredictionService) -> LivePlots:  # noqa: ANN001
+    lp = _plots(qtbot)
+    s = LiveRun("past run")
+    s.extend(EVENTS)
+    s.mark_finished()
+    lp.refresh(s, predictor, force=True)
+    _settle()
+    return lp
+
+
+def _x_range(panel: PlotPanel) -> tuple[float, float]:
+    (x0, x1), _y = panel.plot.getViewBox().viewRange()
+    return (10**x0, 10**x1) if panel.log_scale else (x0, x1)
+
+
+def test_the_decode_plot_is_scaled_the_same_live_and_reopened_and_a_gpu_what_if_does_not_flatten_it(
+        qtbot, predictor: PredictionService) -> None:  # noqa: ANN001
+    kept = _live(qtbot, predictor), _reopened(qtbot, predictor)  # held here: the plots' items live with them
+    live, reopened = (p.decode for p in kept)
+    (_x, (_lo, live_top)), (_x2, (_lo2, reopened_top)) = (p.plot.getViewBox().viewRange() for p in (live, reopened))
+    assert live_top == pytest.approx(reopened_top)
+    ceiling = np.nanmax(live.curves[0][1])  # the CPU the rows ran on: the scale is its ceiling's
+    name, _xs, what_if = live.what_ifs[0]
+    assert ceiling <= live_top < np.nanmax(what_if)  # the GPU what-if is above the scale, not setting it
+    assert "RTX 4060 Laptop" in name
+    # the what-if's figure at the asked context is on the plot all the same, in words
+    depth = asked_depth(8192)
+    assert depth == 8128
+    note = live.note.toPlainText()
+    assert live.note.isVisible() and f"at depth {depth:,}" in note and "above this scale" in note
+    value = float(np.interp(depth, live.what_ifs[0][1], what_if))
+    assert f"{value:,.0f} tok/s" in note
+
+
+def test_the_decode_plot_reaches_the_asked_context(qtbot, predictor: PredictionService) -> None:  # noqa: ANN001
+    plots = _reopened(qtbot, predictor)
+    dec = plots.decode
+    x_lo, x_hi = _x_range(dec)
+    deepest = max(t["n_depth"] + t["n_prompt"] + t["n_gen"] for t in EVENTS[0].tests)
+    assert deepest < 200 and x_hi >= 8192 and x_lo <= 32  # the tests and the asked context on one axis
+    xs, ys = dec.data_of("pred", 0)
+    assert xs[-1] >= 8192 and asked_depth(8192) in xs and np.isfinite(ys).all()
+    assert dec._ctx_line is not None and dec._ctx_line.isVisible()
+    assert dec._ctx_line.value() == pytest.approx(math.log10(asked_depth(8192)))
+    assert "context 8,192" in dec._ctx_line.label.format
+    # another context asked: the axis follows it
+    plots.kv_ctx_max = 32768
+    plots.refresh(plots._view.session, predictor, force=True)
+    _settle()
+    assert _x_range(dec)[1] >= 32768 and "context 32,768" in dec._ctx_line.label.format
+
+
+def test_a_predicted_line_reads_out_its_value_under_the_mouse(qtbot, predictor: PredictionService) -> None:  # noqa: ANN001
+    plots = _reopened(qtbot, predictor)
+    dec = plots.decode
+    xs, ys = dec.data_of("pred", 0)
+    x = 4000.0
+    y = float(np.interp(math.log10(x), np.log10(np.maximum(xs, 1e-9)), ys))  # linear between points on a log axis
+    view = QPointF(math.log10(x), y)
+    pos = dec.widget.mapFromScene(dec.plot.getViewBox().mapViewToScene(view))
+    qtbot.wait(MOVE_GAP_MS)
+    qtbot.mouseMove(dec.widget.viewport(), pos)
+    _settle()
+    text = dec.pointer.text
+    assert text.startswith("ceiling (CPU: AMD EPYC)"), text
+    shown_y = float(text.split("decode speed ")[1].split(" tok/s")[0].replace(",", ""))
+    assert shown_y == pytest.approx(y, rel=0.02) and "position " in text
+    assert dec.pointer.readout is not None and dec.pointer.readout.isVisible()
