@@ -37,7 +37,7 @@ from app.gui.hardware_profiles import HardwareProfiles
 from app.gui.model_details import ModelDetails
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.panels.library import LibraryPanel
-from app.gui.panels.messages import MessageArea
+from app.gui.panels.messages import RUN_KEY, MessageArea
 from app.gui.panels.scenario import ScenarioPanel
 from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
@@ -136,6 +136,7 @@ class MainWindow(QMainWindow):
         for part in (self.sweeps, self.hardware, self.details, self.browser, self.results_panel):
             part.message.connect(lambda text, level: self.notify(text, level))
         self.sweeps.keyedMessage.connect(lambda text, level, key: self.notify(text, level, key))
+        self.sweeps.runChanged.connect(lambda: self.messages.remove_prefix(RUN_KEY))  # the last run's go with it
         for part in (self.sweeps, self.results_panel):
             part.status.connect(lambda text: self.status_label.setText(text))
         self.library.message.connect(lambda level, text: self.notify(text, level))

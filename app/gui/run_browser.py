@@ -100,8 +100,8 @@ class RunBrowser(QObject):
         session = LiveRun(title)
         session.extend(events)
         session.mark_finished(cancelled=session.cancelled)
-        self.sweeps.announce(events)
         self.show_session(session, title)
+        self.sweeps.announce(events)  # after: showing another run takes the last run's messages away
 
     def ask_replay(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self.view, "Replay an event recording", str(Path.home()),

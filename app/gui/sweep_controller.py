@@ -15,8 +15,10 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
+from app.gui import theme
 from app.gui.bridge import SweepBridge
 from app.gui.contention import ContentionWatch
+from app.gui.panels.messages import RUN_KEY
 from app.gui.panels.sweep_editor import SweepEditor
 from app.gui.plots import LivePlots
 from app.gui.predictions import PredictionService
@@ -69,6 +71,7 @@ class SweepController(QObject):
     keyedMessage = Signal(str, str, str)  # (text, level, key): replaces the shown message of that key
     status = Signal(str)  # a status-bar line
     titleChanged = Signal(str)  # what the results show, e.g. "run 20250101-… (finished)"
+    runChanged = Signal()  # another run starts or is shown: the messages about the last one go
 
     def __init__(self, view: QWidget, plots: LivePlots, editor: SweepEditor, predictor: PredictionService,
                  store_path: str | Path | None = None) -> None:
@@ -109,10 +112,12 @@ class SweepController(QObject):
         self.session = LiveRun(name)
         self.session.plan([t.to_dict() for t in tests])
         self._reset_view()
+        self.runChanged.emit()
         self.titleChanged.emit(f"{name} (running…)")
         self.editor.set_running(True)
         self.editor.progress.setValue(0)
         self.editor.progress.setFormat("starting…")
+        theme.set_bar_role(self.editor.progress, None)
         QTimer.singleShot(0, self, lambda: self._launch(tests, name))  # once the empty plots are drawn
         return None
 
@@ -151,17 +156,30 @@ class SweepController(QObject):
         announced with every plot showing all of it."""
         self.tick(force=True)
         self.editor.set_running(False)
+        bar = self.editor.progress
         if isinstance(outcome, str):
             self.session.mark_finished()
-            self.message.emit(plain_reason(outcome, FailureKind.WORKER_START), "error")
+            self._say(plain_reason(outcome, FailureKind.WORKER_START), "error", "could-not-run")
+            bar.setValue(0)
+            bar.setFormat("could not run")
+            theme.set_bar_role(bar, "bad")
         else:
             self.session.mark_finished(cancelled=outcome.status == "cancelled")
             n_ok = sum(1 for r in outcome.rows if r.get("status") == RowStatus.OK)
             self.status.emit(f"{_OUTCOME_WORDS.get(outcome.status, outcome.status)}: {n_ok} ok, "
                              f"{outcome.n_failed} failed — run {outcome.run_id} saved.")
             self.titleChanged.emit(f"run {outcome.run_id} ({outcome.status})")
-        self.editor.progress.setValue(1000)
-        self.editor.progress.setFormat("cancelled" if self.session.cancelled else "done")
+            n_tests = max(self.session.n_tests, len(outcome.rows), 1)
+            if self.session.cancelled:  # where it stopped, in the warning colour, and said: never a full "done" bar
+                bar.setValue(int(1000 * n_ok / n_tests))
+                bar.setFormat(f"cancelled after {n_ok} of {n_tests} tests")
+                theme.set_bar_role(bar, "warn")
+                self._say(f"Sweep cancelled after {n_ok} of {n_tests} tests; the finished ones are kept "
+                          f"(run {outcome.run_id}).", "warning", "cancelled")
+            else:
+                bar.setValue(1000)
+                bar.setFormat("done" if outcome.status == "finished" else outcome.status)
+                theme.set_bar_role(bar, None if outcome.status == "finished" else "bad")
         self.editor.status.setText("")
         self.finished.emit(outcome)
         QTimer.singleShot(IDLE_HEAP_S * 1000, self, self._settle_heap_if_idle)
@@ -176,6 +194,7 @@ class SweepController(QObject):
         """Replace what the window shows (a past run, a replayed recording), titled ``title``."""
         self.session = session
         self._reset_view()
+        self.runChanged.emit()
         self.tick(force=True)
         if title:
             self.titleChanged.emit(title)
@@ -224,8 +243,12 @@ class SweepController(QObject):
                     say(self, e)
                     break
 
+    def _say(self, text: str, level: str, key: str) -> None:
+        """A message about the run shown now: it goes when another run starts or is shown."""
+        self.keyedMessage.emit(text, level, f"{RUN_KEY}{key}")
+
     def _say_notice(self, e: Notice) -> None:
-        self.message.emit(e.message, "warning" if e.level != "info" else "info")
+        self._say(e.message, "warning" if e.level != "info" else "info", f"notice:{e.message}")
 
     def _say_failed(self, e: TestFailed) -> None:
         """One message per reason: tests that fail for the same reason join it ("Tests 1, 2 and 3 failed. …")."""
@@ -233,12 +256,11 @@ class SweepController(QObject):
         numbers = self._failed_by_reason.setdefault(reason, [])
         if e.test_index + 1 not in numbers:
             numbers.append(e.test_index + 1)
-        self.keyedMessage.emit(f"{_tests_phrase(numbers)} failed. {reason}", "error",
-                               f"failed:{id(self.session)}:{reason}")
+        self._say(f"{_tests_phrase(numbers)} failed. {reason}", "error", f"failed:{id(self.session)}:{reason}")
 
     def _say_worker_error(self, e: WorkerError) -> None:
         if e.kind != FailureKind.CANCELLED:
-            self.message.emit(plain_reason(e.message, e.kind), "error")
+            self._say(plain_reason(e.message, e.kind), "error", f"worker:{e.message}")
 
     def _say_loaded(self, e: ModelLoaded) -> None:
         self.status.emit(f"Loaded {os.path.basename(e.model_path)} in {e.load_ms:.0f} ms ({e.backends}).")
@@ -250,7 +272,7 @@ class SweepController(QObject):
             return
         self._contention_at = now
         for kind, text in self.contention.check(self.session):
-            self.keyedMessage.emit(text, "warning", f"contention:{kind}")  # a newer warning replaces an older one
+            self._say(text, "warning", f"contention:{kind}")  # a newer warning replaces an older one
 
     def _update_progress(self) -> None:
         if not self.bridge.running:  # posted by a tick before the sweep ended: the final state stays ("done")

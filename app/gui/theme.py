@@ -151,6 +151,22 @@ def _apply_role(widget: QWidget, role: str) -> None:
     widget.setPalette(pal)
 
 
+def set_bar_role(bar: QWidget, role: str | None) -> None:
+    """A progress bar's fill in the colour of ``role`` (a cancelled sweep's "warn", a failed one's "bad"), or the
+    page's own highlight again (None); kept through a theme switch."""
+    bar.setProperty("bar_role", role or "")
+    _apply_bar_role(bar, role)
+
+
+def _apply_bar_role(bar: QWidget, role: str | None) -> None:
+    pal = bar.palette()
+    app_pal = palette()
+    for group in (QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive):
+        pal.setColor(group, QPalette.ColorRole.Highlight,
+                     QColor(ink(role)) if role in INK else app_pal.color(group, QPalette.ColorRole.Highlight))
+    bar.setPalette(pal)
+
+
 def apply_theme(app: QApplication, choice: str) -> None:
     """``system`` (the platform's palette and style), ``light`` or ``dark`` (Fusion with that palette)."""
     global _system_palette, _system_style, _current
@@ -172,6 +188,9 @@ def apply_theme(app: QApplication, choice: str) -> None:
         role = w.property("role")
         if isinstance(role, str) and role in INK:
             _apply_role(w, role)
+        bar_role = w.property("bar_role")
+        if isinstance(bar_role, str):
+            _apply_bar_role(w, bar_role or None)
 
 
 def current_theme() -> str:

@@ -202,3 +202,121 @@ def test_a_predicted_line_reads_out_its_value_under_the_mouse(qtbot, predictor: 
     shown_y = float(text.split("decode speed ")[1].split(" tok/s")[0].replace(",", ""))
     assert shown_y == pytest.approx(y, rel=0.02) and "position " in text
     assert dec.pointer.readout is not None and dec.pointer.readout.isVisible()
+
+
+# --- messages ---------------------------------------------------------------------------------------------------
+LONG_NOTE = ("this llama-cpp-python build has no GPU backend (CPU only): -ngl is recorded as requested, every layer "
+             "runs on the CPU, and rows say backends=CPU, n_gpu_layers_effective=0; install a CUDA or Vulkan build "
+             "(gguf-bench doctor says which) for the GPU figures")
+
+
+def test_messages_are_never_clipped_and_a_long_one_folds_behind_more(qtbot) -> None:  # noqa: ANN001
+    from PySide6.QtWidgets import QTreeWidget, QVBoxLayout
+
+    from app.gui.panels import messages
+    from app.gui.panels.messages import MessageArea
+
+    max_lines = getattr(messages, "MAX_LINES", 3)
+    split = QSplitter(Qt.Orientation.Vertical)  # as the window's left column: messages above the library
+    qtbot.addWidget(split)
+    box = QWidget()
+    lay = QVBoxLayout(box)
+    lay.setContentsMargins(0, 0, 0, 0)
+    area = MessageArea()
+    lay.addWidget(area)
+    tree = QTreeWidget()
+    tree.setMinimumHeight(110)
+    lay.addWidget(tree, 1)
+    split.addWidget(box)
+    split.addWidget(QLabel("the inspector"))
+    split.setChildrenCollapsible(False)
+    split.resize(360, 700)
+    split.show()
+    qtbot.waitExposed(split)
+    area.add(LONG_NOTE, "warning")
+    area.add("Tests 1, 2 and 3 failed. The benchmark process crashed (signal 11). The window is fine; finished "
+             "results are kept.", "error")
+    area.add("Other processes use about 1.4 of this machine's 2 CPU threads: measurements may be slow and "
+             "unstable; close them for figures you can trust.", "warning", key="contention")
+
+    def check() -> None:
+        for m in area._rows:
+            assert m.label.height() >= m.label.heightForWidth(m.label.width()), m.text[:30]  # not clipped
+            assert m.geometry().bottom() <= area.height()
+
+    for h in (400, 250, 180):  # the splitter dragged up: the inspector gives way, not the messages
+        split.setSizes([h, 700 - h])
+        _settle()
+        check()
+    note = next(m for m in area._rows if m.text == LONG_NOTE)
+    assert note.shown_lines() <= max_lines and "more" in note.label.text() and note.label.toolTip() == LONG_NOTE
+    before = area.height()
+    note.label.linkActivated.emit("more")  # the link: the whole text
+    _settle()
+    check()
+    assert "CUDA or Vulkan build" in note.label.text() and note.shown_lines() > max_lines and area.height() > before
+    note.label.linkActivated.emit("less")
+    _settle()
+    assert note.shown_lines() <= max_lines
+
+
+def _controller(qtbot):  # noqa: ANN001, ANN202
+    """A SweepController with the window's parts it drives, its messages shown as the window shows them."""
+    from app.gui.panels import messages
+    from app.gui.panels.messages import MessageArea
+    from app.gui.panels.sweep_editor import SweepEditor
+    from app.gui.sweep_controller import SweepController
+
+    view = QWidget()
+    qtbot.addWidget(view)
+    editor = SweepEditor(view)
+    plots = LivePlots(view)
+    area = MessageArea(view)
+    sweeps = SweepController(view, plots, editor, PredictionService())
+    sweeps.message.connect(lambda text, level: area.add(text, level) if level != "info" else None)
+    sweeps.keyedMessage.connect(lambda text, level, key: area.add(text, level, key) if level != "info" else None)
+    if hasattr(sweeps, "runChanged"):  # as the window wires it
+        sweeps.runChanged.connect(lambda: area.remove_prefix(messages.RUN_KEY))
+    return sweeps, editor, area
+
+
+def test_a_runs_errors_go_when_another_run_is_shown(qtbot) -> None:  # noqa: ANN001
+    from dataclasses import replace
+
+    from app.run.events import TestFailed
+
+    sweeps, _editor, area = _controller(qtbot)
+    failed = TestFailed(t_ns=1, test_index=0, row={"test_index": 0, "status": "failed"}, reason="file not found",
+                        kind="load_error")
+    sweeps.announce([failed])
+    assert any("Test 1 failed" in t for t in area.messages())
+    area.add("A hardware profile file could not be read", "warning")  # not about a run: it stays
+    sweeps.show_session(LiveRun("the next run"), "next")
+    assert not any("failed" in t for t in area.messages())
+    assert area.messages() == ["A hardware profile file could not be read"]
+    sweeps.announce([replace(failed, reason="out of memory")])  # the next run's own error shows
+    assert any("out of memory" in t for t in area.messages())
+
+
+def test_a_cancelled_sweep_does_not_look_done(qtbot) -> None:  # noqa: ANN001
+    from PySide6.QtGui import QPalette
+
+    from app.run.session import SweepOutcome
+
+    sweeps, editor, area = _controller(qtbot)
+    bar = editor.progress
+    tests = [dict(EVENTS[0].tests[0], n_gen=g) for g in (8, 400, 400)]
+    rows = [{"test_index": 0, "status": "ok"}, {"test_index": 1, "status": "failed", "error": "cancelled"}]
+
+    def end(status: str) -> tuple[int, str, str]:
+        sweeps.session = LiveRun(status)
+        sweeps.session.plan(tests)
+        sweeps._finished(SweepOutcome(run_id=f"run-{status}", status=status, rows=rows))
+        return bar.value(), bar.format(), bar.palette().color(QPalette.ColorRole.Highlight).name()
+
+    done = end("finished")
+    cancelled = end("cancelled")
+    assert done[:2] == (1000, "done")
+    assert cancelled[0] < 1000 and cancelled[1] == "cancelled after 1 of 3 tests"
+    assert cancelled[2] != done[2]  # another colour, not only another word
+    assert any(t.startswith("Sweep cancelled after 1 of 3 tests") for t in area.messages())

@@ -123,7 +123,8 @@ def test_cancel_keeps_finished_rows_and_kills_the_worker(window, qtbot, smollm2_
     with ResultStore() as store:
         assert [r["test_index"] for r in store.rows(outcome.run_id)] == [r["test_index"] for r in outcome.rows]
         assert store.run_info(outcome.run_id)["status"] == "cancelled"
-    assert w.editor.run_button.isEnabled() and w.editor.progress.format() == "cancelled"
+    assert w.editor.run_button.isEnabled() and w.editor.progress.format().startswith("cancelled after ")
+    assert w.editor.progress.value() < 1000  # where it stopped, not a full bar
 
 
 def test_replay_recorded_stream_draws_every_plot(window) -> None:
