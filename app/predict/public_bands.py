@@ -1,0 +1,155 @@
+"""Bands of the public fit's expected figures, by the situation a figure is made in (issue #41 item 6).
+
+A figure of the public fit (app/predict/public_fit.py) is made in one of three ways, its *basis*: the fit has rows of
+the GPU itself; it has rows of the GPU's architecture only; or it is another architecture's fit, borrowed. Beside
+the basis, the fit may lack what was asked (the backend, the build era or the weight family) and stand in another
+for it: a *substitution*. How far a figure lands from what a user measures depends on that situation, so each
+situation has its own band, made from the errors of figures made in that same situation when the fit was
+cross-validated on its training rows (:meth:`PublicGpuModel.cross_validate`: each publication left out, and with it
+the GPU or its whole architecture, so that every situation has errors of its own).
+
+The band is the split-conformal interval of those errors (log of predicted ÷ measured): between the ⌊(n+1)·α/2⌋-th
+and the ⌈(n+1)·(1−α/2)⌉-th smallest of n errors, α = 1 − COVERAGE. For a new figure exchangeable with them it
+holds with probability at least COVERAGE, and it is the wider the fewer errors there are: a situation with fewer
+than :func:`min_residuals` errors takes the band of a coarser one (any substitution, then any basis), and says so.
+Pure functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+#: Share of published figures a band is meant to hold (a 10–90 % interval).
+COVERAGE = 0.80
+#: A band is at least this wide on each side of its figure (a relative error), and always holds the figure.
+BAND_FLOOR = 0.05
+
+
+class Basis(StrEnum):
+    """What the fit that made a figure knows of the GPU, from most to least."""
+
+    GPU = "GPU with training rows"
+    ARCHITECTURE = "architecture with training rows"
+    BORROWED = "borrowed fit"
+
+
+@dataclass(frozen=True)
+class Situation:
+    """How a figure was made: its basis and whether the fit stood in for a backend, era or weight family; ``None``
+    in a field: any (a coarser situation, which pools the errors of the finer ones)."""
+
+    basis: Basis | None
+    substituted: bool | None
+
+    def text(self) -> str:
+        """"GPU with training rows, as asked", "borrowed fit, with a substitution", "any situation"."""
+        parts = [str(self.basis) if self.basis else "any basis"]
+        if self.substituted is not None:
+            parts.append("with a substitution (backend, era or weight family)" if self.substituted
+                         else "as asked (backend, era and weight family in the fit)")
+        return ", ".join(parts) if self.basis or self.substituted is not None else "any situation"
+
+    def coarser(self) -> Situation | None:
+        """The situation that pools this one with its siblings: any substitution first, then any basis."""
+        if self.substituted is not None:
+            return Situation(self.basis, None)
+        if self.basis is not None:
+            return Situation(None, None)
+        return None
+
+    def holds(self, exact: Situation) -> bool:
+        """Whether a figure made in the ``exact`` situation counts in this (possibly coarser) one."""
+        return self.basis in (None, exact.basis) and self.substituted in (None, exact.substituted)
+
+
+@dataclass(frozen=True)
+class Residual:
+    """One cross-validated figure: the situation it was made in, its phase, the unit left out to make it (its
+    publication), and log(predicted ÷ measured)."""
+
+    situation: Situation
+    phase: str
+    source: str
+    log_error: float
+
+
+def min_residuals(coverage: float = COVERAGE) -> int:
+    """The fewest errors whose conformal interval at ``coverage`` is finite (9 at 80 %)."""
+    alpha = 1.0 - coverage
+    n = 1
+    while math.ceil((n + 1) * (1 - alpha / 2)) > n or math.floor((n + 1) * alpha / 2) < 1:
+        n += 1
+    return n
+
+
+def conformal_interval(log_errors: Sequence[float], coverage: float = COVERAGE) -> tuple[float, float] | None:
+    """(low, high) of ``log_errors``: the ⌊(n+1)·α/2⌋-th and ⌈(n+1)·(1−α/2)⌉-th smallest (α = 1 − coverage); None
+    with fewer than :func:`min_residuals`."""
+    errs = sorted(e for e in log_errors if math.isfinite(e))
+    n, alpha = len(errs), 1.0 - coverage
+    if n < min_residuals(coverage):
+        return None
+    return errs[math.floor((n + 1) * alpha / 2) - 1], errs[math.ceil((n + 1) * (1 - alpha / 2)) - 1]
+
+
+@dataclass(frozen=True)
+class SituationBand:
+    """The band of one figure: relative errors (predicted ÷ measured − 1) it spans, the situation it was asked
+    for and the one whose errors made it, and how many errors of how many publications."""
+
+    asked: Situation
+    used: Situation
+    phase: str
+    low_error: float
+    high_error: float
+    n_residuals: int
+    n_sources: int
+    coverage: float = COVERAGE
+    unit: str = "publication"  # what the cross-validation left out in turn
+
+    @property
+    def width(self) -> float:
+        """High edge ÷ low edge of the band (the measured figure lies in value ÷ (1 + error))."""
+        return (1.0 + self.high_error) / (1.0 + self.low_error)
+
+    def edges(self, value: float) -> tuple[float, float]:
+        """(low, high) tokens/s of a figure of ``value``."""
+        return value / (1.0 + self.high_error), value / (1.0 + self.low_error)
+
+    def text(self) -> str:
+        below, above = 1.0 / (1.0 + self.high_error) - 1.0, 1.0 / (1.0 + self.low_error) - 1.0
+        head = f"band {below:+.0%} to {above:+.0%} ({self.coverage:.0%})"
+        if not self.n_residuals:
+            return f"{head}: no cross-validated errors (one {self.unit} only), the floor alone, not a measured spread"
+        if self.n_residuals < min_residuals(self.coverage):
+            return (f"{head}: only {self.n_residuals} cross-validated errors in all, too few for a "
+                    f"{self.coverage:.0%} band: their extremes")
+        pooled = "" if self.used == self.asked else f" (too few of {self.asked.text()}: pooled)"
+        return (f"{head} from {self.n_residuals} cross-validated errors of figures made the same way, "
+                f"{self.used.text()}{pooled}, from {self.n_sources} {self.unit}s, each left out in turn")
+
+
+def band_for(residuals: Iterable[Residual], situation: Situation, phase: str, coverage: float = COVERAGE,
+             unit: str = "publication") -> SituationBand:
+    """The band of a ``phase`` figure made in ``situation``: the conformal interval of the errors of that situation,
+    else of the first coarser one with enough errors, else the extremes of all of the phase's (at least
+    ±BAND_FLOOR, and always holding the figure)."""
+    own = [r for r in residuals if r.phase == phase]
+    used: Situation | None = situation
+    while used is not None:
+        pool = [r for r in own if used.holds(r.situation)]
+        interval = conformal_interval([r.log_error for r in pool], coverage)
+        if interval is not None:
+            break
+        used = used.coarser()
+    if used is None or interval is None:
+        pool = own
+        used = Situation(None, None)
+        errs = [r.log_error for r in own] or [0.0]
+        interval = (min(errs), max(errs))
+    low, high = (math.expm1(v) for v in interval)
+    return SituationBand(situation, used, phase, min(low, -BAND_FLOOR), max(high, BAND_FLOOR), len(pool),
+                         len({r.source for r in pool}), coverage, unit)
