@@ -5,9 +5,13 @@ llama_bench_public_2025.toml, later builds) with at least two GPUs, every GPU in
 is left out, the architecture is fitted on the others (app/predict/public_fit.py) and the left-out GPU's decode
 (tg) and prefill (pp) figures are predicted. Prints the fitted parameters, every held-out prediction, and the
 median and worst absolute error per architecture and overall. Targets: median ≤ 10 %, worst ≤ 25 %.
-Rows the table marks as excluded are predicted too, shown apart and not counted. Then the bands: the share of
-leave-one-GPU-out figures inside the band made from the other GPUs' errors, the leave-one-architecture-out and
-leave-one-build-era-out errors, and the build-era evidence.
+Rows the table marks as excluded are predicted too, shown apart and not counted. Then the leave-one-architecture-out
+and leave-one-build-era-out errors, and the build-era evidence.
+
+Then the BANDS by situation (app/predict/public_bands.py, issue #41 item 6): the cross-validated errors each
+situation's band is made of (training rows only: each publication left out, with its GPU or architecture in turn),
+the band and its width (high ÷ low), and the band rule's own check within the training rows (each publication's
+errors against the band made without them).
 
 Then the HELD-OUT check: the fit of the training tables only predicts every row of
 profiles/reference/llama_bench_public_more.toml (rows no fit has seen) at its own settings, backend and build;
@@ -15,7 +19,10 @@ median |error| and the share inside the band, overall, by backend, weight type, 
 targets: decode ≤ 10 %, prefill ≤ 15 %, ≥ 80 % inside). Rows whose GPU has no hardware profile are listed as
 skipped. Last, the floor: each held-out figure whose question (GPU, backend, model, type, test, era or exact build)
 was published more than once, predicted by the median of the others; a target under that spread cannot be met
-with those inputs. Pure arithmetic: seconds to run.
+with those inputs; and the bands by situation on the held-out rows: figures, share inside the band, median width,
+against the acceptance (issue #41 item 6: inside ≥ 80 %; where the GPU's architecture has training rows, a median
+band ≤ 1.6x for decode and ≤ 2.0x for prefill), beside the width of the oracle's own 80 % band. Pure arithmetic:
+seconds to run.
 
     python benchmarks/public_gpu_fit.py [--table FILE ...] [--held-out FILE]
 """
@@ -23,8 +30,10 @@ with those inputs. Pure arithmetic: seconds to run.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,6 +45,8 @@ from app.predict.public_arch_fit import (  # noqa: E402
     HeldOut,
     PublicFitError,
     fit_phase_rows,
+    leave_one_architecture_out,
+    leave_one_era_out,
     measured_tps,
     published,
     reference_demand,
@@ -43,8 +54,9 @@ from app.predict.public_arch_fit import (  # noqa: E402
     summarize,
     used,
 )
+from app.predict.public_bands import COVERAGE, Basis, Residual, Situation, band_for  # noqa: E402
 from app.predict.public_data import TRAINING_TABLE_PATHS, ReferenceResult, load_training  # noqa: E402
-from app.predict.public_fit import MIN_RESIDUALS, PublicGpuModel, residual_band  # noqa: E402
+from app.predict.public_fit import PublicGpuModel  # noqa: E402
 from app.predict.public_held_out import (  # noqa: E402
     GROUPINGS,
     HELD_OUT_TABLE_PATHS,
@@ -60,6 +72,10 @@ from app.predict.workload import PHASES  # noqa: E402
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 HELD_OUT_TARGETS = {"decode": 0.10, "prefill": 0.15}
 HELD_OUT_TARGET_INSIDE = 0.80
+#: Issue #41 item 6: where the GPU's architecture has training rows, the median band (high ÷ low) at most this.
+BAND_WIDTH_TARGETS = {"decode": 1.6, "prefill": 2.0}
+#: The bases whose architecture has training rows (the band-width target's figures).
+OWN_ARCHITECTURE = (Basis.GPU, Basis.ARCHITECTURE)
 
 
 def training_lines(model: PublicGpuModel, tables: list[Path]) -> list[str]:
@@ -127,28 +143,47 @@ def summary_lines(held: list[HeldOut]) -> list[str]:
     return lines
 
 
-def logo_coverage(held: list[HeldOut]) -> list[tuple[HeldOut, bool]]:
-    """Each leave-one-GPU-out figure against the band made from the OTHER GPUs' errors of its architecture (every
-    architecture's when it has under MIN_RESIDUALS): whether the band would have held for a GPU it never saw."""
-    out = []
-    for h in held:
-        if h.predicted_tps is None:
-            continue
-        others = [o.rel_error for o in held if o.phase == h.phase and o.row.gpu != h.row.gpu and o.predicted_tps]
-        own = [o.rel_error for o in held if o.phase == h.phase and o.row.gpu != h.row.gpu and o.predicted_tps
-               and o.architecture == h.architecture]
-        band = residual_band(own if len(own) >= MIN_RESIDUALS else others)
-        out.append((h, band is not None and band[0] <= h.rel_error <= band[1]))
+def situations(found: Sequence[Situation]) -> list[Situation]:
+    """Every exact situation among ``found``, each followed by its basis (any substitution), then any situation."""
+    out: list[Situation] = []
+    for basis in Basis:
+        exact = sorted({s for s in found if s.basis == basis}, key=lambda s: bool(s.substituted))
+        out += [*exact, Situation(basis, None)] if exact else []
+    return [*out, Situation(None, None)]
+
+
+def self_check(residuals: Sequence[Residual]) -> dict[tuple[str, Situation], tuple[int, int]]:
+    """The band rule checked within the training rows: each publication's errors against the band of their
+    situation made from the OTHER publications' errors. (phase, situation) -> (inside, errors), for every exact
+    situation and each coarser one."""
+    out: dict[tuple[str, Situation], tuple[int, int]] = {}
+    for source in sorted({r.source for r in residuals}):
+        others = [r for r in residuals if r.source != source]
+        for r in (r for r in residuals if r.source == source):
+            band = band_for(others, r.situation, r.phase)
+            inside = band.low_error <= math.expm1(r.log_error) <= band.high_error
+            for key in (s for s in situations([r.situation]) if s.holds(r.situation)):
+                hit, n = out.get((r.phase, key), (0, 0))
+                out[(r.phase, key)] = (hit + inside, n + 1)
     return out
 
 
-def coverage_lines(cov: list[tuple[HeldOut, bool]]) -> list[str]:
-    lines = ["| architecture | phase | figures | inside the band |", "|---|---|---:|---:|"]
-    for arch in [*sorted({h.architecture for h, _ in cov}), "all"]:
-        for phase in PHASES:
-            hits = [ok for h, ok in cov if h.phase == phase and arch in ("all", h.architecture)]
-            if hits:
-                lines.append(f"| {arch} | {phase} | {len(hits)} | {sum(hits) / len(hits):.0%} |")
+def band_lines(model: PublicGpuModel) -> list[str]:
+    """Per phase and situation: the cross-validated errors a band is made of, the band and its width, and the
+    share of each publication's errors inside the band made without them."""
+    lines = ["| phase | situation | errors | publications | band: measured ÷ figure | width (high ÷ low) | each "
+             "publication inside the others' band |", "|---|---|---:|---:|---:|---:|---:|"]
+    checked = self_check(model.residuals)
+    for phase in PHASES:
+        own = [r for r in model.residuals if r.phase == phase]
+        for sit in situations([r.situation for r in own]):
+            pool = [r for r in own if sit.holds(r.situation)]
+            band = band_for(own, sit, phase)
+            made = "" if band.used == sit else f" (pooled: {band.used.text()})"
+            hit, n = checked.get((phase, sit), (0, 0))
+            lines.append(f"| {phase} | {sit.text()} | {len(pool)} | {len({r.source for r in pool})} | "
+                         f"{1 / (1 + band.high_error):.2f}–{1 / (1 + band.low_error):.2f}{made} | {band.width:.2f} | "
+                         f"{f'{hit}/{n} ({hit / n:.0%})' if n else '-'} |")
     return lines
 
 
@@ -224,6 +259,55 @@ def floor_lines(rows: list[ReferenceResult], checks: list[HeldOutCheck]) -> list
     return lines
 
 
+def held_out_band_lines(checks: list[HeldOutCheck]) -> list[str]:
+    """Per phase and situation the figure was made in: held-out figures, the share inside their band, and the
+    median width (high ÷ low) of their bands."""
+    lines = ["| phase | situation | figures | inside the band | median width (high ÷ low) | bands pooled from a "
+             "coarser situation |", "|---|---|---:|---:|---:|---:|"]
+    for phase in PHASES:
+        banded = [c for c in checks if c.phase == phase and c.band is not None]
+        groups: list[tuple[str, Callable[[HeldOutCheck], bool]]] = [
+            (sit.text(), lambda c, sit=sit: sit.holds(c.band.asked))  # type: ignore[union-attr]
+            for sit in situations([c.band.asked for c in banded])]  # type: ignore[union-attr]
+        groups.insert(-1, ("architecture has training rows (GPU or architecture basis)",
+                           lambda c: c.band.asked.basis in OWN_ARCHITECTURE))  # type: ignore[union-attr]
+        for name, holds in groups:
+            got = [c for c in banded if holds(c)]
+            if got:
+                inside = sum(c.inside_band for c in got)
+                pooled = sum(c.band.used != c.band.asked for c in got)  # type: ignore[union-attr]
+                width = statistics.median(c.expected.high / c.expected.low for c in got)  # type: ignore[union-attr]
+                lines.append(f"| {phase} | {name} | {len(got)} | {inside}/{len(got)} ({inside / len(got):.0%}) | "
+                             f"{width:.2f} | {pooled} |")
+    return lines
+
+
+def acceptance_lines(checks: list[HeldOutCheck], train: list[ReferenceResult],
+                     held: list[ReferenceResult]) -> list[str]:
+    """Issue #41 item 6 per phase: held-out figures inside their band (≥ 80 %) and, where the GPU's architecture has
+    training rows, the median band's width (≤ BAND_WIDTH_TARGETS); beside it, the width of the oracle's own 80 %
+    band (the median of the other figures of the same question): a band this honest cannot be much narrower."""
+    lines = []
+    for phase in PHASES:
+        banded = [c for c in checks if c.phase == phase and c.band is not None]
+        own = [c for c in banded if c.band.asked.basis in OWN_ARCHITECTURE]  # type: ignore[union-attr]
+        if not banded or not own:
+            lines.append(f"{phase}: no held-out figure with a band")
+            continue
+        inside = sum(c.inside_band for c in banded) / len(banded)
+        width = statistics.median(c.expected.high / c.expected.low for c in own)  # type: ignore[union-attr]
+        target = BAND_WIDTH_TARGETS[phase]
+        oracle = ", ".join(f"{name} {repeat_spread(rows, phase).band_width(COVERAGE):.2f}x"
+                           for name, rows in (("training rows", train), ("held-out rows", held)))
+        missed = [what for what, ok in (("coverage", inside >= HELD_OUT_TARGET_INSIDE), ("width", width <= target))
+                  if not ok]
+        lines.append(f"{phase}: {inside:.0%} of {len(banded)} held-out figures inside their band (target ≥ "
+                     f"{HELD_OUT_TARGET_INSIDE:.0%}); median band {width:.2f}x over the {len(own)} whose architecture "
+                     f"has training rows (target ≤ {target:.1f}x); the oracle's own {COVERAGE:.0%} band (by build "
+                     f"era): {oracle}{'  — target missed: ' + ' and '.join(missed) if missed else '  — met'}")
+    return lines
+
+
 def held_out_report(model: PublicGpuModel, paths: list[Path]) -> None:
     rows = load_held_out(paths)
     checks, skipped = check_held_out(model, rows, list(model.profiles.values()))
@@ -241,6 +325,8 @@ def held_out_report(model: PublicGpuModel, paths: list[Path]) -> None:
     print("\n### Held-out error and band coverage\n", *held_out_summary_lines(checks), sep="\n")
     print("\n### The floor: how far published figures of the same question disagree\n",
           *floor_lines(rows, checks), sep="\n")
+    print("\n### Bands by situation (issue #41 item 6)\n", *held_out_band_lines(checks), "",
+          *acceptance_lines(checks, list(model.rows), rows), sep="\n")
     if not any(on_a_laptop(c.profile) for c in checks):
         print("\nLaptop GPUs: no held-out row is on a laptop GPU or iGPU with a profile yet.")
     for phase in PHASES:
@@ -309,15 +395,21 @@ def main(argv: list[str] | None = None) -> int:
     if excluded:
         print("\n## Rows the table excludes (not counted)\n", *header, *map(row_line, excluded), sep="\n")
     print("\n## Held-out error\n", *summary_lines(model.held_out), sep="\n")
-    print("\n## Band coverage (leave-one-GPU-out; each band from the other GPUs' errors, 10–90 %)\n",
-          *coverage_lines(logo_coverage(model.held_out)), sep="\n")
     print("\n## Leave-one-architecture-out (each predicted by its nearest other architecture: a borrowed fit)\n",
-          *summary_lines(model.arch_out), sep="\n")
-    if model.era_out:
-        print("\n## Leave-one-build-era-out\n", *summary_lines(model.era_out), sep="\n")
+          *summary_lines(leave_one_architecture_out(model.rows, model.profiles, model.fits)), sep="\n")
+    era_out = leave_one_era_out(model.rows, model.profiles)
+    if era_out:
+        print("\n## Leave-one-build-era-out\n", *summary_lines(era_out), sep="\n")
     else:
         print("\nLeave-one-build-era-out: none — no architecture of the training table has rows of two build eras "
               "(a prediction for another era takes the leave-one-architecture-out errors for its band).")
+    print(f"\n## Bands by situation: the cross-validated errors they are made of ({COVERAGE:.0%}, conformal)\n",
+          *band_lines(model), sep="\n")
+    print("\nEach training figure is predicted as `expected` predicts it, by the fit of the rows left when its "
+          "publication is taken out (then its GPU too, then its whole architecture), and its error is filed under "
+          "the situation that fold made it in. A band is the conformal interval of its situation's errors; under "
+          "the minimum the rule pools the coarser situation. The last column checks the rule within the training "
+          "rows: each publication against the band made without it.")
     held_tables = args.held_out or list(HELD_OUT_TABLE_PATHS)
     held = load_held_out(held_tables)
     print("\n## Build eras: evidence\n", *era_evidence(list(model.rows), held), sep="\n")

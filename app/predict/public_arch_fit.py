@@ -27,9 +27,10 @@ FLOPs per byte of them (26 against 34–36), whose K-quants reach 41–46 % of i
 Groups: a fit is per architecture, and per (architecture, backend) and (architecture, backend, build era) where
 such a cell has MIN_CELL_ROWS rows of its own (``fit_cells``); the weight-type family is a coefficient within a fit.
 An architecture without rows borrows the one nearest in spec (``nearest_architecture``: same vendor first, then
-the nearest FLOPs per byte), its ceilings from its own spec sheet. Held-out errors for bands: leave one GPU out
-(within an architecture), leave one architecture out (each predicted by its nearest other: the error of a borrowed
-fit) and leave one build era out (within an architecture with rows of several eras).
+the nearest FLOPs per byte), its ceilings from its own spec sheet. Held-out errors, for the benchmark's tables:
+leave one GPU out (within an architecture), leave one architecture out (each predicted by its nearest other: the
+error of a borrowed fit) and leave one build era out (within an architecture with rows of several eras); the bands
+come from app/predict/public_fit.py's cross-validation by situation (app/predict/public_bands.py).
 Pure functions (numpy).
 """
 
@@ -47,7 +48,7 @@ from app.predict.decode import decode_ceiling_tps
 from app.predict.fitted_model import scaled_nnls
 from app.predict.prefill import prefill_ceiling_tps
 from app.predict.profiles import HardwareProfile
-from app.predict.public_data import ReferenceResult, source_key
+from app.predict.public_data import ReferenceResult
 from app.predict.workload import PHASES, Phase
 
 #: ggml weight type -> the family whose kernels the public fit gives its own efficiency (the dequantization and
@@ -425,10 +426,14 @@ def architecture_of(gpu: str, profiles: Mapping[str, HardwareProfile]) -> str:
     return profiles[gpu].architecture or "unknown"
 
 
+#: How a phase is fitted to rows of one architecture: ``fit_phase_rows``, or a stand-in that keeps its fits.
+PhaseFitFn = Callable[[Phase, Sequence[ReferenceResult], Mapping[str, HardwareProfile], str], ArchFit]
+
+
 def fit_architectures(
-    rows: Iterable[ReferenceResult], profiles: Mapping[str, HardwareProfile],
+    rows: Iterable[ReferenceResult], profiles: Mapping[str, HardwareProfile], *, fit: PhaseFitFn = fit_phase_rows,
 ) -> dict[tuple[str, str], ArchFit]:
-    """(architecture, phase) -> fit, for every architecture the rows cover."""
+    """(architecture, phase) -> fit, for every architecture the rows cover (each fitted by ``fit``)."""
     by_arch: dict[str, list[ReferenceResult]] = {}
     for r in rows:
         by_arch.setdefault(architecture_of(r.gpu, profiles), []).append(r)
@@ -436,7 +441,7 @@ def fit_architectures(
     for arch, arch_rows in sorted(by_arch.items()):
         for phase in PHASES:
             try:
-                fits[(arch, phase)] = fit_phase_rows(phase, arch_rows, profiles, arch)
+                fits[(arch, phase)] = fit(phase, arch_rows, profiles, arch)
             except PublicFitError:
                 continue
     return fits
@@ -494,15 +499,6 @@ def leave_one_gpu_out(
     return _leave_one_out(rows, profiles, lambda r: r.gpu, demand, group)
 
 
-def leave_one_source_out(
-    rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], demand: DemandFn = reference_demand,
-) -> list[HeldOut]:
-    """For each publication (``source_key``: a thread, or a repository's files) of an architecture with at least
-    two: fit the architecture without its rows, predict them. This is how a user's own run stands to the table (an
-    other person, build, driver and setup, often on a GPU the table has), and how the held-out tables are held out."""
-    return _leave_one_out(rows, profiles, lambda r: source_key(r.source_url), demand, None)
-
-
 @dataclass(frozen=True)
 class ErrorSummary:
     """Median and worst absolute held-out error of a set of rows, and how many could not be predicted."""
@@ -523,10 +519,11 @@ def summarize(held: Iterable[HeldOut]) -> ErrorSummary:
 
 
 def fit_cells(
-    rows: Iterable[ReferenceResult], profiles: Mapping[str, HardwareProfile],
+    rows: Iterable[ReferenceResult], profiles: Mapping[str, HardwareProfile], *, fit: PhaseFitFn = fit_phase_rows,
 ) -> dict[tuple[str, str, str, str], ArchFit]:
     """(architecture, backend, era, phase) -> fit for the finer cells that have MIN_CELL_ROWS rows of their own and
-    are not the whole architecture ("" era: every era of that backend). The architecture's own fit is not here."""
+    are not the whole architecture ("" era: every era of that backend; each fitted by ``fit``). The architecture's
+    own fit is not here."""
     by_arch: dict[str, list[ReferenceResult]] = {}
     for r in rows:
         by_arch.setdefault(architecture_of(r.gpu, profiles), []).append(r)
@@ -540,7 +537,7 @@ def fit_cells(
                 continue
             for phase in PHASES:
                 try:
-                    cells[(arch, backend, era, phase)] = fit_phase_rows(phase, cell, profiles, arch)
+                    cells[(arch, backend, era, phase)] = fit(phase, cell, profiles, arch)
                 except PublicFitError:
                     continue
     return cells

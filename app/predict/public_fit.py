@@ -1,17 +1,19 @@
 """Expected GPU figures from published llama-bench results: the per-architecture fit (app/predict/public_arch_fit.py)
-of the shipped reference table, for a backend and a llama.cpp build, with bands from held-out residuals.
+of the shipped reference table, for a backend and a llama.cpp build, with a band from the errors of its situation.
 
 A prediction is for (GPU, backend, build era, weight type): the fit of the GPU's architecture for that backend and
 era where the table has such a cell, else the architecture's fit (said so); an architecture without rows borrows
 the nearest one's (spec-scaled: the ceilings are the GPU's own), labelled "borrowed from <arch>". A weight family
 without rows takes the K-quant efficiency, said so; a float type (F16, BF16, F32) takes only its own rows, and those
 of the GPU's vendor: with none it has no expected figure, since each float type runs its own matmul path in each
-vendor's own library. The band is the 10–90 %
-quantiles of held-out relative errors: the architecture's leave-one-GPU-out errors (pooled over architectures
-when it has under MIN_RESIDUALS); where anything was substituted (another backend, another era, a borrowed
-architecture, a stood-in weight family) also the errors of that kind of substitution: leave-one-build-era-out for
-an era, else leave-one-architecture-out (the error of a fit that never saw the group), so the band widens to cover
-both.
+vendor's own library.
+
+The band comes from the situation the figure is made in (app/predict/public_bands.py): the fit has rows of the GPU
+itself, or of its architecture only, or is borrowed; with or without a substitution (another backend, build era or
+weight family). :meth:`PublicGpuModel.cross_validate` predicts every training figure the way :meth:`expected` does,
+by the fit of the rows left when its publication is taken out (and, in turn, its GPU or its whole architecture with
+it), and labels each error with the situation that fold put it in; a figure's band is the conformal 80 % interval
+of the errors of its own situation. It is narrow where such figures landed close, wide where they did not.
 
 The shipped fit learns from the training tables (app/predict/public_data.py ``TRAINING_TABLE_PATHS``: the May 2024
 table and the table of later builds); a training row whose GPU has no hardware profile yet is kept aside
@@ -25,10 +27,8 @@ from __future__ import annotations
 import copy
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from app.model.facts import ModelFacts
 from app.paths import HARDWARE_PROFILES_DIR
@@ -39,50 +39,33 @@ from app.predict.public_arch_fit import (
     CURRENT_ERA,
     FLOAT_CLASSES,
     ArchFit,
-    HeldOut,
     PublicFitError,
     alu_seconds,
+    architecture_of,
     canonical_backend,
     compute_scale,
     demand_from_ceiling,
     era_of,
     fit_architectures,
     fit_cells,
+    fit_phase_rows,
     gpus_by_architecture,
-    leave_one_architecture_out,
-    leave_one_era_out,
     leave_one_gpu_out,
-    leave_one_source_out,
+    measured_tps,
     nearest_architecture,
+    reference_demand,
     row_era,
+    used,
     weight_family,
 )
-from app.predict.public_data import TRAINING_TABLE_PATHS, ReferenceResult, load_training
+from app.predict.public_arch_fit import matmul_params as row_matmul_params
+from app.predict.public_bands import Basis, Residual, Situation, SituationBand, band_for
+from app.predict.public_data import TRAINING_TABLE_PATHS, ReferenceResult, load_training, source_key
 from app.predict.public_fit_cache import cached
-from app.predict.workload import Phase
+from app.predict.workload import PHASES, Phase
 
-BAND_FLOOR = 0.05
-BAND_QUANTILES = (10.0, 90.0)
-#: Fewer held-out errors than this in a group: its band is taken from the pooled errors of every group.
-MIN_RESIDUALS = 5
 #: The backend a prediction is for when none is given and this machine has none for the GPU's vendor.
 USUAL_BACKEND = {"nvidia": "CUDA", "apple": "Metal", "amd": "ROCm", "intel": "SYCL"}
-
-
-def residual_band(errors: Iterable[float]) -> tuple[float, float] | None:
-    """(low, high) quantiles (BAND_QUANTILES) of relative errors (predicted ÷ measured − 1), at least ±BAND_FLOOR
-    wide; None without errors. The measured figure lies in [value / (1 + high), value / (1 + low)]."""
-    errs = [e for e in errors if not math.isnan(e)]
-    if not errs:
-        return None
-    lo, hi = (float(np.percentile(errs, q)) for q in BAND_QUANTILES)
-    return min(lo, -BAND_FLOOR), max(hi, BAND_FLOOR)
-
-
-def band_fraction(held: Iterable[HeldOut]) -> float:
-    """The larger side of the residual band of ``held``, as a fraction (NaN without errors)."""
-    band = residual_band(h.rel_error for h in held)
-    return max(-band[0], band[1]) if band else math.nan
 
 
 def default_backend(profile: HardwareProfile, installed: Sequence[str] | None = None) -> str:
@@ -136,11 +119,56 @@ class FitChoice:
     era_matched: bool
     family_borrowed: bool = False  # the GPU's architecture has rows, but no fit of it predicts the weight family
 
+    def situation(self, gpu: str, family: str) -> Situation:
+        """The situation a figure for ``gpu`` of weight ``family`` is made in by this choice (the band's key)."""
+        basis = (Basis.BORROWED if self.borrowed_from or self.family_borrowed
+                 else Basis.GPU if gpu in self.fit.gpus else Basis.ARCHITECTURE)
+        return Situation(basis, not (self.backend_matched and self.era_matched
+                                     and self.fit.stand_in(family) == family))
+
+
+@dataclass(frozen=True)
+class PublicPoint:
+    """A figure of the public fit before its band: tokens/s and the choice of fit that made it."""
+
+    tps: float
+    choice: FitChoice
+    family: str  # the weight family asked
+    stand_in: str  # the family whose coefficient predicts it (``family`` itself where the fit has it)
+
+
+class FitMemo:
+    """``fit_phase_rows``, once per (phase, architecture, rows used): the folds of the cross-validation share most
+    of their fits (a fold that leaves a cell's rows as they were fits it again for nothing)."""
+
+    def __init__(self) -> None:
+        self._fits: dict[tuple[str, str, tuple[int, ...]], ArchFit | PublicFitError] = {}
+
+    def __call__(self, phase: Phase, rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile],
+                 architecture: str = "") -> ArchFit:
+        key = (phase, architecture, tuple(id(r) for r in rows if used(r, phase)))
+        if key not in self._fits:
+            try:
+                self._fits[key] = fit_phase_rows(phase, rows, profiles, architecture)
+            except PublicFitError as e:
+                self._fits[key] = e
+        got = self._fits[key]
+        if isinstance(got, PublicFitError):
+            raise got
+        return got
+
+
+def row_ceiling_tps(row: ReferenceResult, profile: HardwareProfile, phase: Phase) -> float:
+    """A published row's ceiling of ``phase`` on ``profile`` (uncapped spec rates), as ``predict`` computes it for
+    that model: what :meth:`PublicGpuModel.expected` is given for the row."""
+    return 1.0 / sum(reference_demand(row, profile, phase).ideal_s.values())
+
 
 class PublicGpuModel:
     """The public llama-bench rows fitted per architecture (and per backend and build era where the table has the
-    rows), with held-out errors for the bands. ``backend`` and ``build``: what predictions are for when the call
-    does not say (:meth:`for_setting`). ``skip_unprofiled``: rows whose GPU has no profile are kept in
+    rows), with leave-one-GPU-out errors (``held_out``) and the cross-validated errors of every situation
+    (``residuals``, :meth:`cross_validate`) that make the bands. ``backend`` and ``build``: what predictions are for
+    when the call does not say (:meth:`for_setting`). ``skip_unprofiled``: rows whose GPU has no profile are kept in
     ``unprofiled`` instead of refused."""
 
     def __init__(self, rows: Sequence[ReferenceResult], profiles: Iterable[HardwareProfile], *,
@@ -154,16 +182,17 @@ class PublicGpuModel:
             raise PublicFitError(f"reference rows name GPUs with no hardware profile: {', '.join(unknown)}")
         self.unprofiled = tuple(r for r in rows if r.gpu not in self.profiles)
         self.rows = tuple(r for r in rows if r.gpu in self.profiles)
-        self.fits = fit_architectures(self.rows, self.profiles)
-        self.cells = fit_cells(self.rows, self.profiles)
+        memo = FitMemo()  # the rows' own fits, and the cross-validation's (ids of rows kept by self.rows)
+        self.fits = fit_architectures(self.rows, self.profiles, fit=memo)
+        self.cells = fit_cells(self.rows, self.profiles, fit=memo)
         self.held_out = leave_one_gpu_out(self.rows, self.profiles)
-        self.source_out = leave_one_source_out(self.rows, self.profiles)
-        self.arch_out = leave_one_architecture_out(self.rows, self.profiles, self.fits)
-        self.era_out = leave_one_era_out(self.rows, self.profiles)
         self.gpus_by_arch = gpus_by_architecture(self.rows, self.profiles)
         self.backend: str | None = None
         self.build: int | None = None
         self.build_label = ""
+        #: What the cross-validation leaves out in turn: each publication, or each GPU where the rows are of one.
+        self.cv_unit = "publication" if len({source_key(r.source_url) for r in self.rows}) > 1 else "GPU"
+        self.residuals: tuple[Residual, ...] = tuple(self.cross_validate(memo))
 
     def for_setting(self, backend: str | None = None, build: int | None = None,
                     build_label: str = "") -> PublicGpuModel:
@@ -208,38 +237,10 @@ class PublicGpuModel:
                          backend in {canonical_backend(r.backend) for r in fit.rows},
                          era in {row_era(r) for r in fit.rows}, family_borrowed)
 
-    def band(self, architecture: str, phase: Phase) -> tuple[tuple[float, float], str]:
-        """((low, high) relative error band, how it was found) of the architecture's leave-one-GPU-out and
-        leave-one-source-out errors together (another GPU of the family; another person's run of a GPU the table
-        has), else every architecture's."""
-        held = (*self.held_out, *self.source_out)
-        own = [h.rel_error for h in held if h.architecture == architecture and h.phase == phase]
-        own = [e for e in own if not math.isnan(e)]
-        if len(own) >= MIN_RESIDUALS:
-            return residual_band(own), "leave-one-GPU-out and leave-one-source-out"  # type: ignore[return-value]
-        pooled = residual_band(h.rel_error for h in held if h.phase == phase) or (-BAND_FLOOR, BAND_FLOOR)
-        return pooled, (f"all architectures' leave-one-GPU-out and leave-one-source-out (too few for "
-                        f"{architecture})")
-
-    def substitute_band(self, phase: Phase, kind: str) -> tuple[tuple[float, float] | None, str]:
-        """The errors of a substitution of ``kind`` ("era" or another): leave-one-build-era-out for an era when the
-        table has MIN_RESIDUALS of them, else leave-one-architecture-out."""
-        if kind == "era":
-            era = [h.rel_error for h in self.era_out if h.phase == phase and not math.isnan(h.rel_error)]
-            if len(era) >= MIN_RESIDUALS:
-                return residual_band(era), "leave-one-build-era-out"
-        return (residual_band(h.rel_error for h in self.arch_out if h.phase == phase),
-                "leave-one-architecture-out")
-
-    def expected(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
-                 n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,
-                 build: int | None = None, date: str = "") -> tuple[Expected | None, str]:
-        """The expected figure of ``phase`` on ``profile`` for a model with that ceiling there, or (None, why), for
-        ``backend`` (default: the model's, else the vendor's usual) and llama.cpp ``build`` (or the ``date`` of
-        one; default: the model's, else the newest era). ``n_matmul_params`` sizes decode's ALU side (0: none)."""
-        backend = canonical_backend(backend or self.backend or default_backend(profile))
-        build = build if build is not None else (self.build if not date else None)
-        era = era_of(build, date) or CURRENT_ERA
+    def point(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str, n_layer: int,
+              n_matmul_params: float, backend: str, era: str) -> tuple[PublicPoint | None, str]:
+        """The figure of ``phase`` on ``profile`` for a model with that ceiling there, for ``backend`` and build
+        ``era``, before its band; or (None, why)."""
         fam = weight_family(ggml_type)
         choice = self.choose(profile, phase, backend, era, fam)
         arch = profile.architecture or "unknown"
@@ -256,39 +257,84 @@ class PublicGpuModel:
         ideal_tps = ceiling_tps / compute_scale(profile, fit.tflops_per_w)
         alu_s = alu_seconds(n_matmul_params, profile) if phase == "decode" else 0.0
         tps = fit.tps(demand_from_ceiling(ideal_tps, ggml_type, n_layer, alu_s)) if ceiling_tps > 0 else None
-        lender = choice.borrowed_from or arch
         if stand_in is None or tps is None:
-            return None, f"no expected figure: no public {lender} data for {ggml_type} kernels"
-        (lo, hi), how = self.band(lender, phase)
+            return None, f"no expected figure: no public {choice.borrowed_from or arch} data for {ggml_type} kernels"
+        return PublicPoint(float(tps), choice, fam, stand_in), ""
+
+    def _without(self, hidden: frozenset[int], memo: FitMemo) -> PublicGpuModel:
+        """This model fitted without the rows at the ``hidden`` indices: only the architectures they touch are
+        fitted again."""
+        touched = {architecture_of(self.rows[i].gpu, self.profiles) for i in hidden}
+        fold = copy.copy(self)
+        fold.rows = tuple(r for i, r in enumerate(self.rows) if i not in hidden)
+        refit = [r for r in fold.rows if architecture_of(r.gpu, self.profiles) in touched]
+        fold.fits = {k: f for k, f in self.fits.items() if k[0] not in touched}
+        fold.fits.update(fit_architectures(refit, self.profiles, fit=memo))
+        fold.cells = {k: f for k, f in self.cells.items() if k[0] not in touched}
+        fold.cells.update(fit_cells(refit, self.profiles, fit=memo))
+        fold.gpus_by_arch = gpus_by_architecture(fold.rows, self.profiles)
+        return fold
+
+    def cross_validate(self, memo: FitMemo | None = None) -> list[Residual]:
+        """Every training figure predicted as :meth:`expected` predicts it (its own backend, build era, weight type
+        and ceiling), by the fit of the rows left when its publication is taken out; then again with its GPU taken
+        out too, and with its whole architecture: one error for each distinct fold, labelled with the situation
+        that fold made the figure in (the GPU's own rows in the fit, its architecture's, or a borrowed fit; any
+        substitution). These are the errors the bands are made of: a user's run is another publication, of a GPU
+        the table has or not. Rows of a single publication take each GPU as their unit instead (``cv_unit``)."""
+        source = [source_key(r.source_url) if self.cv_unit == "publication" else r.gpu for r in self.rows]
+        arch = [architecture_of(r.gpu, self.profiles) for r in self.rows]
+        folds: dict[frozenset[int], set[int]] = {}
+        for i, r in enumerate(self.rows):
+            for also in ("", r.gpu, arch[i]):  # the publication alone, with its GPU, with its architecture
+                hidden = frozenset(j for j, o in enumerate(self.rows)
+                                   if source[j] == source[i] or also in (o.gpu, arch[j]))
+                folds.setdefault(hidden, set()).add(i)
+        memo = memo or FitMemo()
+        out: list[Residual] = []
+        for hidden, targets in folds.items():
+            fold = self._without(hidden, memo)
+            for i, phase in ((i, p) for i in sorted(targets) for p in PHASES if used(self.rows[i], p)):
+                r, profile = self.rows[i], self.profiles[self.rows[i].gpu]
+                got, _ = fold.point(profile, phase, row_ceiling_tps(r, profile, phase), r.ggml_type,
+                                    r.model.n_layer, row_matmul_params(r) if phase == "decode" else 0.0,
+                                    canonical_backend(r.backend), row_era(r) or CURRENT_ERA)
+                if got is not None:
+                    out.append(Residual(got.choice.situation(r.gpu, got.family), phase, source[i],
+                                        math.log(got.tps / measured_tps(r, phase))))
+        return out
+
+    def expected_with_band(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
+                           n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,
+                           build: int | None = None, date: str = "",
+                           ) -> tuple[Expected | None, str, SituationBand | None]:
+        """:meth:`expected`, with the band's situation and how it was made."""
+        backend = canonical_backend(backend or self.backend or default_backend(profile))
+        build = build if build is not None else (self.build if not date else None)
+        era = era_of(build, date) or CURRENT_ERA
+        got, why = self.point(profile, phase, ceiling_tps, ggml_type, n_layer, n_matmul_params, backend, era)
+        if got is None:
+            return None, why, None
+        choice, fit, fam, stand_in = got.choice, got.choice.fit, got.family, got.stand_in
+        arch = profile.architecture or "unknown"
+        lender = choice.borrowed_from or arch
+        situation = choice.situation(profile.name, fam)
+        band = band_for(self.residuals, situation, phase, unit=self.cv_unit)
         subs: list[str] = []
-        kinds: list[str] = []
         if choice.family_borrowed:
             subs.append(f"borrowed from {lender}: no public {arch} rows of {fam} or a stand-in family, {lender}'s "
                         "efficiency at this GPU's spec ceilings")
-            kinds.append("architecture")
         elif choice.borrowed_from:
             subs.append(f"borrowed from {lender}: no public {arch} rows, {lender}'s efficiency at this GPU's spec "
                         "ceilings")
-            kinds.append("architecture")
         fit_backends = "/".join(dict.fromkeys(canonical_backend(r.backend) for r in fit.rows))
         if not choice.backend_matched:
             subs.append(f"no public {backend} rows for {lender}: its {fit_backends} fit used")
-            kinds.append("backend")
         fit_eras = ", ".join(dict.fromkeys(row_era(r) or "unknown" for r in fit.rows))
         if not choice.era_matched:
             subs.append(f"no public rows of builds {era}: the {_builds(fit.rows)} fit used")
-            kinds.append("era")
         if stand_in != fam:
             subs.append(f"{ggml_type} ({fam}) taken as {stand_in}: no public rows for it")
-            kinds.append("weight family")
-        hows = [how]
-        for kind in dict.fromkeys("era" if k == "era" else "other" for k in kinds):
-            extra, extra_how = self.substitute_band(phase, kind)
-            if extra is not None:
-                lo, hi = min(lo, extra[0]), max(hi, extra[1])
-                hows.append(extra_how)
-        band = (f"band {1 / (1 + hi) - 1:+.0%} to {1 / (1 + lo) - 1:+.0%} from "
-                f"{' and '.join(dict.fromkeys(hows))} errors (10–90 %)")
         build_text = (f"b{build}" if build is not None else
                       (f"{self.build_label}, build number unknown" if self.build_label else "build not given"))
         asked = f"for {backend}, {build_text} (era {era})"
@@ -296,10 +342,22 @@ class PublicGpuModel:
         alu = f"; quantized weights also bounded by ALU work, {fit.alu_ops:.0f} ops per weight" if fit.alu_ops else ""
         head = (f"public llama-bench results, {arch} fit" if not choice.borrowed_from
                 else f"public llama-bench results, borrowed from {lender} for {arch}")
-        source = (f"{head}, {asked}; {'; '.join(subs) + '; ' if subs else ''}{len(fit.rows)} rows of "
-                  f"{len(fit.gpus)} GPUs ({models}; {fit_backends}, {_builds(fit.rows)}, era {fit_eras}), {band}"
-                  f"{alu}, sources: {_sources(fit.rows)}")
-        return Expected(float(tps), float(tps / (1.0 + hi)), float(tps / (1.0 + lo)), source), ""
+        source = (f"{head}, {asked}; {situation.basis}; {'; '.join(subs) + '; ' if subs else ''}{len(fit.rows)} "
+                  f"rows of {len(fit.gpus)} GPUs ({models}; {fit_backends}, {_builds(fit.rows)}, era {fit_eras}), "
+                  f"{band.text()}{alu}, sources: {_sources(fit.rows)}")
+        low, high = band.edges(got.tps)
+        return Expected(got.tps, low, high, source), "", band
+
+    def expected(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
+                 n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,
+                 build: int | None = None, date: str = "") -> tuple[Expected | None, str]:
+        """The expected figure of ``phase`` on ``profile`` for a model with that ceiling there, or (None, why), for
+        ``backend`` (default: the model's, else the vendor's usual) and llama.cpp ``build`` (or the ``date`` of
+        one; default: the model's, else the newest era). ``n_matmul_params`` sizes decode's ALU side (0: none).
+        Its band is that of its situation (app/predict/public_bands.py), which its source names."""
+        exp, why, _ = self.expected_with_band(profile, phase, ceiling_tps, ggml_type, n_layer, n_matmul_params,
+                                              backend=backend, build=build, date=date)
+        return exp, why
 
     def expect(self, profile: HardwareProfile, decode_ceiling_tps: float, prefill_ceiling_tps: float,
                ggml_type: str, n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,

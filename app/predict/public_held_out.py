@@ -25,9 +25,10 @@ from pathlib import Path
 from app.paths import PROFILES_DIR
 from app.predict.fitted_model import Expected
 from app.predict.profiles import HardwareProfile, ProfileError, find_profile
-from app.predict.public_arch_fit import matmul_params, measured_tps, reference_demand, row_era, used
+from app.predict.public_arch_fit import matmul_params, measured_tps, row_era, used
+from app.predict.public_bands import SituationBand
 from app.predict.public_data import ReferenceResult, load_reference, source_key
-from app.predict.public_fit import PublicGpuModel
+from app.predict.public_fit import PublicGpuModel, row_ceiling_tps
 from app.predict.workload import PHASES, Phase
 
 HELD_OUT_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_more.toml"
@@ -51,6 +52,7 @@ class HeldOutCheck:
     profile: HardwareProfile
     expected: Expected | None
     why_none: str = ""
+    band: SituationBand | None = None  # the situation the figure was made in, and the errors its band came from
 
     @property
     def measured_tps(self) -> float:
@@ -83,13 +85,13 @@ def resolve_gpu(row: ReferenceResult, profiles: Sequence[HardwareProfile]) -> tu
 
 
 def expected_for_row(model: PublicGpuModel, row: ReferenceResult, profile: HardwareProfile,
-                     phase: Phase) -> tuple[Expected | None, str]:
+                     phase: Phase) -> tuple[Expected | None, str, SituationBand | None]:
     """What the public fit expects for ``row``'s figure of ``phase`` on ``profile``, at the row's settings, backend
-    and build: the same call ``predict`` makes, with the row's ceiling (uncapped spec rates)."""
-    ceiling_tps = 1.0 / sum(reference_demand(row, profile, phase).ideal_s.values())
-    return model.expected(profile, phase, ceiling_tps, row.ggml_type, row.model.n_layer,
-                          matmul_params(row) if phase == "decode" else 0.0,
-                          backend=row.backend, build=row.build_number, date=row.date)
+    and build: the same call ``predict`` makes, with the row's ceiling (uncapped spec rates); and its band's
+    situation."""
+    return model.expected_with_band(profile, phase, row_ceiling_tps(row, profile, phase), row.ggml_type,
+                                    row.model.n_layer, matmul_params(row) if phase == "decode" else 0.0,
+                                    backend=row.backend, build=row.build_number, date=row.date)
 
 
 def check_held_out(model: PublicGpuModel, rows: Iterable[ReferenceResult],
@@ -104,8 +106,8 @@ def check_held_out(model: PublicGpuModel, rows: Iterable[ReferenceResult],
             continue
         for phase in PHASES:
             if used(r, phase):
-                exp, why_none = expected_for_row(model, r, profile, phase)
-                checks.append(HeldOutCheck(r, phase, profile, exp, why_none))
+                exp, why_none, band = expected_for_row(model, r, profile, phase)
+                checks.append(HeldOutCheck(r, phase, profile, exp, why_none, band))
     return checks, skipped
 
 
@@ -140,6 +142,7 @@ class RepeatSpread:
     tolerance: float
     rows: tuple[ReferenceResult, ...]  # the repeated figures' rows: judge a fit on these against the oracle
     errors: tuple[float, ...]  # the oracle's |error| of each of ``rows``, in order
+    log_errors: tuple[float, ...] = ()  # log(the others' median ÷ the figure) of each of ``rows``, in order
 
     @property
     def repeated(self) -> int:
@@ -149,6 +152,16 @@ class RepeatSpread:
     @property
     def median_abs_error(self) -> float:
         return statistics.median(self.errors) if self.errors else math.nan
+
+    def band_width(self, coverage: float) -> float:
+        """High ÷ low edge of the oracle's own band that holds ``coverage`` of the repeated figures, the central one
+        (10–90 % at 80 %): a band around a prediction with only these inputs is about this wide at best (NaN
+        without repeated figures)."""
+        if len(self.log_errors) < 2:
+            return math.nan
+        cuts = statistics.quantiles(self.log_errors, n=100, method="inclusive")  # cuts[k - 1]: the k-th percentile
+        tail = round(50 * (1 - coverage))
+        return math.exp(cuts[100 - tail - 1] - cuts[tail - 1])
 
     @property
     def within(self) -> float:
@@ -168,13 +181,14 @@ def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build:
                r.build_number if exact_build else None)
         questions.setdefault(key, []).append(r)
     repeated: list[ReferenceResult] = []
-    errors: list[float] = []
+    ratios: list[float] = []
     for asked in (a for a in questions.values() if len(a) > 1):
         tps = [measured_tps(r, phase) for r in asked]
         repeated += asked
-        errors += [abs(statistics.median(tps[:i] + tps[i + 1:]) / x - 1) for i, x in enumerate(tps)]
+        ratios += [statistics.median(tps[:i] + tps[i + 1:]) / x for i, x in enumerate(tps)]
     single = sum(len(asked) == 1 for asked in questions.values())
-    return RepeatSpread(phase, exact_build, single, tolerance, tuple(repeated), tuple(errors))
+    return RepeatSpread(phase, exact_build, single, tolerance, tuple(repeated), tuple(abs(q - 1) for q in ratios),
+                        tuple(math.log(q) for q in ratios))
 
 
 #: The groups the check is reported by: name -> the group of a figure.
@@ -204,4 +218,5 @@ GROUPINGS: Mapping[str, Callable[[HeldOutCheck], str]] = {
     "GPU kind": lambda c: c.profile.kind,
     "GPU": lambda c: c.profile.name,
     "source": lambda c: source_key(c.row.source_url),  # one source can dominate the rows: judge it apart
+    "situation": lambda c: c.band.asked.text() if c.band else "no figure",  # how the figure and its band were made
 }

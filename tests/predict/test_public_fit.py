@@ -19,6 +19,7 @@ from app.predict.public_arch_fit import (
     reference_demand,
     summarize,
 )
+from app.predict.public_bands import Basis, Situation
 from app.predict.public_data import ReferenceModel, ReferenceResult, load_reference
 from app.predict.public_fit import PublicGpuModel
 
@@ -240,7 +241,8 @@ def test_expected_figures_for_a_laptop_gpu_carry_band_and_source(public, shipped
     for exp, ceiling in ((got.decode, 400.0), (got.prefill, 20000.0)):
         assert exp is not None and exp.low < exp.value < exp.high and exp.value < ceiling
         assert exp.source.startswith("public llama-bench results, Ada fit, ")
-        assert "leave-one-GPU-out" in exp.source and "XiongjieDai/GPU-Benchmarks-on-LLM-Inference" in exp.source
+        # Changed on purpose (issue #41 item 6): the band is made of the cross-validated errors of its situation
+        assert "cross-validated errors" in exp.source and "XiongjieDai/GPU-Benchmarks-on-LLM-Inference" in exp.source
 
 
 def test_a_type_without_public_rows_borrows_and_says_so(public, shipped_profiles) -> None:
@@ -269,18 +271,27 @@ def test_backend_and_era_are_inputs_named_in_the_source(public, shipped_profiles
     assert "for CUDA, b2824 (era ≤b2999)" in own.source and "its CUDA fit used" not in own.source
     assert "no public Vulkan rows for Ada: its CUDA fit used" in vulkan.source
     assert "no public rows of builds b6000–b7999" in later.source
-    assert later.high / later.low > own.high / own.low  # a substitution widens the band
+    # Changed on purpose (issue #41 item 6): a substitution's band is that of the figures made with one, pooled with
+    # the others where the table has too few of them (one publication here, so it takes every GPU figure's band)
+    assert "(era ≤b2999); GPU with training rows;" in own.source
+    assert "(too few of GPU with training rows, with a substitution" in later.source
+    assert later.high / later.low >= own.high / own.low
     bound = public.for_setting("vulkan", 2824).expect(gpu, 400.0, 20000.0, "Q4_K", 30).decode
     assert bound.source == vulkan.source  # for_setting passes them through predict() unchanged
 
 
-def test_a_single_gpu_architecture_takes_the_pooled_band(shipped_profiles) -> None:
+def test_a_figure_names_its_situation_and_the_errors_its_band_is_made_of(shipped_profiles) -> None:
+    """Changed on purpose (issue #41 item 6): the band is no longer the architecture's errors, pooled under five,
+    but those of the figure's situation (here: a GPU with training rows, another build era), each publication of
+    the training tables left out in turn."""
     from app.predict.public_fit import load_public_model
 
     got = load_public_model().expect(find_profile("Arc A770 16GB", shipped_profiles), 400.0, 20000.0, "Q4_0", 30,
                                      backend="SYCL", build=6500)
-    assert got.decode is not None and "Xe-HPG fit" in got.decode.source
-    assert "all architectures' leave-one-GPU-out and leave-one-source-out (too few for Xe-HPG)" in got.decode.source
+    assert got.decode is not None and "Xe-HPG fit, for SYCL, b6500 (era b6000–b7999); GPU with training rows;" \
+        in got.decode.source
+    assert "cross-validated errors of figures made the same way" in got.decode.source
+    assert "publications, each left out in turn" in got.decode.source
 
 
 def test_an_architecture_with_no_more_rows_than_coefficients_borrows(public, shipped_profiles) -> None:
@@ -314,7 +325,9 @@ def test_an_architecture_without_the_family_borrows_it_and_says_so(synthetic) ->
     f16 = model.expect(other, 100.0, 5000.0, "F16", 32)
     assert f16.note == "" and f16.decode is not None and f16.prefill is not None
     assert "borrowed from Synth: no public Other rows of f16 or a stand-in family" in f16.decode.source
-    assert "leave-one-architecture-out errors" in f16.decode.source  # the band takes in a borrowed fit's errors
+    # Changed on purpose (issue #41 item 6): the band is that of borrowed figures (was: leave-one-architecture-out)
+    assert "(era ≥b8000); borrowed fit;" in f16.decode.source
+    assert "errors of figures made the same way, borrowed fit" in f16.decode.source
     assert f16.decode.high / f16.decode.low >= own.decode.high / own.decode.low
 
 
@@ -333,3 +346,23 @@ def test_a_float_family_is_never_borrowed_from_another_vendor(synthetic) -> None
         assert got.decode is None and got.prefill is None
         assert f"no public rows of {float_type} (float) kernels on any AMD GPU" in got.note, got.note
         assert "\n" not in got.note
+
+
+def test_cross_validation_files_each_error_under_the_situation_its_fold_made_it_in(synthetic) -> None:
+    """Issue #41 item 6. Two publications of the same exact rows: with one left out, every GPU keeps rows of its own
+    (a GPU with training rows); with its GPU left out too, only the architecture's (no other architecture to
+    borrow from, so none borrowed). Exact data of the newest era: every error is tiny, nothing substituted."""
+    twice = [dataclasses.replace(r, source_url=f"https://example.org/{pub}", build="b8500") for pub in ("a", "b")
+             for r in synthetic]
+    model = PublicGpuModel(twice, GPUS)
+    found = {(r.situation, r.phase) for r in model.residuals}
+    assert found == {(Situation(basis, False), phase) for basis in (Basis.GPU, Basis.ARCHITECTURE)
+                     for phase in ("decode", "prefill")}
+    assert len(model.residuals) == 2 * len(twice) * 2  # each row and phase: its publication out, then its GPU too
+    assert max(abs(r.log_error) for r in model.residuals) < 0.02
+    own = model.expect(GPUS[0], 400.0, 20000.0, "Q4_K", 32)
+    new = model.expect(gpu("N", 600, 150, 300), 400.0, 20000.0, "Q4_K", 32)
+    assert own.decode is not None and "Synth fit, for CUDA, build not given (era ≥b8000); GPU with training rows;" \
+        in own.decode.source
+    assert new.decode is not None and "; architecture with training rows;" in new.decode.source
+    assert "from 2 publications, each left out in turn" in own.decode.source
