@@ -8,12 +8,15 @@ worker (nothing is saved). The outcome is one line in the window's message area 
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction
@@ -32,6 +35,10 @@ from app.gui.long_work import PROGRESS_STEPS, LongWork, long_work_dialog
 from app.results.store import ResultStore
 
 Notify = Callable[[str, str], None]  # (text, level "info" | "warning" | "error")
+#: where the window remembers how long its last calibration took (seconds): the next one's honest estimate
+LAST_WALL_KEY = "calibrate/last_wall_s"
+#: a load average beyond the CPUs' count by this much: the machine is busy, a calibration takes longer
+BUSY_LOAD_MARGIN = 0.5
 
 
 def result_line(result: CalibrationResult) -> str:
@@ -77,6 +84,14 @@ class CalibrationProgress:
             return 0.95 + 0.05 * (self.test - 1) / self.n_tests
         return 0.95 * ((self.pass_no - 1) * self.n_tests + self.test - 1) / (self.passes * self.n_tests)
 
+    def percent(self) -> int:
+        """The share done in whole percent, as the bar shows it (Qt's bar rounds down): the title says the same."""
+        return math.floor(self.fraction() * 100 + 1e-9)
+
+    def bar_value(self, steps: int) -> int:
+        """The bar's value out of ``steps`` (its text is value × 100 ÷ steps, rounded down: :meth:`percent`)."""
+        return min(math.floor(self.fraction() * steps + 1e-9), steps)
+
     def left_s(self, now_s: float | None = None) -> float | None:
         frac = self.fraction()
         if frac < 0.03 or not self.started_s:
@@ -91,8 +106,8 @@ class CalibrationProgress:
         where = (f"second look at {self.n_tests} disturbed tests: {self.test}/{self.n_tests}" if self.second_look
                  else f"pass {self.pass_no} of {self.passes} over the ladder: test {self.test}/{self.n_tests}")
         left = self.left_s()
-        eta = "" if left is None else f", about {max(round(left / 60), 1)} min left"
-        return f"Calibrating this machine… {self.fraction():.0%}{eta}\n{where}\n{line}"
+        eta = "" if left is None else f", about {max(round(left / 60), 1)} min left at the pace so far"
+        return f"Calibrating this machine… {self.percent()} %{eta}\n{where}\n{line}"
 
 
 class CalibrateAction(LongWork):
@@ -104,16 +119,18 @@ class CalibrateAction(LongWork):
     loaded = Signal(object)  # saved_calibration()'s (fit | None, path, problem | None), or the exception it raised
 
     def __init__(self, parent: QWidget, notify: Notify, *, options: CalibrateOptions | None = None,
-                 store_path: str | Path | None = None, on_calibrated: Callable[[], None] | None = None) -> None:
+                 store_path: str | Path | None = None, on_calibrated: Callable[[], None] | None = None,
+                 settings: Any = None) -> None:
         super().__init__(parent)
         self._parent = parent
         self._notify = notify
         self.options = options or CalibrateOptions()
         self.store_path = store_path
         self.on_calibrated = on_calibrated
+        self.settings = settings  # a gui Settings: how long the last calibration took here
         self.action = QAction("Calibrate this machine…", parent)
-        self.action.setStatusTip("Fit this machine's decode and prefill speeds from small synthetic models "
-                                 "(about three minutes on 2 cores), for expected figures of any model")
+        self.action.setStatusTip("Fit this machine's decode and prefill speeds from small synthetic models (minutes; "
+                                 "longer on a busy machine), for expected figures of any model")
         self.action.triggered.connect(lambda _checked=False: self.start(confirm=True))
         self.last_action = QAction("Last calibration…", parent)
         self.last_action.setStatusTip("This machine's calibration: each backend and phase's error, and how far the "
@@ -134,16 +151,38 @@ class CalibrateAction(LongWork):
             return
         if confirm and QMessageBox.question(
                 self._parent, "Calibrate this machine",
-                "Calibrating measures small synthetic models through llama.cpp for a few minutes (about three on "
-                "2 idle cores, longer on a busy machine). Close other programs for figures you can trust. Your "
-                "stored results are kept, and Cancel leaves the previous fit as it was.\n\nStart now?") \
-                != QMessageBox.StandardButton.Yes:
+                f"Calibrating measures small synthetic models through llama.cpp. {self.duration_text()} Close other "
+                "programs for figures you can trust. Your stored results are kept, and Cancel leaves the previous "
+                "fit as it was.\n\nStart now?") != QMessageBox.StandardButton.Yes:
             return
         self._calibration = Calibration(self.options, progress=self.progress.emit)
         self._progress = CalibrationProgress(passes=self.options.passes)
         self.dialog = long_work_dialog(self._parent, "Calibrate", "Calibrating this machine…", self.cancel)
         self.action.setEnabled(False)
         self.start_thread(self._work, "calibrate", self._calibration)
+
+    def duration_text(self, load_1min: float | None = None, n_cpus: int | None = None) -> str:
+        """How long it will take, honestly: the last calibration's time here where the window remembers one (no
+        figure otherwise: it depends on the machine), and whether the machine is busy now (its load average beyond
+        its CPUs), which makes it longer; the progress window gives the time left at the pace it sees."""
+        last = None
+        if self.settings is not None:
+            try:
+                last = float(self.settings.value(LAST_WALL_KEY, 0) or 0) or None
+            except (TypeError, ValueError):
+                last = None
+        text = (f"The last calibration here took {max(round(last / 60), 1)} min." if last else
+                "It takes minutes: how many depends on this machine and on what else runs on it.")
+        if load_1min is None:
+            try:
+                load_1min = os.getloadavg()[0]
+            except (AttributeError, OSError):  # no load average (Windows)
+                load_1min = None
+        n_cpus = n_cpus or os.cpu_count() or 1
+        if load_1min is not None and load_1min > n_cpus + BUSY_LOAD_MARGIN:
+            text += (f" This machine is busy now (load {load_1min:.1f} on {n_cpus} CPU threads): it will take "
+                     "longer, and its figures may be slower than the machine is.")
+        return text + " The progress window estimates the time left as it goes."
 
     def cancel(self) -> None:
         """Stop the calibration (safe when none runs); the previous fit stays."""
@@ -165,7 +204,7 @@ class CalibrateAction(LongWork):
         self._progress.read(text)
         if self.dialog is not None:
             self.dialog.setLabelText(self._progress.text(text))
-            self.dialog.setValue(int(self._progress.fraction() * PROGRESS_STEPS))
+            self.dialog.setValue(self._progress.bar_value(PROGRESS_STEPS))
             self.dialog.adjustSize()
 
     def _on_done(self, result: CalibrationResult | None, error: BaseException | None) -> None:
@@ -177,6 +216,8 @@ class CalibrateAction(LongWork):
         elif error is not None:
             self._notify(f"Calibration failed: {error}", "error")
         elif result is not None:
+            if self.settings is not None:
+                self.settings.set_value(LAST_WALL_KEY, round(result.wall_s, 1))
             self._notify(result_line(result), "info")
             self.last_result = result
             self.show_result(result)

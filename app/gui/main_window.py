@@ -204,7 +204,7 @@ class MainWindow(QMainWindow):
 
     def _build_actions(self) -> None:
         self.calibrate = CalibrateAction(self, self.notify, store_path=self.store_path,
-                                         on_calibrated=self.load_expectations)
+                                         on_calibrated=self.load_expectations, settings=self.settings)
 
         def act(text: str, shortcut: str | None, slot: Any, tip: str = "") -> QAction:
             a = QAction(text, self)

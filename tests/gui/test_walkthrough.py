@@ -320,3 +320,44 @@ def test_a_cancelled_sweep_does_not_look_done(qtbot) -> None:  # noqa: ANN001
     assert cancelled[0] < 1000 and cancelled[1] == "cancelled after 1 of 3 tests"
     assert cancelled[2] != done[2]  # another colour, not only another word
     assert any(t.startswith("Sweep cancelled after 1 of 3 tests") for t in area.messages())
+
+
+# --- calibration ------------------------------------------------------------------------------------------------
+def test_the_calibration_title_and_bar_give_one_percentage(qtbot) -> None:  # noqa: ANN001
+    from PySide6.QtWidgets import QProgressBar
+
+    from app.gui.calibrate_action import CalibrateAction, CalibrationProgress
+    from app.gui.long_work import long_work_dialog
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    action = CalibrateAction(parent, lambda _t, _l: None)
+    action._progress = CalibrationProgress(passes=2)
+    action.dialog = long_work_dialog(parent, "Calibrate", "Calibrating this machine…", action.cancel)
+    bar = action.dialog.findChild(QProgressBar)
+    seen = []
+    for k in range(1, 37):  # every test of the first pass: 0.95 × (k − 1) / 72, 3.96 % at the fourth
+        action._on_progress(f"test {k}/36: dense-a p64 d0")
+        title_pct = int(action.dialog.labelText().split("… ")[1].split("%")[0].strip())
+        seen.append((title_pct, bar.text()))
+        assert bar.text() == f"{title_pct}%", (k, action.dialog.labelText(), bar.text())
+    assert (3, "3%") in seen
+    action.close_dialog()
+
+
+def test_the_calibration_says_no_duration_it_cannot_keep(qtbot, gui_data_dir: Path) -> None:  # noqa: ANN001
+    from app.gui import calibrate_action
+    from app.gui.calibrate_action import CalibrateAction
+    from app.gui.settings import Settings
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    settings = Settings()
+    action = CalibrateAction(parent, lambda _t, _l: None, settings=settings)
+    assert "three minutes" not in action.action.statusTip() and "minutes" in action.action.statusTip()
+    idle = action.duration_text(load_1min=0.3, n_cpus=2)
+    assert "three" not in idle and "min." not in idle and "busy" not in idle and "time left" in idle
+    busy = action.duration_text(load_1min=3.1, n_cpus=2)
+    assert "busy now (load 3.1 on 2 CPU threads)" in busy and "longer" in busy
+    settings.set_value(calibrate_action.LAST_WALL_KEY, 1260.0)  # a calibration here took 21 minutes
+    assert action.duration_text(load_1min=0.3, n_cpus=2).startswith("The last calibration here took 21 min.")
