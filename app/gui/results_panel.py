@@ -29,7 +29,7 @@ from app.results import export
 
 #: (text, tooltip, slot) of a button on the panel's bar
 Button = tuple[str, str, Callable[[], Any]]
-MODEL_COLUMN_MAX_PX = 170
+MODEL_COLUMN_MAX_PX = 240  # a whole file name ("SmolLM2-135M-Instruct.Q8_0.gguf") at the default font
 
 
 class ResultsPanel(QWidget):

@@ -361,3 +361,45 @@ def test_the_calibration_says_no_duration_it_cannot_keep(qtbot, gui_data_dir: Pa
     assert "busy now (load 3.1 on 2 CPU threads)" in busy and "longer" in busy
     settings.set_value(calibrate_action.LAST_WALL_KEY, 1260.0)  # a calibration here took 21 minutes
     assert action.duration_text(load_1min=0.3, n_cpus=2).startswith("The last calibration here took 21 min.")
+
+
+# --- file names -------------------------------------------------------------------------------------------------
+NAMES = ("SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q8_0.gguf")
+
+
+def _shown_whole(view, column: int, text: str, width_px: int) -> bool:  # noqa: ANN001
+    """Whether ``text`` fits a column ``width_px`` wide without being elided (the cell's own margins kept)."""
+    from PySide6.QtGui import QFontMetrics
+
+    return QFontMetrics(view.font()).elidedText(text, Qt.TextElideMode.ElideMiddle, width_px - 12) == text
+
+
+@pytest.mark.parametrize("window_px", [1268, 1788])  # the main window on 1366×768 and on 1920×1080
+def test_the_library_shows_whole_file_names(qtbot, tmp_path: Path, window_px: int) -> None:  # noqa: ANN001
+    from app.gui.panels.library import LibraryPanel
+    from app.gui.tasks import Tasks
+    from app.model import library as ml
+
+    try:
+        from app.gui.main_window import left_column_px
+        left_px = left_column_px(window_px)
+    except ImportError:  # before issue #44: the column was 380 px whatever the window
+        left_px = 380
+    holder = QWidget()
+    qtbot.addWidget(holder)
+    panel = LibraryPanel(Tasks(holder), holder)
+    facts = read_model_facts(write_synthetic_gguf(tmp_path / "facts.gguf"))
+    for name in NAMES:
+        path = write_synthetic_gguf(tmp_path / name)
+        panel.add_entries([ml.entry_for_file(path, "file")])
+        panel.set_facts(str(path.resolve()), facts)
+    panel.resize(left_px - 20, 300)  # the group box's frame and margins
+    panel.show()
+    qtbot.waitExposed(panel)
+    _settle()
+    tree = panel.tree
+    for row in range(tree.topLevelItemCount()):
+        text = tree.topLevelItem(row).text(0)
+        assert text.startswith("SmolLM2-135M-Instruct.Q") and _shown_whole(tree, 0, text, tree.columnWidth(0)), (
+            text, tree.columnWidth(0))
+    assert str(tmp_path) in tree.topLevelItem(0).toolTip(0)  # the path (and where it was found) in the tooltip

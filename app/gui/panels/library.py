@@ -28,7 +28,28 @@ from app.model.format import format_params
 from app.model.format import short_bytes as human_bytes
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
-COLS = ("name", "size", "quant", "params", "source")
+SOURCE_ROLE = Qt.ItemDataRole.UserRole + 1
+COLS = ("name", "size", "quant", "params")
+HEADERS = ("Model", "Size", "Quant", "Params")
+GGUF_SUFFIX = ".gguf"
+
+
+def display_name(name: str) -> str:
+    """A library entry's name as listed: without the ``.gguf`` every file has (the room goes to what differs)."""
+    return name[: -len(GGUF_SUFFIX)] if name.lower().endswith(GGUF_SUFFIX) and len(name) > len(GGUF_SUFFIX) else name
+
+
+def short_params(n_params: int) -> str:
+    """Parameters in three digits at most: ``135M``, ``8.0B``, ``70B`` (the inspector gives them in full)."""
+    if n_params >= 1e9:
+        b = n_params / 1e9
+        return f"{b:.1f}B" if b < 10 else f"{b:.0f}B"
+    return f"{n_params / 1e6:.0f}M" if n_params >= 1e6 else f"{n_params / 1e3:.0f}K"
+
+
+def entry_tip(path: str, source: str, more: str = "") -> str:
+    """An entry's tooltip: its path, where it was found and what it is."""
+    return "\n".join(t for t in (path, f"from: {source}" if source else "", more) if t)
 
 
 class LibraryPanel(QWidget):
@@ -44,16 +65,18 @@ class LibraryPanel(QWidget):
         self.tree = QTreeWidget(self)
         self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # two files differ at their ends: keep them
         self.tree.setColumnCount(len(COLS))
-        self.tree.setHeaderLabels(["Model", "Size", "Quant", "Params", "Source"])
+        self.tree.setHeaderLabels(list(HEADERS))
         self.tree.setRootIsDecorated(False)
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.tree.setSortingEnabled(False)
         self.tree.setAlternatingRowColors(True)
         h = self.tree.header()
+        h.setStretchLastSection(False)  # the name takes the room, not the last column
         h.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for c in range(1, len(COLS)):
             h.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
-        self.tree.setToolTip("Select the model(s) to benchmark; drop .gguf files or folders here")
+        self.tree.setToolTip("Select the model(s) to benchmark; drop .gguf files or folders here. A file's path and "
+                             "where it was found are in its tooltip")
         self.tree.itemSelectionChanged.connect(lambda: self.selectionChanged.emit(self.selected_paths()))
         buttons = QHBoxLayout()
         for text, tip, slot in (("Add files…", "Add GGUF files (Ctrl+O)", self.ask_files),
@@ -80,9 +103,10 @@ class LibraryPanel(QWidget):
         for e in entries:
             item = self._items.get(e.path)
             if item is None:
-                item = QTreeWidgetItem([e.name, human_bytes(e.size_bytes), "…", "…", e.source])
+                item = QTreeWidgetItem([display_name(e.name), human_bytes(e.size_bytes), "…", "…"])
                 item.setData(0, PATH_ROLE, e.path)
-                item.setToolTip(0, e.path)
+                item.setData(0, SOURCE_ROLE, e.source)
+                item.setToolTip(0, entry_tip(e.path, e.source))
                 for c in (1, 3):
                     item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.tree.addTopLevelItem(item)
@@ -150,8 +174,10 @@ class LibraryPanel(QWidget):
             return
         item.setText(1, human_bytes(facts.file_bytes))
         item.setText(2, facts.file_type)
-        item.setText(3, format_params(facts.n_params).replace(" ", ""))
-        item.setToolTip(0, f"{path}\n{facts.architecture}, {facts.n_layer} layers, train context {facts.n_ctx_train}")
+        item.setText(3, short_params(facts.n_params))
+        item.setToolTip(3, format_params(facts.n_params))
+        what = f"{facts.architecture}, {facts.n_layer} layers, train context {facts.n_ctx_train}"
+        item.setToolTip(0, entry_tip(path, str(item.data(0, SOURCE_ROLE) or ""), what))
         for c in range(len(COLS)):
             item.setForeground(c, QBrush())
 
