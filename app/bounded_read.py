@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import io
 import os
 import stat
 from pathlib import Path
@@ -65,6 +66,27 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_B
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def open_regular(path: str | os.PathLike[str]) -> io.BufferedReader:
+    """The regular file ``path`` (links followed) opened for reading in binary, never blocking on a FIFO or device
+    (checked before and after opening, as :func:`read_bounded` does); the caller bounds what it reads. Raises
+    NotARegularFile, IsADirectoryError or the OSError of the failed call."""
+    p = Path(path)
+    mode = os.stat(p).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
+    if not stat.S_ISREG(mode):
+        raise NotARegularFile(f"{p}: is {_kind(mode)}, not a regular file")
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotARegularFile(f"{p}: is {_kind(st.st_mode)}, not a regular file")
+        return open(fd, "rb", closefd=True)  # noqa: SIM115 - the caller closes it
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_bounded_text(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_BYTES) -> str:

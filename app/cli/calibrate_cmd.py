@@ -17,8 +17,11 @@ from app.calibrate import FitError
 from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
 from app.calibrate.synth_models import WRITABLE_TYPES
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
+from app.cli.quantize_cmd import check_threads
 from app.results.store import ResultStore
 
+#: The most repetitions per test and passes over the ladder a calibration takes (each is minutes of work already).
+MAX_REPETITIONS, MAX_PASSES = 100, 20
 HELP = "fit this machine's decode/prefill model from a ladder of synthetic models (about three minutes on 2 cores)"
 
 
@@ -33,13 +36,14 @@ def options_from_args(args: argparse.Namespace) -> CalibrateOptions:
             raise UserError(f"--types: unknown weight type {', '.join(unknown) or '(none)'} "
                             f"(valid: {', '.join(WRITABLE_TYPES)})")
         o = dataclasses.replace(o, types=types)
+    check_threads(args.threads or 0)
     if args.repetitions is not None:
-        if args.repetitions < 1:
-            raise UserError("-r must be at least 1")
+        if not 1 <= args.repetitions <= MAX_REPETITIONS:
+            raise UserError(f"-r must be between 1 and {MAX_REPETITIONS}")
         o = dataclasses.replace(o, repetitions=args.repetitions)
     if args.passes is not None:
-        if args.passes < 1:
-            raise UserError("--passes must be at least 1")
+        if not 1 <= args.passes <= MAX_PASSES:
+            raise UserError(f"--passes must be between 1 and {MAX_PASSES}")
         o = dataclasses.replace(o, passes=args.passes)
     threads = max(args.threads or 0, 0)  # stored runs are of the default thread count: not mixed with another
     return dataclasses.replace(o, n_threads=threads, use_store=not args.no_store_runs and not threads)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.choose.choice_text import measured_text, placement_flags, quality_text
-from app.choose.chooser import THIS_MACHINE, ChooseReport, ChooseRequest, run_choose
+from app.choose.chooser import RAM_GIB_RANGE, THIS_MACHINE, ChooseReport, ChooseRequest, run_choose
 from app.choose.measure_search import (
     MEASURE_N_GEN,
     MEASURE_N_PROMPT,
@@ -25,14 +25,13 @@ from app.choose.measure_search import (
 from app.cli.arg_types import count, counts, finite
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
 from app.cli.url_options import add_url_options, max_header_bytes
+from app.model.gguf_http import is_url
+from app.model.library import MAX_FILES_PER_FOLDER
+from app.paths import DataDirError, absolute_path
 from app.run.params import MAX_TOKENS
 from app.telemetry.machine import ProbeMode, scan_machine
 
 _FIT = {"fits": "fits", "partial": "partial", "does_not_fit": "no fit"}
-
-
-#: --ram's range (GiB): from a small board to more than any workstation holds
-RAM_GIB_RANGE = (0.5, 65536.0)
 
 
 def _ram_gib(text: str) -> float:
@@ -93,9 +92,8 @@ def cmd_choose(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     if not report.choices:
-        raise UserError("no file could be read: " + "; ".join(f"{s}: {e}" for s, e in report.errors))
-    for source, error in report.errors:
-        print(f"skipped {source}: {error}", file=sys.stderr)
+        raise none_read(report.errors)
+    say_skipped(report.errors, len(report.choices) + len(report.errors))
     measured = _measure(args, report, scan.run_facts()) if scan is not None else None
     if args.json:
         doc = report.to_json_dict()
@@ -111,10 +109,45 @@ def cmd_choose(args: argparse.Namespace) -> int:
 
 def _request(args: argparse.Namespace, n_ctx: int) -> ChooseRequest:
     return ChooseRequest(
-        sources=tuple(args.models), hw=args.hw, n_ctx=n_ctx, min_decode_tps=args.min_decode_tps,
+        sources=tuple(_absolute(s) for s in args.models), hw=args.hw, n_ctx=n_ctx, min_decode_tps=args.min_decode_tps,
         max_kld=args.max_kld, n_prompt=args.n_prompt, n_gen=args.n_gen, store_path=args.store,
         max_header_bytes=max_header_bytes(args), ram_gib=getattr(args, "ram_gib", None),
     )
+
+
+#: Files a choose names as skipped, one line each; the rest are counted (a folder of 10,000 files once printed 4,999
+#: lines), and --json lists every one.
+MAX_SKIPPED_SHOWN = 5
+
+
+def say_skipped(errors: list[tuple[str, str]], n_files: int = 0) -> None:
+    """The files that could not be read: the first few, one line each, then how many more; and that a folder is
+    read up to its first MAX_FILES_PER_FOLDER files, when ``n_files`` (read and skipped) reached it."""
+    for source, error in errors[:MAX_SKIPPED_SHOWN]:
+        print(f"skipped {source}: {error}", file=sys.stderr)
+    if len(errors) > MAX_SKIPPED_SHOWN:
+        print(f"skipped {len(errors) - MAX_SKIPPED_SHOWN:,} more files that could not be read (--json lists every "
+              "one)", file=sys.stderr)
+    if n_files >= MAX_FILES_PER_FOLDER:
+        print(f"note: a folder is read up to its first {MAX_FILES_PER_FOLDER:,} GGUF files (in name order)",
+              file=sys.stderr)
+
+
+def none_read(errors: list[tuple[str, str]]) -> UserError:
+    """The one line saying no file could be read: the first causes, and how many more."""
+    shown = "; ".join(f"{s}: {e}" for s, e in errors[:3])
+    more = f"; and {len(errors) - 3:,} more" if len(errors) > 3 else ""
+    return UserError(f"no file could be read: {shown}{more}")
+
+
+def _absolute(source: str) -> str:
+    """A file or folder made absolute (the measured search's worker runs in another folder); a URL as given."""
+    if is_url(source):
+        return source
+    try:
+        return str(absolute_path(source, "choose"))
+    except DataDirError as e:
+        raise UserError(str(e)) from None
 
 
 def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int:
@@ -130,10 +163,9 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
         except ValueError as e:
             raise UserError(str(e)) from None
         if not report.choices:
-            raise UserError("no file could be read: " + "; ".join(f"{s}: {e}" for s, e in report.errors))
+            raise none_read(report.errors)
         reports.append(report)
-    for source, error in reports[0].errors:
-        print(f"skipped {source}: {error}", file=sys.stderr)
+    say_skipped(reports[0].errors, len(reports[0].choices) + len(reports[0].errors))
     if args.json:
         print(json.dumps({"contexts": [r.to_json_dict() for r in reports]}, indent=2, default=str))
         return EXIT_OK

@@ -14,7 +14,7 @@ from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAG
 from app.cli.output import check_output_path, write_file, write_results
 from app.cli.progress import Progress
 from app.cli.remote_cmd import check_remote_flags_need_url, remote_session
-from app.paths import SWEEP_PRESETS_DIR, check_writable_data_dir, default_model_path
+from app.paths import SWEEP_PRESETS_DIR, absolute_path, check_writable_data_dir, default_model_path
 from app.predict.machine import HardwareContext
 from app.results import export
 from app.results.fields import RowStatus
@@ -34,18 +34,21 @@ from app.run.sweep_setup import prepare_sweep, read_models
 # --- run -------------------------------------------------------------------------------------------
 
 def resolve_sweep_path(name: str) -> Path:
-    p = Path(name)
-    if p.suffix == ".toml" or p.exists():
-        return p
-    preset = SWEEP_PRESETS_DIR / f"{name}.toml"
-    if preset.exists():
-        return preset
+    """The preset ``name`` names, or the TOML file at that path (absolute); UserError (one line) when neither is."""
     names = ", ".join(sorted(x.stem for x in SWEEP_PRESETS_DIR.glob("*.toml")))
+    if not name.strip():
+        raise UserError(f"--sweep: an empty name (presets: {names}, or a TOML file)")
+    p = Path(name)
+    if p.suffix == ".toml" or p.is_file():
+        return absolute_path(p, "--sweep")
+    preset = SWEEP_PRESETS_DIR / f"{name}.toml"
+    if "/" not in name and preset.is_file():
+        return preset
     raise UserError(f"{name}: no such sweep file or preset (presets: {names})")
 
 
 def build_sweep(args: argparse.Namespace) -> SweepSpec:
-    spec = load_sweep_preset(resolve_sweep_path(args.sweep)) if args.sweep else SweepSpec()
+    spec = load_sweep_preset(resolve_sweep_path(args.sweep)) if args.sweep is not None else SweepSpec()
     for prm in LIST_PARAMS:
         text = getattr(args, prm.name)
         if text is not None:
@@ -81,7 +84,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     check_writable_data_dir()  # the worker log goes there, even with --no-store
     store_path = Path(args.store) if args.store else default_store_path()
     inputs = [*(args.model or []), args.prompt_file or ""]
-    if getattr(args, "sweep", None):
+    if getattr(args, "sweep", None) is not None:
         try:
             inputs.append(resolve_sweep_path(args.sweep))
         except UserError:

@@ -11,8 +11,6 @@ Telemetry comes from the worker itself, as TelemetrySample events in the same st
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import io
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -21,10 +19,11 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.bounded_read import FileTooLarge, read_bounded
 from app.results.store import ResultStore
 from app.run import events as ev
 from app.run.plan import TestSpec
+from app.run.replay import MAX_RECORDING_BYTES as MAX_RECORDING_BYTES  # the replay reader: app.run.replay
+from app.run.replay import read_event_stream as read_event_stream
 from app.run.session import SweepOutcome, SweepSession
 from app.run.sweep_setup import prepare_sweep
 
@@ -134,24 +133,3 @@ class SweepBridge(QObject):
             if recorded is not None:
                 event = dataclasses.replace(event, row=dict(recorded))
         self._queue.append(event)
-
-
-#: A recorded sweep of 10,000 tests with per-token ticks stays far below this.
-MAX_RECORDING_BYTES = 1 << 30
-
-
-def read_event_stream(path: str | Path) -> list[ev.Event]:
-    """Events from a JSONL recording, plain or gzip (one event per line; blank lines and ``#`` comments skipped)."""
-    out: list[ev.Event] = []
-    p = Path(path)
-    raw = read_bounded(p, MAX_RECORDING_BYTES)  # a regular file only: a FIFO or /dev/zero never ends a replay
-    if p.suffix == ".gz":
-        raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read(MAX_RECORDING_BYTES + 1)
-        if len(raw) > MAX_RECORDING_BYTES:
-            raise FileTooLarge(f"{p}: more than {MAX_RECORDING_BYTES:,} bytes once unpacked")
-    text = raw.decode("utf-8")
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            out.append(ev.event_from_json(line))
-    return out

@@ -24,12 +24,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from app.bounded_read import read_bounded_text
 from app.model.gguf_facts import GGUF_MAGIC_BYTES, GGUFFileError, read_model_facts
 
 OLLAMA_MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
 #: Shards after the first of a split model (``-00002-of-00003.gguf``): llama.cpp opens the first one.
 _LATER_SHARD = re.compile(r"-0*([2-9]|[1-9]\d+)-of-\d+\.gguf$", re.IGNORECASE)
 MAX_FILES_PER_FOLDER = 5000
+#: An Ollama manifest is a few hundred bytes of JSON: a larger file is not one (a 2 GB one was read whole).
+MAX_MANIFEST_BYTES = 1 << 20
+#: Manifests read at most (a store with this many models is far past any real one).
+MAX_OLLAMA_MANIFESTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -203,12 +208,15 @@ def _ollama_names(manifests: Path) -> dict[str, str]:
     names: dict[str, str] = {}
     if not manifests.is_dir():
         return names
-    for path in sorted(d / fn for d, files in walk_files(manifests) for fn in files):
-        if not path.is_file():
-            continue
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
+    found: list[Path] = []
+    for d, files in walk_files(manifests):
+        found += [d / fn for fn in files]
+        if len(found) >= MAX_OLLAMA_MANIFESTS:  # more manifests than any store holds: the first ones name blobs
+            break
+    for path in sorted(found[:MAX_OLLAMA_MANIFESTS]):
+        try:  # a regular file of at most MAX_MANIFEST_BYTES (a manifest is a few hundred bytes): never read whole
+            doc = json.loads(read_bounded_text(path, MAX_MANIFEST_BYTES))
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             continue
         if not isinstance(doc, dict):
             continue

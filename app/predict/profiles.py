@@ -31,7 +31,6 @@ A user profile with the same name as a built-in one replaces it.
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -72,6 +71,14 @@ MAX_SOURCE_URL_CHARS = 500
 _POSITIVE = (
     "vram_gib", "memory_bus_bits", "memory_data_rate_gbps", "peak_bandwidth_gbps", "fp16_tensor_tflops", "tdp_w"
 )
+#: The range of each number a profile may give: far past any real part at both ends (a GPU of 16 TiB, a bus of 64k
+#: bits, 1 PB/s), so a value outside is a typo or an attack, never hardware.
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "vram_gib": (0.01, 16384.0), "memory_bus_bits": (1, 65536), "memory_data_rate_gbps": (0.01, 1000.0),
+    "peak_bandwidth_gbps": (0.1, 1e6), "fp16_tensor_tflops": (1e-3, 1e6), "tdp_w": (0.1, 1e5),
+}
+#: The longest name, vendor or kind a profile may give (a lookup takes no longer name either).
+MAX_NAME_CHARS = 200
 _NOISE_WORDS = frozenset({"nvidia", "geforce", "amd", "radeon", "intel", "apple", "gpu", "graphics"})
 
 
@@ -102,12 +109,17 @@ class HardwareProfile:
     #: repack guard's probe) and the CPU's feature flags, which decide the weights each takes (predict.repack_memory)
     repack_buffers: tuple[str, ...] = ()
     cpu_flags: tuple[str, ...] = ()
-    #: the system RAM of the machine around a GPU (GiB) and where that figure comes from ("given: --ram"); None: this
+    #: the system RAM of the machine around a GPU (GiB) and where that figure comes from ("given"); None: this
     #: machine's own, or an assumption by the kind of part (app.predict.answer.host_ram)
     host_ram_gib: float | None = None
     host_ram_source: str = ""
     architecture: str = ""  # pools GPUs for the public-measurement fit; "" unknown
     source_url: str = ""  # the page (or repository file at a commit) the figures were read from; "" none
+
+    @property
+    def is_laptop_part(self) -> bool:
+        """A laptop GPU: sold across a power range rather than at one board power (or named so)."""
+        return bool(self.power_limit_w and not self.tdp_w) or "laptop" in self.name.lower()
 
     @property
     def vram_bytes(self) -> int:
@@ -117,11 +129,6 @@ class HardwareProfile:
     def bus_bandwidth_gbps(self) -> float:
         """bus / 8 × per-pin data rate, in GB/s."""
         return self.memory_bus_bits / 8 * self.memory_data_rate_gbps
-
-    @property
-    def is_laptop_part(self) -> bool:
-        """A laptop GPU: sold across a power range rather than at one board power (or named so)."""
-        return bool(self.power_limit_w and not self.tdp_w) or "laptop" in self.name.lower()
 
     @property
     def is_unified(self) -> bool:
@@ -163,6 +170,11 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
     for key, value in entry.items():
         if key in _POSITIVE and value <= 0:
             raise ProfileError(f"{label}: {key} must be positive, got {value!r}")
+        if key in _BOUNDS and not _BOUNDS[key][0] <= value <= _BOUNDS[key][1]:  # 1e308 GiB overflowed a byte
+            low, high = _BOUNDS[key]  # count, 1e-301 GB/s a time
+            raise ProfileError(f"{label}: {key} must be between {low:g} and {high:g}, got {value!r}")
+        if key in ("name", "vendor", "kind") and len(value) > MAX_NAME_CHARS:
+            raise ProfileError(f"{label}: {key} is {len(value):,} characters long (at most {MAX_NAME_CHARS})")
         if key in ("name", "vendor", "source") and not value.strip():
             raise ProfileError(f"{label}: {key} must not be empty")
     url = entry.get("source_url")
@@ -176,7 +188,7 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
         raise ProfileError(f"{label}: aliases must be non-empty strings")
     power = entry.get("power_limit_w")
     if power is not None:
-        ok = len(power) == 2 and all(isinstance(p, int | float) and not isinstance(p, bool) and 0 < p < math.inf
+        ok = len(power) == 2 and all(isinstance(p, int | float) and not isinstance(p, bool) and 0.1 <= p <= 1e5
                                      for p in power)
         if not ok or power[0] > power[1]:
             raise ProfileError(f"{label}: power_limit_w must be [low, high] positive watts, got {power!r}")

@@ -2,11 +2,18 @@
 
 Plots, tables, CSV, the SQLite store and the GUI all read this stream; a recorded stream
 replays in tests without a model. One JSON object per line: ``{"v": 1, "type": ..., ...}``.
+
+Decoding checks every value where it enters (the worker's pipe, a recording anyone can send): each field of its
+type, numbers finite and within bounds (a time in ns below 2**63, an index or count below 2**31, any number inside a
+row, a test or a sample at most 10**15 in size), text and nesting bounded, a row's values of the types the field
+table gives; NaN and infinities read as null. An event that fails is one EventDecodeError line.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -176,6 +183,17 @@ class EventDecodeError(ValueError):
     """A line of the stream is not an event this version understands."""
 
 
+#: Bounds of a decoded event: far past any real one (a sweep of 100,000 tests, a row of a few hundred values).
+MAX_NESTING = 16  # tables and lists inside one another
+MAX_VALUES = 2_000_000  # values in one event's tables and lists, all told
+MAX_STRING_CHARS = 1 << 20
+MAX_NS = (1 << 63) - 1  # a time_ns field (perf_counter_ns)
+MAX_INDEX = (1 << 31) - 1  # an index or count field (test_index, rep, token_index, n_past, n_tests...)
+MAX_MAGNITUDE = 1e15  # any number inside a row, a test or a telemetry sample (bytes of 1 PB, 11 days in ns)
+_NS_FIELDS = frozenset({"t_ns", "start_ns", "end_ns"})
+_ROW_EVENTS = ("test_finished", "test_failed")
+
+
 def event_from_dict(d: dict[str, Any]) -> Event:
     """Rebuild an event; unknown extra keys from a newer minor version are ignored."""
     if d.get("v") != SCHEMA_VERSION:
@@ -188,12 +206,124 @@ def event_from_dict(d: dict[str, Any]) -> Event:
         if f.name in d:
             value = d[f.name]
             if not _of_kind(value, str(f.type)):
-                raise EventDecodeError(f"{cls.type}: {f.name} is {type(value).__name__} {str(value)[:40]!r}, "
+                raise EventDecodeError(f"{cls.type}: {f.name} is {type(value).__name__} {_shown(value)}, "
                                        f"not {f.type}")
+            _check_value(cls.type, f.name, value)
             given[f.name] = value
         elif f.default is MISSING and f.default_factory is MISSING:
             raise EventDecodeError(f"{cls.type}: no {f.name}")
+    if cls.type in _ROW_EVENTS:
+        given["row"] = _checked_row(cls.type, given["row"])
+    elif cls.type == "telemetry_sample":
+        _check_sample(given["values"])
+    elif cls.type == "test_started":
+        _check_test(cls.type, given["test"])
+    elif cls.type == "sweep_started":
+        for test in given["tests"]:
+            _check_test(cls.type, test)
     return cls(**given)
+
+
+#: A remote server's test (app.remote.session.RemoteTest) beside the local TestSpec's fields: key -> type.
+_REMOTE_TEST_KEYS = {"endpoint": "str", "served_model": "str", "concurrency": "int", "n_requests": "int",
+                     "rate_rps": "float | None", "prefix_cache": "bool"}
+
+
+@functools.cache
+def _test_keys() -> dict[str, str]:
+    from app.run.plan import TestSpec  # here: plan needs the telemetry package, events nothing
+
+    return {**_REMOTE_TEST_KEYS, **{f.name: str(f.type) for f in fields(TestSpec)}, "flash_attn": "int | bool"}
+
+
+def _check_test(event: str, test: object) -> None:
+    """A test as sweep_started and test_started carry it: a table whose known keys hold their types."""
+    if not isinstance(test, dict):
+        raise EventDecodeError(f"{event}: a test is {type(test).__name__}, not a table")
+    keys = _test_keys()
+    for key, value in test.items():
+        want = keys.get(key)
+        if want is None or value is None and "None" in want:
+            continue
+        kinds = {k.strip() for k in want.split("|")}
+        ok = ("bool" in kinds and isinstance(value, bool)) or (
+            not isinstance(value, bool) and (("int" in kinds and isinstance(value, int))
+                                             or ("float" in kinds and isinstance(value, int | float))
+                                             or ("str" in kinds and isinstance(value, str))))
+        if not ok:
+            raise EventDecodeError(f"{event}: a test's {key} is {type(value).__name__} {_shown(value)}, not {want}")
+
+
+def _shown(value: Any) -> str:
+    """A value for a one-line message: its first 40 characters."""
+    text = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+    return text[:40]
+
+
+def _check_value(event: str, name: str, value: Any) -> None:
+    """A field's value within its bounds (see the module); EventDecodeError, one line, if not."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int):
+        low, high = (0, MAX_NS) if name in _NS_FIELDS else (-2, MAX_INDEX)
+        if not low <= value <= high:
+            raise EventDecodeError(f"{event}: {name} {_shown(value)} is outside {low}..{high}")
+    elif isinstance(value, float):
+        if not (math.isfinite(value) and abs(value) <= MAX_MAGNITUDE):
+            raise EventDecodeError(f"{event}: {name} {_shown(value)} is not a finite number of at most "
+                                   f"{MAX_MAGNITUDE:g}")
+    elif isinstance(value, str):
+        if len(value) > MAX_STRING_CHARS:
+            raise EventDecodeError(f"{event}: {name} is {len(value):,} characters long (at most {MAX_STRING_CHARS:,})")
+    elif isinstance(value, dict | list):
+        _check_nested(event, name, value)
+
+
+def _check_nested(event: str, name: str, value: dict[str, Any] | list[Any]) -> None:
+    """Tables and lists: nesting, count, text length and every number bounded (iteratively: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise EventDecodeError(f"{event}: {name} is nested more than {MAX_NESTING} deep")
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            seen += 1
+            if seen > MAX_VALUES:
+                raise EventDecodeError(f"{event}: {name} holds more than {MAX_VALUES:,} values")
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif isinstance(child, bool) or child is None:
+                continue
+            elif isinstance(child, int | float):
+                if not (math.isfinite(child) and abs(child) <= MAX_MAGNITUDE):
+                    raise EventDecodeError(f"{event}: {name} holds the number {_shown(child)}, past "
+                                           f"{MAX_MAGNITUDE:g}")
+            elif isinstance(child, str) and len(child) > MAX_STRING_CHARS:
+                raise EventDecodeError(f"{event}: {name} holds a text of {len(child):,} characters")
+        if isinstance(item, dict) and any(not isinstance(k, str) or len(k) > 200 for k in item):
+            raise EventDecodeError(f"{event}: {name} has a key that is not a short text")
+
+
+def _checked_row(event: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A row whose values are of the field table's types (whole numbers of int fields rounded: older recordings
+    kept byte counts as floats); EventDecodeError naming the first value that is not."""
+    from app.results.fields import check_row, whole_numbers
+
+    row = whole_numbers(dict(row))
+    problems = check_row(row)
+    if problems:
+        raise EventDecodeError(f"{event}: row {problems[0]}")
+    return row
+
+
+def _check_sample(values: dict[str, Any]) -> None:
+    """A telemetry sample: each value a number or null."""
+    for key, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise EventDecodeError(f"telemetry_sample: {key[:40]} is {type(value).__name__} {_shown(value)}, not a "
+                                   "number")
 
 
 def _of_kind(value: Any, annotation: str) -> bool:
@@ -214,11 +344,21 @@ def _of_kind(value: Any, annotation: str) -> bool:
     return True
 
 
+def _not_a_number(token: str) -> None:
+    """NaN, Infinity and -Infinity (JSON has none; Python writes them): read as null, which a field that must hold
+    a number refuses."""
+    return None
+
+
 def event_from_json(line: str) -> Event:
     try:
-        d = json.loads(line)
+        d = json.loads(line, parse_constant=_not_a_number)
     except json.JSONDecodeError as e:
         raise EventDecodeError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise EventDecodeError(f"not an event: JSON nested more than Python reads ({len(line):,} characters)") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise EventDecodeError(f"not an event: {' '.join(str(e).split())[:100]}") from None
     if not isinstance(d, dict):
         raise EventDecodeError("event is not a JSON object")
     return event_from_dict(d)
