@@ -492,3 +492,39 @@ def test_the_help_pages_say_the_shortcuts_where_the_data_lives_and_the_physics(q
     assert "GGUF_WORKBENCH_DATA_DIR" in where["Data folder"] and str(gui_data_dir) in where["Data folder"]
     for words in ("compute-bound", "memory-bandwidth-bound", "time to first token", "KV cache", "ceiling"):
         assert words in PHYSICS_HTML
+
+
+# --- the telemetry legend in dark mode --------------------------------------------------------------------------
+def _sample_contrast(sample, background: str) -> float:  # noqa: ANN001
+    """The highest contrast any pixel of a legend sample, painted on ``background``, has against it."""
+    from PySide6.QtGui import QColor, QImage, QPainter
+
+    from app.gui.theme import contrast
+
+    img = QImage(20, 20, QImage.Format.Format_RGB32)
+    img.fill(QColor(background))
+    p = QPainter(img)
+    sample.paint(p, None, None)
+    p.end()
+    return max(contrast(QColor(img.pixel(x, y)), background) for x in range(20) for y in range(20))
+
+
+@pytest.mark.parametrize("page", ["dark", "light"])
+def test_the_telemetry_legend_reads_on_a_dark_page(qtbot, page: str) -> None:  # noqa: ANN001
+    from app.gui import theme
+    from app.gui.plots.telemetry import TelemetryPlot
+
+    app = QApplication.instance()
+    before = theme.current_theme()
+    theme.apply_theme(app, page)
+    try:
+        plot = TelemetryPlot()
+        qtbot.addWidget(plot.widget)
+        bg = theme.plot_background()
+        entries = {label.text: (sample, label) for sample, label in plot.legend.items}
+        for phase in ("prefill", "decode"):
+            sample, label = entries[phase]
+            assert _sample_contrast(sample, bg) >= theme.LINE_CONTRAST, (page, phase)
+            assert theme.contrast(label.opts.get("color") or theme.plot_foreground(), bg) >= theme.TEXT_CONTRAST
+    finally:
+        theme.apply_theme(app, before)

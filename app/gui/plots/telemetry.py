@@ -6,11 +6,13 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor
 
-from app.gui.plots.bands import SpanBands
+from app.gui import theme
+from app.gui.plots.bands import SpanBands, laid_over
 from app.gui.plots.interaction import PickSeries, number
-from app.gui.plots.items import line
+from app.gui.plots.items import ShapeSample, line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.streams import Stream
 from app.gui.plots.style import DECODE_BRUSH, MIB, PREFILL_BRUSH, finite_max, nice_ceil
@@ -70,7 +72,7 @@ class TelemetryPlot(PlotPanel):
         sync()
         for name, brush in (("prefill", PREFILL_BRUSH), ("decode", DECODE_BRUSH)):
             dummy = pg.PlotDataItem([np.nan], [np.nan], pen=None, fillLevel=0, fillBrush=pg.mkBrush(*brush))
-            self.legend.addItem(dummy, name)
+            self.legend.addItem(PhaseSample(dummy, brush), name)
         return vb2
 
     def _right(self, key: str, name: str, c: str, dashed: bool = False) -> pg.PlotDataItem:
@@ -170,7 +172,8 @@ class TelemetryPlot(PlotPanel):
         if self._mem_pred is None:
             self._mem_pred = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(
                 sc("#1f77b4"), width=1.2, style=Qt.PenStyle.DashLine), label="predicted weights+KV+compute",
-                labelOpts={"position": 0.12, "color": sc("#1f77b4"), "anchors": [(0, 1), (0, 1)]})
+                labelOpts={"position": 0.12, "color": theme.plot_foreground(), "anchors": [(0, 1), (0, 1)],
+                           "fill": _label_fill()})  # on the page's colour: it reads over the shaded phases too
             self.plot.addItem(self._mem_pred)
         self._mem_pred.setPos(needed / MIB)
         self._mem_pred.show()
@@ -178,6 +181,31 @@ class TelemetryPlot(PlotPanel):
     @property
     def _mem_shown(self) -> bool:
         return self._mem_pred is not None and self._mem_pred.isVisible()
+
+
+def _label_fill() -> QColor:
+    fill = QColor(theme.plot_background())
+    fill.setAlpha(215)
+    return fill
+
+
+class PhaseSample(ShapeSample):
+    """A phase's legend sample: a swatch of the shade as it shows over the plot (opaque), outlined in the page's
+    text colour, so it reads on a light and on a dark page (a translucent fill's own sample all but vanished on a
+    dark one)."""
+
+    def __init__(self, item: Any, rgba: tuple[int, int, int, int]) -> None:
+        super().__init__(item)
+        self.rgba = rgba
+
+    def swatch(self) -> QColor:
+        return laid_over(self.rgba, QColor(theme.plot_background()))
+
+    def paint(self, p: Any, *args: Any) -> None:
+        p.setRenderHint(p.RenderHint.Antialiasing, False)
+        p.setBrush(pg.mkBrush(self.swatch()))
+        p.setPen(pg.mkPen(theme.plot_foreground(), width=1))
+        p.drawRect(QRectF(2, 4, 16, 12))
 
 
 class _RightAxis:
