@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
+import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +126,82 @@ def fall_back_if_unusable() -> str | None:
         fallback = tempfile.mkdtemp(prefix="gguf-workbench-")
         os.environ["GGUF_WORKBENCH_DATA_DIR"] = fallback
         return f"{e}; this session keeps its results in {fallback}, which is not kept"
+
+
+# --- leftovers of processes that were killed (SIGKILL leaves no chance to clean up) -------------------------------
+#: A leftover whose name carries no owner (an older version's) goes once it has not changed for this long.
+UNOWNED_LEFTOVER_AGE_S = 24 * 3600.0
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (another user's counts: it may be the owner)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def _started_after(pid: int, when_s: float) -> bool:
+    """Whether process ``pid`` started after ``when_s`` (epoch s): then it is not the owner of a file last changed
+    at ``when_s`` (its id was reused). Linux's /proc; False where it cannot be told."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields_after_name = f.read().rsplit(b")", 1)[1].split()
+        start_ticks = int(fields_after_name[19])  # field 22 of /proc/PID/stat: start time in clock ticks since boot
+        with open("/proc/stat", "rb") as f:
+            boot_s = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        return boot_s + start_ticks / os.sysconf("SC_CLK_TCK") > when_s + 1.0
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+
+
+def owner_gone(pid: int, path: Path) -> bool:
+    """Whether the process that named ``path`` after its id ``pid`` is gone: no such process, or one that started
+    after the file last changed (the id was reused). This process's own leftovers are never gone."""
+    if pid == os.getpid():
+        return False
+    if not process_alive(pid):
+        return True
+    try:
+        return _started_after(pid, path.lstat().st_mtime)
+    except OSError:
+        return False
+
+
+def remove_leftovers(folder: Path, pattern: re.Pattern[str], *, unowned: re.Pattern[str] | None = None) -> list[Path]:
+    """Remove the entries of ``folder`` whose names match ``pattern`` (group 1: the owner's process id) and whose owner
+    is gone, and those matching ``unowned`` (no id in the name) unchanged for UNOWNED_LEFTOVER_AGE_S; only this
+    user's. Returns what was removed; never raises."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries[:100_000]:
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if hasattr(os, "getuid") and st.st_uid != os.getuid():
+                continue
+            path = Path(entry.path)
+            m = pattern.search(entry.name)
+            if m is not None:
+                stale = owner_gone(int(m.group(1)), path)
+            else:
+                stale = unowned is not None and bool(unowned.search(entry.name)) and (
+                    now - st.st_mtime > UNOWNED_LEFTOVER_AGE_S)
+            if not stale:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink()
+            removed.append(path)
+        except (OSError, ValueError):
+            continue
+    return removed

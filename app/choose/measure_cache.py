@@ -7,14 +7,26 @@ the hardware (CPU model, GPU info, usable CPU threads, as the rows record them) 
 written whole through a rename (:mod:`app.atomic`); one that cannot be read counts as empty, with the reason in
 :attr:`MeasureCache.problem`, and is replaced on the next write. The results store keeps every measured row as well;
 this file is only the index that lets a second search skip the worker.
+
+Two searches at once (two ``choose --measure``, the window's and the command line's) take a lock per key: a key
+missing from the cache is claimed by the process that will measure it (a lock file per key under
+``choose/locks``), and another process asking the same question waits for that figure instead of measuring the same
+file on the same cores at the same time (one file once measured 10.0 and 567.0 tok/s so). The claim ends with the
+key's :meth:`MeasureCache.put`, :meth:`MeasureCache.release` or the process; a wait ends after
+:data:`CLAIM_WAIT_S`. Writing takes a lock for the whole file, so entries written at once are all kept; a figure
+another process kept for the same key meanwhile that differs by more than :data:`AGREE_WITHIN` keeps the faster of
+the two, marked unstable, never one of them as if it were stable.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +39,18 @@ CACHE_VERSION = 1
 MAX_ENTRIES = 4096
 MAX_CACHE_BYTES = 8 << 20
 CACHE_FILE = "measure-cache.json"
+#: The longest a search waits for another process measuring the same key (a measurement is seconds to minutes).
+CLAIM_WAIT_S = 600.0
+#: Two figures of one key that differ by more than this share of the faster are not one stable figure.
+AGREE_WITHIN = 0.25
+
+#: The keys this process has claimed (any MeasureCache of it): another search here does not wait on its own process.
+_HELD_HERE: set[str] = set()
+
+try:  # a lock per key and one for writing: POSIX advisory locks (elsewhere the cache is used without them)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 
 def default_cache_path() -> Path:
@@ -82,6 +106,7 @@ class MeasureCache:
         self.path = Path(path) if path is not None else default_cache_path()
         self.problem: str | None = None  # why the file on disk was not read, when it was not
         self._entries = self._read()
+        self._claims: dict[str, int] = {}  # key digest -> the open lock file this process holds for it
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -105,7 +130,27 @@ class MeasureCache:
         return {k: v for k, v in doc["entries"].items() if isinstance(v, dict)}
 
     def get(self, key: dict[str, Any]) -> CachedMeasurement | None:
-        """The measurement for exactly this key, or None (a damaged entry counts as none)."""
+        """The measurement for exactly this key, or None (a damaged entry counts as none). None claims the key for
+        this process (it is expected to measure it and :meth:`put` the figure): when another process holds the
+        claim, this waits for it (up to CLAIM_WAIT_S) and reads what it kept."""
+        found = self._lookup(key)
+        if found is not None or fcntl is None:
+            return found
+        digest = key_digest(key)
+        if digest in self._claims or digest in _HELD_HERE:  # this process measures it already (another search of
+            return None  # the window's): no wait on itself; put() reconciles two figures
+        for older in list(self._claims)[:-1]:  # a search asks a key or two per file: older claims were not measured
+            self._unclaim(older)
+        if not self._claim(digest, block=False):  # another process is measuring it: wait, then read its figure
+            self.release()  # never wait while holding a claim another process may be waiting for
+            self._claim(digest, block=True)
+        self._entries = {**self._entries, **MeasureCache(self.path)._entries}  # what others kept since this read
+        found = self._lookup(key)
+        if found is not None:
+            self._unclaim(digest)
+        return found
+
+    def _lookup(self, key: dict[str, Any]) -> CachedMeasurement | None:
         entry = self._entries.get(key_digest(key))
         if entry is None or entry.get("key") != key or not isinstance(entry.get("measurement"), dict):
             return None
@@ -114,16 +159,98 @@ class MeasureCache:
         except (ValueError, TypeError, KeyError):
             return None
 
+    def _lock_path(self, name: str) -> Path:
+        return self.path.parent / "locks" / f"{name}.lock"
+
+    def _claim(self, digest: str, block: bool) -> bool:
+        """Take the key's lock (waiting up to CLAIM_WAIT_S when ``block``); False when it could not be had."""
+        try:
+            path = self._lock_path(digest)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        deadline = time.monotonic() + (CLAIM_WAIT_S if block else 0.0)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._claims[digest] = fd
+                _HELD_HERE.add(digest)
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.2)
+
+    def _unclaim(self, digest: str) -> None:
+        fd = self._claims.pop(digest, None)
+        if fd is not None:
+            _HELD_HERE.discard(digest)
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def release(self) -> None:
+        """End every claim this cache holds (a measurement that failed leaves its key to whoever asks next)."""
+        for digest in list(self._claims):
+            self._unclaim(digest)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """The whole file's lock, for a read-merge-write (two puts at once keep both entries)."""
+        if fcntl is None:
+            yield
+            return
+        path = self._lock_path("write")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def put(self, key: dict[str, Any], measurement: CachedMeasurement) -> Path:
         """Add (or replace) one entry and write the file whole; OSError if it cannot be written. Entries another
-        process wrote since this cache was read are kept; beyond MAX_ENTRIES the oldest go."""
-        on_disk = MeasureCache(self.path)._entries
-        merged = {**on_disk, **self._entries}
-        merged[key_digest(key)] = {"key": key, "measurement": measurement.to_json_dict()}
-        if len(merged) > MAX_ENTRIES:
-            newest = sorted(merged.items(), key=lambda kv: str(kv[1].get("measurement", {}).get("measured_at", "")))
-            merged = dict(newest[-MAX_ENTRIES:])
-        self._entries = merged
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps({"version": CACHE_VERSION, "entries": merged}, indent=1, sort_keys=True)
-        return write_text_atomic(self.path, text, own_file=True)
+        process wrote since this cache was read are kept (what is on disk wins over this process's older copy); a
+        figure of this key another process kept meanwhile that disagrees keeps the faster, marked unstable; beyond
+        MAX_ENTRIES the oldest go. Ends this process's claim on the key."""
+        digest = key_digest(key)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._writing():
+                on_disk = MeasureCache(self.path)._entries
+                merged = {**self._entries, **on_disk}
+                theirs = merged.get(digest)
+                if theirs is not None and theirs.get("key") == key and theirs != self._entries.get(digest):
+                    measurement = _agreed(measurement, theirs.get("measurement"))
+                merged[digest] = {"key": key, "measurement": measurement.to_json_dict()}
+                if len(merged) > MAX_ENTRIES:
+                    newest = sorted(merged.items(),
+                                    key=lambda kv: str(kv[1].get("measurement", {}).get("measured_at", "")))
+                    merged = dict(newest[-MAX_ENTRIES:])
+                self._entries = merged
+                text = json.dumps({"version": CACHE_VERSION, "entries": merged}, indent=1, sort_keys=True)
+                return write_text_atomic(self.path, text, own_file=True)
+        finally:
+            self.release()  # this search's question is answered: any other key it claimed goes to whoever asks
+
+
+def _agreed(mine: CachedMeasurement, theirs: object) -> CachedMeasurement:
+    """One figure for a key two processes measured: the faster (contention only slows a test), unstable when the two
+    differ by more than AGREE_WITHIN of it or either was unstable."""
+    try:
+        other = CachedMeasurement.from_json_dict(theirs) if isinstance(theirs, dict) else None
+    except (ValueError, TypeError, KeyError):
+        other = None
+    if other is None:
+        return mine
+    faster, slower = (mine, other) if mine.decode_tps >= other.decode_tps else (other, mine)
+    disagree = slower.decode_tps < (1 - AGREE_WITHIN) * faster.decode_tps
+    unstable = faster.unstable or slower.unstable or disagree
+    return replace(faster, unstable=unstable) if unstable != faster.unstable else faster

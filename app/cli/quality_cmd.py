@@ -88,6 +88,9 @@ def cmd_quality(args: argparse.Namespace) -> int:
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, the files already scored are kept
     try:
         rows = session.run(ChunkProgress(plan, session, not args.quiet))
+        if session.removed and not args.quiet:
+            print(f"gguf-bench: removed {len(session.removed)} temporary folder(s) a killed quality run left behind",
+                  file=sys.stderr)
     finally:
         if store is not None:
             store.close()

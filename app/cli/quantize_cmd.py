@@ -109,6 +109,9 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, what it finished is kept
     rows = session.run(FileProgress(session, not args.quiet))
+    if session.removed and not args.quiet:
+        print(f"gguf-bench: removed {len(session.removed)} .part file(s) a killed quantize left behind",
+              file=sys.stderr)
     write_results(render_rows(rows, args.output, QUANTIZE_COLUMNS), args.table_out, "--table-out")
     if session.cancelled:
         print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} outputs kept", file=sys.stderr)

@@ -6,12 +6,15 @@ removed here when the run ends, however it ends (the worker may have been killed
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.paths import remove_leftovers
 from app.quality.plan import QualityPlan
 from app.results.fields import RowStatus
 from app.results.quality_store import save_quality_rows
@@ -21,6 +24,12 @@ from app.run.job_client import JobClient
 from app.telemetry import repack_guard
 
 OnEvent = Callable[[Event], None]
+#: The temporary folder of a run: ``gguf-quality-<pid>-<random>`` in the temporary dir (tens of MB of the reference's
+#: log-probabilities); one whose process is gone (killed) is removed by the next run. Older runs named it without
+#: the pid: removed once a day old.
+TMP_PREFIX = "gguf-quality-"
+TMP_NAME = re.compile(rf"^{TMP_PREFIX}(\d+)-")
+OLD_TMP_NAME = re.compile(rf"^{TMP_PREFIX}(?!\d+-)")
 
 
 class QualitySession:
@@ -36,6 +45,7 @@ class QualitySession:
         self.cancelled = False
         self.worker_error = ""
         self.client: JobClient | None = None
+        self.removed: list[Path] = []  # leftovers of killed runs removed before this one started
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -44,7 +54,8 @@ class QualitySession:
 
     def run(self, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
         """Every file's row in the order given (those not reached say cancelled, or why the worker stopped)."""
-        tmp = Path(tempfile.mkdtemp(prefix="gguf-quality-"))
+        self.removed = remove_leftovers(Path(tempfile.gettempdir()), TMP_NAME, unowned=OLD_TMP_NAME)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-"))  # whose it is: see remove_leftovers
         try:
             text_path = tmp / "text.txt"
             text_path.write_text(self.plan.text(), encoding="utf-8")

@@ -9,6 +9,7 @@ at the start of its lineage (set when the source was quantized, or was itself ma
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM, UNQUANTIZED, header_strings
-from app.paths import DataDirError, absolute_path
+from app.paths import DataDirError, absolute_path, remove_leftovers
 
 #: The target types ``--types`` accepts, llama.cpp's names (engines.llama_cpp_quantize.QUANT_TYPES maps them).
 QUANT_TYPE_NAMES: tuple[str, ...] = (
@@ -26,6 +27,10 @@ QUANT_TYPE_NAMES: tuple[str, ...] = (
 DEFAULT_TYPES = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k")
 #: Suffix of an output while llama.cpp writes it; renamed to the final name only once complete.
 PART_SUFFIX = ".part"
+#: A part's name: ``<output>.<pid of the run>-<8 hex>.part`` (:attr:`QuantizeItem.part`); before the run token, an
+#: output's part was ``<output>.part``.
+PART_NAME = re.compile(r"\.(\d+)-[0-9a-f]{8}\.part$")
+OLD_PART_NAME = re.compile(r"\.gguf\.part$")
 
 
 class QuantizeSetupError(ValueError):
@@ -88,6 +93,12 @@ def _absolute(path: str | Path, flag: str) -> Path:
         return absolute_path(path, flag)
     except DataDirError as e:
         raise QuantizeSetupError(str(e)) from None
+
+
+def remove_stale_parts(folder: str | Path) -> list[Path]:
+    """The ``.part`` files in ``folder`` that a quantize killed before it could clean up left behind (its process is
+    gone), removed; what was removed. A run's own parts and those of a run still going are kept."""
+    return remove_leftovers(Path(folder), PART_NAME, unowned=OLD_PART_NAME)
 
 
 def plan_quantize(src: str | Path, types: list[str], out_dir: str | Path, *, allow_requantize: bool = False,

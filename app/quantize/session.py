@@ -13,7 +13,7 @@ from typing import Any
 
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.quantize.plan import UNQUANTIZED, QuantizeItem
+from app.quantize.plan import UNQUANTIZED, QuantizeItem, remove_stale_parts
 from app.results.fields import RowStatus
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
@@ -56,13 +56,17 @@ class QuantizeSession:
         self.rows: list[dict[str, Any]] = []
         self.cancelled = False
         self.worker_error = ""
+        self.removed: list[Path] = []  # leftovers of killed runs removed before this one started
 
     def cancel(self) -> None:
         self.cancelled = True
         self.client.cancel(grace_s=0)
 
     def run(self, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
-        """The outputs' rows in order (finished, failed, and those not reached when cancelled or the worker died)."""
+        """The outputs' rows in order (finished, failed, and those not reached when cancelled or the worker died).
+        First, the ``.part`` files a killed quantize left in the output folders are removed (:attr:`removed`)."""
+        for folder in dict.fromkeys(str(Path(item.dst).parent) for item in self.items):
+            self.removed += remove_stale_parts(folder)
         try:
             if not self.client.pump(self._handle, on_event):
                 self.cancelled = True
