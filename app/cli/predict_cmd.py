@@ -61,7 +61,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     question = replace(at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v,
                                   n_gpu_layers=args.n_gpu_layers, n_cpu_moe=settings.n_cpu_moe,
                                   no_kv_offload=settings.no_kv_offload),
-                       n_threads=settings.n_threads, repack=settings.repack)
+                       n_threads=settings.n_threads, repack=settings.repack,
+                       flash_attn=settings.flash_attn)  # -fa 0 asks the context's figure with flash attention off
     if getattr(args, "dry_run", False):  # llama.cpp's memory figures for this CPU (a child process, cached)
         if not this_machine:
             print("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw",
@@ -90,7 +91,7 @@ def at_context_doc(full: Answer) -> dict[str, Any]:
     """The answer to "this file on this hardware at this context" (:func:`at_context`): the figures every view shows
     for it, and the memory it needs."""
     s = full.settings
-    return {"n_ctx": s.n_ctx, "depth": int(s.decode_depth), "type_k": s.type_k,
+    return {"n_ctx": s.n_ctx, "depth": int(s.decode_depth), "type_k": s.type_k, "flash_attn": bool(s.flash_attn),
             "n_gpu_layers": full.prediction.n_gpu_layers, "decode": full.decode.to_json_dict(),
             "decode_empty": full.decode_empty.to_json_dict(), "needed_bytes": full.needed_bytes,
             "fit_status": str(full.prediction.fit.status), "no_expected_decode": full.no_expected_decode}
@@ -205,6 +206,6 @@ def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename:
         band = f" ({dec['low']:,.1f} to {dec['high']:,.1f})" if dec.get("low") is not None else ""
         lines.append(f"  at a full {a['n_ctx']:,}-token context: decode {dec['value']:,.1f} tok/s{band} "
                      f"{dec['kind']} at depth {a['depth']:,}, needs {a['needed_bytes'] / 2**20:,.0f} MiB "
-                     f"({a['type_k']} KV, flash attention on)")
+                     f"({a['type_k']} KV, flash attention {'on' if a.get('flash_attn', True) else 'off'})")
     lines += [f"  note: {n}" for n in d.get("notes", [])]
     return "\n".join(lines)

@@ -89,7 +89,10 @@ FIELD_TABLE: tuple[Field, ...] = (
     _bench("backends", str, "", "{}", "llama.cpp backends the model ran on (CPU when no layer was offloaded)", md=6,
            summary=33),
     _bench("model_filename", str, "", "{}", "file name of the GGUF model", md=0, window=1, header="model", summary=2),
-    _bench("model_type", str, "", "{}", "llama.cpp's description of the model (architecture, size, quantization)"),
+    _bench("model_type", str, "", "{}", "llama.cpp's description of the model (architecture, size class, "
+           "quantization), as llama-bench writes it (llama_model_desc): the size class is llama.cpp's guess from the "
+           "layer count, not a count (SmolLM2-135M's 30 layers read \"llama 256M\", as SmolDocling-256M's do); "
+           "model_n_params is the count"),
     _bench("model_size", int, "bytes", "{}", "bytes of the model's weights, as llama.cpp reports them", summary=28),
     _bench("model_n_params", int, "params", "{}", "parameters of the model, as llama.cpp reports them"),
     _bench("n_batch", int, "tokens", "{}", "logical batch size"),
