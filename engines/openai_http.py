@@ -193,8 +193,10 @@ MAX_SSE_LINE_BYTES = 1 << 20
 class _Stream:
     """Reads one SSE response into a RequestResult."""
 
-    def __init__(self, result: RequestResult, chat: bool, clock: Clock, deadline_ns: int) -> None:
+    def __init__(self, result: RequestResult, chat: bool, clock: Clock, deadline_ns: int,
+                 max_chunks: int = 1 << 20) -> None:
         self.result, self.chat, self.clock, self.deadline_ns = result, chat, clock, deadline_ns
+        self.max_chunks = max_chunks
         self.done = False
 
     def read(self, resp: http.client.HTTPResponse, cancel: threading.Event | None) -> None:
@@ -253,6 +255,8 @@ class _Stream:
             if text:
                 if self.result.first_token_ns is None:
                     self.result.first_token_ns = now
+                if len(self.result.chunk_ns) >= self.max_chunks:  # a flood of tiny chunks: memory, not tokens
+                    raise _Fail(f"the server sent more than {self.max_chunks:,} chunks of text")
                 self.result.chunk_ns.append(now)
                 if isinstance(text, str) and len(self.result.text) < MAX_KEPT_TEXT:
                     self.result.text += text[: MAX_KEPT_TEXT - len(self.result.text)]
@@ -270,6 +274,9 @@ def _int_or_none(value: object) -> int | None:
     return value if ok else None  # type: ignore[return-value]
 
 
+#: Chunks of text a request may bring per token asked (a chunk carries a token or more; a server streaming single
+#: characters still stays under this): more is a flood, failed before its timestamps fill memory.
+CHUNKS_PER_TOKEN_BOUND = 16
 #: More tokens than any one request holds (a context of 16 million tokens).
 MAX_REPORTED_TOKENS = 1 << 24
 
@@ -283,7 +290,8 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, context:
     """
     result = RequestResult(start_ns=clock())
     total_s = endpoint.timeout_s  # the whole request, however the server trickles its bytes
-    stream = _Stream(result, endpoint.chat, clock, result.start_ns + int(total_s * 1e9))
+    stream = _Stream(result, endpoint.chat, clock, result.start_ns + int(total_s * 1e9),
+                     max_chunks=max(1024, CHUNKS_PER_TOKEN_BOUND * max_tokens))
     deadline = Deadline(total_s)  # a server sending a byte before each read's timeout cannot hold us longer
     conn = endpoint._connection(deadline)
     try:
@@ -408,9 +416,11 @@ class LoadRun:
     def __init__(self, endpoint: Endpoint, prompts: Sequence[str], max_tokens: int, concurrency: int,
                  arrivals_s: Sequence[float], clock: Clock = time.perf_counter_ns, *,
                  contexts: Sequence[str] | None = None, prime_contexts: bool = False) -> None:
-        self.endpoint, self.prompts, self.max_tokens = endpoint, list(prompts), max_tokens
+        # prompts and contexts may be lazy sequences (a text made when its request is sent): never copied here, so
+        # 100,000 requests of a million words each cost one text per request in flight, not all of them at once
+        self.endpoint, self.prompts, self.max_tokens = endpoint, prompts, max_tokens
         self.concurrency, self.arrivals_s, self.clock = max(1, concurrency), list(arrivals_s), clock
-        self.contexts = list(contexts) if contexts is not None else [""] * len(self.prompts)
+        self.contexts: Sequence[str] = contexts if contexts is not None else [""] * len(self.prompts)
         if len(self.contexts) != len(self.prompts):
             raise ValueError(f"{len(self.contexts)} contexts for {len(self.prompts)} prompts")
         self.prime_contexts = prime_contexts

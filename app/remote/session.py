@@ -12,8 +12,9 @@ import dataclasses
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from app.remote.rows import NO_OBJECTIVE, Objective, summarise_requests
 from app.results.fields import RowStatus
@@ -138,6 +139,30 @@ class PromptMaker:
         return self._sized[n_tokens]
 
 
+class Texts(Sequence[str]):
+    """``n`` texts of ``words`` words each, made when asked (request ``i``'s from its own seed): a test's prompts
+    without holding them all (100,000 requests of a million words would not fit in memory)."""
+
+    def __init__(self, maker: PromptMaker, words: int, n: int, seed_of: Callable[[int], int]) -> None:
+        self.maker, self.words, self.n, self.seed_of = maker, words, n, seed_of
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self.n))]
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self.maker.text(self.words, self.seed_of(i % self.n))
+
+
 class RemoteSession(SweepSession):
     """Runs a :class:`RemoteSpec` with the session's store, event log and rows (see SweepSession)."""
 
@@ -208,11 +233,11 @@ class RemoteSession(SweepSession):
     def _measure(self, index: int, test: RemoteTest) -> dict[str, Any]:
         row = remote_base_row(test, index, self.run_id, self.spec.objective)
         words, how = self.prompts.size(test.n_prompt)
-        prompts = [self.prompts.text(words, index * MAX_REQUESTS + i) for i in range(test.n_requests)]
+        prompts = Texts(self.prompts, words, test.n_requests, lambda i: index * MAX_REQUESTS + i)
         contexts = None
         if test.n_depth:  # every request its own context: only a prefix-cache test may find one cached
             depth_words, _ = self.prompts.size(test.n_depth)
-            contexts = [self.prompts.text(depth_words, -3 - index * MAX_REQUESTS - i) for i in range(test.n_requests)]
+            contexts = Texts(self.prompts, depth_words, test.n_requests, lambda i: -3 - index * MAX_REQUESTS - i)
         load = LoadRun(self.spec.endpoint, prompts, test.n_gen, test.concurrency,
                        poisson_arrivals_s(test.n_requests, test.rate_rps, self.spec.seed + index),
                        contexts=contexts, prime_contexts=test.prefix_cache)

@@ -39,6 +39,12 @@ class _Trickler(socketserver.BaseRequestHandler):
                     return
                 head += got
             mode = head.split(b" ", 2)[1].decode().strip("/").split("/")[0]
+            if mode == "flood":  # tiny chunks of text as fast as the socket takes them, for ever
+                sock.sendall(MODES["body"])
+                chunk = b'data: {"choices": [{"text": "x", "index": 0}]}\n\n'
+                for _ in range(200_000):
+                    sock.sendall(chunk * 64)
+                return
             if mode == "hugechunk":  # a chunk size past 2**63 at once: http.client's peek overflowed on it
                 sock.sendall(MODES["chunked"] + b"F" * 40 + b"\r\n" + b"data: x\n\n")
                 time.sleep(0.3)
@@ -111,6 +117,34 @@ def test_a_chunk_size_past_any_integer_is_a_failed_request(trickle: TrickleServe
     r = stream_request(Endpoint(trickle.url("hugechunk"), "m", timeout_s=5), "p", 4)
     assert r.error and "Traceback" not in r.error and "\n" not in r.error, r.error
     assert count_tokens(Endpoint(trickle.url("hugechunk"), "m", timeout_s=5), "x") is None
+
+
+def test_a_flood_of_tiny_chunks_is_cut_before_it_fills_memory(trickle: TrickleServer) -> None:
+    t0 = time.monotonic()
+    r = stream_request(Endpoint(trickle.url("flood"), "m", timeout_s=30), "p", 4)
+    assert r.error == "the server sent more than 1,024 chunks of text", r.error
+    assert len(r.chunk_ns) <= 1024 and time.monotonic() - t0 < 10
+
+
+def test_a_test_s_prompts_are_made_as_they_are_sent() -> None:
+    """``-p 1048576 --requests 100000`` built every prompt first: a million words each, 100,000 of them."""
+    from collections.abc import Sequence
+
+    from app.remote.session import PromptMaker, Texts
+    from engines.openai_http import LoadRun
+
+    made: list[int] = []
+
+    class Counted(PromptMaker):
+        def text(self, n_words: int, request_index: int) -> str:
+            made.append(request_index)
+            return super().text(3, request_index)
+
+    texts = Texts(Counted(Endpoint("http://127.0.0.1:9/v1", "m")), 1 << 20, 100_000, lambda i: i)
+    assert isinstance(texts, Sequence) and len(texts) == 100_000
+    LoadRun(Endpoint("http://127.0.0.1:9/v1", "m"), texts, 4, 1, [0.0] * 100_000, contexts=texts)
+    assert made == []  # nothing made until a request is sent
+    assert texts[5] == texts[5] and made == [5, 5]
 
 
 def test_the_deadline_is_stated_in_help() -> None:
