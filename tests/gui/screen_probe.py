@@ -50,16 +50,17 @@ def main(argv: list[str]) -> int:
     history.show()
     calibration = CalibrationView(win)
     calibration.show()
+    win.help_dialog.show_page("Keyboard shortcuts", "shortcuts")
     for _ in range(20):
         app.processEvents()
     out.update(chooser=_rect(chooser), compare=_rect(cmp), remote=_rect(remote), history=_rect(history),
-               calibration=_rect(calibration))
+               calibration=_rect(calibration), help=_rect(win.help_dialog))
     bottom = max(chooser.recommendation.mapTo(chooser, chooser.recommendation.rect().bottomLeft()).y(),
                  chooser.command.mapTo(chooser, chooser.command.rect().bottomLeft()).y())
     out["chooser_answer_bottom"] = bottom
     out["chooser_height"] = chooser.height()
     print(json.dumps(out))
-    for w in (calibration, history, remote, cmp, chooser):
+    for w in (win.help_dialog, calibration, history, remote, cmp, chooser):
         w.close()
     win.close()
     return 0

@@ -18,7 +18,7 @@ from PySide6.QtCore import QRect
 from app.gui.top_level import fitted_size
 
 ROOT = Path(__file__).resolve().parents[2]
-WINDOWS = ("main", "chooser", "compare", "remote", "history", "calibration")
+WINDOWS = ("main", "chooser", "compare", "remote", "history", "calibration", "help")
 
 
 def _probe(width_px: int, height_px: int) -> dict:

@@ -469,6 +469,8 @@ def test_past_runs_list_quality_runs_and_open_their_scores(qtbot, gui_data_dir: 
     assert "Q4_K_M" in cells and "0.051" in cells
     out = view.export_csv(tmp_path / "q.csv").read_text(encoding="utf-8")
     assert out.splitlines()[0].startswith("run_id,model_index,model_filename") and "SmolLM2.Q4_K_M.gguf" in out
+    view.close()
+    dlg.close()
 
 
 # --- help -------------------------------------------------------------------------------------------------------

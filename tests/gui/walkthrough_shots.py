@@ -41,6 +41,36 @@ def _shot(app: Any, path: Path, widget: Any = None) -> None:
     print(f"saved {path}", flush=True)
 
 
+def _hover_decode(app: Any, win: Any, path: Path) -> None:
+    """The real pointer (xdotool, where there is one) over the decode plot's first predicted line, 4,000 tokens in:
+    the readout it shows, in the picture and on stdout."""
+    import math
+    import shutil
+    import subprocess
+
+    import numpy as np
+    from PySide6.QtCore import QPointF
+
+    dec = win.plots.decode
+    if win.plots.mode == "tabs":
+        win.plots.tabs.setCurrentIndex(0)
+        _spin(app, 0.5)
+    xs, ys = dec.data_of("pred", 0)
+    if not len(xs) or shutil.which("xdotool") is None:
+        return
+    x = 4000.0
+    y = float(np.interp(math.log10(x), np.log10(np.maximum(xs, 1e-9)), ys))
+    scene = dec.plot.getViewBox().mapViewToScene(QPointF(math.log10(x) if dec.log_scale else x, y))
+    at = dec.widget.viewport().mapToGlobal(dec.widget.mapFromScene(scene))
+    for dx in (-3, 0):  # two moves: pyqtgraph passes on a move, not a position
+        subprocess.run(["xdotool", "mousemove", str(at.x() + dx), str(at.y())], check=False)
+        _spin(app, 0.4)
+    print(f"hover readout: {dec.pointer.text!r}", flush=True)
+    _shot(app, path)
+    subprocess.run(["xdotool", "mousemove", "0", "0"], check=False)
+    _spin(app, 0.3)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs=2)
@@ -100,6 +130,13 @@ def main(argv: list[str]) -> int:
     win.sweeps.tick(force=True)
     _shot(app, out / "main-after-live-run.png")
     _shot(app, out / "scenario-panel.png", win.scenario.parentWidget())
+    _hover_decode(app, win, out / "decode-hover-readout.png")
+    folded = [p for p in win.plots.panels if p.legend.collapsed]
+    for p in folded:  # every legend open, as a click on "▸ legend" opens it
+        p.legend.toggle()
+    _shot(app, out / "main-legends-open.png")
+    for p in folded:
+        p.legend.toggle()
 
     win.open_run(run_id)
     _spin(app, 30, lambda: not win.tasks.pending)

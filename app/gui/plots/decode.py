@@ -17,6 +17,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from app.compare.entries import shared_prefix
 from app.gui import theme
 from app.gui.plots.envelope import chunk_tokens, envelope
 from app.gui.plots.interaction import figure_text, row_series
@@ -54,7 +55,7 @@ class DecodePlot(PlotPanel):
     """Decode tok/s vs position in context (tokens); keeps the ceilings it drew for the inter-token plot."""
 
     name = "dec"
-    title = "Decode speed vs position in context"
+    title = "Decode vs context position"
     x_label = "position in context (tokens)"
     y_label = "decode speed (tok/s)"
     points_key = "mean"
@@ -65,7 +66,8 @@ class DecodePlot(PlotPanel):
         super().__init__(title, columns)
         self.curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, predicted tok/s)
         self.expected: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # model index -> (positions, expected tok/s)
-        #: model index -> (the what-if's name, positions, its figure at each): drawn, never stretching the y axis
+        #: model index -> (what it is: "RTX 4060 Laptop, expected" and the model where there are several,
+        #: positions, its figure at each): drawn, never stretching the y axis
         self.what_ifs: dict[int, tuple[str, np.ndarray, np.ndarray]] = {}
         self.predictions = 0  # how many times the curves were asked for (the inter-token plot follows them)
         self.asked_ctx = 0  # the inspector's context (tokens), marked by a line
@@ -78,6 +80,7 @@ class DecodePlot(PlotPanel):
         self.note.setParentItem(self.plot.getViewBox())
         self.note.setZValue(950)
         self.note.hide()
+        self.pointer.covers.append(self.note)  # the hover readout takes the corner while it shows
         self.plot.getViewBox().sigResized.connect(self._place_note)
         self.forget_taken()
 
@@ -142,8 +145,7 @@ class DecodePlot(PlotPanel):
         if self._ctx_line is None:
             self._ctx_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(fg, width=1,
                                                                                   style=Qt.PenStyle.DotLine),
-                                             label="", labelOpts={"position": 0.04, "color": fg,
-                                                                  "anchors": [(1, 1), (1, 1)]})
+                                             label="", labelOpts={"position": 0.06, "color": fg})
             self.plot.addItem(self._ctx_line, ignoreBounds=True)
         self._ctx_line.label.setFormat(f"context {self.asked_ctx:,}")
         self._ctx_line.setToolTip(f"The context asked in the inspector ({self.asked_ctx:,} tokens): its decode "
@@ -232,26 +234,27 @@ class DecodePlot(PlotPanel):
         return float(y[1]) if y is not None else float("nan")
 
     def _note_off_scale(self) -> None:
-        """Each what-if that runs above the y axis, with its figure at the asked context: in the data area's top
-        right corner, so the figure the inspector gives is on the plot even when it is off the scale."""
+        """Each what-if whose figure at the asked context lies above the y axis, with that figure: in the data
+        area's top right corner, so the figure the inspector gives is on the plot even when it is off the scale."""
         top = self.y_top()
         lines = []
         for _m, (name, xs, ys) in sorted(self.what_ifs.items()):
-            if not np.isfinite(top) or not np.nanmax(ys, initial=-np.inf) > top:
-                continue
             at = self.asked_depth if self.asked_depth and xs[0] <= self.asked_depth <= xs[-1] else float(xs[-1])
             value = float(np.interp(at, xs, ys))
-            lines.append(f"↑ {name}: {value:,.0f} tok/s at depth {at:,.0f}")
-        text = "\n".join(lines)
-        if text:
-            text += "\n(above this scale)"
+            if np.isfinite(top) and value > top:  # its figure at the asked context is off the plot: said here
+                lines.append(f"{name}: {value:,.0f} tok/s at depth {at:,.0f}")
+        text = "\n".join(["↑ what-if above this scale:", *lines]) if lines else ""
         if text != self.note.toPlainText():
             self.note.setText(text, color=theme.plot_foreground())
         self.note.setVisible(bool(text))
         self._place_note()
 
     def _place_note(self, *_args: Any) -> None:
+        """In the data area's top right corner, wrapped to most of its width."""
         rect = self.plot.getViewBox().boundingRect()
+        self.note.setTextWidth(-1)
+        if self.note.boundingRect().width() > rect.width() * 0.9:
+            self.note.setTextWidth(max(rect.width() * 0.9, 80.0))
         self.note.setPos(rect.right() - NOTE_MARGIN_PX, rect.top() + NOTE_MARGIN_PX)
 
     def _draw_ceiling(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> np.ndarray | None:
@@ -283,7 +286,10 @@ class DecodePlot(PlotPanel):
             item = self.item(("whatif", m), lambda: what_if_line(name, color(m)), name)
             self.show_predicted(("whatif", m), item, xs, figures, 0, band=None if kind == "ceiling" else (1, 2))
             if figures is not None:
-                label = f"{what} on {profile_name(what_if)}" + (f" — {short_model(path)}" if view.multi else "")
+                label = f"{profile_name(what_if)}, {'ceiling' if kind == 'ceiling' else 'expected'}"
+                if view.multi:  # the part of the file name that differs (Q4_1, Q8_0)
+                    names = [short_model(p) for p in view.models]
+                    label += f", {short_model(path)[len(shared_prefix(names)):]}"
                 self.what_ifs[m] = (label, xs, figures[0])
         exp = None if ran_on is None else view.curve(
             ("dec-exp", path, float(xs[-1]), len(xs), ran_on, items),

@@ -145,6 +145,8 @@ class PlotPointer(QObject):
         self.lines: dict[Key, PickLine] = {}
         self.hovered: tuple[Key, Any] | None = None
         self.text = ""  # what the readout shows ("" while hidden)
+        self.covers: list[Any] = []  # items in the readout's corners: hidden while it shows, shown again after
+        self._covered: list[Any] = []
         self._last_pos: QPointF | None = None
         self._colours: tuple[str, str] | None = None
         self.readout: pg.TextItem | None = None
@@ -346,6 +348,10 @@ class PlotPointer(QObject):
         readout.setAnchor((ax, ay))
         readout.setPos(x, y)
         readout.show()
+        for item in self.covers:
+            if item.isVisible():
+                item.hide()
+                self._covered.append(item)
 
     def hide(self) -> None:
         self.hovered = None
@@ -353,6 +359,9 @@ class PlotPointer(QObject):
         if self.readout is not None:
             self.readout.hide()
         self.marker.hide()
+        covered, self._covered = self._covered, []
+        for item in covered:
+            item.show()
 
 
 def log_label(label: str) -> str:

@@ -21,7 +21,7 @@ class ItlPlot(PlotPanel):
     """Inter-token latency (ms) vs time since sweep start (s); reads the ceilings ``decode`` drew last."""
 
     name = "itl"
-    title = "Inter-token latency over the run"
+    title = "Inter-token latency"
     x_label = "time since sweep start (s)"
     y_label = "inter-token latency (ms)"
     columns = 1
