@@ -358,7 +358,8 @@ def served_models(endpoint: Endpoint) -> list[str] | None:
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
         return None
-    return [str(m["id"]) for m in items if isinstance(m, dict) and isinstance(m.get("id"), str)][:1000]
+    return [m["id"] for m in items if isinstance(m, dict) and isinstance(m.get("id"), str)
+            and 0 < len(m["id"]) <= 1000][:1000]
 
 
 def count_tokens(endpoint: Endpoint, text: str) -> int | None:

@@ -24,6 +24,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from app.model.facts import ModelFacts
 from app.model.gguf_facts import GGUF_MAGIC_BYTES, SUPPORTED_GGUF_VERSIONS, GGUFFileError, facts_from_scan
@@ -123,6 +124,10 @@ def check_url(url: str) -> None:
         _ = parts.port  # raises for a port that is not a number or is out of 0-65535
     except ValueError as e:  # "Invalid IPv6 URL", "Port out of range 0-65535"
         raise RemoteGGUFError(url, f"not a usable URL ({e})") from None
+    if parts.username is not None or parts.password is not None:  # it would be written in the cache and errors
+        shown = urllib.parse.urlunsplit(parts._replace(netloc=parts.hostname or ""))
+        raise RemoteGGUFError(shown, "a URL with a user name or password is not read (for a gated Hugging Face "
+                                     "repo, set HF_TOKEN)")
     if parts.scheme.lower() == "https" and parts.hostname:
         return
     host = (parts.hostname or "").lower()
@@ -188,7 +193,23 @@ def _watched_opener(watch: Deadline) -> urllib.request.OpenerDirector:
         def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
             return self.do_open(https_connection, req)
 
-    return urllib.request.build_opener(HTTP(), HTTPS())
+    class Redirect(urllib.request.HTTPRedirectHandler):
+        """Every redirect is checked as the URL given was (https, or http on this machine; no user name): a server
+        cannot send the read to ftp://, to plain http elsewhere, or to this machine's own services."""
+
+        def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                             newurl: str) -> urllib.request.Request | None:
+            check_url(newurl)
+            if _is_local(newurl) and not _is_local(req.full_url):
+                raise RemoteGGUFError(newurl, "a redirect from another host to this machine is not followed")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    return urllib.request.build_opener(HTTP(), HTTPS(), Redirect())
+
+
+def _is_local(url: str) -> bool:
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    return host == "localhost" or _is_loopback(host)
 
 
 class _Retry(Exception):

@@ -47,6 +47,8 @@ MAX_REQUESTS = 100_000
 #: Arrival rates a test may ask (requests/s): a request every 1,000 s at the slowest (a test of 8 then takes hours),
 #: a million a second at the fastest (far past what one client sends).
 MIN_RATE_RPS, MAX_RATE_RPS = 1e-3, 1e6
+#: The longest model name a server is asked for (Hugging Face repo ids with a file name are under 200).
+MAX_MODEL_NAME_CHARS = 1000
 #: The longest objective (ms) a goodput test may set: an hour per token.
 MAX_OBJECTIVE_MS = 3.6e6
 #: Common English words that are one token (with their leading space) for most BPE vocabularies.
@@ -318,6 +320,9 @@ def build_remote_spec(url: str, model: str, *, n_prompt: str | None = None, n_ge
     for flag, value in (("--slo-ttft-ms", objective.ttft_ms), ("--slo-tpot-ms", objective.tpot_ms)):
         if value is not None and not (isinstance(value, int | float) and 0 < value <= MAX_OBJECTIVE_MS):
             raise PlanError(f"{flag} must be above 0 and at most {MAX_OBJECTIVE_MS:g} ms")
+    if len(model) > MAX_MODEL_NAME_CHARS or any(ord(c) < 0x20 or ord(c) == 0x7F for c in model):
+        raise PlanError(f"--served-model must be a name of at most {MAX_MODEL_NAME_CHARS} characters without control "
+                        "characters")
     if not model.strip():  # asked only once every value given is known good
         model = _the_one_served_model(url, timeout_s)
     depths = parse_counts("-d", n_depth, [0], 0, 1 << 20)

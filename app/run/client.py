@@ -20,6 +20,7 @@ from app.run.plan import TestSpec
 #: Seconds without any event (the worker's telemetry samples are a 10 Hz heartbeat) before a worker counts as
 #: stalled (stopped, or hung) and is killed; ``GGUF_WORKBENCH_STALL_S`` overrides it.
 DEFAULT_STALL_TIMEOUT_S = 120.0
+MAX_STALL_TIMEOUT_S = 86_400.0
 #: Seconds a cancelled worker has to send the repetitions it timed (a partial row) before it is killed.
 CANCEL_GRACE_S = 0.5
 
@@ -30,7 +31,8 @@ def default_stall_timeout_s() -> float:
         value = float(os.environ.get("GGUF_WORKBENCH_STALL_S", ""))
     except ValueError:
         return DEFAULT_STALL_TIMEOUT_S
-    return value if value > 0 else DEFAULT_STALL_TIMEOUT_S
+    # finite and at most a day: inf overflowed select()'s timeout (a traceback mid-sweep)
+    return value if 0 < value <= MAX_STALL_TIMEOUT_S else DEFAULT_STALL_TIMEOUT_S
 
 
 def worker_command(event_fd: int) -> list[str]:

@@ -11,6 +11,7 @@ the real CPU (a crash only AMX has comes from the crash double, ``GGUF_WORKBENCH
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 #: The environment variable naming a /proc/cpuinfo stand-in (tests only).
@@ -35,7 +36,9 @@ def read_cpuinfo(path: Path | None = None) -> str | None:
     """The cpuinfo text (bounded), None when there is none to read (not Linux, or the file is missing)."""
     p = path or cpuinfo_path()
     try:
+        if not stat.S_ISREG(os.stat(p).st_mode):  # a FIFO named by the variable would block the open for ever
+            return None
         with open(p, "rb") as f:
             return f.read(MAX_CPUINFO_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path
         return None

@@ -139,3 +139,57 @@ def test_choose_passes_absolute_paths_on(make_gguf: Callable[..., Path], monkeyp
     args = build_parser().parse_args(["choose", "rel.gguf", "https://example.invalid/m.gguf"])
     request = choose_cmd._request(args, 4096)
     assert request.sources == (str(model), "https://example.invalid/m.gguf")
+
+
+def test_a_url_with_a_password_is_refused_without_repeating_it(capsys: pytest.CaptureFixture[str]) -> None:
+    _one_line_error(capsys, ["inspect", "https://me:hunter2secret@example.invalid/m.gguf"], "user name or password")
+    _one_line_error(capsys, ["inspect", "https://me:hunter2secret@example.invalid/m.gguf", "--json"], "password")
+    assert "hunter2secret" not in capsys.readouterr().err
+
+
+def test_a_redirect_is_checked_as_the_url_given_was() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from app.model.gguf_http import RemoteGGUFError, RemoteOptions, remote_facts
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(302)
+            self.send_header("Location", "ftp://files.example.invalid/m.gguf")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(RemoteGGUFError, match="only https URLs are read"):
+            remote_facts(f"http://127.0.0.1:{server.server_address[1]}/m.gguf", RemoteOptions(use_cache=False))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_environment_values_are_bounded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    from app.run.client import DEFAULT_STALL_TIMEOUT_S, default_stall_timeout_s
+    from app.telemetry.cpu_identity import read_cpuinfo
+
+    for value in ("inf", "1e400", "nan", "-5", "x"):
+        monkeypatch.setenv("GGUF_WORKBENCH_STALL_S", value)
+        assert default_stall_timeout_s() == DEFAULT_STALL_TIMEOUT_S  # inf overflowed select(): a traceback
+    fifo = tmp_path / "cpuinfo"
+    os.mkfifo(fifo)
+    assert read_cpuinfo(fifo) is None  # opening a FIFO with no writer blocked for ever
+
+
+def test_a_served_model_name_is_bounded() -> None:
+    from app.remote.session import build_remote_spec
+    from app.run.params import PlanError
+
+    for name in ("m" * 5000, "a\x1b[2Jb"):
+        with pytest.raises(PlanError, match="--served-model"):
+            build_remote_spec("http://127.0.0.1:9/v1", name)
