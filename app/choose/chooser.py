@@ -31,6 +31,10 @@ from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 THIS_MACHINE = ("", "this", "local", "cpu")
 
 
+#: choose --ram's range (GiB): from a small board to more than any workstation holds
+RAM_GIB_RANGE = (0.5, 65536.0)
+
+
 @dataclass(frozen=True)
 class ChooseRequest:
     """What ``choose`` is asked: files/folders/URLs, hardware (None: this machine), context, floors."""
@@ -136,7 +140,7 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
                                    store_path=req.store_path)
     profile = _hardware(req.hw, machine)
     if req.ram_gib is not None:
-        profile = replace(profile, host_ram_gib=req.ram_gib, host_ram_source="given: --ram")
+        profile = replace(profile, host_ram_gib=req.ram_gib, host_ram_source="given")
     this = machine.is_this(profile)
     notes = [f"GPU profile chosen: {profile.name}" + ("" if this else "; nothing of this machine applies to it")
              ] if not this_asked else []

@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
 
 from app.atomic import write_text_atomic
 from app.choose.choice_text import measured_text, placement_flags, quality_text
-from app.choose.chooser import ChooseReport, ChooseRequest, run_choose
+from app.choose.chooser import RAM_GIB_RANGE, ChooseReport, ChooseRequest, run_choose
 from app.choose.verdicts import (
     CHOICE_COLUMNS,
     DEFAULT_N_GEN,
@@ -298,6 +298,15 @@ class ChooserView(QDialog):
         self.max_kld.setRange(0, 100)
         self.max_kld.setSingleStep(0.01)
         self.max_kld.setSpecialValueText("none")
+        self.ram = QDoubleSpinBox(self)  # choose --ram: the system RAM around the GPU
+        self.ram.setDecimals(0)
+        self.ram.setRange(0, RAM_GIB_RANGE[1])
+        self.ram.setSingleStep(8)
+        self.ram.setSpecialValueText("auto")
+        self.ram.setToolTip("System RAM (GiB) of the machine around the GPU, for placements that keep layers or "
+                            "experts in it. auto: this machine's for its own hardware; for a GPU profile 16 GiB beside "
+                            "a laptop GPU, 32 beside a desktop one (the answer says it assumed so). The OS's share is "
+                            "held back.")
         self.choose_button = QPushButton("Choose", self)
         self.choose_button.setDefault(True)
         self.choose_button.clicked.connect(self.start)
@@ -322,8 +331,8 @@ class ChooserView(QDialog):
         buttons.addWidget(add_folder)
         src_row.addLayout(buttons)
         opts = QHBoxLayout()
-        for label, w in (("GPU", self.hw), ("context (tokens)", self.ctx), ("min decode tok/s", self.min_tps),
-                         ("max KLD", self.max_kld)):
+        for label, w in (("GPU", self.hw), ("context (tokens)", self.ctx), ("RAM GiB", self.ram),
+                         ("min decode tok/s", self.min_tps), ("max KLD", self.max_kld)):
             opts.addWidget(QLabel(label, self))
             opts.addWidget(w)
         opts.addWidget(self.choose_button)
@@ -357,7 +366,7 @@ class ChooserView(QDialog):
         return ChooseRequest(
             sources=tuple(self.source_list()), hw=None if hw == THIS_MACHINE_LABEL else hw, n_ctx=self.ctx.value(),
             min_decode_tps=self.min_tps.value() or None, max_kld=self.max_kld.value() or None,
-            store_path=self.store_path)
+            store_path=self.store_path, ram_gib=max(self.ram.value(), RAM_GIB_RANGE[0]) if self.ram.value() else None)
 
     # ------------------------------------------------------------------------------------------ running
     def start(self) -> str | None:

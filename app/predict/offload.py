@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache, lru_cache
 
 from app.model.facts import ModelFacts
 
@@ -90,12 +91,22 @@ class Placement:
     def host_override(self, name: str) -> bool | None:
         """True: an override puts ``name`` in host memory; False: on a GPU device; None: no override matches."""
         for pattern, buft in self.overrides:
-            if re.search(pattern, name):
+            if _compiled(pattern).search(name):
                 return is_host_buffer(buft)
-        for i in range(self.n_cpu_moe):
-            if re.search(expert_block_pattern(i), name):
-                return True
+        # -ncmoe N: llama.cpp's patterns for layers 0..N-1 (expert_block_pattern), as one search of the layer number
+        if self.n_cpu_moe and any(int(m.group(1)) < self.n_cpu_moe for m in _ANY_EXPERT_BLOCK_RE.finditer(name)):
+            return True
         return None
+
+
+#: expert_block_pattern of any layer, the layer number captured (host_override reads it once, not once per layer)
+_ANY_EXPERT_BLOCK_RE = re.compile(rf"blk\.(\d+){EXPERT_TENSORS_REGEX}")
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """An -ot pattern compiled once (a placement search matches each against every tensor, hundreds of times)."""
+    return re.compile(pattern)
 
 
 @dataclass(frozen=True)
@@ -174,6 +185,13 @@ def _where(name: str, n_layer: int) -> _Where:
     return "other"  # rope_freqs and friends (small); nextn/MTP blocks beyond n_layer land here too
 
 
+@lru_cache(maxsize=1 << 16)
+def _tensor_kind(name: str, n_layer: int) -> tuple[_Where, bool, bool, bool]:
+    """(where a tensor sits, a routed expert, a dense feed-forward matrix, an attention tensor): what split_weights
+    asks of each name, once per name (a placement search splits the same table thousands of times)."""
+    return _where(name, n_layer), is_expert_tensor(name), is_dense_ffn_tensor(name), ".attn_" in name
+
+
 def estimated_expert_bytes_per_layer(facts: ModelFacts, layer_bytes: float) -> float:
     """A MoE layer's routed-expert bytes without a tensor table: gate, up and down of ``n_expert`` experts,
     3 × n_embd × n_ff_expert × n_expert parameters at the file's average bytes per parameter (n_ff when the
@@ -244,10 +262,11 @@ def split_weights(
     n_overridden = 0
     embd_matrix, embd_on_gpu = 0.0, False
     offset, host_first, host_last = 0.0, None, 0.0  # in file order (the tensor table's), alignment padding ignored
+    default = placement.is_default
     for name, n in tensors:
-        where = _where(name, facts.n_layer)
+        where, expert, dense_ffn, attn = _tensor_kind(name, facts.n_layer)
         on_gpu = (where >= first) if isinstance(where, int) else (where == "output" and output_on_gpu)
-        override = placement.host_override(name)
+        override = None if default else placement.host_override(name)
         if override is not None:
             n_overridden += 1
             on_gpu = not override
@@ -260,14 +279,13 @@ def split_weights(
             if name == _EMBD:
                 embd_matrix, embd_on_gpu = n, on_gpu
             continue
-        expert = is_expert_tensor(name)
         read[on_gpu] += n * (share if expert else 1.0)
         if isinstance(where, int):
             if expert:  # a part with any matrix on the host crosses there (and back), whatever the order
                 experts_gpu[where] = on_gpu and experts_gpu[where] is not False
-            elif is_dense_ffn_tensor(name):
+            elif dense_ffn:
                 ffn_gpu[where] = on_gpu and ffn_gpu[where] is not False
-            elif ".attn_" in name:
+            elif attn:
                 attn_gpu[where] = on_gpu
     if tied and output_on_gpu:  # llama.cpp duplicates token_embd on the output layer's device (TENSOR_DUPLICATED)
         override = placement.host_override(_EMBD)

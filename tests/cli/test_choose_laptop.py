@@ -59,7 +59,7 @@ def test_one_answer_per_model_within_the_laptops_ram_and_the_floor_on_a_band_s_l
     for f in doc["files"]:
         if f["status"] != "does_not_fit":  # nothing answered needs more system RAM than the laptop has for it
             assert f["memory_bytes"] <= f["budget_bytes"], f
-            said = f"system RAM 16 GiB (given: --ram), less 2.4 GiB held back for the OS and other programs: " \
+            said = f"system RAM 16 GiB (given), less 2.4 GiB held back for the OS and other programs: " \
                    f"{budget / 2**30:.1f} GiB for the model"
             assert any(said in n for n in f["notes"]) or f["n_cpu_moe"] == 0, f
     moe_q8 = files["moe-30b-a3b.Q8_0.gguf"]  # ~30 GiB of weights: experts in RAM would need more than 16 GiB

@@ -63,13 +63,17 @@ def test_a_backend_without_rows_uses_the_same_architecture_on_another_backend_an
     assert "no public CUDA rows for Blackwell: its Vulkan fit used" in p.expected_decode.source.detail
 
 
-def test_a_partial_offload_gets_no_public_figure(smollm2_path: Path, profiles) -> None:
+def test_a_partial_offload_composes_the_public_fit_with_the_published_cpu_rows(smollm2_path: Path, profiles) -> None:
+    """Issue #41 point 5: the public fit is of full offloads, so a partial one is never given it whole; its device
+    side takes the public figure, its host side the memory assumed beside the GPU at the published CPU rows' share."""
     facts = read_model_facts(smollm2_path)
     laptop = find_profile("RTX 4060 Laptop", profiles)
     p = answer(facts, laptop, PredictSettings(4096, n_gpu_layers=10), Machine(public=load_public_model()))
-    assert p.expected_decode is None  # the GPU side has the public fit; a GPU not owned has no CPU figure
-    assert p.no_expected_decode.startswith("split placement: no expected decode without an expected figure for the "
-                                           "host CPU alone")
+    assert p.decode.kind == "split" and p.decode.low < p.decode.value < p.decode.high and not p.no_expected_decode
+    detail = p.decode.source.detail
+    assert "public llama-bench results" in detail and "published CPU-backend llama-bench rows" in detail
+    full = answer(facts, laptop, PredictSettings(4096), Machine(public=load_public_model()))
+    assert full.decode.kind == "public"  # every layer on the GPU: the public fit as is
 
 
 def test_cli_predict_for_a_gpu_profile_gives_expected_figures_with_band_and_source(smollm2_path: Path) -> None:
