@@ -76,8 +76,8 @@ def _read_lines(p: Path, stream: IO[bytes]) -> list[ev.Event]:
         try:
             event = ev.event_from_json(text.decode("utf-8"))
             check(event)
-        except UnicodeDecodeError:
-            raise ReplayError(f"{p}: line {number:,} is not UTF-8 text") from None
+        except UnicodeDecodeError as e:
+            raise ReplayError(f"{p}: line {number:,} is not UTF-8 text ({e})") from None
         except ev.EventDecodeError as e:
             raise ReplayError(f"{p}: line {number:,}: {' '.join(str(e).split())[:300]}") from None
         out.append(event)
