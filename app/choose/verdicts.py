@@ -267,7 +267,7 @@ def evaluate_file(
     return FileChoice(
         source=source, filename=display_name(source), file_type=facts.file_type, size_bytes=facts.file_bytes,
         bits_per_weight=facts.bits_per_weight, n_layer=facts.n_layer, status=chosen.status if chosen else
-        "does_not_fit", n_gpu_layers=0 if is_cpu or chosen is None else chosen.n_gpu_layers,
+        "does_not_fit", n_gpu_layers=0 if is_cpu else chosen.n_gpu_layers if chosen else got.prediction.n_gpu_layers,
         type_k=chosen.type_k if chosen else KV_TYPES[0],
         kv_types_fitting=tuple(t for t, p in full.items()
                                if p.prediction.fit.status == "fits" and p.prediction.fit.fits),
@@ -275,7 +275,8 @@ def evaluate_file(
         kv_bytes=fit.kv_bytes, compute_bytes=fit.compute_buffer_bytes, overhead_bytes=fit.overhead_bytes,
         decode_tps=got.decode, ttft_ms=ttft, measured=got.measured, quality=quality, notes=got.notes,
         n_cpu_moe=chosen.n_cpu_moe if chosen else 0, decode_empty_tps=got.decode_empty,
-        decode_depth=int(got.settings.decode_depth), placement=chosen.words if chosen else "",
+        decode_depth=int(got.settings.decode_depth), placement=chosen.words if chosen else (
+            f"no placement fits: {ran_out} runs out (figures: every layer on the GPU)" if ran_out else ""),
         requantized_from=requantized_from, placements=tuple(_config_line(c) for c in sorted(configs, key=rank)),
         repack=got.settings.repack, model_key=model_key, model_name=model_name, ran_out=ran_out,
     )

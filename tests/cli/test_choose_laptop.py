@@ -1,20 +1,22 @@
 """``choose --hw "RTX 4060 Laptop" --ram 16`` over a folder of real model shapes, as header-only GGUFs of their true
-sizes: two quantizations each of a dense 8B, a dense 14B too large for 8 GB and a 30B-A3B mixture of experts
-(issue #41's acceptance; gpt-oss-20b's shape joins where its writer is, tests/model). One answer per model, each
-with its quant, placement and command, none needing more system RAM than there is; a floor met only by a measured
-figure or an expected band's low edge, and the files that miss it named; a split's host side from the memory
-assumed beside the GPU and published CPU rows; several contexts give one answer each; nothing of this machine is
-probed for a GPU named by --hw."""
+sizes: two quantizations each of a dense 8B, a dense 14B too large for 8 GB, a 30B-A3B mixture of experts and
+gpt-oss-20b (issue #41's acceptance). One answer per model, each with its quant, placement and command, none
+needing more system RAM than there is; a floor met only by a measured figure or an expected band's low edge, and the
+files that miss it named; a split's host side from the memory assumed beside the GPU and published CPU rows; several
+contexts give one answer each; nothing of this machine is probed for a GPU named by --hw."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import gguf
 import pytest
 
 from app.cli.main import main
 from app.telemetry import machine
+from tests.arch_ggufs import by_label, write_header_only_gguf
 from tests.cli_helpers import main_json
 from tests.gguf_synth import write_shape_gguf
 
@@ -24,12 +26,26 @@ MOE_30B = {"n_layer": 48, "n_embd": 2048, "n_head": 32, "n_head_kv": 4, "key_len
            "n_vocab": 151936, "n_expert": 128, "n_expert_used": 8}
 
 
+def write_gpt_oss_20b(folder: Path) -> list[Path]:
+    """gpt-oss-20b's two published forms: MXFP4 experts with Q8_0 elsewhere (about 12 GB), and with F16 elsewhere
+    (about 13 GB); experts MXFP4 in both, as OpenAI ships them."""
+    model = by_label("gpt-oss-20b")
+    out = []
+    for kind, matrix, file_type in (("MXFP4", "Q8_0", gguf.LlamaFileType.MOSTLY_MXFP4_MOE),
+                                    ("F16", "F16", gguf.LlamaFileType.MOSTLY_F16)):
+        tensors = replace(model, matrix=matrix).tensors()
+        out.append(write_header_only_gguf(folder / f"gpt-oss-20b.{kind}.gguf", model.arch, model.keys, tensors,
+                                          name="gpt-oss-20b", file_type=int(file_type)))
+    return out
+
+
 @pytest.fixture(scope="module")
 def laptop_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("laptop")
     for name, shape in (("dense-8b", DENSE_8B), ("dense-14b", DENSE_14B), ("moe-30b-a3b", MOE_30B)):
         for kind, matrix in (("Q4_K_M", "Q4_K"), ("Q8_0", "Q8_0")):
             write_shape_gguf(folder / f"{name}.{kind}.gguf", name=name, matrix_type=matrix, **shape)  # type: ignore
+    write_gpt_oss_20b(folder)
     return folder
 
 
@@ -66,7 +82,7 @@ def test_one_answer_per_model_within_the_laptops_ram_and_the_floor_on_a_band_s_l
     assert moe_q8["status"] == "does_not_fit" and moe_q8["ran_out"] == "system RAM"
     rec = doc["recommendation"]
     per = {m["model"]: m for m in rec["per_model"]}
-    assert set(per) == {"dense-8b", "dense-14b", "moe-30b-a3b"}
+    assert set(per) == {"dense-8b", "dense-14b", "moe-30b-a3b", "gpt-oss-20b"}
     assert per["dense-8b"]["filename"] == "dense-8b.Q4_K_M.gguf" and " -ngl 33 " in per["dense-8b"]["command"]
     eight = files["dense-8b.Q4_K_M.gguf"]
     assert eight["decode_tps"]["kind"] == "public" and eight["decode_tps"]["low"] >= 20
@@ -79,11 +95,15 @@ def test_one_answer_per_model_within_the_laptops_ram_and_the_floor_on_a_band_s_l
     assert per["dense-14b"]["filename"] is None
     for f in ("dense-14b.Q4_K_M.gguf", "dense-14b.Q8_0.gguf"):
         assert files[f]["decode_tps"]["low"] < 20 and f"{f} below the 20 tok/s floor" in per["dense-14b"]["sentence"]
-    assert rec["filename"] is None and "2 of 3 models meet the floors (dense-8b, moe-30b-a3b)" in rec["sentence"]
+    # gpt-oss-20b (MXFP4 experts, sinks, sliding windows): one of its files with experts in system RAM
+    oss = files[per["gpt-oss-20b"]["filename"]]
+    assert oss["n_cpu_moe"] > 0 and oss["decode_tps"]["kind"] == "split" and oss["decode_tps"]["low"] >= 20
+    assert rec["filename"] is None
+    assert "3 of 4 models meet the floors (dense-8b, gpt-oss-20b, moe-30b-a3b)" in rec["sentence"]
     assert not list(isolated_data_dir.rglob("cpu_probe.json"))
     rc = main(["choose", *argv])
     out = capsys.readouterr().out
-    assert rc == 0 and "- dense-8b: " in out and "- dense-14b: " in out and "- moe-30b-a3b: " in out
+    assert rc == 0 and all(f"- {m}: " in out for m in per)
     with capsys.disabled():
         print("\n" + out)
 
