@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -33,6 +34,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QSplitter,
+    QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableWidget,
@@ -130,7 +132,7 @@ TABLE_HEADERS: dict[str, tuple[str, str]] = {
 #: The widest a column opens (px), and the narrowest it gives way to when the table is wider than its view; the
 #: rest of a cell's text is elided and whole in its tooltip.
 MAX_COLUMN_PX: dict[str, int] = {"filename": 220, "status": 160, "mean_kld": 96}
-MIN_COLUMN_PX: dict[str, int] = {"status": 64, "filename": 150}
+MIN_COLUMN_PX: dict[str, int] = {"status": 64, "kv_types_fitting": 72, "filename": 150}
 #: Columns hidden while no file has anything in them (nothing measured here, no lineage): room on a laptop's screen.
 OPTIONAL_KEYS: tuple[str, ...] = ("measured_decode_tps", "ppl", "same_top_rate", "requantized_from")
 _STATUS = {"fits": "fits", "partial": "partial", "does_not_fit": "does not fit"}
@@ -183,6 +185,7 @@ def choice_cells(c: FileChoice) -> dict[str, tuple[str, str]]:
     cells["decode_empty_tps"] = (_figure_cell(c.decode_empty_tps, kind), _figure_tip(c.decode_empty_tps, "tok/s"))
     cells["ttft_ms"] = (_figure_cell(c.ttft_ms, kind), _figure_tip(c.ttft_ms, "ms"))
     cells["decode_kind"] = (kind, c.decode_tps.source.text())
+    cells["kv_types_fitting"] = (cells["kv_types_fitting"][0], cells["kv_types_fitting"][0])  # whole where cut
     cells["measured_decode_tps"] = (cells["measured_decode_tps"][0], measured_text(c))
     cells["mean_kld"] = (cells["mean_kld"][0], quality_text(c) + (f" against {c.quality.reference}"
                                                                   if c.quality and c.quality.reference else ""))
@@ -326,9 +329,12 @@ class ChooserView(QDialog):
         self.status.setWordWrap(True)
         src_row = QHBoxLayout()
         src_row.addWidget(self.sources, 1)
-        buttons = QVBoxLayout()
-        buttons.addWidget(add_files)
-        buttons.addWidget(add_folder)
+        # the files' buttons, then the jobs on them, beside the list (in the row of the inputs they made the window
+        # wider than a laptop's screen; in a row of their own, the table lost a row's height)
+        buttons = QGridLayout()
+        for i, b in enumerate((add_files, add_folder, self.variants_button, self.quality_button,
+                               self.measure_button)):
+            buttons.addWidget(b, i % 2, i // 2)
         src_row.addLayout(buttons)
         opts = QHBoxLayout()
         for label, w in (("GPU", self.hw), ("context (tokens)", self.ctx), ("RAM GiB", self.ram),
@@ -336,9 +342,7 @@ class ChooserView(QDialog):
             opts.addWidget(QLabel(label, self))
             opts.addWidget(w)
         opts.addWidget(self.choose_button)
-        opts.addWidget(self.variants_button)
-        opts.addWidget(self.quality_button)
-        opts.addWidget(self.measure_button)
+        opts.addStretch(1)
         self.form = QFormLayout()
         self.form.addRow("Models", src_row)
         self.form.addRow(opts)
@@ -478,12 +482,14 @@ class ChooserView(QDialog):
         for key, most_px in MAX_COLUMN_PX.items():
             t.setColumnWidth(TABLE_KEYS.index(key), min(wanted_px[key], most_px))
         room_px = t.viewport().width() - t.horizontalHeader().length()
+        if not t.verticalScrollBar().isVisible():  # room kept for one: the answer's lines, set next, take height
+            room_px -= t.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
         for key in MAX_COLUMN_PX:  # room left: toward the contents, the file first
             col = TABLE_KEYS.index(key)
             give_px = max(0, min(room_px, wanted_px[key] - t.columnWidth(col)))
             t.setColumnWidth(col, t.columnWidth(col) + give_px)
             room_px -= give_px
-        for key, least_px in MIN_COLUMN_PX.items():  # too wide: the fit gives way, then the file
+        for key, least_px in MIN_COLUMN_PX.items():  # too wide: the fit gives way, then the KV types, then the file
             col = TABLE_KEYS.index(key)
             take_px = max(0, min(-room_px, t.columnWidth(col) - least_px))
             t.setColumnWidth(col, t.columnWidth(col) - take_px)

@@ -530,3 +530,34 @@ def test_the_telemetry_legend_reads_on_a_dark_page(qtbot, page: str) -> None:  #
             assert theme.contrast(label.opts.get("color") or theme.plot_foreground(), bg) >= theme.TEXT_CONTRAST
     finally:
         theme.apply_theme(app, before)
+
+
+def test_legends_name_a_models_file_by_what_differs_and_fit_a_laptops_plot(qtbot) -> None:  # noqa: ANN001
+    """Two SmolLM2 files in one run: legends say Q4_1 and Q8_0 (what differs), not the whole name cut at the plot's
+    edge; the hover readout still gives the whole name."""
+    from tests.gui.test_laptop_screen import _two_model_events
+
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.resize(884, 300)  # the plots' room in the window on 1366×768: three to a tab
+    plots.show()
+    qtbot.waitExposed(plots)
+    predictor = PredictionService()
+    predictor.set_profile(next(p for p in load_profiles() if p.name == "RTX 4060 Laptop"))
+    s = LiveRun("two models")
+    s.extend(_two_model_events())
+    s.mark_finished()
+    plots.refresh(s, predictor, force=True)
+    _settle()
+    for panel in (plots.ttft, plots.decode):
+        if panel.legend.collapsed:
+            panel.legend.toggle()
+        _settle()
+        labels = [label for _s, label in panel.legend.items]
+        texts = [label.text for label in labels]
+        assert any(t.startswith("Q4_1 · ") for t in texts) and any(t.startswith("Q8_0 · ") for t in texts), texts
+        assert not any("SmolLM2-135M-Instruct" in t for t in texts), texts
+        for label in labels:  # each line inside its plot, its model still named where it names one
+            assert label.item.boundingRect().width() + 24 <= panel.widget.width(), (label.text, panel.widget.width())
+            model = label.text.split(" · ")[0] if " · " in label.text else ""
+            assert model in label.item.toPlainText(), (label.text, label.item.toPlainText())

@@ -17,14 +17,13 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from app.compare.entries import shared_prefix
 from app.gui import theme
 from app.gui.plots.envelope import chunk_tokens, envelope
 from app.gui.plots.interaction import figure_text, row_series
 from app.gui.plots.items import line, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.streams import Stream
-from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name, short_model
+from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name
 from app.predict.settings import at_context, at_context_depth
 from app.run.live import decode_mean_position as mean_pos
 
@@ -288,8 +287,7 @@ class DecodePlot(PlotPanel):
             if figures is not None:
                 label = f"{profile_name(what_if)}, {'ceiling' if kind == 'ceiling' else 'expected'}"
                 if view.multi:  # the part of the file name that differs (Q4_1, Q8_0)
-                    names = [short_model(p) for p in view.models]
-                    label += f", {short_model(path)[len(shared_prefix(names)):]}"
+                    label += f", {view.model_names[path]}"
                 self.what_ifs[m] = (label, xs, figures[0])
         exp = None if ran_on is None else view.curve(
             ("dec-exp", path, float(xs[-1]), len(xs), ran_on, items),

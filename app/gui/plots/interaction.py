@@ -107,7 +107,8 @@ def row_series(name: str, xs: Sequence[float], ys: Sequence[float], rows: Sequen
 
     def describe(i: int) -> str:
         r = rows[i]
-        head = f"{name} — {short_model(str(r.get('model_path') or ''))}" if r.get("model_path") else name
+        what = name.split(" · ", 1)[-1]  # a legend's short model part gives way to the whole name
+        head = f"{what} — {short_model(str(r.get('model_path') or ''))}" if r.get("model_path") else name
         return "\n".join((head, f"{x_text(float(xs_a[i]))} · {figure(r)}",
                           settings_text(r, int(r.get("test_index", -1)))))
 

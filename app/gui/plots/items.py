@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QGraphicsGridLayout, QGraphicsItem
 
 from app.gui import theme
 from app.gui.plots.grid import add_tick_grid
 from app.gui.plots.style import HILITE
 
+SAMPLE_PX = 34  # a legend entry's sample and the gaps beside its label
 
 class ShapeSample(pg.ItemSample):
     """A legend sample that also draws items with one marker shape per point (pyqtgraph's own would hand the
@@ -73,6 +75,7 @@ class TopLegend(pg.GraphicsWidget):
         self.collapsed = False
         self.expanded_by_user = False
         self.header: LegendHeader | None = None
+        self._fit_args: tuple[float, float] | None = None
 
     @property
     def collapsible(self) -> bool:
@@ -187,7 +190,7 @@ class TopLegend(pg.GraphicsWidget):
         while cols > 1:
             widths = [0.0] * cols
             for i, (_sample, label) in enumerate(self.items):
-                text_w = label.item.boundingRect().width() if hasattr(label, "item") else label.width()
+                text_w = QFontMetricsF(label.item.font()).horizontalAdvance(label.text)  # whole, not as cut
                 widths[i % cols] = max(widths[i % cols], 20 + text_w + 12)
             if sum(widths) <= width:
                 break
@@ -195,6 +198,8 @@ class TopLegend(pg.GraphicsWidget):
         too_tall = self.entries_height(cols) > max_height
         changed = cols != self.columnCount
         self.columnCount = cols
+        self._fit_args = (width, max_height)
+        self._elide(width / cols - SAMPLE_PX)
         if too_tall and self.header is None:
             self.header = LegendHeader(self)
             self.collapsed, changed = not self.expanded_by_user, True
@@ -205,6 +210,27 @@ class TopLegend(pg.GraphicsWidget):
             self.header, self.collapsed, self.expanded_by_user, changed = None, False, False, True
         if changed:
             self.relayout()
+
+
+    def refit(self) -> None:
+        """Fit again as last asked (a label was renamed: its text may need cutting again)."""
+        if self._fit_args is not None:
+            self.fit(*self._fit_args)
+
+    def _elide(self, most_px: float) -> None:
+        """Labels wider than ``most_px`` show their text cut at its end (what it is and its model come first; the
+        depths' shapes last), whole in their tooltip and in :attr:`pyqtgraph.LabelItem.text`; the others show it
+        whole."""
+        for _sample, label in self.items:
+            full = label.text
+            shown = full
+            metrics = QFontMetricsF(label.item.font())
+            if most_px > 40 and metrics.horizontalAdvance(full) > most_px:
+                shown = metrics.elidedText(full, Qt.TextElideMode.ElideRight, most_px)
+            if shown != label.item.toPlainText():
+                label.setText(shown)
+                label.text = full  # what the legend says, whole; the screen shows ``shown``
+            label.setToolTip(full if shown != full else "")
 
 
 def _discard(*widgets: Any) -> None:
@@ -424,6 +450,7 @@ def rename(plot: pg.PlotItem, item: Any, name: str) -> None:
     for sample, label in legend.items:
         if sample.item is item:
             label.setText(name)
+            legend.refit()  # cut again to the plot's width where it is too long
             legend.updateSize()
             return
 

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyqtgraph as pg
 
+from app.compare.entries import LEGEND_MODEL_CHARS, shared_prefix
 from app.gui import theme
 from app.gui.plots.interaction import (
     LogScaleToggle,
@@ -51,6 +52,7 @@ from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
 from app.run.live import LiveRun
 
+MODEL_SEP = " · "  # between a legend entry's model and what it is
 DEPTH_SYMBOLS = ("o", "s", "t", "d")  # marker shapes by context depth (colours are models)
 SYMBOL_GLYPHS = {"o": "●", "s": "■", "t": "▼", "d": "◆"}
 SETTING_KEYS = ("n_gpu_layers", "type_k", "type_v", "flash_attn", "n_ubatch")
@@ -138,8 +140,26 @@ class PlotView:
         """A predicted curve from the predictor's cache; None while it is being computed in the background."""
         return self.predictor.cached_curve((*key, self.predictor.version), compute)
 
+    @cached_property
+    def model_names(self) -> dict[str, str]:
+        """Each model as legends name it: its file's short name less the start every model of the run shares
+        (``Q4_1``, ``Q8_0`` of two SmolLM2 files), the middle elided past LEGEND_MODEL_CHARS: a legend line fits a
+        laptop's plot, and the hover readout gives the whole name."""
+        names = [short_model(p) for p in self.models]
+        cut = len(shared_prefix(names))
+        out = {}
+        for path, name in zip(self.models, names, strict=True):
+            part = name[cut:]
+            if len(part) > LEGEND_MODEL_CHARS:
+                half = (LEGEND_MODEL_CHARS - 1) // 2
+                part = f"{part[:half]}…{part[-half:]}"
+            out[path] = part
+        return out
+
     def label(self, what: str, path: str) -> str:
-        return f"{what} — {short_model(path)}" if self.multi else what
+        """A legend entry's name: what it is, after its model where the run has several (the model first, so a
+        label cut at a narrow plot's edge still names it)."""
+        return f"{self.model_names.get(path) or short_model(path)}{MODEL_SEP}{what}" if self.multi else what
 
     def model_of_tokens(self, start: int = 0) -> np.ndarray:
         """The model index in ``models`` (-1 where unknown) of each per-token sample from ``start`` on."""
