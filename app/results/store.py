@@ -59,9 +59,15 @@ def _print_warning(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def _status(status: str) -> str:
-    """Stores written before the rename say 'aborted' for an interrupted run."""
-    return INTERRUPTED if status == LEGACY_ABORTED else status
+def _status(status: str, writer_pid: int | None = None, scope: str | None = None) -> str:
+    """A run's status as a reader should see it: stores written before the rename say 'aborted' for an interrupted
+    run, and a run still 'running' whose process of this machine no longer exists is interrupted (read as such
+    without writing it; the recovery step writes it)."""
+    if status == LEGACY_ABORTED:
+        return INTERRUPTED
+    if status == "running" and writer_pid is not None and is_abandoned(writer_pid, scope):
+        return INTERRUPTED
+    return status
 
 
 def new_run_id() -> str:
@@ -242,14 +248,15 @@ class ResultStore:
     def runs(self, limit: int = 50) -> list[RunSummary]:
         cur = self._db.execute(
             "SELECT r.run_id, r.created_at, r.finished_at, r.status, r.sweep_name, r.n_tests, "
-            "SUM(x.status = 'ok'), SUM(x.status = 'failed'), GROUP_CONCAT(DISTINCT x.model_filename) "
+            "SUM(x.status = 'ok'), SUM(x.status = 'failed'), GROUP_CONCAT(DISTINCT x.model_filename), "
+            "r.writer_pid, r.writer_scope "
             "FROM (SELECT rowid AS n, * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?) r "
             "LEFT JOIN results x ON x.run_id = r.run_id "
             "GROUP BY r.run_id ORDER BY r.created_at DESC, r.n DESC",
             (limit,),
         )
-        return [RunSummary(a, b, c, _status(d), e, f or 0, g or 0, h or 0, i or "")
-                for a, b, c, d, e, f, g, h, i in cur]
+        return [RunSummary(a, b, c, _status(d, pid, scope), e, f or 0, g or 0, h or 0, i or "")
+                for a, b, c, d, e, f, g, h, i, pid, scope in cur]
 
     def resolve_run_id(self, prefix: str) -> str:
         """A full run id from a unique prefix (or 'last')."""
@@ -294,12 +301,12 @@ class ResultStore:
     def run_info(self, run_id: str) -> dict[str, Any]:
         row = self._db.execute(
             "SELECT run_id, created_at, finished_at, status, sweep_name, command, n_tests, machine_json, "
-            "software_json, tests_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            "software_json, tests_json, writer_pid, writer_scope FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"{self.path}: no run {run_id!r}")
         keys = ("run_id", "created_at", "finished_at", "status", "sweep_name", "command", "n_tests")
         info = dict(zip(keys, row[:7], strict=True))
-        info["status"] = _status(info["status"])
+        info["status"] = _status(info["status"], row[10], row[11])
         info["machine"] = _loads(row[7], {})
         info["software"] = _loads(row[8], {})
         info["tests"] = _loads(row[9], [])

@@ -48,8 +48,9 @@ def test_a_killed_writers_run_is_interrupted_and_a_live_ones_is_not(tmp_path: Pa
         store._db.execute("UPDATE runs SET writer_pid = ?, writer_scope = 'other-host||' "
                           "WHERE run_id = 'run-elsewhere'", (child.pid,))
         store._db.commit()
-    with ResultStore(path) as store:  # opening reads: the dead writer's run is left as it is...
-        assert store.run_info("run-child")["status"] == "running"
+    with ResultStore(path) as store:  # opening reads: the dead writer's run is shown interrupted, stored as it was...
+        assert store.run_info("run-child")["status"] == INTERRUPTED
+        assert store._db.execute("SELECT status FROM runs WHERE run_id = 'run-child'").fetchone() == ("running",)
     with ResultStore.recover(path) as store:  # ...until recovery, the step whatever writes runs takes first
         info = store.run_info("run-child")
         assert (info["status"], info["finished_at"]) == (INTERRUPTED, None)
