@@ -561,3 +561,28 @@ def test_legends_name_a_models_file_by_what_differs_and_fit_a_laptops_plot(qtbot
             assert label.item.boundingRect().width() + 24 <= panel.widget.width(), (label.text, panel.widget.width())
             model = label.text.split(" · ")[0] if " · " in label.text else ""
             assert model in label.item.toPlainText(), (label.text, label.item.toPlainText())
+
+
+def test_a_legend_never_hangs_over_its_plots_data(qtbot) -> None:  # noqa: ANN001
+    """A folded legend's line and the telemetry's one row of entries stay above the data area (they hung 9 px over
+    it: over the top of the shaded phases)."""
+    from app.gui.plots.items import line, make_plot
+    from app.gui.plots.telemetry import TelemetryPlot
+
+    tel = TelemetryPlot()
+    qtbot.addWidget(tel.widget)
+    folded = make_plot("t", "x", "y", 1)
+    qtbot.addWidget(folded)
+    for k in range(8):
+        folded.getPlotItem().addItem(line(f"entry {k}", "#d62728"))
+    for w in (tel.widget, folded):
+        w.resize(600, 300)
+        w.show()
+    folded.getPlotItem().legend.fit(540, 60)  # too tall for its plot: folded to one line
+    _settle()
+    for plot in (tel.plot, folded.getPlotItem()):
+        legend = plot.legend
+        parts = [legend.header] if legend.collapsed else [label for _s, label in legend.items]
+        data_top = plot.getViewBox().sceneBoundingRect().top()
+        for part in parts:
+            assert part.sceneBoundingRect().bottom() <= data_top + 1, (part.text, part.sceneBoundingRect(), data_top)

@@ -65,6 +65,9 @@ class TopLegend(pg.GraphicsWidget):
                  column_spacing_px: float = 4) -> None:
         super().__init__()
         self.layout = QGraphicsGridLayout()
+        # no margin above or below: :meth:`updateSize` counts the rows' heights only, and a row pushed 9 px down
+        # hung over the data (a folded legend's line over the top of the telemetry's shaded phases)
+        self.layout.setContentsMargins(9, 0, 9, 0)
         self.layout.setVerticalSpacing(row_spacing_px)
         self.layout.setHorizontalSpacing(column_spacing_px)
         self.setLayout(self.layout)
