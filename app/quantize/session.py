@@ -14,16 +14,12 @@ from typing import Any
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.quantize.plan import UNQUANTIZED, QuantizeItem, remove_stale_parts
-from app.results.fields import RowStatus
+from app.results.fields import QUANTIZE_TABLE, RowStatus
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
 
-#: The quantize command's columns (CSV/markdown order).
-QUANTIZE_COLUMNS: tuple[str, ...] = (
-    "model_filename", "type", "file_type", "bits_per_weight", "model_size", "source_file_type", "requantized_from",
-    "reference_is_dequantized", "elapsed_s", "status", "error", "model_path", "source_path", "run_id",
-    "output_index",
-)
+#: The quantize command's columns (CSV/markdown order): the quantize field table's.
+QUANTIZE_COLUMNS: tuple[str, ...] = tuple(f.name for f in QUANTIZE_TABLE)
 
 OnEvent = Callable[[Event], None]
 

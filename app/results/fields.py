@@ -21,6 +21,7 @@ MEMORY = "memory"  # memory and energy, measured in the worker
 PREDICTED = "predicted"  # from the GGUF's metadata and the hardware, beside the measurement
 REMOTE = "remote"  # remote server runs (app.remote.session): requests, their latency percentiles, goodput
 QUALITY = "quality"  # a model file's measured quality (gguf-bench quality): rows of their own, QUALITY_TABLE
+QUANTIZE = "quantize"  # an output file of gguf-bench quantize: rows of their own, QUANTIZE_TABLE
 
 # kinds: what a value is (the window shades predicted values and fractions)
 PLAIN = "plain"  # a setting, a name or a label
@@ -396,6 +397,31 @@ QUALITY_TABLE: tuple[Field, ...] = (
              "(every file of the set was requantized, or --ref named this one)"),
 )
 QUALITY_BY_NAME: dict[str, Field] = {f.name: f for f in QUALITY_TABLE}
+
+
+def _quantize(name: str, type_: type, unit: str, tip: str, kind: str = PLAIN) -> Field:
+    return Field(name, type_, unit, "{}", QUANTIZE, tip, kind=kind)
+
+
+#: A quantize row's columns (``gguf-bench quantize``, one row per output file), in CSV/JSON order.
+QUANTIZE_TABLE: tuple[Field, ...] = (
+    _quantize("model_filename", str, "", "file name of the output"),
+    _quantize("type", str, "", "the type asked for (--types: q4_k_m, ...)"),
+    _quantize("file_type", str, "", "llama.cpp file type read back from the output's header"),
+    _quantize("bits_per_weight", float, "bits", "weight bytes × 8 ÷ parameters, from the output's header"),
+    _quantize("model_size", int, "bytes", "bytes of the output"),
+    _quantize("source_file_type", str, "", "file type of the source (the output's workbench.quantized_from)"),
+    _quantize("requantized_from", str, "", "the quantized type at the start of the output's lineage, or empty"),
+    _quantize("reference_is_dequantized", bool, "", "1: an F16/F32 output made from a quantized file (JSON: true)"),
+    _quantize("elapsed_s", float, "s", "seconds this output took", MEASURED),
+    _quantize("status", str, "", "ok, failed or cancelled"),
+    _quantize("error", str, "", "why the output was not written"),
+    _quantize("model_path", str, "", "path of the output"),
+    _quantize("source_path", str, "", "path of the source"),
+    _quantize("run_id", str, "", "the quantize run"),
+    _quantize("output_index", int, "", "position of the output in the run (0: first)"),
+)
+QUANTIZE_BY_NAME: dict[str, Field] = {f.name: f for f in QUANTIZE_TABLE}
 
 
 def check_row(row: dict[str, Any], table: dict[str, Field] = FIELD_BY_NAME) -> list[str]:

@@ -1,21 +1,150 @@
-"""The row types: every key a result row or a quality row may hold, typed as the field table says.
+"""The typed rows: a test's result row, a model file's quality row and a quantize output's row.
 
-``ResultRow`` mirrors :data:`app.results.fields.FIELD_TABLE` and ``QualityRow``
-:data:`app.results.fields.QUALITY_TABLE`, key for key and type for type (``tests/results/test_row_types.py`` fails
-when they drift apart), so a type checker knows each column's type where rows are made and read. At run time rows
-stay plain dicts (they cross the worker's pipe and the store as JSON), and :func:`app.results.fields.check_row`
-checks their values against the same table where they enter. Every key is optional (``total=False``): a failed
-test's row holds only what was known before it ran, and a value is None where nothing was measured. ``status``
-holds a :class:`~app.results.fields.RowStatus` (a ``str`` enum, so rows read back from the store compare equal).
+Each is a frozen record of one field table (:mod:`app.results.fields`): every field is an attribute of the table's
+type, None where the row does not hold it (a failed test's row holds only what was known before it ran). Features
+read attributes (``row.decode_tps``), never keys.
+
+The attributes are declared in the class bodies, so a type checker and an editor see them;
+``tests/results/test_row_types.py`` holds each declaration to its table key for key and type for type (a field added
+to the table and not here fails there), and each class makes its attributes from the table itself.
+
+Rows cross the worker's pipe, the store, the side file of pending writes and the exports as JSON objects. Where one
+enters, :meth:`Row.from_mapping` decodes it: the whole numbers of int fields that came as floats are rounded
+(older recordings kept byte counts as floats), each value must be of its field's type (:class:`RowError`, one line
+naming the field, if not), and keys the table does not know (an older or newer build's) are kept as they are, for
+:meth:`Row.to_mapping` to write back: a stored row round-trips unchanged, key for key and in its order.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Self
+
+from app.results.fields import (
+    FIELD_BY_NAME,
+    QUALITY_BY_NAME,
+    QUANTIZE_BY_NAME,
+    Field,
+    check_row,
+    whole_numbers,
+)
 
 
-class ResultRow(TypedDict, total=False):
-    """One test's row: llama-bench's columns, ours, the predictions and the remote servers' (field groups)."""
+class RowError(ValueError):
+    """A row that is not of its field table: str() is one line naming the field and what it holds."""
+
+
+class Row:
+    """A frozen record of one field table (:attr:`TABLE`); see the module.
+
+    Made by keywords (``ResultRow(status=RowStatus.OK, decode_tps=42.0)``: names outside the table are a
+    TypeError), by :meth:`from_mapping` where a row enters, and by :meth:`replace`. Every way checks the values.
+    """
+
+    __slots__ = ("_values",)
+    TABLE: ClassVar[Mapping[str, Field]]
+    KIND: ClassVar[str]  # how an event names the table of the row it carries: result, quality or quantize
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls.TABLE:  # an attribute per field, read from the row's values (None when absent)
+            setattr(cls, name, property(lambda self, name=name: self._values.get(name)))
+
+    def __init__(self, **values: Any) -> None:
+        self._unknown(values)
+        object.__setattr__(self, "_values", self._checked(values))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Self:
+        """Decode a row where it enters (the store, an event, a file): see the module. RowError if it is not a
+        table of the field table's types."""
+        if not isinstance(data, Mapping):
+            raise RowError(f"a {cls.KIND} row is {type(data).__name__}, not a table")
+        row = cls.__new__(cls)
+        object.__setattr__(row, "_values", cls._checked(dict(data)))
+        return row
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The row as a JSON-ready table, every key it holds (unknown ones too) in its order: for the store, the
+        exports and the events."""
+        return dict(self._values)
+
+    def replace(self, **changes: Any) -> Self:
+        """This row with ``changes`` (checked as the constructor checks them); a key it held keeps its place."""
+        self._unknown(changes)
+        row = type(self).__new__(type(self))
+        object.__setattr__(row, "_values", self._checked({**self._values, **changes}))
+        return row
+
+    def holds(self, name: str) -> bool:
+        """Whether the row holds ``name`` at all (a value of None included): older rows lack newer fields."""
+        return name in self._values
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The keys the field table does not know (an older or newer build's), as the row came with them."""
+        return {k: v for k, v in self._values.items() if k not in self.TABLE}
+
+    @classmethod
+    def _checked(cls, values: dict[str, Any]) -> dict[str, Any]:
+        problems = check_row(whole_numbers(values), dict(cls.TABLE))
+        if problems:
+            raise RowError(f"{cls.KIND} row: {problems[0]}")
+        return values
+
+    @classmethod
+    def _unknown(cls, values: Mapping[str, Any]) -> None:
+        unknown = [k for k in values if k not in cls.TABLE]
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field {unknown[0]!r} (app.results.fields)")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: use replace()")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values == other._values  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # rows hold lists
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self).from_mapping, (self._values,)
+
+    # --- read as a mapping: until every reader takes attributes (issue #42 item 3), then removed -----------------
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._values.get(name, default)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> Any:
+        return self._values.keys()
+
+    def items(self) -> Any:
+        return self._values.items()
+
+
+class ResultRow(Row):
+    """One test's row: llama-bench's columns, ours, the predictions and the remote servers'
+    (:data:`app.results.fields.FIELD_TABLE`). ``status`` holds a :class:`~app.results.fields.RowStatus` word."""
+
+    __slots__ = ()
+    TABLE: ClassVar[Mapping[str, Field]] = FIELD_BY_NAME
+    KIND: ClassVar[str] = "result"
 
     build_commit: str | None
     cpu_info: str | None
@@ -171,8 +300,12 @@ class ResultRow(TypedDict, total=False):
     throttle_reasons: str | None
 
 
-class QualityRow(TypedDict, total=False):
-    """One file's quality against its reference (``gguf-bench quality``)."""
+class QualityRow(Row):
+    """One file's quality against its reference (``gguf-bench quality``; :data:`app.results.fields.QUALITY_TABLE`)."""
+
+    __slots__ = ()
+    TABLE: ClassVar[Mapping[str, Field]] = QUALITY_BY_NAME
+    KIND: ClassVar[str] = "quality"
 
     run_id: str | None
     model_index: int | None
@@ -203,3 +336,31 @@ class QualityRow(TypedDict, total=False):
     reference_path: str | None
     created_at: str | None
     reference_requantized_from: str | None
+
+
+class QuantizeRow(Row):
+    """One output of ``gguf-bench quantize`` (:data:`app.results.fields.QUANTIZE_TABLE`)."""
+
+    __slots__ = ()
+    TABLE: ClassVar[Mapping[str, Field]] = QUANTIZE_BY_NAME
+    KIND: ClassVar[str] = "quantize"
+
+    model_filename: str | None
+    type: str | None
+    file_type: str | None
+    bits_per_weight: float | None
+    model_size: int | None
+    source_file_type: str | None
+    requantized_from: str | None
+    reference_is_dequantized: bool | None
+    elapsed_s: float | None
+    status: str | None
+    error: str | None
+    model_path: str | None
+    source_path: str | None
+    run_id: str | None
+    output_index: int | None
+
+
+#: The row class of each table an event can name (:attr:`Row.KIND`).
+ROW_KINDS: dict[str, type[Row]] = {cls.KIND: cls for cls in (ResultRow, QualityRow, QuantizeRow)}
