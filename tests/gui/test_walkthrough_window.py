@@ -127,3 +127,9 @@ def test_a_laptops_and_a_desktops_window_read_whole(window, size: tuple[int, int
     assert "RTX 4060 Laptop" in dec.note.toPlainText() and "8,128" in dec.note.toPlainText()
     top_left = dec.widget.mapTo(w, QPoint(0, 0))
     assert top_left.x() + dec.widget.width() <= w.width()
+    # the inspector's figure for this GPU at the asked context is the what-if line's at that depth
+    text = w.inspector.text.text()
+    shown = float(text.split("Decode expected</td><td><b>")[1].split(" tok/s")[0].replace(",", ""))
+    _name, xs, ys = dec.what_ifs[0]
+    assert "at depth 8,128" in text and 8128 in xs
+    assert float(ys[list(xs).index(8128)]) == pytest.approx(shown, rel=0.01)

@@ -243,10 +243,10 @@ class DecodePlot(PlotPanel):
             if np.isfinite(top) and value > top:  # its figure at the asked context is off the plot: said here
                 lines.append(f"{name}: {value:,.0f} tok/s at depth {at:,.0f}")
         text = "\n".join(["↑ what-if above this scale:", *lines]) if lines else ""
-        if text != self.note.toPlainText():
+        if text != self.note.toPlainText():  # set and placed only when it changes (this runs at every redraw)
             self.note.setText(text, color=theme.plot_foreground())
-        self.note.setVisible(bool(text))
-        self._place_note()
+            self._place_note()
+        self.note.setVisible(bool(text) and self.note not in self.pointer.covered)
 
     def _place_note(self, *_args: Any) -> None:
         """In the data area's top right corner, wrapped to most of its width."""

@@ -147,7 +147,7 @@ class PlotPointer(QObject):
         self.hovered: tuple[Key, Any] | None = None
         self.text = ""  # what the readout shows ("" while hidden)
         self.covers: list[Any] = []  # items in the readout's corners: hidden while it shows, shown again after
-        self._covered: list[Any] = []
+        self.covered: list[Any] = []  # those hidden now
         self._last_pos: QPointF | None = None
         self._colours: tuple[str, str] | None = None
         self.readout: pg.TextItem | None = None
@@ -352,7 +352,7 @@ class PlotPointer(QObject):
         for item in self.covers:
             if item.isVisible():
                 item.hide()
-                self._covered.append(item)
+                self.covered.append(item)
 
     def hide(self) -> None:
         self.hovered = None
@@ -360,7 +360,7 @@ class PlotPointer(QObject):
         if self.readout is not None:
             self.readout.hide()
         self.marker.hide()
-        covered, self._covered = self._covered, []
+        covered, self.covered = self.covered, []
         for item in covered:
             item.show()
 
