@@ -34,6 +34,13 @@ def asked_depth(n_ctx: int) -> int:
     return at_context_depth(at_context(n_ctx))
 
 
+def typed(kind: str, **values: object) -> object:
+    """A result or quality row as the store and the sweep hold them: a typed row (app.results.row_types)."""
+    from app.results import row_types
+
+    return getattr(row_types, "ResultRow" if kind == "result" else "QualityRow").from_mapping(values)
+
+
 def _settle(n: int = 5) -> None:
     for _ in range(n):
         QApplication.processEvents()
@@ -286,8 +293,8 @@ def test_a_runs_errors_go_when_another_run_is_shown(qtbot) -> None:  # noqa: ANN
     from app.run.events import TestFailed
 
     sweeps, _editor, area = _controller(qtbot)
-    failed = TestFailed(t_ns=1, test_index=0, row={"test_index": 0, "status": "failed"}, reason="file not found",
-                        kind="load_error")
+    failed = TestFailed(t_ns=1, test_index=0, row=typed("result", test_index=0, status="failed"),
+                        reason="file not found", kind="load_error")
     sweeps.announce([failed])
     assert any("Test 1 failed" in t for t in area.messages())
     area.add("A hardware profile file could not be read", "warning")  # not about a run: it stays
@@ -306,7 +313,8 @@ def test_a_cancelled_sweep_does_not_look_done(qtbot) -> None:  # noqa: ANN001
     sweeps, editor, area = _controller(qtbot)
     bar = editor.progress
     tests = [dict(EVENTS[0].tests[0], n_gen=g) for g in (8, 400, 400)]
-    rows = [{"test_index": 0, "status": "ok"}, {"test_index": 1, "status": "failed", "error": "cancelled"}]
+    rows = [typed("result", test_index=0, status="ok"),
+            typed("result", test_index=1, status="failed", error="cancelled")]
 
     def end(status: str) -> tuple[int, str, str]:
         sweeps.session = LiveRun(status)
@@ -444,13 +452,13 @@ def test_past_runs_list_quality_runs_and_open_their_scores(qtbot, gui_data_dir: 
 
     with ResultStore.recover() as store:
         store.begin_run("20261201T100000Z-aaaaaa", sweep_name="quick")
-        store.add_result("20261201T100000Z-aaaaaa", {"run_id": "20261201T100000Z-aaaaaa", "test_index": 0,
-                                                     "status": "ok", "model_filename": "a.gguf"})
+        store.add_result("20261201T100000Z-aaaaaa", typed("result", run_id="20261201T100000Z-aaaaaa", test_index=0,
+                                                          status="ok", model_filename="a.gguf"))
         store.finish_run("20261201T100000Z-aaaaaa", "finished")
         save_quality_rows(store, [
-            {"run_id": "q-20261202T100000Z-bbbbbb", "model_index": i, "model_filename": name, "file_type": t,
-             "mean_kld": kld, "ppl": 20.5 + kld, "status": "ok", "created_at": "2026-12-02T10:00:00Z",
-             "reference_filename": "SmolLM2-F16.gguf"}
+            typed("quality", run_id="q-20261202T100000Z-bbbbbb", model_index=i, model_filename=name, file_type=t,
+                  mean_kld=kld, ppl=20.5 + kld, status="ok", created_at="2026-12-02T10:00:00Z",
+                  reference_filename="SmolLM2-F16.gguf")
             for i, (name, t, kld) in enumerate((("SmolLM2.Q8_0.gguf", "Q8_0", 0.002),
                                                 ("SmolLM2.Q4_K_M.gguf", "Q4_K_M", 0.051)))])
     dlg = HistoryDialog()

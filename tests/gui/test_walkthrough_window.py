@@ -65,14 +65,14 @@ def test_compare_has_a_key_and_the_help_menu_is_there(window) -> None:  # noqa: 
 
 
 def test_an_error_of_one_run_does_not_carry_into_the_next(window) -> None:  # noqa: ANN001
-    from dataclasses import replace
-
     from app.run.events import TestFailed
 
     w = window
-    failed = [replace(e, row=dict(e.row, status="failed", error="out of memory")) if e.type == "test_finished"
-              and e.test_index == 1 else e for e in EVENTS]
-    failed.insert(-1, TestFailed(t_ns=failed[-2].t_ns + 1, test_index=1, row={"test_index": 1, "status": "failed"},
+    from tests.gui.test_walkthrough import typed
+
+    failed = [e for e in EVENTS if not (e.type == "test_finished" and e.test_index == 1)]
+    failed.insert(-1, TestFailed(t_ns=failed[-2].t_ns + 1, test_index=1,
+                                 row=typed("result", test_index=1, status="failed", error="out of memory"),
                                  reason="out of memory", kind="out_of_memory"))
     w.replay(failed, "a run with a failure")
     assert any("failed" in t for t in w.messages.messages())

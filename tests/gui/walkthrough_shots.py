@@ -120,8 +120,8 @@ def main(argv: list[str]) -> int:
     rows = win.sweeps.session.ordered_rows()
     with ResultStore.recover() as store:
         store.begin_run(run_id, sweep_name="walkthrough", tests=list(start.tests))
-        for r in rows:
-            store.add_result(run_id, dict(r, run_id=run_id))
+        for r in rows:  # typed rows (app.results.row_types), or the plain ones before them
+            store.add_result(run_id, r.replace(run_id=run_id) if hasattr(r, "replace") else dict(r, run_id=run_id))
         store.finish_run(run_id, "finished")
         log = store.event_log_path(run_id)
     log.parent.mkdir(parents=True, exist_ok=True)
