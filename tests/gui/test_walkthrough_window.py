@@ -127,6 +127,10 @@ def test_a_laptops_and_a_desktops_window_read_whole(window, size: tuple[int, int
     assert "RTX 4060 Laptop" in dec.note.toPlainText() and "8,128" in dec.note.toPlainText()
     top_left = dec.widget.mapTo(w, QPoint(0, 0))
     assert top_left.x() + dec.widget.width() <= w.width()
+    # every plot's axis title has its room: the tick labels' row as tall in each (the decode plot's was laid out
+    # short before its first labels, its axis title cut at the plot's foot)
+    rows = {p.name: p.plot.getAxis("bottom").height() for p in w.plots.panels}
+    assert min(rows.values()) == max(rows.values()), rows
     # the inspector's figure for this GPU at the asked context is the what-if line's at that depth
     text = w.inspector.text.text()
     shown = float(text.split("Decode expected</td><td><b>")[1].split(" tok/s")[0].replace(",", ""))

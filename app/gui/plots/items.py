@@ -311,6 +311,11 @@ def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.Pl
         # major and minor ticks only: pyqtgraph's third level (every tenth of a major step) is ~0.5 ms of Python
         # per axis redraw, and the grid shows two levels
         p.getAxis(ax).setStyle(maxTickLevel=1)
+    bottom = p.getAxis("bottom")
+    # the tick labels' row as tall as a line of the axis' font from the start: left to grow with the labels drawn,
+    # a plot laid out before its first labels (a re-opened run) kept a row too short, and its axis title was cut
+    font = bottom.style.get("tickFont") or w.font()
+    bottom.setStyle(autoExpandTextSpace=False, tickTextHeight=math.ceil(QFontMetricsF(font).height()) + 4)
     p.tick_grid = add_tick_grid(p)
     # pyqtgraph's own thinning of long series (per-token decode, telemetry): at most a few points per pixel,
     # only the visible part; every PlotDataItem added to the plot takes these
