@@ -46,8 +46,8 @@ from app.predict.calibration_fit import (
     samples_from_rows,
 )
 from app.predict.calibration_store import engine_version, fit_path, llama_build, read_fit, save_fit
-from app.predict.cpu_kernels import cpu_class_table
-from app.predict.fitted_model import FitError
+from app.predict.cpu_kernels import cpu_class_table, fallback_type
+from app.predict.fitted_model import REACH_Z, FitError
 from app.predict.settings import PredictSettings
 from app.predict.store_efficiency import untrustworthy
 from app.results.fields import BUSY_OTHER_CPU_PCT, RowStatus
@@ -56,7 +56,7 @@ from app.results.store import ResultStore
 from app.run.events import Event, TestStarted
 from app.run.plan import TestSpec
 from app.run.session import SweepSession
-from app.telemetry.cpu_cache import l2_cache_bytes
+from app.telemetry.cpu_cache import l2_cache_bytes, llc_bytes
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.machine import scan_machine
@@ -87,6 +87,12 @@ NARROW_SHAPE: tuple[int, int, int] = (512, 24, 4)
 #: A long prompt deep in the cache on SmolLM2's head layout (9 heads of 64, 3 KV heads): the one point whose KV span
 #: per head is well beyond a core's L2 (n_embd, n_layer, GQA, depth, prompt).
 DEEP_TEST: tuple[int, int, int, int, int] = (576, 8, 3, 4096, 512)
+#: A mixture of experts on the anchor type (n_embd, n_layer, n_expert, n_expert_used), experts of 256 rows, a
+#: short and a long prompt from an empty cache: a token's routed experts are small matmuls of their own, scattered
+#: over the tensor, and on 1 thread here MoEs of 8-128 experts decoded 2-21 % slower than a dense model reading the
+#: same bytes; without one on the ladder a held-out MoE was predicted 25-40 % fast (issue #41 item 7).
+MOE_TEST: tuple[int, int, int, int] = (768, 8, 16, 4)
+MOE_FF = 256
 QUICK_SHAPES: tuple[tuple[int, int, int, int], ...] = ((256, 2, 1, 256), (256, 5, 4, 256), (512, 2, 4, 256))
 QUICK_TYPES: tuple[str, ...] = ("Q8_0", "F16")
 #: Anchor shapes a GPU build also measures with half their layers' feed-forward on the host (their crossings), at
@@ -122,12 +128,13 @@ class CalibrateOptions:
     narrow_shape: tuple[int, int, int] | None = NARROW_SHAPE
     deep: tuple[int, int, int, int, int] | None = DEEP_TEST
     passes: int = 2
+    moe: tuple[int, int, int, int] | None = MOE_TEST
 
     @classmethod
     def quick(cls) -> CalibrateOptions:
         """A tiny ladder (seconds): two types, three small shapes, few tokens; for tests."""
         return cls(types=QUICK_TYPES, shapes=QUICK_SHAPES, n_gen=8, prompts=(16, 64), repetitions=1,
-                   type_shape=(512, 2, 4), narrow_shape=None, deep=None, passes=1)
+                   type_shape=(512, 2, 4), narrow_shape=None, deep=None, passes=1, moe=None)
 
     @property
     def anchor_types(self) -> tuple[str, ...]:
@@ -208,6 +215,8 @@ def ladder_models(o: CalibrateOptions) -> list[LadderModel]:
         if o.deep is not None:
             e, n, g, d, p = o.deep
             out.append(LadderModel(SynthShape(e, n, t, gqa=g), ((p, d, True),)))
+        if o.moe is not None:
+            out.append(LadderModel(moe_shape(o.moe, t), ((short, 0, True), (long, 0, True))))
     others = [t for t in o.types if t not in o.anchor_types]
     e, n, g = o.type_shape
     out += [LadderModel(SynthShape(e, n, t, gqa=g), ((short, 0, True), (long, 0, True))) for t in others]
@@ -215,6 +224,13 @@ def ladder_models(o: CalibrateOptions) -> list[LadderModel]:
         e, n, g = o.narrow_shape
         out += [LadderModel(SynthShape(e, n, t, gqa=g), ((long, 0, True),)) for t in others]
     return out
+
+
+def moe_shape(moe: tuple[int, int, int, int], weight_type: str) -> SynthShape:
+    """The ladder's mixture of experts: experts of :data:`MOE_FF` rows, a float token embedding (so the random
+    router sends each token to its own experts)."""
+    e, n, x, u = moe
+    return SynthShape(e, n, weight_type, ff_ratio=MOE_FF / e, n_expert=x, n_expert_used=u, embd_type="F16")
 
 
 def host_ffn_override(n_layer: int) -> str:
@@ -239,6 +255,17 @@ def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions, gpu_bu
                 for path, m in [(p, m) for p, m in models.items() if m.shape.weight_type in o.anchor_types][
                     :CROSSING_SHAPES]]
     return out + [replace(t, n_gpu_layers=0) for t in out] + crossing
+
+
+def held_out_stand_ins(types: tuple[str, ...], flags: tuple[str, ...]) -> dict[str, str]:
+    """Each measured type -> the measured type that would stand in for it had the ladder left it out (its stand-in
+    error is judged on these: app.predict.calibration_fit.stand_in_error)."""
+    out = {}
+    for t in types:
+        s = fallback_type(t, [m for m in types if m != t], flags)
+        if s is not None:
+            out[t.upper()] = s
+    return out
 
 
 def _facts_or_none(path: str) -> ModelFacts | None:
@@ -417,7 +444,8 @@ class Calibration:
         start = time.perf_counter()
         scan = scan_machine()
         flags = scan.cpu_features.flags if scan.cpu_features is not None else ()
-        ctx = MachineContext(cpu_class_table(self.options.types, flags), l2_cache_bytes())
+        ctx = MachineContext(cpu_class_table(self.options.types, flags), l2_cache_bytes(), llc_bytes(),
+                             held_out_stand_ins(self.options.types, flags))
         cpu_info, gpu_info, build = scan.cpu_model, scan.gpu_info(), llama_build()
         repack = ensure_verdict()[0].default_repack  # the ladder runs with the machine's default (--repack auto)
         use_store = self.store is not None and self.options.use_store
@@ -519,6 +547,10 @@ def residual_table(fit: MachineFit) -> str:
         for phase, pf in phases.items():
             lines.append(f"{backend} {phase}: {len(pf.points)} points, median error {pf.median_error * 100:.1f}%, "
                          f"worst {pf.worst_error * 100:.1f}%, band ±{pf.band_frac * 100:.0f}%")
+            if pf.refits or pf.stand_in_error:
+                lines.append(f"  beyond the ladder, the band widens by {REACH_Z:g} × a figure's spread over "
+                             f"{len(pf.refits)} refits with one model left out, and by ±{pf.stand_in_error:.0%} "
+                             f"(leave one type out) on the share of weights read through a stand-in's kernel")
             lines.append(f"  {'point':<44} {'measured':>10} {'fitted':>10} {'error':>8}")
             for p in pf.points:
                 lines.append(f"  {p.label[:44]:<44} {p.measured_tps:>10.1f} {p.fitted_tps:>10.1f} "

@@ -5,10 +5,16 @@ value), so the quantized types are written as all-zero blocks: valid weights of 
 without a quantizer (gguf-py cannot write K-quants). F16/F32 tensors hold small random values. Norms are F32, as
 llama.cpp writes them. The vocabulary is a SentencePiece one (control tokens, the 256 byte tokens, plain pieces),
 which llama.cpp loads for both architectures.
+
+Beside the ladder's plain shapes a shape may be a llama-family mixture of experts (Mixtral's layout), keep its
+output matrix (and a tied one's token embedding) in another type, and mix types per tensor as llama.cpp's
+``_M``/``_S`` presets do: the held-out shapes a fit is judged on (``benchmarks/fit_beyond_ladder.py``). A float
+token embedding and router hold random values, so a mixture routes each token to its own experts, as a real one does.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +41,13 @@ class SynthShape:
     n_vocab: int = 1024
     ff_ratio: float = 2.75
     gqa: int = 4
+    n_expert: int = 0  # > 0: each layer's feed-forward is this many experts of n_ff rows (llama's MoE layout)
+    n_expert_used: int = 0  # experts per token (0: 2)
+    output_type: str = ""  # the output matrix's type, a tied embedding's too ("": weight_type)
+    embd_type: str = ""  # an untied token embedding's type ("": weight_type)
+    #: (regular expression a tensor's name must fully match, ggml type) overrides, first match wins: a quant mix
+    mix: tuple[tuple[str, str], ...] = ()
+    file_type: str = ""  # general.file_type as llama.cpp names it ("Q4_K_M"; "": the weight type's)
 
     @property
     def n_head(self) -> int:
@@ -50,7 +63,26 @@ class SynthShape:
 
     @property
     def name(self) -> str:
-        return f"calib-{self.arch}-{self.n_embd}x{self.n_layer}g{self.gqa}-{self.weight_type}"
+        moe = f"e{self.n_expert}u{self.n_used}" if self.n_expert else ""
+        vocab = f"v{self.n_vocab}" if self.n_vocab != 1024 else ""
+        shape = f"{self.n_embd}x{self.n_layer}g{self.gqa}{moe}{vocab}"
+        return f"calib-{self.arch}-{shape}-{self.file_type or self.weight_type}"
+
+    @property
+    def n_used(self) -> int:
+        return self.n_expert_used or min(2, self.n_expert)
+
+    def type_of(self, tensor: str) -> str:
+        """The ggml type ``tensor`` is written in."""
+        for pattern, t in self.mix:
+            if re.fullmatch(pattern, tensor):
+                return t
+        tied = TIED_OUTPUT[self.arch]
+        if tensor == "output.weight" or (tensor == "token_embd.weight" and tied):
+            return self.output_type or self.weight_type
+        if tensor == "token_embd.weight":
+            return self.embd_type or self.weight_type
+        return self.weight_type
 
 
 def _tensor_shapes(s: SynthShape) -> dict[str, tuple[int, ...]]:
@@ -62,9 +94,19 @@ def _tensor_shapes(s: SynthShape) -> dict[str, tuple[int, ...]]:
             f"blk.{i}.attn_norm.weight": (s.n_embd,), f"blk.{i}.attn_q.weight": (q, s.n_embd),
             f"blk.{i}.attn_k.weight": (kv, s.n_embd), f"blk.{i}.attn_v.weight": (kv, s.n_embd),
             f"blk.{i}.attn_output.weight": (s.n_embd, q), f"blk.{i}.ffn_norm.weight": (s.n_embd,),
-            f"blk.{i}.ffn_gate.weight": (s.n_ff, s.n_embd), f"blk.{i}.ffn_up.weight": (s.n_ff, s.n_embd),
-            f"blk.{i}.ffn_down.weight": (s.n_embd, s.n_ff),
         })
+        if s.n_expert:
+            shapes.update({
+                f"blk.{i}.ffn_gate_inp.weight": (s.n_expert, s.n_embd),
+                f"blk.{i}.ffn_gate_exps.weight": (s.n_expert, s.n_ff, s.n_embd),
+                f"blk.{i}.ffn_up_exps.weight": (s.n_expert, s.n_ff, s.n_embd),
+                f"blk.{i}.ffn_down_exps.weight": (s.n_expert, s.n_embd, s.n_ff),
+            })
+        else:
+            shapes.update({
+                f"blk.{i}.ffn_gate.weight": (s.n_ff, s.n_embd), f"blk.{i}.ffn_up.weight": (s.n_ff, s.n_embd),
+                f"blk.{i}.ffn_down.weight": (s.n_embd, s.n_ff),
+            })
     shapes["output_norm.weight"] = (s.n_embd,)
     if not TIED_OUTPUT[s.arch]:
         shapes["output.weight"] = (s.n_vocab, s.n_embd)
@@ -85,7 +127,11 @@ def _metadata(w: gguf.GGUFWriter, s: SynthShape, qtype: gguf.GGMLQuantizationTyp
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(10000.0)
     w.add_uint32(f"{a}.vocab_size", s.n_vocab)
-    w.add_file_type(_FILE_TYPE.get(qtype.name, int(gguf.LlamaFileType.GUESSED)))
+    if s.n_expert:
+        w.add_expert_count(s.n_expert)
+        w.add_expert_used_count(s.n_used)
+    named = getattr(gguf.LlamaFileType, f"MOSTLY_{s.file_type.upper()}", None) if s.file_type else None
+    w.add_file_type(int(named) if named is not None else _FILE_TYPE.get(qtype.name, int(gguf.LlamaFileType.GUESSED)))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     tokens += [f"\u2581t{i}" for i in range(s.n_vocab - len(tokens))]
@@ -102,27 +148,37 @@ def _metadata(w: gguf.GGUFWriter, s: SynthShape, qtype: gguf.GGMLQuantizationTyp
 
 _FILE_TYPE = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
               "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
+              "Q5_0": gguf.LlamaFileType.MOSTLY_Q5_0, "Q5_1": gguf.LlamaFileType.MOSTLY_Q5_1,
               "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_S,
+              "Q2_K": gguf.LlamaFileType.MOSTLY_Q2_K, "Q3_K": gguf.LlamaFileType.MOSTLY_Q3_K_S,
               "Q5_K": gguf.LlamaFileType.MOSTLY_Q5_K_S, "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K}
 
 
 def write_synth_model(path: str | Path, shape: SynthShape, seed: int = 0) -> Path:
     """Write ``shape`` as a GGUF file at ``path`` (which must not be read until this returns) and return it."""
-    if shape.weight_type.upper() not in WRITABLE_TYPES:
-        raise ValueError(f"weight type {shape.weight_type!r} not in {', '.join(WRITABLE_TYPES)}")
     if shape.arch not in TIED_OUTPUT:
         raise ValueError(f"architecture {shape.arch!r} not in {sorted(TIED_OUTPUT)}")
+    shapes = _tensor_shapes(shape)
+    for name, dims in shapes.items():
+        t = shape.type_of(name).upper()
+        if t not in WRITABLE_TYPES:
+            raise ValueError(f"weight type {t!r} not in {', '.join(WRITABLE_TYPES)}")
+        block = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[t]][0]
+        if len(dims) > 1 and dims[-1] % max(block, 1):
+            raise ValueError(f"{shape.name}: row lengths must be multiples of the {t} block ({block}); "
+                             f"{name}'s is {dims[-1]}")
     qtype = gguf.GGMLQuantizationType[shape.weight_type.upper()]
-    block = gguf.GGML_QUANT_SIZES[qtype][0]
-    if shape.n_embd % max(block, 1) or shape.n_ff % max(block, 1):
-        raise ValueError(f"{shape.name}: n_embd and n_ff must be multiples of the {shape.weight_type} block ({block})")
-    pool = (np.random.default_rng(seed).standard_normal(1 << 20, dtype=np.float32) * 0.02)  # tiled: fast to write
+    rng = np.random.default_rng(seed)
+    pool = (rng.standard_normal(1 << 20, dtype=np.float32) * 0.02)  # tiled: fast to write
     path = Path(path)
     writer = gguf.GGUFWriter(path, shape.arch)
     _metadata(writer, shape, qtype)
-    for name, dims in _tensor_shapes(shape).items():
+    for name, dims in shapes.items():
+        qtype = gguf.GGMLQuantizationType[shape.type_of(name).upper()]
         if len(dims) == 1:
             writer.add_tensor(name, np.ones(dims, dtype=np.float32))
+        elif name.endswith("ffn_gate_inp.weight"):  # the router: random, so tokens take different experts
+            writer.add_tensor(name, rng.standard_normal(dims, dtype=np.float32))
         elif qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
             dtype = np.float32 if qtype == gguf.GGMLQuantizationType.F32 else np.float16
             writer.add_tensor(name, np.resize(pool, dims).astype(dtype))

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import gguf
+
 #: The KV cells at which the CPU's flash attention for one query (a generated token) changes kernel: below it each
 #: thread takes whole heads; from it on (``use_split_kv_path``: ``nek1 >= 512`` in ggml-cpu/ops.cpp,
 #: ``ggml_compute_forward_flash_attn_ext_f16``, llama-cpp-python 0.3.36) each thread takes a span of the cells for
@@ -89,3 +91,13 @@ def cpu_class_table(measured: Iterable[str], flags: Iterable[str]) -> dict[str, 
         if stand_in is not None:
             table[t] = stand_in.lower()
     return table
+
+
+def bits_per_weight(ggml_type: str) -> float | None:
+    """Bits one weight of ``ggml_type`` takes in its blocks (ggml's block size and bytes: Q4_0 4.5, Q6_K 6.5625); None
+    for a name ggml does not have."""
+    try:
+        block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[ggml_type.upper()]]
+    except KeyError:
+        return None
+    return 8.0 * size / block

@@ -2,10 +2,12 @@
 
 The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted by least squares on relative time):
 
-    decode  = Σ_class bytes_class × s_per_byte[class] + kv_bytes × s_per_kv_byte[fa]
+    decode  = Σ_class bytes_class × (1 − llc) × s_per_byte[class] + Σ bytes × llc × s_per_llc_byte
+              + kv_bytes × s_per_kv_byte[fa]
               (+ attn_dec × s_per_attn + attn_dec_view × s_per_attn_view + split × t_split, fa on)
-              + n_layer × t_layer + t_fixed
+              + expert_matmuls × t_expert + n_layer × t_layer + t_fixed
     prefill = Σ_class flops_class × s_per_flop[class] + attn_work × s_per_attn[fa] (+ spill_work × s_per_spill, fa on)
+              + expert_flops × s_per_expert_flop
               + n_layer × t_layer + n_layer × ubatches / n_prompt × t_layer_ubatch
               + Σ_class width_class × s_per_width[class]
 
@@ -35,6 +37,16 @@ The form (one per phase; times in seconds per token; coefficients ≥ 0, fitted 
   cache size known it is 0 (and absent). The fit decides its size (≥ 0; it can come out near zero, attention then
   costing the same per unit at any depth). Prompts of under 64 tokens run the scalar, untiled kernel, slower per
   unit (not modelled: a ladder point of that kind at depth is set aside as an outlier).
+- ``llc``: the share of the weights that stays in the last-level cache between decoded tokens
+  (``workload.llc_share``: all of a working set within half the cache, none from the whole cache on): small models
+  read their bytes from there at a cost of their own, so they no longer pass for a cheaper byte in memory.
+- ``expert_matmuls``: a mixture's routed-expert matmuls per generated token (layers × expert matrices ×
+  n_expert_used), each a small matmul of its own in ``mul_mat_id`` over experts scattered in their tensor;
+  ``expert_flops``: the routed experts' share of the prompt's FLOPs, which ``mul_mat_id`` runs expert by expert, off
+  the dense matmul's kernel. Learned from the ladder's one mixture; a fit without it folds both away (``FOLDS``).
+- The band beyond the ladder: each fit keeps its coefficients refitted with each model left out (``refits``); a
+  figure's jackknife spread over them (``PhaseFit.reach``) says how far the ladder's models agree on the terms that
+  figure leans on, and widens its band by ``REACH_Z`` times it (``calibration_fit.beyond_ladder``).
 - The kernel class of a type is the caller's (``classify``): ``kernel_class`` by default (GPUs, the public table),
   the CPU's own table (:mod:`app.predict.cpu_kernels`: repacked and plain paths apart) for a CPU fit.
 
@@ -49,7 +61,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -64,6 +76,9 @@ if TYPE_CHECKING:
 BAND_FLOOR = 0.05
 #: ... and otherwise this percentile of the fit's absolute relative residuals.
 BAND_PERCENTILE = 90.0
+#: Standard errors of a figure's spread over the leave-one-model-out refits that its band widens by beyond the
+#: ladder: the two-sided 90 % of a normal spread, as the band's own 90th percentile of residuals.
+REACH_Z = 1.645
 #: A point off the first fit by more than this × the median error, and by more than OUTLIER_MIN, is set aside.
 OUTLIER_FACTOR = 4.0
 OUTLIER_MIN = 0.25
@@ -78,6 +93,7 @@ FOLDS: tuple[tuple[str, str | None, Callable[[Workload], float] | None], ...] = 
     ("attn_view:fa", "attn_split:fa", lambda w: w.decode_attn_split_used_work),
     ("attn_split:fa", "attn:fa", None),
     ("width:", None, None),
+    ("experts", None, None),
 )
 
 
@@ -128,6 +144,13 @@ class PhaseFit:
     coefficients: dict[str, float]
     band_frac: float
     points: tuple[FitPoint, ...] = field(default_factory=tuple)
+    #: the coefficients refitted with each model's points left out in turn (empty: not computed, an older fit):
+    #: how far a figure moves with them is how far the fit's reach holds there (:meth:`reach`)
+    refits: tuple[dict[str, float], ...] = field(default_factory=tuple)
+    #: how far a measured weight type's figures move when its time is taken from the type that would stand in for
+    #: it, leave one type out (the largest over the types; 0: none judged); a type the ladder never measured takes
+    #: a stand-in's class and this much more band on its share
+    stand_in_error: float = 0.0
 
     @property
     def used_points(self) -> list[FitPoint]:
@@ -145,7 +168,10 @@ class PhaseFit:
 
     def features(self, workload: Workload) -> dict[str, float]:
         """``workload``'s regressors as this fit knows them: with the terms of ``FOLDS`` it was fitted without (too
-        few points, or points that never took the split-KV path) folded as the fit folded them."""
+        few points, or points that never took the split-KV path) folded as the fit folded them; a fit without a
+        last-level-cache term (none of its points fit in the cache) reads every byte from memory."""
+        if "bytes_llc" not in self.coefficients and workload.llc_share:
+            workload = replace(workload, llc_share=0.0)
         return _as_known(workload, self.phase, lambda name: bool(_named(self.coefficients, name)))
 
     def disturbed(self) -> set[str]:
@@ -166,6 +192,27 @@ class PhaseFit:
             raise KeyError(", ".join(missing))
         return sum(self.coefficients[k] * v for k, v in feats.items())
 
+    def reach(self, workload: Workload) -> float:
+        """The jackknife standard error of ``workload``'s fitted time over :attr:`refits`, relative to the time: small
+        where the ladder's models agree on every term the workload weighs, large where one model alone decides a
+        term it leans on (a shape, width or type the ladder barely holds); 0 without refits."""
+        try:
+            seconds = self.seconds_per_token(workload)
+        except KeyError:
+            return 0.0
+        devs = []
+        for coefficients in self.refits:
+            refit = PhaseFit(self.phase, coefficients, self.band_frac)
+            try:
+                other = refit.seconds_per_token(workload)
+            except KeyError:
+                continue
+            devs.append(other / seconds - 1.0)
+        if len(devs) < 2 or seconds <= 0:
+            return 0.0
+        d = np.asarray(devs)
+        return float(np.sqrt((len(d) - 1) / len(d) * np.sum((d - d.mean()) ** 2)))
+
     def expected(self, workload: Workload, source: str) -> Expected | None:
         """Tokens/s with its band (÷ and × (1 + band_frac): never below zero); None when the workload needs a
         coefficient the fit lacks or the time is ≤ 0."""
@@ -181,18 +228,23 @@ class PhaseFit:
     def to_json_dict(self) -> dict[str, Any]:
         return {"phase": self.phase, "coefficients": dict(self.coefficients), "band_frac": self.band_frac,
                 "points": [[p.label, p.measured_tps, p.fitted_tps, p.used, p.weight_bytes, p.n_prompt]
-                           for p in self.points]}
+                           for p in self.points],
+                "refits": [dict(c) for c in self.refits], "stand_in_error": self.stand_in_error}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> PhaseFit:
         """Each point is [label, measured, fitted, used] and, since fits record where points lie, [weight bytes,
-        prompt length]; a point of another length raises ValueError."""
+        prompt length]; a point of another length raises ValueError. ``refits`` and ``stand_in_error`` are optional
+        (a fit saved before them has none: its band does not widen beyond the ladder)."""
         points = tuple(_point_from_json(p) for p in d["points"])
         coefficients = {str(k): float(v) for k, v in d["coefficients"].items()}
         band = float(d["band_frac"])
-        if not all(math.isfinite(v) for v in (*coefficients.values(), band)):
+        refits = tuple({str(k): float(v) for k, v in c.items()} for c in d.get("refits", ()))
+        stand_in_error = float(d.get("stand_in_error", 0.0))
+        if not all(math.isfinite(v) for v in (*coefficients.values(), band, stand_in_error,
+                                               *(v for c in refits for v in c.values()))):
             raise ValueError("a saved fit holds a coefficient or band that is not a finite number")
-        return cls(str(d["phase"]), coefficients, band, points)
+        return cls(str(d["phase"]), coefficients, band, points, refits, stand_in_error)
 
 
 def _point_from_json(p: Sequence[Any]) -> FitPoint:

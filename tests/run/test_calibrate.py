@@ -34,6 +34,7 @@ from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workloa
 from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit
 from app.predict.fitted_model import FitError, PhaseFit
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.machine import scan_machine
@@ -87,7 +88,7 @@ def test_stored_rows_of_this_machine_become_samples(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "s.sqlite3") as store:
         store.begin_run("r1")
         for i, r in enumerate(rows):
-            store.add_result("r1", dict(r, test_index=i))
+            store.add_result("r1", ResultRow.from_mapping(dict(r, test_index=i)))
         samples = store_samples(store, "cpu X", "", "0.3.36")
     assert len(samples) == 1 and isinstance(samples[0], Sample)
     assert (samples[0].backend, samples[0].decode_tps, samples[0].prefill_tps) == ("CPU", 100.0, 900.0)
@@ -158,11 +159,13 @@ def test_the_ladder_crosses_shapes_and_depths_on_the_anchor_only() -> None:
             assert {m.shape.n_embd for m in others if m.shape.weight_type == t} == {o.type_shape[0], 512}
     for m in anchor[:len(o.shapes)]:  # the long prompt from an empty cache at every anchor width
         assert (o.prompts[1], 0, True) in m.tests
-    assert len({(m.shape.n_embd, m.shape.n_layer) for m in anchor}) == len(o.shapes) + 1
+    assert len({(m.shape.n_embd, m.shape.n_layer) for m in anchor}) == len(o.shapes) + 2  # the deep test, the MoE
+    moe = [m for m in anchor if m.shape.n_expert]
+    assert len(moe) == 1 and moe[0].shape.n_used < moe[0].shape.n_expert and moe[0].shape.embd_type == "F16"
     assert (512, 4096, True) in [t for m in anchor for t in m.tests]  # the deep point
     assert any(not fa for m in anchor for _, _, fa in m.tests)
     assert max(m.shape.n_layer for m in anchor) >= 24  # as many layers as real small models, for per-layer costs
-    assert sum(len(m.tests) for m in models) <= 36  # the time: about 1.5 minutes a pass on 2 cores (180 s for two)
+    assert sum(len(m.tests) for m in models) <= 38  # the time: about 1.5 minutes a pass on 2 cores (180 s for two)
     tests = ladder_tests({Path(m.shape.name): m for m in models}, o)
     assert sum(t.flash_attn == 0 for t in tests) == 1
 

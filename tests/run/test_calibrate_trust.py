@@ -31,6 +31,7 @@ from app.predict.calibration_fit import MachineContext, MachineFit, row_label, w
 from app.predict.fitted_model import FitError
 from app.predict.settings import PredictSettings
 from app.results.fields import BUSY_OTHER_CPU_PCT
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 
 TINY = dataclasses.replace(CalibrateOptions.quick(), types=("F16",), use_store=False)
@@ -120,7 +121,7 @@ def test_stored_runs_that_were_unstable_or_busy_are_left_out(tmp_path: Path) -> 
     with ResultStore(tmp_path / "s.sqlite3") as store:
         store.begin_run("r1")
         for i, r in enumerate(rows):
-            store.add_result("r1", dict(r, test_index=i))
+            store.add_result("r1", ResultRow.from_mapping(dict(r, test_index=i)))
         split = store_rows(store, "cpu X", "", "0.3.36")
         samples = store_samples(store, "cpu X", "", "0.3.36")
     assert (len(split.rows), split.n_left_out) == (2, 2) and len(samples) == 2
