@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from app.bench_import.formats import detect_format, parse_text
 from app.bench_import.rows import rows_from_records
 from app.bounded_read import MAX_SMALL_FILE_BYTES, FileTooLarge, NotARegularFile, read_bounded
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore, new_run_id
 
 #: Far above any llama-bench output (a thousand-test JSON is a few MB).
@@ -33,7 +33,7 @@ class ImportedFile:
 
     path: str
     format: str
-    rows: list[dict[str, Any]]
+    rows: list[ResultRow]
     notes: list[str] = field(default_factory=list)
 
 
@@ -88,14 +88,14 @@ def sweep_name_for(name: str, source_url: str = "") -> str:
 
 
 def store_import(store: ResultStore, files: Sequence[ImportedFile], name: str, source_url: str = "",
-                 command: str = "", gpu_info: str = "") -> tuple[str, list[dict[str, Any]]]:
+                 command: str = "", gpu_info: str = "") -> tuple[str, list[ResultRow]]:
     """The imported rows stored as one finished run: (run id, the rows as stored)."""
     run_id = new_run_id()
-    rows = [{**row, "run_id": run_id} for f in files for row in f.rows]
+    rows = [row.replace(run_id=run_id) for f in files for row in f.rows]
     machine = {"imported_from": [f.path for f in files], "formats": [f.format for f in files],
                "source_url": source_url, "gpu_info": gpu_info}
-    tests = [{k: row.get(k) for k in ("model_filename", "model_type", "n_prompt", "n_gen", "n_depth")}
-             for row in rows]
+    tests = [{"model_filename": row.model_filename, "model_type": row.model_type, "n_prompt": row.n_prompt,
+              "n_gen": row.n_gen, "n_depth": row.n_depth} for row in rows]
     store.begin_run(run_id, sweep_name=sweep_name_for(name, source_url), command=command, tests=tests,
                     machine=machine)
     for row in rows:

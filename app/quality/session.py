@@ -12,12 +12,12 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from app.paths import remove_leftovers
 from app.quality.plan import QualityPlan
 from app.results.fields import RowStatus
 from app.results.quality_store import save_quality_rows
+from app.results.row_types import QualityRow
 from app.results.store import ResultStore, now_iso
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
@@ -41,7 +41,7 @@ class QualitySession:
         self.run_id = run_id
         self.store = store
         self.log_path = log_path
-        self.rows: dict[int, dict[str, Any]] = {}
+        self.rows: dict[int, QualityRow] = {}
         self.cancelled = False
         self.worker_error = ""
         self.client: JobClient | None = None
@@ -52,7 +52,7 @@ class QualitySession:
         if self.client is not None:
             self.client.cancel(grace_s=0)
 
-    def run(self, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
+    def run(self, on_event: OnEvent | None = None) -> list[QualityRow]:
         """Every file's row in the order given (those not reached say cancelled, or why the worker stopped)."""
         self.removed = remove_leftovers(Path(tempfile.gettempdir()), TMP_NAME, unowned=OLD_TMP_NAME)
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-"))  # whose it is: see remove_leftovers
@@ -75,23 +75,23 @@ class QualitySession:
         return [self.rows.get(i) or self._missing_row(i) for i in range(len(self.plan.models))]
 
     def _handle(self, event: Event) -> None:
-        if isinstance(event, (TestFinished, TestFailed)):
-            index = int(event.row["model_index"])
-            row = {"run_id": self.run_id, "model_index": index, **self.plan.file_columns(index), **event.row,
-                   "created_at": now_iso()}
+        if isinstance(event, (TestFinished, TestFailed)) and isinstance(event.row, QualityRow):
+            index = event.row.model_index if event.row.model_index is not None else event.test_index
+            row = QualityRow(run_id=self.run_id, model_index=index, **self.plan.file_columns(index))
+            row = row.merged(event.row).replace(created_at=now_iso())
             self.rows[index] = row
             if self.store is not None:
                 save_quality_rows(self.store, [row])
         elif isinstance(event, WorkerError):
             self.worker_error = event.message
 
-    def _missing_row(self, index: int) -> dict[str, Any]:
+    def _missing_row(self, index: int) -> QualityRow:
         if self.cancelled:
             status, error = RowStatus.CANCELLED, "cancelled"
         else:
             status, error = RowStatus.FAILED, self.worker_error or "worker stopped"
-        return {"run_id": self.run_id, "model_index": index, **self.plan.file_columns(index), "status": status,
-                "error": error, "created_at": now_iso()}
+        return QualityRow(run_id=self.run_id, model_index=index, **self.plan.file_columns(index), status=status,
+                          error=error, created_at=now_iso())
 
 
 def progress_text(event: JobProgress, plan: QualityPlan, n_done: int) -> str:

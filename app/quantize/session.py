@@ -15,6 +15,7 @@ from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.quantize.plan import UNQUANTIZED, QuantizeItem, remove_stale_parts
 from app.results.fields import QUANTIZE_TABLE, RowStatus
+from app.results.row_types import QuantizeRow
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError
 from app.run.job_client import JobClient
 
@@ -35,9 +36,9 @@ def output_facts(path: str) -> dict[str, Any]:
 
 
 def _failed_row(item: QuantizeItem, index: int, run_id: str, error: str,
-                status: str = RowStatus.FAILED) -> dict[str, Any]:
-    return {"run_id": run_id, "output_index": index, "model_path": item.dst, "model_filename": Path(item.dst).name,
-            "type": item.type_name, "source_path": item.src, "status": status, "error": error}
+                status: str = RowStatus.FAILED) -> QuantizeRow:
+    return QuantizeRow(run_id=run_id, output_index=index, model_path=item.dst, model_filename=Path(item.dst).name,
+                       type=item.type_name, source_path=item.src, status=status, error=error)
 
 
 class QuantizeSession:
@@ -49,7 +50,7 @@ class QuantizeSession:
         self.run_id = run_id
         self.client = JobClient({"kind": "quantize", "run_id": run_id, "n_threads": n_threads,
                                  "items": [i.to_dict() for i in items]}, log_path=log_path)
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[QuantizeRow] = []
         self.cancelled = False
         self.worker_error = ""
         self.removed: list[Path] = []  # leftovers of killed runs removed before this one started
@@ -58,7 +59,7 @@ class QuantizeSession:
         self.cancelled = True
         self.client.cancel(grace_s=0)
 
-    def run(self, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
+    def run(self, on_event: OnEvent | None = None) -> list[QuantizeRow]:
         """The outputs' rows in order (finished, failed, and those not reached when cancelled or the worker died).
         First, the ``.part`` files a killed quantize left in the output folders are removed (:attr:`removed`)."""
         for folder in dict.fromkeys(str(Path(item.dst).parent) for item in self.items):
@@ -71,19 +72,18 @@ class QuantizeSession:
         return self.rows
 
     def _handle(self, event: Event) -> None:
-        if isinstance(event, TestFinished):
-            row = dict(event.row)
-            row.update(output_facts(row["model_path"]))
-            row["reference_is_dequantized"] = bool(row.get("requantized_from")) and row.get("file_type") in UNQUANTIZED
-            self.rows.append(row)
-        elif isinstance(event, TestFailed):
-            self.rows.append(dict(event.row))
+        if isinstance(event, TestFinished) and isinstance(event.row, QuantizeRow):
+            row = event.row.replace(**output_facts(event.row.model_path or ""))
+            self.rows.append(row.replace(reference_is_dequantized=bool(row.requantized_from)
+                                         and row.file_type in UNQUANTIZED))
+        elif isinstance(event, TestFailed) and isinstance(event.row, QuantizeRow):
+            self.rows.append(event.row)
         elif isinstance(event, WorkerError):
             self.worker_error = event.message
 
     def _cleanup(self) -> None:
         """Remove the half-written output of a cancelled or dead worker; rows for the outputs not written."""
-        done = {r["output_index"] for r in self.rows}
+        done = {r.output_index for r in self.rows}
         for index, item in enumerate(self.items):
             if index in done:
                 continue

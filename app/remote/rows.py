@@ -123,9 +123,12 @@ def summarise_requests(results: Sequence[RequestResult], duration_ns: int, promp
     e2e_ts = [(p + r.output_tokens) / (e / 1e3) for p, r, e in zip(prompt, ok, e2e_ms, strict=True) if e > 0]
     decoded = sum(max(r.output_tokens - 1, 0) for r in ok if tpot_ms(r) is not None)  # tokens after the first
     window_s = _decode_window_s(ok)
-    row: dict[str, Any] = {
+    request_errors = _error_summary(failed)
+    unstable = [name for name, xs in (("ttft_ms", ttfts), ("decode_tps", decode_samples))
+                if (c := stats.cv(xs)) is not None and c >= stats.UNSTABLE_CV]  # the local rows' rule
+    columns: dict[str, Any] = {
         "n_requests": n, "n_errors": len(failed), "error_rate": len(failed) / n if n else None,
-        "request_errors": _error_summary(failed), "duration_ms": duration_ns / 1e6,
+        "request_errors": request_errors, "duration_ms": duration_ns / 1e6,
         "req_per_s": len(ok) / duration_s,
         "goodput_req_per_s": (sum(1 for r in ok if objective.met(ttft_ms(r) or 0.0, tpot_ms(r))) / duration_s
                               if objective.given else None),
@@ -151,11 +154,9 @@ def summarise_requests(results: Sequence[RequestResult], duration_ns: int, promp
         "ctx_ttft_ms": stats.mean(ctx_ttfts) if ctx_ttfts else None,
         "tokens_counted_by": _counted_by(ok),
         "status": RowStatus.OK if ok else RowStatus.FAILED,
+        "unstable": int(bool(unstable)),
+        "unstable_metrics": ",".join(unstable),
     }
-    unstable = [name for name, xs in (("ttft_ms", ttfts), ("decode_tps", decode_samples))
-                if (c := stats.cv(xs)) is not None and c >= stats.UNSTABLE_CV]  # the local rows' rule
-    row["unstable"] = int(bool(unstable))
-    row["unstable_metrics"] = ",".join(unstable)
     if not ok:
-        row["error"] = f"all {n} requests failed: {row['request_errors']}" if n else "no request was sent"
-    return row
+        columns["error"] = f"all {n} requests failed: {request_errors}" if n else "no request was sent"
+    return columns

@@ -18,6 +18,7 @@ from typing import Any, overload
 
 from app.remote.rows import NO_OBJECTIVE, Objective, summarise_requests
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore, now_iso
 from app.run.events import (
     FailureKind,
@@ -200,14 +201,14 @@ class RemoteSession(SweepSession):
                 break
             emit(TestStarted(t_ns=time.perf_counter_ns(), test_index=index, test=test.to_dict()))
             row = self._record(self._measure(index, test))
-            if self._cancel.is_set() and row["status"] != RowStatus.OK:
+            if self._cancel.is_set() and row.status != RowStatus.OK:
                 self.rows.pop(index, None)  # a test cut by cancel is not a failure of the server
                 break
-            if row["status"] == RowStatus.OK:
+            if row.status == RowStatus.OK:
                 n_ok += 1
                 emit(TestFinished(t_ns=time.perf_counter_ns(), test_index=index, row=row))
             else:
-                emit(TestFailed(t_ns=time.perf_counter_ns(), test_index=index, reason=row["error"], row=row,
+                emit(TestFailed(t_ns=time.perf_counter_ns(), test_index=index, reason=row.error or "", row=row,
                                 kind=FailureKind.ENGINE_ERROR))
         emit(SweepFinished(t_ns=time.perf_counter_ns(), n_ok=n_ok, n_failed=len(self.rows) - n_ok,
                            cancelled=self._cancel.is_set()))
@@ -232,7 +233,7 @@ class RemoteSession(SweepSession):
                 elif counted >= len(r.chunk_ns) > 0 or counted > 0 and not r.chunk_ns:
                     r.completion_tokens, r.retokenized = counted, True
 
-    def _measure(self, index: int, test: RemoteTest) -> dict[str, Any]:
+    def _measure(self, index: int, test: RemoteTest) -> ResultRow:
         row = remote_base_row(test, index, self.run_id, self.spec.objective)
         words, how = self.prompts.size(test.n_prompt)
         prompts = Texts(self.prompts, words, test.n_requests, lambda i: index * MAX_REQUESTS + i)
@@ -254,26 +255,25 @@ class RemoteSession(SweepSession):
         end_ns = max((r.end_ns for r in results), default=load.start_ns)
         estimate = test.n_prompt if test.prefix_cache else test.n_prompt + test.n_depth
         loads = [c for c, r in zip(load.context_results, load.results, strict=True) if r is not None]
-        row.update(summarise_requests(results, end_ns - load.start_ns, estimate, self.spec.objective,
-                                      loads if test.prefix_cache else None))
+        row = row.replace(**summarise_requests(results, end_ns - load.start_ns, estimate, self.spec.objective,
+                                               loads if test.prefix_cache else None))
         reported = any(r.prompt_tokens is not None for r in results if r.ok)
-        row["prompt_tokens_by"] = "usage" if reported else how
-        if row["status"] != RowStatus.OK:
-            row["error_kind"] = FailureKind.ENGINE_ERROR.value
+        row = row.replace(prompt_tokens_by="usage" if reported else how)
+        if row.status != RowStatus.OK:
+            row = row.replace(error_kind=FailureKind.ENGINE_ERROR.value)
         return row
 
 
-def remote_base_row(test: RemoteTest, index: int, run_id: str, objective: Objective) -> dict[str, Any]:
+def remote_base_row(test: RemoteTest, index: int, run_id: str, objective: Objective) -> ResultRow:
     """The columns a remote test knows before it runs (a failed test keeps these plus the error)."""
-    return {
-        "run_id": run_id, "test_index": index, "status": RowStatus.PENDING, "error": "", "error_kind": "",
-        "model_path": test.endpoint, "model_filename": test.served_model, "backends": "remote",
-        "endpoint": test.endpoint, "cpu_info": "", "gpu_info": "",
-        "n_prompt": test.n_prompt, "n_gen": test.n_gen, "n_depth": test.n_depth, "n_parallel": test.concurrency,
-        "prefix_cache": int(test.prefix_cache),
-        "n_requests": test.n_requests, "request_rate_rps": test.rate_rps,
-        "slo_ttft_ms": objective.ttft_ms, "slo_tpot_ms": objective.tpot_ms, "test_time": now_iso(),
-    }
+    return ResultRow(
+        run_id=run_id, test_index=index, status=RowStatus.PENDING, error="", error_kind="",
+        model_path=test.endpoint, model_filename=test.served_model, backends="remote",
+        endpoint=test.endpoint, cpu_info="", gpu_info="",
+        n_prompt=test.n_prompt, n_gen=test.n_gen, n_depth=test.n_depth, n_parallel=test.concurrency,
+        prefix_cache=int(test.prefix_cache),
+        n_requests=test.n_requests, request_rate_rps=test.rate_rps,
+        slo_ttft_ms=objective.ttft_ms, slo_tpot_ms=objective.tpot_ms, test_time=now_iso())
 
 
 def parse_counts(flag: str, text: str | None, default: list[int], lo: int, hi: int) -> list[int]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.atomic import write_text_atomic
+from app.results.row_types import QualityRow, ResultRow
 
 Write = dict[str, Any]
 
@@ -31,22 +32,24 @@ def apply_write(db: sqlite3.Connection, w: Write) -> None:
     elif op == "software":
         db.execute("UPDATE runs SET software_json = ? WHERE run_id = ?", (json.dumps(w["software"]), w["run_id"]))
     elif op == "result":
-        row = w["row"]
+        row = ResultRow.from_mapping(w["row"])  # a side file's line is read back like a stored row
         db.execute(
             "INSERT OR REPLACE INTO results (run_id, test_index, status, model_filename, created_at, row_json) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (w["run_id"], int(row.get("test_index", -1)), str(row.get("status", "")), row.get("model_filename"),
-             w["created_at"], json.dumps(row, ensure_ascii=False)))
+            (w["run_id"], -1 if row.test_index is None else row.test_index, row.status or "", row.model_filename,
+             w["created_at"], json.dumps(row.to_mapping(), ensure_ascii=False)))
     elif op == "finish":
         db.execute("UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ?",
                    (w["finished_at"], w["status"], w["run_id"]))
     elif op == "quality":  # one file's measured quality (``quality_store``), replacing the same run and index
-        row = w["row"]
+        quality = QualityRow.from_mapping(w["row"])
+        if quality.run_id is None or quality.model_index is None:
+            raise ValueError("a quality row needs run_id and model_index")
         db.execute("INSERT OR REPLACE INTO quality (run_id, model_index, created_at, model_path, model_filename, "
                    "model_key, status, row_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                   (row["run_id"], int(row["model_index"]), w["created_at"], str(row.get("model_path", "")),
-                    str(row.get("model_filename", "")), str(row.get("model_key") or ""), str(row.get("status", "")),
-                    json.dumps(row, ensure_ascii=False)))
+                   (quality.run_id, quality.model_index, w["created_at"], quality.model_path or "",
+                    quality.model_filename or "", quality.model_key or "", quality.status or "",
+                    json.dumps(quality.to_mapping(), ensure_ascii=False)))
     else:
         raise ValueError(f"unknown store write {op!r}")
 

@@ -2,9 +2,9 @@
 
 One row per model file per quality run, in the ``quality`` table (schema version 3, ``store_schema._v3_quality``),
 written through :class:`ResultStore`'s own write path (retries, the side file of writes it could not take).
-A row is a plain dict with the keys of :data:`QUALITY_COLUMNS`; ``quality_for`` finds the newest measured row for
-a file (the chooser reads it). Rows are matched by ``model_key`` (size and modification time), so a file replaced
-under the same name is measured anew rather than given an old file's quality.
+A row is a :class:`~app.results.row_types.QualityRow`; ``quality_for`` finds the newest measured row for a file (the
+chooser reads it). Rows are matched by ``model_key`` (size and modification time), so a file replaced under the same
+name is measured anew rather than given an old file's quality.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from app.results import export
 from app.results.fields import QUALITY_TABLE
 from app.results.row_types import QualityRow
-from app.results.store import ResultStore
+from app.results.store import ResultStore, decode_rows
 
 #: A quality row's columns, in CSV/JSON order (the field table's quality group: ``fields.QUALITY_TABLE``).
 QUALITY_COLUMNS: tuple[str, ...] = tuple(f.name for f in QUALITY_TABLE)
@@ -41,10 +41,11 @@ def model_key(path: str | os.PathLike[str]) -> str | None:
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-def ordered(row: dict[str, Any]) -> dict[str, Any]:
+def ordered(row: QualityRow) -> QualityRow:
     """``row`` with its keys in :data:`QUALITY_COLUMNS` order (others after, sorted)."""
-    keys = [k for k in QUALITY_COLUMNS if k in row] + sorted(set(row) - set(QUALITY_COLUMNS))
-    return {k: row[k] for k in keys}
+    values = row.to_mapping()
+    keys = [k for k in QUALITY_COLUMNS if k in values] + sorted(set(values) - set(QUALITY_COLUMNS))
+    return QualityRow.from_mapping({k: values[k] for k in keys})
 
 
 def save_quality_rows(store: ResultStore, rows: Iterable[QualityRow]) -> bool:
@@ -53,28 +54,20 @@ def save_quality_rows(store: ResultStore, rows: Iterable[QualityRow]) -> bool:
     every row was committed now."""
     committed = True
     for r in rows:
-        if "run_id" not in r or "model_index" not in r:
+        if r.run_id is None or r.model_index is None:
             raise ValueError("a quality row needs run_id and model_index")
         committed = store.add_quality_row(ordered(r)) and committed
     return committed
 
 
-def _decode(texts: Iterable[str]) -> list[dict[str, Any]]:
-    rows = []
-    for text in texts:
-        try:
-            row = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
+def _decode(store: ResultStore, texts: Iterable[str]) -> list[QualityRow]:
+    return decode_rows(QualityRow, texts, store.path, store.warn)
 
 
 def quality_rows(store: ResultStore, run_id: str) -> list[QualityRow]:
     """The rows of one quality run, in the order the files were given."""
-    return _decode(r[0] for r in store.query("SELECT row_json FROM quality WHERE run_id = ? ORDER BY model_index",
-                                             (run_id,)))
+    return _decode(store, (r[0] for r in store.query(
+        "SELECT row_json FROM quality WHERE run_id = ? ORDER BY model_index", (run_id,))))
 
 
 def last_quality_run(store: ResultStore) -> str | None:
@@ -111,7 +104,7 @@ def _read_or_warn(store: ResultStore, sql: str, params: tuple[Any, ...]) -> list
         return []
 
 
-def quality_for(store: ResultStore, model: str | os.PathLike[str]) -> dict[str, Any] | None:
+def quality_for(store: ResultStore, model: str | os.PathLike[str]) -> QualityRow | None:
     """The newest measured (status ok) quality row for a model file, or None.
 
     A local file is matched by ``model_key`` (its size and modification time). A name that is not a local file
@@ -124,9 +117,9 @@ def quality_for(store: ResultStore, model: str | os.PathLike[str]) -> dict[str, 
     else:
         name = Path(urlparse(text).path if "://" in text else text).name
         where, arg = "model_filename = ?", name
-    rows = _decode(r[0] for r in store.query(
+    rows = _decode(store, (r[0] for r in store.query(
         f"SELECT row_json FROM quality WHERE {where} AND status = 'ok' "  # noqa: S608 - fixed text
-        "ORDER BY created_at DESC, rowid DESC LIMIT 1", (arg,)))
+        "ORDER BY created_at DESC, rowid DESC LIMIT 1", (arg,))))
     return rows[0] if rows else None
 
 
@@ -147,7 +140,7 @@ def render_quality(rows: Sequence[dict[str, Any]], fmt: str) -> str:
                  for r in rows]
         return export.to_markdown(shown, QUALITY_MD_COLUMNS)
     if fmt == "json":
-        return json.dumps([ordered(r) for r in rows], indent=2, ensure_ascii=False) + "\n"
+        return json.dumps([ordered(r).to_mapping() for r in rows], indent=2, ensure_ascii=False) + "\n"
     if fmt == "jsonl":
-        return "".join(json.dumps(ordered(r), ensure_ascii=False) + "\n" for r in rows)
+        return "".join(json.dumps(ordered(r).to_mapping(), ensure_ascii=False) + "\n" for r in rows)
     raise ValueError(f"unknown output format {fmt!r} (valid: {', '.join(QUALITY_FORMATS)})")

@@ -76,6 +76,12 @@ class Row:
         object.__setattr__(row, "_values", self._checked({**self._values, **changes}))
         return row
 
+    def merged(self, other: Row) -> Self:
+        """This row with every key ``other`` holds (its values win; unknown keys kept as they are)."""
+        row = type(self).__new__(type(self))
+        object.__setattr__(row, "_values", self._checked({**self._values, **other._values}))
+        return row
+
     def holds(self, name: str) -> bool:
         """Whether the row holds ``name`` at all (a value of None included): older rows lack newer fields."""
         return name in self._values

@@ -25,11 +25,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from app.paths import data_dir
 from app.results.pending_rows import PendingRows, Write, apply_write
-from app.results.row_types import ResultRow
+from app.results.row_types import QualityRow, ResultRow, Row, RowError
 from app.results.run_writer import INTERRUPTED, LEGACY_ABORTED, is_abandoned, writer_scope
 from app.results.store_repair import StoreError, connect, connect_read_only, open_or_set_aside
 
@@ -166,15 +166,15 @@ class ResultStore:
 
     def add_result(self, run_id: str, row: ResultRow) -> None:
         """Commit one finished (or failed) test at once (or keep it in the side file: see the class)."""
-        self._write({"op": "result", "run_id": run_id, "created_at": now_iso(), "row": row})
+        self._write({"op": "result", "run_id": run_id, "created_at": now_iso(), "row": row.to_mapping()})
 
     def finish_run(self, run_id: str, status: str) -> None:
         self._write({"op": "finish", "run_id": run_id, "finished_at": now_iso(), "status": status})
 
-    def add_quality_row(self, row: dict[str, Any]) -> bool:
+    def add_quality_row(self, row: QualityRow) -> bool:
         """Commit one file's quality row (``quality_store``) with the same retries and side file as a test's; False
         when it was kept in the side file instead."""
-        return self._write({"op": "quality", "created_at": row.get("created_at") or now_iso(), "row": row})
+        return self._write({"op": "quality", "created_at": row.created_at or now_iso(), "row": row.to_mapping()})
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """The rows of one read-only statement on this store's connection (sqlite3.Error for a damaged table)."""
@@ -285,18 +285,10 @@ class ResultStore:
         return self._decode_rows(r[0] for r in cur)
 
     def _decode_rows(self, texts: Iterable[str]) -> list[ResultRow]:
-        """Rows from their JSON; a row that is not a JSON object is skipped, with one warning per call."""
-        rows: list[ResultRow] = []
-        bad = 0
-        for text in texts:
-            row = _loads(text, None)
-            if isinstance(row, dict):
-                rows.append(cast(ResultRow, row))
-            else:
-                bad += 1
-        if bad:
-            self.warn(f"{self.path}: skipped {bad} stored result rows that are not valid JSON")
-        return rows
+        """Typed rows from their JSON (:meth:`ResultRow.from_mapping`: missing and unknown keys are fine); a row
+        that is not a JSON object, or holds a value not of its field's type, is skipped, with one warning per call
+        (naming the first such field)."""
+        return decode_rows(ResultRow, texts, self.path, self.warn)
 
     def run_info(self, run_id: str) -> dict[str, Any]:
         row = self._db.execute(
@@ -318,3 +310,27 @@ def _loads(text: Any, default: Any) -> Any:
         return json.loads(text)
     except (TypeError, ValueError):
         return default
+
+
+R = TypeVar("R", bound=Row)
+
+
+def decode_rows(kind: type[R], texts: Iterable[str], where: Path, warn: Callable[[str], None]) -> list[R]:
+    """Stored rows of ``kind`` from their JSON texts; one that is not a JSON object or not of its field table is
+    skipped, and one warning says how many (and why the first typed one was refused)."""
+    rows: list[R] = []
+    not_json, refused = 0, []
+    for text in texts:
+        data = _loads(text, None)
+        if not isinstance(data, dict):
+            not_json += 1
+            continue
+        try:
+            rows.append(kind.from_mapping(data))
+        except RowError as e:
+            refused.append(str(e))
+    if not_json:
+        warn(f"{where}: skipped {not_json} stored {kind.KIND} rows that are not valid JSON")
+    if refused:
+        warn(f"{where}: skipped {len(refused)} stored {kind.KIND} rows of the wrong types ({refused[0]})")
+    return rows

@@ -5,8 +5,10 @@ replays in tests without a model. One JSON object per line: ``{"v": 1, "type": .
 
 Decoding checks every value where it enters (the worker's pipe, a recording anyone can send): each field of its
 type, numbers finite and within bounds (a time in ns below 2**63, an index or count below 2**31, any number inside a
-row, a test or a sample at most 10**15 in size), text and nesting bounded, a row's values of the types the field
-table gives; NaN and infinities read as null. An event that fails is one EventDecodeError line.
+row, a test or a sample at most 10**15 in size), text and nesting bounded; NaN and infinities read as null. A row
+is decoded into its typed record (:mod:`app.results.row_types`), its values of the types its field table gives: a
+sweep's :class:`ResultRow`, or the quality or quantize job's row, which the event names (``"table"``; recordings
+without it are sweeps'). An event that fails is one EventDecodeError line.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
+
+from app.results.row_types import ROW_KINDS, QualityRow, QuantizeRow, ResultRow, Row, RowError
 
 SCHEMA_VERSION = 1
 
@@ -45,7 +49,19 @@ class Event:
     t_ns: int
 
     def to_json(self) -> str:
-        return json.dumps({"v": SCHEMA_VERSION, "type": self.type, **asdict(self)}, separators=(",", ":"))
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as its JSON object: a row as its table (:meth:`Row.to_mapping`), named when not a sweep's."""
+        d: dict[str, Any] = {"v": SCHEMA_VERSION, "type": self.type}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Row):
+                if not isinstance(value, ResultRow):
+                    d["table"] = value.KIND
+                value = value.to_mapping()
+            d[f.name] = value
+        return d
 
 
 @dataclass(frozen=True)
@@ -123,7 +139,7 @@ class TestFinished(Event):
     __test__ = False  # not a pytest test class
     type: ClassVar[str] = "test_finished"
     test_index: int
-    row: dict[str, Any]
+    row: ResultRow | QualityRow | QuantizeRow  # a sweep's row, or a quality or quantize job's
 
 
 @dataclass(frozen=True)
@@ -132,7 +148,7 @@ class TestFailed(Event):
     type: ClassVar[str] = "test_failed"
     test_index: int
     reason: str
-    row: dict[str, Any]
+    row: ResultRow | QualityRow | QuantizeRow
     kind: str = FailureKind.ENGINE_ERROR  # a FailureKind value; recordings older than the field read as engine_error
 
 
@@ -213,7 +229,7 @@ def event_from_dict(d: dict[str, Any]) -> Event:
         elif f.default is MISSING and f.default_factory is MISSING:
             raise EventDecodeError(f"{cls.type}: no {f.name}")
     if cls.type in _ROW_EVENTS:
-        given["row"] = _checked_row(cls.type, given["row"])
+        given["row"] = _decoded_row(cls.type, str(d.get("table", ResultRow.KIND)), given["row"])
     elif cls.type == "telemetry_sample":
         _check_sample(given["values"])
     elif cls.type == "test_started":
@@ -306,16 +322,16 @@ def _check_nested(event: str, name: str, value: dict[str, Any] | list[Any]) -> N
             raise EventDecodeError(f"{event}: {name} has a key that is not a short text")
 
 
-def _checked_row(event: str, row: dict[str, Any]) -> dict[str, Any]:
-    """A row whose values are of the field table's types (whole numbers of int fields rounded: older recordings
-    kept byte counts as floats); EventDecodeError naming the first value that is not."""
-    from app.results.fields import check_row, whole_numbers
-
-    row = whole_numbers(dict(row))
-    problems = check_row(row)
-    if problems:
-        raise EventDecodeError(f"{event}: row {problems[0]}")
-    return row
+def _decoded_row(event: str, table: str, row: dict[str, Any]) -> Row:
+    """The typed row of the table the event names (whole numbers of int fields rounded: older recordings kept byte
+    counts as floats); EventDecodeError naming the first value that is not of its field's type."""
+    kind = ROW_KINDS.get(table)
+    if kind is None:
+        raise EventDecodeError(f"{event}: a row of table {_shown(table)}, not one of {', '.join(ROW_KINDS)}")
+    try:
+        return kind.from_mapping(row)
+    except RowError as e:
+        raise EventDecodeError(f"{event}: {e}") from None
 
 
 def _check_sample(values: dict[str, Any]) -> None:

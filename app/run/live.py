@@ -212,7 +212,7 @@ class LiveRun:
 
     def add_row(self, row: dict[str, Any]) -> None:
         i = int(row.get("test_index", len(self.rows)))
-        self.rows[i] = dict(row)
+        self.rows[i] = row
         self.run_id = self.run_id or str(row.get("run_id", ""))
         self.tests.setdefault(i, {k: row.get(k) for k in (
             "model_path", "n_prompt", "n_gen", "n_depth", "n_gpu_layers", "type_k", "type_v", "flash_attn",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any, cast
 
 from app.results.fields import RowStatus
 from app.results.row_types import ResultRow
@@ -17,16 +16,8 @@ def base_row(test: TestSpec, test_index: int, run_id: str = "") -> ResultRow:
 
     Every parameter of params.PARAMS is copied under its row column (``flash_attn``: -1 auto, 0 off, 1 on).
     """
-    row: dict[str, Any] = {
-        "run_id": run_id,
-        "test_index": test_index,
-        "status": RowStatus.PENDING,
-        "error": "",
-        "model_path": test.model_path,
-        "model_filename": os.path.basename(test.model_path),
-    }
-    for p in PARAMS:
-        row[p.row_column] = getattr(test, p.name)
-    row["prompt_file"] = os.path.basename(test.prompt_file) if test.prompt_file else ""
-    row.update(use_mmap=1, n_ctx=test.n_ctx, test_time=now_iso())
-    return cast(ResultRow, row)  # its keys come from the parameter table: the field table's names
+    settings = {p.row_column: getattr(test, p.name) for p in PARAMS}
+    settings["prompt_file"] = os.path.basename(test.prompt_file) if test.prompt_file else ""
+    return ResultRow(run_id=run_id, test_index=test_index, status=RowStatus.PENDING, error="",
+                     model_path=test.model_path, model_filename=os.path.basename(test.model_path), **settings,
+                     use_mmap=1, n_ctx=test.n_ctx, test_time=now_iso())

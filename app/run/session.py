@@ -17,6 +17,7 @@ from typing import Any
 
 from app.paths import data_dir
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore, new_run_id
 from app.run.client import CANCEL_GRACE_S, WorkerClient
 from app.run.events import (
@@ -69,13 +70,13 @@ class UpfrontFailure:
 class SweepOutcome:
     run_id: str
     status: str  # finished | cancelled | crashed
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[ResultRow] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
     def n_failed(self) -> int:
-        return sum(1 for r in self.rows if r.get("status") != RowStatus.OK)
+        return sum(1 for r in self.rows if r.status != RowStatus.OK)
 
 
 class SweepSession:
@@ -83,7 +84,7 @@ class SweepSession:
 
     def __init__(self, tests: list[TestSpec], *, store: ResultStore | None = None, sweep_name: str = "",
                  command: str = "", machine: dict[str, Any] | None = None, token_ticks: bool = True,
-                 extra_row: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 extra_row: Callable[[ResultRow], dict[str, Any]] | None = None,
                  failed_upfront: list[UpfrontFailure] | None = None, stall_timeout_s: float | None = None,
                  repack_default: RepackDefault | None = None) -> None:
         self.tests = tests
@@ -97,7 +98,7 @@ class SweepSession:
         self.extra_row = extra_row
         self.stall_timeout_s = stall_timeout_s  # the watchdog's limit (None: app.run.client's default)
         self.repack_default = repack_default or guarded_repack_default
-        self.rows: dict[int, dict[str, Any]] = {}
+        self.rows: dict[int, ResultRow] = {}
         self._crashed_models: dict[tuple[Any, ...], WorkerError] = {}  # load key -> how loading it crashed
         self._client: WorkerClient | None = None
         self._cancel = threading.Event()
@@ -116,15 +117,16 @@ class SweepSession:
         if client is not None:
             client.cancel(grace_s)
 
-    def _record(self, row: dict[str, Any]) -> dict[str, Any]:
+    def _record(self, row: ResultRow) -> ResultRow:
         """Complete a row (run id, machine, predictions), keep it and commit it; return the recorded row."""
-        row = dict(row)
-        row["run_id"] = self.run_id
-        row.setdefault("cpu_info", self.machine.get("cpu_model", ""))
-        row.setdefault("gpu_info", self.machine.get("gpu_info", ""))
-        if self.extra_row is not None:
-            row.update(self.extra_row(row))
-        self.rows[int(row["test_index"])] = row
+        row = row.replace(run_id=self.run_id)
+        if not row.holds("cpu_info"):
+            row = row.replace(cpu_info=self.machine.get("cpu_model", ""))
+        if not row.holds("gpu_info"):
+            row = row.replace(gpu_info=self.machine.get("gpu_info", ""))
+        if self.extra_row is not None:  # predicted columns (and a prediction_error the table does not know)
+            row = row.merged(ResultRow.from_mapping(self.extra_row(row)))
+        self.rows[row.test_index if row.test_index is not None else -1] = row
         if self.store is not None:
             self.store.add_result(self.run_id, row)
         return row
@@ -191,8 +193,7 @@ class SweepSession:
         """Tests of unreadable models: failed rows numbered after the measured tests (as the CLI always did)."""
         for i, failure in enumerate(self.failed_upfront, start=len(self.tests)):
             row = base_row(failure.test, i, self.run_id)
-            row.update(status=RowStatus.FAILED, error=failure.reason, error_kind=failure.kind)
-            row = self._record(row)
+            row = self._record(row.replace(status=RowStatus.FAILED, error=failure.reason, error_kind=failure.kind))
             on_event(TestFailed(t_ns=0, test_index=i, reason=failure.reason, row=row, kind=failure.kind))
 
     def _open_event_log(self) -> EventLog | None:
@@ -221,8 +222,7 @@ class SweepSession:
 
     def _record_failure(self, index: int, death: WorkerError, on_event: EventHandler | None) -> None:
         row = base_row(self.tests[index], index, self.run_id)
-        row.update(status=RowStatus.FAILED, error=death.message, error_kind=death.kind)
-        row = self._record(row)
+        row = self._record(row.replace(status=RowStatus.FAILED, error=death.message, error_kind=death.kind))
         if on_event is not None:
             on_event(TestFailed(t_ns=0, test_index=index, reason=death.message, row=row, kind=death.kind))
 
@@ -273,7 +273,7 @@ class SweepSession:
         elif isinstance(ev, ModelLoaded) and watch.current is not None:
             watch.loaded_key = self.tests[watch.current].load_key()
             watch.extra_buffers = list(ev.extra_buffers)
-        elif isinstance(ev, (TestFinished, TestFailed)):
+        elif isinstance(ev, (TestFinished, TestFailed)) and isinstance(ev.row, ResultRow):
             ev = dataclasses.replace(ev, row=self._record(ev.row))  # listeners see the stored row
             watch.current = None
             watch.next_index = ev.test_index + 1

@@ -18,6 +18,7 @@ import numpy as np
 from app.quality.plan import CHARS_PER_TOKEN_BOUND
 from app.quality.scores import QualityAccumulator, log_softmax
 from app.results.fields import RowStatus
+from app.results.row_types import QualityRow
 from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
 
 Emit = Callable[[Event], None]
@@ -84,20 +85,20 @@ class QualityJob:
     def one(self, index: int, ref_error: str) -> bool:
         path = self.models[index]
         self.emit(TestStarted(t_ns=_now(), test_index=index, test={"model_path": path}))
-        row: dict[str, Any] = {"run_id": self.run_id, "model_index": index, "model_path": path,
-                               "n_ctx": self.n_ctx, "is_reference": index == self.ref_index}
+        row = QualityRow(run_id=self.run_id, model_index=index, model_path=path, n_ctx=self.n_ctx,
+                         is_reference=index == self.ref_index)
         t0 = time.perf_counter()
         try:
             if ref_error:
                 raise QualityError(ref_error)
-            row.update(self._score(index, path))
+            row = row.replace(**self._score(index, path))
         except Exception as e:  # noqa: BLE001 - engine errors, a short text, a different vocabulary: a failed row
-            row.update(status=RowStatus.FAILED, error=str(e) or e.__class__.__name__,
-                       elapsed_s=round(time.perf_counter() - t0, 3))
-            self.emit(TestFailed(t_ns=_now(), test_index=index, reason=row["error"], row=row,
+            reason = str(e) or e.__class__.__name__
+            row = row.replace(status=RowStatus.FAILED, error=reason, elapsed_s=round(time.perf_counter() - t0, 3))
+            self.emit(TestFailed(t_ns=_now(), test_index=index, reason=reason, row=row,
                                  kind=FailureKind.ENGINE_ERROR))
             return False
-        row.update(status=RowStatus.OK, error="", elapsed_s=round(time.perf_counter() - t0, 3))
+        row = row.replace(status=RowStatus.OK, error="", elapsed_s=round(time.perf_counter() - t0, 3))
         self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
         return True
 

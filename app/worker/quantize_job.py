@@ -15,6 +15,7 @@ from typing import Any
 
 from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM
 from app.results.fields import RowStatus
+from app.results.row_types import QuantizeRow
 from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
 
 Emit = Callable[[Event], None]
@@ -57,9 +58,9 @@ class QuantizeJob:
 
     def one(self, index: int, item: dict[str, Any]) -> bool:
         self.emit(TestStarted(t_ns=_now(), test_index=index, test=item))
-        row: dict[str, Any] = {"run_id": self.run_id, "output_index": index, "model_path": item["dst"],
-                               "model_filename": os.path.basename(item["dst"]), "type": item["type"],
-                               "source_path": item["src"], **_lineage_columns(item.get("metadata", {}))}
+        row = QuantizeRow(run_id=self.run_id, output_index=index, model_path=item["dst"],
+                          model_filename=os.path.basename(item["dst"]), type=item["type"], source_path=item["src"],
+                          **_lineage_columns(item.get("metadata", {})))
         last = [0.0]
 
         def on_tensor(done: int, total: int, name: str) -> None:
@@ -75,10 +76,10 @@ class QuantizeJob:
             os.replace(item["part"], item["dst"])
         except (self._error, OSError, ValueError) as e:
             _remove(item["part"])
-            row.update(status=RowStatus.FAILED, error=str(e), elapsed_s=round(time.perf_counter() - t0, 3))
+            row = row.replace(status=RowStatus.FAILED, error=str(e), elapsed_s=round(time.perf_counter() - t0, 3))
             self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=row, kind=FailureKind.ENGINE_ERROR))
             return False
-        row.update(status=RowStatus.OK, error="", elapsed_s=round(time.perf_counter() - t0, 3))
+        row = row.replace(status=RowStatus.OK, error="", elapsed_s=round(time.perf_counter() - t0, 3))
         self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
         return True
 

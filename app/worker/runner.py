@@ -13,8 +13,9 @@ from typing import Any
 from app.bounded_read import FileTooLarge, NotARegularFile, read_bounded_text
 from app.model.facts_cache import cached_facts
 from app.results import stats
-from app.results.fields import RowStatus, whole_numbers
+from app.results.fields import RowStatus
 from app.results.phases import summarise_phases
+from app.results.row_types import ResultRow
 from app.run.events import (
     Event,
     FailureKind,
@@ -237,7 +238,7 @@ class Runner:
         row = base_row(test, index, self.run_id)
         self.telemetry.begin_test()
         try:
-            row["n_cpu_moe"] = self._n_cpu_moe(test)[0]
+            row = row.replace(n_cpu_moe=self._n_cpu_moe(test)[0])
             self._prepare(test)
             check_device_limit(self.engine.memory_report(), test.device_mem_limit_mib)
             prompt = self._prompt_tokens(test)
@@ -261,48 +262,49 @@ class Runner:
                 self._timing = False
         except CancelRequested:
             if starts:
-                row["host_other_cpu_pct"] = others_cpu_pct(load.stop()) if load is not None else None
+                row = row.replace(host_other_cpu_pct=others_cpu_pct(load.stop()) if load is not None else None)
                 self._emit_partial(index, test, row, (starts, prefill_ends, tokens))
             raise
         except EngineError as e:
             facts = self._context_facts(test)
             self._ctx_key = None  # rebuild the context before the next test: its state is unknown now
             kind = failure_kind(e)
-            row.update(self._row_facts(), **facts, status=RowStatus.FAILED, error=str(e),
-                       error_kind=kind)
-            row.update(device_columns(self.engine.memory_report()))
-            self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=whole_numbers(row), kind=kind))
+            row = row.replace(**self._row_facts(), **facts)
+            row = row.replace(status=RowStatus.FAILED, error=str(e), error_kind=kind)
+            row = row.replace(**device_columns(self.engine.memory_report()))
+            self.emit(TestFailed(t_ns=_now(), test_index=index, reason=str(e), row=row, kind=kind))
             return False
-        row["host_other_cpu_pct"] = others_cpu_pct(load.stop()) if load is not None else None
-        row.update(self._row_facts(), **self._context_facts(test))
-        row.update(summarise_phases(test, starts, prefill_ends, tokens))
+        row = row.replace(host_other_cpu_pct=others_cpu_pct(load.stop()) if load is not None else None)
+        row = row.replace(**self._row_facts(), **self._context_facts(test))
+        row = row.replace(**summarise_phases(test, starts, prefill_ends, tokens))
         # llama.cpp counts a multi-token batch as prompt work, so with several sequences its decode steps land in
         # its prompt counter: its rates only cross-check single-sequence tests
-        row.update(_engine_rates(counters) if test.n_parallel == 1 else
-                   {"llama_prefill_tps": None, "llama_decode_tps": None})
-        row.update(self.telemetry.end_test(test))
+        row = row.replace(**(_engine_rates(counters) if test.n_parallel == 1 else
+                             {"llama_prefill_tps": None, "llama_decode_tps": None}))
+        row = row.replace(**self.telemetry.end_test(test))
         mem = self.engine.memory_report()
         if mem is not None:
-            row.update(llama_weights_bytes=mem.weights_bytes, llama_kv_bytes=mem.kv_bytes,
-                       llama_compute_bytes=mem.compute_bytes, llama_mem_bytes=mem.total_bytes)
-            row.update(device_columns(mem))
+            row = row.replace(llama_weights_bytes=mem.weights_bytes, llama_kv_bytes=mem.kv_bytes,
+                              llama_compute_bytes=mem.compute_bytes, llama_mem_bytes=mem.total_bytes)
+            row = row.replace(**device_columns(mem))
         wt = warm.prefill_end_ns - warm.start_ns
-        row["warmup_ttft_ms"] = wt / 1e6 if test.n_prompt else None
-        row["warmup_decode_tps"] = (len(warm.token_ns) / ((warm.token_ns[-1] - warm.prefill_end_ns) / 1e9)
-                                    if warm.token_ns else None)
-        row["status"] = RowStatus.OK
-        self.emit(TestFinished(t_ns=_now(), test_index=index, row=whole_numbers(row)))
+        row = row.replace(
+            warmup_ttft_ms=wt / 1e6 if test.n_prompt else None,
+            warmup_decode_tps=(len(warm.token_ns) / ((warm.token_ns[-1] - warm.prefill_end_ns) / 1e9)
+                               if warm.token_ns else None),
+            status=RowStatus.OK)
+        self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
         return True
 
-    def _emit_partial(self, index: int, test: TestSpec, row: dict[str, Any],
+    def _emit_partial(self, index: int, test: TestSpec, row: ResultRow,
                       phases: tuple[list[int], list[int], list[list[int]]]) -> None:
         """A test cancelled mid-way keeps the repetitions it timed: status 'partial', and how many in the error."""
         done = len(phases[0])
-        row.update(self._row_facts(), **self._context_facts(test))
-        row.update(summarise_phases(test, *phases))
-        row.update(n_repetitions=done, status=PARTIAL, error_kind=FailureKind.CANCELLED,
-                   error=f"cancelled after {done} of {test.repetitions} repetitions")
-        self.emit(TestFinished(t_ns=_now(), test_index=index, row=whole_numbers(row)))
+        row = row.replace(**self._row_facts(), **self._context_facts(test))
+        row = row.replace(**summarise_phases(test, *phases))
+        row = row.replace(n_repetitions=done, status=PARTIAL, error_kind=FailureKind.CANCELLED,
+                          error=f"cancelled after {done} of {test.repetitions} repetitions")
+        self.emit(TestFinished(t_ns=_now(), test_index=index, row=row))
 
     def _one(self, index: int, rep: int, spec: RunSpec) -> RunTimings:
         self.emit(RepetitionStarted(t_ns=_now(), test_index=index, rep=rep))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import REPO_ROOT
+from app.results.row_types import ResultRow
 from app.run.events import Notice, TestFinished
 
 
@@ -84,7 +85,7 @@ def test_an_event_log_on_a_full_disk_is_dropped_with_one_reason(tmp_path: Path) 
     first = log.write(big, flush=True)
     assert "cannot write" in first or "cannot be written" in first, first
     assert "No space left on device" in first and "\n" not in first
-    assert log.write(TestFinished(t_ns=0, test_index=0, row={}), flush=True) == ""  # said once
+    assert log.write(TestFinished(t_ns=0, test_index=0, row=ResultRow()), flush=True) == ""  # said once
     log.close()
     assert not path.exists()  # a cut gzip stream would replay as nothing: removed
 
@@ -102,7 +103,7 @@ def test_a_store_that_cannot_keep_results_warns_once(tmp_path: Path, monkeypatch
     monkeypatch.setattr(PendingRows, "append", full)
     store._db.close()  # every write now fails: the store is gone from under it
     for i in range(5):
-        store.add_result("run", {"test_index": i, "status": "ok"})
+        store.add_result("run", ResultRow(test_index=i, status="ok"))
     assert len(warnings) == 1 and "only in this run's output" in warnings[0], warnings
 
 

@@ -26,13 +26,15 @@ def recorded_on_this_cpu() -> list:
     from dataclasses import replace
 
     from app.gui.bridge import read_event_stream
+    from app.results.row_types import ResultRow
     from app.telemetry.host import cpu_model
 
     here = cpu_model()
     mapping = {"cpu_info": {RECORDED_CPU: here}, "hw_profile": {f"CPU: {RECORDED_CPU}": f"CPU: {here}"}}
 
-    def moved(row: dict) -> dict:
-        return {k: mapping.get(k, {}).get(v, v) if isinstance(v, str) else v for k, v in row.items()}
+    def moved(row: ResultRow) -> ResultRow:
+        return ResultRow.from_mapping({k: mapping.get(k, {}).get(v, v) if isinstance(v, str) else v
+                                       for k, v in row.to_mapping().items()})
 
     return [replace(e, row=moved(e.row)) if getattr(e, "row", None) else e for e in read_event_stream(RECORDED)]
 

@@ -11,6 +11,7 @@ from app.gui.chooser_view import TABLE_KEYS, ChooserView
 from app.gui.plots.pareto import pareto_front, point_size
 from app.results.export import read_csv
 from app.results.quality_store import model_key, save_quality_rows
+from app.results.row_types import QualityRow
 from app.results.store import ResultStore
 
 
@@ -26,9 +27,9 @@ def test_chooser_view(qtbot, gui_data_dir: Path, smollm2_path: Path,  # noqa: AN
     big = make_gguf("big-f16.gguf", n_layer=2, n_embd=256, n_ff=512, n_vocab=2000)
     files = [str(smollm2_path), str(big)]
     with ResultStore() as store:
-        save_quality_rows(store, [{"run_id": "q", "model_index": 0, "model_path": files[0],
-                                   "model_filename": smollm2_path.name, "model_key": model_key(files[0]),
-                                   "status": "ok", "mean_kld": 0.03, "ppl": 18.5, "same_top_rate": 0.92}])
+        save_quality_rows(store, [QualityRow(run_id="q", model_index=0, model_path=files[0],
+                                             model_filename=smollm2_path.name, model_key=model_key(files[0]),
+                                             status="ok", mean_kld=0.03, ppl=18.5, same_top_rate=0.92)])
     view = ChooserView()
     qtbot.addWidget(view)
     view.show()

@@ -23,6 +23,7 @@ from app.gui.chooser_view import TABLE_KEYS, ChooserView
 from app.gui.plots.pareto import CHOSEN_Z, ParetoPlot, memory_explanation, pareto_explanation
 from app.quality.plan import plan_quality
 from app.quantize.plan import plan_quantize
+from app.results.row_types import QualityRow, QuantizeRow
 from app.run.events import JobProgress, TestFinished, TestStarted
 
 HW = "RTX 4060 Laptop"
@@ -66,7 +67,7 @@ def test_quantize_progress_counts_tensors_of_all_outputs(tmp_path: Path,
     text = p.text()
     assert text.startswith("Making variants… 25%, about 30 s left")  # 10 s for a quarter: 30 s for the rest
     assert "tiny.Q8_0.gguf (Q8_0), file 1 of 2" in text and "tensor 5/10: blk.0.attn_q.weight" in text
-    p.read(TestFinished(t_ns=0, test_index=0, row={}))
+    p.read(TestFinished(t_ns=0, test_index=0, row=QuantizeRow()))
     p.read(JobProgress(t_ns=0, item_index=1, done=10, total=10, label="output.weight"))
     assert p.fraction() == 1.0 and "file 2 of 2" in p.text()
     assert time_left_text(None) == "" and time_left_text(600) == ", about 10 min left"
@@ -81,7 +82,7 @@ def test_quality_progress_names_the_file_and_its_reference(make_gguf: Callable[.
     p.read(TestStarted(t_ns=0, test_index=plan.reference_index, test={}))
     p.read(JobProgress(t_ns=0, item_index=plan.reference_index, done=1, total=2))
     assert p.fraction() == 0.25 and "scoring tiny.F32.gguf (the reference), file 1 of 2" in p.text()
-    p.read(TestFinished(t_ns=0, test_index=plan.reference_index, row={}))
+    p.read(TestFinished(t_ns=0, test_index=plan.reference_index, row=QualityRow()))
     p.read(JobProgress(t_ns=0, item_index=0, done=1, total=2))
     assert p.fraction() == 0.75
     assert "scoring tiny.F16.gguf (against tiny.F32.gguf), file 2 of 2\nchunk 1/2" in p.text()

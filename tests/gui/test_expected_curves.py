@@ -103,7 +103,7 @@ def test_this_cpu_is_never_its_own_what_if(window) -> None:
     # the figure this CPU's Q4_1 rows are predicted with: 4 x the FMA peak with AVX2 dot products, 2 x with AVX-512's
     # and FP16, more with AMX tiles; never assume one ISA's ratio
     rows = {"pred_bandwidth_gbps": cpu.peak_bandwidth_gbps, "pred_tflops": prefill_tflops(cpu, "Q4_1")}
-    events = [replace(e, row=dict(e.row, **rows)) if e.type == "test_finished" else e
+    events = [replace(e, row=e.row.replace(**rows)) if e.type == "test_finished" else e
               for e in recorded_on_this_cpu()]
     w.replay(events, "recorded")
 

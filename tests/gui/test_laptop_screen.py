@@ -18,6 +18,7 @@ from app.gui.bridge import read_event_stream
 from app.gui.contention import ContentionWatch
 from app.gui.results_model import UNSTABLE_BADGE
 from app.results import export
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.run.events import TelemetrySample
 from app.run.live import LiveRun
@@ -27,12 +28,12 @@ EVENTS = read_event_stream(RECORDED)
 ROWS = [e.row for e in EVENTS if e.type == "test_finished"]
 
 
-def _two_model_rows(run_id: str) -> list[dict[str, Any]]:
+def _two_model_rows(run_id: str) -> list[ResultRow]:
     """The recorded rows, and the same tests on a second model file three times as fast at decode."""
-    other = [dict(r, model_path="/models/Other-Model.Q8_0.gguf", model_filename="Other-Model.Q8_0.gguf",
-                  test_index=r["test_index"] + len(ROWS), decode_tps=r["decode_tps"] * 3, model_size=7 * 2**20)
+    other = [r.replace(model_path="/models/Other-Model.Q8_0.gguf", model_filename="Other-Model.Q8_0.gguf",
+                       test_index=r.test_index + len(ROWS), decode_tps=r.decode_tps * 3, model_size=7 * 2**20)
              for r in ROWS]
-    return [dict(r, run_id=run_id) for r in ROWS + other]
+    return [r.replace(run_id=run_id) for r in ROWS + other]
 
 
 @pytest.mark.heavy  # the real window's background jobs and a worker
@@ -61,7 +62,7 @@ def _stored_run(run_id: str) -> str:
     with ResultStore() as store:
         store.begin_run(run_id, sweep_name=run_id)
         for r in ROWS:
-            store.add_result(run_id, dict(r, run_id=run_id))
+            store.add_result(run_id, r.replace(run_id=run_id))
         store.finish_run(run_id, "finished")
     return run_id
 
@@ -125,8 +126,8 @@ def _two_model_events() -> list[Any]:
         if e.type == "test_started":
             out.append(replace(e, test_index=e.test_index + n, test=dict(e.test, model_path=other)))
         elif e.type == "test_finished":
-            row = dict(e.row, model_path=other, model_filename=Path(other).name, test_index=e.row["test_index"] + n,
-                       decode_tps=e.row["decode_tps"] * 2, model_size=144 * 2**20)
+            row = e.row.replace(model_path=other, model_filename=Path(other).name, test_index=e.row.test_index + n,
+                                decode_tps=e.row.decode_tps * 2, model_size=144 * 2**20)
             out.append(replace(e, test_index=e.test_index + n, row=row))
         elif hasattr(e, "test_index"):
             out.append(replace(e, test_index=e.test_index + n))
@@ -182,7 +183,7 @@ def test_unstable_results_wear_a_badge_in_the_table_and_the_plots(window) -> Non
     w = window
     noisy = [e if e.type != "test_finished" or e.test_index != 1 else
              type(e)(t_ns=e.t_ns, test_index=e.test_index,
-                     row=dict(e.row, unstable=1, unstable_metrics="ttft_ms,decode_tps"))
+                     row=e.row.replace(unstable=1, unstable_metrics="ttft_ms,decode_tps"))
              for e in EVENTS]
     w.replay(noisy, "noisy")
     w.sweeps.tick(force=True)

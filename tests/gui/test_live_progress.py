@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.gui.sweep_controller import _duration
+from app.results.row_types import ResultRow
 from app.run.events import TestFinished
 from app.run.live import DECODE_TOKEN_COST, LiveRun
 
@@ -21,8 +22,8 @@ def test_a_short_test_done_is_a_small_share_of_a_sweep_with_a_long_one() -> None
     assert run.progress() == 0.0
     short, long = (LiveRun.test_work(t) for t in _tests())
     assert long > 15 * short  # 4,608 context tokens against 128, at the same 32 generated tokens
-    run.extend([TestFinished(t_ns=1, test_index=0, row={"test_index": 0, "status": "ok", "n_prompt": 128,
-                                                        "n_gen": 32, "prefill_tps": 400.0, "decode_tps": 50.0})])
+    run.extend([TestFinished(t_ns=1, test_index=0, row=ResultRow(test_index=0, status="ok", n_prompt=128, n_gen=32,
+                                                                 prefill_tps=400.0, decode_tps=50.0))])
     assert run.decode_token_cost() == pytest.approx(8.0)  # learned from the finished test
     assert run.progress() == pytest.approx(LiveRun.test_work(_tests()[0], 8.0) / sum(
         LiveRun.test_work(t, 8.0) for t in _tests()))

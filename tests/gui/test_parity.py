@@ -40,14 +40,15 @@ def test_cli_and_window_give_the_same_rows(window, qtbot, smollm2_path: Path, tm
     assert proc.returncode == 1, proc.stderr  # 1: some tests failed (the unreadable model's)
     cli_rows = json.loads(proc.stdout)
     with ResultStore(cli_store) as store:
-        assert store.rows(store.resolve_run_id("last")) == cli_rows, "the CLI prints what it stores"
+        stored = [r.to_mapping() for r in store.rows(store.resolve_run_id("last"))]
+    assert stored == cli_rows, "the CLI prints what it stores"
 
     tests = SweepSpec(models=models, n_prompt=[16], n_gen=[4], n_threads=[1], repetitions=1).tests()
     with qtbot.waitSignal(window.sweepFinished, timeout=300_000) as blocker:
         window.start_tests(tests, "custom")
     outcome = blocker.args[0]
     with ResultStore(window.bridge.store_path) as store:
-        gui_rows = store.rows(outcome.run_id)
+        gui_rows = [r.to_mapping() for r in store.rows(outcome.run_id)]
 
     assert [r["status"] for r in cli_rows] == ["ok", "failed"]
     assert [r["status"] for r in gui_rows] == ["ok", "failed"]

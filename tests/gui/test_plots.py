@@ -341,7 +341,7 @@ def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor:
         for rid, factor in (("run-a", 1.0), ("run-b", 2.0)):
             store.begin_run(rid, sweep_name=rid)
             for r in rows:
-                store.add_result(rid, dict(r, run_id=rid, decode_tps=r["decode_tps"] * factor))
+                store.add_result(rid, r.replace(run_id=rid, decode_tps=r.decode_tps * factor))
             store.finish_run(rid, "finished")
     cmp = CompareWindow(predictor)
     qtbot.addWidget(cmp)

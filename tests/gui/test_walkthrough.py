@@ -594,3 +594,29 @@ def test_a_legend_never_hangs_over_its_plots_data(qtbot) -> None:  # noqa: ANN00
         data_top = plot.getViewBox().sceneBoundingRect().top()
         for part in parts:
             assert part.sceneBoundingRect().bottom() <= data_top + 1, (part.text, part.sceneBoundingRect(), data_top)
+
+
+def test_a_legend_opened_and_folded_again_gives_its_plot_back_its_height(qtbot) -> None:  # noqa: ANN001
+    """Opening a folded legend on a short plot made the plot taller than its widget; folded again, it stayed so and
+    the axis title was cut at the widget's foot (a re-opened run on a 1366×768 screen)."""
+    from app.gui.plots.items import line, make_plot
+
+    w = make_plot("Decode vs context position", "position in context (tokens)", "decode speed (tok/s)", 1)
+    qtbot.addWidget(w)
+    plot = w.getPlotItem()
+    for k in range(9):
+        plot.addItem(line(f"Q4_1 · entry {k} (This CPU: AMD EPYC)", "#d62728"))
+    w.resize(292, 272)
+    w.show()
+    qtbot.waitExposed(w)
+    legend = plot.legend
+    legend.fit(240, 60)
+    _settle()
+    assert legend.collapsed
+    legend.toggle()  # the header's click: every entry, taller than the plot has room for
+    _settle()
+    legend.toggle()  # and folded again
+    qtbot.wait(20)
+    _settle()
+    assert plot.geometry().height() == pytest.approx(w.viewport().height(), abs=1)
+    assert plot.getAxis("bottom").sceneBoundingRect().bottom() <= w.viewport().height() + 1

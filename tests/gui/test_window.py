@@ -18,6 +18,7 @@ from PySide6.QtGui import QKeySequence
 from app.gui import theme
 from app.gui.bridge import read_event_stream
 from app.results import export
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.run.events import FailureKind, Notice, SweepFinished, SweepStarted, TestFailed, WorkerError
 from app.run.plan import SweepSpec
@@ -185,7 +186,7 @@ def test_errors_show_in_plain_words_and_the_window_stays(window) -> None:
         SweepStarted(t_ns=1, n_tests=2, tests=[]),
         Notice(t_ns=2, message="this build has no GPU backend"),
         TestFailed(t_ns=3, test_index=0, reason="/m.gguf: cannot allocate a context of 65536 tokens: out of memory",
-                   row={"test_index": 0, "status": "failed", "error": "out of memory"}, kind=FailureKind.OUT_OF_MEMORY),
+                   row=ResultRow(test_index=0, status="failed", error="out of memory"), kind=FailureKind.OUT_OF_MEMORY),
         WorkerError(t_ns=4, message="worker process was killed by SIGKILL (out of memory?)",
                     kind=FailureKind.WORKER_KILLED),
         SweepFinished(t_ns=5, n_ok=0, n_failed=1),
@@ -254,7 +255,7 @@ def test_history_reopens_a_run_and_compare_shows_ratios(window, tmp_path: Path) 
         for rid, factor in (("run-a", 1.0), ("run-b", 2.0)):
             store.begin_run(rid, sweep_name="stored")
             for r in rows:
-                store.add_result(rid, dict(r, run_id=rid, decode_tps=r["decode_tps"] * factor))
+                store.add_result(rid, r.replace(run_id=rid, decode_tps=r.decode_tps * factor))
             store.finish_run(rid, "finished")
     w = window
     assert w.open_run("run-b")

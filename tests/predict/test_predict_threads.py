@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.telemetry.machine import ProbeMode, scan_machine
 from engines.base import resolve_n_threads
@@ -24,11 +25,13 @@ def _stored_rows(path: Path) -> None:
                             "gpu_info": scan.gpu_info(), "backends": "CPU", "unstable": 0, "host_other_cpu_pct": 2.0}
     with ResultStore(path) as store:
         store.begin_run("r1")
-        store.add_result("r1", {**base, "test_index": 0, "n_threads": 1, "n_threads_effective": 1,
-                                "decode_achieved_frac": 0.2, "prefill_achieved_frac": 0.3})
+        store.add_result("r1", ResultRow.from_mapping({
+            **base, "test_index": 0, "n_threads": 1, "n_threads_effective": 1,
+            "decode_achieved_frac": 0.2, "prefill_achieved_frac": 0.3}))
         every = resolve_n_threads(0)
-        store.add_result("r1", {**base, "test_index": 1, "n_threads": 0, "n_threads_effective": every,
-                                "decode_achieved_frac": 0.6, "prefill_achieved_frac": 0.7})
+        store.add_result("r1", ResultRow.from_mapping({
+            **base, "test_index": 1, "n_threads": 0, "n_threads_effective": every,
+            "decode_achieved_frac": 0.6, "prefill_achieved_frac": 0.7}))
 
 
 def test_predict_threads_picks_the_rows_at_that_count(smollm2_path: Path, tmp_path: Path) -> None:

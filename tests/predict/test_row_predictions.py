@@ -12,6 +12,7 @@ from app.predict.hardware_context import HardwareContext
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor, predicted_columns
 from app.predict.store_efficiency import StoreCalibration, efficiency_from_rows
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from tests.cli_helpers import gguf_bench
 
@@ -63,18 +64,18 @@ def test_calibration_learns_from_other_models_only(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "r.sqlite3") as store:
         store.begin_run("r1")
         for i, (name, dec, pre) in enumerate([("a.gguf", 0.5, 0.8), ("a.gguf", 0.7, 0.6), ("b.gguf", 0.1, 0.1)]):
-            store.add_result("r1", {"test_index": i, "status": "ok", "model_filename": name, "cpu_info": "X",
-                                    "gpu_info": "", "backends": "CPU", "decode_achieved_frac": dec,
-                                    "prefill_achieved_frac": pre})
+            store.add_result("r1", ResultRow(test_index=i, status="ok", model_filename=name, cpu_info="X",
+                                             gpu_info="", backends="CPU", decode_achieved_frac=dec,
+                                             prefill_achieved_frac=pre))
         calib = StoreCalibration(store, "X", "")
         eff, source = calib("CPU", "b.gguf")
         assert eff is not None and eff.decode == pytest.approx(0.6) and eff.prefill == pytest.approx(0.7)
         assert "a.gguf" in source and "b.gguf" not in source
         assert StoreCalibration(store, "another CPU", "")("CPU", "b.gguf") == (None, "")
         # the same quantization type is preferred where it was measured
-        store.add_result("r1", {"test_index": 9, "status": "ok", "model_filename": "c.gguf", "cpu_info": "X",
-                                "gpu_info": "", "backends": "CPU", "model_ftype": "Q8_0",
-                                "decode_achieved_frac": 0.9, "prefill_achieved_frac": 0.95})
+        store.add_result("r1", ResultRow(test_index=9, status="ok", model_filename="c.gguf", cpu_info="X",
+                                         gpu_info="", backends="CPU", model_ftype="Q8_0",
+                                         decode_achieved_frac=0.9, prefill_achieved_frac=0.95))
         eff, source = StoreCalibration(store, "X", "")("CPU", "b.gguf", "Q8_0")
         assert eff is not None and eff.decode == pytest.approx(0.9) and "same type Q8_0" in source
     assert efficiency_from_rows([]) is None

@@ -14,6 +14,7 @@ from app.predict.profiles import cpu_profile
 from app.predict.settings import PredictSettings
 from app.predict.store_efficiency import StoreCalibration, efficiency_from_rows, row_threads, threads_for
 from app.results.fields import BUSY_OTHER_CPU_PCT, taken_while_busy
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from engines.base import resolve_n_threads
 
@@ -44,7 +45,7 @@ def _store(tmp_path: Path, rows: list[dict[str, Any]]) -> ResultStore:
     store = ResultStore(tmp_path / "results.sqlite3")
     store.begin_run("r1")
     for r in rows:
-        store.add_result("r1", r)
+        store.add_result("r1", ResultRow.from_mapping(r))
     return store
 
 

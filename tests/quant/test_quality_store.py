@@ -18,14 +18,16 @@ from app.results.quality_store import (
     render_quality,
     save_quality_rows,
 )
+from app.results.row_types import QualityRow, ResultRow
 from app.results.store import ResultStore
 from app.results.store_schema import SCHEMA_VERSION, user_version
 from tests.cli_helpers import gguf_bench
 
 
-def _row(run_id: str, index: int, path: Path, **more: object) -> dict[str, object]:
-    return {"run_id": run_id, "model_index": index, "model_path": str(path), "model_filename": path.name,
-            "model_key": model_key(path), "status": "ok", "mean_kld": 0.01 * index, **more}
+def _row(run_id: str, index: int, path: Path, **more: object) -> QualityRow:
+    return QualityRow.from_mapping({"run_id": run_id, "model_index": index, "model_path": str(path),
+                                    "model_filename": path.name, "model_key": model_key(path), "status": "ok",
+                                    "mean_kld": 0.01 * index, **more})
 
 
 def test_rows_round_trip_and_lookup(tmp_path: Path) -> None:
@@ -37,10 +39,13 @@ def test_rows_round_trip_and_lookup(tmp_path: Path) -> None:
         assert quality_for(store, a) is None and last_quality_run(store) is None
         assert save_quality_rows(store, [_row("r1", 0, a), _row("r1", 1, b, status="failed")])
         assert save_quality_rows(store, [_row("r2", 0, a, mean_kld=0.5)])
-        assert [r["model_filename"] for r in quality_rows(store, "r1")] == ["a.gguf", "b.gguf"]
-        assert quality_for(store, a)["mean_kld"] == 0.5  # the newest ok row
+        assert [r.model_filename for r in quality_rows(store, "r1")] == ["a.gguf", "b.gguf"]
+        assert quality_rows(store, "r1")[0] == _row("r1", 0, a)  # as it was saved
+        newest = quality_for(store, a)
+        assert newest is not None and newest.mean_kld == 0.5  # the newest ok row
         assert quality_for(store, b) is None  # only a failed row
-        assert quality_for(store, "https://huggingface.co/x/y/resolve/main/a.gguf")["run_id"] in ("r1", "r2")
+        by_name = quality_for(store, "https://huggingface.co/x/y/resolve/main/a.gguf")
+        assert by_name is not None and by_name.run_id in ("r1", "r2")
         os.utime(a, ns=(1, 1))  # the file changed: its old quality no longer applies
         assert quality_for(store, a) is None
         assert last_quality_run(store) in ("r1", "r2")
@@ -64,7 +69,7 @@ def test_a_locked_store_keeps_quality_rows_and_stores_them_later(tmp_path: Path)
     with ResultStore(path, warn=warnings.append) as store:
         assert quality_rows(store, "r") == [] and store.pending.exists()  # opening alone writes nothing
     with ResultStore.recover(path, warn=warnings.append) as store:
-        assert [r["run_id"] for r in quality_rows(store, "r")] == ["r"]
+        assert [r.run_id for r in quality_rows(store, "r")] == ["r"]
     assert not store.pending.exists()
 
 
@@ -77,7 +82,8 @@ def test_a_damaged_quality_table_leaves_the_sweeps_listed(tmp_path: Path) -> Non
 
 
 def test_render_orders_columns() -> None:
-    rows = [{"status": "ok", "model_filename": "m.gguf", "run_id": "r", "extra": 1, "ppl": 12.5}]
+    rows = [QualityRow.from_mapping({"status": "ok", "model_filename": "m.gguf", "run_id": "r", "extra": 1,
+                                     "ppl": 12.5})]
     header = render_quality(rows, "csv").splitlines()[0].split(",")
     assert header[: len(QUALITY_COLUMNS)] == list(QUALITY_COLUMNS) and header[-1] == "extra"
     assert "| m.gguf |" in render_quality(rows, "md")
@@ -92,7 +98,7 @@ def test_gguf_bench_exports_and_lists_a_quality_run(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite3"
     with ResultStore(path) as store:
         store.begin_run("20261130T100000-sweep1", sweep_name="quick")
-        store.add_result("20261130T100000-sweep1", {"model_filename": "a.gguf", "status": "ok", "decode_tps": 9.5})
+        store.add_result("20261130T100000-sweep1", ResultRow(model_filename="a.gguf", status="ok", decode_tps=9.5))
         store.finish_run("20261130T100000-sweep1", "completed")
         save_quality_rows(store, [_row("20261130T110000-qual1", 0, a, ppl=12.5), _row("20261130T110000-qual1", 1, b)])
     csv_out = gguf_bench("--store", str(path), "export", "20261130T11", "-o", "csv")

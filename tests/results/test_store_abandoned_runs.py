@@ -17,10 +17,11 @@ pytestmark = pytest.mark.heavy  # a worker and a subprocess
 
 WRITER = """
 import sys
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 store = ResultStore(sys.argv[1])
 store.begin_run("run-child", sweep_name="quick")
-store.add_result("run-child", {"test_index": 0, "status": "ok", "model_filename": "m.gguf"})
+store.add_result("run-child", ResultRow(test_index=0, status="ok", model_filename="m.gguf"))
 print("begun", flush=True)
 sys.stdin.read()  # until the test kills us
 """

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore, StoreError
 from tests.cli_helpers import gguf_bench
 
 
-def _row(i: int, **extra: object) -> dict[str, object]:
-    return {"test_index": i, "status": "ok", "model_filename": "m.gguf", **extra}
+def _row(i: int, **extra: object) -> ResultRow:
+    return ResultRow.from_mapping({"test_index": i, "status": "ok", "model_filename": "m.gguf", **extra})
 
 
 QUICK = {"busy_timeout_s": 0.05, "write_attempts": 2, "backoff_s": 0.01}
@@ -47,9 +48,9 @@ def test_rows_written_while_another_process_holds_the_lock_are_kept_and_replayed
     locker.close()
     store.close()
     with _quick(path) as plain:  # opening reads: the side file waits for recovery
-        assert [r["test_index"] for r in plain.rows("run-a")] == [0] and store.pending.path.exists()
+        assert [r.test_index for r in plain.rows("run-a")] == [0] and store.pending.path.exists()
     with _recovered(path) as again:  # recovery stores what was kept, in order
-        assert [r["test_index"] for r in again.rows("run-a")] == [0, 1, 2]
+        assert [r.test_index for r in again.rows("run-a")] == [0, 1, 2]
         assert again.run_info("run-a")["status"] == "finished"
         assert any("stored 2 results kept in" in w for w in again.warnings)
     assert not store.pending.path.exists()
@@ -64,7 +65,7 @@ def test_a_write_after_the_lock_is_released_stores_the_kept_rows_first(tmp_path:
     store.add_result("run-a", _row(0))
     locker.execute("ROLLBACK")
     store.add_result("run-a", _row(1))
-    assert [r["test_index"] for r in store.rows("run-a")] == [0, 1]
+    assert [r.test_index for r in store.rows("run-a")] == [0, 1]
     assert not store.pending.path.exists()
     store.close()
 
@@ -80,7 +81,7 @@ def test_a_full_store_keeps_the_row_in_the_side_file(tmp_path: Path) -> None:
     assert "database or disk is full" in store.warnings[0]
     store.close()
     with _recovered(path) as again:
-        assert again.rows("run-a")[0]["samples_ns"][-1] == 19999
+        assert (again.rows("run-a")[0].samples_ns or [])[-1] == 19999
 
 
 def _damage_a_page(path: Path, page: int) -> None:
@@ -157,8 +158,8 @@ def test_a_row_of_bad_json_is_skipped_with_a_warning(tmp_path: Path) -> None:
             "UPDATE runs SET machine_json = 'nope'")
     messages: list[str] = []
     with ResultStore(path, warn=messages.append) as store:
-        assert [r["test_index"] for r in store.rows("run-a")] == [0, 2]
-        assert [r["test_index"] for r in store.recent_rows()] == [2, 0]
+        assert [r.test_index for r in store.rows("run-a")] == [0, 2]
+        assert [r.test_index for r in store.recent_rows()] == [2, 0]
         assert store.run_info("run-a")["machine"] == {}
     assert messages == [f"{path}: skipped 1 stored result rows that are not valid JSON"] * 2
     proc = gguf_bench("--store", str(path), "predict", "--ctx", "512")  # calibration reads the recent rows

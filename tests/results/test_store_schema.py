@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from app.results import store_schema
+from app.results.fields import whole_numbers
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore, StoreError
 from app.results.store_schema import MIGRATIONS, SCHEMA_VERSION, SchemaError, upgrade, user_version
 from tests.cli_helpers import gguf_bench
@@ -48,12 +50,18 @@ def _columns(db: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
 
 
+def _as_read(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as they were stored, read as typed rows: every key in its order, the byte counts that schema 0 kept as
+    floats (llama.cpp's MiB figures: 96573849.6) as the whole numbers of the field table's int fields."""
+    return [whole_numbers(dict(r)) for r in rows]
+
+
 def _assert_holds_v0_data(store: ResultStore, expected: dict[str, Any]) -> None:
     assert [r.__dict__ for r in store.runs()] == expected["runs"]
     for run_id in expected["rows"]:
-        assert store.rows(run_id) == expected["rows"][run_id]
+        assert [r.to_mapping() for r in store.rows(run_id)] == _as_read(expected["rows"][run_id])
         assert store.run_info(run_id) == expected["run_info"][run_id]
-    assert store.recent_rows() == expected["recent_rows"]
+    assert [r.to_mapping() for r in store.recent_rows()] == _as_read(expected["recent_rows"])
     assert store.resolve_run_id("last") == expected["last"]
 
 
@@ -87,12 +95,12 @@ def test_opening_again_is_idempotent_and_new_runs_mix_with_old(v0_store: Path, e
         assert user_version(a._db) == user_version(b._db) == SCHEMA_VERSION
         _assert_holds_v0_data(b, expected)
         a.begin_run("20261201-new", sweep_name="quick")
-        a.add_result("20261201-new", {"test_index": 0, "status": "ok", "model_filename": "m.gguf"})
+        a.add_result("20261201-new", ResultRow(test_index=0, status="ok", model_filename="m.gguf"))
         a.finish_run("20261201-new", "finished")
         assert b.resolve_run_id("last") == "20261201-new"
         assert [r.run_id for r in b.runs()] == ["20261201-new"] + [r["run_id"] for r in expected["runs"]]
         assert b.runs(limit=2)[1].__dict__ == expected["runs"][0]
-        assert b.recent_rows(limit=1)[0]["model_filename"] == "m.gguf"
+        assert b.recent_rows(limit=1)[0].model_filename == "m.gguf"
 
 
 def test_a_fresh_store_has_the_same_schema_as_an_upgraded_one(tmp_path: Path, v0_store: Path) -> None:

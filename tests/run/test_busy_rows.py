@@ -56,7 +56,9 @@ def test_rows_taken_beside_busy_processes_say_so_and_are_not_learnt_from(smollm2
             p.wait()
     assert proc.returncode == 0, proc.stderr
     header = proc.stdout.splitlines()[0].split(",")
-    assert header[-1] == "host_other_cpu_pct" == FIELDS[-1]  # appended: every older column keeps its place
+    # appended after n_tensors_overridden (issue #27): every older column keeps its place, newer ones follow it
+    assert header == [f for f in FIELDS if f in header] and "host_other_cpu_pct" in header
+    assert header.index("host_other_cpu_pct") == header.index("n_tensors_overridden") + 1
     rows = export.read_csv(proc.stdout)
     assert len(rows) == 1 and rows[0]["status"] == "ok"
     assert float(rows[0]["host_other_cpu_pct"]) > BUSY_OTHER_CPU_PCT, rows[0]["host_other_cpu_pct"]

@@ -15,6 +15,7 @@ import pytest
 from app.choose.chooser import ChooseRequest, expand_sources, run_choose
 from app.cli.main import main
 from app.results.quality_store import model_key, save_quality_rows
+from app.results.row_types import QualityRow, ResultRow
 from app.results.store import ResultStore
 from app.telemetry.cpu_probe import CpuProbe, save_probe
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -76,13 +77,13 @@ def test_quality_and_measured_speed_from_the_store(smollm2_path: Path, make_gguf
     machine = scan_machine(ProbeMode.CACHED).run_facts()
     with ResultStore() as store:
         save_quality_rows(store, [
-            {"run_id": "q1", "model_index": i, "model_path": f, "model_filename": Path(f).name,
-             "model_key": model_key(f), "status": "ok", "mean_kld": kld, "ppl": 20.0 + i, "same_top_rate": 0.9}
+            QualityRow(run_id="q1", model_index=i, model_path=f, model_filename=Path(f).name,
+                       model_key=model_key(f), status="ok", mean_kld=kld, ppl=20.0 + i, same_top_rate=0.9)
             for i, (f, kld) in enumerate(zip(files, (0.04, 0.0), strict=True))])
         store.begin_run("r1", machine=machine)
-        store.add_result("r1", {"model_filename": smollm2_path.name, "status": "ok", "decode_tps": 55.5,
-                                "ttft_ms": 120.0, "n_prompt": 512, "n_gen": 32, "n_depth": 0,
-                                "n_gpu_layers_effective": 0, "cpu_info": machine.get("cpu_model", "")})
+        store.add_result("r1", ResultRow(model_filename=smollm2_path.name, status="ok", decode_tps=55.5,
+                                         ttft_ms=120.0, n_prompt=512, n_gen=32, n_depth=0,
+                                         n_gpu_layers_effective=0, cpu_info=machine.get("cpu_model", "")))
         store.finish_run("r1", "ok")
     report = run_choose(ChooseRequest(sources=(*files, str(smollm2_path)), n_ctx=4096, max_kld=0.05))
     q8 = next(c for c in report.choices if c.filename == "synthetic-q8_0.gguf")

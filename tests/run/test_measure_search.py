@@ -37,6 +37,7 @@ from app.choose.measure_search import (
 from app.choose.verdicts import Figure, FileChoice, Quality
 from app.cli.main import main
 from app.results.quality_store import model_key, save_quality_rows
+from app.results.row_types import QualityRow
 from app.results.store import ResultStore
 from app.telemetry.cpu_probe import CpuProbe, save_probe
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -307,8 +308,8 @@ def test_real_search_on_smollm2_then_the_same_question_from_the_cache(smollm2_pa
     files = [str(smollm2_path), str(other)]
     with ResultStore() as store:
         save_quality_rows(store, [
-            {"run_id": "q1", "model_index": i, "model_path": f, "model_filename": Path(f).name,
-             "model_key": model_key(f), "status": "ok", "mean_kld": kld}
+            QualityRow(run_id="q1", model_index=i, model_path=f, model_filename=Path(f).name,
+                       model_key=model_key(f), status="ok", mean_kld=kld)
             for i, (f, kld) in enumerate(zip(files, (0.0, 0.5), strict=True))])
     report = run_choose(ChooseRequest(sources=tuple(files), n_ctx=512))
     machine = scan_machine(ProbeMode.CACHED).run_facts()

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QGraphicsGridLayout, QGraphicsItem
 
@@ -150,6 +150,23 @@ class TopLegend(pg.GraphicsWidget):
         self.expanded_by_user = self.collapsed
         self.collapsed = not self.collapsed
         self.relayout()
+        QTimer.singleShot(0, self, self._fit_view)  # the legend as context: no call once it is gone
+
+    def _fit_view(self) -> None:
+        """The plot back to its widget's size once the legend has its new height: a plot the opened legend made
+        taller than its widget stayed that tall when it folded again (its axis title cut at the widget's foot)."""
+        plot = self.parentItem()  # the PlotItem: its minimum size from the legend's new height first
+        lay = getattr(plot, "layout", None)
+        lay = lay() if callable(lay) else lay  # a PlotItem keeps its grid layout as an attribute
+        if lay is not None:
+            lay.invalidate()
+            lay.activate()
+        scene = self.scene()
+        for view in scene.views() if scene is not None else []:
+            if isinstance(view, pg.GraphicsView):  # the view's own setRange, as its resizeEvent calls it (a
+                # PlotWidget's setRange is its plot's data range)
+                pg.GraphicsView.setRange(view, QRectF(0, 0, view.width(), view.height()), padding=0,
+                                         disableAutoPixel=False)
 
     def _update_header(self) -> None:
         if self.header is None:
