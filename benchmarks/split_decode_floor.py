@@ -41,6 +41,7 @@ from app.model.facts_cache import cached_facts  # noqa: E402
 from app.predict.crossing_fit import split_decode_bytes  # noqa: E402
 from app.predict.decode import PCIE_COPY_LATENCY_S, transfer_seconds_per_token  # noqa: E402
 from app.predict.settings import PredictSettings  # noqa: E402
+from app.results.row_types import ResultRow
 from app.telemetry.llama_build import installed_gpu_backends  # noqa: E402
 from tests.gguf_synth import write_synthetic_moe_gguf  # noqa: E402
 
@@ -69,7 +70,7 @@ def _shares(model: Path, row: dict[str, Any]) -> tuple[float, int]:
     """(share of a token's bytes read on the device, extra crossings per token) as the product's form counts them."""
     facts = cached_facts(str(model))
     assert facts is not None
-    read = split_decode_bytes(facts, PredictSettings.from_row(row))
+    read = split_decode_bytes(facts, PredictSettings.from_row(ResultRow.from_mapping(row)))  # a CLI JSON row
     total = read.gpu_bytes + read.host_bytes
     return (read.gpu_bytes / total if total else 0.0), read.extra_crossings
 

@@ -52,6 +52,7 @@ from app.predict.settings import PredictSettings
 from app.predict.store_efficiency import untrustworthy
 from app.results.fields import BUSY_OTHER_CPU_PCT, RowStatus
 from app.results.phases import row_rate, spread
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.run.events import Event, TestStarted
 from app.run.plan import TestSpec
@@ -158,7 +159,7 @@ class TrustedRows:
     """The ok rows a fit may learn from (neither unstable nor taken on a busy machine, by
     :func:`app.predict.store_efficiency.untrustworthy`) and how many ok rows were left out."""
 
-    rows: list[dict[str, Any]]
+    rows: list[ResultRow]
     n_left_out: int
 
     @property
@@ -172,10 +173,10 @@ class TrustedRows:
         return f"{self.n_left_out} of {self.n_ok} {what} left out: unstable, or taken while the machine was busy"
 
 
-def trusted_rows(rows: list[dict[str, Any]]) -> TrustedRows:
+def trusted_rows(rows: list[ResultRow]) -> TrustedRows:
     """The ok rows of ``rows`` that are stable and quiet, and the count of ok rows that are not (failed rows are
     neither: they never reach a fit)."""
-    ok = [r for r in rows if r.get("status") == RowStatus.OK]
+    ok = [r for r in rows if r.status == RowStatus.OK]
     kept = [r for r in ok if not untrustworthy(r)]
     return TrustedRows(kept, len(ok) - len(kept))
 
@@ -277,11 +278,11 @@ def _facts_or_none(path: str) -> ModelFacts | None:
         return None
 
 
-def repacked_types(rows: list[dict[str, Any]]) -> tuple[str, ...]:
+def repacked_types(rows: list[ResultRow]) -> tuple[str, ...]:
     """The weight types whose ok rows had weights in an extra buffer (CPU_REPACK, AMX): their kernels differ with
     repacking off."""
-    found = {facts.file_type for r in rows if r.get("status") == RowStatus.OK and r.get("extra_buffers")
-             and (facts := _facts_or_none(str(r.get("model_path") or ""))) is not None}
+    found = {facts.file_type for r in rows if r.status == RowStatus.OK and r.extra_buffers
+             and (facts := _facts_or_none(r.model_path or "")) is not None}
     return tuple(sorted(found))
 
 
@@ -291,9 +292,9 @@ def store_rows(store: ResultStore, cpu_info: str, gpu_info: str, version: str, l
     ``repack`` (the ladder's: the fit holds for them), split by trust (:func:`trusted_rows`). Rows from before the
     repack column ran with repacking on."""
     threads = (0, usable_cpu_threads())
-    rows = [r for r in store.recent_rows(limit) if r.get("cpu_info") == cpu_info
-            and (r.get("gpu_info") or "") == gpu_info and str(r.get("llama_cpp_python_version") or "") == version
-            and int(r.get("n_threads") or 0) in threads and PredictSettings.from_row(r).repack == repack]
+    rows = [r for r in store.recent_rows(limit) if r.cpu_info == cpu_info
+            and (r.gpu_info or "") == gpu_info and (r.llama_cpp_python_version or "") == version
+            and (r.n_threads or 0) in threads and PredictSettings.from_row(r).repack == repack]
     return trusted_rows(rows)
 
 
@@ -313,7 +314,7 @@ class LadderFit:
     n_ladder_left_out: int
 
 
-def fit_ladder(rows: list[dict[str, Any]], stored: TrustedRows, *, ctx: MachineContext, cpu_info: str,
+def fit_ladder(rows: list[ResultRow], stored: TrustedRows, *, ctx: MachineContext, cpu_info: str,
                gpu_info: str, build: str, repack: int, progress: Callable[[str], None] = lambda _m: None) -> LadderFit:
     """Fit the ladder's stable, quiet ``rows`` and the stable, quiet stored runs (``stored``: :func:`store_rows`);
     what was left out of each goes into the progress line, the fit's notes and a FitError's message.
@@ -369,7 +370,7 @@ class Calibration:
             models[write_synth_model(folder / f"{m.shape.name}.gguf", m.shape)] = m
         return models
 
-    def _measure(self, tests: list[TestSpec], machine: dict[str, Any]) -> list[dict[str, Any]]:
+    def _measure(self, tests: list[TestSpec], machine: dict[str, Any]) -> list[ResultRow]:
         def on_event(ev: Event) -> None:
             if isinstance(ev, TestStarted):
                 t = ev.test
@@ -390,8 +391,8 @@ class Calibration:
             raise CalibrationCancelled("calibration cancelled; the previous fit is unchanged")
         return outcome.rows
 
-    def _measure_ladder(self, folder: Path, machine: dict[str, Any], fit_rows: Callable[[list[dict[str, Any]]],
-                        MachineFit]) -> tuple[list[dict[str, Any]], MachineFit]:
+    def _measure_ladder(self, folder: Path, machine: dict[str, Any], fit_rows: Callable[[list[ResultRow]],
+                        MachineFit]) -> tuple[list[ResultRow], MachineFit]:
         """Write and measure the ladder (``passes`` times, each test's repetitions pooled over the passes) and fit
         it (``fit_rows``); tests the fit finds disturbed, and those unstable or taken on a busy machine (left out
         of the fit), are measured once more, and fitted again: a disturbed test keeps the faster figures (another
@@ -409,27 +410,27 @@ class Calibration:
         rows = self._crossings_again(tests, rows, machine)
         fit = fit_rows(rows)
         disturbed = disturbed_labels(fit)
-        left_out = {i for i, r in enumerate(rows) if r.get("status") == RowStatus.OK and untrustworthy(r)}
+        left_out = {i for i, r in enumerate(rows) if r.status == RowStatus.OK and untrustworthy(r)}
         again = [i for i, r in enumerate(rows) if row_label(r) in disturbed or i in left_out]
         if not again or len(again) > len(rows) // 2:  # none, or the whole machine is busy: measuring again won't help
             return rows, fit
         self.progress(f"measuring {len(again)} disturbed tests again"
                       + (f" ({len(left_out)} of them unstable or busy)" if left_out else ""))
         for i, row in zip(again, self._measure([tests[i] for i in again], machine), strict=True):
-            if row.get("status") != RowStatus.OK or untrustworthy(row):
+            if row.status != RowStatus.OK or untrustworthy(row):
                 continue
             rows[i] = row if i in left_out else faster(rows[i], row)
         return rows, fit_rows(rows)
 
-    def _crossings_again(self, tests: list[TestSpec], rows: list[dict[str, Any]], machine: dict[str, Any]
-                         ) -> list[dict[str, Any]]:
+    def _crossings_again(self, tests: list[TestSpec], rows: list[ResultRow], machine: dict[str, Any]
+                         ) -> list[ResultRow]:
         """``rows`` with the crossing tests measured again, up to :data:`CROSSING_RETRIES` times, while none of them
         is stable and quiet: the only tests a crossing's cost is learned from, few, and on a noisy machine easily
         all left out (then every split would be predicted with the assumed cost)."""
         idx = [i for i, t in enumerate(tests) if t.tensor_buft_overrides != "none"]
         rows = list(rows)
         for n in range(CROSSING_RETRIES):
-            if not idx or any(rows[i].get("status") == RowStatus.OK and not untrustworthy(rows[i]) for i in idx):
+            if not idx or any(rows[i].status == RowStatus.OK and not untrustworthy(rows[i]) for i in idx):
                 break
             self.progress(f"no crossing test was stable and quiet: measuring them again ({n + 1} of "
                           f"{CROSSING_RETRIES})")
@@ -453,7 +454,7 @@ class Calibration:
                        if use_store and self.store is not None else TrustedRows([], 0))
         fitted: list[LadderFit] = []
 
-        def fit_rows(rows: list[dict[str, Any]]) -> MachineFit:
+        def fit_rows(rows: list[ResultRow]) -> MachineFit:
             got = fit_ladder(rows, stored_rows, ctx=ctx, cpu_info=cpu_info, gpu_info=gpu_info, build=build,
                              repack=repack, progress=self.progress)
             fitted.append(replace(got, fit=got.fit.with_pass_noise(self.pass_spreads)))
@@ -489,14 +490,14 @@ def disturbed_labels(fit: MachineFit) -> set[str]:
     return {label for phases in fit.fits.values() for pf in phases.values() for label in pf.disturbed()}
 
 
-def pass_spreads(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
+def pass_spreads(first: list[ResultRow], second: list[ResultRow]) -> dict[tuple[str, str], list[float]]:
     """(fit backend, phase) -> |first ÷ second − 1| of each test's median in two passes, for the tests both passes
     measured stable and quiet: how far a run of a test lands from the last one on this machine."""
     out: dict[tuple[str, str], list[float]] = {}
     for a, b in zip(first, second, strict=True):
-        if any(r.get("status") != RowStatus.OK or untrustworthy(r) for r in (a, b)):
+        if any(r.status != RowStatus.OK or untrustworthy(r) for r in (a, b)):
             continue
-        facts = _facts_or_none(str(a.get("model_path") or ""))
+        facts = _facts_or_none(a.model_path or "")
         backend = row_backend(a, facts.n_layer) if facts is not None else None
         if backend is None:
             continue
@@ -507,36 +508,35 @@ def pass_spreads(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> d
     return out
 
 
-def pooled(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def pooled(a: ResultRow, b: ResultRow) -> ResultRow:
     """Two passes over one test as one measurement: each phase's median (mean, stddev) over the repetitions of
     both, the statistic the prediction benchmark judges, over twice the samples. (Keeping the faster pass's median
     instead made the fit faster than held-out medians: 21 of 24 held-out prefill errors positive in three runs.)
     The pooled test is as trustworthy as its worse pass: unstable where a pass was, and taken with the larger share
     of CPU that other processes used (so a busy pass leaves it out of the fit)."""
-    oks = [r for r in (a, b) if r.get("status") == RowStatus.OK]
+    oks = [r for r in (a, b) if r.status == RowStatus.OK]
     if len(oks) < 2:
-        return dict(oks[0] if oks else b)
-    out = dict(b)
+        return oks[0] if oks else b
+    changes: dict[str, Any] = {}
     for phase in ("decode", "prefill"):
-        xs = [float(x) for r in oks for x in r.get(f"{phase}_samples_tps") or ()]
+        xs = [float(x) for r in oks for x in getattr(r, f"{phase}_samples_tps") or ()]
         if xs:
-            out.update({f"{phase}_samples_tps": xs, **spread(f"{phase}_tps", xs)})
-    out["unstable"] = int(any(r.get("unstable") for r in oks))
-    out["unstable_metrics"] = ",".join(dict.fromkeys(m for r in oks for m in str(r.get("unstable_metrics") or "")
-                                                     .split(",") if m))
-    busy = [float(p) for r in oks if isinstance(p := r.get("host_other_cpu_pct"), (int, float))
-            and not isinstance(p, bool) and math.isfinite(p)]
-    out["host_other_cpu_pct"] = max(busy) if busy else None
-    return out
+            changes.update({f"{phase}_samples_tps": xs, **spread(f"{phase}_tps", xs)})
+    changes["unstable"] = int(any(r.unstable for r in oks))
+    changes["unstable_metrics"] = ",".join(dict.fromkeys(m for r in oks for m in (r.unstable_metrics or "").split(",")
+                                                         if m))
+    busy = [float(p) for r in oks if (p := r.host_other_cpu_pct) is not None and math.isfinite(p)]
+    changes["host_other_cpu_pct"] = max(busy) if busy else None
+    return b.replace(**changes)
 
 
-def faster(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def faster(a: ResultRow, b: ResultRow) -> ResultRow:
     """Two measurements of one test merged phase by phase: the faster median (and its figures) of each."""
-    out = dict(b if b.get("status") == RowStatus.OK else a)
+    out = b if b.status == RowStatus.OK else a
     for phase in ("decode_tps", "prefill_tps"):
-        best = max((r for r in (a, b) if r.get("status") == RowStatus.OK),
+        best = max((r for r in (a, b) if r.status == RowStatus.OK),
                    key=lambda r: row_rate(r, phase) or 0.0, default=out)
-        out.update({k: best.get(k) for k in (phase, f"{phase}_median", f"{phase}_stddev")})
+        out = out.replace(**{k: getattr(best, k) for k in (phase, f"{phase}_median", f"{phase}_stddev")})
     return out
 
 

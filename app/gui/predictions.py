@@ -7,7 +7,7 @@ Every figure comes from ``answer`` on this machine (``Expectations.machine``); t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,6 +18,7 @@ from app.model.facts import ModelFacts
 from app.predict.answer import Answer, Figure, answer, memory_by_context, same_hardware
 from app.predict.profiles import HardwareProfile, cpu_profile
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 
 GIB = 1024**3
 __all__ = ["PredictionService", "TestPrediction", "expected_of", "n_ctx_for", "same_hardware"]
@@ -45,14 +46,14 @@ def _f(x: Any) -> float | None:
     return v if math.isfinite(v) and v > 0 else None
 
 
-def _int(d: dict[str, Any], key: str, default: int) -> int:
+def _int(d: Mapping[str, Any], key: str, default: int) -> int:
     try:
         return int(d.get(key, default) if d.get(key) is not None else default)
     except (TypeError, ValueError):
         return default
 
 
-def n_ctx_for(test: dict[str, Any]) -> int:
+def n_ctx_for(test: Mapping[str, Any]) -> int:
     """The context size the runner gives a test (TestSpec.n_ctx): depth + prompt + generated (+1), per sequence."""
     per_seq = _int(test, "n_depth", 0) + _int(test, "n_prompt", 0) + _int(test, "n_gen", 0) + 1
     return -(-per_seq * max(_int(test, "n_parallel", 1), 1) // 256) * 256
@@ -149,8 +150,9 @@ class PredictionService:
         return bool(self._pending)
 
     def mem_bytes(self, test: dict[str, Any]) -> float | None:
-        """Weights + KV cache + compute buffer llama.cpp allocates for a test (cheap: no fit search)."""
-        res = self._kv_curve(str(test.get("model_path", "")), [n_ctx_for(test)], PredictSettings.from_row(test))
+        """Weights + KV cache + compute buffer llama.cpp allocates for a test as the window holds it, a table keyed
+        by the field table's column names (cheap: no fit search)."""
+        res = self._kv_curve(str(test.get("model_path", "")), [n_ctx_for(test)], PredictSettings.from_test(test))
         return float(res[1][0]) if res is not None else None
 
     @property
@@ -187,12 +189,16 @@ class PredictionService:
         self._cache[key] = got
         return got
 
-    def for_test(self, test: dict[str, Any], profile: HardwareProfile | None = None) -> TestPrediction | None:
-        """Ceilings for a test (or a row: same keys) on ``profile`` (default: the chosen one). Decode is read at
+    def for_test(self, test: Mapping[str, Any] | ResultRow, profile: HardwareProfile | None = None
+                 ) -> TestPrediction | None:
+        """Ceilings for a test as the window holds it (a table keyed by the field table's column names), or for a
+        row (read as the test it ran: the same columns), on ``profile`` (default: the chosen one). Decode is read at
         the generation's average position."""
+        if isinstance(test, ResultRow):
+            test = test.to_mapping()
         n_prompt, n_gen = _int(test, "n_prompt", 512), _int(test, "n_gen", 128)
         got = self.predict_settings(str(test.get("model_path", "")),
-                                    PredictSettings.from_row(test, n_ctx=n_ctx_for(test)), profile)
+                                    PredictSettings.from_test(test, n_ctx=n_ctx_for(test)), profile)
         if got is None:
             return None
         pred = got.prediction
@@ -222,7 +228,7 @@ class PredictionService:
     def decode_curve(self, path: str, positions: Sequence[float], profile: HardwareProfile | None = None,
                      **settings: Any) -> np.ndarray | None:
         """Decode ceiling (tok/s) for a token at each context position on ``profile`` (default: the chosen one)."""
-        base = PredictSettings.from_row(settings)
+        base = PredictSettings.from_test(settings)
         ys = []
         for x in positions:
             p = self.predict_settings(path, base.decode_at(float(x)), profile)
@@ -235,7 +241,7 @@ class PredictionService:
                        profile: HardwareProfile | None = None, **settings: Any) -> np.ndarray | None:
         """Expected figures along ``xs`` on ``profile`` as rows (value, low, high): TTFT (ms) against prompt length
         for ``phase="prefill"``, decode tok/s against position for ``"decode"``; None where no fit gives one."""
-        base = PredictSettings.from_row(dict(settings, model_path=path))
+        base = PredictSettings.from_test(dict(settings, model_path=path))
         out = []
         for x in xs:
             if phase == "prefill":
@@ -260,7 +266,7 @@ class PredictionService:
         (expected with its band where a source gives one, else the ceiling): (its kind, rows value, low, high; the
         band's ends are the value where there is no band). The kind is "ceiling" where any position has only a
         ceiling, else the first position's (``fit``, ``public``…)."""
-        base = PredictSettings.from_row(settings)
+        base = PredictSettings.from_test(settings)
         rows, kinds = [], []
         for x in positions:
             got = self.predict_settings(path, base.decode_at(float(x)), profile)
@@ -277,7 +283,7 @@ class PredictionService:
 
     def kv_curve(self, path: str, ctxs: Sequence[float], **settings: Any) -> tuple[np.ndarray, np.ndarray] | None:
         """(KV-cache bytes, weights + KV + compute bytes) llama.cpp allocates at each context size."""
-        return self._kv_curve(path, ctxs, PredictSettings.from_row(settings))
+        return self._kv_curve(path, ctxs, PredictSettings.from_test(settings))
 
     def _kv_curve(self, path: str, ctxs: Sequence[float],
                   s: PredictSettings) -> tuple[np.ndarray, np.ndarray] | None:

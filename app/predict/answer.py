@@ -380,18 +380,18 @@ def _measured(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, m
     decode, decode_empty, prefill = asked
     ngl = pred.n_gpu_layers if profile.kind != "cpu" else 0
     rows = [r for r in machine.measured_rows(facts_filename(facts))
-            if int(r.get("n_gpu_layers_effective") or 0) == ngl and int(r.get("n_cpu_moe") or 0) == s.n_cpu_moe]
+            if (r.n_gpu_layers_effective or 0) == ngl and (r.n_cpu_moe or 0) == s.n_cpu_moe]
     if not rows:
         return None
     r = rows[0]
     m = replace(PredictSettings.from_row(r, n_gpu_layers=ngl), flash_attn=True, n_threads=s.n_threads, backends="",
-                repack=s.repack, type_k=str(r.get("type_k") or "f16"), type_v=None)
+                repack=s.repack, type_k=r.type_k or "f16", type_v=None)
     m = replace(m, n_ctx=max(s.n_ctx, m.depth + m.n_prompt + m.n_gen + 1))
     m_pred = predict(facts, profile, m, cpu_bandwidth_gbps=pred.cpu_bandwidth_gbps,
                      tensor_bytes=facts.tensor_bytes or None)
     m_decode, m_prefill, _, _ = _expected(facts, profile, m, m_pred, src)
-    threads = r.get("n_threads_effective") or r.get("n_threads")
-    where = f"p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth') or 0} ngl{ngl}" + (f" t{threads}" if threads
+    threads = r.n_threads_effective or r.n_threads
+    where = f"p{r.n_prompt} n{r.n_gen} d{r.n_depth or 0} ngl{ngl}" + (f" t{threads}" if threads
                                                                                             else "")
 
     def ratio(to: Figure, to_ceiling: float, at: Figure | None, at_ceiling: float) -> tuple[float, str]:
@@ -399,7 +399,7 @@ def _measured(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, m
             return to.value / at.value, f"{to.kind} figures"
         return to_ceiling / at_ceiling, "ceilings"
 
-    rate, m_depth = float(r["decode_tps"]), int(m.decode_depth)
+    rate, m_depth = float(r.decode_tps or 0.0), int(m.decode_depth)
     said = f"{rate:,.1f} tok/s at depth {m_depth:,} ({where})"
     to_asked, whose = ratio(decode, pred.decode_ceiling_tps, m_decode, m_pred.decode_ceiling_tps)
     to_empty, whose_empty = ratio(decode_empty, empty_ceiling_tps, m_decode, m_pred.decode_ceiling_tps)
@@ -410,14 +410,13 @@ def _measured(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, m
         FigureKind.MEASURED, "measured here", f"measured here: {said}; from an empty cache by the ratio of the "
                                               f"{whose_empty}"))
     got_prefill = prefill
-    measured_prefill = r.get("prefill_tps") or (int(r.get("n_prompt") or 0) / (float(r["ttft_ms"]) / 1000.0)
-                                                if r.get("ttft_ms") else None)
+    measured_prefill = r.prefill_tps or ((r.n_prompt or 0) / (r.ttft_ms / 1000.0) if r.ttft_ms else None)
     if measured_prefill and prefill is not None:
         to_prompt, whose_p = ratio(prefill, pred.prefill_ceiling_tps, m_prefill, m_pred.prefill_ceiling_tps)
         got_prefill = Figure(float(measured_prefill) * to_prompt, FigureKind.MEASURED, source=Source(
             FigureKind.MEASURED, "measured here", f"measured here: prefill {float(measured_prefill):,.1f} tok/s at a "
-            f"{r.get('n_prompt')}-token prompt ({where}); for {s.n_prompt:,} tokens by the ratio of the {whose_p}"))
-    ttft = float(r["ttft_ms"]) if r.get("ttft_ms") else None
+            f"{r.n_prompt}-token prompt ({where}); for {s.n_prompt:,} tokens by the ratio of the {whose_p}"))
+    ttft = float(r.ttft_ms) if r.ttft_ms else None
     return got_decode, got_empty, got_prefill, Measurement(rate, ttft, where)
 
 

@@ -26,6 +26,7 @@ from app.predict.settings import PredictSettings
 from app.predict.workload import PHASES, Phase, Workload, kernel_class, llc_share, workload_for
 from app.results.fields import RowStatus
 from app.results.phases import row_rate
+from app.results.row_types import ResultRow
 from app.telemetry.repack_guard import default_repack
 
 #: Fit document version; a file of another version is not read (calibrate again, the one line says). 2: every key
@@ -205,41 +206,41 @@ class Sample:
     group: str = ""  # the model file: a fit's points of one model are left out together (its reach beyond them)
 
 
-def row_backend(row: Mapping[str, Any], n_layer: int) -> str | None:
+def row_backend(row: ResultRow, n_layer: int) -> str | None:
     """The backend a row ran on as a fit key: "CPU" with no layer offloaded, the row's backends with all of them;
     None for a partial offload, or a full one with tensors kept in host memory (-ncmoe, -ot, -nkvo): two devices,
     not one fit (app.predict.crossing_fit learns from those)."""
-    ngl = int(row.get("n_gpu_layers_effective") or 0)
+    ngl = row.n_gpu_layers_effective or 0
     if ngl <= 0:
         return "CPU"
     s = PredictSettings.from_row(row)
     if s.n_cpu_moe or s.no_kv_offload or s.tensor_buft_overrides not in ("", "none"):
         return None
-    return str(row.get("backends") or "GPU") if ngl >= n_layer + 1 else None
+    return (row.backends or "GPU") if ngl >= n_layer + 1 else None
 
 
-def row_label(row: Mapping[str, Any]) -> str:
+def row_label(row: ResultRow) -> str:
     """A fit point's label: ``<model file> p<prompt> d<depth>`` and `` fa`` with flash attention."""
     s = PredictSettings.from_row(row)
-    return f"{row.get('model_filename', '')} p{s.n_prompt} d{s.depth}{' fa' if s.flash_attn else ''}"
+    return f"{row.model_filename or ''} p{s.n_prompt} d{s.depth}{' fa' if s.flash_attn else ''}"
 
 
-def samples_from_rows(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str], ModelFacts | None],
+def samples_from_rows(rows: Sequence[ResultRow], facts_of: Callable[[str], ModelFacts | None],
                       ctx: MachineContext | None = None) -> list[Sample]:
     """Samples of the ok, single-sequence rows whose model file can still be read (``facts_of`` gives None if not),
     reduced with the machine context ``ctx``. Which rows may teach a fit is the caller's to choose: calibrate gives
     only stable, quiet ones (``app.calibrate.ladder.trusted_rows``)."""
     out = []
     for row in rows:
-        if row.get("status") != RowStatus.OK or int(row.get("n_parallel") or 1) != 1:
+        if row.status != RowStatus.OK or (row.n_parallel or 1) != 1:
             continue
-        facts = facts_of(str(row.get("model_path") or ""))
+        facts = facts_of(row.model_path or "")
         backend = row_backend(row, facts.n_layer) if facts else None
         if facts is None or backend is None:
             continue
         s = PredictSettings.from_row(row)
         out.append(Sample(backend, workload_of(facts, s, ctx, backend), row_label(row), row_rate(row, "decode_tps"),
-                          row_rate(row, "prefill_tps"), str(row.get("model_filename") or row.get("model_path"))))
+                          row_rate(row, "prefill_tps"), str(row.model_filename or row.model_path)))
     return out
 
 
@@ -334,7 +335,7 @@ class MachineFit:
                              f"percentile of {len(xs)} tests), wider than the residuals' ±{pf.band_frac:.0%}")
         return replace(self, fits=fits, notes=tuple(notes))
 
-    def with_crossings(self, rows: Sequence[Mapping[str, Any]],
+    def with_crossings(self, rows: Sequence[ResultRow],
                        facts_of: Callable[[str], ModelFacts | None]) -> MachineFit:
         """This fit with each GPU backend's crossing cost learned from the split rows among ``rows`` (the
         caller's trusted ones), where this fit predicts both of a row's sides; unchanged without such rows."""

@@ -29,6 +29,7 @@ from app.predict.fitted_model import Expected
 from app.predict.settings import PredictSettings, placed_weights
 from app.results.fields import RowStatus
 from app.results.phases import row_rate
+from app.results.row_types import ResultRow
 
 #: ``MachineFit.expected``'s shape: (facts, settings, backend) -> phase -> figure.
 ExpectedOf = Callable[[ModelFacts, PredictSettings, str], Mapping[str, Expected | None]]
@@ -79,14 +80,14 @@ def split_decode_bytes(facts: ModelFacts, s: PredictSettings) -> DecodeBytes:
     return decode_bytes(facts, split, s.decode_depth, s.type_k, s.type_v or s.type_k, offload_kqv)
 
 
-def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: ExpectedOf
+def crossing_seconds(row: ResultRow, facts: ModelFacts, expected: ExpectedOf
                      ) -> tuple[str, float, float, float] | None:
     """(the row's GPU backend, seconds per extra crossing it gives, the least and the most with the sides at their
     band edges), or None when it is no split with extra crossings, measured no decode, or a side has no expected
     figure."""
-    backend = str(row.get("backends") or "")
+    backend = row.backends or ""
     rate = row_rate(row, "decode_tps")
-    if (row.get("status") != RowStatus.OK or int(row.get("n_parallel") or 1) != 1 or not backend
+    if (row.status != RowStatus.OK or (row.n_parallel or 1) != 1 or not backend
             or backend == "CPU" or rate is None):
         return None
     s = PredictSettings.from_row(row)
@@ -114,13 +115,13 @@ def crossing_seconds(row: Mapping[str, Any], facts: ModelFacts, expected: Expect
             per_crossing("high", (1.0 + noise) / rate))
 
 
-def learn_crossing_costs(rows: Sequence[Mapping[str, Any]], facts_of: Callable[[str], ModelFacts | None],
-                         expected: ExpectedOf, label_of: Callable[[Mapping[str, Any]], str]
+def learn_crossing_costs(rows: Sequence[ResultRow], facts_of: Callable[[str], ModelFacts | None],
+                         expected: ExpectedOf, label_of: Callable[[ResultRow], str]
                          ) -> dict[str, CrossingCost]:
     """Each GPU backend's crossing cost from the split rows among ``rows`` (the caller's trusted ones)."""
     found: dict[str, list[tuple[str, float, float, float]]] = {}
     for row in rows:
-        facts = facts_of(str(row.get("model_path") or ""))
+        facts = facts_of(row.model_path or "")
         got = crossing_seconds(row, facts, expected) if facts is not None else None
         if got is not None:
             found.setdefault(got[0], []).append((label_of(row), *got[1:]))

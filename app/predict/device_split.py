@@ -23,6 +23,7 @@ from app.predict.memory import (
     moe_ff_per_token,
 )
 from app.predict.offload import Placement, effective_n_gpu_layers, split_weights
+from app.results.row_types import ResultRow
 
 if TYPE_CHECKING:
     from app.predict.settings import PredictSettings
@@ -155,27 +156,27 @@ def _with_ctx(s: SplitSettings, n_ctx: int) -> SplitSettings:
     return replace(s, n_ctx=n_ctx)
 
 
-def _has_gpu_device(row: Mapping[str, Any]) -> bool:
+def _has_gpu_device(row: ResultRow) -> bool:
     """Whether the row ran with a GPU device present: layers offloaded, or llama.cpp gave a non-host device buffers."""
-    if int(row.get("n_gpu_layers_effective") or 0):
+    if row.n_gpu_layers_effective:
         return True
     try:
-        devices = json.loads(row.get("device_buffers") or "{}")
+        devices = json.loads(row.device_buffers or "{}")
     except (TypeError, ValueError):
         return False
     return any(name != "CPU" for name in devices)
 
 
-def device_split_columns(row: Mapping[str, Any], facts: ModelFacts, settings: PredictSettings) -> dict[str, Any]:
+def device_split_columns(row: ResultRow, facts: ModelFacts, settings: PredictSettings) -> dict[str, Any]:
     """A row's pred_gpu_*_bytes at the -ngl llama.cpp used (0 without a GPU device), and pred_device_max_ctx: the
     largest context predicted to fit its device_mem_limit_mib (empty without a limit or with nothing offloaded)."""
-    s = SplitSettings(settings.n_ctx, int(row.get("n_gpu_layers_effective") or 0), settings.type_k, settings.type_v,
-                      settings.n_ubatch, settings.flash_attn, op_offload=not int(row.get("no_op_offload") or 0),
+    s = SplitSettings(settings.n_ctx, row.n_gpu_layers_effective or 0, settings.type_k, settings.type_v,
+                      settings.n_ubatch, settings.flash_attn, op_offload=not row.no_op_offload,
                       n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload,
                       tensor_buft_overrides=settings.tensor_buft_overrides)
     tensor_bytes = facts.tensor_bytes or None
     split = device_split(facts, s, tensor_bytes) if _has_gpu_device(row) else None
-    limit_mib = int(row.get("device_mem_limit_mib") or 0)
+    limit_mib = row.device_mem_limit_mib or 0
     max_ctx = largest_ctx_on_gpu(facts, limit_mib * MIB, s, tensor_bytes) if limit_mib and s.n_gpu_layers else None
     return {"pred_gpu_weights_bytes": round(split.gpu_weights_bytes) if split else 0,
             "pred_gpu_kv_bytes": round(split.gpu_kv_bytes) if split else 0,

@@ -16,7 +16,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from app.model.dry_run import ContextMemory, DryRun, dry_run
 from app.model.facts import ModelFacts
@@ -27,8 +26,9 @@ from app.predict.memory_truth import dry_run_settings
 from app.predict.profiles import HardwareProfile
 from app.predict.public_fit import PublicGpuModel, load_public_model
 from app.predict.settings import PredictSettings
-from app.predict.store_efficiency import StoreCalibration, threads_for, untrustworthy
+from app.predict.store_efficiency import StoreCalibration, row_threads, threads_for, untrustworthy
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore, StoreError
 from app.telemetry.llama_build import engine_version, installed_gpu_backends
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
@@ -65,7 +65,7 @@ class Machine:
     ram_total_bytes: int | None = None  # this machine's system RAM
     fit: MachineFit | None = None  # `gguf-bench calibrate`'s fit of this machine
     efficiency: StoreCalibration | None = None  # achieved ÷ ceiling of other models' stored rows here
-    rows: tuple[dict[str, Any], ...] = ()  # this CPU's stored rows (newest first), for measured figures
+    rows: tuple[ResultRow, ...] = ()  # this CPU's stored rows (newest first), for measured figures
     public: PublicGpuModel | None = None  # published llama-bench results fitted per GPU architecture
     #: the public fit's setting: a backend and build asked for (``predict --backend/--build``); None: this
     #: machine's backend for the GPU's vendor, and the installed build
@@ -126,11 +126,11 @@ class Machine:
         """This machine with the public fit asked for ``backend`` and llama.cpp ``build`` (None: the defaults)."""
         return replace(self, public_backend=backend, public_build=build)
 
-    def measured_rows(self, filename: str) -> list[dict[str, Any]]:
+    def measured_rows(self, filename: str) -> list[ResultRow]:
         """This file's trustworthy rows measured here, newest first: ok, stable, not taken on a busy machine, at the
         thread count a default run uses (the one expected figures are for), with a decode figure."""
-        return [r for r in self.rows if r.get("model_filename") == filename and r.get("status") == RowStatus.OK
-                and r.get("decode_tps") and not untrustworthy(r) and _threads(r) == threads_for(None)]
+        return [r for r in self.rows if r.model_filename == filename and r.status == RowStatus.OK
+                and r.decode_tps and not untrustworthy(r) and row_threads(r) == threads_for(None)]
 
     @classmethod
     def elsewhere(cls, *, public: bool = True) -> Machine:
@@ -167,14 +167,6 @@ class Machine:
                    build_label=_build_label(), notes=tuple(notes), fit_problem=problem, store_problem=store_problem)
 
 
-def _threads(row: dict[str, Any]) -> int:
-    for key in ("n_threads_effective", "n_threads"):
-        value = row.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return threads_for(None)
-
-
 def _hardware(scan: MachineScan) -> HardwareContext | None:
     try:
         return hardware_context(scan)
@@ -183,14 +175,14 @@ def _hardware(scan: MachineScan) -> HardwareContext | None:
 
 
 def _stored(store_path: str | Path | None, cpu_model: str, gpu_info: str
-            ) -> tuple[StoreCalibration | None, tuple[dict[str, Any], ...], str | None]:
+            ) -> tuple[StoreCalibration | None, tuple[ResultRow, ...], str | None]:
     """(this machine's stored-row efficiencies, its stored rows, why the store was not read), the store read only."""
     try:
         store = ResultStore.open_read_only(store_path)
     except (StoreError, OSError) as e:
         return None, (), f"results store not read: {e}"
     try:
-        rows = tuple(r for r in store.recent_rows(STORED_ROWS) if r.get("cpu_info") == cpu_model)
+        rows = tuple(r for r in store.recent_rows(STORED_ROWS) if r.cpu_info == cpu_model)
         return StoreCalibration(store, cpu_model, gpu_info), rows, None
     finally:
         store.close()

@@ -16,6 +16,7 @@ from app.predict.device_split import device_split_columns
 from app.predict.hardware_context import HardwareContext
 from app.predict.offload import active_weight_bytes
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 
 
 def _ratio(measured: Any, ceiling: float | None) -> float | None:
@@ -24,18 +25,20 @@ def _ratio(measured: Any, ceiling: float | None) -> float | None:
     return float(measured) / ceiling
 
 
-def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContext,
+def predicted_columns(row: ResultRow, facts: ModelFacts, hw: HardwareContext,
                       machine: Machine | None = None) -> dict[str, Any]:
     """The pred_* / *_achieved_frac / effective_bandwidth_gbps / expected_* columns for one row: the answer for the
     hardware it ran on (``hw``: its GPU when layers were offloaded, else its CPU) at its settings, on ``machine``
     (None: ceilings only). A row's expected figure is never its own measurement."""
-    ngl_eff = int(row.get("n_gpu_layers_effective") or 0)
+    ngl_eff = row.n_gpu_layers_effective or 0
     profile = hw.for_row(ngl_eff)
-    n_prompt, n_gen, depth = int(row["n_prompt"]), int(row["n_gen"]), int(row.get("n_depth") or 0)
+    if row.n_prompt is None or row.n_gen is None:
+        raise ValueError("the row holds no prompt or generated-token count")
+    n_prompt, n_gen, depth = row.n_prompt, row.n_gen, row.n_depth or 0
     settings = PredictSettings.from_row(row, n_gpu_layers=ngl_eff)
     got = answer(facts, profile, settings, machine, measured=False)
     pred = got.prediction
-    decode_tps = row.get("decode_tps")
+    decode_tps = row.decode_tps
     kv_read = facts.kv_bytes_per_token(settings.type_k, settings.type_v) * (depth + n_prompt + n_gen / 2.0)
     decode, prefill = got.expected_decode, got.expected_prefill
     out: dict[str, Any] = {
@@ -47,7 +50,7 @@ def predicted_columns(row: dict[str, Any], facts: ModelFacts, hw: HardwareContex
         "pred_prefill_ceiling_tps": pred.prefill_ceiling_tps if n_prompt else None,
         "pred_ttft_ms": pred.ttft_ms if n_prompt else None,
         "decode_achieved_frac": _ratio(decode_tps, pred.decode_ceiling_tps),
-        "prefill_achieved_frac": _ratio(row.get("prefill_tps"), pred.prefill_ceiling_tps) if n_prompt else None,
+        "prefill_achieved_frac": _ratio(row.prefill_tps, pred.prefill_ceiling_tps) if n_prompt else None,
         "effective_bandwidth_gbps": (float(decode_tps) * (active_weight_bytes(facts, facts.tensor_bytes or None)
                                                            + kv_read) / 1e9
                                      if decode_tps is not None else None),
@@ -86,9 +89,9 @@ class RowPredictor:
             self._unreadable.add(path)
             return None
 
-    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        facts = self.facts(str(row.get("model_path", "")))
-        if facts is None or row.get("n_prompt") is None:
+    def __call__(self, row: ResultRow) -> dict[str, Any]:
+        facts = self.facts(row.model_path or "")
+        if facts is None or row.n_prompt is None:
             return {}
         try:
             return predicted_columns(row, facts, self.hw, self.machine)

@@ -15,6 +15,8 @@ from typing import Any
 from app.model.facts import ModelFacts
 from app.predict.memory import DEFAULT_N_UBATCH
 from app.predict.offload import Placement, WeightSplit, effective_n_gpu_layers, split_weights
+from app.results.fields import FIELD_BY_NAME
+from app.results.row_types import ResultRow
 
 #: llama-bench's -repack auto: this machine's default (1 unless its repack guard found repacked weights crash)
 REPACK_AUTO = -1
@@ -32,28 +34,42 @@ def flash_attn_enabled(value: Any) -> bool:
         return str(value).strip().lower() in ("auto", "on", "true", "yes", "enabled")
 
 
-def _int(row: Mapping[str, Any], key: str, default: int) -> int:
-    value = row.get(key)
-    try:
-        return int(value) if value is not None else default
-    except (TypeError, ValueError):
-        return default
-
-
-def _repack_of(row: Mapping[str, Any]) -> int:
+def _repack_of(value: int | None) -> int:
     """A row's repacking: its 0 or 1; auto (-1, a test not yet run) stays auto; none (rows from before the setting):
     1, llama.cpp's default then."""
-    value = row.get("repack")
-    return int(value) if value in (0, 1, REPACK_AUTO) else 1
+    return value if value in (0, 1, REPACK_AUTO) else 1  # type: ignore[return-value]
 
 
-def _threads_of(row: Mapping[str, Any]) -> int:
+def _threads_of(row: ResultRow) -> int:
     """The CPU threads a row ran with (``n_threads_effective``, else ``n_threads``); 0: the default count."""
-    for key in ("n_threads_effective", "n_threads"):
-        value = row.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    for value in (row.n_threads_effective, row.n_threads):
+        if value is not None and value > 0:
             return value
     return 0
+
+
+#: The field-table columns a test's settings are read from (:meth:`PredictSettings.from_test`)
+_SETTING_COLUMNS = ("n_prompt", "n_gen", "n_depth", "n_ctx", "n_gpu_layers", "type_k", "type_v", "n_ubatch",
+                    "flash_attn", "flash_attn_effective", "repack", "n_cpu_moe", "no_kv_offload",
+                    "tensor_buft_overrides", "n_threads_effective", "n_threads", "backends")
+
+
+def _setting_value(name: str, value: Any) -> Any:
+    """``value`` of the setting column ``name`` as its field's type; None where it is not one (read as absent)."""
+    if value is None or value == "":
+        return None
+    if FIELD_BY_NAME[name].type is str:
+        return str(value)
+    if name in ("flash_attn", "flash_attn_effective") and isinstance(value, str):
+        return int(flash_attn_enabled(value))  # "auto", "on", "off"
+    if name in ("n_threads", "n_threads_effective") and (not isinstance(value, int) or isinstance(value, bool)):
+        return None  # a count of threads is a whole number or no setting
+    if name == "repack" and value not in (0, 1, REPACK_AUTO):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -126,29 +142,45 @@ class PredictSettings:
         return replace(self.decode_at(AT_CONTEXT_GEN / 2), n_ctx=2 * AT_CONTEXT_GEN)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], *, n_ctx: int | None = None,
+    def from_row(cls, row: ResultRow, *, n_ctx: int | None = None,
                  n_gpu_layers: int | None = None) -> PredictSettings:
-        """Settings of a result row or a test dict (same keys); missing keys take the defaults.
+        """Settings of a result row; fields it does not hold take the defaults.
 
         n_ctx: ``n_ctx`` (the argument, else the row's), else depth + prompt + generated + 1; n_gpu_layers: the
         argument, else the row's requested ``n_gpu_layers``; type_v falls back to type_k; flash attention is the row's
         ``flash_attn_effective`` (what llama.cpp used) when present, else ``flash_attn`` (-1 auto counts as on).
         """
-        n_prompt, n_gen, depth = _int(row, "n_prompt", 512), _int(row, "n_gen", 128), _int(row, "n_depth", 0)
-        ctx = n_ctx if n_ctx is not None else (_int(row, "n_ctx", 0) or depth + n_prompt + n_gen + 1)
-        effective = row.get("flash_attn_effective")
-        fa = row.get("flash_attn") if effective is None or effective == "" else effective
-        ngl = n_gpu_layers if n_gpu_layers is not None else _int(row, "n_gpu_layers", 999)
-        type_k = str(row.get("type_k") or "f16")
+        n_prompt = row.n_prompt if row.n_prompt is not None else 512
+        n_gen = row.n_gen if row.n_gen is not None else 128
+        depth = row.n_depth or 0
+        ctx = n_ctx if n_ctx is not None else (row.n_ctx or depth + n_prompt + n_gen + 1)
+        fa = row.flash_attn if row.flash_attn_effective is None else row.flash_attn_effective
+        if n_gpu_layers is not None:
+            ngl = n_gpu_layers
+        else:
+            ngl = row.n_gpu_layers if row.n_gpu_layers is not None else 999
+        type_k = row.type_k or "f16"
         return cls(
-            n_ctx=max(ctx, 1), n_gpu_layers=ngl, type_k=type_k, type_v=str(row.get("type_v") or type_k),
+            n_ctx=max(ctx, 1), n_gpu_layers=ngl, type_k=type_k, type_v=row.type_v or type_k,
             n_prompt=max(n_prompt, 1), n_gen=max(n_gen, 0), depth=max(depth, 0),
-            n_ubatch=_int(row, "n_ubatch", 0) or DEFAULT_N_UBATCH, flash_attn=flash_attn_enabled(fa),
-            repack=_repack_of(row), n_cpu_moe=_int(row, "n_cpu_moe", 0),
-            no_kv_offload=bool(_int(row, "no_kv_offload", 0)),
-            tensor_buft_overrides=str(row.get("tensor_buft_overrides") or "none"),
-            n_threads=_threads_of(row), backends=str(row.get("backends") or ""),
+            n_ubatch=row.n_ubatch or DEFAULT_N_UBATCH, flash_attn=flash_attn_enabled(fa),
+            repack=_repack_of(row.repack), n_cpu_moe=row.n_cpu_moe or 0, no_kv_offload=bool(row.no_kv_offload),
+            tensor_buft_overrides=row.tensor_buft_overrides or "none",
+            n_threads=_threads_of(row), backends=row.backends or "",
         )
+
+    @classmethod
+    def from_test(cls, test: Mapping[str, Any], *, n_ctx: int | None = None,
+                  n_gpu_layers: int | None = None) -> PredictSettings:
+        """Settings of a test as the window holds it, or of keyword settings: a table keyed by the field table's
+        column names (``n_prompt``, ``type_k``, ``flash_attn``…), values as a form or a file gave them.
+
+        A boundary decoder: each setting column becomes its field's type (a value that is not one reads as absent,
+        flash attention's "auto"/"on"/"off" as -1/1/0 would), the table a typed row, and :meth:`from_row` reads it.
+        """
+        values = {name: _setting_value(name, test.get(name)) for name in _SETTING_COLUMNS}
+        row = ResultRow(**{name: value for name, value in values.items() if value is not None})
+        return cls.from_row(row, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PredictSettings:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
 from app.predict.calibration_fit import MachineFit
 from app.predict.calibration_store import load_fit
 from app.predict.fitted_model import FittedExpectation
 from app.results.fields import RowStatus, taken_while_busy
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from engines.base import resolve_n_threads
 
@@ -41,26 +41,25 @@ def threads_for(n_threads: int | None) -> int:
     return resolve_n_threads(n_threads or 0)
 
 
-def row_threads(row: dict[str, Any]) -> int:
+def row_threads(row: ResultRow) -> int:
     """The CPU threads a stored row ran with: its ``n_threads_effective``, else its ``n_threads`` resolved as the
     engine resolves it (0, or no setting recorded: the default count)."""
-    for key in ("n_threads_effective", "n_threads"):
-        value = row.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    for value in (row.n_threads_effective, row.n_threads):
+        if value is not None and value > 0:
             return value
     return resolve_n_threads(0)
 
 
-def untrustworthy(row: dict[str, Any]) -> bool:
+def untrustworthy(row: ResultRow) -> bool:
     """True for a row marked unstable or taken while the machine was busy (unknown business counts as quiet)."""
-    return bool(row.get("unstable")) or taken_while_busy(row) is True
+    return bool(row.unstable) or taken_while_busy(row) is True
 
 
 @dataclass(frozen=True)
 class RowSelection:
     """The rows an efficiency is learned from, and what was left out of the same pool."""
 
-    rows: list[dict[str, Any]]
+    rows: list[ResultRow]
     n_threads: int
     n_untrusted: int = 0  # unstable or busy rows at that thread count
     n_other_threads: int = 0  # stable, quiet rows at another thread count
@@ -79,23 +78,23 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def select_rows(rows: list[dict[str, Any]], n_threads: int | None = None) -> RowSelection:
+def select_rows(rows: list[ResultRow], n_threads: int | None = None) -> RowSelection:
     """The ok, stable, quiet rows of ``rows`` at the thread count :func:`threads_for` gives for ``n_threads``."""
     threads = threads_for(n_threads)
-    ok = [r for r in rows if r.get("status") == RowStatus.OK]
+    ok = [r for r in rows if r.status == RowStatus.OK]
     at_threads = [r for r in ok if row_threads(r) == threads]
     kept = [r for r in at_threads if not untrustworthy(r)]
     n_other = sum(1 for r in ok if row_threads(r) != threads and not untrustworthy(r))
     return RowSelection(kept, threads, len(at_threads) - len(kept), n_other)
 
 
-def efficiency_from_rows(rows: list[dict[str, Any]], n_threads: int | None = None) -> Efficiency | None:
+def efficiency_from_rows(rows: list[ResultRow], n_threads: int | None = None) -> Efficiency | None:
     """Median achieved fraction per phase over the rows :func:`select_rows` keeps (ok, stable, quiet, at the thread
     count for ``n_threads``); None when a phase has no measurement."""
     return _median_efficiency(select_rows(rows, n_threads).rows)
 
 
-def _median_efficiency(rows: list[dict[str, Any]]) -> Efficiency | None:
+def _median_efficiency(rows: list[ResultRow]) -> Efficiency | None:
     dec = _fractions(rows, "decode_achieved_frac")
     pre = _fractions(rows, "prefill_achieved_frac")
     if not dec or not pre:
@@ -103,11 +102,11 @@ def _median_efficiency(rows: list[dict[str, Any]]) -> Efficiency | None:
     return Efficiency(prefill=statistics.median(pre), decode=statistics.median(dec))
 
 
-def _fractions(rows: list[dict[str, Any]], key: str) -> list[float]:
+def _fractions(rows: list[ResultRow], key: str) -> list[float]:
     """The positive finite numbers under ``key``; a stored row with anything else there is skipped."""
     out = []
     for r in rows:
-        value = r.get(key)
+        value = getattr(r, key)  # the fraction named by the caller
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
             out.append(float(value))
     return out
@@ -125,7 +124,7 @@ class StoreCalibration:
 
     def __init__(self, store: ResultStore, cpu_info: str, gpu_info: str = "", limit: int = 500) -> None:
         self.rows = [r for r in store.recent_rows(limit)
-                     if r.get("cpu_info") == cpu_info and (r.get("gpu_info") or "") == gpu_info]
+                     if r.cpu_info == cpu_info and (r.gpu_info or "") == gpu_info]
         self._cache: dict[tuple[str, str, str, int], tuple[Efficiency | None, str, str]] = {}
         self.machine_fit: MachineFit | None = load_fit(cpu_info, gpu_info)  # `gguf-bench calibrate`'s, if any
 
@@ -155,9 +154,9 @@ class StoreCalibration:
         threads = threads_for(n_threads)
         key = (backends, model_filename, file_type, threads)
         if key not in self._cache:
-            others = [r for r in self.rows if (r.get("backends") or "CPU") == backends
-                      and r.get("model_filename") != model_filename and r.get("status") == RowStatus.OK]
-            same = select_rows([r for r in others if file_type and r.get("model_ftype") == file_type], threads)
+            others = [r for r in self.rows if (r.backends or "CPU") == backends
+                      and r.model_filename != model_filename and r.status == RowStatus.OK]
+            same = select_rows([r for r in others if file_type and r.model_ftype == file_type], threads)
             chosen = same if same.rows else select_rows(others, threads)
             eff = _median_efficiency(chosen.rows)
             at, left_out = _count(threads, "thread"), chosen.left_out()
@@ -165,7 +164,7 @@ class StoreCalibration:
                 why = f"no stable, quiet rows of other models on {backends} at {at}"
                 self._cache[key] = (None, "", why + (f" ({left_out})" if left_out else ""))
             else:
-                models = ", ".join(sorted({str(r.get("model_filename")) for r in chosen.rows}))
+                models = ", ".join(sorted({str(r.model_filename) for r in chosen.rows}))
                 kind = f"same type {file_type}" if same.rows else "other types"
                 source = f"{_count(len(chosen.rows), 'row')} ({kind}) of {models} at {at}"
                 self._cache[key] = (eff, source + (f"; {left_out}" if left_out else ""), "")

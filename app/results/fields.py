@@ -12,7 +12,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.results.row_types import ResultRow
 
 # groups: where a column comes from
 LLAMA_BENCH = "llama-bench"  # llama-bench's own columns, same name and meaning
@@ -323,10 +326,10 @@ FIELD_TABLE: tuple[Field, ...] = (
 )
 
 
-def taken_while_busy(row: dict[str, Any]) -> bool | None:
+def taken_while_busy(row: ResultRow) -> bool | None:
     """Whether ``row`` was measured while other processes used more than :data:`BUSY_OTHER_CPU_PCT`; None when
     the row does not say (rows from before the column, tests too short to tell)."""
-    pct = row.get("host_other_cpu_pct")
+    pct = row.host_other_cpu_pct
     if not isinstance(pct, (int, float)) or isinstance(pct, bool) or not math.isfinite(pct):
         return None
     return pct > BUSY_OTHER_CPU_PCT

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from app.results import stats
+from app.results.row_types import ResultRow
 
 
 class TestShape(Protocol):
@@ -22,11 +23,11 @@ def spread(name: str, xs: list[float]) -> dict[str, float | None]:
     return {name: stats.mean(xs), f"{name}_median": stats.median(xs), f"{name}_stddev": stats.stddev(xs)}
 
 
-def row_rate(row: Mapping[str, Any], key: str) -> float | None:
+def row_rate(row: ResultRow, key: str) -> float | None:
     """A row's rate ``key`` (e.g. ``decode_tps``): the median over its repetitions (a repetition slowed by another
     process moves it least; the benchmarks judge medians too), else its mean; None when neither is a positive
     number."""
-    for value in (row.get(f"{key}_median"), row.get(key)):
+    for value in (getattr(row, f"{key}_median"), getattr(row, key)):  # the rate named by the caller
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             return float(value)
     return None
@@ -63,7 +64,9 @@ def summarise_phases(
         total_ns.append((toks[-1] if toks else p) - s)
     n_tokens = (test.n_prompt + test.n_gen) * n_seq
     samples_ts = [n_tokens / (t / 1e9) for t in total_ns if t > 0]
-    row: dict[str, Any] = {
+    unstable = [name for name, xs in (("ttft_ms", ttft_ms), ("decode_tps", decode_tps))
+                if (c := stats.cv(xs)) is not None and c >= stats.UNSTABLE_CV]
+    return {
         "avg_ns": round(stats.mean(total_ns) or 0),
         "stddev_ns": round(stats.stddev(total_ns) or 0),
         "avg_ts": stats.mean(samples_ts),
@@ -79,9 +82,6 @@ def summarise_phases(
         "ttft_samples_ms": ttft_ms,
         "prefill_samples_tps": prefill_tps,
         "decode_samples_tps": decode_tps,
+        "unstable": int(bool(unstable)),
+        "unstable_metrics": ",".join(unstable),
     }
-    unstable = [name for name, xs in (("ttft_ms", ttft_ms), ("decode_tps", decode_tps))
-                if (c := stats.cv(xs)) is not None and c >= stats.UNSTABLE_CV]
-    row["unstable"] = int(bool(unstable))
-    row["unstable_metrics"] = ",".join(unstable)
-    return row

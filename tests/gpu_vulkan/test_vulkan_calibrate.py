@@ -19,6 +19,7 @@ from app.predict.answer import Machine, answer
 from app.predict.fitted_model import FitError
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_moe_gguf
 
@@ -56,7 +57,8 @@ def test_a_calibrated_vulkan_machine_predicts_a_moe_expert_offload_within_its_ba
         assert proc.returncode == 0, proc.stderr
         (row,) = json.loads(proc.stdout)
         assert int(row["n_cpu_moe"]) == 2 and "Vulkan" in row["backends"]
-        settings = PredictSettings.from_row(row, n_gpu_layers=int(row["n_gpu_layers_effective"]))
+        settings = PredictSettings.from_row(ResultRow.from_mapping(row),  # a row of the CLI's JSON output
+                                            n_gpu_layers=int(row["n_gpu_layers_effective"]))
         got = answer(facts, gpu, settings, here, measured=False)
         band, measured = got.decode, float(row["decode_tps_median"] or row["decode_tps"])
         assert band.kind == "split" and "as this machine's calibration measured" in band.source.detail, got.notes

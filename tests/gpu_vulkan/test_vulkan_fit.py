@@ -22,6 +22,7 @@ from app.predict.hardware_context import HardwareContext
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_moe_gguf
 
@@ -44,14 +45,16 @@ def test_a_vulkan_fit_predicts_a_vulkan_row_of_a_model_it_never_saw(tmp_path: Pa
     rows = _measure(ladder)
     backends = {r["backends"] for r in rows}
     assert backends == {"Vulkan,CPU"}, backends
-    fit = fit_machine(samples_from_rows(rows, lambda p: cached_facts(p)), cpu_info="cpu", gpu_info="lavapipe",
+    typed = [ResultRow.from_mapping(r) for r in rows]  # the CLI's JSON rows
+    samples = samples_from_rows(typed, lambda p: cached_facts(p))
+    fit = fit_machine(samples, cpu_info="cpu", gpu_info="lavapipe",
                       build="test", created="2026-12-01")
     assert "Vulkan,CPU" in fit.fits and "CPU" not in fit.fits
     held_out = write_synth_model(tmp_path / f"{HELD_OUT.name}.gguf", HELD_OUT)
     (row,) = [r for r in _measure([held_out]) if r["n_prompt"] == 32 and r["n_depth"] == 0]
     gpu = find_profile("RTX 4060 Laptop", load_profiles())  # the figure comes from the fit, not the profile
     hw = HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu)
-    cols = RowPredictor(hw, Machine(cpu=hw.cpu, gpu=gpu, cpu_model="cpu", fit=fit))(row)
+    cols = RowPredictor(hw, Machine(cpu=hw.cpu, gpu=gpu, cpu_model="cpu", fit=fit))(ResultRow.from_mapping(row))
     assert cols["calibrated_from"].startswith("fit of this machine"), cols["calibrated_from"]
     for phase in ("decode", "prefill"):
         expected, measured = cols[f"expected_{phase}_tps"], row[f"{phase}_tps"]
@@ -78,7 +81,8 @@ def test_a_split_between_the_vulkan_device_and_the_cpu_is_predicted_from_the_two
                           host_ffn_override(shape.n_layer), "--no-store", "--no-predict", "-o", "json", timeout=600)
         assert proc.returncode == 0, proc.stderr
         crossing_rows += json.loads(proc.stdout)
-    fit = fit_machine(samples_from_rows(rows + crossing_rows, lambda p: cached_facts(p)), cpu_info="cpu",
+    typed = [ResultRow.from_mapping(r) for r in rows + crossing_rows]  # the CLI's JSON rows
+    fit = fit_machine(samples_from_rows(typed, lambda p: cached_facts(p)), cpu_info="cpu",
                       gpu_info="lavapipe", build="test", created="2026-12-02")
     assert {"Vulkan,CPU", "CPU"} <= set(fit.fits), fit.fits.keys()
     assumed_fit = fit  # each crossing assumed: 10 µs and the hidden state over PCIe
@@ -98,7 +102,7 @@ def test_a_split_between_the_vulkan_device_and_the_cpu_is_predicted_from_the_two
     gpu = find_profile("RTX 4060 Laptop", load_profiles())
     hw = HardwareContext(cpu=cpu_profile("CPU", 20.0, 100.0, 2**34), gpu=gpu)
     here = Machine(cpu=hw.cpu, gpu=gpu, cpu_model="cpu", fit=fit)
-    cols = RowPredictor(hw, here)(row)
+    cols = RowPredictor(hw, here)(ResultRow.from_mapping(row))
     expected, measured = cols["expected_decode_tps"], row["decode_tps"]
     assert expected is not None, cols  # the CPU fit is at the default thread count, as this row is
     print(f"split -ngl {half}: expected decode {expected:.1f} tok/s ({cols['calibrated_from']}), "
@@ -112,14 +116,16 @@ def test_a_split_between_the_vulkan_device_and_the_cpu_is_predicted_from_the_two
                       "--no-store", "--no-predict", "-o", "json", timeout=600)
     assert proc.returncode == 0, proc.stderr
     (moe_row,) = json.loads(proc.stdout)
-    moe_cols = RowPredictor(hw, here)(moe_row)
+    moe_cols = RowPredictor(hw, here)(ResultRow.from_mapping(moe_row))
     moe_expected, moe_measured = moe_cols["expected_decode_tps"], moe_row["decode_tps"]
     assert moe_expected is not None, moe_cols
     assert "split by the bytes each side reads" in moe_cols["calibrated_from"]
     assert "as this machine's calibration measured" in moe_cols["calibrated_from"]
-    with_assumed = RowPredictor(hw, replace(here, fit=assumed_fit))(moe_row)["expected_decode_tps"]
+    with_assumed = RowPredictor(hw, replace(here, fit=assumed_fit))(ResultRow.from_mapping(moe_row))
+    with_assumed = with_assumed["expected_decode_tps"]
     moe_facts = cached_facts(str(moe))
-    got = answer(moe_facts, gpu, PredictSettings.from_row(moe_row, n_gpu_layers=moe_row["n_gpu_layers_effective"]),
+    got = answer(moe_facts, gpu, PredictSettings.from_row(ResultRow.from_mapping(moe_row),
+                                                          n_gpu_layers=moe_row["n_gpu_layers_effective"]),
                  here, measured=False)
     assert got.decode.kind == "split" and got.decode.value == pytest.approx(moe_expected)
     band = (got.decode.low, got.decode.high)
@@ -132,7 +138,7 @@ def test_a_split_between_the_vulkan_device_and_the_cpu_is_predicted_from_the_two
     # placement varies 10-50 % between rounds). Which of the two lands nearer in one run is that noise (the device
     # fit alone moved 20 % between CI runs); the band is judged over three runs in test_vulkan_calibrate.py.
     assert moe_measured / 1.5 < moe_expected < moe_measured * 1.5, (moe_expected, moe_measured)
-    settings = PredictSettings.from_row(moe_row)
+    settings = PredictSettings.from_row(ResultRow.from_mapping(moe_row))
     sides = [fit.expected(cached_facts(str(moe)), replace(settings, n_gpu_layers=n, n_cpu_moe=0), backend)["decode"]
              for n, backend in ((999, "Vulkan,CPU"), (0, "CPU"))]
     assert all(side is not None for side in sides)

@@ -20,6 +20,7 @@ import pytest
 from app.model.gguf_facts import read_model_facts
 from app.predict.device_split import SplitSettings, device_split
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 from engines.llama_cpp_placement import expert_block_pattern
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_moe_gguf
@@ -105,7 +106,7 @@ def test_predicted_bytes_per_device_match_llama_cpps(moe_model: Path, moe_sweep:
     facts = read_model_facts(moe_model)
     print(f"\n{'ncmoe':>5} {'nkvo':>4} {'buffer':<14} {'measured':>10} {'predicted':>10} {'diff':>7}")
     for row in moe_sweep:
-        settings = PredictSettings.from_row(row)
+        settings = PredictSettings.from_row(ResultRow.from_mapping(row))
         s = SplitSettings(settings.n_ctx, int(row["n_gpu_layers_effective"]), settings.type_k, settings.type_v,
                           settings.n_ubatch, settings.flash_attn, n_cpu_moe=settings.n_cpu_moe,
                           no_kv_offload=settings.no_kv_offload)

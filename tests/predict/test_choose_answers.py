@@ -14,6 +14,7 @@ from app.predict.memory import MIB
 from app.predict.prediction import predict
 from app.predict.profiles import GIB, HardwareProfile, cpu_profile, find_profile
 from app.predict.settings import at_context
+from app.results.row_types import ResultRow
 from engines.base import resolve_n_threads
 from tests.predict.answer_helpers import StandInFit, machine_of
 from tests.predict.samples import make_facts, smollm2_facts
@@ -98,11 +99,12 @@ def _cpu() -> HardwareProfile:
     return cpu_profile("this CPU", 20.0, 200.0, 24 * GIB)
 
 
-def _measured(filename: str, decode_tps: float, ttft_ms: float = 250.0, **settings: object) -> dict[str, object]:
+def _measured(filename: str, decode_tps: float, ttft_ms: float = 250.0, **settings: object) -> ResultRow:
     """A stable row of ``filename`` measured here (p512 n128 d0 on the CPU at the default thread count)."""
-    return {"model_filename": filename, "status": "ok", "decode_tps": decode_tps, "ttft_ms": ttft_ms, "n_prompt": 512,
-            "n_gen": 128, "n_depth": 0, "n_gpu_layers_effective": 0, "n_threads": 0,
-            "n_threads_effective": resolve_n_threads(0), "unstable": 0, "host_other_cpu_pct": 1.0, **settings}
+    return ResultRow.from_mapping({
+        "model_filename": filename, "status": "ok", "decode_tps": decode_tps, "ttft_ms": ttft_ms, "n_prompt": 512,
+        "n_gen": 128, "n_depth": 0, "n_gpu_layers_effective": 0, "n_threads": 0,
+        "n_threads_effective": resolve_n_threads(0), "unstable": 0, "host_other_cpu_pct": 1.0, **settings})
 
 
 def test_a_measured_file_is_judged_on_its_measurement_not_its_ceiling() -> None:

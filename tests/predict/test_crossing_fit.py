@@ -25,6 +25,7 @@ from app.predict.crossing_fit import CrossingCost, split_decode_bytes
 from app.predict.decode import transfer_seconds_per_token
 from app.predict.profiles import find_profile, load_profiles
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 from tests.predict.answer_helpers import machine_of
 from tests.predict.test_machine_fit import _known_samples
 
@@ -48,22 +49,21 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> ModelFacts:
     return read_model_facts(write_synth_model(path, SynthShape(384, 6, "F16", arch="gemma")))
 
 
-def _split_row(facts: ModelFacts, fit: MachineFit, *, crossing_s: float, **placement: Any) -> dict[str, Any]:
+def _split_row(facts: ModelFacts, fit: MachineFit, *, crossing_s: float, **placement: Any) -> ResultRow:
     """A row of ``facts`` with ``placement`` whose decode is its two sides' (as ``fit`` predicts them) plus its
     extra crossings at ``crossing_s`` each."""
-    row: dict[str, Any] = {"status": "ok", "backends": GPU, "model_path": facts.path, "model_filename": "m.gguf",
-                           "n_prompt": 8, "n_gen": 16, "n_depth": 0, "n_gpu_layers": 99,
-                           "n_gpu_layers_effective": facts.n_layer + 1, "flash_attn": 1, **placement}
+    row = ResultRow(status="ok", backends=GPU, model_path=facts.path, model_filename="m.gguf", n_prompt=8, n_gen=16,
+                    n_depth=0, n_gpu_layers=99, n_gpu_layers_effective=facts.n_layer + 1, flash_attn=1, **placement)
     s = PredictSettings.from_row(row)
     read = split_decode_bytes(facts, s)
-    full = PredictSettings.from_row({**row, "n_cpu_moe": 0, "tensor_buft_overrides": "none", "no_kv_offload": 0})
+    full = PredictSettings.from_row(row.replace(n_cpu_moe=0, tensor_buft_overrides="none", no_kv_offload=0))
     device = fit.expected(facts, full, GPU)["decode"]
-    host = fit.expected(facts, PredictSettings.from_row({**row, "n_gpu_layers": 0, "tensor_buft_overrides": "none",
-                                                          "no_kv_offload": 0}), "CPU")["decode"]
+    host = fit.expected(facts, PredictSettings.from_row(row.replace(n_gpu_layers=0, tensor_buft_overrides="none",
+                                                                    no_kv_offload=0)), "CPU")["decode"]
     assert device is not None and host is not None
     frac = read.gpu_bytes / (read.gpu_bytes + read.host_bytes)
-    row["decode_tps"] = 1 / (frac / device.value + (1 - frac) / host.value + read.extra_crossings * crossing_s)
-    return row
+    return row.replace(decode_tps=1 / (frac / device.value + (1 - frac) / host.value
+                                       + read.extra_crossings * crossing_s))
 
 
 def test_a_crossing_cost_is_learned_from_split_rows_and_predicts_them_back(two_sided_fit: MachineFit,
@@ -81,8 +81,8 @@ def test_a_crossing_cost_is_learned_from_split_rows_and_predicts_them_back(two_s
         s = PredictSettings.from_row(row)
         learned, assumed = (answer(model, profile, s, m, measured=False).decode for m in (here, unmeasured))
         assert learned.kind == assumed.kind == "split"
-        assert learned.value == pytest.approx(row["decode_tps"], rel=1e-6)
-        assert assumed.value > 1.5 * row["decode_tps"]  # 10 µs a crossing, not 3 ms
+        assert learned.value == pytest.approx(row.decode_tps, rel=1e-6)
+        assert assumed.value > 1.5 * row.decode_tps  # 10 µs a crossing, not 3 ms
         assert "3.00 ms each, as this machine's calibration measured (2 split tests)" in learned.source.detail
         assert "each assumed" in assumed.source.detail
 
@@ -97,23 +97,23 @@ def test_the_band_spans_the_crossing_costs_its_tests_gave(two_sided_fit: Machine
     band = answer(model, profile, PredictSettings.from_row(quick),
                   machine_of(profile, fit=fit, gpu_backends=("Vulkan",)), measured=False).decode  # type: ignore[arg-type]
     assert band.kind == "split" and band.low is not None and band.high is not None
-    assert band.low < slow["decode_tps"] < band.value < quick["decode_tps"] < band.high
+    assert band.low < slow.decode_tps < band.value < quick.decode_tps < band.high
 
 
 def test_rows_that_teach_no_crossing_cost_are_skipped(two_sided_fit: MachineFit, model: ModelFacts) -> None:
     whole = _split_row(model, two_sided_fit, crossing_s=0.0)  # every tensor on the device: no extra crossing
-    cpu = {**_split_row(model, two_sided_fit, crossing_s=CROSSING_S, no_kv_offload=1), "backends": "CPU"}
-    failed = {**_split_row(model, two_sided_fit, crossing_s=CROSSING_S, no_kv_offload=1), "status": "failed"}
+    cpu = _split_row(model, two_sided_fit, crossing_s=CROSSING_S, no_kv_offload=1).replace(backends="CPU")
+    failed = _split_row(model, two_sided_fit, crossing_s=CROSSING_S, no_kv_offload=1).replace(status="failed")
     assert two_sided_fit.with_crossings([whole, cpu, failed], lambda _p: model) == two_sided_fit
     faster = _split_row(model, two_sided_fit, crossing_s=-1e-4, no_kv_offload=1)  # faster than its sides: not < 0
     assert two_sided_fit.with_crossings([faster], lambda _p: model).crossings[GPU].seconds == 0.0
 
 
 def test_a_full_offload_with_tensors_on_the_host_teaches_no_one_backend_fit(model: ModelFacts) -> None:
-    full = {"n_gpu_layers_effective": 7, "backends": GPU}
+    full = ResultRow(n_gpu_layers_effective=7, backends=GPU)
     assert row_backend(full, 6) == GPU
     for placement in ({"n_cpu_moe": 2}, {"no_kv_offload": 1}, {"tensor_buft_overrides": host_ffn_override(6)}):
-        assert row_backend({**full, **placement}, 6) is None, placement
+        assert row_backend(full.replace(**placement), 6) is None, placement
 
 
 def test_the_crossing_cost_is_saved_with_the_fit_and_an_older_fit_reads_without_one(two_sided_fit: MachineFit,

@@ -9,6 +9,7 @@ import pytest
 from app.predict.device_split import SplitSettings, device_split, device_split_columns, largest_ctx_on_gpu
 from app.predict.memory import compute_buffer_bytes_for, compute_stages, graph_inputs_bytes, kv_alloc_bytes
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 from tests.predict.samples import MIB, TENSORS, make_facts
 
 #: 4 layers of 100 bytes, token_embd 50 (host), output 42 (norm 2 + untied output 40), rope_freqs 1 (host);
@@ -56,11 +57,11 @@ def test_largest_context_on_the_gpu_is_the_boundary() -> None:
 
 def test_row_columns_are_zero_without_a_gpu_device_and_carry_the_boundary_with_a_limit() -> None:
     settings = PredictSettings(n_ctx=256, n_gpu_layers=0)
-    cpu_row = {"n_gpu_layers_effective": 0, "device_buffers": json.dumps({"CPU": {"layers": 5}})}
+    cpu_row = ResultRow(n_gpu_layers_effective=0, device_buffers=json.dumps({"CPU": {"layers": 5}}))
     cols = device_split_columns(cpu_row, FACTS, settings)
     assert cols == {"pred_gpu_weights_bytes": 0, "pred_gpu_kv_bytes": 0, "pred_gpu_compute_bytes": 0,
                     "pred_device_max_ctx": None}
-    gpu_row = {"n_gpu_layers_effective": 5, "device_mem_limit_mib": 2}
+    gpu_row = ResultRow(n_gpu_layers_effective=5, device_mem_limit_mib=2)
     cols = device_split_columns(gpu_row, FACTS, PredictSettings(n_ctx=256, n_gpu_layers=5))
     assert cols["pred_gpu_weights_bytes"] == 442 and cols["pred_gpu_kv_bytes"] == 4 * MIB
     assert cols["pred_device_max_ctx"] == largest_ctx_on_gpu(FACTS, 2 * MIB, SplitSettings(256, 5), TENSORS)

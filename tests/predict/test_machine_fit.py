@@ -20,6 +20,7 @@ from app.predict.profiles import cpu_profile
 from app.predict.row_predictions import RowPredictor
 from app.predict.settings import PredictSettings
 from app.predict.store_efficiency import StoreCalibration
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from engines.base import resolve_n_threads
 
@@ -72,17 +73,16 @@ def test_predict_and_rows_use_the_fit(machine_fit: MachineFit, tmp_path: Path) -
     assert doc["low"] < doc["value"] < doc["high"] and doc["kind"] == "fit" and doc["depth"] == 96 + 16 + 128
     assert doc["source_detail"]["detail"].startswith("fit of this machine, 2026-11-30, 9 points, median error 0.0%")
     assert got.scenario().total_s > got.prediction.scenario.total_s
-    row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 128,
-           "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0, "decode_tps": 1.0,
-           "repack": 1}
+    row = ResultRow(model_path=str(model), model_filename=model.name, n_prompt=96, n_gen=32, n_depth=128,
+                    flash_attn_effective=1, backends="CPU", n_gpu_layers_effective=0, decode_tps=1.0, repack=1)
     cols = RowPredictor(HardwareContext(cpu=cpu), machine)(row)
     assert cols["expected_decode_tps"] == pytest.approx(got.decode.value, rel=1e-6)
     assert cols["calibrated_from"] == got.decode.source.detail
     sources = machine
     # on the CPU the threads run the layers: a row at another thread count than calibrate's takes no fit
     other = resolve_n_threads(0) + 1
-    at_other = RowPredictor(HardwareContext(cpu=cpu), sources)({**row, "n_threads": other,
-                                                                 "n_threads_effective": other})
+    at_other = RowPredictor(HardwareContext(cpu=cpu), sources)(row.replace(n_threads=other,
+                                                                                n_threads_effective=other))
     assert not str(at_other.get("calibrated_from") or "").startswith("fit of this machine")
 
 
@@ -156,9 +156,9 @@ def test_rows_the_window_predict_and_the_chooser_give_one_expected_figure(tmp_pa
     save_fit(fit_machine(samples, cpu_info=cpu_model, gpu_info=gpu_info, build=llama_build(), created="2026-12-01"))
     model = write_synth_model(tmp_path / "unseen.gguf", SynthShape(384, 4, "F16", arch="gemma"))
     facts = read_model_facts(model)
-    row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 0,
-           "n_ctx": 1024, "flash_attn_effective": 1, "backends": "CPU", "n_gpu_layers_effective": 0,
-           "repack": PredictSettings(n_ctx=1).repack}  # as measured here: this machine's repacking
+    row = ResultRow(model_path=str(model), model_filename=model.name, n_prompt=96, n_gen=32, n_depth=0, n_ctx=1024,
+                    flash_attn_effective=1, backends="CPU", n_gpu_layers_effective=0,
+                    repack=PredictSettings(n_ctx=1).repack)  # as measured here: this machine's repacking
     truth = _tps(DECODE, workload_of(facts, PredictSettings.from_row(row)).features("decode"))
     cpu = cpu_profile(f"CPU: {cpu_model}", 20.0, 100.0, 2**34)
     here = Machine(cpu=cpu, cpu_model=cpu_model, gpu_info=gpu_info, fit=load_fit(cpu_model, gpu_info))
@@ -194,17 +194,17 @@ def test_a_gpu_backend_fit_predicts_fully_offloaded_gpu_rows_only(tmp_path: Path
     gpu = find_profile("RTX 4060 Laptop", load_profiles())
     hw = HardwareContext(cpu=cpu_profile("CPU: X", 20.0, 100.0, 2**34), gpu=gpu)
     sources = Machine(cpu=hw.cpu, gpu=gpu, cpu_model="X", fit=fit)
-    row = {"model_path": str(model), "model_filename": model.name, "n_prompt": 96, "n_gen": 32, "n_depth": 0,
-           "n_ctx": 1024, "flash_attn_effective": 1, "backends": "Vulkan,CPU", "n_gpu_layers": 99,
-           "n_gpu_layers_effective": facts.n_layer + 1}
+    row = ResultRow(model_path=str(model), model_filename=model.name, n_prompt=96, n_gen=32, n_depth=0, n_ctx=1024,
+                    flash_attn_effective=1, backends="Vulkan,CPU", n_gpu_layers=99,
+                    n_gpu_layers_effective=facts.n_layer + 1)
     expected = fit.expected(facts, PredictSettings.from_row(row, n_gpu_layers=facts.n_layer + 1), "Vulkan,CPU")
     cols = RowPredictor(hw, sources)(row)
     assert cols["expected_decode_tps"] == pytest.approx(expected["decode"].value, rel=1e-6)
     assert cols["calibrated_from"].startswith("fit of this machine")
-    partial = RowPredictor(hw, sources)({**row, "n_gpu_layers": 2, "n_gpu_layers_effective": 2})
+    partial = RowPredictor(hw, sources)(row.replace(n_gpu_layers=2, n_gpu_layers_effective=2))
     assert not str(partial.get("calibrated_from") or "").startswith("fit of this machine")
     # the rows the Vulkan ladder measures run at -t 1: a full offload's figures do not depend on the CPU threads
-    one_thread = RowPredictor(hw, sources)({**row, "n_threads": 1, "n_threads_effective": 1})
+    one_thread = RowPredictor(hw, sources)(row.replace(n_threads=1, n_threads_effective=1))
     assert one_thread["expected_decode_tps"] == pytest.approx(expected["decode"].value, rel=1e-6)
 
 
@@ -213,9 +213,9 @@ def test_a_phase_band_is_at_least_the_spread_between_calibration_passes(machine_
     exact = machine_fit.fits["CPU"]["decode"].band_frac  # points that follow the form exactly: the floor
     model = write_synth_model(tmp_path / "p.gguf", SynthShape(256, 2, "F16"))
 
-    def row(decode: float, **extra: object) -> dict[str, object]:
-        return {"status": "ok", "model_path": str(model), "n_gpu_layers_effective": 0, "backends": "CPU",
-                "decode_tps_median": decode, "prefill_tps_median": 100.0, **extra}
+    def row(decode: float, **extra: object) -> ResultRow:
+        return ResultRow(status="ok", model_path=str(model), n_gpu_layers_effective=0, backends="CPU",
+                         decode_tps_median=decode, prefill_tps_median=100.0, **extra)
 
     first = [row(100.0), row(100.0), row(100.0), row(100.0), row(100.0, unstable=1)]
     second = [row(130.0), row(110.0), row(120.0), row(125.0), row(50.0)]

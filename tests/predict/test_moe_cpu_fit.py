@@ -22,6 +22,7 @@ from app.model.facts_cache import cached_facts
 from app.predict.fitted_model import FitError
 from app.predict.offload import active_weight_bytes
 from app.predict.store_efficiency import untrustworthy
+from app.results.row_types import ResultRow
 from tests.cli_helpers import gguf_bench, main_json
 from tests.gguf_synth import write_synthetic_moe_gguf
 
@@ -66,7 +67,7 @@ def _trial(moe: Path, capsys: pytest.CaptureFixture[str]) -> tuple[bool, list[st
     while n_rounds < ROUNDS or (min(map(len, measured.values())) < MIN_RUNS and n_rounds < ROUNDS + EXTRA_ROUNDS):
         n_rounds += 1
         for row in _run_rows("-m", str(moe), "-p", "32", "-n", "16", "-r", "3", "-ncmoe", ",".join(PLACEMENTS)):
-            if untrustworthy(row):
+            if untrustworthy(ResultRow.from_mapping(row)):  # a row of the CLI's JSON output
                 n_left_out += 1
             else:
                 measured[int(row["n_cpu_moe"])].append(float(row["decode_tps_median"]))

@@ -34,6 +34,7 @@ from app.predict.offload import (
 from app.predict.prediction import predict
 from app.predict.profiles import HardwareProfile
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 from engines import llama_cpp_placement
 from tests.cli_helpers import gguf_bench
 from tests.gguf_synth import write_synthetic_gguf, write_synthetic_moe_gguf
@@ -155,8 +156,8 @@ def test_memory_per_device_by_hand(moe: ModelFacts, ncmoe: int, nkvo: bool) -> N
 
 
 def test_predict_takes_the_placement_from_a_row(moe: ModelFacts) -> None:
-    row = {"n_prompt": 1, "n_gen": 1, "n_ctx": 256, "n_cpu_moe": 2, "no_kv_offload": 1,
-           "tensor_buft_overrides": "none", "flash_attn": 1}
+    row = ResultRow(n_prompt=1, n_gen=1, n_ctx=256, n_cpu_moe=2, no_kv_offload=1, tensor_buft_overrides="none",
+                    flash_attn=1)
     settings = PredictSettings.from_row(row)
     assert (settings.n_cpu_moe, settings.no_kv_offload, settings.tensor_buft_overrides) == (2, True, "none")
     gpu = HardwareProfile(name="test GPU", vendor="x", kind="laptop", vram_gib=8, memory_bus_bits=128,
@@ -185,7 +186,7 @@ def test_cpu_build_everything_in_host_memory_as_llama_cpp_reports(moe_path: Path
         pytest.skip("this llama.cpp build has a GPU device: see tests/gpu_vulkan")
     for row in rows:
         measured = json.loads(row["device_buffers"])["CPU"]
-        settings = PredictSettings.from_row(row)
+        settings = PredictSettings.from_row(ResultRow.from_mapping(row))  # a row of the CLI's JSON output
         predicted = host_only_split(moe, SplitSettings(settings.n_ctx, 0, flash_attn=settings.flash_attn),
                                     moe.tensor_bytes)
         for kind, value in (("weights", predicted.cpu_mapped_weights_bytes), ("kv", predicted.cpu_kv_bytes),

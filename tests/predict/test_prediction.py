@@ -15,6 +15,7 @@ from app.predict.prediction import predict
 from app.predict.profiles import GIB, HardwareProfile, cpu_profile, find_profile
 from app.predict.settings import PredictSettings, flash_attn_enabled
 from app.predict.store_efficiency import Efficiency
+from app.results.row_types import ResultRow
 from tests.predict.samples import make_facts, smollm2_facts
 
 # ------------------------------------------------------------------------------------------ predict
@@ -102,23 +103,24 @@ SAMPLE_ROW = {"model_path": "/models/test.gguf", "n_prompt": 256, "n_gen": 64, "
 def test_settings_from_row_predict_like_the_explicit_settings(profiles: list[HardwareProfile]) -> None:
     explicit = PredictSettings(n_ctx=1000 + 256 + 64 + 1, n_gpu_layers=20, type_k="q8_0", type_v="q8_0", n_prompt=256,
                                n_gen=64, depth=1000, n_ubatch=256, flash_attn=True, repack=1)
-    from_row = PredictSettings.from_row(SAMPLE_ROW)  # a row without a repack column ran with llama.cpp's default
-    assert from_row == explicit
+    from_row = PredictSettings.from_row(ResultRow.from_mapping(SAMPLE_ROW))  # a row without a repack column ran with
+    assert from_row == explicit == PredictSettings.from_test(SAMPLE_ROW)  # llama.cpp's default; a test table alike
     facts, laptop = make_facts(), find_profile("RTX 4060 Laptop", profiles)
     p = predict(facts, laptop, from_row, cpu_bandwidth_gbps=50.0)
     assert p == predict(facts, laptop, explicit, cpu_bandwidth_gbps=50.0)
     assert (p.n_ctx, p.n_gpu_layers, p.type_v, p.n_prompt, p.n_gen) == (1321, 20, "q8_0", 256, 64)
     assert p != predict(facts, laptop, PredictSettings(1321), cpu_bandwidth_gbps=50.0)  # the row's settings count
-    assert PredictSettings.from_row({**SAMPLE_ROW, "n_ctx": 4096}).n_ctx == 4096
-    assert PredictSettings.from_row(SAMPLE_ROW, n_ctx=2048, n_gpu_layers=0) == replace(explicit, n_ctx=2048,
+    assert PredictSettings.from_test({**SAMPLE_ROW, "n_ctx": 4096}).n_ctx == 4096
+    assert PredictSettings.from_test(SAMPLE_ROW, n_ctx=2048, n_gpu_layers=0) == replace(explicit, n_ctx=2048,
                                                                                       n_gpu_layers=0)
 
 
 def test_settings_from_an_empty_test_take_the_defaults() -> None:
-    assert PredictSettings.from_row({}) == PredictSettings(n_ctx=512 + 128 + 1, repack=1)
+    defaults = PredictSettings(n_ctx=512 + 128 + 1, repack=1)
+    assert PredictSettings.from_test({}) == PredictSettings.from_row(ResultRow()) == defaults
     assert PredictSettings(4096).repack == -1 and PredictSettings(4096).resolved(0).repack == 0  # auto: no I/O
     assert PredictSettings(4096, type_k="q4_0").type_v == "q4_0"
-    assert PredictSettings.from_row({"n_prompt": 0, "n_gen": 16}).n_prompt == 1  # a prompt of at least one token
+    assert PredictSettings.from_test({"n_prompt": 0, "n_gen": 16}).n_prompt == 1  # a prompt of at least one token
 
 
 @pytest.mark.parametrize(
@@ -137,13 +139,13 @@ def test_settings_from_an_empty_test_take_the_defaults() -> None:
     ],
 )
 def test_flash_attn_from_row(fields: dict[str, object], on: bool) -> None:
-    assert PredictSettings.from_row({**SAMPLE_ROW, "flash_attn": 0, **fields}).flash_attn is on
+    assert PredictSettings.from_test({**SAMPLE_ROW, "flash_attn": 0, **fields}).flash_attn is on
 
 
 def test_flash_attn_sizes_the_compute_buffer(profiles: list[HardwareProfile]) -> None:
     gpu = find_profile("RTX 4090", profiles)
-    on = predict(smollm2_facts(), gpu, PredictSettings.from_row({**SAMPLE_ROW, "flash_attn": -1, "n_ctx": 8192}))
-    off = predict(smollm2_facts(), gpu, PredictSettings.from_row({**SAMPLE_ROW, "flash_attn": 0, "n_ctx": 8192}))
+    on = predict(smollm2_facts(), gpu, PredictSettings.from_test({**SAMPLE_ROW, "flash_attn": -1, "n_ctx": 8192}))
+    off = predict(smollm2_facts(), gpu, PredictSettings.from_test({**SAMPLE_ROW, "flash_attn": 0, "n_ctx": 8192}))
     assert on.compute_buffer_bytes < off.compute_buffer_bytes
 
 

@@ -19,13 +19,13 @@ from tests.cli_helpers import gguf_bench
 CPU = cpu_profile("CPU: test", bandwidth_gbps=20.0, gflops=100.0, ram_bytes=16 * 2**30)
 
 
-def _row(path: Path, **kw) -> dict:
+def _row(path: Path, **kw) -> ResultRow:
     row = {"model_path": str(path), "model_filename": path.name, "n_prompt": 64, "n_gen": 32, "n_depth": 0,
            "type_k": "f16", "type_v": "f16", "n_ctx": 256, "n_ubatch": 512, "flash_attn": 0,
            "n_gpu_layers_effective": 0, "decode_tps": 100.0, "prefill_tps": 300.0, "status": "ok",
            "backends": "CPU"}
     row.update(kw)
-    return row
+    return ResultRow.from_mapping(row)
 
 
 @pytest.mark.heavy  # the real model

@@ -21,13 +21,13 @@ from engines.base import resolve_n_threads
 CPU = cpu_profile("CPU: X", bandwidth_gbps=20.0, gflops=100.0, ram_bytes=2**34)
 
 
-def _row(i: int, frac: float, **kw: Any) -> dict[str, Any]:
+def _row(i: int, frac: float, **kw: Any) -> ResultRow:
     """A stored row of a.gguf on CPU X at 2 threads, its achieved fractions both ``frac``."""
     row = {"test_index": i, "status": "ok", "model_filename": "a.gguf", "cpu_info": "X", "gpu_info": "",
            "backends": "CPU", "n_threads": 2, "n_threads_effective": 2, "unstable": 0, "host_other_cpu_pct": 3.0,
            "decode_achieved_frac": frac, "prefill_achieved_frac": frac}
     row.update(kw)
-    return row
+    return ResultRow.from_mapping(row)
 
 
 #: quiet and old rows (no business recorded) are learnt from; unstable, busy and other thread counts are not
@@ -41,16 +41,17 @@ ROWS = [
 ]
 
 
-def _store(tmp_path: Path, rows: list[dict[str, Any]]) -> ResultStore:
+def _store(tmp_path: Path, rows: list[ResultRow]) -> ResultStore:
     store = ResultStore(tmp_path / "results.sqlite3")
     store.begin_run("r1")
     for r in rows:
-        store.add_result("r1", ResultRow.from_mapping(r))
+        store.add_result("r1", r)
     return store
 
 
 def test_unstable_busy_and_other_thread_rows_are_left_out_and_the_source_says_so(tmp_path: Path) -> None:
-    with _store(tmp_path, [{k: v for k, v in r.items() if v is not None} for r in ROWS]) as store:
+    with _store(tmp_path, [ResultRow.from_mapping({k: v for k, v in r.to_mapping().items() if v is not None})
+                           for r in ROWS]) as store:
         calib = StoreCalibration(store, "X", "")
     eff, source = calib("CPU", "b.gguf", n_threads=2)
     assert eff is not None and eff.decode == pytest.approx(0.6) and eff.prefill == pytest.approx(0.6)
@@ -84,11 +85,11 @@ def test_the_default_thread_count_is_the_engines_for_n_threads_0() -> None:
     from before that column) is that count too, and one with neither setting is taken as a default run."""
     every = resolve_n_threads(0)
     assert threads_for(None) == threads_for(0) == every
-    assert row_threads({"n_threads": 0, "n_threads_effective": None}) == every
-    assert row_threads({"n_threads": 3}) == 3 and row_threads({"n_threads": 0, "n_threads_effective": 5}) == 5
-    assert row_threads({}) == every
-    old = {"status": "ok", "n_threads": 0, "decode_achieved_frac": 0.4, "prefill_achieved_frac": 0.3}
-    eff = efficiency_from_rows([old, {**old, "n_threads": every + 1, "decode_achieved_frac": 0.9}])
+    assert row_threads(ResultRow(n_threads=0, n_threads_effective=None)) == every
+    assert row_threads(ResultRow(n_threads=3)) == 3 and row_threads(ResultRow(n_threads=0, n_threads_effective=5)) == 5
+    assert row_threads(ResultRow()) == every
+    old = ResultRow(status="ok", n_threads=0, decode_achieved_frac=0.4, prefill_achieved_frac=0.3)
+    eff = efficiency_from_rows([old, old.replace(n_threads=every + 1, decode_achieved_frac=0.9)])
     assert eff is not None and (eff.decode, eff.prefill) == (0.4, 0.3)
     assert efficiency_from_rows([old], n_threads=every + 1) is None
 
@@ -99,10 +100,10 @@ def test_efficiency_from_rows_keeps_only_trustworthy_rows() -> None:
 
 
 def test_busy_means_over_the_one_threshold_and_unknown_is_not_busy() -> None:
-    assert taken_while_busy({"host_other_cpu_pct": BUSY_OTHER_CPU_PCT}) is False
-    assert taken_while_busy({"host_other_cpu_pct": BUSY_OTHER_CPU_PCT + 0.1}) is True
-    assert taken_while_busy({"host_other_cpu_pct": None}) is None and taken_while_busy({}) is None
-    assert taken_while_busy({"host_other_cpu_pct": float("nan")}) is None
+    assert taken_while_busy(ResultRow(host_other_cpu_pct=BUSY_OTHER_CPU_PCT)) is False
+    assert taken_while_busy(ResultRow(host_other_cpu_pct=BUSY_OTHER_CPU_PCT + 0.1)) is True
+    assert taken_while_busy(ResultRow(host_other_cpu_pct=None)) is None and taken_while_busy(ResultRow()) is None
+    assert taken_while_busy(ResultRow(host_other_cpu_pct=float("nan"))) is None
 
 
 def test_expected_sources_pass_the_thread_count_and_keep_the_fit_to_the_default(tmp_path: Path) -> None:

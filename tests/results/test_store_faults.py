@@ -185,8 +185,10 @@ def test_runs_marked_aborted_by_older_versions_read_as_interrupted(tmp_path: Pat
 
 def test_calibration_skips_rows_whose_fractions_are_not_numbers() -> None:
     from app.predict.store_efficiency import efficiency_from_rows
+    from app.results.row_types import ResultRow, RowError
 
-    good = {"status": "ok", "decode_achieved_frac": 0.5, "prefill_achieved_frac": 0.25}
-    bad = {"status": "ok", "decode_achieved_frac": "fast", "prefill_achieved_frac": [1]}
-    eff = efficiency_from_rows([good, bad, {**good, "decode_achieved_frac": float("nan")}])
+    good = ResultRow(status="ok", decode_achieved_frac=0.5, prefill_achieved_frac=0.25)
+    with pytest.raises(RowError):  # a stored row of other types is skipped where it is read: it never reaches a fit
+        ResultRow.from_mapping({"status": "ok", "decode_achieved_frac": "fast", "prefill_achieved_frac": [1]})
+    eff = efficiency_from_rows([good, good.replace(decode_achieved_frac=float("nan"))])
     assert eff is not None and (eff.decode, eff.prefill) == (0.5, 0.25)

@@ -176,25 +176,24 @@ def test_disturbed_tests_are_found_and_the_faster_measurement_kept() -> None:
     fit = MachineFit("c", "", "b", "d", {"CPU": {"decode": PhaseFit.from_json_dict(
         {"phase": "decode", "coefficients": {"fixed": 0.01}, "band_frac": 0.1, "points": points})}}, 5)
     assert disturbed_labels(fit) == {"slow p32 d0", "aside p32 d0"}
-    first = {"status": "ok", "decode_tps": 20.0, "decode_tps_median": 20.0, "prefill_tps": 900.0,
-             "prefill_tps_median": 900.0}
-    again = dict(first, decode_tps=99.0, decode_tps_median=100.0, prefill_tps=700.0, prefill_tps_median=700.0)
+    first = ResultRow(status="ok", decode_tps=20.0, decode_tps_median=20.0, prefill_tps=900.0, prefill_tps_median=900.0)
+    again = first.replace(decode_tps=99.0, decode_tps_median=100.0, prefill_tps=700.0, prefill_tps_median=700.0)
     best = faster(first, again)
-    assert (best["decode_tps_median"], best["prefill_tps_median"]) == (100.0, 900.0)
-    assert faster(first, {"status": "failed"})["decode_tps_median"] == 20.0
+    assert (best.decode_tps_median, best.prefill_tps_median) == (100.0, 900.0)
+    assert faster(first, ResultRow(status="failed")).decode_tps_median == 20.0
 
 
 def test_two_passes_pool_their_repetitions_into_one_median() -> None:
-    one = {"status": "ok", "decode_samples_tps": [100.0, 90.0, 110.0], "decode_tps_median": 100.0,
-           "prefill_samples_tps": [500.0, 520.0, 480.0], "prefill_tps_median": 500.0}
-    two = dict(one, decode_samples_tps=[60.0, 62.0, 64.0], decode_tps_median=62.0,
-               prefill_samples_tps=[540.0, 560.0, 550.0], prefill_tps_median=550.0)
+    one = ResultRow(status="ok", decode_samples_tps=[100.0, 90.0, 110.0], decode_tps_median=100.0,
+                    prefill_samples_tps=[500.0, 520.0, 480.0], prefill_tps_median=500.0)
+    two = one.replace(decode_samples_tps=[60.0, 62.0, 64.0], decode_tps_median=62.0,
+                      prefill_samples_tps=[540.0, 560.0, 550.0], prefill_tps_median=550.0)
     both = pooled(one, two)
-    assert both["decode_samples_tps"] == [100.0, 90.0, 110.0, 60.0, 62.0, 64.0]
-    assert both["decode_tps_median"] == 77.0 and both["prefill_tps_median"] == 530.0  # not the faster pass's
-    assert both["decode_tps"] == pytest.approx(81.0)
-    assert pooled(one, {"status": "failed"})["decode_tps_median"] == 100.0
-    assert pooled({"status": "failed"}, two)["decode_tps_median"] == 62.0
+    assert both.decode_samples_tps == [100.0, 90.0, 110.0, 60.0, 62.0, 64.0]
+    assert both.decode_tps_median == 77.0 and both.prefill_tps_median == 530.0  # not the faster pass's
+    assert both.decode_tps == pytest.approx(81.0)
+    assert pooled(one, ResultRow(status="failed")).decode_tps_median == 100.0
+    assert pooled(ResultRow(status="failed"), two).decode_tps_median == 62.0
 
 
 @pytest.mark.heavy  # a worker

@@ -40,21 +40,22 @@ UNSTABLE = {"unstable": 1, "unstable_metrics": "decode_tps"}
 FIT_ARGS: dict[str, Any] = dict(ctx=MachineContext(), cpu_info="cpu X", gpu_info="", build="b", repack=1)
 
 
-def _ladder_rows(folder: Path) -> list[dict[str, Any]]:
+def _ladder_rows(folder: Path) -> list[ResultRow]:
     """One ok row per test of the tiny ladder, rates from a linear cost model (seconds per token = Σ c·feature),
     so a fit of the quiet rows alone recovers them to rounding."""
     models = {write_synth_model(folder / f"{m.shape.name}.gguf", m.shape): m for m in ladder_models(TINY)}
-    rows = [{"status": "ok", "model_path": t.model_path, "model_filename": Path(t.model_path).name,
-             "n_prompt": t.n_prompt, "n_gen": t.n_gen, "n_depth": t.n_depth, "flash_attn": t.flash_attn,
-             "n_gpu_layers_effective": 0, "host_other_cpu_pct": 3.0, "unstable": 0}
+    rows = [ResultRow(status="ok", model_path=t.model_path, model_filename=Path(t.model_path).name,
+                      n_prompt=t.n_prompt, n_gen=t.n_gen, n_depth=t.n_depth, flash_attn=t.flash_attn,
+                      n_gpu_layers_effective=0, host_other_cpu_pct=3.0, unstable=0)
             for t in ladder_tests(models, TINY)]
-    work = [workload_of(cached_facts(r["model_path"]), PredictSettings.from_row(r)) for r in rows]
+    work = [workload_of(cached_facts(r.model_path or ""), PredictSettings.from_row(r)) for r in rows]
+    rates: list[dict[str, float]] = [{} for _ in rows]
     for phase in ("decode", "prefill"):
         feats = [w.features(phase) for w in work]
         top = {n: max(f.get(n, 0.0) for f in feats) for f in feats for n in f}
-        for row, f in zip(rows, feats, strict=True):
-            row[f"{phase}_tps"] = 1.0 / sum(1e-3 / len(top) * v / top[n] for n, v in f.items())
-    return rows
+        for rate, f in zip(rates, feats, strict=True):
+            rate[f"{phase}_tps"] = 1.0 / sum(1e-3 / len(top) * v / top[n] for n, v in f.items())
+    return [row.replace(**rate) for row, rate in zip(rows, rates, strict=True)]
 
 
 def _labels(fit: MachineFit) -> set[str]:
@@ -67,10 +68,10 @@ def _worst_error(fit: MachineFit) -> float:
 
 
 def test_trusted_rows_uses_the_one_rule_and_counts_what_it_left_out() -> None:
-    quiet = {"status": "ok", "decode_tps": 10.0}
-    rows = [quiet, dict(quiet, host_other_cpu_pct=BUSY_OTHER_CPU_PCT),  # at the limit: still quiet
-            dict(quiet, **BUSY), dict(quiet, **UNSTABLE), dict(quiet, host_other_cpu_pct=None),  # unknown: quiet
-            {"status": "failed"}]
+    quiet = ResultRow(status="ok", decode_tps=10.0)
+    rows = [quiet, quiet.replace(host_other_cpu_pct=BUSY_OTHER_CPU_PCT),  # at the limit: still quiet
+            quiet.replace(**BUSY), quiet.replace(**UNSTABLE), quiet.replace(host_other_cpu_pct=None),  # unknown: quiet
+            ResultRow(status="failed")]
     t = trusted_rows(rows)
     assert len(t.rows) == 3 and t.n_left_out == 2 and t.n_ok == 5
     assert t.left_out("stored runs") == "2 of 5 stored runs left out: unstable, or taken while the machine was busy"
@@ -79,9 +80,10 @@ def test_trusted_rows_uses_the_one_rule_and_counts_what_it_left_out() -> None:
 
 def test_busy_and_unstable_ladder_rows_do_not_bend_the_fit_and_are_named(tmp_path: Path) -> None:
     rows = _ladder_rows(tmp_path)
-    bent = [dict(r) for r in rows]
+    bent = list(rows)
     for i, bad in ((1, BUSY), (4, UNSTABLE)):  # half as fast: a fit that learned from them would be off
-        bent[i].update(bad, decode_tps=rows[i]["decode_tps"] / 2, prefill_tps=rows[i]["prefill_tps"] / 2)
+        bent[i] = rows[i].replace(**bad, decode_tps=(rows[i].decode_tps or 0) / 2,
+                                  prefill_tps=(rows[i].prefill_tps or 0) / 2)
     said: list[str] = []
     got = fit_ladder(bent, TrustedRows([], 0), **FIT_ARGS, progress=said.append)
     assert (got.n_ladder_points, got.n_ladder_left_out) == (len(rows) - 2, 2)
@@ -91,7 +93,7 @@ def test_busy_and_unstable_ladder_rows_do_not_bend_the_fit_and_are_named(tmp_pat
     slowed = {row_label(bent[1]), row_label(bent[4])}
     assert not slowed & _labels(got.fit) and _worst_error(got.fit) < 1e-6
     # the same rows without the rule: the slowed points are fitted, twice as fast as measured
-    taken_anyway = fit_ladder([dict(r, unstable=0, host_other_cpu_pct=0.0) for r in bent], TrustedRows([], 0),
+    taken_anyway = fit_ladder([r.replace(unstable=0, host_other_cpu_pct=0.0) for r in bent], TrustedRows([], 0),
                               **FIT_ARGS).fit
     assert slowed <= _labels(taken_anyway) and _worst_error(taken_anyway) > 0.5
 
@@ -99,7 +101,7 @@ def test_busy_and_unstable_ladder_rows_do_not_bend_the_fit_and_are_named(tmp_pat
 def test_too_few_quiet_ladder_tests_refuse_the_fit_in_one_line(tmp_path: Path) -> None:
     rows = _ladder_rows(tmp_path)
     n_busy = len(rows) // 2 + 1
-    busy = [dict(r, **BUSY) if i < n_busy else r for i, r in enumerate(rows)]
+    busy = [r.replace(**BUSY) if i < n_busy else r for i, r in enumerate(rows)]
     with pytest.raises(FitError) as e:
         fit_ladder(busy, TrustedRows([], 0), **FIT_ARGS)
     line = str(e.value)
@@ -107,7 +109,7 @@ def test_too_few_quiet_ladder_tests_refuse_the_fit_in_one_line(tmp_path: Path) -
     assert line.startswith(f"only {len(rows) - n_busy} of {len(rows)} ladder tests were stable and quiet")
     assert f"over {BUSY_OTHER_CPU_PCT:.0f} % of a CPU" in line and "calibrate again when the machine is quieter" in line
     # with half of them quiet (rounded up) the rule lets the fit go on, and its notes say what was left out
-    half = [dict(r, **BUSY) if i < len(rows) // 2 else r for i, r in enumerate(rows)]
+    half = [r.replace(**BUSY) if i < len(rows) // 2 else r for i, r in enumerate(rows)]
     fit = fit_ladder(half, TrustedRows([], 0), **FIT_ARGS).fit
     assert fit.notes[-1].startswith(f"{len(rows) // 2} of {len(rows)} ladder tests left out")
 
@@ -129,27 +131,26 @@ def test_stored_runs_that_were_unstable_or_busy_are_left_out(tmp_path: Path) -> 
 
 
 def test_a_pooled_test_is_as_trustworthy_as_its_worse_pass() -> None:
-    one = {"status": "ok", "decode_samples_tps": [100.0, 101.0], "prefill_samples_tps": [500.0, 505.0],
-           "unstable": 0, "unstable_metrics": "", "host_other_cpu_pct": 4.0}
-    assert not pooled(one, dict(one))["unstable"] and pooled(one, dict(one))["host_other_cpu_pct"] == 4.0
-    both = pooled(one, dict(one, host_other_cpu_pct=BUSY_OTHER_CPU_PCT + 1, **{"unstable": 1,
-                                                                           "unstable_metrics": "ttft_ms"}))
-    assert both["unstable"] == 1 and both["unstable_metrics"] == "ttft_ms"
-    assert both["host_other_cpu_pct"] == BUSY_OTHER_CPU_PCT + 1
+    one = ResultRow(status="ok", decode_samples_tps=[100.0, 101.0], prefill_samples_tps=[500.0, 505.0], unstable=0,
+                    unstable_metrics="", host_other_cpu_pct=4.0)
+    assert not pooled(one, one).unstable and pooled(one, one).host_other_cpu_pct == 4.0
+    both = pooled(one, one.replace(host_other_cpu_pct=BUSY_OTHER_CPU_PCT + 1, unstable=1, unstable_metrics="ttft_ms"))
+    assert both.unstable == 1 and both.unstable_metrics == "ttft_ms"
+    assert both.host_other_cpu_pct == BUSY_OTHER_CPU_PCT + 1
     assert trusted_rows([both]).n_left_out == 1
-    assert pooled(dict(one, host_other_cpu_pct=None), dict(one, host_other_cpu_pct=float("nan")))[
-        "host_other_cpu_pct"] is None  # neither pass says: unknown, as a row without the column
+    assert pooled(one.replace(host_other_cpu_pct=None), one.replace(host_other_cpu_pct=float("nan"))
+                  ).host_other_cpu_pct is None  # neither pass says: unknown, as a row without the column
 
 
 class ScriptedCalibration(Calibration):
     """TEST DOUBLE for the worker: ``_measure`` hands back scripted rows (the ladder's tests would load models)."""
 
-    def __init__(self, passes: list[list[dict[str, Any]]]) -> None:
+    def __init__(self, passes: list[list[ResultRow]]) -> None:
         super().__init__(TINY)
         self.passes = passes
         self.asked: list[int] = []
 
-    def _measure(self, tests: list[Any], machine: dict[str, Any]) -> list[dict[str, Any]]:
+    def _measure(self, tests: list[Any], machine: dict[str, Any]) -> list[ResultRow]:
         self.asked.append(len(tests))
         return self.passes.pop(0)[:len(tests)]
 
@@ -157,14 +158,14 @@ class ScriptedCalibration(Calibration):
 def test_busy_ladder_tests_are_measured_again_and_a_quiet_measurement_replaces_them(tmp_path: Path) -> None:
     (tmp_path / "rows").mkdir()
     rows = _ladder_rows(tmp_path / "rows")
-    first = [dict(r, **BUSY, decode_tps=r["decode_tps"] / 2) if i in (2, 5) else r for i, r in enumerate(rows)]
-    again = [dict(rows[2]), dict(rows[5], **UNSTABLE)]  # one comes back quiet, the other unstable again
+    first = [r.replace(**BUSY, decode_tps=(r.decode_tps or 0) / 2) if i in (2, 5) else r for i, r in enumerate(rows)]
+    again = [rows[2], rows[5].replace(**UNSTABLE)]  # one comes back quiet, the other unstable again
     cal = ScriptedCalibration([first, again])
     said: list[str] = []
     cal.progress = said.append
     fits: list[MachineFit] = []
 
-    def fit_rows(r: list[dict[str, Any]]) -> MachineFit:
+    def fit_rows(r: list[ResultRow]) -> MachineFit:
         fits.append(fit_ladder(r, TrustedRows([], 0), **FIT_ARGS, progress=said.append).fit)
         return fits[-1]
 
@@ -172,6 +173,6 @@ def test_busy_ladder_tests_are_measured_again_and_a_quiet_measurement_replaces_t
     final_rows, fit = cal._measure_ladder(tmp_path / "ladder", {}, fit_rows)
     assert cal.asked == [len(rows), 2]
     assert "measuring 2 disturbed tests again (2 of them unstable or busy)" in said
-    assert final_rows[2] == rows[2] and final_rows[5]["host_other_cpu_pct"] > BUSY_OTHER_CPU_PCT  # kept, left out
+    assert final_rows[2] == rows[2] and (final_rows[5].host_other_cpu_pct or 0) > BUSY_OTHER_CPU_PCT  # kept, left out
     assert fit is fits[-1] and f"1 of {len(rows)} ladder tests left out" in fit.notes[-1]
     assert _worst_error(fit) < 1e-6 and row_label(rows[5]) not in _labels(fit)
