@@ -104,16 +104,16 @@ def _quality(store: ResultStore | None, source: str, notes: list[str]) -> Qualit
     if store is None:
         return None
     row = quality_for(store, source)
-    if not row or row.get("mean_kld") is None:
+    if row is None or row.mean_kld is None:
         return None
-    ref_path = str(row.get("reference_path") or "")
+    ref_path = row.reference_path or ""
     ref_origin = header_strings(ref_path).get(KEY_REQUANTIZED_FROM, "") if ref_path and Path(ref_path).exists() else ""
     if ref_origin:
         notes.append(f"{display_name(source)}: its KLD was measured against {Path(ref_path).name}, itself requantized "
                      f"from {ref_origin}: not used (measure quality again with a reference that was not requantized)")
         return None
-    return Quality(mean_kld=float(row["mean_kld"]), ppl=row.get("ppl"), same_top_rate=row.get("same_top_rate"),
-                   reference=str(row.get("reference_filename") or ""))
+    return Quality(mean_kld=float(row.mean_kld), ppl=row.ppl, same_top_rate=row.same_top_rate,
+                   reference=row.reference_filename or "")
 
 
 def _open_store(path: str | None, notes: list[str]) -> ResultStore | None:

@@ -30,6 +30,7 @@ from app.choose.measure_cache import CachedMeasurement, MeasureCache, file_ident
 from app.choose.verdicts import Figure, FileChoice, llama_server_command, quality_key
 from app.model.gguf_http import is_url
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.run.events import Event, Notice
 from app.run.plan import TestSpec
@@ -339,7 +340,7 @@ def measurement_key(test: TestSpec, machine: dict[str, Any], build: str) -> dict
     }
 
 
-RunTest = Callable[[TestSpec], dict[str, Any]]
+RunTest = Callable[[TestSpec], ResultRow]
 
 
 class Measurer:
@@ -400,15 +401,14 @@ class Measurer:
         row = self._run_test(test)
         if self._cancel.is_set():
             raise MeasureCancelled()
-        if row.get("status") != RowStatus.OK or not row.get("decode_tps"):
-            raise MeasureFailed(str(row.get("error") or "the test gave no decode figure"))
+        if row.status != RowStatus.OK or not row.decode_tps:
+            raise MeasureFailed(row.error or "the test gave no decode figure")
         m = CachedMeasurement(
-            decode_tps=float(row["decode_tps"]), n_depth=test.n_depth,
-            prefill_tps=float(row["prefill_tps"]) if row.get("prefill_tps") else None,
-            ttft_ms=float(row["ttft_ms"]) if row.get("ttft_ms") else None, unstable=row.get("unstable") == 1,
-            run_id=str(row.get("run_id") or ""), build_commit=str(row.get("build_commit") or ""),
-            measured_at=datetime.now().isoformat(timespec="seconds"), model_filename=str(row.get("model_filename")
-                                                                                         or ""))
+            decode_tps=float(row.decode_tps), n_depth=test.n_depth,
+            prefill_tps=float(row.prefill_tps) if row.prefill_tps else None,
+            ttft_ms=float(row.ttft_ms) if row.ttft_ms else None, unstable=row.unstable == 1,
+            run_id=row.run_id or "", build_commit=row.build_commit or "",
+            measured_at=datetime.now().isoformat(timespec="seconds"), model_filename=row.model_filename or "")
         try:
             self.cache.put(key, m)
         except OSError as e:
@@ -426,7 +426,7 @@ class Measurer:
         when = f"measured {m.measured_at}" + (f", run {m.run_id}" if m.run_id else "")
         return f"from cache: {m.candidate.label}: {figure} ({when})"
 
-    def _run_in_worker(self, test: TestSpec) -> dict[str, Any]:
+    def _run_in_worker(self, test: TestSpec) -> ResultRow:
         """One test through the sweep session (a worker process), its row stored as a normal run's."""
         with ResultStore.recover(self.store_path) as store:
             setup = prepare_sweep([test], store)

@@ -18,6 +18,7 @@ from app.quality.plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, Quali
 from app.quality.session import QualitySession, progress_text
 from app.results.fields import RowStatus
 from app.results.quality_store import QUALITY_FORMATS, render_quality
+from app.results.row_types import QualityRow
 from app.results.store import ResultStore
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
 from app.run.job_client import new_job_log
@@ -59,15 +60,17 @@ class ChunkProgress:
         if not isinstance(ev, (TestFinished, TestFailed)):
             return
         self.n_done += 1
-        r = self.session.rows[int(ev.row["model_index"])]
+        if not isinstance(ev.row, QualityRow) or ev.row.model_index is None:
+            raise ValueError(f"a quality job's {ev.type} event carries a {ev.row.KIND} row without a model index")
+        r = self.session.rows[ev.row.model_index]
         if isinstance(ev, TestFailed):
             text = f"FAILED: {ev.reason}"
         else:
-            text = (f"ppl {r['ppl']:.3f} ± {r['ppl_err']:.3f}, mean KLD {r['mean_kld']:.5f}, "
-                    f"same top {100 * r['same_top_rate']:.1f}%, {r['tokens_per_s']} tok/s")
+            text = (f"ppl {r.ppl:.3f} ± {r.ppl_err:.3f}, mean KLD {r.mean_kld:.5f}, "
+                    f"same top {100 * (r.same_top_rate or 0.0):.1f}%, {r.tokens_per_s} tok/s")
         if self.enabled or isinstance(ev, TestFailed):
             sys.stderr.write(("\r\033[K" if self.tty else "")
-                             + f"[{self.n_done}/{len(self.plan.models)}] {r['model_filename']}: {text}\n")
+                             + f"[{self.n_done}/{len(self.plan.models)}] {r.model_filename}: {text}\n")
             sys.stderr.flush()
 
 

@@ -34,7 +34,10 @@ def _cell(value: Any) -> str:
 
 
 def is_remote_row(row: dict[str, Any]) -> bool:
-    """A row of a test against a server (``gguf-bench run --url``), not of a local model."""
+    """A row of a test against a server (``gguf-bench run --url``), not of a local model.
+
+    The exports write tables keyed by column name (a row's mapping, or a view's own table such as the chooser's),
+    so this reads the row as such a table: a boundary where typed rows become CSV, JSON and markdown."""
     return row.get("backends") == "remote" or bool(row.get("endpoint"))
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.bounded_read import open_regular
+from app.results.row_types import ResultRow
 from app.run import events as ev
 
 #: A recorded sweep of 10,000 tests with per-token ticks stays far below this (unpacked).
@@ -116,7 +117,7 @@ class _SweepCheck:
             raise ev.EventDecodeError(f"phase_result: test {index} ends ({event.end_ns}) before it starts "
                                       f"({event.start_ns})")
         elif isinstance(event, ev.TestFinished | ev.TestFailed):
-            row_index = event.row.get("test_index")
+            row_index = event.row.test_index if isinstance(event.row, ResultRow) else None
             if row_index is not None and row_index != index:
                 raise ev.EventDecodeError(f"{event.type}: its row is of test {row_index}, the event of test {index}")
 

@@ -37,7 +37,7 @@ from app.choose.measure_search import (
 from app.choose.verdicts import Figure, FileChoice, Quality
 from app.cli.main import main
 from app.results.quality_store import model_key, save_quality_rows
-from app.results.row_types import QualityRow
+from app.results.row_types import QualityRow, ResultRow
 from app.results.store import ResultStore
 from app.telemetry.cpu_probe import CpuProbe, save_probe
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -244,11 +244,11 @@ def test_measurer_answers_from_the_cache_without_a_worker(tmp_path: Path) -> Non
                      ttft=Figure(100.0, "expected"))]  # cheap to fill: measured at the context's depth
     rows: list[dict[str, Any]] = []
 
-    def worker_double(test: Any) -> dict[str, Any]:
+    def worker_double(test: Any) -> ResultRow:
         """Test double for the worker run (the real one is the heavy test below): the row a finished test gives."""
         rows.append(test)
-        return {"status": "ok", "decode_tps": 33.0, "prefill_tps": 500.0, "ttft_ms": 128.0, "run_id": "r1",
-                "unstable": 0, "model_filename": "m.gguf"}
+        return ResultRow(status="ok", decode_tps=33.0, prefill_tps=500.0, ttft_ms=128.0, run_id="r1", unstable=0,
+                         model_filename="m.gguf")
 
     cache_path = tmp_path / "measure-cache.json"
     lines: list[str] = []
@@ -259,7 +259,7 @@ def test_measurer_answers_from_the_cache_without_a_worker(tmp_path: Path) -> Non
     assert a.counts == "measured 1 test, 0 from cache, 0 ruled out by prediction"
     assert lines[-1] == "  → 33.0 tok/s at depth 20" and lines[-2].startswith("measuring m.gguf at -ngl 0 -ctk f16 (")
 
-    def no_worker(test: Any) -> dict[str, Any]:
+    def no_worker(test: Any) -> ResultRow:
         raise AssertionError("a cached question started a worker")
 
     lines.clear()
@@ -281,7 +281,7 @@ def test_a_failed_test_is_not_cached(tmp_path: Path) -> None:
     files = [_choice("m.gguf", 4.0, Figure(50.0, "ceiling"), source=str(model))]
     cache = MeasureCache(tmp_path / "c.json")
     m = Measurer(2048, MACHINE, ttft_prompt_tokens=1920, cache=cache,
-                 run_test=lambda t: {"status": "failed", "error": "out of memory"})
+                 run_test=lambda t: ResultRow(status="failed", error="out of memory"))
     a = measure_toward_floor(files, 20.0, m)
     assert a.result.steps[0].kind == StepKind.FAILED and a.result.steps[0].why == "out of memory"
     assert len(cache) == 0 and not cache.path.exists()
@@ -326,7 +326,7 @@ def test_real_search_on_smollm2_then_the_same_question_from_the_cache(smollm2_pa
     assert len(rows) == 1 and rows[0]["status"] == "ok" and rows[0]["n_prompt"] == MEASURE_N_PROMPT
     assert rows[0]["decode_tps"] == pytest.approx(test.decode_tps)
 
-    def no_worker(spec: Any) -> dict[str, Any]:
+    def no_worker(spec: Any) -> ResultRow:
         raise AssertionError("a cached question started a worker")
 
     again = run_choose(ChooseRequest(sources=tuple(files), n_ctx=512))  # now with the stored row
