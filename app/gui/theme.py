@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
+import shiboken6
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -141,8 +142,21 @@ def set_role(widget: QWidget, role: str) -> QWidget:
     palette: an application style sheet would put every widget's painting through Qt's slower style-sheet
     style, CPU taken from a measurement)."""
     widget.setProperty("role", role)
+    _keep_themed(widget)
     _apply_role(widget, role)
     return widget
+
+
+#: The widgets :func:`set_role` or :func:`set_bar_role` coloured, by id: a theme switch recolours these (a walk of
+#: QApplication.allWidgets() also met widgets other code was tearing down, and crashed in them).
+_themed: dict[int, QWidget] = {}
+
+
+def _keep_themed(widget: QWidget) -> None:
+    key = id(widget)
+    if key not in _themed:
+        _themed[key] = widget
+        widget.destroyed.connect(lambda *_: _themed.pop(key, None))
 
 
 def _apply_role(widget: QWidget, role: str) -> None:
@@ -155,6 +169,7 @@ def set_bar_role(bar: QWidget, role: str | None) -> None:
     """A progress bar's fill in the colour of ``role`` (a cancelled sweep's "warn", a failed one's "bad"), or the
     page's own highlight again (None); kept through a theme switch."""
     bar.setProperty("bar_role", role or "")
+    _keep_themed(bar)
     _apply_bar_role(bar, role)
 
 
@@ -184,7 +199,9 @@ def apply_theme(app: QApplication, choice: str) -> None:
         if _system_style:
             app.setStyle(_system_style)
         app.setPalette(_system_palette)
-    for w in app.allWidgets():
+    for w in list(_themed.values()):
+        if not shiboken6.isValid(w):
+            continue
         role = w.property("role")
         if isinstance(role, str) and role in INK:
             _apply_role(w, role)
