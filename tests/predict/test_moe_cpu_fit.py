@@ -1,8 +1,9 @@
-"""Issue #27 point 2 on the CPU, as a user meets it: ``gguf-bench calibrate`` (dense synthetic models only, two
-passes, so its band holds the spread between runs of one test here), then ``gguf-bench predict`` for a mixture of
-experts the calibration never saw, at -ncmoe 0, half and all (on a CPU build every placement stays in host memory),
-and ``gguf-bench run`` of each. The model is large enough (about 400 MB, 2 of 8 experts used) that decode streams
-its weights, as a real MoE's does; had the prediction counted every expert, it would be about 3x too slow.
+"""Issue #27 point 2 on the CPU, as a user meets it: ``gguf-bench calibrate`` (its synthetic ladder, one small
+mixture of experts among them, two passes, so its band holds the spread between runs of one test here), then
+``gguf-bench predict`` for a mixture of experts of a shape the calibration never saw, at -ncmoe 0, half and all (on
+a CPU build every placement stays in host memory), and ``gguf-bench run`` of each. The model is large enough (about
+400 MB, 2 of 8 experts used) that decode streams its weights, as a real MoE's does; had the prediction counted every
+expert, it would be about 3x too slow.
 
 The MoE is measured in rounds, interleaved over the placements, and each placement's figure is the median of its
 stable rows taken on a quiet machine (the rule every fit learns by; on this shared 2-core machine one run in four
