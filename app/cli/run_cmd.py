@@ -14,7 +14,7 @@ from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAG
 from app.cli.output import check_output_path, write_file, write_results
 from app.cli.progress import Progress
 from app.cli.remote_cmd import check_remote_flags_need_url, remote_session
-from app.paths import SWEEP_PRESETS_DIR, absolute_path, check_writable_data_dir, default_model_path
+from app.paths import check_writable_data_dir, default_model_path
 from app.predict.machine import HardwareContext
 from app.results import export
 from app.results.fields import RowStatus
@@ -27,7 +27,7 @@ from app.run.events import (
     TestFinished,
 )
 from app.run.params import LIST_PARAMS
-from app.run.plan import SweepSpec, load_sweep_preset
+from app.run.plan import PlanError, SweepSpec, load_sweep_preset, sweep_path
 from app.run.session import SweepSession
 from app.run.sweep_setup import prepare_sweep, read_models
 
@@ -35,16 +35,10 @@ from app.run.sweep_setup import prepare_sweep, read_models
 
 def resolve_sweep_path(name: str) -> Path:
     """The preset ``name`` names, or the TOML file at that path (absolute); UserError (one line) when neither is."""
-    names = ", ".join(sorted(x.stem for x in SWEEP_PRESETS_DIR.glob("*.toml")))
-    if not name.strip():
-        raise UserError(f"--sweep: an empty name (presets: {names}, or a TOML file)")
-    p = Path(name)
-    if p.suffix == ".toml" or p.is_file():
-        return absolute_path(p, "--sweep")
-    preset = SWEEP_PRESETS_DIR / f"{name}.toml"
-    if "/" not in name and preset.is_file():
-        return preset
-    raise UserError(f"{name}: no such sweep file or preset (presets: {names})")
+    try:
+        return sweep_path(name)
+    except PlanError as e:
+        raise UserError(str(e)) from None
 
 
 def build_sweep(args: argparse.Namespace) -> SweepSpec:

@@ -2,8 +2,9 @@
 
 * Text from outside (file names, run names, a server's model name, a recording's reason) may hold terminal control
   characters: an escape sequence in a file name would clear the screen or retitle the terminal. Every character that
-  is a control (C0 but tab and newline, DEL, C1) or a bidirectional override is written escaped (``\\x1b``,
-  ``\\u202e``); the one sequence this program writes itself, the progress line's ``\\r\\x1b[K``, is kept.
+  is a control (C0 but tab and newline, DEL, C1) or a bidirectional override is written escaped
+  (:func:`app.shown_text.escape_controls`, which the window uses too); the one sequence this program writes itself,
+  the progress line's ``\\r\\x1b[K``, is kept.
 * A terminal or pipe whose encoding cannot hold a character (``PYTHONIOENCODING=ascii``, a C locale) gets it escaped
   (``\\xe9``) instead of a UnicodeEncodeError that loses the results table.
 * A standard stream closed at the start (``>&-``) is pointed at the null device, so no file the command opens later
@@ -16,27 +17,22 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from app import shown_text
+from app.shown_text import UNSAFE
+
 #: The sequence the progress lines write themselves: return to the line's start and erase it.
 PROGRESS_ERASE = "\r\033[K"
-#: Control characters (C0 but tab and newline, DEL, C1) and the bidirectional embeddings, overrides and isolates.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def escape_controls(text: str) -> str:
     """``text`` with every control character and bidi override escaped, the progress line's erase kept."""
-    if not _UNSAFE.search(text):
+    if not UNSAFE.search(text):
         return text
-    return PROGRESS_ERASE.join(_UNSAFE.sub(_escaped, part) for part in text.split(PROGRESS_ERASE))
+    return PROGRESS_ERASE.join(shown_text.escape_controls(part) for part in text.split(PROGRESS_ERASE))
 
 
 def encodable(text: str, encoding: str | None) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.results.fields import RowStatus
+from app.shown_text import escape_controls
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PROG = "gguf-workbench"
@@ -52,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def say(message: str) -> None:
-    """One line on stderr, prefixed with the program's name."""
-    print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
+    """One line on stderr, prefixed with the program's name; control characters in it (a file name's) escaped."""
+    print(f"{PROG}: {' '.join(escape_controls(message).split())}", file=sys.stderr)
 
 
 def outcome_failure(outcome: Any) -> str | None:
@@ -114,6 +115,10 @@ def open_main_window() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    why = _unusable_sweep(args.sweep)
+    if why:
+        say(why)  # before any window opens: an unknown name is not the default preset run instead
+        return EXIT_USAGE
     if args.self_test:
         return _self_test(args.model)
     shot = args.screenshot or args.compare_screenshot
@@ -165,6 +170,20 @@ def main(argv: list[str] | None = None) -> int:
 
     wait_for_background_work()  # a probe thread still running at interpreter exit can crash the process
     return script.rc if shot or script.rc != EXIT_OK else rc
+
+
+def _unusable_sweep(name: str | None) -> str | None:
+    """Why ``--sweep NAME`` names no preset (the value and the presets, in one line), or None. The same check as
+    ``gguf-bench run --sweep``'s, less its TOML files: the window selects a preset in its editor."""
+    if name is None:
+        return None
+    from app.run.plan import PlanError, sweep_path
+
+    try:
+        sweep_path(name, files=False)
+    except PlanError as e:
+        return str(e)
+    return None
 
 
 def _apply_theme(app: Any, asked: str | None) -> None:

@@ -57,6 +57,7 @@ from app.paths import default_model_path
 from app.run.events import Event
 from app.run.live import LiveRun
 from app.run.plan import TestSpec
+from app.shown_text import escape_controls
 
 PROBE_WAIT_S = 30.0
 LEFT_MIN_PX, LEFT_MAX_PX, LEFT_SHARE = 380, 520, 0.25
@@ -147,7 +148,7 @@ class MainWindow(QMainWindow):
         self.sweeps.keyedMessage.connect(lambda text, level, key: self.notify(text, level, key))
         self.sweeps.runChanged.connect(lambda: self.messages.remove_prefix(RUN_KEY))  # the last run's go with it
         for part in (self.sweeps, self.results_panel):
-            part.status.connect(lambda text: self.status_label.setText(text))
+            part.status.connect(self.show_status)
         self.library.message.connect(lambda level, text: self.notify(text, level))
         self.library.factsWanted.connect(self.details.request_facts)
         self.library.selectionChanged.connect(self._models_selected)
@@ -196,6 +197,7 @@ class MainWindow(QMainWindow):
         self._set_minimum_sizes()
         self.setCentralWidget(self.main_split)
         self.status_label = QLabel(self)
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)  # a file name is shown, never read as markup
         self.statusBar().addWidget(self.status_label, 1)
         fit_to_screen(self, 1920, 1200)  # as much of a laptop's or a desktop's screen as it has
         left = left_column_px(self.width())
@@ -294,9 +296,13 @@ class MainWindow(QMainWindow):
     def notify(self, text: str, level: str = "error", key: str | None = None) -> None:
         """Status bar + the message area (errors and notes; info goes to the status bar only); a message with the
         ``key`` of a shown one replaces it."""
-        self.status_label.setText(text)
+        self.show_status(text)
         if level in ("error", "warning"):
             self.messages.add(text, level, key)
+
+    def show_status(self, text: str) -> None:
+        """The status bar's line; text from outside (a file name, a server's reply) with its controls escaped."""
+        self.status_label.setText(escape_controls(text))
 
     def _in_background(self, fn: Any, done: Any) -> None:
         self.tasks.submit(fn, lambda res, err: done(None if err is not None else res))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from app.bounded_read import TomlFileError, read_toml
+from app.paths import SWEEP_PRESETS_DIR, absolute_path
 from app.run.params import (
     DEVICES_AUTO,
     DEVICES_NONE,
@@ -27,7 +29,8 @@ from app.run.params import (
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.llama_build import installed_gpu_backends
 
-__all__ = ["PlanError", "SweepSpec", "TestSpec", "count_loads", "load_sweep_preset", "order_tests", "parse_list"]
+__all__ = ["PlanError", "SweepSpec", "TestSpec", "count_loads", "load_sweep_preset", "order_tests", "parse_list",
+           "preset_names", "sweep_path"]
 
 
 def _one(name: str) -> Any:
@@ -267,3 +270,31 @@ def load_sweep_preset(path: str | Path) -> SweepSpec:
         setattr(spec, key, value)
     spec.validate(str(p))
     return spec
+
+
+#: The presets a person tries first, in this order; any other preset file follows them by name.
+_PRESET_ORDER = ("quick", "standard", "long-context", "chat", "rag")
+
+
+def preset_names() -> list[str]:
+    """The sweep presets (``profiles/sweeps/*.toml``): the usual five in :data:`_PRESET_ORDER`, then the rest."""
+    found = sorted(p.stem for p in SWEEP_PRESETS_DIR.glob("*.toml"))
+    return [n for n in _PRESET_ORDER if n in found] + [n for n in found if n not in _PRESET_ORDER]
+
+
+def sweep_path(name: str, files: bool = True) -> Path:
+    """The file a ``--sweep`` value names: a preset's or, with ``files``, a TOML file's (made absolute).
+
+    PlanError, one line naming the value and the valid choices, when it names neither: ``gguf-bench run --sweep``
+    (presets or files) and ``gguf-workbench --sweep`` (presets only) both ask here, before any work starts.
+    """
+    names = ", ".join(preset_names())
+    choices = f"presets: {names}, or a TOML file" if files else f"presets: {names}"
+    if not name.strip():
+        raise PlanError(f"--sweep: an empty name ({choices})")
+    if files and (name.endswith(".toml") or os.path.isfile(name)):  # isfile: False for a name too long, not OSError
+        return absolute_path(name, "--sweep")
+    if name in preset_names():
+        return SWEEP_PRESETS_DIR / f"{name}.toml"
+    shown = name if len(name) <= 80 else name[:80] + "..."
+    raise PlanError(f"--sweep {shown}: no such sweep {'file or preset' if files else 'preset'} ({choices})")

@@ -18,6 +18,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from app.gui import theme
+from app.shown_text import escape_controls
 
 #: (accent colour, tag) per level; the background is the accent mixed into the window's own base colour
 _LEVELS = {
@@ -164,8 +165,9 @@ class MessageArea(QWidget):
         return [m.text for m in self._rows]
 
     def add(self, text: str, level: str = "error", key: str | None = None) -> None:
-        """Show ``text``; if a message with ``key`` (default: the text) is shown, it is updated where it is."""
-        text = " ".join(text.split())
+        """Show ``text`` (its control characters escaped: it may quote a file name or a server's reply); if a
+        message with ``key`` (default: the text) is shown, it is updated where it is."""
+        text = " ".join(escape_controls(text).split())
         key = key or text
         msg = next((m for m in self._rows if m.key == key), None)
         if msg is None:

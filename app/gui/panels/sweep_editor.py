@@ -22,18 +22,12 @@ from PySide6.QtWidgets import (
 from app.gui import theme
 from app.paths import SWEEP_PRESETS_DIR
 from app.run.params import LIST_PARAMS, PARAM, Param
-from app.run.plan import PlanError, SweepSpec, load_sweep_preset
+from app.run.plan import PlanError, SweepSpec, load_sweep_preset, preset_names
 
 #: The form's fields, in the order shown: the list parameters of the one parameter table (app/run/params.py).
 FORM: tuple[Param, ...] = tuple(p for p in LIST_PARAMS if p.label)
 REPETITIONS = PARAM["repetitions"]
 MAX_REPETITIONS = 100
-
-
-def preset_names() -> list[str]:
-    order = ["quick", "standard", "long-context", "chat", "rag"]
-    found = sorted(p.stem for p in SWEEP_PRESETS_DIR.glob("*.toml"))
-    return [n for n in order if n in found] + [n for n in found if n not in order]
 
 
 class SweepEditor(QWidget):
