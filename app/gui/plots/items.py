@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -271,16 +272,17 @@ def cache_text(label: Any) -> None:
 
 #: mantissas per decade a log axis may label, finest first; the finest whose ticks fit is used
 LOG_MANTISSAS: tuple[tuple[int, ...], ...] = ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 5), (1, 3), (1,))
-LOG_TICK_PX = 42  # the least room one labelled tick takes
+LOG_TICK_PX = 42  # the room one labelled tick takes where the labels' sizes are not known
+LOG_TICK_GAP_PX = 12  # the least blank between two neighbouring tick labels (about an em): apart, not touching
 
 
-def log_ticks(lo: float, hi: float, size_px: float) -> list[float]:
+def log_ticks(lo: float, hi: float, size_px: float, label_px: Callable[[str], float] | None = None) -> list[float]:
     """Tick positions (log10 units) for a log axis over [lo, hi]: 1-2-5 steps of each decade, or every decade, or
-    every n-th decade, the finest that leaves LOG_TICK_PX per label; never fewer than two where the range holds
-    them."""
+    every n-th decade, the finest whose labels fit: each label centred on its tick, LOG_TICK_GAP_PX between
+    neighbours. ``label_px`` is a label's extent along the axis (its width on a horizontal axis, its height on a
+    vertical one); without it each takes LOG_TICK_PX. Never fewer than two where the range holds them."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return []
-    fit = max(2, int(size_px / LOG_TICK_PX))
     first, last = math.floor(lo), math.ceil(hi)
     choices = [[d + math.log10(m) for d in range(first, last + 1) for m in ms] for ms in LOG_MANTISSAS]
     step = 2
@@ -288,9 +290,18 @@ def log_ticks(lo: float, hi: float, size_px: float) -> list[float]:
         choices.append([float(d) for d in range(first, last + 1) if d % step == 0])
         step *= 2
     inside = [[v for v in c if lo - 1e-9 <= v <= hi + 1e-9] for c in choices]
-    fitting = [c for c in inside if 2 <= len(c) <= fit]
-    if fitting:
-        return fitting[0]
+    half = {}  # tick -> half its label's extent (px), measured once per tick
+    for v in {v for c in inside for v in c}:
+        half[v] = (label_px(log_tick_text(v)) if label_px else LOG_TICK_PX - LOG_TICK_GAP_PX) / 2
+    px_per_unit = size_px / (hi - lo)
+
+    def fits(c: list[float]) -> bool:
+        return len(c) >= 2 and all((b - a) * px_per_unit >= half[a] + half[b] + LOG_TICK_GAP_PX
+                                   for a, b in zip(c, c[1:], strict=False))
+
+    fitting = next((c for c in inside if fits(c)), None)
+    if fitting is not None:
+        return fitting
     return next((c for c in reversed(inside) if c), [])
 
 
@@ -302,16 +313,36 @@ def log_tick_text(v: float) -> str:
     return f"{float(f'{x:.3g}'):g}"
 
 
+def linear_tick_text(v: float, spacing: float) -> str | None:
+    """A linear axis label with thousands separators (``131,072``, ``1,000,000``) where the ticks are whole numbers
+    from 10,000 up, not pyqtgraph's ``131072`` or ``1e+06``; None where pyqtgraph's own label is kept."""
+    if spacing >= 1 and math.isfinite(v) and abs(v) >= 10_000:
+        return f"{v:,.0f}"
+    return None
+
+
 class ReadableAxis(pg.AxisItem):
-    """An axis whose log mode labels plain numbers at 1-2-5 steps that fit (pyqtgraph's own labels every 2…9 of a
-    decade as ``9·10¹`` and crowds); linear mode is pyqtgraph's. Overrides the two methods pyqtgraph's AxisItem
-    documents for this."""
+    """An axis whose log mode labels plain numbers at 1-2-5 steps whose labels fit side by side (pyqtgraph's own
+    labels every 2…9 of a decade as ``9·10¹`` and crowds); linear mode is pyqtgraph's, large whole numbers written
+    with thousands separators. Overrides the methods pyqtgraph's AxisItem documents for this."""
+
+    def _label_extent(self) -> Callable[[str], float]:
+        metrics = QFontMetricsF(self.style.get("tickFont") or self.font())
+        if self.orientation in ("left", "right"):
+            return lambda _text: metrics.height()
+        return metrics.horizontalAdvance
 
     def logTickValues(self, minVal: float, maxVal: float, size: float, stdTicks: Any) -> list[Any]:  # noqa: N802, N803
-        return [(None, log_ticks(minVal, maxVal, size))]
+        return [(None, log_ticks(minVal, maxVal, size, self._label_extent()))]
 
     def logTickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         return [log_tick_text(v) for v in values]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        if self.logMode:
+            return super().tickStrings(values, scale, spacing)  # pyqtgraph calls logTickStrings from here
+        plain = super().tickStrings(values, scale, spacing)
+        return [linear_tick_text(v * scale, spacing * scale) or text for v, text in zip(values, plain, strict=True)]
 
 
 def make_plot(title: str, x_label: str, y_label: str, columns: int = 2) -> pg.PlotWidget:
