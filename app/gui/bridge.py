@@ -131,5 +131,5 @@ class SweepBridge(QObject):
             session = self._session
             recorded = session.rows.get(event.test_index) if session is not None else None
             if recorded is not None:
-                event = dataclasses.replace(event, row=dict(recorded))
+                event = dataclasses.replace(event, row=recorded)
         self._queue.append(event)

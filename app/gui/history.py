@@ -181,13 +181,13 @@ class QualityRunDialog(QDialog):
         self.table.verticalHeader().setVisible(False)
         for r, row in enumerate(rows):
             for c, key in enumerate(QUALITY_MD_COLUMNS):
-                v = row.get(key)
+                v = getattr(row, key, None)  # a column of the quality table, by name
                 text = "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
                 item = QTableWidgetItem(text)
                 if isinstance(v, (int, float)):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if row.get("error"):
-                    item.setToolTip(str(row["error"]))
+                if row.error:
+                    item.setToolTip(str(row.error))
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)

@@ -220,7 +220,7 @@ class RemoteDialog(QDialog):
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, (_h, key, fmt) in enumerate(TABLE_COLUMNS):
-                v = row.get(key)
+                v = row.get(key)  # a column by name: the remote columns and any a newer build added
                 text = "" if v is None or v == "" else (one_line_reason(str(v)) if key == "error" else
                                                         fmt.format(v) if isinstance(v, int | float) else str(v))
                 item = QTableWidgetItem(text)

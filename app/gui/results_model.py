@@ -13,6 +13,7 @@ from PySide6.QtGui import QBrush, QColor, QPalette
 from app.gui import theme
 from app.gui.predictions import PredictionService, TestPrediction
 from app.results.fields import FRACTION, PLAIN, PREDICTED_VALUE, WINDOW_FIELDS, Field, RowStatus
+from app.results.row_types import ResultRow
 
 Index = QModelIndex | QPersistentModelIndex
 SORT_ROLE = Qt.ItemDataRole.UserRole
@@ -169,10 +170,10 @@ class ResultsModel(QAbstractTableModel):
         self._rows, self._pred, self._where = [], [], {}
         self.endResetModel()
 
-    def update_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+    def update_rows(self, rows: Iterable[ResultRow]) -> None:
         """Add new rows at the end, replace changed ones in place (selection and sort survive)."""
         for row in rows:
-            i = int(row.get("test_index", -1))
+            i = -1 if row.test_index is None else row.test_index
             pos = self._where.get(i)
             if pos is None:
                 n = len(self._rows)
@@ -186,10 +187,10 @@ class ResultsModel(QAbstractTableModel):
                 self._pred[pos] = self._predict(row)
                 self.dataChanged.emit(self.index(pos, 0), self.index(pos, len(COLUMNS) - 1))
 
-    def _predict(self, row: dict[str, Any]) -> TestPrediction | None:
+    def _predict(self, row: ResultRow) -> TestPrediction | None:
         """A prediction only for rows that do not carry their own (older stored runs): for the hardware the row
         says it ran on (this CPU when no layer was offloaded), else for the selected profile."""
-        if row.get("pred_decode_ceiling_tps") is not None or row.get("pred_prefill_ceiling_tps") is not None:
+        if row.pred_decode_ceiling_tps is not None or row.pred_prefill_ceiling_tps is not None:
             return None
         return self.predictor.for_test(row, self.predictor.hardware_of([row]))
 
@@ -246,21 +247,21 @@ class ResultsModel(QAbstractTableModel):
                 return float(v)
             return -math.inf if v in (None, "") else str(v)
         if role == TEST_INDEX_ROLE:
-            return int(row.get("test_index", -1))
+            return -1 if row.test_index is None else row.test_index
         if role == Qt.ItemDataRole.TextAlignmentRole:
             v = self.raw(r, c)
             if isinstance(v, (int, float)):
                 return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             return None
-        if role == Qt.ItemDataRole.ForegroundRole and row.get("status") not in (RowStatus.OK, None):
+        if role == Qt.ItemDataRole.ForegroundRole and row.status not in (RowStatus.OK, None):
             return QBrush(QColor(theme.ink("bad")))
         if role == Qt.ItemDataRole.BackgroundRole and col.header == "status" and flags(row):
             return _brush(UNSTABLE_ACCENT, 0.35)
         if role == Qt.ItemDataRole.BackgroundRole and col.kind in _KIND_ACCENT:
             return _brush(_KIND_ACCENT[col.kind], 0.07)
         if role == Qt.ItemDataRole.ToolTipRole:
-            if row.get("error"):
-                return str(row["error"])
+            if row.error:
+                return str(row.error)
             if flags(row):
                 return flag_text(row)
             return col.tip or None

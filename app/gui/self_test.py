@@ -11,10 +11,11 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from app.paths import default_model_path
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.run.plan import SweepSpec
 from app.run.session import SweepSession
 from app.run.sweep_setup import read_models
@@ -40,18 +41,19 @@ def self_test(model: str | None = None, out: TextIO | None = None) -> tuple[int,
     row = outcome.rows[0] if outcome.rows else None
     if row is None:
         return EXIT_FAILED, f"the test did not finish ({outcome.status}): {'; '.join(outcome.errors) or 'no reason'}"
-    if row.get("status") != RowStatus.OK:
-        return EXIT_FAILED, f"the test failed: {row.get('error') or 'no reason given'}"
+    if row.status != RowStatus.OK:
+        return EXIT_FAILED, f"the test failed: {row.error or 'no reason given'}"
     print(report(row, Path(path).name, time.perf_counter() - t0), file=out)
     return EXIT_OK, ""
 
 
-def report(row: dict[str, Any], model_name: str, elapsed_s: float) -> str:
+def report(row: ResultRow, model_name: str, elapsed_s: float) -> str:
     """The self-test's figures, one per line."""
-    figures = "  ".join(f"{label} {_fmt(fmt, row.get(key))} {unit}" for key, label, unit, fmt in FIGURES)
+    figures = "  ".join(f"{label} {_fmt(fmt, getattr(row, key))} {unit}" for key, label, unit, fmt in FIGURES)
+    offloaded = "?" if row.n_gpu_layers_effective is None else row.n_gpu_layers_effective
     return "\n".join([
-        f"self-test: {model_name}, p{row.get('n_prompt')} n{row.get('n_gen')} r1 t{row.get('n_threads')}",
-        f"backend: {row.get('backends') or '?'} (layers offloaded: {row.get('n_gpu_layers_effective', '?')})",
+        f"self-test: {model_name}, p{row.n_prompt} n{row.n_gen} r1 t{row.n_threads}",
+        f"backend: {row.backends or '?'} (layers offloaded: {offloaded})",
         figures,
         f"self-test passed in {elapsed_s:.1f} s",
     ])

@@ -165,7 +165,7 @@ class SweepController(QObject):
             theme.set_bar_role(bar, "bad")
         else:
             self.session.mark_finished(cancelled=outcome.status == "cancelled")
-            n_ok = sum(1 for r in outcome.rows if r.get("status") == RowStatus.OK)
+            n_ok = sum(1 for r in outcome.rows if r.status == RowStatus.OK)
             self.status.emit(f"{_OUTCOME_WORDS.get(outcome.status, outcome.status)}: {n_ok} ok, "
                              f"{outcome.n_failed} failed — run {outcome.run_id} saved.")
             self.titleChanged.emit(f"run {outcome.run_id} ({outcome.status})")

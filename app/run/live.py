@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.run.events import (
     Event,
     ModelLoaded,
@@ -78,9 +79,9 @@ class PhaseSpan:
     rep: int
 
 
-def decode_mean_position(row: dict[str, Any]) -> float:
+def decode_mean_position(row: ResultRow) -> float:
     """Average context position of a test's decode steps: depth + prompt + half the generated tokens."""
-    return float(int(row.get("n_depth") or 0) + int(row.get("n_prompt") or 0) + int(row.get("n_gen") or 0) / 2)
+    return float((row.n_depth or 0) + (row.n_prompt or 0) + (row.n_gen or 0) / 2)
 
 
 def test_label(test: dict[str, Any]) -> str:
@@ -210,13 +211,13 @@ class LiveRun:
         self.tok_test.append(ev.test_index)
         self.tok_rep_start.append(1.0 if first else 0.0)
 
-    def add_row(self, row: dict[str, Any]) -> None:
-        i = int(row.get("test_index", len(self.rows)))
+    def add_row(self, row: ResultRow) -> None:
+        i = len(self.rows) if row.test_index is None else row.test_index
         self.rows[i] = row
-        self.run_id = self.run_id or str(row.get("run_id", ""))
-        self.tests.setdefault(i, {k: row.get(k) for k in (
+        self.run_id = self.run_id or (row.run_id or "")
+        self.tests.setdefault(i, {k: getattr(row, k) for k in (  # the test it ran, as a test table
             "model_path", "n_prompt", "n_gen", "n_depth", "n_gpu_layers", "type_k", "type_v", "flash_attn",
-            "n_threads", "n_batch", "n_ubatch", "n_parallel")} | {"repetitions": row.get("n_repetitions")})
+            "n_threads", "n_batch", "n_ubatch", "n_parallel")} | {"repetitions": row.n_repetitions})
         self.rows_version += 1
         self.version += 1
 

@@ -31,6 +31,7 @@ from app.predict.profiles import find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor
 from app.predict.settings import PredictSettings, at_context
 from app.results.fields import WINDOW_FIELDS
+from app.results.row_types import ResultRow
 from tests.cli_helpers import main_json
 from tests.gui.conftest import wait_for
 
@@ -151,17 +152,18 @@ def test_every_surface_gives_one_answer(window, machines, smollm2_path: Path,  #
         # a results row of that request run on that hardware, and its cell in the table
         gpu_here = machine.gpu if hw is None else None
         rows = RowPredictor(HardwareContext(cpu=machine.cpu, gpu=gpu_here if gpu_here else profile), machine)  # type: ignore[arg-type]
-        row = {"model_path": path, "model_filename": Path(path).name, "test_index": 0, "status": "ok",
+        row = ResultRow.from_mapping({
+               "model_path": path, "model_filename": Path(path).name, "test_index": 0, "status": "ok",
                "n_prompt": question.n_prompt, "n_gen": question.n_gen, "n_depth": 0, "n_ctx": N_CTX,
                "n_gpu_layers": 999, "n_gpu_layers_effective": 0 if profile.kind == "cpu" else facts.n_layer + 1,
                "backends": "CPU" if profile.kind == "cpu" else "CUDA,CPU", "type_k": "f16", "type_v": "f16",
-               "flash_attn": -1, "flash_attn_effective": 1, "repack": -1}
-        row.update(rows(row))
+               "flash_attn": -1, "flash_attn_effective": 1, "repack": -1})
+        row = row.replace(**rows(row))
         model = ResultsModel(w.predictor)
         model.update_rows([row])
         col = {f.header: i for i, f in enumerate(WINDOW_FIELDS)}
         cell = _number(model.index(0, col["decode expected"]).data(Qt.ItemDataRole.DisplayRole))
-        shown["row"] = (row["expected_decode_tps"], cell, row["pred_needed_bytes"])
+        shown["row"] = (row.expected_decode_tps, cell, row.pred_needed_bytes)
 
         ref = shown["predict"]
         table.append(f"{name:<40} decode @{depth:,} {ref[0]:8.1f} ({ref[1]:.1f}-{ref[2]:.1f}) {kind:<7} "

@@ -9,14 +9,15 @@ from PySide6.QtCore import Qt
 from app.gui.predictions import PredictionService
 from app.gui.results_model import COLUMNS, ResultsModel
 from app.results.fields import FIELD_BY_NAME, PLAIN, WINDOW_FIELDS
+from app.results.row_types import ResultRow
 from tests.gui.conftest import RECORDED
 
 H = Qt.Orientation.Horizontal
 
 
-def _recorded_rows() -> list[dict]:
+def _recorded_rows() -> list[ResultRow]:
     events = [json.loads(line) for line in RECORDED.read_text().splitlines() if line and not line.startswith("#")]
-    return [e["row"] for e in events if e.get("type") == "test_finished"]
+    return [ResultRow.from_mapping(e["row"]) for e in events if e.get("type") == "test_finished"]
 
 
 def test_headers_tips_and_kinds_are_the_tables(qtbot, qtmodeltester) -> None:  # noqa: ANN001 - pytest-qt fixtures
@@ -47,7 +48,7 @@ def test_cells_use_the_tables_formats(qtbot) -> None:  # noqa: ANN001 - pytest-q
     shaded = [c for c, f in enumerate(WINDOW_FIELDS) if model.index(0, c).data(Qt.ItemDataRole.BackgroundRole)]
     assert shaded == [c for c, f in enumerate(WINDOW_FIELDS) if f.kind in ("predicted", "fraction")]
     blank = ResultsModel(PredictionService())
-    blank.update_rows([{"test_index": 7, "status": "failed", "error": "out of memory"}])
+    blank.update_rows([ResultRow(test_index=7, status="failed", error="out of memory")])
     texts = {f.name: blank.index(0, c).data() for c, f in enumerate(WINDOW_FIELDS)}
     assert texts["test_index"] == "8" and texts["error"] == "out of memory"
     assert all(texts[f.name] == "—" for f in WINDOW_FIELDS if f.kind != PLAIN)
@@ -55,17 +56,17 @@ def test_cells_use_the_tables_formats(qtbot) -> None:  # noqa: ANN001 - pytest-q
 
 def test_flash_attention_column_says_what_auto_became(qtbot) -> None:  # noqa: ANN001 - pytest-qt fixture
     model = ResultsModel(PredictionService())
-    model.update_rows([{"test_index": 0, "flash_attn": -1, "flash_attn_effective": 1},
-                       {"test_index": 1, "flash_attn": 0, "flash_attn_effective": 0},
-                       {"test_index": 2, "flash_attn": -1}])
+    model.update_rows([ResultRow(test_index=0, flash_attn=-1, flash_attn_effective=1),
+                       ResultRow(test_index=1, flash_attn=0, flash_attn_effective=0),
+                       ResultRow(test_index=2, flash_attn=-1)])
     col = next(i for i, f in enumerate(WINDOW_FIELDS) if f.name == "flash_attn")
     assert [model.index(r, col).data() for r in range(3)] == ["auto→1", "0", "auto"]
 
 
 def test_threads_column_says_what_all_became(qtbot) -> None:  # noqa: ANN001 - pytest-qt fixture
     model = ResultsModel(PredictionService())
-    model.update_rows([{"test_index": 0, "n_threads": 0, "n_threads_effective": 2},
-                       {"test_index": 1, "n_threads": 1, "n_threads_effective": 1},
-                       {"test_index": 2, "n_threads": 0}])
+    model.update_rows([ResultRow(test_index=0, n_threads=0, n_threads_effective=2),
+                       ResultRow(test_index=1, n_threads=1, n_threads_effective=1),
+                       ResultRow(test_index=2, n_threads=0)])
     col = next(i for i, f in enumerate(WINDOW_FIELDS) if f.name == "n_threads")
     assert [model.index(r, col).data() for r in range(3)] == ["0→2", "1", "0"]

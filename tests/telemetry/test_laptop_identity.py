@@ -75,11 +75,12 @@ def test_the_window_marks_a_throttled_row_and_a_row_on_battery(qtbot) -> None:  
     from app.gui.predictions import PredictionService
     from app.gui.results_model import ResultsModel
     from app.results.fields import WINDOW_FIELDS
+    from app.results.row_types import ResultRow
 
     model = ResultsModel(PredictionService())
-    rows = [{"test_index": 0, "status": "ok", "throttled": 1, "throttle_reasons": "software power cap",
-             "power_source": "battery"},
-            {"test_index": 1, "status": "ok", "throttled": 0, "power_source": "ac"}]
+    rows = [ResultRow(test_index=0, status="ok", throttled=1, throttle_reasons="software power cap",
+                      power_source="battery"),
+            ResultRow(test_index=1, status="ok", throttled=0, power_source="ac")]
     model.update_rows(rows)
     col = next(i for i, f in enumerate(WINDOW_FIELDS) if f.header == "status")
     flagged, clean = (model.index(i, col) for i in (0, 1))

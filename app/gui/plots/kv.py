@@ -14,11 +14,12 @@ from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.style import CURVE_POINTS, MIB, color
 from app.gui.predictions import n_ctx_for
 from app.gui.theme import plot_foreground
+from app.results.row_types import ResultRow
 
 
-def ctx_of(row: dict[str, Any]) -> float:
+def ctx_of(row: ResultRow) -> float:
     """The context size a test ran with."""
-    return float(row.get("n_ctx") or n_ctx_for(row))
+    return float(row.n_ctx or n_ctx_for(row))
 
 
 def _in_mib(curve: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
