@@ -101,13 +101,23 @@ def _dress(plot: pg.PlotWidget, title: str, bottom: str, left: str = "") -> None
     style_plot(plot)
 
 
+def clear_of_point(label: pg.TextItem, point_px: float, below: bool) -> tuple[float, float]:
+    """The anchor that sets ``label`` beside a point (or ring) ``point_px`` across, up and to the right of it (or
+    down, ``below``: the recommended file's, so two files at one spot stay readable), clear of its circle: an
+    anchor is a fraction of the text's own size, so the circle's radius is turned into that fraction."""
+    rect = label.textItem.boundingRect()
+    w, h = max(rect.width(), 1.0), max(rect.height(), 1.0)
+    reach = 0.72 * point_px / 2 + 1  # the circle's edge along the diagonal, plus a pixel
+    return -reach / w, -reach / h if below else 1 + reach / h
+
+
 class ParetoPlot(pg.PlotWidget):
     """Quality loss (mean KLD) against expected decode tok/s for the chosen device."""
 
     def __init__(self, parent: object = None) -> None:
         super().__init__(parent)
         _dress(self, "Quality loss vs decode speed", "decode tok/s at the context (expected, else ceiling)",
-               "mean KLD vs reference (lower is better)")
+               "mean KLD (lower is better)")
         self.getAxis("left").enableAutoSIPrefix(False)
         self.points: list[tuple[str, float, float | None, bool]] = []  # (file, tok/s, kld, fits)
         self.point_items: dict[str, pg.PlotDataItem] = {}  # file name -> its point
@@ -138,9 +148,9 @@ class ParetoPlot(pg.PlotWidget):
             item = self.plot([c.decode_tps.value], [y], pen=None, symbol="o", symbolPen=pg.mkPen(colour, width=2),
                              symbolBrush=brush, symbolSize=point_size(c.size_bytes, min(sizes), max(sizes)))
             text = labels[i] if c.usable else f"{labels[i]} (does not fit)"
-            # the recommended file's name below its point, the others' above: two files at one spot stay readable
-            label = pg.TextItem(f"{text} (recommended)" if c is chosen else text, color=colour,
-                                anchor=(-0.15, 0) if c is chosen else (-0.15, 1))
+            label = pg.TextItem(f"{text} (recommended)" if c is chosen else text, color=colour)
+            label.setAnchor(clear_of_point(label, point_size(c.size_bytes, min(sizes), max(sizes))
+                                           + (12 if c is chosen else 0), below=c is chosen))
             label.setPos(c.decode_tps.value, y)
             self.addItem(label)
             if c is chosen:
