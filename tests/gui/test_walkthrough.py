@@ -173,6 +173,12 @@ def test_the_decode_plot_is_scaled_the_same_live_and_reopened_and_a_gpu_what_if_
     assert live.note.isVisible() and f"at depth {depth:,}" in note and "above this scale" in note
     value = float(np.interp(depth, live.what_ifs[0][1], what_if))
     assert f"{value:,.0f} tok/s" in note
+    # on a backdrop of the page's colour: the curves under it (the CPU's ceiling and expected lines) no longer run
+    # through its text
+    from app.gui import theme
+
+    backdrop = live.note.fill.color()
+    assert backdrop.name() == theme.plot_background() and backdrop.alpha() >= 200
 
 
 def test_the_decode_plot_reaches_the_asked_context(qtbot, predictor: PredictionService) -> None:  # noqa: ANN001

@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt
 
 from app.gui import theme
 from app.gui.plots.envelope import chunk_tokens, envelope
-from app.gui.plots.interaction import figure_text, row_series
+from app.gui.plots.interaction import BACKDROP_ALPHA, figure_text, row_series
 from app.gui.plots.items import line, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.streams import Stream
@@ -79,6 +79,7 @@ class DecodePlot(PlotPanel):
         self.note.setParentItem(self.plot.getViewBox())
         self.note.setZValue(950)
         self.note.hide()
+        self._note_colours: tuple[str, str] = ("", "")
         self.pointer.covers.append(self.note)  # the hover readout takes the corner while it shows
         self.plot.getViewBox().sigResized.connect(self._place_note)
         self.forget_taken()
@@ -243,8 +244,13 @@ class DecodePlot(PlotPanel):
             if np.isfinite(top) and value > top:  # its figure at the asked context is off the plot: said here
                 lines.append(f"{name}: {value:,.0f} tok/s at depth {at:,.0f}")
         text = "\n".join(["↑ what-if above this scale:", *lines]) if lines else ""
-        if text != self.note.toPlainText():  # set and placed only when it changes (this runs at every redraw)
-            self.note.setText(text, color=theme.plot_foreground())
+        colours = (theme.plot_foreground(), theme.plot_background())
+        if text != self.note.toPlainText() or colours != self._note_colours:  # only on a change (every redraw)
+            self._note_colours = colours
+            backdrop = pg.mkColor(colours[1])
+            backdrop.setAlpha(BACKDROP_ALPHA)  # the curves under the note show through, faint: the text reads
+            self.note.fill = pg.mkBrush(backdrop)
+            self.note.setText(text, color=colours[0])
             self._place_note()
         self.note.setVisible(bool(text) and self.note not in self.pointer.covered)
 
