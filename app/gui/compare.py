@@ -63,6 +63,7 @@ class CompareWindow(QWidget):
         self.predictor = predictor
         self.request_facts = request_facts or (lambda _p: None)
         self.store_path = store_path
+        self.asked_ctx = 0  # the context the main window's inspector asks (tokens; 0: none): the KV plot reaches it
         self.items: list[CompareItem] = []
         self.list = QListWidget(self)
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
@@ -206,7 +207,7 @@ class CompareWindow(QWidget):
         xmax_p = max([float(r.get("n_prompt") or 0) for it in self.items for r in it.rows] + [prompt]) * 1.1
         xmax_d = max([float((r.get("n_depth") or 0) + (r.get("n_prompt") or 0) + (r.get("n_gen") or 0))
                       for it in self.items for r in it.rows] + [prompt + 128]) * 1.05
-        xmax_kv = max([float(ctx_of(r)) for it in self.items for r in it.rows] + [4096.0])
+        xmax_kv = max([float(ctx_of(r)) for it in self.items for r in it.rows] + [4096.0, float(self.asked_ctx)])
         xs, xd = np.linspace(1, xmax_p, 40), np.linspace(0, xmax_d, 40)
         xk = np.linspace(256, xmax_kv, 24)
         measured_any = any(it.kind == "run" and it.ok_rows() for it in self.items)

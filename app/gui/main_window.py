@@ -134,7 +134,7 @@ class MainWindow(QMainWindow):
         self.details = ModelDetails(self.library, self.inspector, self.scenario, self.predictor, self.tasks,
                                     self.sweeps, self.default_model, self)
         self.browser = RunBrowser(self, self.sweeps, self.predictor, self.details.request_facts,
-                                  self.library.selected_paths, self.store_path)
+                                  self.library.selected_paths, self.store_path, self.inspector.ctx.value)
         self.results_panel = ResultsPanel(self.sweeps, self.predictor, [
             ("Past runs…", "Re-open or compare runs from the results store", self.browser.show_history),
             ("Compare…", "Overlay model files or past runs", self.show_compare)], self)
@@ -323,6 +323,10 @@ class MainWindow(QMainWindow):
 
     def _inspector_settings_changed(self) -> None:
         self.plots.kv_ctx_max = self.inspector.ctx.value()
+        cmp = self.browser.compare_window
+        if cmp is not None and cmp.isVisible() and cmp.asked_ctx != self.plots.kv_ctx_max:
+            cmp.asked_ctx = self.plots.kv_ctx_max
+            cmp.refresh()
         self.details.refresh()
 
     def _start_library(self, restore: bool) -> None:

@@ -40,8 +40,9 @@ class RunBrowser(QObject):
 
     def __init__(self, view: QWidget, sweeps: SweepController, predictor: PredictionService,
                  request_facts: Callable[[str], None], selected_models: Callable[[], list[str]],
-                 store_path: str | Path | None = None) -> None:
+                 store_path: str | Path | None = None, asked_ctx: Callable[[], int] = lambda: 0) -> None:
         super().__init__(view)
+        self.asked_ctx = asked_ctx  # the inspector's context (tokens): compare's memory plot reaches it
         self.view = view
         self.sweeps = sweeps
         self.predictor = predictor
@@ -120,6 +121,7 @@ class RunBrowser(QObject):
         if self.compare_window is None:
             self.compare_window = CompareWindow(self.predictor, self.request_facts, self.store_path)
         w = self.compare_window
+        w.asked_ctx = self.asked_ctx()
         for rid in runs or []:
             w.add_run(rid)
         for m in models or []:

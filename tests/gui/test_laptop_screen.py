@@ -92,6 +92,10 @@ def test_compare_keeps_measurements_readable_beside_a_fast_what_if(window, smoll
     what_if = max(cmp.decode.data_of("dec", "curve", len(cmp.decode.legend.items) - 1)[1])
     assert measured < top < what_if and "Off the scale" in cmp.note.text() and "what-if" in cmp.note.text()
     assert any("KV" in label.text for _s, label in cmp.kv.legend.items)
+    # the memory plot reaches the context the inspector asks, as the main window's does (it stopped at 4,096)
+    window.inspector.ctx.setValue(8192)
+    _x0, x1 = cmp.kv.plot.getViewBox().viewRange()[0]
+    assert cmp.asked_ctx == 8192 and (10**x1 if cmp.kv.plot.getAxis("bottom").logMode else x1) >= 8192 * 0.99
     cmp.close()
 
 
