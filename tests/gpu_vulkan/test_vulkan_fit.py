@@ -86,7 +86,7 @@ def test_a_split_between_the_vulkan_device_and_the_cpu_is_predicted_from_the_two
                       gpu_info="lavapipe", build="test", created="2026-12-02")
     assert {"Vulkan,CPU", "CPU"} <= set(fit.fits), fit.fits.keys()
     assumed_fit = fit  # each crossing assumed: 10 µs and the hidden state over PCIe
-    fit = fit.with_crossings(crossing_rows, lambda p: cached_facts(p))
+    fit = fit.with_crossings(typed[len(rows):], lambda p: cached_facts(p))
     crossing = fit.crossings["Vulkan,CPU"]
     assumed_s = transfer_seconds_per_token(cached_facts(str(ladder[0])).n_embd, 1)
     print(f"crossing cost learned: {crossing.describe()} (points {[round(c * 1e3, 2) for _, c in crossing.points]} "
