@@ -143,7 +143,10 @@ def test_a_fit_made_with_repacking_on_does_not_predict_repacked_types_with_it_of
     assert old.applies_to(facts, on) and not old.applies_to(facts, off)
     doc = MachineFit.from_json_dict({**fit.to_json_dict(), "fits": {}})
     assert (doc.repack, doc.repacked_types) == (1, ("Q4_0",))
-    assert PredictSettings.from_row({"repack": 0}).repack == 0 and PredictSettings.from_row({}).repack == 1
+    from app.results.row_types import ResultRow
+
+    assert PredictSettings.from_row(ResultRow(repack=0)).repack == 0
+    assert PredictSettings.from_row(ResultRow()).repack == 1
 
 
 def _requantize(src: Path, dst: Path, ftype: str) -> Path:
