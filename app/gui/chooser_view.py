@@ -422,8 +422,11 @@ class ChooserView(QDialog):
         """With files of several models, the command shown is the selected file's model's answer."""
         if self.report is None:
             return
-        rows = self.table.selectionModel().selectedRows()
-        item = self.table.item(rows[0].row(), 0) if rows else None
+        # the row the user went to last: with several selected (Ctrl or Shift held) that is the one just added
+        current = self.table.currentRow()
+        rows = [r.row() for r in self.table.selectionModel().selectedRows()]
+        row = current if current in rows else (rows[0] if rows else -1)
+        item = self.table.item(row, 0) if row >= 0 else None
         index = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
         if not isinstance(index, int) or not 0 <= index < len(self.report.choices):
             return
