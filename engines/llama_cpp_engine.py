@@ -161,7 +161,11 @@ class LlamaCppEngine:
         )
 
     # --- model and context -----------------------------------------------------------------------
-    def load(self, cfg: LoadConfig) -> LoadedModel:
+    def _model_params(self, cfg: LoadConfig, load_mode: int,
+                      no_alloc: bool = False) -> tuple[Path, lc.llama_model_params, Placement]:
+        """After closing any model: the file (ModelLoadError if it is not there), llama.cpp's model parameters for
+        ``cfg`` with its placement applied (SettingsError for a device or buffer type not here), and the placement;
+        llama.cpp's log lines cleared, so what it logs next is this load's."""
         self.close()
         path = Path(cfg.model_path)
         if not path.is_file():
@@ -169,12 +173,18 @@ class LlamaCppEngine:
         params = lc.llama_model_default_params()
         params.n_gpu_layers = cfg.n_gpu_layers
         params.main_gpu = cfg.main_gpu
-        params.load_mode = lc.LLAMA_LOAD_MODE_MMAP if cfg.use_mmap else lc.LLAMA_LOAD_MODE_NONE
+        params.load_mode = load_mode
+        params.no_alloc = no_alloc
         params.use_extra_bufts = cfg.use_extra_bufts
         params.no_host = cfg.no_host
-        self._placement = build_placement(cfg, _lib_dir())  # SettingsError for a device or buffer type not here
-        self._placement.apply(params)
+        placement = build_placement(cfg, _lib_dir())
+        placement.apply(params)
         clear_lines()
+        return path, params, placement
+
+    def load(self, cfg: LoadConfig) -> LoadedModel:
+        path, params, self._placement = self._model_params(
+            cfg, lc.LLAMA_LOAD_MODE_MMAP if cfg.use_mmap else lc.LLAMA_LOAD_MODE_NONE)
         OVERRIDDEN.clear()
         t0 = time.perf_counter_ns()
         model = lc.llama_model_load_from_file(str(path).encode("utf-8"), params)
@@ -213,20 +223,8 @@ class LlamaCppEngine:
         with ``n_ctx`` and the request added), handed to ``on_context`` as each is known. Returns the model's own
         figures: ``size_bytes`` (llama_model_size: the weights it loads), ``n_params``, ``n_layer``, ``description``.
         The weights' buffers log 0 under no_alloc; a context llama.cpp refuses is an entry with ``error``."""
-        self.close()
-        path = Path(cfg.model_path)
-        if not path.is_file():
-            raise ModelLoadError(f"{path}: file not found")
-        params = lc.llama_model_default_params()
-        params.n_gpu_layers = cfg.n_gpu_layers
-        params.main_gpu = cfg.main_gpu
-        params.load_mode = lc.LLAMA_LOAD_MODE_NONE  # no_alloc requires it: nothing is mapped
-        params.no_alloc = True
-        params.use_extra_bufts = cfg.use_extra_bufts
-        params.no_host = cfg.no_host
-        placement = build_placement(cfg, _lib_dir())
-        placement.apply(params)
-        clear_lines()
+        path, params, _placement = self._model_params(cfg, lc.LLAMA_LOAD_MODE_NONE, no_alloc=True)  # no_alloc needs
+        # load mode none: nothing is mapped
         model = lc.llama_model_load_from_file(str(path).encode("utf-8"), params)
         if not model:
             raise ModelLoadError(f"{path}: llama.cpp could not load it: {last_error('unknown reason')}")
