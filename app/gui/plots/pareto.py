@@ -180,7 +180,8 @@ class ParetoPlot(pg.PlotWidget):
                       pen=pg.mkPen(series_colour(FRONT), width=1.5, style=Qt.PenStyle.DashLine))
         speeds = [s for _, s, _, _ in self.points]
         self.setXRange(0, max(speeds) * 1.4 if max(speeds) > 0 else 1.0, padding=0)
-        self.setYRange(-0.05 * self.unmeasured_y, self.unmeasured_y * 1.15, padding=0)
+        # room above the top points for their names, which stand up and to the right of circles up to 48 px across
+        self.setYRange(-0.05 * self.unmeasured_y, self.unmeasured_y * 1.4, padding=0)
 
 
 class MemoryBars(pg.PlotWidget):
