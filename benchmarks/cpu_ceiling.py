@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.model.facts_cache import cached_facts  # noqa: E402
 from app.paths import data_dir, default_model_path  # noqa: E402
+from app.predict.ceilings.prefill import prefill_compute_doc  # noqa: E402
 from app.predict.hardware_context import hardware_context  # noqa: E402
 from app.predict.prediction import predict  # noqa: E402
-from app.predict.prefill import prefill_compute_doc  # noqa: E402
 from app.predict.profiles import cpu_profile  # noqa: E402
 from app.predict.row_predictions import RowPredictor  # noqa: E402
 from app.predict.settings import PredictSettings  # noqa: E402

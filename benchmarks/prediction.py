@@ -43,9 +43,9 @@ from app.calibrate.ladder import CalibrateOptions, Calibration, pooled, residual
 from app.calibrate.synth_models import SynthShape, write_synth_model  # noqa: E402
 from app.model.gguf_facts import read_model_facts  # noqa: E402
 from app.paths import data_dir, default_model_path  # noqa: E402
-from app.predict.calibration_fit import MachineFit  # noqa: E402
-from app.predict.calibration_store import load_fit  # noqa: E402
-from app.predict.fitted_model import FitError  # noqa: E402
+from app.predict.machine_fit.calibration_fit import MachineFit  # noqa: E402
+from app.predict.machine_fit.calibration_store import load_fit  # noqa: E402
+from app.predict.machine_fit.fitted_model import FitError  # noqa: E402
 from app.predict.settings import PredictSettings  # noqa: E402
 from app.results.store import ResultStore  # noqa: E402
 from app.run.plan import TestSpec, load_sweep_preset  # noqa: E402

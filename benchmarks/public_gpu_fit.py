@@ -2,13 +2,13 @@
 
 For each GPU architecture of the training tables (profiles/reference/llama_bench_public.toml, May 2024 builds, and
 llama_bench_public_2025.toml, later builds) with at least two GPUs, every GPU in turn
-is left out, the architecture is fitted on the others (app/predict/public_fit.py) and the left-out GPU's decode
+is left out, the architecture is fitted on the others (app/predict/public/fit.py) and the left-out GPU's decode
 (tg) and prefill (pp) figures are predicted. Prints the fitted parameters, every held-out prediction, and the
 median and worst absolute error per architecture and overall. Targets: median ≤ 10 %, worst ≤ 25 %.
 Rows the table marks as excluded are predicted too, shown apart and not counted. Then the leave-one-architecture-out
 and leave-one-build-era-out errors, and the build-era evidence.
 
-Then the BANDS by situation (app/predict/public_bands.py, issue #41 item 6): the cross-validated errors each
+Then the BANDS by situation (app/predict/public/bands.py, issue #41 item 6): the cross-validated errors each
 situation's band is made of (training rows only: each publication left out, with its GPU or architecture in turn),
 the band and its width (high ÷ low), and the band rule's own check within the training rows (each publication's
 errors against the band made without them).
@@ -39,8 +39,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.paths import HARDWARE_PROFILES_DIR  # noqa: E402
+from app.predict.machine_fit.workload import PHASES  # noqa: E402
 from app.predict.profiles import HardwareProfile, load_profiles  # noqa: E402
-from app.predict.public_arch_fit import (  # noqa: E402
+from app.predict.public.arch_fit import (  # noqa: E402
     ERAS,
     HeldOut,
     PublicFitError,
@@ -54,10 +55,10 @@ from app.predict.public_arch_fit import (  # noqa: E402
     summarize,
     used,
 )
-from app.predict.public_bands import COVERAGE, Basis, Residual, Situation, band_for  # noqa: E402
-from app.predict.public_data import TRAINING_TABLE_PATHS, ReferenceResult, load_training  # noqa: E402
-from app.predict.public_fit import PublicGpuModel  # noqa: E402
-from app.predict.public_held_out import (  # noqa: E402
+from app.predict.public.bands import COVERAGE, Basis, Residual, Situation, band_for  # noqa: E402
+from app.predict.public.data import TRAINING_TABLE_PATHS, ReferenceResult, load_training  # noqa: E402
+from app.predict.public.fit import PublicGpuModel  # noqa: E402
+from app.predict.public.held_out import (  # noqa: E402
     GROUPINGS,
     HELD_OUT_TABLE_PATHS,
     HeldOutCheck,
@@ -67,7 +68,6 @@ from app.predict.public_held_out import (  # noqa: E402
     repeat_spread,
     summarize_checks,
 )
-from app.predict.workload import PHASES  # noqa: E402
 
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 HELD_OUT_TARGETS = {"decode": 0.10, "prefill": 0.15}

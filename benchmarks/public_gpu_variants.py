@@ -2,7 +2,7 @@
 
 The linear form (bytes / bandwidth + overheads) missed the worst-case target (25 %) on one GPU, Apple M1 Max: its
 K-quant decode reaches 41-46 % of its bandwidth where the other Apple GPUs reach 57-80 %. The shipped form
-(app/predict/public_arch_fit.py) takes decode as the slower of streaming the weights and the ALU work of unpacking
+(app/predict/public/arch_fit.py) takes decode as the slower of streaming the weights and the ALU work of unpacking
 them (the roofline form, ALU ops per weight fitted per architecture). This prints the evidence behind it and the
 other forms considered, so the choice can be checked and re-run:
 
@@ -29,8 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.paths import HARDWARE_PROFILES_DIR  # noqa: E402
+from app.predict.machine_fit.workload import PHASES, Phase, kernel_class  # noqa: E402
 from app.predict.profiles import HardwareProfile, load_profiles  # noqa: E402
-from app.predict.public_arch_fit import (  # noqa: E402
+from app.predict.public.arch_fit import (  # noqa: E402
     FLOAT_CLASSES,
     OVERHEADS,
     Demand,
@@ -42,8 +43,7 @@ from app.predict.public_arch_fit import (  # noqa: E402
     reference_demand,
     used,
 )
-from app.predict.public_data import PUBLIC_TABLE_PATH, ReferenceResult, load_reference  # noqa: E402
-from app.predict.workload import PHASES, Phase, kernel_class  # noqa: E402
+from app.predict.public.data import PUBLIC_TABLE_PATH, ReferenceResult, load_reference  # noqa: E402
 
 APPLE = "Apple silicon"
 FOCUS_GPU = "Apple M1 Max"

@@ -1,12 +1,12 @@
 """Does a split placement's decode follow the bytes each device reads? The check behind issue #27's "decode within
 the band" for a split between a GPU device and the CPU, and why lavapipe cannot make it.
 
-The product predicts a split's decode by composing the two sides (``app/predict/split_expected.py``):
+The product predicts a split's decode by composing the two sides (``app/predict/machine_fit/split_expected.py``):
 
     s/token = f / decode_full_offload + (1 - f) / decode_host_only + crossings × t_crossing
 
 with ``f`` the share of a token's bytes read on the device and ``crossings`` the device crossings a token makes
-beyond the first (``app/predict/decode.py``: two per ``-ncmoe`` layer). This script removes every fitted figure
+beyond the first (``app/predict/ceilings/decode.py``: two per ``-ncmoe`` layer). This script removes every fitted figure
 from that check: both sides are *measured* in the same round (``-ngl all``, ``-ngl 0``), ``t_crossing`` is learned
 from one placement (a MoE's ``-ncmoe 1``), and the form then predicts the other placements (``-ncmoe`` 2 and all,
 a dense model's ``-ngl`` half and its first layers' feed-forward kept on the host by ``-ot``) from their own ``f``
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.calibrate.synth_models import SynthShape, write_synth_model  # noqa: E402
 from app.model.facts_cache import cached_facts  # noqa: E402
-from app.predict.crossing_fit import split_decode_bytes  # noqa: E402
-from app.predict.decode import PCIE_COPY_LATENCY_S, transfer_seconds_per_token  # noqa: E402
+from app.predict.ceilings.decode import PCIE_COPY_LATENCY_S, transfer_seconds_per_token  # noqa: E402
+from app.predict.machine_fit.crossing_fit import split_decode_bytes  # noqa: E402
 from app.predict.settings import PredictSettings  # noqa: E402
 from app.results.row_types import ResultRow
 from app.telemetry.llama_build import installed_gpu_backends  # noqa: E402

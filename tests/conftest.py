@@ -64,7 +64,7 @@ KEEP_FITS = 4
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The suite's own cache folder (the public fit kept on disk, app/predict/public_fit_cache.py), never the user's.
+    """The suite's own cache folder (the public fit kept on disk, app/predict/public/fit_cache.py), never the user's.
     It sits in pytest's cache (.pytest_cache), so the fit is made once for every worker and run until a table, a
     profile or the code it is made from changes (its file name is a hash of them); without pytest's cache
     (``-p no:cacheprovider``) it is the session's own temporary folder."""

@@ -1,4 +1,4 @@
-"""Imported rows → ``[[result]]`` tables of the public reference table (schema: app/predict/public_data.py).
+"""Imported rows → ``[[result]]`` tables of the public reference table (schema: app/predict/public/data.py).
 
 A reference result is one model file on one GPU: a prompt rate (pp, from an empty cache) and a generation rate
 (tg, from an empty cache) with their standard deviations. Each file's rows are grouped by everything that makes a

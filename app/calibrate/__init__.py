@@ -7,7 +7,7 @@ app.predict (``calibration_fit``, ``fitted_model``, ``workload``, ``calibration_
 prediction reads it; the types its views show are named here.
 """
 
-from app.predict.calibration_fit import MachineFit
-from app.predict.fitted_model import FitError, FitPoint, PhaseFit
+from app.predict.machine_fit.calibration_fit import MachineFit
+from app.predict.machine_fit.fitted_model import FitError, FitPoint, PhaseFit
 
 __all__ = ["FitError", "FitPoint", "MachineFit", "PhaseFit"]

@@ -8,14 +8,14 @@ cache spill). Every other type runs one wide shape at a short and a longer promp
 enough for its own bytes, FLOPs and width coefficients; the default two passes take about three minutes on 2
 cores. On a GPU build (every layer offloaded by default) the ladder runs twice, the second time with no layer
 offloaded (the host side of a split placement), and the anchor shapes run with half their layers' feed-forward on
-the host: what a device crossing costs here (:mod:`app.predict.crossing_fit`).
+the host: what a device crossing costs here (:mod:`app.predict.machine_fit.crossing_fit`).
 
 Only stable tests taken on a quiet machine are fitted, of the ladder and of the stored runs alike
-(:func:`app.predict.store_efficiency.untrustworthy`, the rule every expected figure follows): a ladder test that is
-not is measured once more; those left out are counted in the progress and the fit's notes, and with fewer than half
-of the ladder left the fit is refused. The models live in a temporary folder of the data dir that is removed
-afterwards; the fit is written only at the end (whole, the previous one kept as ``.prev``), so a cancel or Ctrl+C
-leaves nothing half-written.
+(:func:`app.predict.machine_fit.store_efficiency.untrustworthy`, the rule every expected figure follows): a ladder
+test that is not is measured once more; those left out are counted in the progress and the fit's notes, and with
+fewer than half of the ladder left the fit is refused. The models live in a temporary folder of the data dir that
+is removed afterwards; the fit is written only at the end (whole, the previous one kept as ``.prev``), so a cancel
+or Ctrl+C leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.paths import data_dir
-from app.predict.calibration_fit import (
+from app.predict.cpu_kernels import cpu_class_table, fallback_type
+from app.predict.machine_fit.calibration_fit import (
     MachineContext,
     MachineFit,
     Sample,
@@ -45,11 +46,10 @@ from app.predict.calibration_fit import (
     row_label,
     samples_from_rows,
 )
-from app.predict.calibration_store import engine_version, fit_path, llama_build, read_fit, save_fit
-from app.predict.cpu_kernels import cpu_class_table, fallback_type
-from app.predict.fitted_model import REACH_Z, FitError
+from app.predict.machine_fit.calibration_store import engine_version, fit_path, llama_build, read_fit, save_fit
+from app.predict.machine_fit.fitted_model import REACH_Z, FitError
+from app.predict.machine_fit.store_efficiency import untrustworthy
 from app.predict.settings import PredictSettings
-from app.predict.store_efficiency import untrustworthy
 from app.results.fields import BUSY_OTHER_CPU_PCT, RowStatus
 from app.results.phases import row_rate, spread
 from app.results.row_types import ResultRow
@@ -101,8 +101,9 @@ QUICK_TYPES: tuple[str, ...] = ("Q8_0", "F16")
 CROSSING_SHAPES = 4
 #: Times the crossing tests are measured again while none of them is stable and quiet.
 CROSSING_RETRIES = 3
-#: The share of the ladder's ok tests that must be stable and quiet (app.predict.store_efficiency.untrustworthy) for
-#: a fit: below it whole weight types and shapes lose their points, and what is left speaks for a busy machine.
+#: The share of the ladder's ok tests that must be stable and quiet
+#: (app.predict.machine_fit.store_efficiency.untrustworthy) for a fit: below it whole weight types and shapes lose
+#: their points, and what is left speaks for a busy machine.
 MIN_TRUSTED_SHARE = 0.5
 
 
@@ -157,7 +158,7 @@ class CalibrationResult:
 @dataclass(frozen=True)
 class TrustedRows:
     """The ok rows a fit may learn from (neither unstable nor taken on a busy machine, by
-    :func:`app.predict.store_efficiency.untrustworthy`) and how many ok rows were left out."""
+    :func:`app.predict.machine_fit.store_efficiency.untrustworthy`) and how many ok rows were left out."""
 
     rows: list[ResultRow]
     n_left_out: int
@@ -245,7 +246,7 @@ def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions, gpu_bu
     """The tests of every written model, ``o``'s tokens and repetitions. On a GPU build (every layer offloaded by
     default) each test also runs with none (-ngl 0: the host side of a split placement), and the anchor type's
     first :data:`CROSSING_SHAPES` shapes run with the feed-forward of half their layers kept on the host (-ot),
-    the short prompt from an empty cache: their crossings' cost (app.predict.crossing_fit)."""
+    the short prompt from an empty cache: their crossings' cost (app.predict.machine_fit.crossing_fit)."""
     common = dict(n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
     out = [TestSpec(str(path), n_prompt=p, n_depth=d, **common, **({} if fa else {"flash_attn": 0}))
            for path, m in models.items() for p, d, fa in m.tests]
@@ -260,7 +261,7 @@ def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions, gpu_bu
 
 def held_out_stand_ins(types: tuple[str, ...], flags: tuple[str, ...]) -> dict[str, str]:
     """Each measured type -> the measured type that would stand in for it had the ladder left it out (its stand-in
-    error is judged on these: app.predict.calibration_fit.stand_in_error)."""
+    error is judged on these: app.predict.machine_fit.calibration_fit.stand_in_error)."""
     out = {}
     for t in types:
         s = fallback_type(t, [m for m in types if m != t], flags)

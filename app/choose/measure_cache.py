@@ -3,8 +3,8 @@
 One JSON file in the data dir (``choose/measure-cache.json``). An entry is keyed by everything its figure depends on:
 the model file (resolved path, size and modification time: a rewritten file is a new file), the test's settings,
 the hardware (CPU model, GPU info, usable CPU threads, as the rows record them) and the llama.cpp build
-(llama-cpp-python's version and GPU backends, :func:`app.predict.calibration_store.llama_build`). The file is
-written whole through a rename (:mod:`app.atomic`); one that cannot be read counts as empty, with the reason in
+(llama-cpp-python's version and GPU backends, :func:`app.predict.machine_fit.calibration_store.llama_build`). The file
+is written whole through a rename (:mod:`app.atomic`); one that cannot be read counts as empty, with the reason in
 :attr:`MeasureCache.problem`, and is replaced on the next write. The results store keeps every measured row as well;
 this file is only the index that lets a second search skip the worker.
 

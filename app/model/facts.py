@@ -47,7 +47,7 @@ class ModelFacts:
     extra: dict[str, object] = field(default_factory=dict)
     tensor_bytes: dict[str, int] = field(default_factory=dict, repr=False)  # tensor name -> bytes (not in JSON)
     #: tensor name -> (ggml type name, dims as GGUF lists them: ne0, the row length, first); not in JSON. Which
-    #: weights llama.cpp repacks, and into how many bytes, follows from them (app.predict.repack_memory).
+    #: weights llama.cpp repacks, and into how many bytes, follows from them (app.predict.memory.repack).
     tensor_shapes: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict, repr=False)
     #: per layer, the K and V values one token adds to that layer's cache (0: the layer keeps no KV cache: a
     #: recurrent or MLP layer, an MTP head, an MLA layer's V); empty: every layer ``n_head_kv`` × the head dims

@@ -16,7 +16,7 @@ fit        this machine's calibration fit for the backend the test runs on (``gg
            default run uses
 split      a placement split between the device and the host (partial -ngl, -ncmoe, -ot, -nkvo): the device's
            full-offload figure (fit, else public) and the host CPU's (fit), composed by the bytes each side reads,
-           each device crossing at the cost this machine measured (app.predict.split_expected)
+           each device crossing at the cost this machine measured (app.predict.machine_fit.split_expected)
 efficiency achieved ÷ ceiling of other models' stored rows here on that backend, times the ceilings
 public     published llama-bench results fitted per GPU architecture, for a GPU with every layer on it
 ceiling    what the hardware allows: bandwidth ÷ bytes a token reads (decode), compute ÷ work (prefill)
@@ -37,25 +37,29 @@ from enum import StrEnum
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.crossing_fit import CrossingCost
-from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_ceiling_offload_tps, transfer_seconds_per_token
-from app.predict.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
-from app.predict.fitted_model import Expected, FittedExpectation
+from app.predict.ceilings.decode import (
+    DEFAULT_CPU_BANDWIDTH_GBPS,
+    decode_ceiling_offload_tps,
+    transfer_seconds_per_token,
+)
+from app.predict.ceilings.offload import Placement, split_weights
+from app.predict.ceilings.prefill import prefill_compute_doc
 from app.predict.hardware_context import backend_name
-from app.predict.host_memory import HostEfficiency, host_memory_table
 from app.predict.machine import Machine, same_hardware
-from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.machine_fit.crossing_fit import CrossingCost
+from app.predict.machine_fit.fitted_model import Expected, FittedExpectation
+from app.predict.machine_fit.split_expected import device_fraction, split_decode_expected
+from app.predict.machine_fit.store_efficiency import Efficiency, fitted_expectation, threads_for
+from app.predict.memory.buffers import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.memory.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
+from app.predict.memory.host import HostEfficiency, host_memory_table
 from app.predict.memory_truth import MemoryCheck, dry_run_settings, memory_check, with_dry_run
-from app.predict.offload import Placement, split_weights
 from app.predict.prediction import Prediction, predict
-from app.predict.prefill import prefill_compute_doc
 from app.predict.profiles import HardwareProfile
-from app.predict.public_arch_fit import BACKENDS, canonical_backend
-from app.predict.public_fit import PublicGpuModel, default_backend, public_expected
+from app.predict.public.arch_fit import BACKENDS, canonical_backend
+from app.predict.public.fit import PublicGpuModel, default_backend, public_expected
 from app.predict.scenario import Scenario, scenario_time
 from app.predict.settings import PredictSettings, at_context, at_context_depth
-from app.predict.split_expected import device_fraction, split_decode_expected
-from app.predict.store_efficiency import Efficiency, fitted_expectation, threads_for
 
 __all__ = ["BACKENDS", "DEFAULT_GPU_OVERHEAD_BYTES", "UNIFIED_USABLE_FRACTION", "Answer", "Figure", "FigureKind",
            "Machine", "Measurement", "PredictSettings", "Source", "answer", "at_context", "at_context_depth",

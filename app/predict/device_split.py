@@ -1,8 +1,8 @@
 """The predicted split of a loaded model and its context between one GPU device and the host, per kind of buffer.
 
 Pure functions of (model facts, settings); bytes are bytes. Weights follow llama.cpp's layer placement
-(offload.py), the KV cache each layer's device (memory.py). The compute buffers follow the scheduler's graph split
-(``ggml_backend_sched``, src/llama-context.cpp ``graph_reserve``), see :func:`compute_split`.
+(ceilings/offload.py), the KV cache each layer's device (memory/buffers.py). The compute buffers follow the
+scheduler's graph split (``ggml_backend_sched``, src/llama-context.cpp ``graph_reserve``), see :func:`compute_split`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from app.model.facts import ModelFacts
-from app.predict.memory import (
+from app.predict.ceilings.offload import Placement, effective_n_gpu_layers, split_weights
+from app.predict.memory.buffers import (
     DEFAULT_N_UBATCH,
     KV_CELL_PAD,
     compute_buffer_bytes_for,
@@ -22,7 +23,6 @@ from app.predict.memory import (
     kv_alloc_bytes_split,
     moe_ff_per_token,
 )
-from app.predict.offload import Placement, effective_n_gpu_layers, split_weights
 from app.results.row_types import ResultRow
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def compute_split(facts: ModelFacts, s: SplitSettings, ngl: int, output_weights_
                   host_weight_bytes: float = 0.0) -> tuple[float, float]:
     """(GPU, host) compute buffer bytes for a build with a GPU device.
 
-    The device that holds the output layer computes the logits, so it gets the whole graph's buffer (memory.py);
+    The device that holds the output layer computes the logits, so it gets the whole graph's buffer (memory/buffers.py);
     with op offload (llama.cpp's default) the scheduler also sends host-resident layers' big ops to the GPU, and at
     -ngl 0 the LM head's weights are copied into the GPU's compute buffer. The host then keeps only the graph inputs;
     without op offload it computes its own layers (their largest stage, no logits), or everything at -ngl 0.
@@ -126,7 +126,7 @@ def device_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str,
 def host_only_split(facts: ModelFacts, s: SplitSettings, tensor_bytes: Mapping[str, int] | None = None,
                     repacked_bytes: float = 0.0) -> DeviceSplit:
     """A build without a GPU device (or -dev none): every buffer in host memory, one compute buffer for the graph;
-    ``repacked_bytes``, the copies weight repacking makes (app.predict.repack_memory), beside the mapped file."""
+    ``repacked_bytes``, the copies weight repacking makes (app.predict.memory.repack), beside the mapped file."""
     kv = sum(kv_alloc_bytes_split(facts, 0, s.n_ctx, s.type_k, s.type_v, s.n_ubatch, flash_attn=s.flash_attn))
     compute = compute_buffer_bytes_for(facts, s.n_ctx, s.n_ubatch, s.flash_attn)
     weights = float(facts.weight_bytes) + repacked_bytes

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS
-from app.predict.host_memory import host_memory_table
+from app.predict.ceilings.decode import DEFAULT_CPU_BANDWIDTH_GBPS
+from app.predict.memory.host import host_memory_table
 from app.predict.profiles import (
     GIB,
     HardwareProfile,
@@ -24,7 +24,7 @@ from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 class CpuProfile(HardwareProfile):
     """This machine's CPU: the probed bandwidth, and a compute figure per kernel (``fp16_tensor_tflops`` is the
     float one). A prefill ceiling takes the figure for the model's weight type
-    (:func:`app.predict.prefill.prefill_compute`)."""
+    (:func:`app.predict.ceilings.prefill.prefill_compute`)."""
 
     int8: ComputeFigure | None = None  # quantized weights: int8 dot products
     fma: ComputeFigure | None = None  # F32/F16/BF16 weights: float FMA

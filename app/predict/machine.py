@@ -19,14 +19,14 @@ from pathlib import Path
 
 from app.model.dry_run import ContextMemory, DryRun, dry_run
 from app.model.facts import ModelFacts
-from app.predict.calibration_fit import MachineFit
-from app.predict.calibration_store import read_fit
 from app.predict.hardware_context import HardwareContext, cpu_profile_of, hardware_context
+from app.predict.machine_fit.calibration_fit import MachineFit
+from app.predict.machine_fit.calibration_store import read_fit
+from app.predict.machine_fit.store_efficiency import StoreCalibration, row_threads, threads_for, untrustworthy
 from app.predict.memory_truth import dry_run_settings
 from app.predict.profiles import HardwareProfile
-from app.predict.public_fit import PublicGpuModel, load_public_model
+from app.predict.public.fit import PublicGpuModel, load_public_model
 from app.predict.settings import PredictSettings
-from app.predict.store_efficiency import StoreCalibration, row_threads, threads_for, untrustworthy
 from app.results.fields import RowStatus
 from app.results.row_types import ResultRow
 from app.results.store import ResultStore, StoreError

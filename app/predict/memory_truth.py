@@ -2,7 +2,7 @@
 
 Where llama.cpp here could size a context of the file (app.model.dry_run: ``no_alloc``, a child process), its KV
 cache, recurrent state and compute and output buffers are the figures for this machine's CPU: :func:`with_dry_run`
-puts them in a prediction (the fit follows). The formulas (memory.py) stay for what the dry run cannot give
+puts them in a prediction (the fit follows). The formulas (memory/buffers.py) stay for what the dry run cannot give
 (another backend's compute buffers, a GPU not owned, the split between devices) and are checked against it here
 (:func:`memory_check`): weights within 1 %, KV cache and recurrent state within 2 %, compute buffers within
 :data:`COMPUTE_TOLERANCE`. Pure functions.
@@ -14,14 +14,14 @@ from dataclasses import dataclass, replace
 
 from app.model.dry_run import ContextMemory, DryRunSettings
 from app.model.facts import ModelFacts
-from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.memory.buffers import compute_buffer_bytes_for, kv_alloc_bytes
 from app.predict.prediction import Prediction
 from app.predict.settings import PredictSettings
 
 WEIGHTS_TOLERANCE = 0.01
 CONTEXT_TOLERANCE = 0.02
 #: The compute buffer formula reads ggml-alloc's peak from the graph's stages; where the allocator leaves a hole the
-#: logits do not fit in (a few contexts of a few models) llama.cpp's buffer is up to ~12 % larger (memory.py).
+#: logits do not fit in (a few contexts of a few models) llama.cpp's buffer is up to ~12 % larger (memory/buffers.py).
 COMPUTE_TOLERANCE = 0.15
 MIB = 2**20
 

@@ -10,14 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app.model.facts import ModelFacts
-from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_bytes, decode_ceiling_offload_tps
+from app.predict.ceilings.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_bytes, decode_ceiling_offload_tps
+from app.predict.ceilings.offload import WeightSplit
+from app.predict.ceilings.prefill import matmul_params, prefill_ceiling_tps, prefill_compute_note, prefill_tflops
 from app.predict.device_split import DeviceSplit, SplitSettings, device_split, host_only_split
-from app.predict.fit import FitResult, fit_check
-from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
-from app.predict.offload import WeightSplit
-from app.predict.prefill import matmul_params, prefill_ceiling_tps, prefill_compute_note, prefill_tflops
+from app.predict.memory.buffers import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.memory.fit import FitResult, fit_check
+from app.predict.memory.repack import RepackedWeights, repacked_weights
 from app.predict.profiles import HardwareProfile
-from app.predict.repack_memory import RepackedWeights, repacked_weights
 from app.predict.scenario import Scenario, scenario_time
 from app.predict.settings import PredictSettings, placed_weights
 
@@ -57,10 +57,10 @@ class Prediction:
     tensor_buft_overrides: str = "none"
     decode_gpu_read_bytes: float = 0.0  # bytes one token reads at the generation's average depth, per side
     decode_host_read_bytes: float = 0.0
-    decode_extra_crossings: int = 0  # device crossings per token beyond the input's first (decode.py)
+    decode_extra_crossings: int = 0  # device crossings per token beyond the input's first (ceilings/decode.py)
     depth: int = 0  # tokens in the KV cache before the prompt (llama-bench -d)
     #: host memory weight repacking adds beside the mapped file (this machine's CPU, repack 1): llama.cpp's extra
-    #: buffer types' copies (app.predict.repack_memory); counted in cpu_weight_bytes, the fit and the host's buffers
+    #: buffer types' copies (app.predict.memory.repack); counted in cpu_weight_bytes, the fit and the host's buffers
     repacked_weight_bytes: int = 0
     repack: int = 1  # the weight repacking the prediction is for (llama-bench --repack: 1 on, 0 off)
     #: the placement splits the model between the device and the host (partial -ngl, -ncmoe, -ot, -nkvo)

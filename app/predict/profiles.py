@@ -22,7 +22,7 @@ power_limit_w             [lo, hi]  optional power range for parts that vary (la
 aliases                   [str]     optional other names, including the NVML device name
 notes                     str       optional
 architecture              str       optional GPU architecture ("Ada", "Ampere", "Apple silicon"...; default ""):
-                                    the public-measurement fit (app/predict/public_fit.py) pools GPUs by it
+                                    the public-measurement fit (app/predict/public/fit.py) pools GPUs by it
 ========================  ========  ==========================================================
 
 A user profile with the same name as a built-in one replaces it.
@@ -106,7 +106,7 @@ class HardwareProfile:
     notes: str = ""
     path: str = ""  # file the profile came from; "" for constructed profiles
     #: this machine's CPU only: the extra buffer types its llama.cpp repacks weights into (registry order, from the
-    #: repack guard's probe) and the CPU's feature flags, which decide the weights each takes (predict.repack_memory)
+    #: repack guard's probe) and the CPU's feature flags, which decide the weights each takes (predict.memory.repack)
     repack_buffers: tuple[str, ...] = ()
     cpu_flags: tuple[str, ...] = ()
     #: the system RAM of the machine around a GPU (GiB) and where that figure comes from ("given"); None: this

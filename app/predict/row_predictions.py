@@ -12,9 +12,9 @@ from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.predict.answer import Machine, answer
+from app.predict.ceilings.offload import active_weight_bytes
 from app.predict.device_split import device_split_columns
 from app.predict.hardware_context import HardwareContext
-from app.predict.offload import active_weight_bytes
 from app.predict.settings import PredictSettings
 from app.results.row_types import ResultRow
 

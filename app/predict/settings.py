@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.memory import DEFAULT_N_UBATCH
-from app.predict.offload import Placement, WeightSplit, effective_n_gpu_layers, split_weights
+from app.predict.ceilings.offload import Placement, WeightSplit, effective_n_gpu_layers, split_weights
+from app.predict.memory.buffers import DEFAULT_N_UBATCH
 from app.results.fields import FIELD_BY_NAME
 from app.results.row_types import ResultRow
 

@@ -3,7 +3,7 @@ the OS does not say.
 
 The fitted model uses the L2 to tell attention whose keys and values stay in a core's cache from attention that
 streams them from further out, and the last level to tell weights that stay in the cache between decoded tokens from
-weights streamed from memory (see :mod:`app.predict.fitted_model`). Nothing here raises.
+weights streamed from memory (see :mod:`app.predict.machine_fit.fitted_model`). Nothing here raises.
 """
 
 from __future__ import annotations

@@ -277,7 +277,7 @@ def test_a_toml_nested_too_deeply_is_one_line(tmp_path: Path, isolated_data_dir:
 ])
 def test_a_damaged_saved_fit_means_not_calibrated(damage: str, tmp_path: Path) -> None:
     """Issue #29: damaged saved fits gave tracebacks (or NaN figures). One is read as no fit at all."""
-    from app.predict.calibration_store import fit_path, llama_build
+    from app.predict.machine_fit.calibration_store import fit_path, llama_build
     from app.telemetry.machine import ProbeMode, scan_machine
 
     facts = scan_machine(ProbeMode.NONE).run_facts()

@@ -16,7 +16,7 @@ import pytest
 from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationResult
 from app.model.facts_cache import cached_facts
 from app.predict.answer import Machine, answer
-from app.predict.fitted_model import FitError
+from app.predict.machine_fit.fitted_model import FitError
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.settings import PredictSettings
 from app.results.row_types import ResultRow

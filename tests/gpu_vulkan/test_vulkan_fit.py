@@ -16,9 +16,9 @@ from app.calibrate.ladder import host_ffn_override
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts_cache import cached_facts
 from app.predict.answer import Machine, answer
-from app.predict.calibration_fit import fit_machine, samples_from_rows
-from app.predict.decode import transfer_seconds_per_token
+from app.predict.ceilings.decode import transfer_seconds_per_token
 from app.predict.hardware_context import HardwareContext
+from app.predict.machine_fit.calibration_fit import fit_machine, samples_from_rows
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor
 from app.predict.settings import PredictSettings

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton, QWidget
 
 from app.calibrate.ladder import CalibrateOptions, ladder_models
 from app.gui.calibrate_action import CalibrateAction
-from app.predict.calibration_store import load_fit
+from app.predict.machine_fit.calibration_store import load_fit
 from app.telemetry.machine import scan_machine
 
 pytestmark = pytest.mark.heavy  # the real window's background jobs and the repack probe's child process

@@ -18,9 +18,9 @@ from app.gui.calibrate_action import CalibrateAction
 from app.gui.calibration_view import TABLE_HEADERS, CalibrationView
 from app.gui.plots.style import color
 from app.model.gguf_facts import read_model_facts
-from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
-from app.predict.calibration_store import fit_path, llama_build, save_fit
-from app.predict.fitted_model import PhaseFit
+from app.predict.machine_fit.calibration_fit import MachineFit, Sample, fit_machine, workload_of
+from app.predict.machine_fit.calibration_store import fit_path, llama_build, save_fit
+from app.predict.machine_fit.fitted_model import PhaseFit
 from app.predict.settings import PredictSettings
 from app.telemetry.machine import scan_machine
 

@@ -57,7 +57,7 @@ def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
 
     from app.gui.expectations import Expectations
     from app.predict.answer import Machine
-    from app.predict.fitted_model import Expected
+    from app.predict.machine_fit.fitted_model import Expected
     from tests.gui.conftest import recorded_on_this_cpu
     from tests.predict.answer_helpers import StandInFit
 
@@ -94,7 +94,7 @@ def test_this_cpu_is_never_its_own_what_if(window) -> None:
     FMA figure of the window's "This CPU" profile: the same CPU all the same, so no what-if line."""
     from dataclasses import replace
 
-    from app.predict.prefill import prefill_tflops
+    from app.predict.ceilings.prefill import prefill_tflops
     from tests.gui.conftest import recorded_on_this_cpu
 
     w = window

@@ -25,8 +25,8 @@ from app.gui.panels.library import human_bytes
 from app.gui.results_model import ResultsModel
 from app.model.gguf_facts import read_model_facts
 from app.predict.answer import Figure, Machine, capped_at_ceiling
-from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
 from app.predict.hardware_context import HardwareContext
+from app.predict.machine_fit.calibration_fit import MachineFit, Sample, fit_machine, workload_of
 from app.predict.profiles import find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor
 from app.predict.settings import PredictSettings, at_context

@@ -10,11 +10,11 @@ from typing import Any
 
 from app.model.facts import ModelFacts
 from app.predict.answer import Machine
-from app.predict.crossing_fit import CrossingCost
-from app.predict.fitted_model import Expected
+from app.predict.machine_fit.crossing_fit import CrossingCost
+from app.predict.machine_fit.fitted_model import Expected
+from app.predict.machine_fit.store_efficiency import Efficiency
 from app.predict.profiles import GIB, HardwareProfile, cpu_profile
 from app.predict.settings import PredictSettings
-from app.predict.store_efficiency import Efficiency
 
 Expect = Callable[[ModelFacts, PredictSettings], Mapping[str, Expected | None]]
 

@@ -13,7 +13,7 @@ from app.choose.verdicts import (
     llama_server_command,
     recommend,
 )
-from app.predict.memory import MIB
+from app.predict.memory.buffers import MIB
 from app.predict.profiles import GIB, HardwareProfile, find_profile
 from tests.predict.samples import make_facts, smollm2_facts
 
@@ -58,7 +58,7 @@ def test_ceiling_is_labelled_when_no_efficiency(profiles: list[HardwareProfile])
 
 def _choices(profiles: list[HardwareProfile], klds: dict[str, float | None]) -> list:
     """Three quantizations of one model on this machine's GPU, expected figures from its stored runs (a stand-in)."""
-    from app.predict.store_efficiency import Efficiency
+    from app.predict.machine_fit.store_efficiency import Efficiency
     from tests.predict.answer_helpers import StandInEfficiency, machine_of
 
     gpu = _gpu(profiles, 8192)

@@ -10,7 +10,7 @@ import pytest
 
 from app.choose.verdicts import Quality, evaluate_file, llama_server_command, recommend
 from app.predict.answer import Machine, answer
-from app.predict.memory import MIB
+from app.predict.memory.buffers import MIB
 from app.predict.prediction import predict
 from app.predict.profiles import GIB, HardwareProfile, cpu_profile, find_profile
 from app.predict.settings import at_context
@@ -200,7 +200,7 @@ def test_memory_budget_is_bytes_not_mib(profiles: list[HardwareProfile]) -> None
 def test_a_measurement_is_scaled_to_the_asked_request_by_the_fit_where_there_is_one() -> None:
     """A 64-token prompt's prefill runs below a long prompt's batch rate; the ceilings cannot know that, this
     machine's fit can (here a stand-in fit whose prefill rate grows with the prompt, labelled as such)."""
-    from app.predict.fitted_model import Expected
+    from app.predict.machine_fit.fitted_model import Expected
 
     def stand_in_fit(facts, s):  # test double for MachineFit.expected: prefill rises with the prompt's batch
         prefill = 100.0 * min(s.n_prompt, 512) / 512

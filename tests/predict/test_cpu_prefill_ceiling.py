@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from app.model.gguf_facts import read_model_facts
-from app.predict.hardware_context import CpuProfile, cpu_profile_of
-from app.predict.prediction import predict
-from app.predict.prefill import (
+from app.predict.ceilings.prefill import (
     matmul_params,
     prefill_compute,
     prefill_compute_doc,
     prefill_flops_per_token,
     weights_use_int8_dot,
 )
+from app.predict.hardware_context import CpuProfile, cpu_profile_of
+from app.predict.prediction import predict
 from app.predict.profiles import cpu_profile, find_profile
 from app.predict.settings import PredictSettings
 from app.telemetry.cpu_features import CpuFeatures
@@ -125,14 +125,14 @@ def test_a_profile_counts_amx_only_where_the_guard_found_the_amx_buffer_safe() -
         verdict = RepackVerdict(key="k", safe=safe, default_repack=int(safe), extra_buffers=buffers)
         cpu = cpu_profile_of(replace(scan, repack=verdict))
         assert (cpu.amx is not None) is counted, (safe, buffers)
-        # the weights its extra buffer types take are counted in its memory (app.predict.repack_memory)
+        # the weights its extra buffer types take are counted in its memory (app.predict.memory.repack)
         assert cpu.repack_buffers == buffers and cpu.cpu_flags == flags
     assert cpu_profile_of(scan).repack_buffers == ()  # never checked: nothing counted
 
 
 @pytest.mark.heavy  # the real model
 def test_a_fit_made_with_repacking_on_does_not_predict_repacked_types_with_it_off(smollm2_path: Path) -> None:
-    from app.predict.calibration_fit import MachineFit
+    from app.predict.machine_fit.calibration_fit import MachineFit
 
     facts = read_model_facts(smollm2_path)  # Q4_1
     on, off = PredictSettings(n_ctx=512, repack=1), PredictSettings(n_ctx=512, repack=0)

@@ -1,5 +1,5 @@
-"""A split placement's device crossings at the cost this machine measured (app/predict/crossing_fit.py): learned
-from split rows, saved with the fit, and used by predict() so that a split row measured here is predicted back.
+"""A split placement's device crossings at the cost this machine measured (app/predict/machine_fit/crossing_fit.py):
+learned from split rows, saved with the fit, and used by predict() so that a split row measured here is predicted back.
 
 The fit here is made from points that follow known coefficients exactly (tests/predict/test_machine_fit.py), on
 the CPU and on a GPU backend; the split rows' decode is what those sides and a chosen crossing cost give, so the
@@ -20,9 +20,9 @@ from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts import ModelFacts
 from app.model.gguf_facts import read_model_facts
 from app.predict.answer import answer
-from app.predict.calibration_fit import MachineFit, fit_machine, row_backend
-from app.predict.crossing_fit import CrossingCost, split_decode_bytes
-from app.predict.decode import transfer_seconds_per_token
+from app.predict.ceilings.decode import transfer_seconds_per_token
+from app.predict.machine_fit.calibration_fit import MachineFit, fit_machine, row_backend
+from app.predict.machine_fit.crossing_fit import CrossingCost, split_decode_bytes
 from app.predict.profiles import find_profile, load_profiles
 from app.predict.settings import PredictSettings
 from app.results.row_types import ResultRow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.predict.decode import (
+from app.predict.ceilings.decode import (
     decode_ceiling_at_depth_tps,
     decode_ceiling_offload_tps,
     decode_ceiling_split_tps,
@@ -12,7 +12,7 @@ from app.predict.decode import (
     kv_bytes_read_at_depth,
     kv_read_per_layer,
 )
-from app.predict.offload import split_weights
+from app.predict.ceilings.offload import split_weights
 from tests.predict.samples import TENSORS, make_facts, swa_facts
 
 

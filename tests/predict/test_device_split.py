@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.predict.device_split import SplitSettings, device_split, device_split_columns, largest_ctx_on_gpu
-from app.predict.memory import compute_buffer_bytes_for, compute_stages, graph_inputs_bytes, kv_alloc_bytes
+from app.predict.memory.buffers import compute_buffer_bytes_for, compute_stages, graph_inputs_bytes, kv_alloc_bytes
 from app.predict.settings import PredictSettings
 from app.results.row_types import ResultRow
 from tests.predict.samples import MIB, TENSORS, make_facts

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.predict.fit import DEFAULT_GPU_OVERHEAD_BYTES, fit_check
-from app.predict.memory import compute_buffer_bytes_for
+from app.predict.memory.buffers import compute_buffer_bytes_for
+from app.predict.memory.fit import DEFAULT_GPU_OVERHEAD_BYTES, fit_check
 from app.predict.profiles import GIB
 from tests.predict.samples import make_facts
 

@@ -13,7 +13,8 @@ import pytest
 from app.calibrate.ladder import held_out_stand_ins
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.gguf_facts import read_model_facts
-from app.predict.calibration_fit import (
+from app.predict.cpu_kernels import bits_per_weight
+from app.predict.machine_fit.calibration_fit import (
     MachineContext,
     MachineFit,
     Sample,
@@ -26,10 +27,9 @@ from app.predict.calibration_fit import (
     stand_in_share,
     workload_of,
 )
-from app.predict.cpu_kernels import bits_per_weight
-from app.predict.fitted_model import REACH_Z, Expected, PhaseFit
+from app.predict.machine_fit.fitted_model import REACH_Z, Expected, PhaseFit
+from app.predict.machine_fit.workload import Workload, llc_share
 from app.predict.settings import PredictSettings
-from app.predict.workload import Workload, llc_share
 from app.telemetry.cpu_cache import llc_bytes
 
 MB = 1e6

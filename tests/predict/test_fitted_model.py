@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.predict.fitted_model import BAND_FLOOR, FitError, PhaseFit, fit_phase
-from app.predict.workload import Workload, kernel_class, workload_for
+from app.predict.machine_fit.fitted_model import BAND_FLOOR, FitError, PhaseFit, fit_phase
+from app.predict.machine_fit.workload import Workload, kernel_class, workload_for
 
 TRUE_DECODE = {"bytes:q_legacy": 1 / 9e9, "bytes:f16": 1 / 14e9, "kv:fa": 1 / 6e9, "attn:fa": 1 / 30e9,
                "layer": 40e-6, "fixed": 300e-6}

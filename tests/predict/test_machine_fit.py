@@ -12,14 +12,14 @@ from app.calibrate.ladder import pass_spreads
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.gguf_facts import read_model_facts
 from app.predict.answer import Machine, answer
-from app.predict.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, workload_of
-from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit, saved_fit_problem
-from app.predict.fitted_model import PhaseFit
 from app.predict.hardware_context import HardwareContext
+from app.predict.machine_fit.calibration_fit import MachineContext, MachineFit, Sample, fit_machine, workload_of
+from app.predict.machine_fit.calibration_store import fit_path, llama_build, load_fit, save_fit, saved_fit_problem
+from app.predict.machine_fit.fitted_model import PhaseFit
+from app.predict.machine_fit.store_efficiency import StoreCalibration
 from app.predict.profiles import cpu_profile
 from app.predict.row_predictions import RowPredictor
 from app.predict.settings import PredictSettings
-from app.predict.store_efficiency import StoreCalibration
 from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from engines.base import resolve_n_threads

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.predict.memory import (
+from app.predict.memory.buffers import (
     compute_buffer_bytes,
     compute_buffer_bytes_for,
     kv_alloc_bytes,

@@ -10,8 +10,8 @@ import pytest
 from app.model.dry_run import ContextMemory, DryRun, DryRunSettings
 from app.model.gguf_facts import read_model_facts
 from app.predict.answer import Machine, answer, memory_checks
-from app.predict.decode import kv_bytes_read_at_depth
-from app.predict.memory import compute_buffer_bytes_for, kv_alloc_bytes
+from app.predict.ceilings.decode import kv_bytes_read_at_depth
+from app.predict.memory.buffers import compute_buffer_bytes_for, kv_alloc_bytes
 from app.predict.memory_truth import dry_run_settings
 from app.predict.settings import PredictSettings, at_context
 from engines import llama_log

@@ -20,9 +20,9 @@ import pytest
 
 from app.calibrate.ladder import CalibrateOptions, Calibration
 from app.model.facts_cache import cached_facts
-from app.predict.fitted_model import FitError
-from app.predict.offload import active_weight_bytes
-from app.predict.store_efficiency import untrustworthy
+from app.predict.ceilings.offload import active_weight_bytes
+from app.predict.machine_fit.fitted_model import FitError
+from app.predict.machine_fit.store_efficiency import untrustworthy
 from app.results.row_types import ResultRow
 from tests.cli_helpers import gguf_bench, main_json
 from tests.gguf_synth import write_synthetic_moe_gguf

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.predict.offload import effective_n_gpu_layers, guess_tied_embeddings, split_weights
+from app.predict.ceilings.offload import effective_n_gpu_layers, guess_tied_embeddings, split_weights
 from tests.predict.samples import TENSORS, make_facts, smollm2_facts
 
 

@@ -16,21 +16,21 @@ import pytest
 
 from app.model.facts import ModelFacts
 from app.model.gguf_facts import read_model_facts
-from app.predict.decode import (
+from app.predict.ceilings.decode import (
     DEFAULT_PCIE_GBPS,
     GB,
     PCIE_COPY_LATENCY_S,
     decode_ceiling_offload_tps,
     device_crossings,
 )
-from app.predict.device_split import SplitSettings, device_split, host_only_split
-from app.predict.offload import (
+from app.predict.ceilings.offload import (
     EXPERT_TENSORS_REGEX,
     Placement,
     active_weight_bytes,
     expert_block_pattern,
     split_weights,
 )
+from app.predict.device_split import SplitSettings, device_split, host_only_split
 from app.predict.prediction import predict
 from app.predict.profiles import HardwareProfile
 from app.predict.settings import PredictSettings
@@ -151,7 +151,7 @@ def test_memory_per_device_by_hand(moe: ModelFacts, ncmoe: int, nkvo: bool) -> N
     assert s.cpu_mapped_weights_bytes == (EMBD + n * (DENSE_LAYER + 3 * EXPERT) if n else EMBD)
     kv = 4 * 128 * 256
     assert (s.gpu_kv_bytes, s.cpu_kv_bytes) == ((0, kv) if nkvo else (kv, 0))
-    # the MoE ffn stage (memory.py) without the mask, plus one host expert tensor copied for op offload
+    # the MoE ffn stage (memory/buffers.py) without the mask, plus one host expert tensor copied for op offload
     assert s.gpu_compute_bytes == 4 * 256 * (3 * 128 * 2 + 4 * 64 + 2 * 2) + (EXPERT if n else 0)
 
 

@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 
 from app.predict.answer import answer
-from app.predict.decode import DEFAULT_CPU_BANDWIDTH_GBPS
-from app.predict.offload import split_weights
+from app.predict.ceilings.decode import DEFAULT_CPU_BANDWIDTH_GBPS
+from app.predict.ceilings.offload import split_weights
+from app.predict.machine_fit.store_efficiency import Efficiency
 from app.predict.prediction import predict
 from app.predict.profiles import GIB, HardwareProfile, cpu_profile, find_profile
 from app.predict.settings import PredictSettings, flash_attn_enabled
-from app.predict.store_efficiency import Efficiency
 from app.results.row_types import ResultRow
 from tests.predict.samples import make_facts, smollm2_facts
 

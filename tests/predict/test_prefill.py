@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.predict.offload import split_weights
-from app.predict.prefill import (
+from app.predict.ceilings.offload import split_weights
+from app.predict.ceilings.prefill import (
     attention_flops_per_token,
     matmul_params,
     prefill_ceiling_tps,

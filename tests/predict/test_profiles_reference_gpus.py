@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from app.predict.profiles import SOURCE_URL_PATTERN, HardwareProfile, find_profile
-from app.predict.public_data import load_training
-from app.predict.public_fit import load_public_model
-from app.predict.public_held_out import check_held_out, load_held_out
+from app.predict.public.data import load_training
+from app.predict.public.fit import load_public_model
+from app.predict.public.held_out import check_held_out, load_held_out
 
 #: name -> architecture, as the reference rows write the name.
 ADDED = {

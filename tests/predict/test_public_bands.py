@@ -1,4 +1,4 @@
-"""The public fit's bands by situation (app/predict/public_bands.py, issue #41 item 6): conformal intervals of
+"""The public fit's bands by situation (app/predict/public/bands.py, issue #41 item 6): conformal intervals of
 cross-validated errors, wider where a situation has fewer errors, pooled where it has too few, each holding its
 share of new errors of its own situation, and failing where another situation's noise is asked of it."""
 
@@ -8,7 +8,7 @@ import math
 import random
 import statistics
 
-from app.predict.public_bands import (
+from app.predict.public.bands import (
     BAND_FLOOR,
     COVERAGE,
     Basis,

@@ -9,8 +9,8 @@ import pytest
 
 from app.paths import HARDWARE_PROFILES_DIR
 from app.predict.profiles import load_profiles
-from app.predict.public_arch_fit import published, used
-from app.predict.public_data import PUBLIC_TABLE_PATH, ReferenceTableError, load_reference, parse_reference
+from app.predict.public.arch_fit import published, used
+from app.predict.public.data import PUBLIC_TABLE_PATH, ReferenceTableError, load_reference, parse_reference
 
 
 @pytest.fixture(scope="module")

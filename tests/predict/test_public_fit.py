@@ -9,7 +9,7 @@ import pytest
 
 from app.paths import HARDWARE_PROFILES_DIR
 from app.predict.profiles import HardwareProfile, find_profile, load_profiles
-from app.predict.public_arch_fit import (
+from app.predict.public.arch_fit import (
     KAPPA_GRID,
     ArchFit,
     Demand,
@@ -19,9 +19,9 @@ from app.predict.public_arch_fit import (
     reference_demand,
     summarize,
 )
-from app.predict.public_bands import Basis, Situation
-from app.predict.public_data import ReferenceModel, ReferenceResult, load_reference
-from app.predict.public_fit import PublicGpuModel
+from app.predict.public.bands import Basis, Situation
+from app.predict.public.data import ReferenceModel, ReferenceResult, load_reference
+from app.predict.public.fit import PublicGpuModel
 
 SMALL = ReferenceModel("Small", 32, 4096, 128256, 32, 8, 128, False, "test")
 BIG = ReferenceModel("Big", 80, 8192, 128256, 64, 8, 128, False, "test")
@@ -284,7 +284,7 @@ def test_a_figure_names_its_situation_and_the_errors_its_band_is_made_of(shipped
     """Changed on purpose (issue #41 item 6): the band is no longer the architecture's errors, pooled under five,
     but those of the figure's situation (here: a GPU with training rows, another build era), each publication of
     the training tables left out in turn."""
-    from app.predict.public_fit import load_public_model
+    from app.predict.public.fit import load_public_model
 
     got = load_public_model().expect(find_profile("Arc A770 16GB", shipped_profiles), 400.0, 20000.0, "Q4_0", 30,
                                      backend="SYCL", build=6500)

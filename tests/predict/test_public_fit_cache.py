@@ -1,4 +1,4 @@
-"""The public fit kept on disk (app/predict/public_fit_cache.py): a second call reads what the first made, a
+"""The public fit kept on disk (app/predict/public/fit_cache.py): a second call reads what the first made, a
 changed input makes it anew, and a damaged or unwritable cache is passed over, never an error."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.predict.public_fit_cache import cache_dir, cached, fit_key
+from app.predict.public.fit_cache import cache_dir, cached, fit_key
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from app.paths import HARDWARE_PROFILES_DIR
-from app.predict import public_fit
 from app.predict.profiles import find_profile, load_profiles
-from app.predict.public_arch_fit import PublicFitError, era_of, matmul_params, weight_family
-from app.predict.public_data import PUBLIC_TABLE_PATH, ReferenceTableError, load_reference, parse_reference
-from app.predict.public_held_out import HELD_OUT_TABLE_PATH, check_held_out, load_held_out
+from app.predict.public import fit as public_fit
+from app.predict.public.arch_fit import PublicFitError, era_of, matmul_params, weight_family
+from app.predict.public.data import PUBLIC_TABLE_PATH, ReferenceTableError, load_reference, parse_reference
+from app.predict.public.held_out import HELD_OUT_TABLE_PATH, check_held_out, load_held_out
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_a_fit_refuses_held_out_rows_by_construction(held) -> None:
     keys = {(r.gpu, r.model.name, r.weight_type, r.source_url) for r in held}
     assert not keys & {(r.gpu, r.model.name, r.weight_type, r.source_url) for r in shipped.rows}
     source = Path(public_fit.__file__).read_text(encoding="utf-8")
-    assert "from app.predict.public_held_out" not in source and "llama_bench_public_more" not in source
+    assert "from app.predict.public.held_out" not in source and "llama_bench_public_more" not in source
     assert PUBLIC_TABLE_PATH != HELD_OUT_TABLE_PATH
 
 
@@ -99,7 +99,7 @@ def test_eras_and_families() -> None:
 
 
 def test_the_repeat_spread_predicts_each_figure_by_the_others_of_its_question(held) -> None:
-    from app.predict.public_held_out import repeat_spread
+    from app.predict.public.held_out import repeat_spread
 
     base = next(r for r in held if r.pp_tps > 0 and not r.exclude_pp and r.build_number is not None)
     same = [dataclasses.replace(base, pp_tps=tps) for tps in (100.0, 110.0, 90.0)]

@@ -10,7 +10,7 @@ import pytest
 from app.model.gguf_facts import read_model_facts
 from app.predict.answer import Machine, answer
 from app.predict.profiles import find_profile, load_profiles
-from app.predict.public_fit import load_public_model
+from app.predict.public.fit import load_public_model
 from app.predict.settings import PredictSettings
 from tests.cli_helpers import gguf_bench
 

@@ -10,10 +10,10 @@ import tomllib
 import pytest
 
 from app.paths import HARDWARE_PROFILES_DIR
-from app.predict import public_fit
 from app.predict.profiles import load_profiles
-from app.predict.public_arch_fit import PublicFitError, canonical_backend, row_era
-from app.predict.public_data import (
+from app.predict.public import fit as public_fit
+from app.predict.public.arch_fit import PublicFitError, canonical_backend, row_era
+from app.predict.public.data import (
     PUBLIC_2025_TABLE_PATH,
     PUBLIC_COMMUNITY_TABLE_PATH,
     PUBLIC_PR_TABLE_PATHS,
@@ -24,7 +24,7 @@ from app.predict.public_data import (
     load_training,
     source_key,
 )
-from app.predict.public_held_out import HELD_OUT_TABLE_PATHS, load_held_out
+from app.predict.public.held_out import HELD_OUT_TABLE_PATHS, load_held_out
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from app.paths import HARDWARE_PROFILES_DIR, REPO_ROOT
+from app.predict.machine_fit.workload import PHASES
 from app.predict.profiles import load_profiles
-from app.predict.public_arch_fit import summarize
-from app.predict.public_data import load_reference
-from app.predict.public_fit import PublicGpuModel
-from app.predict.workload import PHASES
+from app.predict.public.arch_fit import summarize
+from app.predict.public.data import load_reference
+from app.predict.public.fit import PublicGpuModel
 
 pytestmark = pytest.mark.heavy  # a subprocess
 

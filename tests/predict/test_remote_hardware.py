@@ -10,7 +10,7 @@ import pytest
 
 from app.cli.main import main
 from app.predict.hardware_context import ASSUMED_HOST, remote_hardware_context
-from app.predict.host_memory import host_memory_table
+from app.predict.memory.host import host_memory_table
 from app.predict.profiles import ProfileError, find_profile, load_profiles
 from app.telemetry import machine
 from app.telemetry.cpu_probe_record import CACHE_FILE

@@ -1,4 +1,4 @@
-"""Host memory that weight repacking adds (app.predict.repack_memory), hand-computed from ggml's rules, and predict()
+"""Host memory that weight repacking adds (app.predict.memory.repack), hand-computed from ggml's rules, and predict()
 counting it for this machine's CPU with repacking on (issue #45)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from app.choose.verdicts import llama_server_command
 from app.model.gguf_facts import read_model_facts
+from app.predict.memory.repack import TIED_OUTPUT, amx_bytes, cpu_repack_bytes, matmul_weights, repacked_weights
 from app.predict.prediction import predict
 from app.predict.profiles import GIB, cpu_profile
-from app.predict.repack_memory import TIED_OUTPUT, amx_bytes, cpu_repack_bytes, matmul_weights, repacked_weights
 from app.predict.settings import PredictSettings
 from tests.gguf_synth import write_synthetic_gguf
 

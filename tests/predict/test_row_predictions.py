@@ -9,9 +9,9 @@ import pytest
 
 from app.model.gguf_facts import read_model_facts
 from app.predict.hardware_context import HardwareContext
+from app.predict.machine_fit.store_efficiency import StoreCalibration, efficiency_from_rows
 from app.predict.profiles import cpu_profile, find_profile, load_profiles
 from app.predict.row_predictions import RowPredictor, predicted_columns
-from app.predict.store_efficiency import StoreCalibration, efficiency_from_rows
 from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from tests.cli_helpers import gguf_bench

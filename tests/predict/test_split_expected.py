@@ -1,5 +1,5 @@
 """A split placement's expected decode composes the device's full-offload figure with the host's own by the bytes
-each side reads (app.predict.split_expected); no fit is applied to a split whole (issue #27 point 2)."""
+each side reads (app.predict.machine_fit.split_expected); no fit is applied to a split whole (issue #27 point 2)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.gguf_facts import read_model_facts
 from app.predict.answer import answer
-from app.predict.fitted_model import Expected
+from app.predict.machine_fit.fitted_model import Expected
+from app.predict.machine_fit.split_expected import device_fraction, split_decode_expected
 from app.predict.profiles import find_profile, load_profiles
 from app.predict.settings import PredictSettings
-from app.predict.split_expected import device_fraction, split_decode_expected
 
 
 def _fig(value: float, spread: float = 0.2, source: str = "s") -> Expected:
@@ -77,7 +77,7 @@ def test_predict_composes_a_partial_offload_and_never_applies_a_full_offload_fit
 def test_a_split_with_only_stored_rows_efficiency_gives_that_figure_and_no_reason(tmp_path: Path) -> None:
     """Issue #42: a split placement with a stored-row efficiency gave a figure beside the note "no expected decode
     … the ceiling speaks"; the answer gives either a figure or a reason, never both."""
-    from app.predict.store_efficiency import Efficiency
+    from app.predict.machine_fit.store_efficiency import Efficiency
     from tests.predict.answer_helpers import StandInEfficiency, machine_of
 
     facts = read_model_facts(write_synth_model(tmp_path / "m.gguf", SynthShape(384, 6, "F16", gqa=2)))

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from app.predict.answer import Machine, _inputs
-from app.predict.calibration_fit import MachineFit
+from app.predict.machine_fit.calibration_fit import MachineFit
+from app.predict.machine_fit.store_efficiency import StoreCalibration, efficiency_from_rows, row_threads, threads_for
 from app.predict.profiles import cpu_profile
 from app.predict.settings import PredictSettings
-from app.predict.store_efficiency import StoreCalibration, efficiency_from_rows, row_threads, threads_for
 from app.results.fields import BUSY_OTHER_CPU_PCT, taken_while_busy
 from app.results.row_types import ResultRow
 from app.results.store import ResultStore

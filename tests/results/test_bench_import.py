@@ -20,7 +20,7 @@ from app.bench_import.formats import FORMATS, BenchFormatError, detect_format, p
 from app.bench_import.load import BenchImportError, read_bench_file, read_bench_files, store_import
 from app.bench_import.public_toml import backend_word, parse_model_type, public_results, to_toml
 from app.bench_import.rows import rows_from_records
-from app.predict.public_data import parse_reference
+from app.predict.public.data import parse_reference
 from app.results import export
 from app.results.fields import check_row
 from app.results.store import ResultStore

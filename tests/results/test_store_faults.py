@@ -184,7 +184,7 @@ def test_runs_marked_aborted_by_older_versions_read_as_interrupted(tmp_path: Pat
 
 
 def test_calibration_skips_rows_whose_fractions_are_not_numbers() -> None:
-    from app.predict.store_efficiency import efficiency_from_rows
+    from app.predict.machine_fit.store_efficiency import efficiency_from_rows
     from app.results.row_types import ResultRow, RowError
 
     good = ResultRow(status="ok", decode_achieved_frac=0.5, prefill_achieved_frac=0.25)

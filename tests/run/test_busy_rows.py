@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.predict.store_efficiency import StoreCalibration
+from app.predict.machine_fit.store_efficiency import StoreCalibration
 from app.results import export
 from app.results.fields import BUSY_OTHER_CPU_PCT, FIELDS
 from app.results.store import ResultStore

@@ -30,9 +30,9 @@ from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.cli.calibrate_cmd import add_calibrate_parser, options_from_args
 from app.cli.errors import UserError
 from app.model.gguf_facts import read_model_facts
-from app.predict.calibration_fit import MachineFit, Sample, fit_machine, workload_of
-from app.predict.calibration_store import fit_path, llama_build, load_fit, save_fit
-from app.predict.fitted_model import FitError, PhaseFit
+from app.predict.machine_fit.calibration_fit import MachineFit, Sample, fit_machine, workload_of
+from app.predict.machine_fit.calibration_store import fit_path, llama_build, load_fit, save_fit
+from app.predict.machine_fit.fitted_model import FitError, PhaseFit
 from app.predict.settings import PredictSettings
 from app.results.row_types import ResultRow
 from app.results.store import ResultStore

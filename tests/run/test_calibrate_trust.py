@@ -1,5 +1,6 @@
 """Issue #27: calibration learns only from trustworthy rows (stable, not taken on a busy machine: the one rule of
-app.predict.store_efficiency.untrustworthy), says how many it left out, and refuses to fit with too few left.
+app.predict.machine_fit.store_efficiency.untrustworthy), says how many it left out, and refuses to fit with too few
+left.
 
 Hand-built rows, no model run: the ladder's tiny synthetic models are written (headers and small tensors) so their
 facts can be read, and each row's rates come from a known linear cost model the fit can recover exactly.
@@ -27,8 +28,8 @@ from app.calibrate.ladder import (
 )
 from app.calibrate.synth_models import write_synth_model
 from app.model.facts_cache import cached_facts
-from app.predict.calibration_fit import MachineContext, MachineFit, row_label, workload_of
-from app.predict.fitted_model import FitError
+from app.predict.machine_fit.calibration_fit import MachineContext, MachineFit, row_label, workload_of
+from app.predict.machine_fit.fitted_model import FitError
 from app.predict.settings import PredictSettings
 from app.results.fields import BUSY_OTHER_CPU_PCT
 from app.results.row_types import ResultRow

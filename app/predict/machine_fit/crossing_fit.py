@@ -1,17 +1,17 @@
 """What one device crossing costs on this machine, learned from its own split runs.
 
-A decoded token of a split placement changes device where consecutive ops sit apart (``app/predict/decode.py``:
+A decoded token of a split placement changes device where consecutive ops sit apart (``app/predict/ceilings/decode.py``:
 into and out of each host-held layer's experts with ``-ncmoe``, of a feed-forward kept on the host by ``-ot``, of
 each layer's attention with ``-nkvo``). Without a measurement each crossing is taken to cost its bytes over PCIe
-plus a copy's latency (:data:`app.predict.decode.PCIE_COPY_LATENCY_S`, 10 µs: a discrete GPU's launch and wait).
-What it really costs is the driver's: a submit and a fence wait, milliseconds on Mesa's software device
+plus a copy's latency (:data:`app.predict.ceilings.decode.PCIE_COPY_LATENCY_S`, 10 µs: a discrete GPU's launch and
+wait). What it really costs is the driver's: a submit and a fence wait, milliseconds on Mesa's software device
 (``benchmarks/split_decode_floor.py``). A split test measured here, with ``k`` extra crossings and both of its sides
 predicted by this machine's fit, says what one cost:
 
     c = (1 / measured decode − (f / decode_device_alone + (1 − f) / decode_host_alone)) / k
 
-(``f`` the share of the token's bytes read on the device, :mod:`app.predict.split_expected`). The cost of a GPU
-backend is the median over its split tests, at least 0, and its band runs from the least to the most the tests give
+(``f`` the share of the token's bytes read on the device, :mod:`app.predict.machine_fit.split_expected`). The cost of a
+GPU backend is the median over its split tests, at least 0, and its band runs from the least to the most the tests give
 with their sides and their own measurement at the edges of the fit's bands (a split test is as noisy as any test
 of that backend here); calibration measures such tests on a GPU build.
 """
@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.decode import DecodeBytes, decode_bytes
-from app.predict.fitted_model import Expected
+from app.predict.ceilings.decode import DecodeBytes, decode_bytes
+from app.predict.machine_fit.fitted_model import Expected
 from app.predict.settings import PredictSettings, placed_weights
 from app.results.fields import RowStatus
 from app.results.phases import row_rate

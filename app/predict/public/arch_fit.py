@@ -1,13 +1,14 @@
 """Per-architecture fit of published llama-bench results, and its leave-one-GPU-out error.
 
-The per-token form is the fitted model's (app/predict/fitted_model.py), with the bytes and FLOPs put in units of
-the GPU's spec rates so that GPUs of one architecture share coefficients:
+The per-token form is the fitted model's (app/predict/machine_fit/fitted_model.py), with the bytes and FLOPs put in
+units of the GPU's spec rates so that GPUs of one architecture share coefficients:
 
     decode  s/token = Σ_class c_class × bytes_class / bandwidth  + n_layer × t_layer + t_fixed
     prefill s/token = Σ_class c_class × FLOPs_class / compute    + n_layer × t_layer + t_fixed
 
 ``c_class = 1 / η`` (η_bw for decode, η_c for prefill) per weight-type family (``weight_family``); ``bytes /
-bandwidth`` is ``1 / decode ceiling`` and ``FLOPs / compute`` is ``1 / prefill ceiling`` (app/predict/decode.py,
+bandwidth`` is ``1 / decode ceiling`` and ``FLOPs / compute`` is ``1 / prefill ceiling``
+(app/predict/ceilings/decode.py,
 prefill.py: weights read plus the KV cache at the generation's average depth; 2 × matmul parameters plus attention),
 so a prediction needs only the ceilings it already has. Coefficients are fitted by non-negative least squares on
 relative time; t_layer and t_fixed are dropped when the data do not support them. A ``Demand`` may carry further
@@ -30,7 +31,7 @@ An architecture without rows borrows the one nearest in spec (``nearest_architec
 the nearest FLOPs per byte), its ceilings from its own spec sheet. Held-out errors, for the benchmark's tables:
 leave one GPU out (within an architecture), leave one architecture out (each predicted by its nearest other: the
 error of a borrowed fit) and leave one build era out (within an architecture with rows of several eras); the bands
-come from app/predict/public_fit.py's cross-validation by situation (app/predict/public_bands.py).
+come from app/predict/public/fit.py's cross-validation by situation (app/predict/public/bands.py).
 Pure functions (numpy).
 """
 
@@ -44,12 +45,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.predict.decode import decode_ceiling_tps
-from app.predict.fitted_model import scaled_nnls
-from app.predict.prefill import prefill_ceiling_tps
+from app.predict.ceilings.decode import decode_ceiling_tps
+from app.predict.ceilings.prefill import prefill_ceiling_tps
+from app.predict.machine_fit.fitted_model import scaled_nnls
+from app.predict.machine_fit.workload import PHASES, Phase
 from app.predict.profiles import HardwareProfile
-from app.predict.public_data import ReferenceResult
-from app.predict.workload import PHASES, Phase
+from app.predict.public.data import ReferenceResult
 
 #: ggml weight type -> the family whose kernels the public fit gives its own efficiency (the dequantization and
 #: matmul paths differ between them): legacy block types, K-quants, i-quants, MXFP4 and the float types.

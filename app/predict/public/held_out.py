@@ -4,8 +4,8 @@ of the public fit against them.
 
 The held-out rows are never fitted: every row read here is marked ``held_out`` and :class:`PublicGpuModel` refuses
 such rows, and the shipped fit (``load_public_model``) reads only the training tables (``TRAINING_TABLE_PATHS`` of
-app/predict/public_data.py), whose rows come from other sources (held out by source). The file has the
-schema of app/predict/public_data.py with its optional keys (date, flash_attn, n_depth, n_ubatch, n_batch; MoE
+app/predict/public/data.py), whose rows come from other sources (held out by source). The file has the
+schema of app/predict/public/data.py with its optional keys (date, flash_attn, n_depth, n_ubatch, n_batch; MoE
 n_expert, n_expert_used, expert_ff); a malformed file raises ``ReferenceTableError`` with one line naming it.
 
 Each row is predicted the way ``predict`` does it: the ceiling from the row's model shape on the GPU's profile
@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.paths import PROFILES_DIR
-from app.predict.fitted_model import Expected
+from app.predict.machine_fit.fitted_model import Expected
+from app.predict.machine_fit.workload import PHASES, Phase
 from app.predict.profiles import HardwareProfile, ProfileError, find_profile
-from app.predict.public_arch_fit import matmul_params, measured_tps, row_era, used
-from app.predict.public_bands import SituationBand
-from app.predict.public_data import ReferenceResult, load_reference, source_key
-from app.predict.public_fit import PublicGpuModel, row_ceiling_tps
-from app.predict.workload import PHASES, Phase
+from app.predict.public.arch_fit import matmul_params, measured_tps, row_era, used
+from app.predict.public.bands import SituationBand
+from app.predict.public.data import ReferenceResult, load_reference, source_key
+from app.predict.public.fit import PublicGpuModel, row_ceiling_tps
 
 HELD_OUT_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_more.toml"
 #: Every held-out table: the first one, and rows of llama.cpp's issues and discussions.

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 
 from app.model.facts import ModelFacts
-from app.predict.offload import WeightSplit, guess_tied_embeddings
+from app.predict.ceilings.offload import WeightSplit, guess_tied_embeddings
 from app.predict.profiles import HardwareProfile
 from app.telemetry.cpu_peaks import MEASURED_ROOFLINE, ComputeFigure
 from app.telemetry.repack_guard import AMX_WEIGHT_TYPES

@@ -10,14 +10,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 from app.model.facts import ModelFacts
-from app.predict.memory import (
+from app.predict.ceilings.offload import Placement, effective_n_gpu_layers, split_weights
+from app.predict.memory.buffers import (
     DEFAULT_N_UBATCH,
     KV_CELL_PAD,
     MIB,
     compute_buffer_bytes_for,
     kv_alloc_bytes_per_layer,
 )
-from app.predict.offload import Placement, effective_n_gpu_layers, split_weights
 
 #: CUDA context, cuBLAS workspace and memory pools on a discrete GPU: a rough allowance, not measured here.
 DEFAULT_GPU_OVERHEAD_BYTES = 512 * MIB
@@ -85,7 +85,7 @@ def _need(
 ) -> _Need:
     """Memory one configuration needs on the device and on the host (``placement``: -ot/-ncmoe; ``offload_kqv``
     false: the KV cache in host memory; ``host_repacked_bytes``: the copies weight repacking adds in host memory,
-    app.predict.repack_memory)."""
+    app.predict.memory.repack)."""
     kv_layers = kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
     compute = round(compute_buffer_bytes_for(facts, n_ctx, n_ubatch, flash_attn))
     if unified:  # one pool holds everything; a tied embedding is mapped from the file once

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from app.model.facts import ModelFacts
+from app.predict.ceilings.offload import is_expert_tensor
 from app.predict.cpu_kernels import SPLIT_KV_CELLS, bits_per_weight
-from app.predict.crossing_fit import CrossingCost, learn_crossing_costs
-from app.predict.fitted_model import BAND_PERCENTILE, REACH_Z, Expected, FitError, PhaseFit, fit_phase
-from app.predict.offload import is_expert_tensor
+from app.predict.machine_fit.crossing_fit import CrossingCost, learn_crossing_costs
+from app.predict.machine_fit.fitted_model import BAND_PERCENTILE, REACH_Z, Expected, FitError, PhaseFit, fit_phase
+from app.predict.machine_fit.workload import PHASES, Phase, Workload, kernel_class, llc_share, workload_for
 from app.predict.settings import PredictSettings
-from app.predict.workload import PHASES, Phase, Workload, kernel_class, llc_share, workload_for
 from app.results.fields import RowStatus
 from app.results.phases import row_rate
 from app.results.row_types import ResultRow
@@ -209,7 +209,7 @@ class Sample:
 def row_backend(row: ResultRow, n_layer: int) -> str | None:
     """The backend a row ran on as a fit key: "CPU" with no layer offloaded, the row's backends with all of them;
     None for a partial offload, or a full one with tensors kept in host memory (-ncmoe, -ot, -nkvo): two devices,
-    not one fit (app.predict.crossing_fit learns from those)."""
+    not one fit (app.predict.machine_fit.crossing_fit learns from those)."""
     ngl = row.n_gpu_layers_effective or 0
     if ngl <= 0:
         return "CPU"
@@ -259,8 +259,8 @@ class MachineFit:
     repack: int = 1  # the weight repacking its measurements ran with (fits saved before the setting: on)
     #: weight types whose calibration rows had repacked weights (extra buffers); None: not recorded (older fits)
     repacked_types: tuple[str, ...] | None = None
-    #: GPU backend -> what one device crossing of a split placement costs here (app.predict.crossing_fit); empty:
-    #: no split measured (the cost is assumed)
+    #: GPU backend -> what one device crossing of a split placement costs here (app.predict.machine_fit.crossing_fit);
+    #: empty: no split measured (the cost is assumed)
     crossings: dict[str, CrossingCost] = field(default_factory=dict)
 
     def applies_to(self, facts: ModelFacts, settings: PredictSettings) -> bool:

@@ -13,9 +13,9 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from app.predict.calibration_fit import MachineFit
-from app.predict.calibration_store import load_fit
-from app.predict.fitted_model import FittedExpectation
+from app.predict.machine_fit.calibration_fit import MachineFit
+from app.predict.machine_fit.calibration_store import load_fit
+from app.predict.machine_fit.fitted_model import FittedExpectation
 from app.results.fields import RowStatus, taken_while_busy
 from app.results.row_types import ResultRow
 from app.results.store import ResultStore

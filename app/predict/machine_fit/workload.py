@@ -1,4 +1,5 @@
-"""What one test asks of the machine, per token: the regressors of the fitted time models (app.predict.fitted_model
+"""What one test asks of the machine, per token: the regressors of the fitted time models
+(app.predict.machine_fit.fitted_model
 describes the form), from weight bytes and FLOPs per ggml type, the model's shape and the test's settings."""
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.model.facts import ModelFacts
-from app.predict.workload import Phase, Workload
+from app.predict.machine_fit.workload import Phase, Workload
 
 if TYPE_CHECKING:
     from app.predict.settings import PredictSettings

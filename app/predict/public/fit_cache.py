@@ -22,7 +22,7 @@ import platformdirs
 
 from app.atomic import replace_atomically
 
-_PREDICT_CODE_DIR = Path(__file__).resolve().parent
+_PREDICT_CODE_DIR = Path(__file__).resolve().parent.parent  # app/predict, its subpackages included
 T = TypeVar("T")
 
 
@@ -35,8 +35,10 @@ def cache_dir() -> Path:
 def fit_key(inputs: Iterable[Path]) -> str:
     """A hash of the ``inputs`` files (name and bytes), the code of app/predict, and the Python and numpy versions."""
     h = hashlib.sha256(f"{platform.python_version()} numpy {np.__version__}".encode())
-    for path in sorted({*inputs, *_PREDICT_CODE_DIR.glob("*.py")}):
+    for path in sorted(inputs):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(_PREDICT_CODE_DIR.rglob("*.py")):
+        h.update(path.relative_to(_PREDICT_CODE_DIR).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:24]
 
 

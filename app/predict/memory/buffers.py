@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from app.model.facts import ModelFacts
 from app.model.kv_cache import cache_type
-from app.predict.offload import effective_n_gpu_layers
+from app.predict.ceilings.offload import effective_n_gpu_layers
 
 MIB = 1024**2
 KV_CELL_PAD = 256  # llama.cpp pads n_ctx and the SWA cache size to a multiple of this

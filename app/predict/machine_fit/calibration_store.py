@@ -15,7 +15,7 @@ from pathlib import Path
 from app.atomic import write_text_atomic
 from app.bounded_read import read_bounded_text
 from app.paths import data_dir
-from app.predict.calibration_fit import FIT_VERSION, MachineFit
+from app.predict.machine_fit.calibration_fit import FIT_VERSION, MachineFit
 from app.telemetry.llama_build import engine_version, llama_build
 
 __all__ = ["engine_version", "fit_path", "llama_build", "load_fit", "read_fit", "save_fit", "saved_fit_problem"]

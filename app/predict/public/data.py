@@ -4,7 +4,7 @@ The public fit learns from the TRAINING tables (``TRAINING_TABLE_PATHS``: ``llam
 builds, ``llama_bench_public_2025.toml``, builds from June 2024 on, ``llama_bench_public_2026_*.toml``, the
 tables of llama.cpp's own pull requests by backend, and ``llama_bench_public_2026_community.toml``, rows of community
 repositories' committed llama-bench output, in the held-out tables' schema); the held-out tables
-(app/predict/public_held_out.py) are read with the same parser and never fitted. Rows are held out by source:
+(app/predict/public/held_out.py) are read with the same parser and never fitted. Rows are held out by source:
 :func:`source_key` names the publication a ``source_url`` points at, so that a test can check that no repository or
 thread gives rows to both sides.
 
@@ -21,7 +21,7 @@ Two kinds of tables, units in the key names:
     or tg-only table) has 0 for the other's count and leaves out its figures; build (str, "" unknown), source_url (str),
     source_section (str), and optionally exclude_pp / exclude_tg (str: why the fit leaves that figure out).
 
-Optional keys, for rows taken at other settings (the held-out table, app/predict/public_held_out.py, has them):
+Optional keys, for rows taken at other settings (the held-out table, app/predict/public/held_out.py, has them):
 ``[[result]]`` date (str, YYYY-MM-DD), flash_attn (int: 1/0, -1 when the source has no fa column), n_depth (int: KV
 tokens already cached, llama-bench ``-d``), n_ubatch / n_batch (int, 0: the default); ``[[model]]`` n_expert,
 n_expert_used, expert_ff (int, MoE models: experts, experts per token, the per-expert FFN width).

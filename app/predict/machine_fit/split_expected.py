@@ -15,7 +15,7 @@ tests gave. Without an expected figure for either side there is none for the spl
 
 from __future__ import annotations
 
-from app.predict.fitted_model import Expected
+from app.predict.machine_fit.fitted_model import Expected
 
 
 def device_fraction(device_read_bytes: float, host_read_bytes: float) -> float:

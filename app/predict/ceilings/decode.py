@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.model.facts import ModelFacts
-from app.predict.offload import WeightSplit, active_weight_bytes
+from app.predict.ceilings.offload import WeightSplit, active_weight_bytes
 
 GB = 1e9
 #: Used for the CPU side of a partial offload when no measured figure is given (dual-channel DDR5-4000 peak).
@@ -60,7 +60,8 @@ def decode_ceiling_at_depth_tps(
     facts: ModelFacts, bandwidth_gbps: float, depth_tokens: int, type_k: str = "f16", type_v: str | None = None
 ) -> float:
     """Decode ceiling on one device holding all weights, at ``depth_tokens`` already in the cache (MoE: the active
-    experts' bytes, :func:`app.predict.offload.active_weight_bytes`, from the tensor table where the facts have it)."""
+    experts' bytes, :func:`app.predict.ceilings.offload.active_weight_bytes`, from the tensor table where the facts
+    have it)."""
     kv_read = kv_bytes_read_at_depth(facts, depth_tokens, type_k, type_v)
     return decode_ceiling_tps(bandwidth_gbps, active_weight_bytes(facts, facts.tensor_bytes or None), kv_read)
 

@@ -1,6 +1,6 @@
 """Bands of the public fit's expected figures, by the situation a figure is made in (issue #41 item 6).
 
-A figure of the public fit (app/predict/public_fit.py) is made in one of three ways, its *basis*: the fit has rows of
+A figure of the public fit (app/predict/public/fit.py) is made in one of three ways, its *basis*: the fit has rows of
 the GPU itself; it has rows of the GPU's architecture only; or it is another architecture's fit, borrowed. Beside
 the basis, the fit may lack what was asked (the backend, the build era or the weight family) and stand in another
 for it: a *substitution*. How far a figure lands from what a user measures depends on that situation, so each

@@ -1,4 +1,4 @@
-"""Expected GPU figures from published llama-bench results: the per-architecture fit (app/predict/public_arch_fit.py)
+"""Expected GPU figures from published llama-bench results: the per-architecture fit (app/predict/public/arch_fit.py)
 of the shipped reference table, for a backend and a llama.cpp build, with a band from the errors of its situation.
 
 A prediction is for (GPU, backend, build era, weight type): the fit of the GPU's architecture for that backend and
@@ -8,16 +8,16 @@ without rows takes the K-quant efficiency, said so; a float type (F16, BF16, F32
 of the GPU's vendor: with none it has no expected figure, since each float type runs its own matmul path in each
 vendor's own library.
 
-The band comes from the situation the figure is made in (app/predict/public_bands.py): the fit has rows of the GPU
+The band comes from the situation the figure is made in (app/predict/public/bands.py): the fit has rows of the GPU
 itself, or of its architecture only, or is borrowed; with or without a substitution (another backend, build era or
 weight family). :meth:`PublicGpuModel.cross_validate` predicts every training figure the way :meth:`expected` does,
 by the fit of the rows left when its publication is taken out (and, in turn, its GPU or its whole architecture with
 it), and labels each error with the situation that fold put it in; a figure's band is the conformal 80 % interval
 of the errors of its own situation. It is narrow where such figures landed close, wide where they did not.
 
-The shipped fit learns from the training tables (app/predict/public_data.py ``TRAINING_TABLE_PATHS``: the May 2024
+The shipped fit learns from the training tables (app/predict/public/data.py ``TRAINING_TABLE_PATHS``: the May 2024
 table and the table of later builds); a training row whose GPU has no hardware profile yet is kept aside
-(``PublicGpuModel.unprofiled``) until one is added. Held-out rows (app/predict/public_held_out.py) are refused by
+(``PublicGpuModel.unprofiled``) until one is added. Held-out rows (app/predict/public/held_out.py) are refused by
 construction: ``PublicGpuModel`` raises on them.
 Pure functions, except ``load_public_model``, which reads the shipped tables once (and keeps the fit on disk).
 """
@@ -32,10 +32,11 @@ from dataclasses import dataclass
 
 from app.model.facts import ModelFacts
 from app.paths import HARDWARE_PROFILES_DIR
-from app.predict.fitted_model import Expected
-from app.predict.prefill import matmul_params
+from app.predict.ceilings.prefill import matmul_params
+from app.predict.machine_fit.fitted_model import Expected
+from app.predict.machine_fit.workload import PHASES, Phase
 from app.predict.profiles import HardwareProfile, load_profiles
-from app.predict.public_arch_fit import (
+from app.predict.public.arch_fit import (
     CURRENT_ERA,
     FLOAT_CLASSES,
     ArchFit,
@@ -58,11 +59,10 @@ from app.predict.public_arch_fit import (
     used,
     weight_family,
 )
-from app.predict.public_arch_fit import matmul_params as row_matmul_params
-from app.predict.public_bands import Basis, Residual, Situation, SituationBand, band_for
-from app.predict.public_data import TRAINING_TABLE_PATHS, ReferenceResult, load_training, source_key
-from app.predict.public_fit_cache import cached
-from app.predict.workload import PHASES, Phase
+from app.predict.public.arch_fit import matmul_params as row_matmul_params
+from app.predict.public.bands import Basis, Residual, Situation, SituationBand, band_for
+from app.predict.public.data import TRAINING_TABLE_PATHS, ReferenceResult, load_training, source_key
+from app.predict.public.fit_cache import cached
 
 #: The backend a prediction is for when none is given and this machine has none for the GPU's vendor.
 USUAL_BACKEND = {"nvidia": "CUDA", "apple": "Metal", "amd": "ROCm", "intel": "SYCL"}
@@ -354,7 +354,7 @@ class PublicGpuModel:
         """The expected figure of ``phase`` on ``profile`` for a model with that ceiling there, or (None, why), for
         ``backend`` (default: the model's, else the vendor's usual) and llama.cpp ``build`` (or the ``date`` of
         one; default: the model's, else the newest era). ``n_matmul_params`` sizes decode's ALU side (0: none).
-        Its band is that of its situation (app/predict/public_bands.py), which its source names."""
+        Its band is that of its situation (app/predict/public/bands.py), which its source names."""
         exp, why, _ = self.expected_with_band(profile, phase, ceiling_tps, ggml_type, n_layer, n_matmul_params,
                                               backend=backend, build=build, date=date)
         return exp, why
@@ -395,7 +395,7 @@ def public_expected(
 @functools.lru_cache(maxsize=1)
 def load_public_model() -> PublicGpuModel:
     """The shipped training tables fitted against the shipped hardware profiles (once per process, and kept on disk
-    by app/predict/public_fit_cache.py until a table, a profile or the code changes); rows of GPUs without a profile
+    by app/predict/public/fit_cache.py until a table, a profile or the code changes); rows of GPUs without a profile
     wait in ``unprofiled``."""
     inputs = [*TRAINING_TABLE_PATHS, *HARDWARE_PROFILES_DIR.glob("*.toml")]
     return cached("public-gpu-fit", inputs, lambda: PublicGpuModel(
