@@ -57,7 +57,7 @@ def pareto_explanation(floor_tps: float | None = None) -> str:
 
 def memory_explanation(choices: Sequence[FileChoice], profile_kind: str) -> str:
     """What the memory bars hold and what the GPU allowance is, for a device of ``profile_kind`` (shown under
-    them); the figures are app.predict.fit's, whose fit check decides what fits."""
+    them); the figures are app.predict.memory.fit's, whose fit check decides what fits."""
     if profile_kind == "cpu":
         return ("Each bar: the memory a file needs at the chosen context (weights, KV cache, compute buffers); "
                 "the line: this machine's memory.")
