@@ -373,13 +373,12 @@ class Calibration:
 
     def _measure(self, tests: list[TestSpec], machine: dict[str, Any]) -> list[ResultRow]:
         def on_event(ev: Event) -> None:
-            if isinstance(ev, TestStarted):
+            if isinstance(ev, TestStarted) and isinstance(ev.test, TestSpec):
                 t = ev.test
-                where = (" on the CPU" if t.get("n_gpu_layers") == 0 else
-                         " FFN half on the CPU" if t.get("tensor_buft_overrides", "none") != "none" else "")
-                self.progress(f"test {ev.test_index + 1}/{len(tests)}: {Path(t['model_path']).stem} "
-                              f"p{t['n_prompt']} d{t['n_depth']}{' fa off' if t.get('flash_attn') == 0 else ''}"
-                              f"{where}")
+                where = (" on the CPU" if t.n_gpu_layers == 0 else
+                         " FFN half on the CPU" if t.tensor_buft_overrides != "none" else "")
+                self.progress(f"test {ev.test_index + 1}/{len(tests)}: {Path(t.model_path).stem} "
+                              f"p{t.n_prompt} d{t.n_depth}{' fa off' if t.flash_attn == 0 else ''}{where}")
 
         self._check()
         self._session = SweepSession(tests, store=None, machine=machine, token_ticks=False)

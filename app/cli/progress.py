@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
 
+from app.results.row_types import ResultRow
 from app.run.events import (
     Event,
+    JobItem,
     ModelLoaded,
     Notice,
     RepetitionStarted,
@@ -17,7 +18,7 @@ from app.run.events import (
     TestStarted,
     TokenTick,
 )
-from app.run.params import short_name
+from app.run.plan import RemoteTest, TestSpec
 
 
 class Progress:
@@ -27,7 +28,7 @@ class Progress:
         self.n_tests = n_tests
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
-        self.test: dict[str, Any] = {}
+        self.test: TestSpec | RemoteTest | JobItem | None = None
         self.index = 0
         self.rep = 0
         self.t0 = time.monotonic()
@@ -51,7 +52,7 @@ class Progress:
         return f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.n_tests}{eta}"
 
     def _name(self) -> str:
-        return short_name(self.test)
+        return self.test.short_name() if isinstance(self.test, TestSpec | RemoteTest) else ""
 
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, Notice):
@@ -67,15 +68,16 @@ class Progress:
             now = time.monotonic()
             if self.tty and now - self._last_draw > 0.1:
                 self._last_draw = now
-                rep = "warmup" if self.rep < 0 else f"rep {self.rep + 1}/{self.test.get('repetitions')}"
+                reps = self.test.repetitions if isinstance(self.test, TestSpec) else 1
+                rep = "warmup" if self.rep < 0 else f"rep {self.rep + 1}/{reps}"
                 self._line(f"{self._bar()} test {self.index + 1}: {self._name()} {rep} token {ev.token_index + 1}")
         elif isinstance(ev, TestFinished):
             self.done += 1
             r = ev.row
-            parts = [f"ttft {r['ttft_ms']:.1f} ms" if r.get("ttft_ms") is not None else "",
-                     f"prefill {r['prefill_tps']:.1f} tok/s" if r.get("prefill_tps") is not None else "",
-                     f"decode {r['decode_tps']:.2f} tok/s" if r.get("decode_tps") is not None else "",
-                     "UNSTABLE" if r.get("unstable") else ""]
+            parts = [f"ttft {r.ttft_ms:.1f} ms" if r.ttft_ms is not None else "",
+                     f"prefill {r.prefill_tps:.1f} tok/s" if r.prefill_tps is not None else "",
+                     f"decode {r.decode_tps:.2f} tok/s" if r.decode_tps is not None else "",
+                     "UNSTABLE" if r.unstable else ""] if isinstance(r, ResultRow) else []
             self._line(f"{self._bar()} test {ev.test_index + 1}: {self._name()}: "
                        + ", ".join(p for p in parts if p), final=True)
         elif isinstance(ev, TestFailed):

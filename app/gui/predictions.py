@@ -19,6 +19,7 @@ from app.predict.answer import Answer, Figure, answer, memory_by_context, same_h
 from app.predict.profiles import HardwareProfile, cpu_profile
 from app.predict.settings import PredictSettings
 from app.results.row_types import ResultRow
+from app.run.plan import RemoteTest, TestSpec
 
 GIB = 1024**3
 __all__ = ["PredictionService", "TestPrediction", "expected_of", "n_ctx_for", "same_hardware"]
@@ -149,10 +150,10 @@ class PredictionService:
     def busy(self) -> bool:
         return bool(self._pending)
 
-    def mem_bytes(self, test: dict[str, Any]) -> float | None:
-        """Weights + KV cache + compute buffer llama.cpp allocates for a test as the window holds it, a table keyed
-        by the field table's column names (cheap: no fit search)."""
-        res = self._kv_curve(str(test.get("model_path", "")), [n_ctx_for(test)], PredictSettings.from_test(test))
+    def mem_bytes(self, test: TestSpec | RemoteTest) -> float | None:
+        """Weights + KV cache + compute buffer llama.cpp allocates for a test (cheap: no fit search); its settings
+        go to the one decoder of settings tables (PredictSettings.from_test) as its table of column names."""
+        res = self._kv_curve(test.model_path, [test.n_ctx], PredictSettings.from_test(test.to_dict()))
         return float(res[1][0]) if res is not None else None
 
     @property
@@ -191,14 +192,13 @@ class PredictionService:
 
     def for_test(self, test: Mapping[str, Any] | ResultRow, profile: HardwareProfile | None = None
                  ) -> TestPrediction | None:
-        """Ceilings for a test as the window holds it (a table keyed by the field table's column names), or for a
+        """Ceilings for the settings of a curve's point (a table keyed by the field table's column names), or for a
         row (read as the test it ran: the same columns), on ``profile`` (default: the chosen one). Decode is read at
         the generation's average position."""
-        if isinstance(test, ResultRow):
-            test = test.to_mapping()
-        n_prompt, n_gen = _int(test, "n_prompt", 512), _int(test, "n_gen", 128)
-        got = self.predict_settings(str(test.get("model_path", "")),
-                                    PredictSettings.from_test(test, n_ctx=n_ctx_for(test)), profile)
+        table = test.to_mapping() if isinstance(test, ResultRow) else test  # what PredictSettings.from_test decodes
+        n_prompt, n_gen = _int(table, "n_prompt", 512), _int(table, "n_gen", 128)
+        got = self.predict_settings(str(table.get("model_path", "")),
+                                    PredictSettings.from_test(table, n_ctx=n_ctx_for(table)), profile)
         if got is None:
             return None
         pred = got.prediction

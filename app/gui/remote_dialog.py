@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -35,9 +34,11 @@ from app.gui.bridge import SweepBridge
 from app.gui.plots.concurrency import ConcurrencyPlot
 from app.gui.top_level import fit_to_screen
 from app.remote.session import RemoteSession, RemoteSpec, build_remote_spec
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.run.events import TestFailed, TestFinished, TestStarted
 from app.run.params import PlanError
+from app.run.plan import RemoteTest
 from app.run.session import SweepOutcome
 from engines.openai_http import API_KEY_ENVS, Endpoint, EndpointError, served_models
 
@@ -69,7 +70,7 @@ class RemoteDialog(QDialog):
         self.setWindowTitle("Remote server")
         self.bridge = SweepBridge(self, store_path=store_path, predict_rows=False)
         self.bridge.finished.connect(self._finished)
-        self.rows: dict[int, dict[str, Any]] = {}
+        self.rows: dict[int, ResultRow] = {}
         self.fields = {name: QLineEdit(text, self) for name, text in (
             ("url", "http://127.0.0.1:8080/v1"), ("n_prompt", "128"), ("n_gen", "64"),
             ("concurrency", "1,2,4,8"), ("n_depth", "0"))}
@@ -201,11 +202,10 @@ class RemoteDialog(QDialog):
         """Take the sweep's events (GUI thread) and redraw when a test ended."""
         changed = False
         for ev in self.bridge.drain():
-            if isinstance(ev, TestStarted):
+            if isinstance(ev, TestStarted) and isinstance(ev.test, RemoteTest):
                 t = ev.test
                 self.status.setText(f"Test {ev.test_index + 1} of {self._n_tests or '?'}: concurrency "
-                                    f"{t.get('n_parallel', '?')}, prompt {t.get('n_prompt', '?')}, "
-                                    f"{len(self.rows)} done…")
+                                    f"{t.concurrency}, prompt {t.n_prompt}, {len(self.rows)} done…")
             if isinstance(ev, (TestFinished, TestFailed)):
                 self.rows[ev.test_index] = ev.row
                 changed = True
@@ -216,11 +216,11 @@ class RemoteDialog(QDialog):
             self.plot.show_rows(rows)
             self._fill_table(rows)
 
-    def _fill_table(self, rows: list[dict[str, Any]]) -> None:
+    def _fill_table(self, rows: list[ResultRow]) -> None:
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             for c, (_h, key, fmt) in enumerate(TABLE_COLUMNS):
-                v = row.get(key)  # a column by name: the remote columns and any a newer build added
+                v = getattr(row, key)  # a field of the table (tests hold TABLE_COLUMNS to it)
                 text = "" if v is None or v == "" else (one_line_reason(str(v)) if key == "error" else
                                                         fmt.format(v) if isinstance(v, int | float) else str(v))
                 item = QTableWidgetItem(text)

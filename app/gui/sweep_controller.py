@@ -110,7 +110,7 @@ class SweepController(QObject):
             return "the sweep has no tests"
         self._starting = True
         self.session = LiveRun(name)
-        self.session.plan([t.to_dict() for t in tests])
+        self.session.plan(tests)
         self._reset_view()
         self.runChanged.emit()
         self.titleChanged.emit(f"{name} (running…)")
@@ -128,7 +128,7 @@ class SweepController(QObject):
         if self.busy or s.started or s.rows or s.title not in ("", PREVIEW_TITLE):
             return
         session = LiveRun(PREVIEW_TITLE)
-        session.plan([t.to_dict() for t in tests])
+        session.plan(tests)
         self.session = session
         self._reset_view()
 
@@ -297,7 +297,8 @@ class SweepController(QObject):
         bar.setUpdatesEnabled(True)  # an ordinary update, painted with the rest of the frame
         if s.current is not None and s.current in s.tests:
             t = s.tests[s.current]
-            rep = "warmup" if s.current_rep < 0 else f"rep {s.current_rep + 1}/{t.get('repetitions')}"
+            reps = t.repetitions if isinstance(t, TestSpec) else 1
+            rep = "warmup" if s.current_rep < 0 else f"rep {s.current_rep + 1}/{reps}"
             self.editor.status.setText(f"test {s.current + 1}: {test_label(t)} — {rep}")
 
 

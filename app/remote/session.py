@@ -8,13 +8,12 @@ progress line, the results store and the window read a remote run like any other
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import overload
 
 from app.remote.rows import NO_OBJECTIVE, Objective, summarise_requests
 from app.results.fields import RowStatus
@@ -29,6 +28,7 @@ from app.run.events import (
     TestStarted,
 )
 from app.run.params import INT, PlanError, parse_list
+from app.run.plan import RemoteTest
 from app.run.session import EventHandler, SweepOutcome, SweepSession
 from engines.openai_http import (
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -58,28 +58,6 @@ _WORDS = ("the of and to in is that for it as was with be by on not he this are 
           "day man new year work life hand part place case week point number group fact home water room mother "
           "area money story month night study book eye job word side kind head house service friend father power "
           "hour game line end member law car city name team minute idea kid body back face level office door").split()
-
-
-@dataclass(frozen=True)
-class RemoteTest:
-    """One remote test: ``n_requests`` prompts of ``n_prompt`` tokens after ``n_depth`` tokens of context,
-    ``concurrency`` in flight at most; with ``prefix_cache`` each request's context is loaded first, alone."""
-
-    __test__ = False  # not a pytest class
-
-    endpoint: str  # the display URL (no credentials)
-    served_model: str
-    n_prompt: int
-    n_gen: int
-    concurrency: int
-    n_requests: int
-    rate_rps: float | None = None
-    n_depth: int = 0
-    prefix_cache: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """As stored in the run's test list and sent in TestStarted (``model_path``: what short names read)."""
-        return {**dataclasses.asdict(self), "model_path": self.served_model, "n_parallel": self.concurrency}
 
 
 @dataclass
@@ -192,14 +170,14 @@ class RemoteSession(SweepSession):
         software = {"engine": "openai_http", "endpoint": self.spec.endpoint.display}
         if self.store is not None:
             self.store.update_software(self.run_id, software)
-        emit(SweepStarted(t_ns=time.perf_counter_ns(), n_tests=len(tests), tests=[t.to_dict() for t in tests],
+        emit(SweepStarted(t_ns=time.perf_counter_ns(), n_tests=len(tests), tests=list(tests),
                           software=software))
         self._warm_up()
         n_ok = 0
         for index, test in enumerate(tests):
             if self._cancel.is_set():
                 break
-            emit(TestStarted(t_ns=time.perf_counter_ns(), test_index=index, test=test.to_dict()))
+            emit(TestStarted(t_ns=time.perf_counter_ns(), test_index=index, test=test))
             row = self._record(self._measure(index, test))
             if self._cancel.is_set() and row.status != RowStatus.OK:
                 self.rows.pop(index, None)  # a test cut by cancel is not a failure of the server

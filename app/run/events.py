@@ -8,7 +8,11 @@ type, numbers finite and within bounds (a time in ns below 2**63, an index or co
 row, a test or a sample at most 10**15 in size), text and nesting bounded; NaN and infinities read as null. A row
 is decoded into its typed record (:mod:`app.results.row_types`), its values of the types its field table gives: a
 sweep's :class:`ResultRow`, or the quality or quantize job's row, which the event names (``"table"``; recordings
-without it are sweeps'). An event that fails is one EventDecodeError line.
+without it are sweeps'). A test (``test_started``'s, each of ``sweep_started``'s) is decoded into its typed record
+by its shape, as every version has written it: a remote server's (it names an ``endpoint``) a
+:class:`~app.run.plan.RemoteTest`, a timed test (any of its settings beside the model) a
+:class:`~app.run.plan.TestSpec`, anything else a job's :class:`JobItem`. An event that fails is one
+EventDecodeError line.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ import json
 import math
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.results.row_types import ROW_KINDS, QualityRow, QuantizeRow, ResultRow, Row, RowError
+
+if TYPE_CHECKING:
+    from app.run.plan import RemoteTest, TestSpec
 
 SCHEMA_VERSION = 1
 
@@ -60,15 +67,31 @@ class Event:
                 if not isinstance(value, ResultRow):
                     d["table"] = value.KIND
                 value = value.to_mapping()
+            elif f.name == "test":
+                value = value.to_dict()
+            elif f.name == "tests":
+                value = [t.to_dict() for t in value]
             d[f.name] = value
         return d
+
+
+@dataclass(frozen=True)
+class JobItem:
+    """A job's item that is not a timed test: the model file a quality job scores (``model_path``), the output a
+    quantize job writes (``src``, ``dst``, ``type``...). No reader takes more than its index; ``values`` are the
+    job's own, bounded and kept as they came so a log is written back unchanged."""
+
+    values: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.values)
 
 
 @dataclass(frozen=True)
 class SweepStarted(Event):
     type: ClassVar[str] = "sweep_started"
     n_tests: int
-    tests: list[dict[str, Any]]
+    tests: list[TestSpec | RemoteTest]
     software: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,7 +120,7 @@ class TestStarted(Event):
     __test__ = False  # not a pytest test class
     type: ClassVar[str] = "test_started"
     test_index: int
-    test: dict[str, Any]
+    test: TestSpec | RemoteTest | JobItem  # a sweep's test, a remote server's, or a quality or quantize job's item
 
 
 @dataclass(frozen=True)
@@ -233,41 +256,35 @@ def event_from_dict(d: dict[str, Any]) -> Event:
     elif cls.type == "telemetry_sample":
         _check_sample(given["values"])
     elif cls.type == "test_started":
-        _check_test(cls.type, given["test"])
+        given["test"] = _decoded_test(cls.type, given["test"], jobs=True)
     elif cls.type == "sweep_started":
-        for test in given["tests"]:
-            _check_test(cls.type, test)
+        given["tests"] = [_decoded_test(cls.type, t, jobs=False) for t in given["tests"]]
     return cls(**given)
 
 
-#: A remote server's test (app.remote.session.RemoteTest) beside the local TestSpec's fields: key -> type.
-_REMOTE_TEST_KEYS = {"endpoint": "str", "served_model": "str", "concurrency": "int", "n_requests": "int",
-                     "rate_rps": "float | None", "prefix_cache": "bool"}
+def _decoded_test(event: str, test: object, *, jobs: bool) -> TestSpec | RemoteTest | JobItem:
+    """The typed record of a test table by its shape (see the module): EventDecodeError, one line naming the field,
+    for a value not of its field's type. ``jobs``: a table of neither kind is a job's item (test_started's)."""
+    from app.run.plan import RemoteTest, SpecError, TestSpec  # here: plan needs the telemetry package, events nothing
+
+    if not isinstance(test, dict):
+        raise EventDecodeError(f"{event}: a test is {type(test).__name__}, not a table")
+    try:
+        if "endpoint" in test:
+            return RemoteTest.from_dict(test)
+        if not jobs or _timed_keys() & test.keys():
+            return TestSpec.from_dict(test)
+    except SpecError as e:
+        raise EventDecodeError(f"{event}: {e}") from None
+    return JobItem(test)
 
 
 @functools.cache
-def _test_keys() -> dict[str, str]:
-    from app.run.plan import TestSpec  # here: plan needs the telemetry package, events nothing
+def _timed_keys() -> frozenset[str]:
+    """The keys of a timed test's settings (TestSpec's fields, the model aside): a table holding any is one."""
+    from app.run.plan import TestSpec
 
-    return {**_REMOTE_TEST_KEYS, **{f.name: str(f.type) for f in fields(TestSpec)}, "flash_attn": "int | bool"}
-
-
-def _check_test(event: str, test: object) -> None:
-    """A test as sweep_started and test_started carry it: a table whose known keys hold their types."""
-    if not isinstance(test, dict):
-        raise EventDecodeError(f"{event}: a test is {type(test).__name__}, not a table")
-    keys = _test_keys()
-    for key, value in test.items():
-        want = keys.get(key)
-        if want is None or value is None and "None" in want:
-            continue
-        kinds = {k.strip() for k in want.split("|")}
-        ok = ("bool" in kinds and isinstance(value, bool)) or (
-            not isinstance(value, bool) and (("int" in kinds and isinstance(value, int))
-                                             or ("float" in kinds and isinstance(value, int | float))
-                                             or ("str" in kinds and isinstance(value, str))))
-        if not ok:
-            raise EventDecodeError(f"{event}: a test's {key} is {type(value).__name__} {_shown(value)}, not {want}")
+    return frozenset(f.name for f in fields(TestSpec)) - {"model_path"}
 
 
 def _shown(value: Any) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from app.run.events import (
     TokenTick,
     WorkerError,
 )
-from app.run.params import short_name
+from app.run.plan import RemoteTest, TestSpec
 
 #: Telemetry readings the timeline keeps (the sampler's names).
 TELEMETRY_KEYS: tuple[str, ...] = (
@@ -84,9 +83,25 @@ def decode_mean_position(row: ResultRow) -> float:
     return float((row.n_depth or 0) + (row.n_prompt or 0) + (row.n_gen or 0) / 2)
 
 
-def test_label(test: dict[str, Any]) -> str:
+def test_of_row(row: ResultRow) -> TestSpec:
+    """The test a row ran, as far as it tells it (a past run's rows, a CSV): its settings, defaults where absent."""
+    known = {k: getattr(row, k) for k in _ROW_TEST_COLUMNS if getattr(row, k) is not None}
+    if row.n_repetitions is not None:
+        known["repetitions"] = row.n_repetitions
+    try:
+        return TestSpec.from_dict({"model_path": row.model_path or "", **known})
+    except ValueError:  # a setting an older build wrote otherwise: the row's model alone
+        return TestSpec(model_path=row.model_path or "")
+
+
+#: The columns of a row that are settings of the test it ran (TestSpec's fields of the same name).
+_ROW_TEST_COLUMNS = ("n_prompt", "n_gen", "n_depth", "n_gpu_layers", "type_k", "type_v", "flash_attn", "n_threads",
+                     "n_batch", "n_ubatch", "n_parallel")
+
+
+def test_label(test: TestSpec | RemoteTest) -> str:
     """Short name of a test: ``model p128 n32 d0 ngl99 f16 fa auto`` (the CLI progress line's, too)."""
-    return short_name(test)
+    return test.short_name()
 
 
 #: a generated token's cost in prompt tokens' time before any test has finished (a CPU's prefill runs a few
@@ -103,8 +118,8 @@ class LiveRun:
         self.t0_ns: int | None = None
         self.last_ns: int | None = None
         self.n_tests = 0
-        self.tests: dict[int, dict[str, Any]] = {}
-        self.rows: dict[int, dict[str, Any]] = {}
+        self.tests: dict[int, TestSpec | RemoteTest] = {}  # a job's items are not held: they are no tests
+        self.rows: dict[int, ResultRow] = {}
         self.test_start_ns: dict[int, int] = {}
         self.test_end_ns: dict[int, int] = {}
         self.current: int | None = None
@@ -167,7 +182,8 @@ class LiveRun:
             self.current_rep = ev.rep
         elif isinstance(ev, TestStarted):
             self.current, self.current_rep = ev.test_index, -1
-            self.tests[ev.test_index] = dict(ev.test)
+            if isinstance(ev.test, TestSpec | RemoteTest):
+                self.tests[ev.test_index] = ev.test
             self.tests_version += 1
             self.test_start_ns[ev.test_index] = ev.t_ns
         elif isinstance(ev, (TestFinished, TestFailed)):
@@ -182,7 +198,7 @@ class LiveRun:
                 self.started = True
                 self.n_tests = ev.n_tests
                 for i, t in enumerate(ev.tests):
-                    self.tests.setdefault(i, dict(t))
+                    self.tests.setdefault(i, t)
         elif isinstance(ev, ModelLoaded):
             self.loads.append(ev)
         elif isinstance(ev, Notice):
@@ -215,16 +231,15 @@ class LiveRun:
         i = len(self.rows) if row.test_index is None else row.test_index
         self.rows[i] = row
         self.run_id = self.run_id or (row.run_id or "")
-        self.tests.setdefault(i, {k: getattr(row, k) for k in (  # the test it ran, as a test table
-            "model_path", "n_prompt", "n_gen", "n_depth", "n_gpu_layers", "type_k", "type_v", "flash_attn",
-            "n_threads", "n_batch", "n_ubatch", "n_parallel")} | {"repetitions": row.n_repetitions})
+        if i not in self.tests:  # the test it ran, as far as the row tells it
+            self.tests[i] = test_of_row(row)
         self.rows_version += 1
         self.version += 1
 
-    def plan(self, tests: Iterable[dict[str, Any]]) -> None:
+    def plan(self, tests: Iterable[TestSpec | RemoteTest]) -> None:
         """The tests about to run (before the worker says so), so plots can prepare their predictions."""
         for i, t in enumerate(tests):
-            self.tests.setdefault(i, dict(t))
+            self.tests.setdefault(i, t)
         self.tests_version += 1
         self.n_tests = max(self.n_tests, len(self.tests))
         self.version += 1
@@ -236,7 +251,7 @@ class LiveRun:
         self.version += 1
 
     @classmethod
-    def from_rows(cls, rows: Iterable[dict[str, Any]], title: str = "") -> LiveRun:
+    def from_rows(cls, rows: Iterable[ResultRow], title: str = "") -> LiveRun:
         """A finished session holding only result rows (a past run from the store, a CSV)."""
         s = cls(title)
         for r in rows:
@@ -251,17 +266,17 @@ class LiveRun:
     def n_done(self) -> int:
         return len(self.rows)
 
-    def ordered_rows(self) -> list[dict[str, Any]]:
+    def ordered_rows(self) -> list[ResultRow]:
         return [self.rows[i] for i in sorted(self.rows)]
 
-    def ok_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.ordered_rows() if r.get("status") == RowStatus.OK]
+    def ok_rows(self) -> list[ResultRow]:
+        return [r for r in self.ordered_rows() if r.status == RowStatus.OK]
 
     def models(self) -> list[str]:
         """Model paths in first-seen order (tests, then rows)."""
         seen: dict[str, None] = {}
         for i in sorted(self.tests):
-            seen.setdefault(str(self.tests[i].get("model_path", "")), None)
+            seen.setdefault(self.tests[i].model_path, None)
         return [m for m in seen if m]
 
     def t_s(self, t_ns: np.ndarray | float) -> np.ndarray | float:
@@ -278,7 +293,8 @@ class LiveRun:
             return 1.0
         part = 0.0
         if self.current is not None:
-            reps = int(self.tests.get(self.current, {}).get("repetitions") or 1)
+            test = self.tests.get(self.current)
+            reps = test.repetitions if isinstance(test, TestSpec) else 1
             part = min(max(self.current_rep + 1, 0) / (reps + 1), 0.99)
         if len(self.tests) < self.n_tests:  # the plan is not known yet: every test counts the same
             return min((self.n_done + part) / self.n_tests, 1.0)
@@ -302,17 +318,16 @@ class LiveRun:
     def decode_token_cost(self) -> float:
         """What one generated token costs in prompt tokens' time: prefill rate ÷ decode rate of the finished
         tests (:data:`DECODE_TOKEN_COST` before any)."""
-        ratios = [float(r["prefill_tps"]) / float(r["decode_tps"]) for r in self.rows.values()
-                  if r.get("prefill_tps") and r.get("decode_tps")]
+        ratios = [r.prefill_tps / r.decode_tps for r in self.rows.values() if r.prefill_tps and r.decode_tps]
         return statistics.median(ratios) if ratios else DECODE_TOKEN_COST
 
     @staticmethod
-    def test_work(test: dict[str, Any], decode_token_cost: float = 0.0) -> float:
+    def test_work(test: TestSpec | RemoteTest, decode_token_cost: float = 0.0) -> float:
         """A test's work in prompt-token units: per repetition (and its warmup) the context and prompt it
-        processes and its generated tokens at ``decode_token_cost`` each."""
-        reps = int(test.get("repetitions") or 1) + 1
-        prefill = int(test.get("n_depth") or 0) + int(test.get("n_prompt") or 0)
-        gen = int(test.get("n_gen") or 0)
+        processes and its generated tokens at ``decode_token_cost`` each (a remote test: one run)."""
+        reps = (test.repetitions if isinstance(test, TestSpec) else 1) + 1
+        prefill = test.n_depth + test.n_prompt
+        gen = test.n_gen
         return reps * max(prefill + (decode_token_cost or DECODE_TOKEN_COST) * gen, 1.0)
 
     def eta_s(self, now_ns: int | None = None) -> float | None:

@@ -9,9 +9,8 @@ Flag names, list syntax and the flash attention values follow llama-bench.
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -466,25 +465,4 @@ def _parse_range(part: str, room: int) -> list[int]:
         vals.append(v)
         v = v * step if step_op == "*" else v + step
     return vals
-
-
-def short_name(test: Mapping[str, Any]) -> str:
-    """Short name of a test (a TestSpec dict): ``model p128 n32 d0 ngl99 f16 fa auto x4``.
-
-    A remote server test (app.remote.session.RemoteTest's dict) reads ``model p128 n32 c4`` (c: concurrency).
-    """
-    if test.get("endpoint"):
-        rate = f" {test['rate_rps']:g}/s" if test.get("rate_rps") else ""
-        counts = f"p{test.get('n_prompt')} n{test.get('n_gen')} c{test.get('concurrency')}"
-        return f"{test.get('served_model', '')} {counts}{rate}"
-    name = os.path.basename(str(test.get("model_path", "")))
-    if name.lower().endswith(".gguf"):
-        name = name[:-5]
-    parts = [name]
-    for p in PARAMS:
-        value = test.get(p.name)
-        part = p.name_part(p.first_default if value is None else value)
-        if part is not None:
-            parts.append(part)
-    return " ".join(parts)
 

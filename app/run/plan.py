@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from app.bounded_read import TomlFileError, read_toml
 from app.paths import SWEEP_PRESETS_DIR, absolute_path
@@ -17,6 +18,7 @@ from app.run.params import (
     MAX_TESTS,
     MAX_TOKENS,
     PARAM,
+    PARAMS,
     REPACK_AUTO,
     THREADS_PER_CPU,
     PlanError,
@@ -29,8 +31,41 @@ from app.run.params import (
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.llama_build import installed_gpu_backends
 
-__all__ = ["PlanError", "SweepSpec", "TestSpec", "count_loads", "load_sweep_preset", "order_tests", "parse_list",
-           "preset_names", "sweep_path"]
+__all__ = ["PlanError", "RemoteTest", "SpecError", "SweepSpec", "TestSpec", "count_loads", "load_sweep_preset",
+           "order_tests", "parse_list", "preset_names", "sweep_path", "typed_fields"]
+
+
+class SpecError(ValueError):
+    """A table that is not a test: str() is one line naming the field and what it holds."""
+
+
+def typed_fields(cls: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """The values ``data`` gives for the fields of dataclass ``cls``, each of its annotated type: ``int``, ``float``
+    (a whole number too), ``str``, ``bool``, and ``| None``; the fields in ``cls.OLD_BOOLS`` may be booleans. Keys
+    that are not fields (an older or newer build's, or derived ones a table writes for readers) are left out; a
+    field with no default must be given. SpecError, one line naming the field, if not."""
+    if not isinstance(data, Mapping):
+        raise SpecError(f"a test is {type(data).__name__}, not a table")
+    old_bools = getattr(cls, "OLD_BOOLS", frozenset())
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise SpecError(f"a test has no {f.name}")
+            continue
+        value, kinds = data[f.name], {k.strip() for k in str(f.type).split("|")}
+        if value is None:
+            ok = "None" in kinds
+        elif isinstance(value, bool):
+            ok = "bool" in kinds or f.name in old_bools
+        else:
+            ok = (("int" in kinds and isinstance(value, int)) or ("float" in kinds and isinstance(value, int | float))
+                  or ("str" in kinds and isinstance(value, str)))
+        if not ok:
+            shown = repr(value)[:40] if not isinstance(value, dict | list) else type(value).__name__
+            raise SpecError(f"a test's {f.name} is {type(value).__name__} {shown}, not {f.type}")
+        out[f.name] = value
+    return out
 
 
 def _one(name: str) -> Any:
@@ -74,10 +109,15 @@ class TestSpec:
     repetitions: int = _one("repetitions")
     prompt_file: str | None = _one("prompt_file")
 
+    #: Fields that older stored tests hold as booleans (flash attention was on/off before auto).
+    OLD_BOOLS: ClassVar[frozenset[str]] = frozenset({"flash_attn"})
+
     def __post_init__(self) -> None:
-        object.__setattr__(self, "flash_attn", parse_flash_attn(self.flash_attn))
-        object.__setattr__(self, "repack", parse_repack(self.repack))
-        object.__setattr__(self, "n_cpu_moe", parse_n_cpu_moe(self.n_cpu_moe))
+        for name, parse in (("flash_attn", parse_flash_attn), ("repack", parse_repack), ("n_cpu_moe", parse_n_cpu_moe)):
+            try:
+                object.__setattr__(self, name, parse(getattr(self, name)))
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
 
     def with_repack_default(self, default_repack: int) -> TestSpec:
         """This test with ``auto`` repacking given the machine's default (0 or 1); other tests unchanged."""
@@ -96,13 +136,82 @@ class TestSpec:
         per_seq = self.n_depth + self.n_prompt + self.n_gen + 1
         return -(-per_seq * self.n_parallel // 256) * 256
 
+    def short_name(self) -> str:
+        """``model p128 n32 d0 ngl99 f16 fa auto x4``: the file's name, then the tags of the parameter table
+        (params.PARAMS: some shown only where they differ from the default). The window's and the CLI's."""
+        name = os.path.basename(self.model_path)
+        if name.lower().endswith(".gguf"):
+            name = name[:-5]
+        tags = (p.name_part(getattr(self, p.name)) for p in PARAMS)
+        return " ".join([name, *(t for t in tags if t is not None)])
+
     def to_dict(self) -> dict[str, Any]:
+        """The test as a JSON-ready table: how events, job files and stored logs carry it."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TestSpec:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """Decode a test where it enters (an event, a job file, a stored log of any earlier version): see
+        :func:`typed_fields`; flash attention, repacking and the CPU MoE count also as their words. SpecError, one
+        line naming the field, if a value is not of its field's type."""
+        values = typed_fields(cls, d)
+        try:
+            return cls(**values)
+        except ValueError as e:
+            raise SpecError(f"a test's {e}") from None
+
+
+@dataclass(frozen=True)
+class RemoteTest:
+    """One test of a remote server (``gguf-bench run --url``, app.remote builds them): ``n_requests`` prompts of
+    ``n_prompt`` tokens after ``n_depth`` tokens of context, ``concurrency`` in flight at most; with
+    ``prefix_cache`` each request's context is loaded first, alone. Here beside TestSpec because the events carry
+    both (app.run is below app.remote)."""
+
+    __test__ = False  # not a pytest class
+
+    endpoint: str  # the display URL (no credentials)
+    served_model: str
+    n_prompt: int
+    n_gen: int
+    concurrency: int
+    n_requests: int
+    rate_rps: float | None = None
+    n_depth: int = 0
+    prefix_cache: bool = False
+
+    OLD_BOOLS: ClassVar[frozenset[str]] = frozenset()
+
+    @property
+    def model_path(self) -> str:
+        """What names and plots read as the model: the served model."""
+        return self.served_model
+
+    @property
+    def n_parallel(self) -> int:
+        """Sequences in flight: the concurrency (rows hold it in ``n_parallel``)."""
+        return self.concurrency
+
+    @property
+    def n_ctx(self) -> int:
+        """Context that holds every request in flight: depth + prompt + generated + 1 per request, × concurrency,
+        rounded up to 256 (as a local test's)."""
+        return -(-(self.n_depth + self.n_prompt + self.n_gen + 1) * self.concurrency // 256) * 256
+
+    def short_name(self) -> str:
+        """``model p128 n32 c4`` (c: concurrency), and the arrival rate where one is set: ``... 2/s``."""
+        rate = f" {self.rate_rps:g}/s" if self.rate_rps else ""
+        return f"{self.served_model} p{self.n_prompt} n{self.n_gen} c{self.concurrency}{rate}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As stored in the run's test list and sent in TestStarted, with ``model_path`` and ``n_parallel`` for
+        readers of earlier versions (:meth:`from_dict` leaves them out: they are derived)."""
+        return {**asdict(self), "model_path": self.served_model, "n_parallel": self.concurrency}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """Decode a remote test where it enters (see :func:`typed_fields`); SpecError, one line, if not one."""
+        return cls(**typed_fields(cls, d))
 
 
 _LOAD = tuple(p for p in LIST_PARAMS if p.scope == "load")

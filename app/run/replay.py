@@ -16,11 +16,12 @@ import gzip
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from app.bounded_read import open_regular
 from app.results.row_types import ResultRow
 from app.run import events as ev
+from app.run.plan import RemoteTest, TestSpec
 
 #: A recorded sweep of 10,000 tests with per-token ticks stays far below this (unpacked).
 MAX_RECORDING_BYTES = 1 << 30
@@ -90,7 +91,7 @@ class _SweepCheck:
 
     def __init__(self) -> None:
         self.n_tests: int | None = None
-        self.tests: dict[int, dict[str, Any]] = {}
+        self.tests: dict[int, TestSpec | RemoteTest | ev.JobItem] = {}
         self.ticks: Counter[tuple[int, int]] = Counter()
 
     def __call__(self, event: ev.Event) -> None:
@@ -99,7 +100,7 @@ class _SweepCheck:
                 raise ev.EventDecodeError(f"sweep_started: more than {MAX_TESTS:,} tests")
             if self.n_tests is None:  # a restarted worker announces the tests left, numbered from its first
                 self.n_tests = max(event.n_tests, len(event.tests))
-                self.tests = {i: t for i, t in enumerate(event.tests) if isinstance(t, dict)}
+                self.tests = dict(enumerate(event.tests))
             return
         index = getattr(event, "test_index", None)
         if index is None:
@@ -122,12 +123,12 @@ class _SweepCheck:
                 raise ev.EventDecodeError(f"{event.type}: its row is of test {row_index}, the event of test {index}")
 
     def _tick(self, tick: ev.TokenTick) -> None:
-        test = self.tests.get(tick.test_index, {})
-        n_gen = _count(test, "n_gen")
-        if n_gen is None:  # a test that says nothing of its tokens (an older or foreign recording): the bound alone
+        test = self.tests.get(tick.test_index)
+        if not isinstance(test, TestSpec | RemoteTest):  # a test not announced, or a job's item: the bound alone
             return
-        context = sum(_count(test, k) or 0 for k in ("n_depth", "n_prompt")) + n_gen + 1
-        n_seq = max(1, _count(test, "n_parallel") or 1, tick.n_seq)
+        n_gen = max(test.n_gen, 0)
+        context = max(test.n_depth, 0) + max(test.n_prompt, 0) + n_gen + 1
+        n_seq = max(1, test.n_parallel, tick.n_seq)
         if tick.token_index > n_gen or tick.n_past > context * n_seq:
             raise ev.EventDecodeError(f"token_tick: token {tick.token_index} at position {tick.n_past} is past test "
                                       f"{tick.test_index}'s {n_gen} generated tokens (context {context})")
@@ -137,7 +138,3 @@ class _SweepCheck:
             raise ev.EventDecodeError(f"token_tick: more than {n_gen} ticks in repetition {tick.rep} of test "
                                       f"{tick.test_index} ({n_gen} generated tokens)")
 
-
-def _count(test: dict[str, Any], key: str) -> int | None:
-    value = test.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -19,7 +19,16 @@ from app.quality.plan import CHARS_PER_TOKEN_BOUND
 from app.quality.scores import QualityAccumulator, log_softmax
 from app.results.fields import RowStatus
 from app.results.row_types import QualityRow
-from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
+from app.run.events import (
+    Event,
+    FailureKind,
+    JobItem,
+    JobProgress,
+    SweepFinished,
+    TestFailed,
+    TestFinished,
+    TestStarted,
+)
 
 Emit = Callable[[Event], None]
 #: Characters of the text every file must tokenize exactly as the reference does.
@@ -84,7 +93,7 @@ class QualityJob:
 
     def one(self, index: int, ref_error: str) -> bool:
         path = self.models[index]
-        self.emit(TestStarted(t_ns=_now(), test_index=index, test={"model_path": path}))
+        self.emit(TestStarted(t_ns=_now(), test_index=index, test=JobItem({"model_path": path})))
         row = QualityRow(run_id=self.run_id, model_index=index, model_path=path, n_ctx=self.n_ctx,
                          is_reference=index == self.ref_index)
         t0 = time.perf_counter()

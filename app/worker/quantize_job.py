@@ -16,7 +16,16 @@ from typing import Any
 from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM
 from app.results.fields import RowStatus
 from app.results.row_types import QuantizeRow
-from app.run.events import Event, FailureKind, JobProgress, SweepFinished, TestFailed, TestFinished, TestStarted
+from app.run.events import (
+    Event,
+    FailureKind,
+    JobItem,
+    JobProgress,
+    SweepFinished,
+    TestFailed,
+    TestFinished,
+    TestStarted,
+)
 
 Emit = Callable[[Event], None]
 #: At most one progress event per this many seconds (and always the last tensor).
@@ -57,7 +66,7 @@ class QuantizeJob:
         return 0 if n_failed == 0 else 1
 
     def one(self, index: int, item: dict[str, Any]) -> bool:
-        self.emit(TestStarted(t_ns=_now(), test_index=index, test=item))
+        self.emit(TestStarted(t_ns=_now(), test_index=index, test=JobItem(item)))
         row = QuantizeRow(run_id=self.run_id, output_index=index, model_path=item["dst"],
                           model_filename=os.path.basename(item["dst"]), type=item["type"], source_path=item["src"],
                           **_lineage_columns(item.get("metadata", {})))

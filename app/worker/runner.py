@@ -100,7 +100,7 @@ class Runner:
 
     def run(self, tests: list[TestSpec], first_index: int = 0) -> tuple[int, int]:
         """Run ``tests``, numbering them from ``first_index`` (a restarted worker goes on counting)."""
-        self.emit(SweepStarted(t_ns=_now(), n_tests=len(tests), tests=[t.to_dict() for t in tests],
+        self.emit(SweepStarted(t_ns=_now(), n_tests=len(tests), tests=list(tests),
                                software=self.software_facts()))
         if not self._info.gpu_offload and any(t.n_gpu_layers != 0 for t in tests):
             gpu_only = sorted({flag for t in tests for flag in _gpu_only_settings(t)})
@@ -234,7 +234,7 @@ class Runner:
         return tuple((toks * reps)[: test.n_prompt])
 
     def run_test(self, index: int, test: TestSpec) -> bool:
-        self.emit(TestStarted(t_ns=_now(), test_index=index, test=test.to_dict()))
+        self.emit(TestStarted(t_ns=_now(), test_index=index, test=test))
         row = base_row(test, index, self.run_id)
         self.telemetry.begin_test()
         try:

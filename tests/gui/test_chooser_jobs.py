@@ -24,7 +24,7 @@ from app.gui.plots.pareto import CHOSEN_Z, ParetoPlot, memory_explanation, paret
 from app.quality.plan import plan_quality
 from app.quantize.plan import plan_quantize
 from app.results.row_types import QualityRow, QuantizeRow
-from app.run.events import JobProgress, TestFinished, TestStarted
+from app.run.events import JobItem, JobProgress, TestFinished, TestStarted
 
 HW = "RTX 4060 Laptop"
 
@@ -60,7 +60,7 @@ def test_quantize_progress_counts_tensors_of_all_outputs(tmp_path: Path,
     clock = Clock()
     p = QuantizeProgress(items, clock)
     assert p.fraction() == 0.0 and "starting" in p.text()
-    assert p.read(TestStarted(t_ns=0, test_index=0, test={}))
+    assert p.read(TestStarted(t_ns=0, test_index=0, test=JobItem({})))
     clock.now_s += 10
     p.read(JobProgress(t_ns=0, item_index=0, done=5, total=10, label="blk.0.attn_q.weight"))
     assert p.fraction() == 0.25
@@ -79,7 +79,7 @@ def test_quality_progress_names_the_file_and_its_reference(make_gguf: Callable[.
     plan = plan_quality([str(other), str(ref)], n_tokens=1024)
     assert Path(plan.reference).name == "tiny.F32.gguf"
     p = QualityProgress(plan, Clock())
-    p.read(TestStarted(t_ns=0, test_index=plan.reference_index, test={}))
+    p.read(TestStarted(t_ns=0, test_index=plan.reference_index, test=JobItem({})))
     p.read(JobProgress(t_ns=0, item_index=plan.reference_index, done=1, total=2))
     assert p.fraction() == 0.25 and "scoring tiny.F32.gguf (the reference), file 1 of 2" in p.text()
     p.read(TestFinished(t_ns=0, test_index=plan.reference_index, row=QualityRow()))

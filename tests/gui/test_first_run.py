@@ -93,8 +93,8 @@ def test_with_the_built_in_model_the_quick_sweep_is_one_click_away(qtbot, window
     window.editor.run_button.click()  # the one click: the quick sweep starts on the built-in model
     assert window.sweeps.busy
     planned = list(window.session.tests.values())
-    assert planned and all(t["model_path"] == str(smollm2_path.resolve()) and t["n_prompt"] == 128
-                           and t["n_gen"] == 32 and t["repetitions"] == 3 for t in planned)
+    assert planned and all(t.model_path == str(smollm2_path.resolve()) and t.n_prompt == 128
+                           and t.n_gen == 32 and t.repetitions == 3 for t in planned)
     qtbot.waitUntil(lambda: window.bridge.running, timeout=10_000)
     with qtbot.waitSignal(window.sweepFinished, timeout=30_000):
         window.cancel_sweep()

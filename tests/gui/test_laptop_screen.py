@@ -122,13 +122,13 @@ def _two_model_events() -> list[Any]:
     n = len(ROWS)
     other = "/models/SmolLM2-135M-Instruct.Q8_0.gguf"
     start = EVENTS[0]
-    tests = start.tests + [dict(t, model_path=other) for t in start.tests]
+    tests = start.tests + [replace(t, model_path=other) for t in start.tests]
     out: list[Any] = [replace(start, n_tests=len(tests), tests=tests)]
     body = [e for e in EVENTS[1:] if e.type != "sweep_finished"]
     out += body
     for e in body:
         if e.type == "test_started":
-            out.append(replace(e, test_index=e.test_index + n, test=dict(e.test, model_path=other)))
+            out.append(replace(e, test_index=e.test_index + n, test=replace(e.test, model_path=other)))
         elif e.type == "test_finished":
             row = e.row.replace(model_path=other, model_filename=Path(other).name, test_index=e.row.test_index + n,
                                 decode_tps=e.row.decode_tps * 2, model_size=144 * 2**20)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.gui.sweep_controller import _duration
 from app.results.row_types import ResultRow
 from app.run.events import TestFinished
 from app.run.live import DECODE_TOKEN_COST, LiveRun
+from app.run.plan import TestSpec
 
 
-def _tests() -> list[dict]:
-    short = {"model_path": "m.gguf", "n_prompt": 128, "n_gen": 32, "n_depth": 0, "repetitions": 3}
-    long = dict(short, n_prompt=512, n_depth=4096)
-    return [dict(short), dict(long)]
+def _tests() -> list[TestSpec]:
+    short = TestSpec("m.gguf", n_prompt=128, n_gen=32, n_depth=0, repetitions=3)
+    return [short, replace(short, n_prompt=512, n_depth=4096)]
 
 
 def test_a_short_test_done_is_a_small_share_of_a_sweep_with_a_long_one() -> None:

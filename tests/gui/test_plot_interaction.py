@@ -182,7 +182,7 @@ def test_the_log_toggle_survives_redraws_with_ranges_in_log_units(qtbot, plots: 
     _settle()
     decode.log_toggle.action.trigger()
     assert decode.log_scale and decode.plot.getAxis("bottom").logMode
-    x_max = max([t["n_depth"] + t["n_prompt"] + t["n_gen"] for t in run.tests.values()] + [plots.kv_ctx_max]) * 1.05
+    x_max = max([t.n_depth + t.n_prompt + t.n_gen for t in run.tests.values()] + [plots.kv_ctx_max]) * 1.05
     assert 10 ** decode.plot.getViewBox().viewRange()[0][1] == pytest.approx(x_max)
 
     ttft.log_toggle.action.trigger()

@@ -4,6 +4,7 @@ mouse. Widgets on their own (no model, no worker): the window-level checks are i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def predictor(tmp_path: Path) -> PredictionService:
     inspector: the recorded rows ran on a CPU, so the GPU is a what-if (thousands of tok/s above them)."""
     p = PredictionService()
     facts = read_model_facts(write_synthetic_gguf(tmp_path / "m.gguf", n_layer=4, n_embd=256, n_ff=512))
-    p.set_facts(EVENTS[0].tests[0]["model_path"], facts)
+    p.set_facts(EVENTS[0].tests[0].model_path, facts)
     p.set_profile(next(prof for prof in load_profiles() if prof.name == "RTX 4060 Laptop"))
     return p
 
@@ -185,7 +186,7 @@ def test_the_decode_plot_reaches_the_asked_context(qtbot, predictor: PredictionS
     plots = _reopened(qtbot, predictor)
     dec = plots.decode
     x_lo, x_hi = _x_range(dec)
-    deepest = max(t["n_depth"] + t["n_prompt"] + t["n_gen"] for t in EVENTS[0].tests)
+    deepest = max(t.n_depth + t.n_prompt + t.n_gen for t in EVENTS[0].tests)
     assert deepest < 200 and x_hi >= 8192 and x_lo <= 32  # the tests and the asked context on one axis
     xs, ys = dec.data_of("pred", 0)
     assert xs[-1] >= 8192 and asked_depth(8192) in xs and np.isfinite(ys).all()
@@ -318,7 +319,7 @@ def test_a_cancelled_sweep_does_not_look_done(qtbot) -> None:  # noqa: ANN001
 
     sweeps, editor, area = _controller(qtbot)
     bar = editor.progress
-    tests = [dict(EVENTS[0].tests[0], n_gen=g) for g in (8, 400, 400)]
+    tests = [dataclasses.replace(EVENTS[0].tests[0], n_gen=g) for g in (8, 400, 400)]
     rows = [typed("result", test_index=0, status="ok"),
             typed("result", test_index=1, status="failed", error="cancelled")]
 

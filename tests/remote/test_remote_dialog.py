@@ -7,9 +7,15 @@ from pathlib import Path
 import pytest
 
 from app.gui.plots.concurrency import latency_curves
-from app.gui.remote_dialog import RemoteDialog
+from app.gui.remote_dialog import TABLE_COLUMNS, RemoteDialog
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from tests.remote.fake_server import fake_server
+
+
+def test_the_tables_columns_are_fields_of_a_row() -> None:
+    """The dialog reads each column as a typed row's attribute: every one must be a field of the table."""
+    assert [key for _h, key, _f in TABLE_COLUMNS if key not in ResultRow.TABLE] == []
 
 
 def test_latency_curves_follow_concurrency_per_shape() -> None:

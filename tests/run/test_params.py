@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 
 from app.cli.main import build_parser
 from app.cli.run_cmd import build_sweep
-from app.run.params import FA_AUTO, PARAM, PARAMS, flash_attn_text, parse_flash_attn, short_name
-from app.run.plan import PlanError, SweepSpec, TestSpec, load_sweep_preset
+from app.run.params import FA_AUTO, PARAM, PARAMS, flash_attn_text, parse_flash_attn
+from app.run.plan import PlanError, RemoteTest, SweepSpec, TestSpec, load_sweep_preset
 from app.run.rows import base_row
 
 
@@ -125,21 +125,22 @@ def test_empty_v_cache_list_means_same_as_k() -> None:
 
 
 def test_short_name_is_built_from_the_table_tags() -> None:
-    t = TestSpec("/models/Qwen3-8B-Q4_K_M.gguf", n_prompt=128, n_gen=32, type_k="q8_0").to_dict()
-    assert short_name(t) == "Qwen3-8B-Q4_K_M p128 n32 d0 ngl99 q8_0 fa auto"
-    assert short_name({**t, "flash_attn": 0}) == "Qwen3-8B-Q4_K_M p128 n32 d0 ngl99 q8_0 fa0"
-    assert short_name({**t, "flash_attn": True, "n_parallel": 4}).endswith(" fa1 x4")
-    assert short_name({"model_path": "m.gguf"}) == "m p512 n128 d0 ngl99 f16 fa auto"  # missing keys: defaults
+    t = TestSpec("/models/Qwen3-8B-Q4_K_M.gguf", n_prompt=128, n_gen=32, type_k="q8_0")
+    assert t.short_name() == "Qwen3-8B-Q4_K_M p128 n32 d0 ngl99 q8_0 fa auto"
+    assert replace(t, flash_attn=0).short_name() == "Qwen3-8B-Q4_K_M p128 n32 d0 ngl99 q8_0 fa0"
+    assert TestSpec.from_dict({**t.to_dict(), "flash_attn": True, "n_parallel": 4}).short_name().endswith(" fa1 x4")
+    assert TestSpec.from_dict({"model_path": "m.gguf"}).short_name() == "m p512 n128 d0 ngl99 f16 fa auto"
+    assert RemoteTest("http://h", "qwen", 64, 16, 4, 16, rate_rps=2.0).short_name() == "qwen p64 n16 c4 2/s"
 
 
 def test_gui_label_and_cli_progress_use_the_same_name() -> None:
     from app.cli.progress import Progress
     from app.run.live import test_label
 
-    t = TestSpec("m.gguf", flash_attn=0, n_parallel=2).to_dict()
+    t = TestSpec("m.gguf", flash_attn=0, n_parallel=2)
     progress = Progress(1, enabled=False)
     progress.test = t
-    assert progress._name() == test_label(t) == short_name(t) == "m p512 n128 d0 ngl99 f16 fa0 x2"
+    assert progress._name() == test_label(t) == t.short_name() == "m p512 n128 d0 ngl99 f16 fa0 x2"
 
 
 def test_table_limits_are_the_validation_limits() -> None:

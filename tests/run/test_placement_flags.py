@@ -26,7 +26,6 @@ from app.run.params import (
     PlanError,
     device_names,
     override_pairs,
-    short_name,
     tensor_split_values,
 )
 from app.run.plan import SweepSpec, TestSpec, check_placement_build, count_loads, load_sweep_preset
@@ -135,13 +134,13 @@ def test_defaults_are_llama_benchs_and_test_names_show_what_differs() -> None:
     t = TestSpec(model_path="/m/moe.gguf")
     assert (t.n_cpu_moe, t.split_mode, t.main_gpu, t.tensor_split, t.devices, t.tensor_buft_overrides, t.no_host,
             t.no_kv_offload) == (0, "layer", 0, "0.00", "auto", "none", 0, 0)
-    assert short_name(t.to_dict()) == "moe p512 n128 d0 ngl99 f16 fa auto"  # defaults are not shown
+    assert t.short_name() == "moe p512 n128 d0 ngl99 f16 fa auto"  # defaults are not shown
     named = TestSpec(model_path="/m/moe.gguf", n_cpu_moe="all", no_kv_offload=1, split_mode="row",  # type: ignore
                      tensor_buft_overrides=r"blk\.0\.ffn_(up|down)_exps=CPU", devices="Vulkan0", no_host=1)
     assert named.n_cpu_moe == NCMOE_ALL
-    assert short_name(named.to_dict()) == (r"moe p512 n128 d0 ngl99 ncmoe all f16 fa auto sm row dev Vulkan0 "
+    assert named.short_name() == (r"moe p512 n128 d0 ngl99 ncmoe all f16 fa auto sm row dev Vulkan0 "
                                            r"ot blk\.0\.ffn_(up|down)_e… nohost1 nkvo1")
-    assert "ncmoe3" in short_name(TestSpec(model_path="m", n_cpu_moe=3).to_dict())
+    assert "ncmoe3" in TestSpec(model_path="m", n_cpu_moe=3).short_name()
     assert TestSpec.from_dict({"model_path": "m", "n_prompt": 8}).tensor_buft_overrides == "none"  # old dicts
 
 

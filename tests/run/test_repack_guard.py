@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.run.params import PARAM, REPACK_AUTO, PlanError, short_name
+from app.run.params import PARAM, REPACK_AUTO, PlanError
 from app.run.plan import SweepSpec, TestSpec, count_loads, load_sweep_preset
 from app.telemetry import repack_guard
 from tests.cli_helpers import gguf_bench
@@ -44,7 +44,7 @@ def test_repack_reads_as_llama_bench_and_is_a_load_setting(tmp_path: Path) -> No
     spec = SweepSpec(models=["m.gguf"], repack=[0, 1], n_prompt=[16, 32])
     tests = spec.tests()
     assert [t.repack for t in tests] == [0, 0, 1, 1] and count_loads(tests) == 2  # a change reloads the model
-    assert short_name(tests[0].to_dict()).endswith("repack0") and "repack" not in short_name(tests[2].to_dict())
+    assert tests[0].short_name().endswith("repack0") and "repack" not in tests[2].short_name()
     preset = tmp_path / "r.toml"
     preset.write_text("[sweep]\nrepack = [0]\n")
     assert load_sweep_preset(preset).repack == [0]

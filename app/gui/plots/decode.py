@@ -107,8 +107,7 @@ class DecodePlot(PlotPanel):
 
     def x_max(self, view: PlotView) -> float:
         """The x axis' end: the deepest position a test reaches or the asked context, and a little room."""
-        return max([int(t.get("n_depth") or 0) + int(t.get("n_prompt") or 0) + int(t.get("n_gen") or 0)
-                    for t in view.tests] + [int(view.kv_ctx_max or 0), 64]) * 1.05
+        return max([t.n_depth + t.n_prompt + t.n_gen for t in view.tests] + [int(view.kv_ctx_max or 0), 64]) * 1.05
 
     def prediction_key(self, view: PlotView) -> tuple[Any, ...]:
         """The curves run to the asked context too."""
@@ -121,7 +120,7 @@ class DecodePlot(PlotPanel):
         self.asked_ctx = int(view.kv_ctx_max or 0)
         self.asked_depth = asked_depth(self.asked_ctx) if self.asked_ctx else 0
         self._multi = view.multi
-        first = min([int(t.get("n_depth") or 0) + int(t.get("n_prompt") or 0) for t in view.tests] or [32]) / 2
+        first = min([t.n_depth + t.n_prompt for t in view.tests] or [32]) / 2
         xs = curve_positions(self._x_max, self.asked_depth, first)
         curves: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.expected = {}

@@ -21,6 +21,8 @@ from PySide6.QtWidgets import QToolButton
 
 from app.gui import theme
 from app.gui.plots.style import short_model
+from app.results.row_types import ResultRow
+from app.run.plan import RemoteTest, TestSpec
 
 HOVER_RADIUS_PX = 12.0  # the farthest a point may be from the mouse to be the one read out
 LONG_SERIES = 2000  # a series longer than this is searched only in the x window under the mouse (its x sorted)
@@ -81,19 +83,22 @@ def axis_text(label: str, v: float) -> str:
     return f"{what} {number(float(v))} {unit}".rstrip()
 
 
-def settings_text(test: dict[str, Any], test_index: int | None = None) -> str:
-    """A test's shape and settings where known: ``test 3 · prompt 512 · gen 16 · depth 64 · KV q8_0 · ngl 99``."""
+def settings_text(test: ResultRow | TestSpec | RemoteTest | None, test_index: int | None = None) -> str:
+    """A test's shape and settings where known: ``test 3 · prompt 512 · gen 16 · depth 64 · KV q8_0 · ngl 99``,
+    read from the test or from a row (the test it ran); a remote test has no KV or layer settings."""
     parts = [] if test_index is None or test_index < 0 else [f"test {test_index}"]
     for key, label in (("n_prompt", "prompt"), ("n_gen", "gen"), ("n_depth", "depth")):
-        if test.get(key) is not None and (key != "n_depth" or test.get(key)):
-            parts.append(f"{label} {test[key]}")
-    k, v = test.get("type_k"), test.get("type_v")
+        value = getattr(test, key, None)
+        if value is not None and (key != "n_depth" or value):
+            parts.append(f"{label} {value}")
+    k, v = getattr(test, "type_k", None), getattr(test, "type_v", None)
     if k:
         parts.append(f"KV {k}" if v in (None, k) else f"KV {k}/{v}")
     for key, label in (("n_gpu_layers", "ngl"), ("n_ubatch", "ubatch")):
-        if test.get(key) is not None:
-            parts.append(f"{label} {test[key]}")
-    fa = test.get("flash_attn")
+        value = getattr(test, key, None)
+        if value is not None:
+            parts.append(f"{label} {value}")
+    fa = getattr(test, "flash_attn", None)
     if fa is not None:
         parts.append("fa " + {-1: "auto", 0: "off", 1: "on"}.get(fa, str(fa)))
     return " · ".join(parts)

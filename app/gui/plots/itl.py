@@ -121,7 +121,7 @@ class ItlPlot(PlotPanel):
 
         def describe(i: int) -> str:
             k = int(tests[i])
-            spec = (s.rows.get(k) or s.tests.get(k) or {}) if s is not None else {}
+            spec = (s.rows.get(k) or s.tests.get(k)) if s is not None else None
             return "\n".join(("measured, per token", f"{t[i]:.2f} s since start · ITL {number(float(itl[i]))} ms",
                               settings_text(spec, k)))
 

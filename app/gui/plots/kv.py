@@ -53,7 +53,7 @@ class KvPlot(PlotPanel):
 
     def predict(self, view: PlotView) -> None:
         """Each model's predicted KV cache and total memory along the context, and the profile's memory line."""
-        cmax = max([n_ctx_for(t) for t in view.tests] + [view.kv_ctx_max, 512])
+        cmax = max([t.n_ctx for t in view.tests] + [view.kv_ctx_max, 512])
         xs = np.linspace(256, cmax, CURVE_POINTS)
         for m, path in enumerate(view.models):
             self._draw_predicted(view, m, path, xs)

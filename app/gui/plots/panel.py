@@ -51,6 +51,7 @@ from app.gui.plots.style import finite_max, nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
 from app.run.live import LiveRun
+from app.run.plan import RemoteTest, TestSpec
 
 MODEL_SEP = " · "  # between a legend entry's model and what it is
 DEPTH_SYMBOLS = ("o", "s", "t", "d")  # marker shapes by context depth (colours are models)
@@ -100,10 +101,10 @@ class PlotView:
     def model_of_test(self) -> dict[int, int]:
         """Each test's model, as an index into :attr:`models`."""
         index = {p: i for i, p in enumerate(self.models)}
-        return {i: index.get(str(t.get("model_path", "")), -1) for i, t in self.session.tests.items()}
+        return {i: index.get(t.model_path, -1) for i, t in self.session.tests.items()}
 
     @cached_property
-    def tests(self) -> list[dict[str, Any]]:
+    def tests(self) -> list[TestSpec | RemoteTest]:
         return [self.session.tests[i] for i in sorted(self.session.tests)]
 
     @property
@@ -132,8 +133,8 @@ class PlotView:
     def settings(self, path: str) -> dict[str, Any]:
         """The settings the run's first test of ``path`` used (the predicted curves are drawn for them)."""
         for t in self.tests:
-            if t.get("model_path") == path:
-                return {k: t.get(k) for k in SETTING_KEYS}
+            if t.model_path == path:  # a remote test has none of these settings
+                return {k: getattr(t, k, None) for k in SETTING_KEYS}
         return {}
 
     def curve(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:

@@ -16,7 +16,6 @@ from app.gui.plots.items import ShapeSample, line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.streams import Stream
 from app.gui.plots.style import DECODE_BRUSH, MIB, PREFILL_BRUSH, finite_max, nice_ceil
-from app.gui.predictions import n_ctx_for
 from app.gui.theme import series_colour as sc
 
 #: the lines by key (``data_of(*key)``; "tel2": the right axis): (the sampler's reading, legend name, colour,
@@ -165,7 +164,7 @@ class TelemetryPlot(PlotPanel):
         tests, models = view.session.tests, view.models
         if not models or not view.predictor.ready:
             return
-        biggest = max((t for t in tests.values() if t.get("model_path") == models[0]), key=n_ctx_for, default=None)
+        biggest = max((t for t in tests.values() if t.model_path == models[0]), key=lambda t: t.n_ctx, default=None)
         needed = view.predictor.mem_bytes(biggest) if biggest else None
         if not needed:
             return

@@ -40,7 +40,7 @@ class TtftPlot(PlotPanel):
 
     def predict(self, view: PlotView) -> None:
         """Each model's predicted TTFT curves (one per depth its tests ran at), expected band and what-if."""
-        xmax = max([int(t.get("n_prompt") or 0) for t in view.tests] + [64]) * 1.15
+        xmax = max([t.n_prompt for t in view.tests] + [64]) * 1.15
         xs = np.linspace(1, xmax, CURVE_POINTS)
         for m, path in enumerate(view.models):
             self._draw_predicted(view, m, path, xs)
@@ -81,8 +81,8 @@ class TtftPlot(PlotPanel):
         """Each timed repetition's prefill time as it lands, for tests whose mean is not in yet."""
         s = view.session
         spans = [p for p in s.phases if p.phase == "prefill" and p.test_index not in s.rows
-                 and s.tests.get(p.test_index, {}).get("model_path") == path]
-        xs = [float(s.tests[p.test_index].get("n_prompt") or 0) for p in spans]
+                 and p.test_index in s.tests and s.tests[p.test_index].model_path == path]
+        xs = [float(s.tests[p.test_index].n_prompt) for p in spans]
         ys = [(p.end_ns - p.start_ns) / 1e6 for p in spans]
         if not xs:
             self.drop(("rep", m))
@@ -92,8 +92,7 @@ class TtftPlot(PlotPanel):
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
         """Model ``m``'s predicted TTFT on the hardware it ran on, at each of (up to three of) the depths its tests
         ran at; the inspector's other profile as a dotted what-if at the first depth."""
-        depths = sorted({int(t.get("n_depth") or 0) for t in view.tests
-                         if t.get("model_path") == path})[:MAX_DEPTHS] or [0]
+        depths = sorted({t.n_depth for t in view.tests if t.model_path == path})[:MAX_DEPTHS] or [0]
         settings = view.settings(path)
         ran_on, what_if = view.hardware(path)
         for j, d in enumerate(depths):
