@@ -7,7 +7,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.results.fields import FIELD_BY_NAME, FIELDS, MD_FIELDS, REMOTE, SUMMARY_FIELDS, Field
@@ -33,19 +33,18 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def is_remote_row(row: dict[str, Any]) -> bool:
-    """A row of a test against a server (``gguf-bench run --url``), not of a local model.
-
-    The exports write tables keyed by column name (a row's mapping, or a view's own table such as the chooser's),
-    so this reads the row as such a table: a boundary where typed rows become CSV, JSON and markdown."""
-    return row.get("backends") == "remote" or bool(row.get("endpoint"))
+def is_remote_table(table: Mapping[str, Any]) -> bool:
+    """Whether a table keyed by column name holds a test against a server (``gguf-bench run --url``), not a local
+    model's. The exports write such tables (a row's mapping, or a view's own table such as the chooser's), not
+    typed rows: a boundary where rows become CSV, JSON and markdown."""
+    return table.get("backends") == "remote" or bool(table.get("endpoint"))
 
 
 def columns_for(rows: Sequence[dict[str, Any]], all_columns: bool = False) -> list[str]:
     """FIELDS first in their stable order, then any extra keys the rows carry, sorted. Without ``all_columns``,
     the remote servers' columns only where a row is remote: a local run's CSV has none of them."""
     extra = sorted({k for r in rows for k in r} - set(FIELDS))
-    remote = all_columns or any(is_remote_row(r) for r in rows)
+    remote = all_columns or any(is_remote_table(r) for r in rows)
     return [f for f in FIELDS if remote or FIELD_BY_NAME[f].group != REMOTE] + extra
 
 
