@@ -27,6 +27,8 @@ LINES: dict[tuple[str, ...], tuple[str, str, str, bool]] = {
     ("tel2", "gpu"): ("gpu_util_pct", "GPU utilisation (%)", "#ff7f0e", False),
     ("tel2", "pw"): ("power_w", "GPU power (W)", "#d62728", True),
 }
+#: the legend's name of the predicted memory line (the first model's largest test: weights, KV cache and compute)
+MEM_PRED_NAME = "predicted weights+KV+compute (MiB)"
 #: lines shown from the start; the others (a GPU's) once they have a reading
 ALWAYS = (("rss",), ("tel2", "cpu"))
 
@@ -88,6 +90,7 @@ class TelemetryPlot(PlotPanel):
         super().reset()
         if self._mem_pred is not None:
             self.plot.removeItem(self._mem_pred)
+            self.legend.removeItem(MEM_PRED_NAME)
             self._mem_pred = None
         self.vb2.enableAutoRange()
 
@@ -169,23 +172,18 @@ class TelemetryPlot(PlotPanel):
         if not needed:
             return
         if self._mem_pred is None:
-            self._mem_pred = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(
-                sc("#1f77b4"), width=1.2, style=Qt.PenStyle.DashLine), label="predicted weights+KV+compute",
-                labelOpts={"position": 0.12, "color": theme.plot_foreground(), "anchors": [(0, 1), (0, 1)],
-                           "fill": _label_fill()})  # on the page's colour: it reads over the shaded phases too
+            # named in the legend, not by a label on the line: the worker's memory runs just above or on the
+            # predicted figure, and a label there covered the measured line (issue #44, 1920×1080)
+            pen = pg.mkPen(sc("#1f77b4"), width=1.2, style=Qt.PenStyle.DashLine)
+            self._mem_pred = pg.InfiniteLine(angle=0, movable=False, pen=pen)
             self.plot.addItem(self._mem_pred)
+            self.legend.addItem(pg.PlotDataItem([np.nan], [np.nan], pen=pen), MEM_PRED_NAME)
         self._mem_pred.setPos(needed / MIB)
         self._mem_pred.show()
 
     @property
     def _mem_shown(self) -> bool:
         return self._mem_pred is not None and self._mem_pred.isVisible()
-
-
-def _label_fill() -> QColor:
-    fill = QColor(theme.plot_background())
-    fill.setAlpha(215)
-    return fill
 
 
 class PhaseSample(ShapeSample):
