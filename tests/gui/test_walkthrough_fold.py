@@ -111,3 +111,49 @@ def test_two_library_entries_of_one_file_name_are_told_apart(qtbot, tmp_path: Pa
     panel.select_paths([str(copy.resolve())])
     panel.remove_selected()  # alone again: its name alone
     assert tree.topLevelItem(0).text(0) == "SmolLM2-135M-Instruct.Q4_1"
+
+
+# --- 4. the chooser's quality plot ------------------------------------------------------------------------------
+def _choice(name: str, tps: float, size_mib: int, kld: float | None = None):  # noqa: ANN202
+    from app.choose.verdicts import FileChoice, Quality
+    from app.predict.answer import Figure
+
+    mib = 2**20
+    return FileChoice(
+        source=f"/models/{name}", filename=name, file_type="Q4_1", size_bytes=size_mib * mib, bits_per_weight=5.0,
+        n_layer=30, status="fits", n_gpu_layers=31, type_k="f16", kv_types_fitting=("f16",),
+        memory_bytes=2 * size_mib * mib, budget_bytes=8000 * mib, weights_bytes=size_mib * mib, kv_bytes=50 * mib,
+        compute_bytes=10 * mib, overhead_bytes=40 * mib, decode_tps=Figure(tps, "expected", tps * 0.8, tps * 1.2),
+        ttft_ms=Figure(50.0, "ceiling"), quality=Quality(kld) if kld is not None else None)
+
+
+@pytest.mark.parametrize("size_px", [(620, 205), (880, 300)])  # the chooser's plot at 1366×768 and 1920×1080
+def test_the_quality_not_measured_label_stands_clear_of_every_circle(qtbot, size_px: tuple[int, int]) -> None:  # noqa: ANN001
+    from app.gui.plots.pareto import ParetoPlot
+
+    plot = ParetoPlot()
+    qtbot.addWidget(plot)
+    plot.resize(*size_px)
+    plot.show()
+    qtbot.waitExposed(plot)
+    # a slow, large file at the left of the not-measured line (an F16 beside its quantizations), none measured
+    files = [_choice("SmolLM2-135M-Instruct.F16.gguf", 30.0, 270),
+             _choice("SmolLM2-135M-Instruct.Q8_0.gguf", 300.0, 140),
+             _choice("SmolLM2-135M-Instruct.Q4_1.gguf", 330.0, 94)]
+    plot.show_choices(files, chosen=files[2])
+    _settle()
+    vb = plot.getViewBox()
+    lines = [item for item in vb.allChildren() if isinstance(item, pg.InfiniteLine) and item.label is not None
+             and item.label.toPlainText() == "quality not measured"]
+    assert len(lines) == 1
+    label = lines[0].label.textItem.sceneBoundingRect()
+    for item in [*plot.point_items.values(), plot.ring]:
+        xs, ys = item.getData()
+        centre = vb.mapViewToScene(pg.Point(float(xs[0]), float(ys[0])))
+        r = float(item.opts["symbolSize"]) / 2
+        nearest_x = min(max(centre.x(), label.left()), label.right())
+        nearest_y = min(max(centre.y(), label.top()), label.bottom())
+        assert np.hypot(nearest_x - centre.x(), nearest_y - centre.y()) >= r, (size_px, label, centre, r)
+    for name in plot.name_labels:  # nor on a file's name
+        assert not label.intersects(name.textItem.sceneBoundingRect()), name.toPlainText()
+    assert vb.sceneBoundingRect().contains(label)  # whole, inside the plot

@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRectF, Qt
 
 from app.choose.verdicts import FileChoice
 from app.gui.plots.items import style_plot
@@ -35,6 +35,8 @@ GIB = 1024.0**3
 MIB = 1024.0**2
 SMALLEST_POINT_PX = 10.0
 LARGEST_POINT_PX = 36.0
+#: the least blank (px) between the "quality not measured" label and a circle or a file's name
+LABEL_GAP_PX = 3.0
 #: The recommended file's point and ring sit above every other item of the plot (pyqtgraph draws by z-value).
 CHOSEN_Z = 10.0
 
@@ -121,9 +123,13 @@ class ParetoPlot(pg.PlotWidget):
         self.getAxis("left").enableAutoSIPrefix(False)
         self.points: list[tuple[str, float, float | None, bool]] = []  # (file, tok/s, kld, fits)
         self.point_items: dict[str, pg.PlotDataItem] = {}  # file name -> its point
+        self.name_labels: list[pg.TextItem] = []  # each point's file name
         self.ring: pg.PlotDataItem | None = None  # around the recommended file's point
         self.front: list[tuple[float, float]] = []
         self.unmeasured_y = 0.0
+        self.unmeasured_line: pg.InfiniteLine | None = None  # where some file's quality is not measured
+        # the free spots are in pixels: found again whenever the view's scale or size changes
+        self.getViewBox().sigTransformChanged.connect(lambda *_a: self.place_line_label())
 
     def show_choices(self, choices: Sequence[FileChoice], floor_tps: float | None = None,
                      chosen: FileChoice | None = None) -> None:
@@ -131,7 +137,9 @@ class ParetoPlot(pg.PlotWidget):
         self.clear()
         self.points = [(c.filename, c.decode_tps.value, kld_of(c), c.usable) for c in choices]
         self.point_items = {}
+        self.name_labels = []
         self.ring = None
+        self.unmeasured_line = None
         if not choices:
             return
         sizes = [c.size_bytes for c in choices]
@@ -153,6 +161,7 @@ class ParetoPlot(pg.PlotWidget):
                                            + (12 if c is chosen else 0), below=c is chosen))
             label.setPos(c.decode_tps.value, y)
             self.addItem(label)
+            self.name_labels.append(label)
             if c is chosen:
                 item.setZValue(CHOSEN_Z)
                 label.setZValue(CHOSEN_Z + 1)
@@ -163,6 +172,7 @@ class ParetoPlot(pg.PlotWidget):
                                    # the text's left edge at the position, above the line: never cut by the axis
                                    labelOpts={"position": 0.01, "color": ink("muted"), "anchors": [(0, 1), (0, 1)]})
             self.addItem(line)
+            self.unmeasured_line = line
         if floor_tps:
             dashed = pg.mkPen(plot_foreground(), style=Qt.PenStyle.DashLine)
             self.addItem(pg.InfiniteLine(pos=floor_tps, angle=90, pen=dashed, label=f"floor {floor_tps:g} tok/s",
@@ -182,6 +192,39 @@ class ParetoPlot(pg.PlotWidget):
         self.setXRange(0, max(speeds) * 1.4 if max(speeds) > 0 else 1.0, padding=0)
         # room above the top points for their names, which stand up and to the right of circles up to 48 px across
         self.setYRange(-0.05 * self.unmeasured_y, self.unmeasured_y * 1.4, padding=0)
+        self.place_line_label()
+
+    def _taken_rects(self) -> list[QRectF]:
+        """The scene rectangles of every point's circle (the recommendation's ring included) and name."""
+        vb = self.getViewBox()
+        rects: list[QRectF] = []
+        for item in [*self.point_items.values(), *([self.ring] if self.ring is not None else [])]:
+            xs, ys = item.getData()
+            if xs is None or not len(xs):
+                continue
+            centre = vb.mapViewToScene(pg.Point(float(xs[0]), float(ys[0])))
+            r = float(item.opts["symbolSize"]) / 2
+            rects.append(QRectF(centre.x() - r, centre.y() - r, 2 * r, 2 * r))
+        rects += [t.textItem.sceneBoundingRect() for t in self.name_labels]
+        return rects
+
+    def place_line_label(self) -> None:
+        """Set the "quality not measured" label at the leftmost spot along its line where it covers no circle and
+        no file's name (at the left edge it sat on a slow file's circle); where the line has no such spot, at the
+        left edge."""
+        line = self.unmeasured_line
+        if line is None or self.getViewBox().width() <= 0:
+            return
+        label = line.label
+        taken = [r.adjusted(-LABEL_GAP_PX, -LABEL_GAP_PX, LABEL_GAP_PX, LABEL_GAP_PX) for r in self._taken_rects()]
+        for step in range(0, 96):
+            label.setPosition(0.01 + step / 100)
+            rect = label.textItem.sceneBoundingRect()
+            if rect.right() > self.getViewBox().sceneBoundingRect().right():
+                break
+            if not any(rect.intersects(t) for t in taken):
+                return
+        label.setPosition(0.01)
 
 
 class MemoryBars(pg.PlotWidget):
