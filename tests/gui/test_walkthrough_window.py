@@ -109,7 +109,11 @@ def test_a_laptops_and_a_desktops_window_read_whole(window, size: tuple[int, int
     table = w.table
     name = table.model().index(0, 1).data()
     assert name.endswith(".gguf") and _full(table, name, table.columnWidth(1)), (name, table.columnWidth(1))
-    # the scenario panel: its inputs whole, its lines at their height, no bar over a line
+    # the scenario panel: its inputs whole, its lines at their height, no bar over a line (on a laptop's screen
+    # in its tab beside the inspector's)
+    if getattr(w, "left_mode", "") == "tabs":
+        w.left_tabs.setCurrentWidget(w.scenario_box)
+        _settle()
     sc = w.scenario
     for inp in (sc.kind, sc.prompt, sc.output, sc.run_button):
         assert inp.height() >= inp.sizeHint().height() and inp.isVisible()

@@ -129,7 +129,12 @@ def main(argv: list[str]) -> int:
     _spin(app, 30, lambda: not win.tasks.pending)
     win.sweeps.tick(force=True)
     _shot(app, out / "main-after-live-run.png")
+    if getattr(win, "left_mode", "") == "tabs":  # a short screen: the scenario in its tab beside the inspector's
+        win.left_tabs.setCurrentWidget(win.scenario_box)
+        _shot(app, out / "main-scenario-tab.png")
     _shot(app, out / "scenario-panel.png", win.scenario.parentWidget())
+    if getattr(win, "left_mode", "") == "tabs":
+        win.left_tabs.setCurrentWidget(win.inspector_box)
     _hover_decode(app, win, out / "decode-hover-readout.png")
     folded = [p for p in win.plots.panels if p.legend.collapsed]
     for p in folded:  # every legend open, as a click on "▸ legend" opens it

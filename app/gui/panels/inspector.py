@@ -69,11 +69,14 @@ class InspectorPanel(QWidget):
         form = QFormLayout()
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Hardware", self.profile_combo)
+        # the context, the KV type and the GPU layers in one row: a row less above the figures, which a laptop's
+        # screen shows whole only so (the layers' spin box says what it is: "-ngl 999")
+        self.ngl.setPrefix("-ngl ")
         row = QHBoxLayout()
-        row.addWidget(self.ctx, 2)
-        row.addWidget(self.kv_type, 1)
-        form.addRow("Context, KV", row)
-        form.addRow("GPU layers", self.ngl)
+        row.addWidget(self.ctx, 5)
+        row.addWidget(self.kv_type, 3)
+        row.addWidget(self.ngl, 4)
+        form.addRow("Context", row)
         self.text = QLabel(self)
         self.text.setWordWrap(True)
         self.text.setTextFormat(Qt.TextFormat.RichText)
@@ -150,7 +153,7 @@ class InspectorPanel(QWidget):
              f"{facts.kv_bytes_per_token(tk):.0f} B"),
         ]
         html = [f"<b>{name}</b>"]
-        facts_table = _table(rows)
+        facts_table = "<br>" + _table(rows)
         profile = predictor.profile
         n_ctx = self.ctx.value()
         pred = predictor.predict_settings(path, at_context(n_ctx, type_k=tk, n_gpu_layers=self.ngl.value()),
@@ -161,48 +164,65 @@ class InspectorPanel(QWidget):
             html.append("<i>No prediction for this model and profile.</i>")
         else:
             # the verdict first: on a short screen it must not scroll out of view
-            verdict, *figures = self._prediction_html(path, facts, pred, profile, n_ctx, predictor)
-            html += [verdict, facts_table, *figures]
+            # then the figures, then the file's facts (the library lists its size, type and parameters too): on a
+            # laptop's screen the figures stand above the fold, the facts scroll
+            verdict, figures, notes = self._prediction_html(path, facts, pred, profile, n_ctx, predictor)
+            html += [verdict, figures, facts_table, notes]
             self.text.setText("".join(html))
+            self.text.setToolTip(self._sources_tip(pred, predictor, path, n_ctx))
             return
         html.append(facts_table)
         self.text.setText("".join(html))
+        self.text.setToolTip("")
+
+    def _short_answer(self, path: str, n_ctx: int, predictor: PredictionService, got: Answer) -> Answer:
+        """The answer for a 512-token prompt at ``n_ctx`` (llama-bench's default -p; the context's own prompt is
+        long): the prefill and TTFT rows' figures."""
+        settings = at_context(n_ctx, type_k=self.kv_type.currentText(), n_gpu_layers=self.ngl.value())
+        return predictor.predict_settings(path, replace(settings, n_prompt=512, n_gen=128), measured=True) or got
+
+    def _sources_tip(self, got: Answer, predictor: PredictionService, path: str, n_ctx: int) -> str:
+        """The inspector's tooltip: each expected figure's whole source (the text names only the source's kind,
+        which keeps every figure above the fold of a laptop's screen)."""
+        short = self._short_answer(path, n_ctx, predictor, got)
+        parts = [(phase, fig) for phase, fig in (("Decode", got.decode), ("Decode, empty cache", got.decode_empty),
+                                                 ("Prefill", short.prefill)) if fig is not None]
+        seen: dict[str, list[str]] = {}
+        for phase, fig in parts:
+            seen.setdefault(fig.source.text(), []).append(phase)
+        return "\n\n".join(f"{', '.join(phases)}: {text}" for text, phases in seen.items())
 
     def _prediction_html(self, path: str, facts: ModelFacts, got: Answer, profile: HardwareProfile,
-                         n_ctx: int, predictor: PredictionService) -> list[str]:
-        """The verdict and the figures behind it on ``profile``: the memory breakdown, decode at a full context and
-        from an empty cache, prefill for a 512-token prompt; each as the answer gives it (its kind and source)."""
+                         n_ctx: int, predictor: PredictionService) -> tuple[str, str, str]:
+        """The verdict, the figures behind it on ``profile`` and the answer's notes: the memory breakdown, decode at a
+        full context and from an empty cache, prefill for a 512-token prompt; each as the answer gives it (its kind
+        and its source's name; the whole source is the tooltip's)."""
         pred = got.prediction
         fit = pred.fit
         colour, word, why = fit_verdict(fit.status, n_ctx, facts.n_ctx_train, fit.max_ngl, facts.n_layer)
         verdict = (f"<span style='color:{theme.ink(colour)}; font-weight:bold'>{escape(word)}</span> at "
                    f"{n_ctx:,} tokens — {escape(why)}")
-        tk = self.kv_type.currentText()
-        # prefill and TTFT for a 512-token prompt, as llama-bench's default -p (the context's own prompt is long)
-        short = predictor.predict_settings(path, replace(at_context(n_ctx, type_k=tk, n_gpu_layers=self.ngl.value()),
-                                                         n_prompt=512, n_gen=128), measured=True) or got
+        short = self._short_answer(path, n_ctx, predictor, got)
         depth = at_context_depth(at_context(n_ctx))
         rows = [
-            ("Memory needed", f"{human_bytes(fit.needed_bytes)} of {human_bytes(fit.budget_bytes)}"),
-            ("= weights", human_bytes(fit.weight_bytes)),
-            ("+ KV cache", f"{human_bytes(fit.kv_bytes)} at {n_ctx:,} tokens"),
-            ("+ compute buffers", human_bytes(fit.compute_buffer_bytes)),
-            ("+ runtime overhead", human_bytes(fit.overhead_bytes)),
+            # the breakdown in one row: five rows pushed the speed figures below a laptop screen's fold
+            ("Memory needed", f"{human_bytes(fit.needed_bytes)} of {human_bytes(fit.budget_bytes)} "
+                              f"= weights {human_bytes(fit.weight_bytes)} + KV cache {human_bytes(fit.kv_bytes)} "
+                              f"+ compute buffers {human_bytes(fit.compute_buffer_bytes)} + runtime overhead "
+                              f"{human_bytes(fit.overhead_bytes)}"),
             ("Largest context", largest_context(fit.max_ctx, facts.n_ctx_train)),
             ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty, {pred.decode_ceiling_tps:,.1f} "
                                f"at depth {depth:,} (the context full)"),
             _figure_row("Decode", got.decode, f"at depth {depth:,}", got.no_expected_decode),
             _figure_row("Decode, empty cache", got.decode_empty, "llama-bench's tg128"),
-            ("Prefill ceiling", f"{short.prediction.prefill_ceiling_tps:,.0f} tok/s (512-token prompt)"),
-            ("TTFT, 512 tokens", f"{short.prediction.ttft_ms:,.1f} ms"),
+            ("Prefill ceiling", f"{short.prediction.prefill_ceiling_tps:,.0f} tok/s, TTFT "
+                                f"{short.prediction.ttft_ms:,.1f} ms (512-token prompt)"),
         ]
         if short.prefill is not None:
             rows.append(_figure_row("Prefill", short.prefill, "512-token prompt"))
-        html = [f"<br><b>On {escape(profile.name)}</b>: {verdict}<br>", "<br>" + _table(rows)]
-        if got.notes:
-            html.append(f"<span style='color:{theme.ink('muted')}; font-size:small'>" +
-                        "<br>".join(escape(n) for n in got.notes) + "</span>")
-        return html
+        notes = (f"<span style='color:{theme.ink('muted')}; font-size:small'>" +
+                 "<br>".join(escape(n) for n in got.notes) + "</span>") if got.notes else ""
+        return f"<br><b>On {escape(profile.name)}</b>: {verdict}", _table(rows), notes
 
 
 def _figure_row(phase: str, fig: Figure, where: str, why: str = "") -> tuple[str, str]:
@@ -216,7 +236,7 @@ def _figure_row(phase: str, fig: Figure, where: str, why: str = "") -> tuple[str
     label = f"{phase} {'measured' if fig.kind == 'measured' else 'expected'}"
     band = f" ({fig.low:,.1f}–{fig.high:,.1f})" if fig.low is not None and fig.high and fig.high > fig.low else ""
     return (label, f"<b>{fig.value:,.1f} tok/s</b>{band} {escape(where)} <span style='color:{muted}'>— "
-                   f"{escape(fig.source.text())}</span>")
+                   f"{escape(fig.source.name or fig.source.text())}</span>")
 
 
 def fit_verdict(status: str, n_ctx: int, n_ctx_train: int, max_ngl: int, n_layer: int) -> tuple[str, str, str]:
@@ -243,7 +263,7 @@ def largest_context(max_ctx: int, n_ctx_train: int) -> str:
 def _table(rows: list[tuple[str, str]]) -> str:
     cells = "".join(f"<tr><td style='color:{theme.ink('muted')}; padding-right:8px'>{escape(k)}</td><td>{v}</td></tr>"
                     for k, v in rows)
-    return f"<table cellspacing='0' cellpadding='1'>{cells}</table>"
+    return f"<table cellspacing='0' cellpadding='0'>{cells}</table>"
 
 
 def _profile_tip(p: HardwareProfile) -> str:

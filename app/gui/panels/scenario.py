@@ -29,6 +29,8 @@ TTFT_COLOUR = QColor(240, 160, 40)
 DECODE_COLOUR = QColor(60, 130, 220)
 #: lines of the figures the panel keeps in view however its splitter is dragged (the rest scrolls)
 MIN_FIGURE_LINES = 2
+#: lines of the figures a column with room for them gives them (the window's left column from 1920×1080 up)
+FIGURE_LINES_WANTED = 9
 
 
 class SplitBar(QWidget):
@@ -138,6 +140,11 @@ class ScenarioPanel(QWidget):
         self._kind_chosen()
         self.pred: Scenario | None = None
         self.meas: Scenario | None = None
+
+    def figures_wanted_px(self) -> int:
+        """The height the figures want, before any is shown: FIGURE_LINES_WANTED lines and the two bars (the
+        prediction, the estimate and the what-if wrap to two lines each in a 1920×1080 window's column)."""
+        return FIGURE_LINES_WANTED * (self.fontMetrics().lineSpacing() + 2) + 2 * self.pred_bar.maximumHeight()
 
     def lengths(self) -> tuple[int, int]:
         return self.prompt.value(), self.output.value()
