@@ -200,3 +200,22 @@ def test_the_inspectors_and_the_scenarios_figures_show_without_scrolling(window,
     assert scenario.figures_area.verticalScrollBar().maximum() == 0, (size, scenario.figures_area.height())
     lib = w.library.tree
     assert lib.viewport().height() >= 3 * lib.sizeHintForRow(0)  # the library keeps its three rows
+
+
+@pytest.mark.parametrize("size_px", [(620, 190), (880, 260)])  # the chooser's memory plot at 1366×768 and 1920×1080
+def test_the_memory_bars_legend_stands_clear_of_the_device_line(qtbot, size_px: tuple[int, int]) -> None:  # noqa: ANN001
+    from app.gui.plots.pareto import MemoryBars
+
+    plot = MemoryBars()
+    qtbot.addWidget(plot)
+    plot.resize(*size_px)
+    plot.show()
+    qtbot.waitExposed(plot)
+    plot.show_choices([_choice("SmolLM2-135M-Instruct.Q4_1.gguf", 330.0, 94),
+                       _choice("SmolLM2-135M-Instruct.Q8_0.gguf", 300.0, 140)])
+    _settle()
+    vb = plot.getViewBox()
+    line_x = vb.mapViewToScene(pg.Point(plot.budget_gib, 0)).x()
+    legend = plot.legend.sceneBoundingRect()
+    assert legend.right() < line_x - 2, (size_px, legend, line_x)  # "GPU allowance" ran into the line
+    assert vb.sceneBoundingRect().contains(legend)

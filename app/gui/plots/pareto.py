@@ -37,6 +37,8 @@ SMALLEST_POINT_PX = 10.0
 LARGEST_POINT_PX = 36.0
 #: the least blank (px) between the "quality not measured" label and a circle or a file's name
 LABEL_GAP_PX = 3.0
+#: the blank (px) between the memory bars' legend and the device's line
+LEGEND_GAP_PX = 8
 #: The recommended file's point and ring sit above every other item of the plot (pyqtgraph draws by z-value).
 CHOSEN_Z = 10.0
 
@@ -262,5 +264,9 @@ class MemoryBars(pg.PlotWidget):
                                      labelOpts={"position": 0.95, "color": plot_foreground()}))
         labels = short_labels([c.filename for c in choices])
         self.getAxis("left").setTicks([list(zip(rows, labels, strict=True))])
-        self.setXRange(0, max(max(self.totals_gib), self.budget_gib) * 1.1, padding=0)
+        x_max = max(max(self.totals_gib), self.budget_gib) * 1.1
+        self.setXRange(0, x_max, padding=0)
         self.setYRange(-0.6, len(choices) - 0.4, padding=0)
+        # the legend's right edge a few pixels left of the device's line, at the foot of the plot (the line's label
+        # is at its top): from the plot's right edge, its longest name ran into the line at 1366×768 and 1920×1080
+        self.legend.anchor(itemPos=(1, 1), parentPos=(self.budget_gib / x_max, 1), offset=(-LEGEND_GAP_PX, -4))
