@@ -119,7 +119,8 @@ def main(argv: list[str]) -> int:
     win.sweeps.session.mark_finished()
     rows = win.sweeps.session.ordered_rows()
     with ResultStore.recover() as store:
-        store.begin_run(run_id, sweep_name="walkthrough", tests=list(start.tests))
+        planned = [t.to_dict() if hasattr(t, "to_dict") else t for t in start.tests]  # typed specs, as a sweep's
+        store.begin_run(run_id, sweep_name="walkthrough", tests=planned)
         for r in rows:  # typed rows (app.results.row_types), or the plain ones before them
             store.add_result(run_id, r.replace(run_id=run_id) if hasattr(r, "replace") else dict(r, run_id=run_id))
         store.finish_run(run_id, "finished")
