@@ -273,7 +273,11 @@ class MainWindow(QMainWindow):
         inspector its verdict; the plots switch to tabs below a height (LivePlots)."""
         row_h = self.fontMetrics().height() + 8
         header_h = row_h + 4
-        self.library.tree.setMinimumHeight(header_h + LIBRARY_MIN_ROWS * row_h + 4)
+        # the library's rows are the font's height and a little (a table's row was 8 px more: on a 1366×768 screen
+        # the library then kept two empty rows the inspector needed)
+        tree = self.library.tree
+        tree.setMinimumHeight(tree.header().sizeHint().height() + LIBRARY_MIN_ROWS * (tree.fontMetrics().height() + 4)
+                              + 2 * tree.frameWidth() + 2)
         scrollbar_h = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
         self.table.setMinimumHeight(header_h + RESULTS_MIN_ROWS * self.table.verticalHeader().defaultSectionSize()
                                     + scrollbar_h + 6)

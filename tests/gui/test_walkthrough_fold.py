@@ -192,6 +192,10 @@ def test_the_inspectors_and_the_scenarios_figures_show_without_scrolling(window,
     assert "Prefill expected" in text.text() and "public llama-bench fit" in text.text()
     assert _figures_px(text) <= area.viewport().height(), (size, _figures_px(text), area.viewport().height())
     assert "cross-validated" in text.toolTip()  # the whole source, a hover away
+    # and the file's facts after them: the whole text, no scroll bar (its last lines sat below the fold)
+    lib = w.library.tree
+    assert "trained context" in text.text() and "held back for the OS" in text.toolTip()  # the notes, a hover away
+    assert area.verticalScrollBar().maximum() == 0, (size, text.height(), area.viewport().height())
     if getattr(w, "left_mode", "") == "tabs":
         w.left_tabs.setCurrentWidget(w.scenario_box)
         _settle(5)

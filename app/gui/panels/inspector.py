@@ -22,7 +22,6 @@ from app.gui import theme
 from app.gui.panels.library import human_bytes
 from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
-from app.model.format import format_params
 from app.model.kv_cache import REPORTED_CACHE_TYPES
 from app.predict.answer import Answer, Figure
 from app.predict.profiles import HardwareProfile
@@ -142,18 +141,14 @@ class InspectorPanel(QWidget):
             self.text.setText(f"<b>{name}</b><br><i>reading the file's header…</i>")
             return
         tk = self.kv_type.currentText()
-        rows = [
-            ("Architecture", f"{escape(facts.architecture)}, {facts.n_layer} layers"),
-            ("Quantization", f"{escape(facts.file_type)} ({facts.bits_per_weight:.2f} bits/weight)"),
-            ("Parameters", format_params(facts.n_params)),
-            ("Weights", human_bytes(facts.weight_bytes)),
-            ("Attention", f"{facts.n_head} heads, {facts.n_head_kv} KV heads × {facts.head_dim_k}"),
-            ("Train context", f"{facts.n_ctx_train:,} tokens"),
-            (f"KV per token ({tk})", human_bytes(facts.kv_bytes_per_token(tk)) or
-             f"{facts.kv_bytes_per_token(tk):.0f} B"),
-        ]
+        kv = human_bytes(facts.kv_bytes_per_token(tk)) or f"{facts.kv_bytes_per_token(tk):.0f} B"
+        # the file's facts as one small paragraph (seven rows put them below a laptop screen's fold); its size,
+        # type and parameters are the library's columns, its quantization is in its name
+        facts_html = (f"<p style='color:{theme.ink('muted')}; font-size:small; margin:2px 0 0 0'>"
+                      f"{escape(facts.architecture)}, {facts.n_layer} layers, {facts.bits_per_weight:.2f} bits/weight; "
+                      f"{facts.n_head} heads, {facts.n_head_kv} KV heads × {facts.head_dim_k}, {kv} of KV cache per "
+                      f"token ({escape(tk)}); trained context {facts.n_ctx_train:,} tokens</p>")
         html = [f"<b>{name}</b>"]
-        facts_table = "<br>" + _table(rows)
         profile = predictor.profile
         n_ctx = self.ctx.value()
         pred = predictor.predict_settings(path, at_context(n_ctx, type_k=tk, n_gpu_layers=self.ngl.value()),
@@ -164,14 +159,15 @@ class InspectorPanel(QWidget):
             html.append("<i>No prediction for this model and profile.</i>")
         else:
             # the verdict first: on a short screen it must not scroll out of view
-            # then the figures, then the file's facts (the library lists its size, type and parameters too): on a
-            # laptop's screen the figures stand above the fold, the facts scroll
-            verdict, figures, notes = self._prediction_html(path, facts, pred, profile, n_ctx, predictor)
-            html += [verdict, figures, facts_table, notes]
+            # then the figures, then the file's facts and a line for the notes (in full, the tooltip's): on a
+            # laptop's screen all of it above the fold
+            verdict, figures = self._prediction_html(path, facts, pred, profile, n_ctx, predictor)
+            html += [verdict, figures, facts_html, _notes_line(pred.notes)]
             self.text.setText("".join(html))
-            self.text.setToolTip(self._sources_tip(pred, predictor, path, n_ctx))
+            tip = self._sources_tip(pred, predictor, path, n_ctx)
+            self.text.setToolTip("\n\n".join([tip, *pred.notes]) if tip else "\n\n".join(pred.notes))
             return
-        html.append(facts_table)
+        html.append(facts_html)
         self.text.setText("".join(html))
         self.text.setToolTip("")
 
@@ -193,8 +189,8 @@ class InspectorPanel(QWidget):
         return "\n\n".join(f"{', '.join(phases)}: {text}" for text, phases in seen.items())
 
     def _prediction_html(self, path: str, facts: ModelFacts, got: Answer, profile: HardwareProfile,
-                         n_ctx: int, predictor: PredictionService) -> tuple[str, str, str]:
-        """The verdict, the figures behind it on ``profile`` and the answer's notes: the memory breakdown, decode at a
+                         n_ctx: int, predictor: PredictionService) -> tuple[str, str]:
+        """The verdict and the figures behind it on ``profile``: the memory breakdown, decode at a
         full context and from an empty cache, prefill for a 512-token prompt; each as the answer gives it (its kind
         and its source's name; the whole source is the tooltip's)."""
         pred = got.prediction
@@ -220,9 +216,17 @@ class InspectorPanel(QWidget):
         ]
         if short.prefill is not None:
             rows.append(_figure_row("Prefill", short.prefill, "512-token prompt"))
-        notes = (f"<span style='color:{theme.ink('muted')}; font-size:small'>" +
-                 "<br>".join(escape(n) for n in got.notes) + "</span>") if got.notes else ""
-        return f"<br><b>On {escape(profile.name)}</b>: {verdict}", _table(rows), notes
+        return f"<br><b>On {escape(profile.name)}</b>: {verdict}", _table(rows)
+
+
+def _notes_line(notes: tuple[str, ...]) -> str:
+    """The answer's notes (its assumptions: the system RAM, a laptop GPU's power limit) as one muted line; the notes
+    themselves are the tooltip's, as the whole source is (in full they put the file's facts below the fold)."""
+    if not notes:
+        return ""
+    what = "a note" if len(notes) == 1 else f"{len(notes)} notes"
+    return (f"<p style='color:{theme.ink('muted')}; font-size:small; margin:0'>ⓘ {what} on what these figures "
+            f"assume: hover to read</p>")
 
 
 def _figure_row(phase: str, fig: Figure, where: str, why: str = "") -> tuple[str, str]:
