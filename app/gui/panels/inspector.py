@@ -224,9 +224,9 @@ def _notes_line(notes: tuple[str, ...]) -> str:
     themselves are the tooltip's, as the whole source is (in full they put the file's facts below the fold)."""
     if not notes:
         return ""
-    what = "a note" if len(notes) == 1 else f"{len(notes)} notes"
-    return (f"<p style='color:{theme.ink('muted')}; font-size:small; margin:0'>ⓘ {what} on what these figures "
-            f"assume: hover to read</p>")
+    what = "A note" if len(notes) == 1 else f"{len(notes)} notes"  # words, no symbol: a font may lack it
+    return (f"<p style='color:{theme.ink('muted')}; font-size:small; margin:0'>{what} on what these figures assume: "
+            f"hover to read</p>")
 
 
 def _figure_row(phase: str, fig: Figure, where: str, why: str = "") -> tuple[str, str]:
