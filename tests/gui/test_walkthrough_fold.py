@@ -223,3 +223,43 @@ def test_the_memory_bars_legend_stands_clear_of_the_device_line(qtbot, size_px: 
     legend = plot.legend.sceneBoundingRect()
     assert legend.right() < line_x - 2, (size_px, legend, line_x)  # "GPU allowance" ran into the line
     assert vb.sceneBoundingRect().contains(legend)
+
+
+# --- an opened legend (the walkthrough's "legends open" pictures) -----------------------------------------------
+@pytest.mark.parametrize("size_px", [(292, 272), (440, 230)])  # the decode plot at 1366×768 and 1920×1080
+def test_an_opened_legend_leaves_its_plot_its_data_area(qtbot, size_px: tuple[int, int]) -> None:  # noqa: ANN001
+    """A click on a folded legend's line shows its entries over the top of the data: laid out above it, they left
+    the plot a strip a few pixels tall whose tick labels ran into each other."""
+    from app.gui.plots.items import line, make_plot
+
+    w = make_plot("Decode vs context position", "position in context (tokens)", "decode speed (tok/s)", 1)
+    qtbot.addWidget(w)
+    plot = w.getPlotItem()
+    for k in range(9):
+        plot.addItem(line(f"Q4_1 · entry {k} (This CPU: AMD EPYC)", "#d62728"))
+    w.resize(*size_px)
+    w.show()
+    qtbot.waitExposed(w)
+    legend = plot.legend
+    legend.fit(size_px[0] - 50, 60)
+    _settle()
+    assert legend.collapsed
+    vb = plot.getViewBox()
+    legend.toggle()  # the header's click
+    qtbot.wait(20)
+    _settle()
+    assert not legend.collapsed and legend.header.text == "▾ hide legend"
+    opened_px = vb.sceneBoundingRect().height()
+    assert opened_px > size_px[1] / 2, (opened_px, size_px)  # the data area keeps its height
+    labels = [label for _s, label in legend.items]
+    assert all(label.isVisible() for label in labels)
+    drop = legend.drop.sceneBoundingRect()
+    assert drop.top() >= legend.header.sceneBoundingRect().bottom() - 1  # below the header's line
+    assert drop.bottom() <= w.viewport().height(), (drop, w.viewport().height())  # every entry in view
+    for label in labels:  # each entry on the drop, which covers the data behind it
+        assert drop.contains(label.sceneBoundingRect().center()), (label.text, drop)
+    legend.toggle()  # folded again: the drop goes, the data area stays as it was
+    qtbot.wait(20)
+    _settle()
+    assert legend.collapsed and not legend.drop.isVisible()
+    assert vb.sceneBoundingRect().height() == pytest.approx(opened_px, abs=1)

@@ -49,6 +49,28 @@ class LegendHeader(pg.LabelItem):
         self.legend.toggle()
 
 
+class LegendDrop(pg.GraphicsWidget):
+    """An opened legend's entries, over the top of the data on the page's own background (a click on the header
+    opens and closes it): laid out above the data, they left a short plot a strip of data area whose tick labels
+    ran into each other."""
+
+    def __init__(self, parent: pg.GraphicsWidget) -> None:
+        super().__init__(parent)
+        self.layout = QGraphicsGridLayout()
+        self.layout.setContentsMargins(9, 2, 9, 4)
+        self.setLayout(self.layout)
+        self.hide()
+
+    def paint(self, p: Any, *args: Any) -> None:
+        back = pg.mkColor(theme.plot_background())
+        back.setAlpha(240)
+        edge = pg.mkColor(theme.plot_foreground())
+        edge.setAlpha(90)
+        p.setPen(pg.mkPen(edge))
+        p.setBrush(pg.mkBrush(back))
+        p.drawRect(self.rect().adjusted(0, 0, -1, -1))
+
+
 class TopLegend(pg.GraphicsWidget):
     """A legend laid out above the plot area (in the PlotItem's grid), so it never hides data: one row of samples
     and labels per ``columnCount`` entries, made of pyqtgraph's public parts (ItemSample, LabelItem) in a Qt grid
@@ -56,7 +78,8 @@ class TopLegend(pg.GraphicsWidget):
 
     Where its entries would take more of the plot's height than :meth:`fit` allows (many models and depths on a
     laptop screen), it collapses to one clickable line that names how many entries it holds and lists them in its
-    tooltip; a click shows them all (the user's choice then wins over the plot's height) and another hides them.
+    tooltip; a click shows them all over the top of the data (:class:`LegendDrop`: the plot keeps its height) and
+    another hides them.
     A click on an entry's sample hides its item (or shows it again), as in pyqtgraph's own legend.
     """
 
@@ -79,6 +102,10 @@ class TopLegend(pg.GraphicsWidget):
         self.collapsed = False
         self.expanded_by_user = False
         self.header: LegendHeader | None = None
+        self.drop = LegendDrop(self)  # the entries of a folded legend the user opened
+        self.drop.layout.setVerticalSpacing(row_spacing_px)
+        self.drop.layout.setHorizontalSpacing(column_spacing_px)
+        self.setZValue(10)  # the drop over the data area below
         self._fit_args: tuple[float, float] | None = None
 
     @property
@@ -126,25 +153,33 @@ class TopLegend(pg.GraphicsWidget):
         """Lay every entry (or only the header, when collapsed) out again: entry k at row k // columns, below the
         header if there is one."""
         lay = self.layout
-        for i in range(lay.count() - 1, -1, -1):
-            lay.removeAt(i)
+        for layout in (lay, self.drop.layout):
+            for i in range(layout.count() - 1, -1, -1):
+                layout.removeAt(i)
         cols = max(self.columnCount, 1)
         first = 0
         if self.header is not None:
             lay.addItem(self.header, 0, 0, 1, cols * 2)
             first = 1
+        opened = self.header is not None and not self.collapsed  # the entries in the drop, over the data
+        into = self.drop.layout if opened else lay
         for k, (sample, label) in enumerate(self.items):
             if self.collapsed:
                 sample.hide()
                 label.hide()
                 continue
-            row, col = first + k // cols, (k % cols) * 2
-            lay.addItem(sample, row, col, alignment=Qt.AlignmentFlag.AlignVCenter)
-            lay.addItem(label, row, col + 1)
+            row, col = (0 if opened else first) + k // cols, (k % cols) * 2
+            into.addItem(sample, row, col, alignment=Qt.AlignmentFlag.AlignVCenter)
+            into.addItem(label, row, col + 1)
             sample.show()
             label.show()
         self._update_header()
         self.updateSize()
+        self.drop.setVisible(opened and bool(self.items))
+        if opened:
+            self.drop.layout.activate()
+            size = self.drop.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize)
+            self.drop.setGeometry(QRectF(0, self.header.preferredHeight(), size.width(), size.height()))
 
     def toggle(self) -> None:
         """Show a collapsed legend's entries, or collapse them again (the header's click)."""
