@@ -258,6 +258,9 @@ def test_an_opened_legend_leaves_its_plot_its_data_area(qtbot, size_px: tuple[in
     assert drop.bottom() <= w.viewport().height(), (drop, w.viewport().height())  # every entry in view
     for label in labels:  # each entry on the drop, which covers the data behind it
         assert drop.contains(label.sceneBoundingRect().center()), (label.text, drop)
+    samples = [sample.sceneBoundingRect() for sample, _l in legend.items]
+    for a, b in zip(samples[:-1], samples[1:], strict=True):  # a square sample ran into its neighbours
+        assert b.top() >= a.bottom() - 4, (a, b)
     legend.toggle()  # folded again: the drop goes, the data area stays as it was
     qtbot.wait(20)
     _settle()

@@ -18,6 +18,7 @@ from app.gui.plots.grid import add_tick_grid
 from app.gui.plots.style import HILITE
 
 SAMPLE_PX = 34  # a legend entry's sample and the gaps beside its label
+DROP_ROW_SPACING_PX = -3  # between the rows of an opened legend's entries (a label's own height has room above)
 
 class ShapeSample(pg.ItemSample):
     """A legend sample that also draws items with one marker shape per point (pyqtgraph's own would hand the
@@ -103,7 +104,9 @@ class TopLegend(pg.GraphicsWidget):
         self.expanded_by_user = False
         self.header: LegendHeader | None = None
         self.drop = LegendDrop(self)  # the entries of a folded legend the user opened
-        self.drop.layout.setVerticalSpacing(row_spacing_px)
+        # rows a little further apart than above the data (whose rows the plot's grid stretches): the unstable
+        # entry's square sample ran into its neighbours' lines
+        self.drop.layout.setVerticalSpacing(DROP_ROW_SPACING_PX)
         self.drop.layout.setHorizontalSpacing(column_spacing_px)
         self.setZValue(10)  # the drop over the data area below
         self._fit_args: tuple[float, float] | None = None
