@@ -486,8 +486,8 @@ class MainWindow(QMainWindow):
             self.details.request_facts(t)
         self.settings.set_selected_models(self.library.selected_paths())
         why = self.sweeps.start(tests, name)
-        self.status_label.setText(f"Running {len(tests)} test(s)…" if self.hardware.probe_done else
-                                  "Measuring this CPU once before the sweep…")
+        running = f"Running {len(tests)} test{'' if len(tests) == 1 else 's'}…"
+        self.status_label.setText(running if self.hardware.probe_done else "Measuring this CPU once before the sweep…")
         return why
 
     def cancel_sweep(self) -> None:

@@ -202,4 +202,4 @@ def source_text(rates: MeasuredRates | None, profile_name: str = "") -> str:
         return ""
     return (f"An extrapolation from the measured rates: prefill {rates.prefill_tps:,.0f} tok/s "
             f"(at {rates.prefill_n_prompt} prompt tokens), decode {rates.decode_tps:,.1f} tok/s "
-            f"(mean of {rates.n_decode_tests} test(s)).")
+            f"(mean of {rates.n_decode_tests} test{'' if rates.n_decode_tests == 1 else 's'}).")
