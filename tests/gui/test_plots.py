@@ -83,8 +83,8 @@ def test_ttft_plot_shows_measured_means_and_one_prediction_per_depth(panels, vie
         assert len(xs) > 10 and np.isfinite(ys).all() and (np.diff(ys) > 0).all()
     assert p.data_of("ttft", "pred", 0, 1)[1][-1] > p.data_of("ttft", "pred", 0, 0)[1][-1]  # deeper: slower
     ran_on = run.ok_rows()[0]["hw_profile"]  # the recorded rows say which CPU they ran on: not the chosen one
-    assert _labels(p) == ["measured (±1 sd); ● depth 0, ■ depth 64", f"predicted ({ran_on}), depth 0",
-                          f"predicted ({ran_on}), depth 64", "what-if (test CPU)"]
+    assert _labels(p) == ["measured (±1 sd); ● depth 0, ■ depth 64", f"ceiling ({ran_on}), depth 0",
+                          f"ceiling ({ran_on}), depth 64", "what-if (test CPU)"]
     symbols = p.items[("ttft", "meas", 0)][1].opts["symbol"]  # the shape tells the depth, the colour the model
     assert sorted(symbols) == ["o", "o", "s", "s"]
     assert len(p.data_of("ttft", "hl")[0]) == 0

@@ -90,13 +90,13 @@ class TtftPlot(PlotPanel):
         self.stage(("rep", m), self._rep_markers(view, m, path), xs, ys, name=view.label(REPS_LABEL, path))
 
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
-        """Model ``m``'s predicted TTFT on the hardware it ran on, at each of (up to three of) the depths its tests
-        ran at; the inspector's other profile as a dotted what-if at the first depth."""
+        """Model ``m``'s TTFT at the ceilings (the least it can take) of the hardware it ran on, at each of (up to
+        three of) the depths its tests ran at; the inspector's other profile as a dotted what-if at the first depth."""
         depths = sorted({t.n_depth for t in view.tests if t.model_path == path})[:MAX_DEPTHS] or [0]
         settings = view.settings(path)
         ran_on, what_if = view.hardware(path)
         for j, d in enumerate(depths):
-            name = view.label(f"predicted ({profile_name(ran_on)})" + (f", depth {d}" if len(depths) > 1 else ""),
+            name = view.label(f"ceiling ({profile_name(ran_on)})" + (f", depth {d}" if len(depths) > 1 else ""),
                               path)
             self._curve(view, ("pred", m, j), name, path, xs, d, ran_on, settings,
                         lambda name=name, j=j: line(name, color(m), 1.8, dashed=True, alpha=255 - 60 * j))
