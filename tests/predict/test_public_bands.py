@@ -46,6 +46,14 @@ def test_the_interval_needs_enough_errors_and_at_the_minimum_spans_their_extreme
     assert min_residuals(0.5) < n < min_residuals(0.95)  # the higher the coverage, the more errors it takes
 
 
+def test_the_ranks_are_the_exact_quantiles_where_they_fall_on_a_whole_number() -> None:
+    # (n+1)·α/2 is a whole number at n = 9, 19, 29 for 80 %: the k-th smallest, not the (k-1)-th that 1 - 0.8 in
+    # binary floating point (0.19999…) would give, which made 10 errors the minimum and bands a rank too wide.
+    assert min_residuals(0.80) == 9
+    assert conformal_interval([float(i) for i in range(1, 20)]) == (2.0, 18.0)
+    assert conformal_interval([float(i) for i in range(1, 30)]) == (3.0, 27.0)
+
+
 def test_a_situation_with_few_errors_gets_a_wider_band_than_one_with_many() -> None:
     spread = statistics.NormalDist(0.0, 0.2)
 

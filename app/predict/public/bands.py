@@ -76,11 +76,17 @@ class Residual:
     log_error: float
 
 
+def _ranks(n: int, coverage: float) -> tuple[int, int]:
+    """1-based ranks of the low and high edge among ``n`` sorted errors: ⌊(n+1)·α/2⌋ and ⌈(n+1)·(1−α/2)⌉. Rounded
+    to 1e-9 first, since 1 − 0.8 is not 0.2 in binary (10 × 0.09999… would floor to 0 instead of 1)."""
+    alpha = 1.0 - coverage
+    return (math.floor(round((n + 1) * alpha / 2, 9)), math.ceil(round((n + 1) * (1 - alpha / 2), 9)))
+
+
 def min_residuals(coverage: float = COVERAGE) -> int:
     """The fewest errors whose conformal interval at ``coverage`` is finite (9 at 80 %)."""
-    alpha = 1.0 - coverage
     n = 1
-    while math.ceil((n + 1) * (1 - alpha / 2)) > n or math.floor((n + 1) * alpha / 2) < 1:
+    while (ranks := _ranks(n, coverage))[1] > n or ranks[0] < 1:
         n += 1
     return n
 
@@ -89,10 +95,10 @@ def conformal_interval(log_errors: Sequence[float], coverage: float = COVERAGE) 
     """(low, high) of ``log_errors``: the ⌊(n+1)·α/2⌋-th and ⌈(n+1)·(1−α/2)⌉-th smallest (α = 1 − coverage); None
     with fewer than :func:`min_residuals`."""
     errs = sorted(e for e in log_errors if math.isfinite(e))
-    n, alpha = len(errs), 1.0 - coverage
-    if n < min_residuals(coverage):
+    if len(errs) < min_residuals(coverage):
         return None
-    return errs[math.floor((n + 1) * alpha / 2) - 1], errs[math.ceil((n + 1) * (1 - alpha / 2)) - 1]
+    low, high = _ranks(len(errs), coverage)
+    return errs[low - 1], errs[high - 1]
 
 
 @dataclass(frozen=True)
