@@ -11,7 +11,8 @@ and leave-one-build-era-out errors, and the build-era evidence.
 Then the BANDS by situation (app/predict/public/bands.py, issue #41 item 6): the cross-validated errors each
 situation's band is made of (training rows only: each publication left out, with its GPU or architecture in turn),
 the band and its width (high ÷ low), and the band rule's own check within the training rows (each publication's
-errors against the band made without them).
+errors against the band made without them); and how many publications each GPU has, which is why a band is made
+per situation and not per GPU.
 
 Then the HELD-OUT check: the fit of the training tables only predicts every row of
 profiles/reference/llama_bench_public_more.toml (rows no fit has seen) at its own settings, backend and build;
@@ -45,6 +46,7 @@ from app.predict.public.arch_fit import (  # noqa: E402
     ERAS,
     HeldOut,
     PublicFitError,
+    canonical_backend,
     fit_phase_rows,
     leave_one_architecture_out,
     leave_one_era_out,
@@ -55,8 +57,8 @@ from app.predict.public.arch_fit import (  # noqa: E402
     summarize,
     used,
 )
-from app.predict.public.bands import COVERAGE, Basis, Residual, Situation, band_for  # noqa: E402
-from app.predict.public.data import TRAINING_TABLE_PATHS, ReferenceResult, load_training  # noqa: E402
+from app.predict.public.bands import COVERAGE, Basis, Residual, Situation, band_for, min_residuals  # noqa: E402
+from app.predict.public.data import TRAINING_TABLE_PATHS, ReferenceResult, load_training, source_key  # noqa: E402
 from app.predict.public.fit import PublicGpuModel  # noqa: E402
 from app.predict.public.held_out import (  # noqa: E402
     GROUPINGS,
@@ -185,6 +187,26 @@ def band_lines(model: PublicGpuModel) -> list[str]:
                          f"{1 / (1 + band.high_error):.2f}–{1 / (1 + band.low_error):.2f}{made} | {band.width:.2f} | "
                          f"{f'{hit}/{n} ({hit / n:.0%})' if n else '-'} |")
     return lines
+
+
+def granularity_lines(model: PublicGpuModel) -> list[str]:
+    """How many publications each GPU, and each GPU on one backend, has in the training rows: a band made of one
+    GPU's own errors (narrower than its situation's) needs as many publications as a conformal band needs errors,
+    since a publication's figures share its machine, driver and build and move together."""
+    by_gpu: dict[str, set[str]] = {}
+    by_cell: dict[tuple[str, str], set[str]] = {}
+    for r in model.rows:
+        by_gpu.setdefault(r.gpu, set()).add(source_key(r.source_url))
+        by_cell.setdefault((r.gpu, canonical_backend(r.backend)), set()).add(source_key(r.source_url))
+    lines = ["| unit | count | with 1 publication | 2 | 3 | 4 or more | most publications |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for unit, groups in (("GPU", by_gpu), ("GPU on one backend", by_cell)):
+        n = [len(v) for v in groups.values()]
+        lines.append(f"| {unit} | {len(n)} | {n.count(1)} | {n.count(2)} | {n.count(3)} | "
+                     f"{sum(k >= 4 for k in n)} | {max(n)} |")
+    return [*lines, "", f"A conformal band at {COVERAGE:.0%} needs at least {min_residuals()} exchangeable errors; the "
+            "unit that is exchangeable with a user's run is a publication (another machine, driver and build), so "
+            "no GPU has enough of its own for a band of its own: bands are made per situation, pooled over GPUs."]
 
 
 def era_evidence(train: list[ReferenceResult], held: list[ReferenceResult]) -> list[str]:
@@ -410,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
           "the situation that fold made it in. A band is the conformal interval of its situation's errors; under "
           "the minimum the rule pools the coarser situation. The last column checks the rule within the training "
           "rows: each publication against the band made without it.")
+    print("\n## How finely a band can be made: publications per GPU\n", *granularity_lines(model), sep="\n")
     held_tables = args.held_out or list(HELD_OUT_TABLE_PATHS)
     held = load_held_out(held_tables)
     print("\n## Build eras: evidence\n", *era_evidence(list(model.rows), held), sep="\n")
