@@ -178,7 +178,7 @@ class CompareWindow(QWidget):
         prefix = shared_prefix(models)
         hardware = sorted({hw.name for it in self.items if it.kind == "run"
                            if (hw := self.predictor.hardware_of(it.ok_rows())) is not None})
-        named = (f"Models: {prefix}… (legends name what follows). " if prefix else "") + (
+        named = (f"Models: {prefix.rstrip('.-_ ')} (legends name the rest of each file name). " if prefix else "") + (
             f"Measured on {hardware[0]}. " if len(hardware) == 1 else "")
         note = (named + "Points: measured (one entry per model per run); a line in the same colour: its prediction "
                 "for the hardware it ran on. Dashed: a model file's what-if. Ratios compare like with like (measured "

@@ -370,6 +370,21 @@ def test_compare_view_shows_one_series_per_entry(qtbot, run: LiveRun, predictor:
     assert len(_labels(cmp.ttft)) == 4 and len(cmp.ttft.data_of("ttft", "curve", 4)[0]) == 0
 
 
+@pytest.mark.heavy  # the real model, under two names
+def test_compare_note_names_the_start_two_model_files_share_once(qtbot, tmp_path: Path, smollm2_path: Path,  # noqa: ANN001
+                                                                  predictor: PredictionService) -> None:
+    cmp = CompareWindow(predictor)
+    qtbot.addWidget(cmp)
+    for quant in ("Q4_1", "Q8_0"):  # two names of one file: what the note and legends make of a quant pair
+        link = tmp_path / f"SmolLM2-135M-Instruct.{quant}.gguf"
+        link.symlink_to(smollm2_path)
+        predictor.set_facts(str(link), read_model_facts(smollm2_path))
+        cmp.add_model(str(link))
+    note = cmp.note.text()
+    assert note.startswith("Models: SmolLM2-135M-Instruct (legends name the rest") and ".…" not in note
+    assert [label.split(" ")[0] for label in _labels(cmp.ttft)] == ["Q4_1", "Q8_0"]
+
+
 @pytest.mark.heavy  # the real model
 def test_a_new_sweep_draws_the_same_legends_again(qtbot, run: LiveRun,  # noqa: ANN001
                                                   predictor: PredictionService) -> None:
