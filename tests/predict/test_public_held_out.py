@@ -112,3 +112,6 @@ def test_the_repeat_spread_predicts_each_figure_by_the_others_of_its_question(he
     by_era = repeat_spread([*same, other_build], "prefill")  # the next build is in the same era: one question
     assert by_era.repeated == 4 and by_era.median_abs_error > f.median_abs_error
     assert repeat_spread([base], "prefill").repeated == 0 and math.isnan(repeat_spread([base], "prefill").within)
+    assert f.across_publications == 0  # one publication's repeats: one machine's spread, not two machines'
+    elsewhere = dataclasses.replace(same[1], source_url="https://example.org/another-laptop")
+    assert repeat_spread([same[0], elsewhere], "prefill", exact_build=True).across_publications == 2

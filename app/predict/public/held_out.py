@@ -143,6 +143,13 @@ class RepeatSpread:
     rows: tuple[ReferenceResult, ...]  # the repeated figures' rows: judge a fit on these against the oracle
     errors: tuple[float, ...]  # the oracle's |error| of each of ``rows``, in order
     log_errors: tuple[float, ...] = ()  # log(the others' median ÷ the figure) of each of ``rows``, in order
+    publications: tuple[int, ...] = ()  # how many publications asked each of ``rows``' question, in order
+
+    @property
+    def across_publications(self) -> int:
+        """Repeated figures whose question more than one publication asked: the only repeats that show how far two
+        machines of one GPU name disagree (the others are one machine over builds or runs)."""
+        return sum(n > 1 for n in self.publications)
 
     @property
     def repeated(self) -> int:
@@ -182,13 +189,15 @@ def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build:
         questions.setdefault(key, []).append(r)
     repeated: list[ReferenceResult] = []
     ratios: list[float] = []
+    publications: list[int] = []
     for asked in (a for a in questions.values() if len(a) > 1):
         tps = [measured_tps(r, phase) for r in asked]
         repeated += asked
         ratios += [statistics.median(tps[:i] + tps[i + 1:]) / x for i, x in enumerate(tps)]
+        publications += [len({source_key(r.source_url) for r in asked})] * len(asked)
     single = sum(len(asked) == 1 for asked in questions.values())
     return RepeatSpread(phase, exact_build, single, tolerance, tuple(repeated), tuple(abs(q - 1) for q in ratios),
-                        tuple(math.log(q) for q in ratios))
+                        tuple(math.log(q) for q in ratios), tuple(publications))
 
 
 #: The groups the check is reported by: name -> the group of a figure.
