@@ -23,6 +23,11 @@ from app.predict.settings import AT_CONTEXT_GEN, at_context
 #: KV-cache types tried, best quality first.
 KV_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
 DEFAULT_N_GEN = AT_CONTEXT_GEN
+#: Where no KLD is measured, files of one model rank by bits per weight with each tensor counted up to Q8_0's 8.5
+#: bits: llama.cpp's quantize table (tools/quantize/quantize.cpp) puts Q8_0 at +0.0004 ppl (LLaMA-v1-7B) and F16 at
+#: -0.0020 ppl (Mistral-7B) of the full-precision model, both below what a perplexity run can tell apart, so a file
+#: whose extra bits are all above that (F16 attention beside Q8_0) is no better, and the faster of the two wins.
+QUALITY_BITS_CAP = 8.5
 NOT_MEASURED = "not measured — run gguf-bench quality"
 
 
@@ -75,6 +80,14 @@ class FileChoice:
     #: llama.cpp's weight repacking the figures and the command are for: 0 on a machine whose repack crash guard found
     #: repacked weights crash llama.cpp (app.telemetry.repack_guard), so the command says --no-repack
     repack: int = 1
+    #: bits per weight with each tensor type counted up to QUALITY_BITS_CAP (:func:`quality_bits_per_weight`); None:
+    #: the file's own bits per weight
+    capped_bits_per_weight: float | None = None
+
+    @property
+    def quality_bits(self) -> float:
+        """The bits per weight the quality ranking reads (see QUALITY_BITS_CAP)."""
+        return self.bits_per_weight if self.capped_bits_per_weight is None else self.capped_bits_per_weight
 
     @property
     def usable(self) -> bool:
@@ -279,7 +292,18 @@ def evaluate_file(
             f"no placement fits: {ran_out} runs out (figures: every layer on the GPU)" if ran_out else ""),
         requantized_from=requantized_from, placements=tuple(_config_line(c) for c in sorted(configs, key=rank)),
         repack=got.settings.repack, model_key=model_key, model_name=model_name, ran_out=ran_out,
+        capped_bits_per_weight=quality_bits_per_weight(facts),
     )
+
+
+def quality_bits_per_weight(facts: ModelFacts) -> float:
+    """Bits per weight over the file with each tensor type's bits counted up to QUALITY_BITS_CAP; the file's own
+    bits per weight where the header gives no types."""
+    parts = [(8.0 * t.n_bytes / t.n_elements, t.n_elements) for t in facts.tensor_types.values() if t.n_elements > 0]
+    total = sum(n for _, n in parts)
+    if not total:
+        return facts.bits_per_weight
+    return sum(min(bits, QUALITY_BITS_CAP) * n for bits, n in parts) / total
 
 
 def display_name(source: str) -> str:
@@ -304,12 +328,12 @@ def _effective_quality(c: FileChoice, choices: Sequence[FileChoice]) -> tuple[fl
     """(KLD, bits per weight) as a ranking should see them: a requantized file is no better than its source."""
     src = lineage_source(c, choices)
     kld = c.quality.mean_kld if c.quality is not None else None
-    bpw = c.bits_per_weight
+    bpw = c.quality_bits
     if src is not None:
-        bpw = min(bpw, src.bits_per_weight)
+        bpw = min(bpw, src.quality_bits)
         if kld is not None and src.quality is not None and src.quality.mean_kld is not None:
             kld = max(kld, src.quality.mean_kld)
-    return kld, bpw
+    return kld, round(bpw, 6)  # sums over types in another order: equal files compare equal
 
 
 def quality_key(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -> tuple[float, ...]:
@@ -342,6 +366,22 @@ def why_not(c: FileChoice, choices: Sequence[FileChoice], min_decode_tps: float 
     if src is not None:
         return f"requantized from {src.filename}, so no better than it"
     return ""
+
+
+def _same_quality(c: FileChoice, best: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -> bool:
+    """Whether ``c`` ranked after ``best`` only on speed: the same capped bits per weight (no KLD ranking), both
+    originals, and not a file whose own bits are fewer (that one is simply lower)."""
+    if by_kld or c.requantized_from or best.requantized_from:
+        return False
+    return (_effective_quality(c, choices)[1] == _effective_quality(best, choices)[1]
+            and c.bits_per_weight > best.bits_per_weight)
+
+
+def _slower(c: FileChoice, min_decode_tps: float | None, max_kld: float | None) -> str:
+    """Why an equally good file lost: it does not fit or misses a floor, else it is slower."""
+    if not c.usable or below_floors(c, min_decode_tps, max_kld):
+        return why_not(c, [c], min_decode_tps, max_kld)
+    return f"slower: {c.decode_tps.text()} tok/s"
 
 
 def _lower_quality(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -> str:
@@ -422,10 +462,17 @@ def recommend_one(choices: list[FileChoice], profile_name: str, n_ctx: int, min_
     at = ranked.index(best)
     better = [(c, why_not(c, choices, min_decode_tps, max_kld)) for c in ranked[:at]]
     lost = "; ".join(f"{c.filename} {why}" for c, why in better if why)
-    worse = "; ".join(f"{c.filename} {_lower_quality(c, choices, by_kld)}" for c in ranked[at + 1:])
+    after = ranked[at + 1:]
+    same = [c for c in after if _same_quality(c, best, choices, by_kld)]
+    equal = "; ".join(f"{c.filename} ({c.bits_per_weight:.2f} bits/weight, {_slower(c, min_decode_tps, max_kld)})"
+                      for c in same)
+    worse = "; ".join(f"{c.filename} {_lower_quality(c, choices, by_kld)}" for c in after if c not in same)
     sentence = _sentence(best, choices, profile_name, n_ctx, min_decode_tps, by_kld)
     if lost:
         sentence += f" Better-quality files lost: {lost}."
+    if equal:
+        sentence += (f" As good on quality, counting each tensor up to Q8_0's {QUALITY_BITS_CAP:g} bits (llama.cpp's "
+                     f"quantize table puts Q8_0 within 0.0004 perplexity of full precision): {equal}.")
     if worse:
         sentence += f" The others rank lower on quality: {worse}."
     return Recommendation(best, sentence, llama_server_command(best, n_ctx))
@@ -436,6 +483,9 @@ def _sentence(c: FileChoice, choices: Sequence[FileChoice], profile_name: str, n
     kld, _ = _effective_quality(c, choices)
     quality = (f"the lowest measured KLD ({kld:.4f})" if by_kld and kld is not None
                else "the most bits per weight (quality not measured for every file)")
+    if not by_kld and any(o is not c and o.model_key == c.model_key and _same_quality(o, c, choices, by_kld)
+                          for o in choices):
+        quality = "as many bits per weight as any (quality not measured for every file) and is the fastest of those"
     if c.status == "fits" and c.n_cpu_moe:
         place = f"fits on {profile_name} with {c.placement}"
     elif c.status == "fits":

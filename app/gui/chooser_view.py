@@ -92,7 +92,8 @@ TABLE_HEADERS: dict[str, tuple[str, str]] = {
     "filename": ("file", "The GGUF file; its path or URL is in the cell's tooltip"),
     "file_type": ("type", "The file's weight type (its header's general.file_type)"),
     "bits_per_weight": ("bits/\nweight", "Bits per weight over the whole file: the quality proxy where no KLD is "
-                                          "measured"),
+                                          "measured (the ranking counts each tensor up to Q8_0's 8.5 bits, past "
+                                          "which llama.cpp measures no loss)"),
     "size_mib": ("size\n(MiB)", "The file's size"),
     "status": ("fit", "fits: every layer on the device (a mixture of experts may keep some experts in system RAM: "
                       "-ncmoe in the placement); partial: some layers stay on the CPU; does not fit: not even with a "

@@ -98,6 +98,11 @@ def test_one_answer_per_model_within_the_laptops_ram_and_the_floor_on_a_band_s_l
     # gpt-oss-20b (MXFP4 experts, sinks, sliding windows): one of its files with experts in system RAM
     oss = files[per["gpt-oss-20b"]["filename"]]
     assert oss["n_cpu_moe"] > 0 and oss["decode_tps"]["kind"] == "split" and oss["decode_tps"]["low"] >= 20
+    # its two files carry the same MXFP4 experts; the F16 file's extra bits (attention, embeddings beside Q8_0's)
+    # count for nothing past Q8_0's, so the faster MXFP4 file is the answer and the F16 one is named as no better
+    assert oss["filename"] == "gpt-oss-20b.MXFP4.gguf"
+    assert "As good on quality" in per["gpt-oss-20b"]["sentence"] and "gpt-oss-20b.F16.gguf (5.27" in \
+        per["gpt-oss-20b"]["sentence"]
     assert rec["filename"] is None
     assert "3 of 4 models meet the floors (dense-8b, gpt-oss-20b, moe-30b-a3b)" in rec["sentence"]
     assert not list(isolated_data_dir.rglob("cpu_probe.json"))

@@ -92,6 +92,20 @@ def test_unmeasured_quality_ranks_by_bits_per_weight(profiles: list[HardwareProf
     assert rec.choice is choices[0] and "bits per weight" in rec.sentence
 
 
+def test_bits_past_q8_0_count_for_nothing_in_the_ranking() -> None:
+    from app.choose.verdicts import quality_bits_per_weight
+    from app.model.facts import TensorTypeStat
+
+    n = 1_000_000  # elements of each part: MXFP4 experts (4.25 bits) beside F16 or Q8_0 attention
+    experts = TensorTypeStat(10, n * 17 // 32, n)
+    f16_form = make_facts(tensor_types={"MXFP4": experts, "F16": TensorTypeStat(5, 2 * n, n)})
+    q8_form = make_facts(tensor_types={"MXFP4": experts, "Q8_0": TensorTypeStat(5, n * 34 // 32, n)})
+    q6_form = make_facts(tensor_types={"MXFP4": experts, "Q6_K": TensorTypeStat(5, n * 210 // 256, n)})
+    assert quality_bits_per_weight(f16_form) == quality_bits_per_weight(q8_form) == (4.25 + 8.5) / 2
+    assert quality_bits_per_weight(q6_form) < quality_bits_per_weight(q8_form)  # Q6_K's 6.56 bits still count
+    assert quality_bits_per_weight(make_facts()) == make_facts().bits_per_weight  # no types: the file's own
+
+
 def test_nothing_fits() -> None:
     assert recommend([], "X", 4096).choice is None
 
