@@ -377,13 +377,6 @@ def _same_quality(c: FileChoice, best: FileChoice, choices: Sequence[FileChoice]
             and c.bits_per_weight > best.bits_per_weight)
 
 
-def _slower(c: FileChoice, min_decode_tps: float | None, max_kld: float | None) -> str:
-    """Why an equally good file lost: it does not fit or misses a floor, else it is slower."""
-    if not c.usable or below_floors(c, min_decode_tps, max_kld):
-        return why_not(c, [c], min_decode_tps, max_kld)
-    return f"slower: {c.decode_tps.text()} tok/s"
-
-
 def _lower_quality(c: FileChoice, choices: Sequence[FileChoice], by_kld: bool) -> str:
     """How a file ranked below the pick on quality, in a few words."""
     kld, bpw = _effective_quality(c, choices)
@@ -464,7 +457,8 @@ def recommend_one(choices: list[FileChoice], profile_name: str, n_ctx: int, min_
     lost = "; ".join(f"{c.filename} {why}" for c, why in better if why)
     after = ranked[at + 1:]
     same = [c for c in after if _same_quality(c, best, choices, by_kld)]
-    equal = "; ".join(f"{c.filename} ({c.bits_per_weight:.2f} bits/weight, {_slower(c, min_decode_tps, max_kld)})"
+    equal = "; ".join(f"{c.filename} ({c.bits_per_weight:.2f} bits/weight, "
+                      f"{why_not(c, choices, min_decode_tps, max_kld) or f'slower: {c.decode_tps.text()} tok/s'})"
                       for c in same)
     worse = "; ".join(f"{c.filename} {_lower_quality(c, choices, by_kld)}" for c in after if c not in same)
     sentence = _sentence(best, choices, profile_name, n_ctx, min_decode_tps, by_kld)
@@ -483,8 +477,7 @@ def _sentence(c: FileChoice, choices: Sequence[FileChoice], profile_name: str, n
     kld, _ = _effective_quality(c, choices)
     quality = (f"the lowest measured KLD ({kld:.4f})" if by_kld and kld is not None
                else "the most bits per weight (quality not measured for every file)")
-    if not by_kld and any(o is not c and o.model_key == c.model_key and _same_quality(o, c, choices, by_kld)
-                          for o in choices):
+    if any(o is not c and _same_quality(o, c, choices, by_kld) for o in choices):
         quality = "as many bits per weight as any (quality not measured for every file) and is the fastest of those"
     if c.status == "fits" and c.n_cpu_moe:
         place = f"fits on {profile_name} with {c.placement}"
