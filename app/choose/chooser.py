@@ -22,7 +22,7 @@ from app.model.gguf_facts import GGUFFileError
 from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
 from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings, requantized_from
-from app.predict.answer import Machine
+from app.predict.answer import Machine, with_power_state
 from app.predict.profiles import HardwareProfile, ProfileError, find_profile, load_profiles
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
@@ -49,6 +49,8 @@ class ChooseRequest:
     store_path: str | None = None
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     ram_gib: float | None = None  # system RAM around the GPU (--ram); None: this machine's, or assumed
+    power_limit_w: float | None = None  # the GPU's power limit (--power-limit); None: the part's top, or NVML's
+    on_battery: bool = False  # a laptop on battery (--on-battery)
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
     profile = _hardware(req.hw, machine)
     if req.ram_gib is not None:
         profile = replace(profile, host_ram_gib=req.ram_gib, host_ram_source="given")
+    if req.power_limit_w is not None or req.on_battery:  # else as it is (this machine's: as NVML and psutil read it)
+        profile = with_power_state(profile, req.power_limit_w, req.on_battery or profile.on_battery)
     this = machine.is_this(profile)
     notes = [f"GPU profile chosen: {profile.name}" + ("" if this else "; nothing of this machine applies to it")
              ] if not this_asked else []

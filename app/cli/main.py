@@ -24,6 +24,7 @@ from app.cli.errors import (
     print_error,
 )
 from app.cli.import_cmd import add_import_parser
+from app.cli.power_options import add_power_options
 from app.cli.predict_cmd import backend_arg, build_arg, cmd_predict
 from app.cli.quality_cmd import add_quality_parser
 from app.cli.quantize_cmd import add_quantize_parser
@@ -129,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MoE expert tensors of the first N layers in host memory: a count, all or half (default 0)")
     p.add_argument(*PARAM["no_kv_offload"].flags, dest="no_kv_offload", type=int, choices=(0, 1), default=0,
                    help="1: the KV cache in host memory (default 0)")
+    p.add_argument(*PARAM["no_op_offload"].flags, dest="no_op_offload", type=int, choices=(0, 1), default=0,
+                   help="1: host-held weights' ops stay on the CPU (llama-bench -nopo; default 0: a prompt's "
+                        "micro-batch moves them to the GPU)")
+    add_power_options(p)
     p.add_argument("-t", "--threads", dest="threads", type=int, default=0,
                    help="CPU threads the expected figures are for (default 0: all, as a run uses)")
     p.add_argument("--backend", type=backend_arg, default=None,

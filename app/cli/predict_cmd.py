@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.errors import EXIT_OK, UserError
+from app.cli.power_options import power_state
 from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
@@ -53,6 +54,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         probe_threads = scan.probe.n_threads if scan.probe else None
     else:  # a GPU named by --hw: nothing of this machine is looked at
         machine, profile, probe_threads = Machine.elsewhere(), find_profile(args.hw, load_profiles()), None
+    profile = power_state(args, profile)
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
     for problem in (machine.fit_problem, machine.store_problem):
         if problem and this_machine:
@@ -60,7 +62,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     settings = PredictSettings.from_args(args)
     question = replace(at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v,
                                   n_gpu_layers=args.n_gpu_layers, n_cpu_moe=settings.n_cpu_moe,
-                                  no_kv_offload=settings.no_kv_offload),
+                                  no_kv_offload=settings.no_kv_offload, no_op_offload=settings.no_op_offload),
                        n_threads=settings.n_threads, repack=settings.repack,
                        flash_attn=settings.flash_attn)  # -fa 0 asks the context's figure with flash attention off
     if getattr(args, "dry_run", False):  # llama.cpp's memory figures for this CPU (a child process, cached)
@@ -147,7 +149,7 @@ def memory_per_device_lines(d: dict[str, Any]) -> list[str]:
     """One line per device: weights, KV cache and compute buffer, as llama.cpp's buffers split them."""
     mib = 2**20
     place = [f"-ncmoe {d['n_cpu_moe']}" if d.get("n_cpu_moe") else "",
-             "-nkvo 1" if d.get("no_kv_offload") else "",
+             "-nkvo 1" if d.get("no_kv_offload") else "", "-nopo 1" if d.get("no_op_offload") else "",
              f"-ot {d['tensor_buft_overrides']}" if d.get("tensor_buft_overrides", "none") != "none" else ""]
     lines = [f"  memory per device (-ngl {d['n_gpu_layers']}{''.join(' ' + p for p in place if p)}):"]
     for device, b in (d.get("memory_per_device") or {}).items():
@@ -195,6 +197,10 @@ def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename:
     lines.append(figure_line("from empty cache", got.decode_empty))
     if got.prefill is not None:
         lines.append(figure_line("prefill", got.prefill))
+    if got.ttft_ms is not None and got.prefill is not None:
+        t = got.ttft_ms
+        band = f" ({t.low:,.0f} to {t.high:,.0f})" if t.low is not None and t.high is not None else ""
+        lines.append(f"  {'TTFT':<17} {t.value:8,.0f} ms{band} {t.kind} (a {d['n_prompt']:,}-token prompt)")
     lines += source_lines(got.decode, got.decode_empty, got.prefill)
     if got.decode.kind != "ceiling" and got.prefill is not None:
         sc = got.scenario()

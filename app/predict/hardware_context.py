@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 
 from app.predict.ceilings.decode import DEFAULT_CPU_BANDWIDTH_GBPS
 from app.predict.memory.host import host_memory_table
+from app.predict.power import as_read
 from app.predict.profiles import (
     GIB,
     HardwareProfile,
@@ -97,8 +98,8 @@ def hardware_context(scan: MachineScan, gpu_query: str | None = None,
         return HardwareContext(cpu=cpu, note="no NVIDIA GPU found")
     name, vram_bytes = scan.gpus[0].name, scan.gpus[0].vram_total_bytes
     gpu = match_nvml_name(name, profiles, vram_bytes)
-    if gpu is not None:
-        return HardwareContext(cpu=cpu, gpu=gpu, note=f"GPU {name}")
+    if gpu is not None:  # at the power state it runs in now (app.predict.power.as_read)
+        return HardwareContext(cpu=cpu, gpu=as_read(gpu, scan.gpu_power_limit_w, scan.power_source), note=f"GPU {name}")
     named = match_nvml_name(name, profiles)
     why = (f": {vram_bytes / GIB:.1f} GiB, not the {named.vram_gib:g} GiB of profile {named.name!r}"
            if named is not None and vram_bytes else ": no matching profile")
