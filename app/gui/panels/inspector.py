@@ -8,6 +8,7 @@ from html import escape
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFormLayout,
     QHBoxLayout,
@@ -23,7 +24,7 @@ from app.gui.panels.library import human_bytes
 from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
 from app.model.kv_cache import REPORTED_CACHE_TYPES
-from app.predict.answer import Answer, Figure
+from app.predict.answer import Answer, Figure, PowerError, lowest_power_w, top_power_w, with_power_state
 from app.predict.profiles import HardwareProfile
 from app.predict.settings import at_context, at_context_depth
 
@@ -47,7 +48,7 @@ class InspectorPanel(QWidget):
                                       "by a short probe), or any profile from the list")
         self.profile_combo.setMinimumContentsLength(18)
         self.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.profile_combo.currentIndexChanged.connect(lambda _i: self.profileChanged.emit())
+        self.profile_combo.currentIndexChanged.connect(self._profile_chosen)
         self.ctx = QSpinBox(self)
         self.ctx.setRange(256, 1_048_576)
         self.ctx.setSingleStep(1024)
@@ -62,12 +63,27 @@ class InspectorPanel(QWidget):
         self.ngl.setValue(999)
         self.ngl.setSpecialValueText("0 (CPU only)")
         self.ngl.setToolTip("GPU layers (-ngl); 999 = all")
+        # the GPU's power state (a laptop part's limit, on battery): part of the hardware the figures are for
+        self.power = QSpinBox(self)
+        self.power.setSuffix(" W")
+        self.power.setToolTip("The GPU's power limit (a laptop GPU ships across a range, e.g. 35-115 W; the figures "
+                              "otherwise assume the top, or this machine's GPU as NVML reads it)")
+        self.battery = QCheckBox("battery", self)
+        self.battery.setToolTip("A laptop on battery: its GPU's limit taken at the bottom of its range unless a "
+                                "limit is set")
+        self.power.valueChanged.connect(lambda _v: self.profileChanged.emit())
+        self.battery.toggled.connect(lambda _b: self.profileChanged.emit())
         for w in (self.ctx, self.ngl):
             w.valueChanged.connect(lambda _v: self.settingsChanged.emit())
         self.kv_type.currentIndexChanged.connect(lambda _i: self.settingsChanged.emit())
         form = QFormLayout()
         form.setContentsMargins(0, 0, 0, 0)
-        form.addRow("Hardware", self.profile_combo)
+        # the hardware and its GPU power state in one row (a row more pushed the figures below a laptop's fold)
+        hardware_row = QHBoxLayout()
+        hardware_row.addWidget(self.profile_combo, 8)
+        hardware_row.addWidget(self.power, 3)
+        hardware_row.addWidget(self.battery, 0)
+        form.addRow("Hardware", hardware_row)
         # the context, the KV type and the GPU layers in one row: a row less above the figures, which a laptop's
         # screen shows whole only so (the layers' spin box says what it is: "-ngl 999")
         self.ngl.setPrefix("-ngl ")
@@ -109,11 +125,51 @@ class InspectorPanel(QWidget):
                       if p is not None and (p.name == current or current.endswith(p.name))), -1)
         self.profile_combo.setCurrentIndex(max(i, 0))
         self.profile_combo.blockSignals(False)
+        self._sync_power()
         self.profileChanged.emit()
 
     def current_profile(self) -> HardwareProfile | None:
+        """The chosen hardware at the power state the GPU power fields ask (as it is where they ask nothing)."""
         i = self.profile_combo.currentIndex()
-        return self._profiles[i] if 0 <= i < len(self._profiles) else None
+        profile = self._profiles[i] if 0 <= i < len(self._profiles) else None
+        if profile is None or not self.power.isEnabled():
+            return profile
+        watts = float(self.power.value()) if self.power.value() > self.power.minimum() else None
+        battery = self.battery.isChecked()
+        if watts is None and battery == profile.on_battery:
+            return profile
+        try:
+            return with_power_state(profile, watts, battery, "the window's GPU power fields")
+        except PowerError:
+            return profile
+
+    def _profile_chosen(self, _index: int) -> None:
+        self._sync_power()  # before the answer asks current_profile()
+        self.profileChanged.emit()
+
+    def _sync_power(self) -> None:
+        """The power fields for the chosen profile: its range (the lowest value reads "top of range"), the battery
+        box for a laptop part; both off for a CPU or unified memory."""
+        i = self.profile_combo.currentIndex()
+        profile = self._profiles[i] if 0 <= i < len(self._profiles) else None
+        top = top_power_w(profile) if profile is not None and not profile.is_unified else None
+        low = lowest_power_w(profile) if profile is not None and top is not None else None
+        for w in (self.power, self.battery):
+            w.blockSignals(True)
+        self.power.setEnabled(top is not None and low is not None)
+        self.battery.setEnabled(profile is not None and top is not None and profile.is_laptop_part)
+        if top is not None and low is not None and profile is not None:
+            self.power.setRange(max(int(low) - 1, 0), int(top))
+            self.power.setSpecialValueText("top of range" if profile.power_limit_set_w is None else
+                                           f"{profile.power_limit_set_w:g} W (as read)")
+            self.power.setValue(self.power.minimum())
+            self.battery.setChecked(profile.on_battery)
+        else:
+            self.power.setRange(0, 0)
+            self.power.setSpecialValueText("—")
+            self.battery.setChecked(False)
+        for w in (self.power, self.battery):
+            w.blockSignals(False)
 
     def select_profile(self, query: str) -> bool:
         """Select the first profile whose label or name contains ``query`` (case-insensitive)."""
