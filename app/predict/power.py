@@ -20,7 +20,8 @@ decode sweep kept at least half its rate (below it a desktop board stops feeding
 laptop part rated for its whole range).
 
 On battery a laptop's firmware caps the GPU; the cap is the maker's and no cited sweep gives it, so the limit on
-battery is taken at the bottom of the part's range unless a limit is given, and said so. The one published reading
+battery is taken at the bottom of the part's range unless a limit is given (a firmware may cap it lower still:
+limits down to the sweeps' lowest share of board power are accepted), and said so. The one published reading
 of a laptop GPU's decode on battery (its memory clock lowered) is held out as a check (benchmarks/split_prefill.py):
 decode on battery is taken as on AC. Pure functions over the table, read once.
 """
@@ -184,15 +185,15 @@ def asked_power_w(profile: HardwareProfile) -> float | None:
 
 
 def lowest_power_w(profile: HardwareProfile, sweeps: Sequence[PowerSweep] | None = None) -> float | None:
-    """The lowest limit this module speaks for on ``profile``: the bottom of a laptop part's range, else the lowest
-    share of board power every prefill sweep measured."""
+    """The lowest limit this module speaks for on ``profile``: the lowest share of board power every prefill sweep
+    measured, or the bottom of a laptop part's range where that is lower (a laptop's firmware may cap its GPU below
+    the maker's range, on battery)."""
     top = top_power_w(profile)
     if top is None:
         return None
-    if profile.power_limit_w and not profile.tdp_w:
-        return profile.power_limit_w[0]
     sweeps = power_sweeps() if sweeps is None else sweeps
-    return top * max(s.lowest_share for s in sweeps if s.phase == "prefill")
+    swept = top * max(s.lowest_share for s in sweeps if s.phase == "prefill")
+    return min(swept, profile.power_limit_w[0]) if profile.power_limit_w and not profile.tdp_w else swept
 
 
 def check_power_state(profile: HardwareProfile, watts: float | None, on_battery: bool) -> None:
@@ -211,8 +212,9 @@ def check_power_state(profile: HardwareProfile, watts: float | None, on_battery:
     if top is None or low is None:
         raise PowerError(f"--power-limit: {profile.name}'s profile gives no board power or power range")
     if not low - 1e-9 <= watts <= top + 1e-9:
-        what = (f"its range {low:g}-{top:g} W" if profile.power_limit_w and not profile.tdp_w
-                else f"{low:g}-{top:g} W (the published sweeps reach down to {low / top:.0%} of its {top:g} W)")
+        listed = profile.power_limit_w if profile.power_limit_w and not profile.tdp_w else None
+        laptop = f"NVIDIA lists {listed[0]:g}-{top:g} W; " if listed else ""
+        what = f"{low:.0f}-{top:g} W ({laptop}the published power sweeps reach down to {low / top:.0%} of {top:g} W)"
         raise PowerError(f"--power-limit {watts:g} W is outside what {profile.name} runs at: {what}")
 
 

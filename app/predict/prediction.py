@@ -174,9 +174,11 @@ def _prefill_with_link(facts: ModelFacts, profile: HardwareProfile, split: Weigh
         notes.append("partial offload: prefill ceiling ignores copying host-held weights to the GPU (the profile "
                      "gives no PCIe link)")
         return prefill_tps, moved
-    seconds = s.n_prompt / prefill_tps + transfer_seconds(traffic, s.n_prompt, s.n_ubatch, s.depth, link.raw_gbps)
-    notes.append(f"partial offload: prefill ceiling counts each micro-batch of up to {s.n_ubatch} tokens moving "
-                 f"{moved / 1e9:,.2f} GB of host-held weights over {link.describe()} at the link's full rate")
+    least = transfer_seconds(traffic, s.n_prompt, s.n_ubatch, s.depth, link.raw_gbps, least=True)
+    seconds = s.n_prompt / prefill_tps + least
+    notes.append(f"partial offload: prefill ceiling counts each micro-batch of up to {s.n_ubatch} tokens moving at "
+                 f"least {traffic.bytes_for(ub, s.depth + ub, least=True) / 1e9:,.2f} GB of host-held weights over "
+                 f"{link.describe()} at the link's full rate")
     return s.n_prompt / seconds, moved
 
 

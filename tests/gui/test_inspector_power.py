@@ -42,7 +42,7 @@ def test_the_power_fields_scale_the_inspectors_prefill_as_predict_does(qtbot, tm
     panel.profileChanged.connect(lambda: predictor.set_profile(panel.current_profile()))
     panel.set_profiles([("CPU", HOST), ("RTX 4060 Laptop", laptop)], "RTX 4060 Laptop")
     assert panel.power.isEnabled() and panel.battery.isEnabled()
-    assert (panel.power.minimum(), panel.power.maximum()) == (34, 115)  # "top of range", then 35-115 W
+    assert (panel.power.minimum(), panel.power.maximum()) == (31, 115)  # "top of range", then 32-115 W
     panel.show_model(path, facts, None, predictor)
     top = _prefill_shown(panel)
 

@@ -49,7 +49,7 @@ def test_a_link_is_its_lanes_times_pci_sigs_rate_and_a_profile_without_one_is_as
     assert (link.gen, link.lanes, link.assumed) == (4, 8, False)
     assert link.raw_gbps == pytest.approx(16 * 128 / 130 / 8 * 8)  # 16 GT/s, 128b/130b, 8 lanes: 15.75 GB/s
     fig, least, most = link.copy_gbps()
-    assert least < fig < most < link.raw_gbps
+    assert least < fig == most < link.raw_gbps  # pinned, llama.cpp's host buffer; the slow edge pageable
     assert "gpu.json" in link.describe() and "PCIe 4.0 x8" in link.describe()
     bare = pcie_link(replace(laptop, pcie_gen=None, pcie_lanes=None, pcie_source=""))
     assert bare.assumed and (bare.gen, bare.lanes) == (4, 8) and "assumed" in bare.describe()
@@ -98,8 +98,9 @@ def test_the_prefill_ceiling_counts_the_copy_at_the_links_full_rate(moe: ModelFa
     whole = predict(moe, laptop, replace(s, n_cpu_moe=0), tensor_bytes=moe.tensor_bytes)
     traffic = offload_traffic(moe, split_weights(moe, moe.n_layer + 1, moe.tensor_bytes, Placement(n_cpu_moe=3)),
                               "f16", "f16")
-    seconds = 1024 / whole.prefill_ceiling_tps + transfer_seconds(traffic, 1024, 512, 0, pcie_link(laptop).raw_gbps)
-    assert split.prefill_ceiling_tps == pytest.approx(1024 / seconds)
+    least = transfer_seconds(traffic, 1024, 512, 0, pcie_link(laptop).raw_gbps, least=True)  # k of n experts: a bound
+    assert least < transfer_seconds(traffic, 1024, 512, 0, pcie_link(laptop).raw_gbps)
+    assert split.prefill_ceiling_tps == pytest.approx(1024 / (1024 / whole.prefill_ceiling_tps + least))
     assert split.prefill_offload_bytes == pytest.approx(traffic.bytes_for(512, 512))
     assert any("moving" in n and "PCIe 4.0 x8" in n for n in split.notes)
     nopo = predict(moe, laptop, replace(s, no_op_offload=True), tensor_bytes=moe.tensor_bytes)

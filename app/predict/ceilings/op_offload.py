@@ -20,10 +20,19 @@ ggml-cuda.cu at 00108827):
 * The output layer's matmul has as many rows as tokens asked for logits (a prompt: one), under the minimum: at -ngl 0
   the LM head stays on the CPU, and only the repeating layers' host weights move.
 
+* ``make_cpu_buft_list`` (src/llama-model.cpp): with a GPU device present the host-held weights go to the GPU's
+  host buffer type (pinned memory, CUDA_Host) unless ``--no-host 1``, "useful when the processing of large batches is
+  offloaded to a GPU device, since it reduces the time spent on data transfers".
+
 A PCIe link's rate is PCI-SIG's per-lane rate times its lanes (:data:`PCIE_GBPS_PER_LANE`: 8b/10b up to Gen 2,
-128b/130b from Gen 3, one direction). A copy of llama.cpp's mmap'd weights is from pageable memory; measured
-host-to-device copies reach 41-58 % of a Gen4 x16 link from pageable memory and 76 % from pinned memory
-(:data:`PAGEABLE_SHARE`, :data:`PINNED_SHARE`).
+128b/130b from Gen 3, one direction). Measured host-to-device copies reach 76 % of a Gen4 x16 link from pinned memory
+and 41-58 % from pageable memory (:data:`PINNED_SHARE`, :data:`PAGEABLE_SHARE`): the figure takes the pinned rate,
+the band's slow edge the pageable worst (``--no-host 1``, or a platform that copies no faster).
+
+Routing is not even: the tokens of one prompt share experts, so a micro-batch moves fewer than the even spread says
+(a published RTX 3090 sweep of ``-ub``, benchmarks/split_prefill.py, is faster at small micro-batches than even
+routing allows). The expected figure takes the even spread, the most a micro-batch moves; the ceiling takes the
+least, ``k`` of ``n`` experts (every token picking the same ones), so it stays a bound.
 """
 
 from __future__ import annotations
@@ -43,8 +52,8 @@ PCIE_GBPS_PER_LANE: dict[int, float] = {1: 0.25, 2: 0.5, 3: 8 * 128 / 130 / 8, 4
                                         5: 32 * 128 / 130 / 8, 6: 64 * 128 / 130 / 8}
 #: Host-to-device copies as a share of the link's rate: NVlabs/cuda-oxide pull request #976 measured an RTX 4090 on
 #: PCIe Gen4 x16 (31.5 GB/s): pageable 12.88-18.42 GB/s from 1 to 64 MiB copies (0.41-0.58), pinned 23.9 GB/s
-#: (0.76). llama.cpp copies mmap'd weights, pageable: the figure takes the pageable best, the band runs from the
-#: pageable worst to pinned.
+#: (0.76). llama.cpp keeps host-held weights pinned by default (see the module docstring): the figure and the fast
+#: edge take the pinned rate, the slow edge the pageable worst.
 PCIE_SHARE_SOURCE = "https://github.com/NVlabs/cuda-oxide/pull/976 (RTX 4090, PCIe Gen4 x16: pageable 12.9-18.4 " \
                     "GB/s, pinned 23.9 GB/s host-to-device)"
 PAGEABLE_SHARE = (12.88 / 31.5, 18.42 / 31.5)
@@ -70,7 +79,7 @@ class PcieLink:
 
     def copy_gbps(self) -> tuple[float, float, float]:
         """(expected, least, most) GB/s a host-to-device copy of llama.cpp's weights reaches on this link."""
-        return self.raw_gbps * PAGEABLE_SHARE[1], self.raw_gbps * PAGEABLE_SHARE[0], self.raw_gbps * PINNED_SHARE
+        return self.raw_gbps * PINNED_SHARE, self.raw_gbps * PAGEABLE_SHARE[0], self.raw_gbps * PINNED_SHARE
 
     def describe(self) -> str:
         how = "assumed, the profile gives none" if self.assumed else self.source
@@ -113,9 +122,12 @@ class OffloadTraffic:
     n_expert_used: int = 0
     kv_bytes_per_token: float = 0.0  # of the layers whose KV cache sits in host memory, per token of context
 
-    def bytes_for(self, n_tokens: int, context_tokens: float) -> float:
-        """Bytes one micro-batch of ``n_tokens`` moves at ``context_tokens`` in the cache."""
-        experts = self.expert_bytes * used_expert_share(self.n_expert, self.n_expert_used, n_tokens)
+    def bytes_for(self, n_tokens: int, context_tokens: float, *, least: bool = False) -> float:
+        """Bytes one micro-batch of ``n_tokens`` moves at ``context_tokens`` in the cache: its experts spread evenly
+        (the most), or with ``least`` only ``k`` of ``n`` (every token picking the same ones)."""
+        share = (min(self.n_expert_used / self.n_expert, 1.0) if self.n_expert else 0.0) if least else \
+            used_expert_share(self.n_expert, self.n_expert_used, n_tokens)
+        experts = self.expert_bytes * share
         return self.layer_bytes + experts + self.kv_bytes_per_token * context_tokens
 
     @property
@@ -134,16 +146,18 @@ def offload_traffic(facts: ModelFacts, split: WeightSplit, type_k: str, type_v: 
                           facts.n_expert_used, float(host_kv))
 
 
-def transfer_seconds(traffic: OffloadTraffic, n_prompt: int, n_ubatch: int, depth: int, gbps: float) -> float:
+def transfer_seconds(traffic: OffloadTraffic, n_prompt: int, n_ubatch: int, depth: int, gbps: float, *,
+                     least: bool = False) -> float:
     """Seconds a prompt spends moving host weights at ``gbps``: each micro-batch of at least OP_OFFLOAD_MIN_BATCH
-    tokens moves its bytes once (a smaller one runs the host's share on the CPU: no copy)."""
+    tokens moves its bytes once (a smaller one runs the host's share on the CPU: no copy); ``least``: the fewest
+    experts a micro-batch can use (:meth:`OffloadTraffic.bytes_for`)."""
     if gbps <= 0:
         raise ValueError("transfer_seconds: the link's rate must be positive")
     total, done = 0.0, 0
     for b in micro_batches(n_prompt, n_ubatch):
         done += b
         if b >= OP_OFFLOAD_MIN_BATCH:
-            total += traffic.bytes_for(b, depth + done) / (gbps * 1e9)
+            total += traffic.bytes_for(b, depth + done, least=least) / (gbps * 1e9)
     return total
 
 
