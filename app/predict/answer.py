@@ -330,23 +330,32 @@ def capped_at_ceiling(fig: Figure | None, ceiling_tps: float, phase: str, notes:
     return replace(fig, value=ceiling_tps, low=low, high=high, source=source)
 
 
-def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
-                  src: _Inputs) -> tuple[Figure | None, str]:
-    """(the expected decode of a split placement, why there is none): the device's full-offload figure and the
-    host's own, both at ``s``'s request and depth, composed by the bytes each side reads, each extra crossing at
-    the cost this machine measured (else assumed)."""
+def _device_full_offload(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
+                         src: _Inputs) -> dict[str, Expected | None]:
+    """The device's expected figures with every layer on it, at ``s``'s request and depth, at the power state asked:
+    this machine's fit of that backend, else the public fit (phase -> figure, None where neither speaks)."""
     full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
-    device = src.fitted(facts, full).get("decode") if src.fitted is not None else None
-    if device is None and src.public is not None:
+    fitted = src.fitted(facts, full) if src.fitted is not None else {}
+    got: dict[str, Expected | None] = {p: _powered(fitted.get(p), p, src.power_here) for p in ("decode", "prefill")}
+    if (got["decode"] is None or got["prefill"] is None) and src.public is not None:
         whole = split_weights(facts, facts.n_layer + 1, facts.tensor_bytes or None, Placement())
         ceiling = decode_ceiling_offload_tps(facts, whole, s.decode_depth, s.type_k, s.type_v or s.type_k,
                                              profile.peak_bandwidth_gbps, pred.cpu_bandwidth_gbps)
         full_pred = predict(facts, profile, full, cpu_bandwidth_gbps=pred.cpu_bandwidth_gbps,
                             tensor_bytes=facts.tensor_bytes or None)
-        got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling, full_pred.prefill_ceiling_tps)
-        device = _powered(got.get("decode"), "decode", src.power_public)
-    else:
-        device = _powered(device, "decode", src.power_here)
+        public, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling,
+                                    full_pred.prefill_ceiling_tps)
+        got = {p: got[p] or _powered(public.get(p), p, src.power_public) for p in ("decode", "prefill")}
+    return got
+
+
+def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
+                  src: _Inputs, device_full: Mapping[str, Expected | None]) -> tuple[Figure | None, str]:
+    """(the expected decode of a split placement, why there is none): the device's full-offload figure and the
+    host's own, both at ``s``'s request and depth, composed by the bytes each side reads, each extra crossing at
+    the cost this machine measured (else assumed)."""
+    full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
+    device = device_full.get("decode")
     host = src.host_fitted(facts, replace(full, n_gpu_layers=0)).get("decode") if src.host_fitted else None
     if host is None and src.host_public is not None:  # no CPU fit speaks for this host: the published CPU rows
         host = _host_public(facts, s, pred, src.host_public)
@@ -370,21 +379,13 @@ def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
 
 
 def _split_prefill(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
-                   src: _Inputs) -> tuple[Figure | None, str]:
+                   src: _Inputs, device_full: Mapping[str, Expected | None]) -> tuple[Figure | None, str]:
     """(the expected prefill of a split placement, why there is none): the device's full-offload expected prefill
     for its work, plus the time to move the host-held weights over PCIe once per micro-batch (llama.cpp's op
     offload), the CPU's host-only prefill for the work it keeps (-nopo 1, -nkvo's attention, a micro-batch under
     llama.cpp's minimum); app.predict.machine_fit.split_expected.split_prefill_expected composes them."""
     full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
-    device = src.fitted(facts, full).get("prefill") if src.fitted is not None else None
-    if device is None and src.public is not None:
-        full_pred = predict(facts, profile, full, cpu_bandwidth_gbps=pred.cpu_bandwidth_gbps,
-                            tensor_bytes=facts.tensor_bytes or None)
-        got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, full_pred.decode_ceiling_tps,
-                                 full_pred.prefill_ceiling_tps)
-        device = _powered(got.get("prefill"), "prefill", src.power_public)
-    else:
-        device = _powered(device, "prefill", src.power_here)
+    device = device_full.get("prefill")
     host = src.host_fitted(facts, replace(full, n_gpu_layers=0)).get("prefill") if src.host_fitted else None
     split, _placement, kv_on_gpu = placed_weights(facts, s, facts.tensor_bytes or None)
     weights = split.cpu_read_bytes + split.gpu_read_bytes
@@ -463,12 +464,14 @@ def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, p
         prefill = Figure(pred.prefill_ceiling_tps * src.efficiency.prefill, FigureKind.EFFICIENCY, source=eff_source)
     fitted: Mapping[str, Expected | None] = {}
     if pred.split:  # no one fit runs two devices: each side's own figure, composed
-        composed, why = _split_decode(facts, profile, s, pred, src)
+        device_full = _device_full_offload(facts, profile, s, pred, src)
+        composed, why = _split_decode(facts, profile, s, pred, src, device_full)
         if composed is not None:
             decode = composed
         elif decode is not None:
             why = ""  # the stored rows' efficiency speaks for the split
-        split_prefill, why_prefill = _split_prefill(facts, profile, s, pred, src) if s.n_prompt else (None, "")
+        split_prefill, why_prefill = (_split_prefill(facts, profile, s, pred, src, device_full) if s.n_prompt
+                                      else (None, ""))
         if split_prefill is not None:
             prefill = split_prefill
         elif why_prefill and prefill is None:
