@@ -411,12 +411,12 @@ class Calibration:
         fit = fit_rows(rows)
         disturbed = disturbed_labels(fit)
         left_out = {i for i, r in enumerate(rows) if r.status == RowStatus.OK and untrustworthy(r)}
-        again = [i for i, r in enumerate(rows) if row_label(r) in disturbed or i in left_out]
-        if not again or len(again) > len(rows) // 2:  # none, or the whole machine is busy: measuring again won't help
+        redo = [i for i, r in enumerate(rows) if row_label(r) in disturbed or i in left_out]
+        if not redo or len(redo) > len(rows) // 2:  # none, or the whole machine is busy: measuring again won't help
             return rows, fit
-        self.progress(f"measuring {len(again)} disturbed tests again"
+        self.progress(f"measuring {len(redo)} disturbed tests again"
                       + (f" ({len(left_out)} of them unstable or busy)" if left_out else ""))
-        for i, row in zip(again, self._measure([tests[i] for i in again], machine), strict=True):
+        for i, row in zip(redo, self._measure([tests[i] for i in redo], machine), strict=True):
             if row.status != RowStatus.OK or untrustworthy(row):
                 continue
             rows[i] = row if i in left_out else faster(rows[i], row)

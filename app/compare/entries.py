@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 
 
@@ -19,11 +21,11 @@ class CompareItem:
     label: str
     path: str = ""
     run_id: str = ""
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[ResultRow] = field(default_factory=list)
     sweep_name: str = ""
 
-    def ok_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r.get("status") == RowStatus.OK]
+    def ok_rows(self) -> list[ResultRow]:
+        return [r for r in self.rows if r.status == RowStatus.OK]
 
 
 def model_item(path: str) -> CompareItem:
@@ -31,21 +33,21 @@ def model_item(path: str) -> CompareItem:
     return CompareItem("model", f"model {os.path.basename(path)} (predicted)", path=path)
 
 
-def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> CompareItem:
+def run_item(run_id: str, rows: list[ResultRow], sweep_name: str = "") -> CompareItem:
     """One model's rows of a run as a compare entry (label: the run, the model and its fixed settings)."""
-    models = sorted({str(r.get("model_filename", "")) for r in rows})
+    models = sorted({"" if r.model_filename is None else r.model_filename for r in rows})
     settings = distinct_settings(rows)
     label = f"run {run_id[:15]}" + (f" {sweep_name}" if sweep_name else "") + f": {', '.join(models)}" + \
         (f" ({settings})" if settings else "")
-    path = next((str(r.get("model_path")) for r in rows if r.get("model_path")), "")
+    path = next((r.model_path for r in rows if r.model_path), "")
     return CompareItem("run", label, path=path, run_id=run_id, rows=rows, sweep_name=sweep_name)
 
 
-def run_items(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> list[CompareItem]:
+def run_items(run_id: str, rows: list[ResultRow], sweep_name: str = "") -> list[CompareItem]:
     """A run as compare entries: one per model, never one average over several models."""
-    by_model: dict[str, list[dict[str, Any]]] = {}
+    by_model: dict[str, list[ResultRow]] = {}
     for r in rows:
-        by_model.setdefault(str(r.get("model_path") or r.get("model_filename") or ""), []).append(r)
+        by_model.setdefault(r.model_path or r.model_filename or "", []).append(r)
     return [run_item(run_id, mine, sweep_name) for mine in by_model.values()]
 
 
@@ -56,12 +58,20 @@ def load_run(store: ResultStore, run_id: str) -> list[CompareItem]:
     return run_items(run_id, rows, str(info.get("sweep_name") or "")) if rows else []
 
 
-def distinct_settings(rows: list[dict[str, Any]]) -> str:
+#: The settings a run's rows may share, each with how a row holds it and how it is said.
+_SHARED_SETTINGS: tuple[tuple[Callable[[ResultRow], Any], Callable[[str], str]], ...] = (
+    (lambda r: r.n_threads, lambda v: _threads_words(v)),
+    (lambda r: r.type_k, lambda v: f"KV {v}"),
+    (lambda r: r.n_gpu_layers, lambda v: f"{v} GPU layers"),
+    (lambda r: r.flash_attn, lambda v: _flash_words(v)),
+)
+
+
+def distinct_settings(rows: list[ResultRow]) -> str:
     """The settings every row shares, in words: "all threads, KV f16, 99 GPU layers, flash attention off"."""
     parts = []
-    for key, say in (("n_threads", _threads_words), ("type_k", lambda v: f"KV {v}"),
-                     ("n_gpu_layers", lambda v: f"{v} GPU layers"), ("flash_attn", _flash_words)):
-        vals = sorted({str(r.get(key)) for r in rows if r.get(key) is not None})
+    for setting, say in _SHARED_SETTINGS:
+        vals = sorted({str(setting(r)) for r in rows if setting(r) is not None})
         if len(vals) == 1:
             parts.append(say(vals[0]))
     return ", ".join(parts)
@@ -105,7 +115,7 @@ def short_model(path: str) -> str:
 
 def model_part(it: CompareItem) -> str:
     """The model an entry is of: its file's short name, or the models its rows name."""
-    return short_model(it.path) if it.path else ", ".join(sorted({str(r.get("model_filename")) for r in it.rows}))
+    return short_model(it.path) if it.path else ", ".join(sorted({str(r.model_filename) for r in it.rows}))
 
 
 def shared_prefix(names: list[str]) -> str:

@@ -14,11 +14,14 @@ import numpy as np
 from app.compare.entries import CompareItem, short_label
 from app.model.facts import ModelFacts
 from app.model.format import short_bytes
+from app.results.row_types import ResultRow
 
 #: (path, prompt tokens) -> (decode tok/s from an empty cache, TTFT ms) predicted for a model file
 PredictedFigures = Callable[[str, int], tuple[float | None, float | None]]
 #: path -> the file's facts, None where they are not read (yet)
 FactsOf = Callable[[str], ModelFacts | None]
+#: a row -> one of its measured means and that mean's standard deviation over the repetitions
+MeanAndSpread = Callable[[ResultRow], tuple[float | None, float | None]]
 
 #: the figures, in the table's order: (Figures field, its noise's field, header, its ratio's header, the ratio's tip)
 FIGURES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -54,8 +57,8 @@ class Figures:
 def reference_prompt(items: Iterable[CompareItem]) -> int:
     """The prompt length the TTFT column is read at: the one most measured entries' TTFT was measured at (the longest
     of a tie); 512 without measurements."""
-    counts = Counter(int(r.get("n_prompt") or 0) for it in items if it.kind == "run"
-                     for r in it.ok_rows() if r.get("ttft_ms") is not None)
+    counts = Counter(r.n_prompt or 0 for it in items if it.kind == "run"
+                     for r in it.ok_rows() if r.ttft_ms is not None)
     counts.pop(0, None)
     if not counts:
         return DEFAULT_PROMPT
@@ -69,17 +72,18 @@ def entry_figures(it: CompareItem, prompt: int, facts: ModelFacts | None,
     from its rows, a model file's from ``predicted``; size and KV per token from the file's ``facts`` where read."""
     if it.kind == "run":
         rows = it.ok_rows()
-        d0 = [r for r in rows if not r.get("n_depth")] or rows
-        decode = _mean([r.get("decode_tps") for r in d0])
-        decode_noise = relative_noise(d0, "decode_tps")
-        pts = sorted((int(r["n_prompt"]), float(r["ttft_ms"])) for r in d0 if r.get("ttft_ms") is not None)
+        d0 = [r for r in rows if not r.n_depth] or rows
+        decode = _mean([r.decode_tps for r in d0])
+        decode_noise = relative_noise(d0, lambda r: (r.decode_tps, r.decode_tps_stddev))
+        pts = sorted((r.n_prompt or 0, r.ttft_ms) for r in d0 if r.ttft_ms is not None)
         same = [t for p, t in pts if p == prompt]
-        ttft_noise = relative_noise([r for r in d0 if int(r.get("n_prompt") or 0) == prompt] or d0, "ttft_ms")
-        reps: int | None = min((int(r.get("n_repetitions") or 1) for r in d0), default=0)
+        ttft_noise = relative_noise([r for r in d0 if (r.n_prompt or 0) == prompt] or d0,
+                                    lambda r: (r.ttft_ms, r.ttft_ms_stddev))
+        reps: int | None = min((r.n_repetitions or 1 for r in d0), default=0)
         ttft = _mean(same) if same else (float(np.interp(prompt, [p for p, _ in pts], [t for _, t in pts]))
                                          if pts else None)
-        size = next((float(r["model_size"]) for r in rows if r.get("model_size")), None)
-        type_k = next((str(r.get("type_k")) for r in rows if r.get("type_k")), "f16")
+        size = next((float(r.model_size) for r in rows if r.model_size), None)
+        type_k = next((r.type_k for r in rows if r.type_k), "f16")
     else:
         decode, ttft = predicted(it.path, prompt) if predicted is not None else (None, None)
         size, type_k = None, "f16"
@@ -185,12 +189,12 @@ def figure_text(field: str, v: float | None) -> str:
     return f"{v:,.1f}"
 
 
-def relative_noise(rows: list[dict[str, Any]], key: str) -> float | None:
-    """The relative standard error of the mean of ``key`` over ``rows`` (each a mean of its repetitions, with
-    its ``KEY_stddev``); None where a row has one repetition (no spread to tell)."""
+def relative_noise(rows: list[ResultRow], figure: MeanAndSpread) -> float | None:
+    """The relative standard error of the mean of one ``figure`` over ``rows`` (each a mean of its repetitions,
+    with its standard deviation); None where a row has one repetition (no spread to tell)."""
     terms = []
     for r in rows:
-        mean, sd, n = r.get(key), r.get(f"{key}_stddev"), int(r.get("n_repetitions") or 1)
+        (mean, sd), n = figure(r), r.n_repetitions or 1
         if not mean or sd is None or n < 2:
             return None
         terms.append((float(sd) / float(mean)) ** 2 / n)
@@ -210,13 +214,21 @@ def ratio_text(v: float | None, base: float | None, noise: float | None, base_no
     return text
 
 
-def run_settings(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The settings a run's rows share that a prediction takes (KV type, layers, flash attention, batches)."""
+#: The settings a prediction takes from a run's rows, by their keyword (KV types, layers, flash attention, batches).
+_PREDICTION_SETTINGS: tuple[tuple[str, Callable[[ResultRow], Any]], ...] = (
+    ("type_k", lambda r: r.type_k), ("type_v", lambda r: r.type_v), ("n_gpu_layers", lambda r: r.n_gpu_layers),
+    ("flash_attn", lambda r: r.flash_attn), ("n_batch", lambda r: r.n_batch), ("n_ubatch", lambda r: r.n_ubatch),
+)
+
+
+def run_settings(rows: list[ResultRow]) -> dict[str, Any]:
+    """The settings a run's rows share that a prediction takes (KV type, layers, flash attention, batches), as
+    keywords of the prediction's settings."""
     out: dict[str, Any] = {}
-    for key in ("type_k", "type_v", "n_gpu_layers", "flash_attn", "n_batch", "n_ubatch"):
-        vals = {r.get(key) for r in rows if r.get(key) is not None}
+    for keyword, setting in _PREDICTION_SETTINGS:
+        vals = {setting(r) for r in rows if setting(r) is not None}
         if len(vals) == 1:
-            out[key] = vals.pop()
+            out[keyword] = vals.pop()
     return out
 
 

@@ -187,7 +187,8 @@ class LiveRun:
             self.tests_version += 1
             self.test_start_ns[ev.test_index] = ev.t_ns
         elif isinstance(ev, (TestFinished, TestFailed)):
-            self.add_row(ev.row)
+            if isinstance(ev.row, ResultRow):  # a sweep's row (a quality or quantize job's has no test to plot)
+                self.add_row(ev.row)
             if ev.t_ns:
                 self.test_end_ns[ev.test_index] = ev.t_ns
             if isinstance(ev, TestFailed):

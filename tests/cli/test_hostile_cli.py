@@ -159,7 +159,7 @@ def test_dev_full_keeps_the_results_on_stdout_and_in_the_store(isolated_data_dir
     assert [r["status"] for r in rows] == ["ok"]
     (run,) = _stored_runs(isolated_data_dir)
     with ResultStore(isolated_data_dir / "results.sqlite3") as store:
-        assert [r["run_id"] for r in store.rows(run.run_id)] == [rows[0]["run_id"]]
+        assert [r.run_id for r in store.rows(run.run_id)] == [rows[0]["run_id"]]
 
 
 @pytest.mark.heavy  # the real model and the CLI in a subprocess
