@@ -247,13 +247,14 @@ def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions, gpu_bu
     default) each test also runs with none (-ngl 0: the host side of a split placement), and the anchor type's
     first :data:`CROSSING_SHAPES` shapes run with the feed-forward of half their layers kept on the host (-ot),
     the short prompt from an empty cache: their crossings' cost (app.predict.machine_fit.crossing_fit)."""
-    common = dict(n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
-    out = [TestSpec(str(path), n_prompt=p, n_depth=d, **common, **({} if fa else {"flash_attn": 0}))
+    common = TestSpec("", n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
+    out = [replace(common, model_path=str(path), n_prompt=p, n_depth=d,
+                   flash_attn=common.flash_attn if fa else 0)
            for path, m in models.items() for p, d, fa in m.tests]
     if not gpu_build:
         return out
-    crossing = [TestSpec(str(path), n_prompt=o.prompts[0], **{**common, "repetitions": 2 * o.repetitions},
-                         tensor_buft_overrides=host_ffn_override(m.shape.n_layer))
+    crossing = [replace(common, model_path=str(path), n_prompt=o.prompts[0], repetitions=2 * o.repetitions,
+                        tensor_buft_overrides=host_ffn_override(m.shape.n_layer))
                 for path, m in [(p, m) for p, m in models.items() if m.shape.weight_type in o.anchor_types][
                     :CROSSING_SHAPES]]
     return out + [replace(t, n_gpu_layers=0) for t in out] + crossing

@@ -142,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_error(e)
     n_failed = sum(1 for r in rows if r.status != RowStatus.OK)
     if not args.quiet:
-        where = f"run {outcome.run_id}" + ("" if args.no_store else f" saved to {session.store.path}")
+        where = f"run {outcome.run_id}" + (f" saved to {store.path}" if store is not None else "")
         print(f"gguf-bench: {len(rows) - n_failed} ok, {n_failed} failed, {outcome.status}; {where}", file=sys.stderr)
     if outcome.status == "cancelled":
         return EXIT_CANCELLED

@@ -62,8 +62,9 @@ from app.predict.scenario import Scenario, scenario_time
 from app.predict.settings import PredictSettings, at_context, at_context_depth
 
 __all__ = ["BACKENDS", "DEFAULT_GPU_OVERHEAD_BYTES", "UNIFIED_USABLE_FRACTION", "Answer", "Figure", "FigureKind",
-           "Machine", "Measurement", "PredictSettings", "Source", "answer", "at_context", "at_context_depth",
-           "canonical_backend", "kv_cache_bytes", "memory_by_context", "same_hardware", "threads_for"]
+           "Machine", "Measurement", "MemoryCheck", "PredictSettings", "Source", "answer", "at_context",
+           "at_context_depth", "canonical_backend", "kv_cache_bytes", "memory_by_context", "same_hardware",
+           "threads_for"]
 
 
 class FigureKind(StrEnum):

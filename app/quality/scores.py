@@ -27,7 +27,8 @@ def kl_divergence(ref_logp: np.ndarray, logp: np.ndarray) -> np.ndarray:
     """Per-row KL(ref || model) in nats from two log-probability arrays of the same shape (never below 0)."""
     ref = ref_logp.astype(np.float32, copy=False)
     kld = (np.exp(ref) * (ref - logp)).sum(axis=1)
-    return np.maximum(kld, 0.0)
+    clipped: np.ndarray = np.maximum(kld, 0.0)
+    return clipped
 
 
 @dataclass

@@ -22,7 +22,7 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,6 +32,8 @@ from app.results.pending_rows import PendingRows, Write, apply_write
 from app.results.row_types import QualityRow, ResultRow, Row, RowError
 from app.results.run_writer import INTERRUPTED, LEGACY_ABORTED, is_abandoned, writer_scope
 from app.results.store_repair import StoreError, connect, connect_read_only, open_or_set_aside
+
+__all__ = ["ResultStore", "RunSummary", "StoreError", "decode_rows", "default_store_path", "new_run_id", "now_iso"]
 
 
 def now_iso() -> str:
@@ -155,7 +157,7 @@ class ResultStore:
         self.close()
 
     # --- writing ---------------------------------------------------------------------------------
-    def begin_run(self, run_id: str, *, sweep_name: str = "", command: str = "", tests: list[dict[str, Any]] = (),
+    def begin_run(self, run_id: str, *, sweep_name: str = "", command: str = "", tests: Sequence[dict[str, Any]] = (),
                   machine: dict[str, Any] | None = None, software: dict[str, Any] | None = None) -> None:
         self._write({"op": "begin", "run_id": run_id, "created_at": now_iso(), "sweep_name": sweep_name,
                      "command": command, "tests": list(tests), "machine": machine or {}, "software": software or {},

@@ -79,7 +79,7 @@ class WorkerClient:
             )
         finally:
             os.close(w)
-            if log is not subprocess.DEVNULL:
+            if not isinstance(log, int):  # a file, not subprocess.DEVNULL
                 log.close()
         self._read_fd = r
         if self.cancelled:  # cancelled while starting: nothing was running to tell

@@ -40,10 +40,11 @@ def prefill_compute(profile: HardwareProfile, file_type: str, repack: int = 1) -
 
     AMX tiles count only with ``repack`` on, for a type with AMX kernels, on a profile whose build has a working
     AMX buffer (``CpuProfile.amx``): weights as they are in the file run the AVX-512/AVX2 dot products."""
-    int8, fma = getattr(profile, "int8", None), getattr(profile, "fma", None)
+    int8: ComputeFigure | None = getattr(profile, "int8", None)
+    fma: ComputeFigure | None = getattr(profile, "fma", None)
     if int8 is None or fma is None:
         return None
-    amx = getattr(profile, "amx", None)
+    amx: ComputeFigure | None = getattr(profile, "amx", None)
     if amx is not None and repack and has_amx_kernels(file_type):
         return amx
     return int8 if weights_use_int8_dot(file_type) else fma
@@ -108,7 +109,7 @@ def matmul_params(
     """Parameters a token multiplies through: n_params less the (untied) embedding table; MoE active experts only
     when a per-tensor byte map says which bytes are experts."""
     tied = split.tied_embeddings if split else guess_tied_embeddings(facts)
-    params = facts.n_params - (0 if tied else facts.n_vocab * facts.n_embd)
+    params = float(facts.n_params - (0 if tied else facts.n_vocab * facts.n_embd))
     if facts.n_expert and tensor_bytes:
         expert_bytes = sum(n for k, n in tensor_bytes.items() if "_exps" in k)
         share = expert_bytes / max(sum(tensor_bytes.values()), 1)

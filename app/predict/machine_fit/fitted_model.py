@@ -140,7 +140,7 @@ class FitPoint:
 class PhaseFit:
     """Fitted coefficients of one phase (seconds per unit of each regressor) and how well they fit."""
 
-    phase: str
+    phase: Phase
     coefficients: dict[str, float]
     band_frac: float
     points: tuple[FitPoint, ...] = field(default_factory=tuple)
@@ -244,7 +244,13 @@ class PhaseFit:
         if not all(math.isfinite(v) for v in (*coefficients.values(), band, stand_in_error,
                                                *(v for c in refits for v in c.values()))):
             raise ValueError("a saved fit holds a coefficient or band that is not a finite number")
-        return cls(str(d["phase"]), coefficients, band, points, refits, stand_in_error)
+        phase = _PHASES.get(str(d["phase"]))
+        if phase is None:
+            raise ValueError(f"a saved fit of phase {d['phase']!r}, not decode or prefill")
+        return cls(phase, coefficients, band, points, refits, stand_in_error)
+
+
+_PHASES: dict[str, Phase] = {"decode": "decode", "prefill": "prefill"}
 
 
 def _point_from_json(p: Sequence[Any]) -> FitPoint:
@@ -273,7 +279,8 @@ def scaled_nnls(design: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """min ‖design·c − rhs‖ with c ≥ 0, solved on column-scaled regressors: the one solver of the machine fit
     (:func:`fit_phase`) and the public GPU fit (``public_arch_fit``)."""
     scaled, scale = _scaled(design)
-    return nnls(scaled, rhs) / scale
+    solution: np.ndarray = nnls(scaled, rhs) / scale
+    return solution
 
 
 def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:
