@@ -3,6 +3,8 @@
 mypy runs strict over ``app`` and ``engines``. Modules not yet clean are listed as exceptions in pyproject.toml (one
 ``[[tool.mypy.overrides]]`` table with ``ignore_errors``); the list only shrinks: a listed module that has become
 clean fails here until it leaves the list, and the packages named in :data:`STRICT_PACKAGES` may never be on it.
+Result columns are read by attributes; a column's name as a string key only where text enters or leaves, in the
+files docs/architecture.md lists (:func:`test_string_keys_only_where_docs_say`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Packages checked strictly with no exception (issue #52): prediction, results, compare, choose, and the Qt-free
 #: views where they exist.
 STRICT_PACKAGES = ("app.predict", "app.results", "app.compare", "app.choose", "app.views")
+#: The acceptance check of issue #52: a result column read as a key (``r.get("…")``, ``row["…"]``), or any dict read
+#: by a literal key.
+STRING_KEY = re.compile(r'\b(r|row|rows?\[[^]]*\])\.get\("|\["[a-z_]+"\]')
 _ERROR = re.compile(r"^(?P<path>[\w/]+\.py):\d+: error: ")
 
 
@@ -102,3 +107,28 @@ def test_the_type_checker_finds_no_error_and_the_exception_list_only_shrinks(
     modules_with_errors = {_module_of(m["path"]) for line in errors if (m := _ERROR.match(line))}
     clean = [p for p in listed if not any(_covers(p, m) for m in modules_with_errors)]
     assert not clean, f"now clean: take {clean} off pyproject.toml's mypy exception list"
+
+
+def _string_key_files() -> dict[str, int]:
+    """Files of app/ the acceptance grep finds, with how many lines each."""
+    found: dict[str, int] = {}
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        n = sum(1 for line in path.read_text(encoding="utf-8").splitlines() if STRING_KEY.search(line))
+        if n:
+            found[path.relative_to(ROOT).as_posix()] = n
+    return found
+
+
+def _documented_files() -> set[str]:
+    """The files docs/architecture.md lists under "Where string keys are read"."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Where string keys are read", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"`(app/[\w/]+\.py)`", section))
+
+
+def test_string_keys_only_where_docs_say() -> None:
+    """Issue #52's grep finds only the files docs/architecture.md lists (where text enters or leaves, and the few
+    typed tables read by a fixed name), and each listed file still has a hit (the list stays true)."""
+    found, documented = _string_key_files(), _documented_files()
+    assert not set(found) - documented, f"string keys outside the listed files: {sorted(set(found) - documented)}"
+    assert not documented - set(found), f"listed, but no string key there any more: {sorted(documented - set(found))}"

@@ -523,12 +523,10 @@ def pooled(a: ResultRow, b: ResultRow) -> ResultRow:
         xs = [float(x) for r in oks for x in getattr(r, f"{phase}_samples_tps") or ()]
         if xs:
             changes.update({f"{phase}_samples_tps": xs, **spread(f"{phase}_tps", xs)})
-    changes["unstable"] = int(any(r.unstable for r in oks))
-    changes["unstable_metrics"] = ",".join(dict.fromkeys(m for r in oks for m in (r.unstable_metrics or "").split(",")
-                                                         if m))
+    unstable_metrics = ",".join(dict.fromkeys(m for r in oks for m in (r.unstable_metrics or "").split(",") if m))
     busy = [float(p) for r in oks if (p := r.host_other_cpu_pct) is not None and math.isfinite(p)]
-    changes["host_other_cpu_pct"] = max(busy) if busy else None
-    return b.replace(**changes)
+    return b.replace(**changes, unstable=int(any(r.unstable for r in oks)), unstable_metrics=unstable_metrics,
+                     host_other_cpu_pct=max(busy) if busy else None)
 
 
 def faster(a: ResultRow, b: ResultRow) -> ResultRow:
