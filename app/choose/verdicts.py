@@ -568,7 +568,8 @@ def _trades(best: FileChoice, others: Sequence[FileChoice], choices: Sequence[Fi
     if faster:
         f = max(faster, key=lambda c: c.decode_tps.value)
         ratio = f.decode_tps.value / best.decode_tps.value if best.decode_tps.value > 0 else math.inf
-        out.append(f"{f.filename} would be {ratio:.1f}× faster ({f.decode_tps.value:,.1f} tok/s) and about "
+        faster_words = f"{ratio:.1f}× faster" if ratio >= 1.05 else "about as fast"
+        out.append(f"{f.filename} would be {faster_words} ({f.decode_tps.value:,.1f} tok/s) and about "
                    f"{effective_kld(f, choices) - kld:.4f} KLD worse")
     if not out:
         return ""
