@@ -259,8 +259,7 @@ def evaluate_file(
         bits_per_weight=facts.bits_per_weight, n_layer=facts.n_layer, status=verdict.status,
         n_gpu_layers=0 if is_cpu else chosen.n_gpu_layers if chosen else got.prediction.n_gpu_layers,
         type_k=chosen.type_k if chosen else verdict.kv_types[0],
-        kv_types_fitting=tuple(t for t, p in verdict.full.items()
-                               if p.prediction.fit.status == "fits" and p.prediction.fit.fits),
+        kv_types_fitting=verdict.fits_entirely,
         memory_bytes=fit.needed_bytes, budget_bytes=fit.budget_bytes, weights_bytes=fit.weight_bytes,
         kv_bytes=fit.kv_bytes, compute_bytes=fit.compute_buffer_bytes, overhead_bytes=fit.overhead_bytes,
         decode_tps=got.decode, ttft_ms=ttft, measured=got.measured, quality=quality, notes=got.notes,

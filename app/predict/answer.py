@@ -51,7 +51,7 @@ from app.predict.machine_fit.fitted_model import Expected, FittedExpectation
 from app.predict.machine_fit.split_expected import device_fraction, split_decode_expected
 from app.predict.machine_fit.store_efficiency import Efficiency, fitted_expectation, threads_for
 from app.predict.memory.buffers import compute_buffer_bytes_for, kv_alloc_bytes
-from app.predict.memory.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
+from app.predict.memory.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION, FitResult
 from app.predict.memory.host import HostEfficiency, host_memory_table
 from app.predict.memory_truth import MemoryCheck, dry_run_settings, memory_check, with_dry_run
 from app.predict.prediction import Prediction, predict
@@ -490,6 +490,22 @@ def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSetting
                   decode_empty=decode_empty, prefill=prefill, ttft_ms=_ttft(prefill, s.n_prompt),
                   no_expected_decode=why if decode.kind == FigureKind.CEILING else "",
                   notes=(*pred.notes, *notes), file_type=facts.file_type, measured=measurement)
+
+
+def fit_of(facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings,
+           machine: Machine | None = None) -> FitResult:
+    """The fit :func:`answer` would give for these settings (the same RAM, repacking and host side), without its
+    figures: what a placement search asks at each of its steps. Not for this machine's CPU, whose fit takes
+    llama.cpp's dry run (:func:`answer` does)."""
+    machine = machine if machine is not None else Machine()
+    this = machine.is_this(profile)
+    s = settings.resolved(machine.repack_default if this else 1)
+    host_bw = machine.host_bandwidth_gbps(profile)
+    if host_bw is None and not profile.is_unified:
+        host_bw = host_memory_table().assumed_for(profile).peak_bandwidth_gbps
+    ram, _ = host_ram(profile, machine)
+    return predict(facts, profile, s, cpu_bandwidth_gbps=host_bw, tensor_bytes=facts.tensor_bytes or None,
+                   host_ram_bytes=ram).fit
 
 
 #: System RAM assumed around a GPU that is not this machine's, by the kind of part, where none was given (--ram):
