@@ -56,8 +56,8 @@ from app.predict.memory.host import HostEfficiency, host_memory_table
 from app.predict.memory_truth import MemoryCheck, dry_run_settings, memory_check, with_dry_run
 from app.predict.prediction import Prediction, predict
 from app.predict.profiles import HardwareProfile
-from app.predict.public.arch_fit import BACKENDS, canonical_backend
-from app.predict.public.fit import PublicGpuModel, default_backend, public_expected
+from app.predict.public.arch_fit import BACKENDS, WorkShape, canonical_backend
+from app.predict.public.fit import PublicGpuModel, default_backend, public_expected, work_shape
 from app.predict.scenario import Scenario, scenario_time
 from app.predict.settings import PredictSettings, at_context, at_context_depth
 
@@ -289,7 +289,8 @@ def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
                                              profile.peak_bandwidth_gbps, pred.cpu_bandwidth_gbps)
         full_pred = predict(facts, profile, full, cpu_bandwidth_gbps=pred.cpu_bandwidth_gbps,
                             tensor_bytes=facts.tensor_bytes or None)
-        got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling, full_pred.prefill_ceiling_tps)
+        got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling, full_pred.prefill_ceiling_tps,
+                                 _work_shape(facts, s))
         device = got.get("decode")
     host = src.host_fitted(facts, replace(full, n_gpu_layers=0)).get("decode") if src.host_fitted else None
     if host is None and src.host_public is not None:  # no CPU fit speaks for this host: the published CPU rows
@@ -311,6 +312,11 @@ def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
     return Figure(composed.value, FigureKind.SPLIT, composed.low, composed.high,
                   Source(FigureKind.SPLIT, "split: device and host composed", detail, src.build),
                   int(s.decode_depth)), ""
+
+
+def _work_shape(facts: ModelFacts, s: PredictSettings) -> WorkShape:
+    """What the request asks beyond its ceilings (the public fit's terms): its decode depth and its prompt."""
+    return work_shape(facts, s.decode_depth, s.type_k, s.type_v or s.type_k, s.n_prompt, s.depth)
 
 
 def _host_public(facts: ModelFacts, s: PredictSettings, pred: Prediction, eff: HostEfficiency) -> Expected:
@@ -353,7 +359,7 @@ def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, p
             prefill = _figure(fitted["prefill"], FigureKind.FIT, name, None, src.build)  # type: ignore[arg-type]
         if src.public is not None and profile.kind != "cpu" and src.efficiency is None and not any(fitted.values()):
             got, why = public_expected(src.public, profile, facts, pred.n_gpu_layers, pred.decode_ceiling_tps,
-                                       pred.prefill_ceiling_tps)
+                                       pred.prefill_ceiling_tps, _work_shape(facts, s))
             name = "public llama-bench fit"
             if got.get("decode") is not None:
                 decode = _figure(got["decode"], FigureKind.PUBLIC, name, depth)  # type: ignore[arg-type]

@@ -236,7 +236,7 @@ def test_shipped_leave_one_out_report(public: PublicGpuModel) -> None:
 
 def test_expected_figures_for_a_laptop_gpu_carry_band_and_source(public, shipped_profiles) -> None:
     laptop = find_profile("RTX 4060 Laptop", shipped_profiles)
-    got = public.expect(laptop, decode_ceiling_tps=400.0, prefill_ceiling_tps=20000.0, ggml_type="Q4_K", n_layer=30)
+    got = public.expect(laptop, decode_ceiling_tps=400.0, prefill_ceiling_tps=20000.0, ggml_type="Q4_K", shape=30)
     assert got.note == ""
     for exp, ceiling in ((got.decode, 400.0), (got.prefill, 20000.0)):
         assert exp is not None and exp.low < exp.value < exp.high and exp.value < ceiling

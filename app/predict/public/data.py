@@ -23,8 +23,11 @@ Two kinds of tables, units in the key names:
 
 Optional keys, for rows taken at other settings (the held-out table, app/predict/public/held_out.py, has them):
 ``[[result]]`` date (str, YYYY-MM-DD), flash_attn (int: 1/0, -1 when the source has no fa column), n_depth (int: KV
-tokens already cached, llama-bench ``-d``), n_ubatch / n_batch (int, 0: the default); ``[[model]]`` n_expert,
-n_expert_used, expert_ff (int, MoE models: experts, experts per token, the per-expert FFN width).
+tokens already cached, llama-bench ``-d``), n_ubatch / n_batch (int, 0: the default), expert_bits_per_weight (number:
+a MoE file whose routed experts have another type than the rest, MXFP4's 4.25), publication (str: the post or row of a
+thread or table of several contributors, each another machine: "row RTX 4090 (2241453)"); ``[[model]]`` n_expert,
+n_expert_used, expert_ff (int, MoE models: experts, experts per token, the per-expert FFN width), swa_window and
+n_swa_layers (int: the keys a sliding-window layer attends, and how many layers use it).
 
 Pure reading and validation; a malformed file raises ``ReferenceTableError`` with a one-line message.
 """
@@ -57,7 +60,7 @@ _MODEL_KEYS: dict[str, type] = {
     "name": str, "n_layer": int, "n_embd": int, "n_vocab": int, "n_head": int, "n_head_kv": int, "head_dim": int,
     "tied_embeddings": bool, "source": str,
 }
-_MODEL_OPTIONAL = {"n_expert": int, "n_expert_used": int, "expert_ff": int}
+_MODEL_OPTIONAL = {"n_expert": int, "n_expert_used": int, "expert_ff": int, "swa_window": int, "n_swa_layers": int}
 _RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
     "gpu": str, "model": str, "weight_type": str, "ggml_type": str, "file_size_gib": (int, float),
     "n_params_b": (int, float), "backend": str, "n_gpu_layers": int, "n_prompt": int, "n_gen": int, "build": str,
@@ -65,7 +68,8 @@ _RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
 }
 _RESULT_OPTIONAL = {"exclude_pp": str, "exclude_tg": str, "date": str, "flash_attn": int, "n_depth": int,
                     "n_ubatch": int, "n_batch": int, "pp_tps": (int, float), "pp_sd_tps": (int, float),
-                    "tg_tps": (int, float), "tg_sd_tps": (int, float)}
+                    "tg_tps": (int, float), "tg_sd_tps": (int, float), "expert_bits_per_weight": (int, float),
+                    "publication": str}
 #: A test a source did not publish (a pp-only or tg-only table): its count is 0 and its figures are absent.
 _PHASE_KEYS = (("n_prompt", "pp_tps", "pp_sd_tps"), ("n_gen", "tg_tps", "tg_sd_tps"))
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -94,6 +98,14 @@ class ReferenceModel:
     n_expert: int = 0  # MoE: experts per layer (0: dense)
     n_expert_used: int = 0  # MoE: experts a token is routed through
     expert_ff: int = 0  # MoE: one expert's FFN width
+    swa_window: int = 0  # sliding-window attention: keys a windowed layer attends (0: none)
+    n_swa_layers: int = 0  # layers that use the window
+
+    @property
+    def expert_params(self) -> float:
+        """Parameters of every routed expert: 3 matrices of n_embd × expert_ff per expert per layer (gate, up,
+        down); 0 for a dense model."""
+        return float(self.n_layer * self.n_expert * 3 * self.n_embd * self.expert_ff) if self.n_expert else 0.0
 
     @property
     def inactive_expert_params(self) -> float:
@@ -133,12 +145,22 @@ class ReferenceResult:
     n_ubatch: int = 0  # 0: llama-bench's default
     n_batch: int = 0  # 0: llama-bench's default
     held_out: bool = False  # from the held-out table: a fit must never learn from it (PublicGpuModel refuses it)
+    expert_bits_per_weight: float = 0.0  # MoE: bits per routed-expert weight where they differ from the rest (MXFP4)
+    publication: str = ""  # one post or one contributor's row within ``source_url``'s thread or table ("" the whole)
 
     @property
     def build_number(self) -> int | None:
         """llama.cpp's build number from ``build`` ("4426e298 (2824)" or "b2824" -> 2824); None when unknown."""
         m = _BUILD_NUMBER.search(self.build.strip())
         return int(m.group(1) or m.group(2)) if m else None
+
+    @property
+    def publication_key(self) -> str:
+        """The publication a row belongs to: the thread or repository (:func:`source_key`), and within a thread or
+        table of several contributors the post or row (``publication``). Each is another machine, driver and build:
+        the unit a cross-validation leaves out."""
+        key = source_key(self.source_url)
+        return f"{key} {self.publication}" if self.publication else key
 
     @property
     def file_bytes(self) -> float:
@@ -177,6 +199,9 @@ def parse_reference(doc: dict[str, object], where: str = "reference table", *,
         if m.get("n_expert_used", 0) > m.get("n_expert", 0) or bool(m.get("n_expert")) != bool(m.get("expert_ff")):
             raise ReferenceTableError(f"{where}: model #{i + 1}: n_expert, n_expert_used (at most n_expert) and "
                                       "expert_ff go together")
+        if bool(m.get("swa_window")) != bool(m.get("n_swa_layers")) or m.get("n_swa_layers", 0) > m["n_layer"]:
+            raise ReferenceTableError(f"{where}: model #{i + 1}: swa_window and n_swa_layers (at most n_layer) go "
+                                      "together")
         models[m["name"]] = ReferenceModel(**m)
     results = []
     for i, r in enumerate(_tables(doc, "result", where)):

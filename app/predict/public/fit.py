@@ -32,7 +32,9 @@ from dataclasses import dataclass
 
 from app.model.facts import ModelFacts
 from app.paths import HARDWARE_PROFILES_DIR
-from app.predict.ceilings.prefill import matmul_params
+from app.predict.ceilings.decode import kv_bytes_read_at_depth
+from app.predict.ceilings.offload import active_weight_bytes, is_expert_tensor
+from app.predict.ceilings.prefill import expert_params, matmul_params, prefill_flops_per_token
 from app.predict.machine_fit.fitted_model import Expected
 from app.predict.machine_fit.workload import PHASES, Phase
 from app.predict.profiles import HardwareProfile, load_profiles
@@ -41,11 +43,11 @@ from app.predict.public.arch_fit import (
     FLOAT_CLASSES,
     ArchFit,
     PublicFitError,
-    alu_seconds,
+    WorkShape,
     architecture_of,
     canonical_backend,
     compute_scale,
-    demand_from_ceiling,
+    demand_for,
     era_of,
     fit_architectures,
     fit_cells,
@@ -56,10 +58,10 @@ from app.predict.public.arch_fit import (
     nearest_architecture,
     reference_demand,
     row_era,
+    row_shape,
     used,
     weight_family,
 )
-from app.predict.public.arch_fit import matmul_params as row_matmul_params
 from app.predict.public.bands import Basis, Residual, Situation, SituationBand, band_for
 from app.predict.public.data import TRAINING_TABLE_PATHS, ReferenceResult, load_training, source_key
 from app.predict.public.fit_cache import cached
@@ -158,6 +160,11 @@ class FitMemo:
         return got
 
 
+def as_shape(shape: WorkShape | int, n_matmul_params: float = 0.0) -> WorkShape:
+    """A :class:`WorkShape`, or a dense model's of ``shape`` layers and ``n_matmul_params`` matmul parameters."""
+    return shape if isinstance(shape, WorkShape) else WorkShape(int(shape), n_matmul_params)
+
+
 def row_ceiling_tps(row: ReferenceResult, profile: HardwareProfile, phase: Phase) -> float:
     """A published row's ceiling of ``phase`` on ``profile`` (uncapped spec rates), as ``predict`` computes it for
     that model: what :meth:`PublicGpuModel.expected` is given for the row."""
@@ -237,10 +244,10 @@ class PublicGpuModel:
                          backend in {canonical_backend(r.backend) for r in fit.rows},
                          era in {row_era(r) for r in fit.rows}, family_borrowed)
 
-    def point(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str, n_layer: int,
-              n_matmul_params: float, backend: str, era: str) -> tuple[PublicPoint | None, str]:
-        """The figure of ``phase`` on ``profile`` for a model with that ceiling there, for ``backend`` and build
-        ``era``, before its band; or (None, why)."""
+    def point(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str, shape: WorkShape,
+              backend: str, era: str) -> tuple[PublicPoint | None, str]:
+        """The figure of ``phase`` on ``profile`` for a model of ``shape`` with that ceiling there, for ``backend``
+        and build ``era``, before its band; or (None, why)."""
         fam = weight_family(ggml_type)
         choice = self.choose(profile, phase, backend, era, fam)
         arch = profile.architecture or "unknown"
@@ -255,8 +262,7 @@ class PublicGpuModel:
         fit = choice.fit
         stand_in = fit.stand_in(fam)
         ideal_tps = ceiling_tps / compute_scale(profile, fit.tflops_per_w)
-        alu_s = alu_seconds(n_matmul_params, profile) if phase == "decode" else 0.0
-        tps = fit.tps(demand_from_ceiling(ideal_tps, ggml_type, n_layer, alu_s)) if ceiling_tps > 0 else None
+        tps = fit.tps(demand_for(ideal_tps, ggml_type, phase, shape, profile)) if ceiling_tps > 0 else None
         if stand_in is None or tps is None:
             return None, f"no expected figure: no public {choice.borrowed_from or arch} data for {ggml_type} kernels"
         return PublicPoint(float(tps), choice, fam, stand_in), ""
@@ -297,22 +303,22 @@ class PublicGpuModel:
             for i, phase in ((i, p) for i in sorted(targets) for p in PHASES if used(self.rows[i], p)):
                 r, profile = self.rows[i], self.profiles[self.rows[i].gpu]
                 got, _ = fold.point(profile, phase, row_ceiling_tps(r, profile, phase), r.ggml_type,
-                                    r.model.n_layer, row_matmul_params(r) if phase == "decode" else 0.0,
-                                    canonical_backend(r.backend), row_era(r) or CURRENT_ERA)
+                                    row_shape(r, phase), canonical_backend(r.backend), row_era(r) or CURRENT_ERA)
                 if got is not None:
                     out.append(Residual(got.choice.situation(r.gpu, got.family), phase, source[i],
                                         math.log(got.tps / measured_tps(r, phase))))
         return out
 
     def expected_with_band(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
-                           n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,
+                           shape: WorkShape | int, n_matmul_params: float = 0.0, *, backend: str | None = None,
                            build: int | None = None, date: str = "",
                            ) -> tuple[Expected | None, str, SituationBand | None]:
         """:meth:`expected`, with the band's situation and how it was made."""
+        shape = as_shape(shape, n_matmul_params)
         backend = canonical_backend(backend or self.backend or default_backend(profile))
         build = build if build is not None else (self.build if not date else None)
         era = era_of(build, date) or CURRENT_ERA
-        got, why = self.point(profile, phase, ceiling_tps, ggml_type, n_layer, n_matmul_params, backend, era)
+        got, why = self.point(profile, phase, ceiling_tps, ggml_type, shape, backend, era)
         if got is None:
             return None, why, None
         choice, fit, fam, stand_in = got.choice, got.choice.fit, got.family, got.stand_in
@@ -349,23 +355,25 @@ class PublicGpuModel:
         return Expected(got.tps, low, high, source), "", band
 
     def expected(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
-                 n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,
+                 shape: WorkShape | int, n_matmul_params: float = 0.0, *, backend: str | None = None,
                  build: int | None = None, date: str = "") -> tuple[Expected | None, str]:
-        """The expected figure of ``phase`` on ``profile`` for a model with that ceiling there, or (None, why), for
+        """The expected figure of ``phase`` on ``profile`` for a model of ``shape`` (a :class:`WorkShape`, or its layer
+        count with ``n_matmul_params`` sizing decode's ALU side) with that ceiling there, or (None, why), for
         ``backend`` (default: the model's, else the vendor's usual) and llama.cpp ``build`` (or the ``date`` of
-        one; default: the model's, else the newest era). ``n_matmul_params`` sizes decode's ALU side (0: none).
-        Its band is that of its situation (app/predict/public/bands.py), which its source names."""
-        exp, why, _ = self.expected_with_band(profile, phase, ceiling_tps, ggml_type, n_layer, n_matmul_params,
+        one; default: the model's, else the newest era). Its band is that of its situation
+        (app/predict/public/bands.py), which its source names."""
+        exp, why, _ = self.expected_with_band(profile, phase, ceiling_tps, ggml_type, shape, n_matmul_params,
                                               backend=backend, build=build, date=date)
         return exp, why
 
     def expect(self, profile: HardwareProfile, decode_ceiling_tps: float, prefill_ceiling_tps: float,
-               ggml_type: str, n_layer: int, n_matmul_params: float = 0.0, *, backend: str | None = None,
+               ggml_type: str, shape: WorkShape | int, n_matmul_params: float = 0.0, *, backend: str | None = None,
                build: int | None = None) -> PublicExpectation:
-        """Both phases' expected figures for a model fully offloaded to ``profile``."""
-        decode, why_d = self.expected(profile, "decode", decode_ceiling_tps, ggml_type, n_layer, n_matmul_params,
+        """Both phases' expected figures for a model of ``shape`` fully offloaded to ``profile``."""
+        shape = as_shape(shape, n_matmul_params)
+        decode, why_d = self.expected(profile, "decode", decode_ceiling_tps, ggml_type, shape,
                                       backend=backend, build=build)
-        prefill, why_p = self.expected(profile, "prefill", prefill_ceiling_tps, ggml_type, n_layer,
+        prefill, why_p = self.expected(profile, "prefill", prefill_ceiling_tps, ggml_type, shape,
                                        backend=backend, build=build)
         return PublicExpectation(decode, prefill, why_d or why_p)
 
@@ -377,18 +385,42 @@ def main_weight_type(facts: ModelFacts) -> str:
     return max(facts.tensor_types, key=lambda t: facts.tensor_types[t].n_bytes)
 
 
+def work_shape(facts: ModelFacts, decode_depth: float = 64.0, type_k: str = "f16", type_v: str | None = None,
+               n_prompt: int = 512, depth: int = 0) -> WorkShape:
+    """The :class:`WorkShape` of ``facts`` for a decode at ``decode_depth`` tokens (its KV read with those cache
+    types) and a prefill of ``n_prompt`` tokens after ``depth``: the active matmul parameters, the layers with routed
+    experts, the KV share of decode's bytes and the routed experts' share of prefill's work."""
+    tensors = facts.tensor_bytes or None
+    moe_layers = 0
+    if facts.n_expert:
+        names = facts.tensor_shapes or facts.tensor_bytes
+        layers = {k.split(".")[1] for k in names if is_expert_tensor(k) and k.startswith("blk.")}
+        moe_layers = len(layers) or facts.n_layer
+    weights = active_weight_bytes(facts, tensors)
+    kv = kv_bytes_read_at_depth(facts, decode_depth, type_k, type_v)
+    n_swa = len(facts.swa_layers) if facts.swa_window else 0
+    params = matmul_params(facts, tensor_bytes=tensors)
+    flops = prefill_flops_per_token(params, n_prompt, facts.kv_layers,
+                                    facts.n_head * (facts.head_dim_k + facts.head_dim_v) // 2, depth, n_swa,
+                                    facts.swa_window)
+    active_experts = expert_params(facts, tensors) * facts.n_expert_used / facts.n_expert if facts.n_expert else 0.0
+    return WorkShape(facts.n_layer, params, moe_layers, kv / (weights + kv) if kv > 0 else 0.0,
+                     min(2.0 * active_experts / flops, 1.0) if flops > 0 else 0.0)
+
+
 def public_expected(
     model: PublicGpuModel, profile: HardwareProfile, facts: ModelFacts, n_gpu_layers: int,
-    decode_ceiling_tps: float, prefill_ceiling_tps: float,
+    decode_ceiling_tps: float, prefill_ceiling_tps: float, shape: WorkShape | None = None,
 ) -> tuple[dict[str, Expected | None], str]:
-    """(phase -> Expected, why a figure is missing) for ``facts`` on a GPU ``profile`` at the given ceilings.
+    """(phase -> Expected, why a figure is missing) for ``facts`` on a GPU ``profile`` at the given ceilings, for
+    the test's ``shape`` (default: :func:`work_shape` from an empty cache and a 512-token prompt).
 
     The public rows are full offloads: a model with layers left on the CPU gets no public figure.
     """
     if n_gpu_layers < facts.n_layer + 1:
         return {}, "no expected figure from public data: they are full offloads, this is a partial one"
-    got = model.expect(profile, decode_ceiling_tps, prefill_ceiling_tps, main_weight_type(facts), facts.n_layer,
-                       matmul_params(facts))
+    got = model.expect(profile, decode_ceiling_tps, prefill_ceiling_tps, main_weight_type(facts),
+                       shape or work_shape(facts))
     return {"decode": got.decode, "prefill": got.prefill}, got.note
 
 
