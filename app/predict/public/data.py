@@ -2,9 +2,10 @@
 
 The public fit learns from the TRAINING tables (``TRAINING_TABLE_PATHS``: ``llama_bench_public.toml``, May 2024
 builds, ``llama_bench_public_2025.toml``, builds from June 2024 on, ``llama_bench_public_2026_*.toml``, the
-tables of llama.cpp's own pull requests by backend, and ``llama_bench_public_2026_community.toml``, rows of community
-repositories' committed llama-bench output, in the held-out tables' schema); the held-out tables
-(app/predict/public/held_out.py) are read with the same parser and never fitted. Rows are held out by source:
+tables of llama.cpp's own pull requests by backend, ``llama_bench_public_2026_community.toml``, rows of community
+repositories' committed llama-bench output, in the held-out tables' schema, and
+``llama_bench_public_2026_scoreboards.toml``, llama.cpp's community scoreboards and the gpt-oss guide); the held-out
+tables (app/predict/public/held_out.py) are read with the same parser and never fitted. Rows are held out by source:
 :func:`source_key` names the publication a ``source_url`` points at, so that a test can check that no repository or
 thread gives rows to both sides.
 
@@ -51,9 +52,14 @@ PUBLIC_PR_TABLE_PATHS: tuple[Path, ...] = tuple(
     PROFILES_DIR / "reference" / f"llama_bench_public_2026_{part}.toml" for part in ("cuda", "vulkan", "metal_sycl"))
 #: Rows of community repositories that commit their raw llama-bench output (laptop iGPUs, newer builds).
 PUBLIC_COMMUNITY_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_2026_community.toml"
+#: Rows of llama.cpp's community scoreboards (#4167 Apple, #15013 CUDA, #15021 ROCm, #10879 Vulkan) and the gpt-oss
+#: guide's desktop sections (#15396), one publication per scoreboard row or guide section.
+PUBLIC_SCOREBOARD_TABLE_PATH = PROFILES_DIR / "reference" / "llama_bench_public_2026_scoreboards.toml"
 #: The tables the shipped public fit learns from (each file has its own [[model]] tables).
 TRAINING_TABLE_PATHS: tuple[Path, ...] = (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH, *PUBLIC_PR_TABLE_PATHS,
-                                          PUBLIC_COMMUNITY_TABLE_PATH)
+                                          PUBLIC_COMMUNITY_TABLE_PATH, PUBLIC_SCOREBOARD_TABLE_PATH)
+#: Published figures of one GPU by several machines, never fitted: the floor under every band (bands.machine_spread).
+MACHINE_SPREAD_TABLE_PATH = PROFILES_DIR / "spread" / "machine_spread_public.toml"
 GIB = 1024**3
 
 _MODEL_KEYS: dict[str, type] = {
@@ -267,3 +273,43 @@ def source_key(url: str) -> str:
         if len(segments) >= 2:
             return f"{segments[0]}/{segments[1]}".lower()
     return f"{host}{parts.path.rstrip('/')}".lower()
+
+
+_SPREAD_KEYS: dict[str, type | tuple[type, ...]] = {
+    "gpu": str, "publication": str, "phase": str, "tps": (int, float), "source_url": str, "source_section": str}
+
+
+@dataclass(frozen=True)
+class SpreadFigure:
+    """One machine's published figure of a question several machines answered (one model on one GPU): what the
+    between-machine spread is made of."""
+
+    gpu: str
+    publication: str
+    phase: str  # "decode" or "prefill"
+    tps: float
+    source_url: str
+    source_section: str
+
+
+def load_machine_spread(path: Path = MACHINE_SPREAD_TABLE_PATH) -> list[SpreadFigure]:
+    """The ``[[figure]]`` tables of ``path``, validated; a malformed file raises ``ReferenceTableError`` naming it."""
+    try:
+        with path.open("rb") as f:
+            doc = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ReferenceTableError(f"{path.name}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ReferenceTableError(f"{path.name}: cannot read: {exc.strerror}") from None
+    extra = sorted(set(doc) - {"figure"})
+    if extra:
+        raise ReferenceTableError(f"{path.name}: unknown top-level key {extra[0]!r}")
+    out = []
+    for i, t in enumerate(_tables(doc, "figure", path.name)):
+        where = f"{path.name}: figure #{i + 1}"
+        _check(t, _SPREAD_KEYS, {}, where)
+        if t["phase"] not in ("decode", "prefill") or not t["tps"] > 0:
+            raise ReferenceTableError(f"{where}: phase must be decode or prefill and tps positive")
+        out.append(SpreadFigure(**{**t, "tps": float(t["tps"])}))
+    return out
+
