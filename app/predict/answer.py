@@ -261,17 +261,28 @@ def _figure(e: Expected, kind: FigureKind, name: str, depth: int | None, build: 
     return Figure(e.value, kind, e.low, e.high, Source(kind, name, e.source, build), depth)
 
 
-def capped_at_ceiling(fig: Figure | None, ceiling_tps: float, phase: str, notes: list[str]) -> Figure | None:
+def capped_at_ceiling(fig: Figure | None, ceiling_tps: float, phase: str, notes: list[str], *,
+                      spec_bound: bool = False) -> Figure | None:
     """An expected figure never above its ceiling: where a source says more, the figure is the ceiling and its source
-    marked (a note says by how much). Its band spans both readings: the source's upper edge (the ceiling is itself a
-    measured figure on a CPU, its probed bandwidth, which reads low at a busy moment) and, below, the source's
-    relative band taken from the figure shown (else a band could lie wholly above the figure)."""
-    if fig is None or not ceiling_tps > 0 or fig.value <= ceiling_tps:
+    marked (a note says by how much), and below, its band keeps the source's relative width from the figure shown
+    (else a band could lie wholly above the figure).
+
+    The band's top depends on what the ceiling is. ``spec_bound``: a GPU's spec-sheet bandwidth or compute, a bound
+    no run passes, so no band edge lies above it either. Otherwise (a CPU's ceiling is its probed bandwidth, a
+    measurement that reads low when other work ran during the probe; a split's host side is probed or assumed) the
+    band keeps the source's upper edge: the figure shown never passes the ceiling, but the ceiling may be the
+    reading that is off, and the band says so by reaching past it."""
+    if fig is None or not ceiling_tps > 0:
+        return fig
+    if fig.value <= ceiling_tps:
+        if spec_bound and fig.high is not None and fig.high > ceiling_tps:
+            source = replace(fig.source, detail=f"{fig.source.detail}; band's top at the ceiling".lstrip("; "))
+            return replace(fig, high=ceiling_tps, source=source)
         return fig
     notes.append(f"expected {phase} {fig.value:,.1f} tok/s was above its ceiling {ceiling_tps:,.1f}: shown as the "
                  f"ceiling (the source does not hold here, or the ceiling reads low)")
     low = fig.low * ceiling_tps / fig.value if fig.low is not None else None
-    high = max(fig.high, ceiling_tps) if fig.high is not None else None
+    high = (ceiling_tps if spec_bound else max(fig.high, ceiling_tps)) if fig.high is not None else None
     source = replace(fig.source, detail=f"{fig.source.detail}; capped at the ceiling".lstrip("; "))
     return replace(fig, value=ceiling_tps, low=low, high=high, source=source)
 
@@ -369,8 +380,9 @@ def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, p
     if decode is None and not why:
         why = src.efficiency_note or ("no fit, stored runs or public data for this hardware"
                                       if src.public is None else "no expected figure for this hardware")
-    decode = capped_at_ceiling(decode, pred.decode_ceiling_tps, "decode", notes)
-    prefill = capped_at_ceiling(prefill, pred.prefill_ceiling_tps, "prefill", notes)
+    spec = profile.kind != "cpu" and not pred.split  # a GPU's own spec sheet, no probed or assumed host side
+    decode = capped_at_ceiling(decode, pred.decode_ceiling_tps, "decode", notes, spec_bound=spec)
+    prefill = capped_at_ceiling(prefill, pred.prefill_ceiling_tps, "prefill", notes, spec_bound=spec)
     return decode, prefill, why if decode is None else "", notes
 
 

@@ -37,6 +37,7 @@ Pure functions (numpy).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import statistics
@@ -261,6 +262,7 @@ def row_shape(r: ReferenceResult, phase: Phase) -> WorkShape:
     return WorkShape(m.n_layer, matmul_params(r), moe_layers, 0.0, 2.0 * active_experts / flops)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def reference_demand(
     r: ReferenceResult, profile: HardwareProfile, phase: Phase, tflops_per_w: float | None = None,
 ) -> Demand:
@@ -353,6 +355,38 @@ class ArchFit:
         return 1.0 / s if s else None
 
 
+def _nnls_normal(design: np.ndarray, rhs: np.ndarray, tol: float = 1e-10) -> np.ndarray:
+    """min ‖design·x − rhs‖ with x ≥ 0, Lawson and Hanson's active set as :func:`fitted_model.nnls` runs it, on the
+    normal equations (Bro and De Jong's form): each step solves a system of the free columns' Gram matrix instead of
+    a least squares of the whole design. The designs here are a few columns of scaled regressors and the fit solves
+    thousands of them over the cross-validation's folds. Falls back to :func:`scaled_nnls` where a Gram block is
+    singular."""
+    gram, proj = design.T @ design, design.T @ rhs
+    n = design.shape[1]
+    free = np.zeros(n, dtype=bool)
+    x = np.zeros(n)
+    try:
+        for _ in range(3 * n):
+            grad = proj - gram @ x
+            if free.all() or grad[~free].max() <= tol:
+                break
+            free[np.argmax(np.where(free, -np.inf, grad))] = True
+            while True:
+                z = np.zeros(n)
+                z[free] = np.linalg.solve(gram[np.ix_(free, free)], proj[free])
+                if (z[free] > tol).all():
+                    break
+                neg = free & (z <= tol)
+                step = np.min(x[neg] / np.maximum(x[neg] - z[neg], 1e-300))
+                x = x + step * (z - x)
+                free &= x > tol
+                x[~free] = 0.0
+            x = z
+    except np.linalg.LinAlgError:
+        return scaled_nnls(design, rhs)
+    return x
+
+
 def _solve(
     design: np.ndarray, names: Sequence[str], rhs: np.ndarray | None = None,
 ) -> tuple[float, dict[str, float]] | None:
@@ -366,13 +400,21 @@ def _solve(
     extra = [i for i, n in enumerate(names) if not n.startswith("class:")]
     best: tuple[float, dict[str, float]] | None = None
     target = np.ones(design.shape[0]) if rhs is None else rhs
+    if len(class_idx) + len(extra) <= design.shape[0]:
+        # Every subset is the full set with some coefficients held at 0, so the full set's non-negative solution
+        # has the least residual of them all: where it keeps every class positive it is the answer (the overheads it
+        # sets to 0 are left out, as the subset without them would), and the subsets need no search.
+        coef = _nnls_normal(design, target)
+        if np.all(coef[class_idx] > 0):
+            sse = float(np.sum((design @ coef - target) ** 2))
+            return sse, {names[i]: float(v) for i, v in enumerate(coef) if i in class_idx or v > 0}
     for k in range(len(extra) + 1):
         for chosen in itertools.combinations(extra, k):
             cols = class_idx + list(chosen)
             if len(cols) > design.shape[0]:
                 continue
             sub = design[:, cols]
-            coef = scaled_nnls(sub, target)
+            coef = _nnls_normal(sub, target)
             if np.any(coef[: len(class_idx)] <= 0):
                 continue
             sse = float(np.sum((sub @ coef - target) ** 2))
@@ -458,12 +500,15 @@ def _fit_roofline(
 
 
 def _best_roofline(
-    rows: Sequence[ReferenceResult], demands: Sequence[Demand],
+    rows: Sequence[ReferenceResult], demands: Sequence[Demand], grid: Sequence[float] | None = None,
 ) -> tuple[float, dict[str, float]] | None:
-    """The roofline fit of the ALU_OPS_GRID value with the smallest residual: every ALU_COARSE_STEP-th value first,
-    then every value within a step of the best of those (the residual is smooth in the ops per weight, and the
-    decode fit is the one search of the fit that runs 60 solves per architecture, GPU left out and cell)."""
-    grid = ALU_OPS_GRID[1:]
+    """The roofline fit of the ``grid`` value (default: ALU_OPS_GRID's non-zero ones) with the smallest residual:
+    every ALU_COARSE_STEP-th value first, then every value within a step of the best of those (the residual is smooth
+    in the ops per weight, and the decode fit is the one search of the fit that runs 60 solves per architecture, GPU
+    left out and cell)."""
+    grid = ALU_OPS_GRID[1:] if grid is None else tuple(grid)
+    if not grid:
+        return None
 
     def solve(indices: Iterable[int]) -> list[tuple[float, int, dict[str, float]]]:
         return [(s[0], i, s[1]) for i in indices if (s := _fit_roofline(rows, demands, grid[i])) is not None]
@@ -480,15 +525,17 @@ def _best_roofline(
 
 def fit_phase_rows(
     phase: Phase, rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], architecture: str = "",
-    demand: DemandFn = reference_demand,
+    demand: DemandFn = reference_demand, alu_grid: Sequence[float] | None = None,
+    kappa_grid: Sequence[float | None] | None = None,
 ) -> ArchFit:
     """Fit one phase's coefficients to ``rows`` (each row's GPU looked up in ``profiles`` by name); prefill also
-    picks the power cap κ from ``KAPPA_GRID`` with the smallest residual."""
+    picks the power cap κ from ``kappa_grid`` (default KAPPA_GRID) with the smallest residual, decode the ALU
+    operations per quantized weight from ``alu_grid`` (default ALU_OPS_GRID; empty: no ALU side)."""
     rows = tuple(r for r in rows if used(r, phase))
     if not rows:
         raise PublicFitError(f"{architecture or 'rows'}: no {phase} rows to fit")
     best: tuple[float, dict[str, float], float | None] | None = None
-    for kappa in KAPPA_GRID if phase == "prefill" else (None,):
+    for kappa in (KAPPA_GRID if kappa_grid is None else kappa_grid) if phase == "prefill" else (None,):
         solved = _fit_once(phase, rows, profiles, kappa, demand)
         if solved is not None and (best is None or solved[0] < best[0] * (1.0 - RELATIVE_GAIN)):
             best = (solved[0], solved[1], kappa)
@@ -496,7 +543,7 @@ def fit_phase_rows(
         demands = row_demands(phase, rows, profiles, None, demand)
         linear_sse = best[0]
         if any(d.quantized and d.alu_s for d in demands):
-            roofline = _best_roofline(rows, demands)
+            roofline = _best_roofline(rows, demands, alu_grid)
             if roofline is not None and roofline[0] < min(best[0], linear_sse * (1.0 - ALU_GAIN)):
                 best = (roofline[0], roofline[1], None)
     if best is None:
@@ -559,10 +606,11 @@ class HeldOut:
 
 def _leave_one_out(
     rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], unit: Callable[[ReferenceResult], str],
-    demand: DemandFn, group: Callable[[str], str] | None,
+    demand: DemandFn, group: Callable[[str], str] | None, fit_fn: PhaseFitFn | None = None,
 ) -> list[HeldOut]:
     """For each ``unit`` (a GPU, a source) of a group with at least two: fit the group without it, predict its rows.
-    The group of a GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise."""
+    The group of a GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise; ``fit_fn`` fits
+    a phase of the default demand (default :func:`fit_phase_rows`)."""
     out: list[HeldOut] = []
     by_arch: dict[str, list[ReferenceResult]] = {}
     for r in rows:
@@ -574,7 +622,9 @@ def _leave_one_out(
         for phase, left_out in itertools.product(PHASES, units):
             train = [r for r in arch_rows if unit(r) != left_out]
             try:
-                fit: ArchFit | None = fit_phase_rows(phase, train, profiles, arch, demand)
+                fit: ArchFit | None = (fit_fn(phase, train, profiles, arch) if fit_fn is not None
+                                       and demand is reference_demand
+                                       else fit_phase_rows(phase, train, profiles, arch, demand))
             except PublicFitError:
                 fit = None
             for r in (r for r in arch_rows if unit(r) == left_out and used(r, phase)):
@@ -585,11 +635,12 @@ def _leave_one_out(
 
 def leave_one_gpu_out(
     rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], demand: DemandFn = reference_demand,
-    group: Callable[[str], str] | None = None,
+    group: Callable[[str], str] | None = None, fit_fn: PhaseFitFn | None = None,
 ) -> list[HeldOut]:
     """For each GPU of a group with at least two GPUs: fit the group without it, predict its rows. The group of a
-    GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise."""
-    return _leave_one_out(rows, profiles, lambda r: r.gpu, demand, group)
+    GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise (``fit_fn``: see
+    :func:`_leave_one_out`)."""
+    return _leave_one_out(rows, profiles, lambda r: r.gpu, demand, group, fit_fn)
 
 
 @dataclass(frozen=True)

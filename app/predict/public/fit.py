@@ -28,7 +28,7 @@ import copy
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.model.facts import ModelFacts
 from app.paths import HARDWARE_PROFILES_DIR
@@ -42,6 +42,7 @@ from app.predict.public.arch_fit import (
     CURRENT_ERA,
     FLOAT_CLASSES,
     ArchFit,
+    HeldOut,
     PublicFitError,
     WorkShape,
     architecture_of,
@@ -62,8 +63,24 @@ from app.predict.public.arch_fit import (
     used,
     weight_family,
 )
-from app.predict.public.bands import Basis, Residual, Situation, SituationBand, band_for
-from app.predict.public.data import TRAINING_TABLE_PATHS, ReferenceResult, load_training, source_key
+from app.predict.public.bands import (
+    Basis,
+    MachineSpread,
+    Residual,
+    Situation,
+    SituationBand,
+    band_for,
+    machine_spread,
+    memory_of,
+)
+from app.predict.public.data import (
+    MACHINE_SPREAD_TABLE_PATH,
+    TRAINING_TABLE_PATHS,
+    ReferenceResult,
+    SpreadFigure,
+    load_machine_spread,
+    load_training,
+)
 from app.predict.public.fit_cache import cached
 
 #: The backend a prediction is for when none is given and this machine has none for the GPU's vendor.
@@ -121,12 +138,13 @@ class FitChoice:
     era_matched: bool
     family_borrowed: bool = False  # the GPU's architecture has rows, but no fit of it predicts the weight family
 
-    def situation(self, gpu: str, family: str) -> Situation:
-        """The situation a figure for ``gpu`` of weight ``family`` is made in by this choice (the band's key)."""
+    def situation(self, profile: HardwareProfile, family: str) -> Situation:
+        """The situation a figure for ``profile`` of weight ``family`` is made in by this choice (the band's key)."""
         basis = (Basis.BORROWED if self.borrowed_from or self.family_borrowed
-                 else Basis.GPU if gpu in self.fit.gpus else Basis.ARCHITECTURE)
+                 else Basis.GPU if profile.name in self.fit.gpus else Basis.ARCHITECTURE)
         return Situation(basis, not (self.backend_matched and self.era_matched
-                                     and self.fit.stand_in(family) == family))
+                                     and self.fit.stand_in(family) == family),
+                         memory_of(profile.kind, profile.vendor, self.backend))
 
 
 @dataclass(frozen=True)
@@ -141,17 +159,26 @@ class PublicPoint:
 
 class FitMemo:
     """``fit_phase_rows``, once per (phase, architecture, rows used): the folds of the cross-validation share most
-    of their fits (a fold that leaves a cell's rows as they were fits it again for nothing)."""
+    of their fits (a fold that leaves a cell's rows as they were fits it again for nothing). ``alu_ops`` and
+    ``kappa``: per architecture, the ALU operations per quantized weight (0: none) and the prefill power cap its fit
+    on all its rows chose; where set, a fit of that architecture refits its coefficients at that choice instead of
+    searching ALU_OPS_GRID and KAPPA_GRID again."""
 
     def __init__(self) -> None:
         self._fits: dict[tuple[str, str, tuple[int, ...]], ArchFit | PublicFitError] = {}
+        self.alu_ops: dict[str, float] = {}
+        self.kappa: dict[str, float | None] = {}
 
     def __call__(self, phase: Phase, rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile],
                  architecture: str = "") -> ArchFit:
         key = (phase, architecture, tuple(id(r) for r in rows if used(r, phase)))
         if key not in self._fits:
+            chosen = self.alu_ops.get(architecture)
+            grid = None if chosen is None else ((chosen,) if chosen else ())
+            kappas = (self.kappa[architecture],) if architecture in self.kappa else None
             try:
-                self._fits[key] = fit_phase_rows(phase, rows, profiles, architecture)
+                self._fits[key] = fit_phase_rows(phase, rows, profiles, architecture, alu_grid=grid,
+                                                 kappa_grid=kappas)
             except PublicFitError as e:
                 self._fits[key] = e
         got = self._fits[key]
@@ -171,6 +198,17 @@ def row_ceiling_tps(row: ReferenceResult, profile: HardwareProfile, phase: Phase
     return 1.0 / sum(reference_demand(row, profile, phase).ideal_s.values())
 
 
+def inside_ceiling(value: float, low: float, high: float, ceiling_tps: float) -> tuple[float, float, float]:
+    """(value, low, high) kept inside a spec-sheet ceiling: the value at most the ceiling, the band's top at most the
+    ceiling, and where the value was cut, its low edge moved with it (the band's relative width below the figure
+    kept); a ceiling of 0 or less bounds nothing."""
+    if not ceiling_tps > 0:
+        return value, low, high
+    if value > ceiling_tps:
+        low, value = low * ceiling_tps / value, ceiling_tps
+    return value, min(low, value), min(high, ceiling_tps)
+
+
 class PublicGpuModel:
     """The public llama-bench rows fitted per architecture (and per backend and build era where the table has the
     rows), with leave-one-GPU-out errors (``held_out``) and the cross-validated errors of every situation
@@ -179,7 +217,7 @@ class PublicGpuModel:
     ``unprofiled`` instead of refused."""
 
     def __init__(self, rows: Sequence[ReferenceResult], profiles: Iterable[HardwareProfile], *,
-                 skip_unprofiled: bool = False) -> None:
+                 skip_unprofiled: bool = False, spread: Sequence[SpreadFigure] = ()) -> None:
         held = [r.label for r in rows if r.held_out]
         if held:
             raise PublicFitError(f"the public fit never learns from held-out rows ({len(held)}, e.g. {held[0]})")
@@ -192,14 +230,30 @@ class PublicGpuModel:
         memo = FitMemo()  # the rows' own fits, and the cross-validation's (ids of rows kept by self.rows)
         self.fits = fit_architectures(self.rows, self.profiles, fit=memo)
         self.cells = fit_cells(self.rows, self.profiles, fit=memo)
-        self.held_out = leave_one_gpu_out(self.rows, self.profiles)
+        # The folds refit each architecture's coefficients at the ALU side and the power cap its own rows chose
+        # (hyperparameters chosen once, not in each fold): the searches over ALU_OPS_GRID and KAPPA_GRID are 60 and 22
+        # solves a fit, over every fold nine tenths of the fit's time.
+        memo.alu_ops = {arch: fit.alu_ops for (arch, phase), fit in self.fits.items() if phase == "decode"}
+        memo.kappa = {arch: fit.tflops_per_w for (arch, phase), fit in self.fits.items() if phase == "prefill"}
+        self.held_out: list[HeldOut] = leave_one_gpu_out(self.rows, self.profiles, fit_fn=memo)
         self.gpus_by_arch = gpus_by_architecture(self.rows, self.profiles)
         self.backend: str | None = None
         self.build: int | None = None
         self.build_label = ""
         #: What the cross-validation leaves out in turn: each publication, or each GPU where the rows are of one.
-        self.cv_unit = "publication" if len({source_key(r.source_url) for r in self.rows}) > 1 else "GPU"
+        self.cv_unit = "publication" if len({r.publication_key for r in self.rows}) > 1 else "GPU"
         self.residuals: tuple[Residual, ...] = tuple(self.cross_validate(memo))
+        #: The spread between machines under every band, per phase: a phase without published repeats of its own
+        #: takes the other's (a machine that differs in memory clock, power and build differs in both phases).
+        found = {phase: machine_spread(spread, phase) for phase in PHASES}
+        self.spread: dict[str, MachineSpread] = {}
+        for phase in PHASES:
+            own = found[phase]
+            other = next((found[p] for p in PHASES if p != phase and found[p] is not None), None)
+            if own is not None:
+                self.spread[phase] = own
+            elif other is not None:
+                self.spread[phase] = replace(other, phase=phase, borrowed=other.phase)
 
     def for_setting(self, backend: str | None = None, build: int | None = None,
                     build_label: str = "") -> PublicGpuModel:
@@ -288,25 +342,27 @@ class PublicGpuModel:
         that fold made the figure in (the GPU's own rows in the fit, its architecture's, or a borrowed fit; any
         substitution). These are the errors the bands are made of: a user's run is another publication, of a GPU
         the table has or not. Rows of a single publication take each GPU as their unit instead (``cv_unit``)."""
-        source = [source_key(r.source_url) if self.cv_unit == "publication" else r.gpu for r in self.rows]
+        source = [r.publication_key if self.cv_unit == "publication" else r.gpu for r in self.rows]
         arch = [architecture_of(r.gpu, self.profiles) for r in self.rows]
-        folds: dict[frozenset[int], set[int]] = {}
+        folds: dict[frozenset[int], dict[int, str]] = {}
         for i, r in enumerate(self.rows):
-            for also in ("", r.gpu, arch[i]):  # the publication alone, with its GPU, with its architecture
+            for kind, also in (("publication", ""), ("GPU", r.gpu), ("architecture", arch[i])):
                 hidden = frozenset(j for j, o in enumerate(self.rows)
                                    if source[j] == source[i] or also in (o.gpu, arch[j]))
-                folds.setdefault(hidden, set()).add(i)
+                folds.setdefault(hidden, {}).setdefault(i, kind)
         memo = memo or FitMemo()
         out: list[Residual] = []
         for hidden, targets in folds.items():
             fold = self._without(hidden, memo)
             for i, phase in ((i, p) for i in sorted(targets) for p in PHASES if used(self.rows[i], p)):
                 r, profile = self.rows[i], self.profiles[self.rows[i].gpu]
-                got, _ = fold.point(profile, phase, row_ceiling_tps(r, profile, phase), r.ggml_type,
-                                    row_shape(r, phase), canonical_backend(r.backend), row_era(r) or CURRENT_ERA)
+                ceiling = row_ceiling_tps(r, profile, phase)
+                got, _ = fold.point(profile, phase, ceiling, r.ggml_type, row_shape(r, phase),
+                                    canonical_backend(r.backend), row_era(r) or CURRENT_ERA)
                 if got is not None:
-                    out.append(Residual(got.choice.situation(r.gpu, got.family), phase, source[i],
-                                        math.log(got.tps / measured_tps(r, phase))))
+                    out.append(Residual(got.choice.situation(profile, got.family), phase, source[i],
+                                        math.log(got.tps / measured_tps(r, phase)), i, targets[i], got.tps,
+                                        ceiling))
         return out
 
     def expected_with_band(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
@@ -324,8 +380,8 @@ class PublicGpuModel:
         choice, fit, fam, stand_in = got.choice, got.choice.fit, got.family, got.stand_in
         arch = profile.architecture or "unknown"
         lender = choice.borrowed_from or arch
-        situation = choice.situation(profile.name, fam)
-        band = band_for(self.residuals, situation, phase, unit=self.cv_unit)
+        situation = choice.situation(profile, fam)
+        band = band_for(self.residuals, situation, phase, unit=self.cv_unit, floor=self.spread.get(phase))
         subs: list[str] = []
         if choice.family_borrowed:
             subs.append(f"borrowed from {lender}: no public {arch} rows of {fam} or a stand-in family, {lender}'s "
@@ -351,8 +407,12 @@ class PublicGpuModel:
         source = (f"{head}, {asked}; {situation.basis}; {'; '.join(subs) + '; ' if subs else ''}{len(fit.rows)} "
                   f"rows of {len(fit.gpus)} GPUs ({models}; {fit_backends}, {_builds(fit.rows)}, era {fit_eras}), "
                   f"{band.text()}{alu}, sources: {_sources(fit.rows)}")
-        low, high = band.edges(got.tps)
-        return Expected(got.tps, low, high, source), "", band
+        value, low, high = inside_ceiling(got.tps, *band.edges(got.tps), ceiling_tps)
+        if value < got.tps:
+            source += f"; {got.tps:,.1f} tok/s was above the ceiling, {ceiling_tps:,.1f}: shown as the ceiling"
+        elif high < band.edges(got.tps)[1]:
+            source += f"; the band's top is the ceiling ({ceiling_tps:,.1f} tok/s: the spec sheet's bound)"
+        return Expected(value, low, high, source), "", band
 
     def expected(self, profile: HardwareProfile, phase: Phase, ceiling_tps: float, ggml_type: str,
                  shape: WorkShape | int, n_matmul_params: float = 0.0, *, backend: str | None = None,
@@ -429,6 +489,7 @@ def load_public_model() -> PublicGpuModel:
     """The shipped training tables fitted against the shipped hardware profiles (once per process, and kept on disk
     by app/predict/public/fit_cache.py until a table, a profile or the code changes); rows of GPUs without a profile
     wait in ``unprofiled``."""
-    inputs = [*TRAINING_TABLE_PATHS, *HARDWARE_PROFILES_DIR.glob("*.toml")]
+    inputs = [*TRAINING_TABLE_PATHS, MACHINE_SPREAD_TABLE_PATH, *HARDWARE_PROFILES_DIR.glob("*.toml")]
     return cached("public-gpu-fit", inputs, lambda: PublicGpuModel(
-        load_training(), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True), PublicGpuModel)
+        load_training(), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True,
+        spread=load_machine_spread()), PublicGpuModel)

@@ -193,7 +193,7 @@ def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build:
         tps = [measured_tps(r, phase) for r in asked]
         repeated += asked
         ratios += [statistics.median(tps[:i] + tps[i + 1:]) / x for i, x in enumerate(tps)]
-        publications += [len({source_key(r.source_url) for r in asked})] * len(asked)
+        publications += [len({r.publication_key for r in asked})] * len(asked)
     single = sum(len(asked) == 1 for asked in questions.values())
     return RepeatSpread(phase, exact_build, single, tolerance, tuple(repeated), tuple(abs(q - 1) for q in ratios),
                         tuple(math.log(q) for q in ratios), tuple(publications))
