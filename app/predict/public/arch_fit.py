@@ -606,11 +606,10 @@ class HeldOut:
 
 def _leave_one_out(
     rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], unit: Callable[[ReferenceResult], str],
-    demand: DemandFn, group: Callable[[str], str] | None, fit_fn: PhaseFitFn | None = None,
+    demand: DemandFn, group: Callable[[str], str] | None,
 ) -> list[HeldOut]:
     """For each ``unit`` (a GPU, a source) of a group with at least two: fit the group without it, predict its rows.
-    The group of a GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise; ``fit_fn`` fits
-    a phase of the default demand (default :func:`fit_phase_rows`)."""
+    The group of a GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise."""
     out: list[HeldOut] = []
     by_arch: dict[str, list[ReferenceResult]] = {}
     for r in rows:
@@ -622,9 +621,7 @@ def _leave_one_out(
         for phase, left_out in itertools.product(PHASES, units):
             train = [r for r in arch_rows if unit(r) != left_out]
             try:
-                fit: ArchFit | None = (fit_fn(phase, train, profiles, arch) if fit_fn is not None
-                                       and demand is reference_demand
-                                       else fit_phase_rows(phase, train, profiles, arch, demand))
+                fit: ArchFit | None = fit_phase_rows(phase, train, profiles, arch, demand)
             except PublicFitError:
                 fit = None
             for r in (r for r in arch_rows if unit(r) == left_out and used(r, phase)):
@@ -635,12 +632,11 @@ def _leave_one_out(
 
 def leave_one_gpu_out(
     rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], demand: DemandFn = reference_demand,
-    group: Callable[[str], str] | None = None, fit_fn: PhaseFitFn | None = None,
+    group: Callable[[str], str] | None = None,
 ) -> list[HeldOut]:
     """For each GPU of a group with at least two GPUs: fit the group without it, predict its rows. The group of a
-    GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise (``fit_fn``: see
-    :func:`_leave_one_out`)."""
-    return _leave_one_out(rows, profiles, lambda r: r.gpu, demand, group, fit_fn)
+    GPU is its architecture unless ``group`` (GPU name -> group name) says otherwise."""
+    return _leave_one_out(rows, profiles, lambda r: r.gpu, demand, group)
 
 
 @dataclass(frozen=True)

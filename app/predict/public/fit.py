@@ -235,7 +235,6 @@ class PublicGpuModel:
         # solves a fit, over every fold nine tenths of the fit's time.
         memo.alu_ops = {arch: fit.alu_ops for (arch, phase), fit in self.fits.items() if phase == "decode"}
         memo.kappa = {arch: fit.tflops_per_w for (arch, phase), fit in self.fits.items() if phase == "prefill"}
-        self.held_out: list[HeldOut] = leave_one_gpu_out(self.rows, self.profiles, fit_fn=memo)
         self.gpus_by_arch = gpus_by_architecture(self.rows, self.profiles)
         self.backend: str | None = None
         self.build: int | None = None
@@ -254,6 +253,12 @@ class PublicGpuModel:
                 self.spread[phase] = own
             elif other is not None:
                 self.spread[phase] = replace(other, phase=phase, borrowed=other.phase)
+
+    @functools.cached_property
+    def held_out(self) -> list[HeldOut]:
+        """Each GPU's rows predicted by its architecture's fit without that GPU, every hyperparameter searched again
+        (the benchmark's table; computed when first asked, not by a prediction)."""
+        return leave_one_gpu_out(self.rows, self.profiles)
 
     def for_setting(self, backend: str | None = None, build: int | None = None,
                     build_label: str = "") -> PublicGpuModel:
