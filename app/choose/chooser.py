@@ -33,6 +33,9 @@ THIS_MACHINE = ("", "this", "local", "cpu")
 
 #: choose --ram's range (GiB): from a small board to more than any workstation holds
 RAM_GIB_RANGE = (0.5, 65536.0)
+#: The version of :meth:`ChooseReport.to_json_dict`'s shape (``choose --json``; app.cli.json_docs): up when a key is
+#: renamed, changes meaning or goes, not when one is added.
+CHOOSE_JSON_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class ChooseReport:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": CHOOSE_JSON_SCHEMA_VERSION,
             "profile": self.profile.name, "this_machine": self.this_machine, "n_ctx": self.n_ctx,
             "vram_bytes": self.profile.vram_bytes, "files": [c.to_json_dict() for c in self.choices],
             "errors": [{"source": s, "error": e} for s, e in self.errors],
@@ -163,4 +167,5 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
     return ChooseReport(profile, this, req.n_ctx, choices, errors, rec, notes)
 
 
-__all__ = ["ChooseReport", "ChooseRequest", "ProfileError", "expand_sources", "run_choose"]
+__all__ = ["CHOOSE_JSON_SCHEMA_VERSION", "ChooseReport", "ChooseRequest", "ProfileError", "expand_sources",
+           "run_choose"]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from app.cli.errors import EXIT_OK, UserError
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
+from app.cli.predict_json import v1_at_context_keys, v1_keys
 from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
@@ -75,10 +76,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     doc = got.to_json_dict()
     doc["at_context"] = at_context_doc(full)  # the figure the inspector and the chooser show for this context
+    doc.update(v1_keys(got))  # version 1's flat keys, deprecated (app.cli.predict_json)
+    doc["at_context"].update(v1_at_context_keys(full))
     doc.update(threads_doc(n_threads, profile, probe_threads, got.this_machine, has_fit=machine.fit is not None))
     add_sources(doc, profile)
     if args.json:
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc, SCHEMA_VERSIONS["predict"], indent=2, default=str))
         return EXIT_OK
     print(format_prediction(doc, got, facts.name, Path(model).name))
     return EXIT_OK
