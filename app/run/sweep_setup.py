@@ -86,9 +86,9 @@ def prepare_sweep(tests: list[TestSpec], store: ResultStore | None, *, predict: 
     if not predict:
         return SweepSetup(tests, good, bad, machine)
     hw = hardware_context(scan)  # this machine's CPU and GPU (ProfileError without CPU figures)
-    machine = Machine.load(scan, store_path=store.path if store is not None else None)
-    hw = _asked_hardware(hw, machine, gpu_query)
-    predictor = RowPredictor(hw, machine)
+    answers_machine = Machine.load(scan, store_path=store.path if store is not None else None)
+    hw = _asked_hardware(hw, answers_machine, gpu_query)
+    predictor = RowPredictor(hw, answers_machine)
     for path, model_facts in good.items():
         predictor.prime(path, model_facts)
     return SweepSetup(tests, good, bad, machine, hw, predictor)

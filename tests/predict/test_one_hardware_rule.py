@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,19 +182,24 @@ def test_predict_and_choose_answer_every_name_for_the_same_hardware(
         assert said.startswith("ceiling: NVIDIA L4 (from NVML) (from NVML: 22.5 GiB; 192-bit bus"), said
 
 
-def test_run_hw_reads_names_by_the_same_rule(replayed: Any, this_machine: None, tmp_path: Path,
+def test_run_hw_reads_names_by_the_same_rule(replayed: Any, this_machine: None, make_gguf: Any,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """``run --hw``'s rows are predicted on what the rule gives: "cpu" every row on this CPU, none this GPU."""
-    from app.predict.hardware_context import hardware_context
-    from app.run.sweep_setup import _asked_hardware
+    import app.run.sweep_setup as sweep_setup
+    from app.run.plan import TestSpec
 
     replayed("rtx3060_8gb_linux")
-    scan = scan_machine(ProbeMode.CACHED)
-    here = hardware_context(scan)
-    machine = Machine.load(scan, store_path=tmp_path / "r.sqlite3", public=False)
-    assert here.gpu is not None and here.gpu.name == "RTX 3060 8GB"
-    assert _asked_hardware(here, machine, None) is here and _asked_hardware(here, machine, "This") is here
-    on_cpu = _asked_hardware(here, machine, "CPU")
-    assert on_cpu.gpu is None and on_cpu.for_row(99) is here.cpu
-    named = _asked_hardware(here, machine, "rtx 4090")
-    assert named.gpu is not None and named.gpu.name == "RTX 4090" and named.cpu is here.cpu
+    monkeypatch.setattr(sweep_setup, "scan_machine", lambda probe=None: scan_machine(ProbeMode.CACHED))
+    tests = [TestSpec(model_path=str(make_gguf("m.gguf", n_layer=2)))]
+
+    def predicted_on(hw: str | None) -> tuple[str, str | None]:
+        setup = sweep_setup.prepare_sweep(tests, None, gpu_query=hw)
+        assert setup.hw is not None and setup.predictor is not None
+        return setup.hw.cpu.name, setup.hw.gpu.name if setup.hw.gpu is not None else None
+
+    cpu = f"CPU: {scan_machine(ProbeMode.CACHED).cpu_model}"
+    assert predicted_on(None) == (cpu, "RTX 3060 8GB")
+    assert predicted_on("CPU") == (cpu, None)  # every row on this CPU, as asked
+    assert predicted_on("rtx 4090") == (cpu, "RTX 4090")
+    with pytest.raises(ProfileError, match="did you mean"):
+        predicted_on("RTX 40")
