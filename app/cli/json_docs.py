@@ -15,9 +15,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: Each command's ``--json`` document version; ``choose``'s is its report's own
-#: (``app.choose.chooser.CHOOSE_JSON_SCHEMA_VERSION``), imported where choose prints, so the other commands do not
-#: import the chooser.
+#: The ``--json`` document versions of the commands whose documents have no version of their own: ``predict``'s is
+#: ``app.cli.predict_cmd.PREDICT_SCHEMA_VERSION``, ``choose``'s its report's (``app.choose.chooser.
+#: CHOOSE_SCHEMA_VERSION``), each beside the code that shapes the document.
 SCHEMA_VERSIONS: dict[str, int] = {
     "inspect": 1,
     "history": 1,
@@ -25,7 +25,6 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "doctor": 1,
     "compare": 1,
     "calibrate": 1,
-    "predict": 2,  # 1: the flat expected_* keys (before the one answer, 65b2b46), unversioned; 2: each figure nested
 }
 
 

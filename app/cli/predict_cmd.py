@@ -8,8 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from app.cli.arg_types import DEFAULT_MARGIN_MIB
 from app.cli.errors import EXIT_OK, UserError
-from app.cli.json_docs import SCHEMA_VERSIONS, json_text
+from app.cli.json_docs import json_text
 from app.cli.predict_json import v1_at_context_keys, v1_keys
 from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
@@ -17,7 +18,9 @@ from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
 from app.predict.machine import names_this_machine
-from app.predict.settings import PredictSettings, at_context
+from app.predict.placement import fit_verdict
+from app.predict.questions import Question
+from app.predict.settings import PredictSettings
 from app.telemetry.machine import ProbeMode, scan_machine
 
 
@@ -36,6 +39,11 @@ def build_arg(text: str) -> int:
     return int(t)
 
 
+#: ``predict --json``'s document version: 2 added schema_version and ``verdict``, and puts the flat keys of the output
+#: before 65b2b46 back beside the nested figures, deprecated (app.cli.predict_json; every other earlier key kept)
+PREDICT_SCHEMA_VERSION = 2
+
+
 # --- predict ---------------------------------------------------------------------------------------
 def cmd_predict(args: argparse.Namespace) -> int:
     n_threads = getattr(args, "threads", 0)
@@ -51,16 +59,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:  # a GPU named by --hw: nothing of this machine is looked at
         machine, probe_threads = Machine.elsewhere(), None
     profile = machine.profile_for(args.hw)  # the one rule (ProfileError: one line)
+    if getattr(args, "ram_gib", None) is not None:
+        profile = replace(profile, host_ram_gib=args.ram_gib, host_ram_source="given")
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
     for problem in (machine.fit_problem, machine.store_problem):
         if problem and this_machine:
             print(f"warning: {problem}", file=sys.stderr)
-    settings = PredictSettings.from_args(args)
-    question = replace(at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v,
-                                  n_gpu_layers=args.n_gpu_layers, n_cpu_moe=settings.n_cpu_moe,
-                                  no_kv_offload=settings.no_kv_offload),
-                       n_threads=settings.n_threads, repack=settings.repack,
-                       flash_attn=settings.flash_attn)  # -fa 0 asks the context's figure with flash attention off
+    margin = int(getattr(args, "margin_mib", DEFAULT_MARGIN_MIB) * 2**20)
+    settings = replace(PredictSettings.from_args(args), device_margin_bytes=margin)
+    asked = Question(n_ctx=args.ctx, type_k=settings.type_k, type_v=settings.type_v, n_gpu_layers=args.n_gpu_layers,
+                     n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload, margin_bytes=margin,
+                     flash_attn=settings.flash_attn,  # -fa 0 asks the context's figure with flash attention off
+                     n_threads=settings.n_threads, repack=settings.repack)
+    question = asked.at_context()
     if getattr(args, "dry_run", False):  # llama.cpp's memory figures for this CPU (a child process, cached)
         if not this_machine:
             print("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw",
@@ -74,14 +85,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
         got, full = (answer(facts, profile, s, machine) for s in (settings, question))
     except ValueError as e:
         raise UserError(str(e)) from None
-    doc = got.to_json_dict()
+    verdict = fit_verdict(facts, profile, asked, machine)
+    doc = {"schema_version": PREDICT_SCHEMA_VERSION, **got.to_json_dict()}
     doc["at_context"] = at_context_doc(full)  # the figure the inspector and the chooser show for this context
+    doc["verdict"] = verdict.to_json_dict()  # the fit verdict every surface prints for this file and context
     doc.update(v1_keys(got))  # version 1's flat keys, deprecated (app.cli.predict_json)
     doc["at_context"].update(v1_at_context_keys(full))
     doc.update(threads_doc(n_threads, profile, probe_threads, got.this_machine, has_fit=machine.fit is not None))
     add_sources(doc, profile)
     if args.json:
-        print(json_text(doc, SCHEMA_VERSIONS["predict"], indent=2, default=str))
+        print(json_text(doc, PREDICT_SCHEMA_VERSION, indent=2, default=str))
         return EXIT_OK
     print(format_prediction(doc, got, facts.name, Path(model).name))
     return EXIT_OK
@@ -180,8 +193,11 @@ def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename:
            else ")"),
         f"  compute buffers   {d['compute_buffer_bytes'] / gib:8.2f} GiB",
         *memory_per_device_lines(d),
-        f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "
-        f"best -ngl {d['max_ngl']}, largest context {d['max_ctx']}",
+        f"  as asked          {fit} at -ngl {d['n_gpu_layers']}: needs {d['needed_bytes'] / gib:.2f} of "
+        f"{d['budget_bytes'] / gib:.2f} GiB"
+        + (f" ({d['fit']['margin_bytes'] / gib:.1f} GiB kept free)" if d.get('fit', {}).get('margin_bytes') else "")
+        + f"; largest context {d['max_ctx']}",
+        *([f"  verdict           {d['verdict']['text']}"] if d.get("verdict") else []),
         f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s at depth {d['decode_depth']:,.0f} "
         f"(from an empty cache, llama-bench's tg128: {d['decode_ceiling_empty_tps']:.1f})",
         (f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s"

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from app.choose.chooser import CHOOSE_JSON_SCHEMA_VERSION
+from app.choose.chooser import CHOOSE_SCHEMA_VERSION
 from app.cli.json_docs import SCHEMA_VERSIONS, versioned
+from app.cli.predict_cmd import PREDICT_SCHEMA_VERSION
 from app.cli.predict_json import V1_AT_CONTEXT_KEYS, V1_KEYS
 from app.results.store import ResultStore
 from tests.cli_helpers import main_json
@@ -31,9 +32,12 @@ PREDICT_KEYS = (
     "notes", "n_cpu_moe", "no_kv_offload", "tensor_buft_overrides", "memory_per_device", "decode_gpu_read_bytes",
     "decode_host_read_bytes", "decode_extra_crossings", "repacked_weight_bytes", "repack", "split", "state_bytes",
     "this_machine", "decode", "decode_empty", "prefill", "ttft_ms_figure", "no_expected_decode", "measured",
-    "prefill_ceiling_kind", "prefill_ceiling_source", "at_context", "n_threads", "threads_note", "ceiling_source",
-    *V1_KEYS,
+    "prefill_ceiling_kind", "prefill_ceiling_source", "at_context", "verdict", "n_threads", "threads_note",
+    "ceiling_source", *V1_KEYS,
 )
+VERDICT_KEYS = ("status", "word", "reason", "text", "n_gpu_layers", "n_cpu_moe", "type_k", "placement", "ran_out",
+                "margin_bytes", "device_bytes", "device_budget_bytes", "host_bytes", "host_budget_bytes",
+                "beyond_trained_context", "user_placed", "best_flags")
 PREDICT_AT_CONTEXT_KEYS = ("n_ctx", "depth", "type_k", "flash_attn", "n_gpu_layers", "decode", "decode_empty",
                            "needed_bytes", "fit_status", "no_expected_decode", *V1_AT_CONTEXT_KEYS)
 FIGURE_KEYS = ("value", "kind", "low", "high", "source", "source_detail", "depth")
@@ -63,8 +67,12 @@ CHOOSE_FILE_KEYS = (
     "kv_types_fitting", "memory_bytes", "budget_bytes", "weights_bytes", "kv_bytes", "compute_bytes",
     "overhead_bytes", "decode_tps", "ttft_ms", "measured", "quality", "notes", "n_cpu_moe", "decode_empty_tps",
     "decode_depth", "placement", "requantized_from", "placements", "model_key", "model_name", "ran_out", "repack",
-    "capped_bits_per_weight",
+    "capped_bits_per_weight", "expected_quality", "kv_cache", "host_bytes", "host_budget_bytes", "margin_bytes",
+    "verdict", "content_key", "expected_kld", "expected_kld_low", "expected_kld_high", "expected_quality_kind",
+    "expected_quality_source", "device_bytes", "ttft_kind",
 )
+CHOOSE_RECOMMENDATION_KEYS = ("filename", "source", "sentence", "command", "device_bytes", "device_budget_bytes",
+                              "margin_bytes", "host_bytes", "host_budget_bytes", "per_model")
 INSPECT_KEYS = (
     "schema_version", "path", "file_bytes", "architecture", "name", "file_type", "n_params", "weight_bytes",
     "tensor_types", "n_layer", "n_head", "n_head_kv", "head_dim_k", "head_dim_v", "n_embd", "n_ff", "n_vocab",
@@ -112,7 +120,7 @@ def test_every_json_output_of_the_cli_goes_through_json_docs() -> None:
 
 
 def test_each_documents_version_is_in_the_docs() -> None:
-    versions = {**SCHEMA_VERSIONS, "choose": CHOOSE_JSON_SCHEMA_VERSION}
+    versions = {**SCHEMA_VERSIONS, "choose": CHOOSE_SCHEMA_VERSION, "predict": PREDICT_SCHEMA_VERSION}
     assert set(versions) == {"inspect", "history", "hw", "doctor", "compare", "calibrate", "predict", "choose"}
     for command, version in versions.items():
         assert _version_in_docs(f"{command} --json") == version, command
@@ -129,13 +137,15 @@ def gpu_prediction(make_gguf: Callable[..., Path], capsys: pytest.CaptureFixture
 
 def test_predict_json_keys_are_pinned_and_documented(gpu_prediction: dict[str, Any]) -> None:
     doc = gpu_prediction
-    assert doc["schema_version"] == SCHEMA_VERSIONS["predict"] == 2 and next(iter(doc)) == "schema_version"
+    assert doc["schema_version"] == PREDICT_SCHEMA_VERSION == 2 and next(iter(doc)) == "schema_version"
     _same_keys(doc, PREDICT_KEYS)
     _same_keys(doc["at_context"], PREDICT_AT_CONTEXT_KEYS)
     for key in ("decode", "decode_empty", "prefill", "ttft_ms_figure"):
         _same_keys(doc[key], FIGURE_KEYS)
     _same_keys(doc["at_context"]["decode"], FIGURE_KEYS)
-    missing = (set(PREDICT_KEYS) | set(PREDICT_AT_CONTEXT_KEYS) | set(FIGURE_KEYS)) - _documented("predict --json")
+    _same_keys(doc["verdict"], VERDICT_KEYS)
+    pinned = set(PREDICT_KEYS) | set(PREDICT_AT_CONTEXT_KEYS) | set(FIGURE_KEYS) | set(VERDICT_KEYS)
+    missing = pinned - _documented("predict --json")
     assert not missing, f"docs/commands.md does not list {sorted(missing)}"
 
 
@@ -223,8 +233,11 @@ def test_choose_json_keys_are_pinned_and_documented(make_gguf: Callable[..., Pat
     doc = main_json("choose", [model, "--hw", "RTX 4060 Laptop"], capsys)
     _same_keys(doc, CHOOSE_KEYS)
     _same_keys(doc["files"][0], CHOOSE_FILE_KEYS)
-    assert doc["schema_version"] == CHOOSE_JSON_SCHEMA_VERSION
-    assert set(CHOOSE_KEYS) | set(CHOOSE_FILE_KEYS) <= _documented("choose --json")
+    _same_keys(doc["recommendation"], CHOOSE_RECOMMENDATION_KEYS)
+    assert doc["schema_version"] == CHOOSE_SCHEMA_VERSION
+    pinned = set(CHOOSE_KEYS) | set(CHOOSE_FILE_KEYS) | set(CHOOSE_RECOMMENDATION_KEYS)
+    missing = pinned - _documented("choose --json")
+    assert not missing, f"docs/commands.md does not list {sorted(missing)}"
     several = main_json("choose", [model, "--hw", "RTX 4060 Laptop", "--ctx", "4096,8192"], capsys)
     assert list(several) == ["schema_version", "contexts"] and len(several["contexts"]) == 2
-    assert all(c["schema_version"] == CHOOSE_JSON_SCHEMA_VERSION for c in several["contexts"])
+    assert all(c["schema_version"] == CHOOSE_SCHEMA_VERSION for c in several["contexts"])
