@@ -259,8 +259,7 @@ def evaluate_file(
         bits_per_weight=facts.bits_per_weight, n_layer=facts.n_layer, status=verdict.status,
         n_gpu_layers=0 if is_cpu else chosen.n_gpu_layers if chosen else got.prediction.n_gpu_layers,
         type_k=chosen.type_k if chosen else verdict.kv_types[0],
-        kv_types_fitting=tuple(t for t, p in verdict.full.items()
-                               if p.prediction.fit.status == "fits" and p.prediction.fit.fits),
+        kv_types_fitting=verdict.fits_entirely,
         memory_bytes=fit.needed_bytes, budget_bytes=fit.budget_bytes, weights_bytes=fit.weight_bytes,
         kv_bytes=fit.kv_bytes, compute_bytes=fit.compute_buffer_bytes, overhead_bytes=fit.overhead_bytes,
         decode_tps=got.decode, ttft_ms=ttft, measured=got.measured, quality=quality, notes=got.notes,
@@ -568,7 +567,8 @@ def _trades(best: FileChoice, others: Sequence[FileChoice], choices: Sequence[Fi
     if faster:
         f = max(faster, key=lambda c: c.decode_tps.value)
         ratio = f.decode_tps.value / best.decode_tps.value if best.decode_tps.value > 0 else math.inf
-        out.append(f"{f.filename} would be {ratio:.1f}× faster ({f.decode_tps.value:,.1f} tok/s) and about "
+        faster_words = f"{ratio:.1f}× faster" if ratio >= 1.05 else "about as fast"
+        out.append(f"{f.filename} would be {faster_words} ({f.decode_tps.value:,.1f} tok/s) and about "
                    f"{effective_kld(f, choices) - kld:.4f} KLD worse")
     if not out:
         return ""

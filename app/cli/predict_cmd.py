@@ -89,6 +89,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     doc = {"schema_version": PREDICT_SCHEMA_VERSION, **got.to_json_dict()}
     doc["at_context"] = at_context_doc(full)  # the figure the inspector and the chooser show for this context
     doc["verdict"] = verdict.to_json_dict()  # the fit verdict every surface prints for this file and context
+    if got.prefill is not None:  # the request at the figures shown, each phase's kind said (the scenario panel's)
+        doc["request"] = {**got.scenario().to_json_dict(), "ttft_kind": str(got.prefill.kind),
+                          "decode_kind": str(got.decode.kind)}
     doc.update(v1_keys(got))  # version 1's flat keys, deprecated (app.cli.predict_json)
     doc["at_context"].update(v1_at_context_keys(full))
     doc.update(threads_doc(n_threads, profile, probe_threads, got.this_machine, has_fit=machine.fit is not None))
@@ -213,10 +216,12 @@ def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename:
     if got.prefill is not None:
         lines.append(figure_line("prefill", got.prefill))
     lines += source_lines(got.decode, got.decode_empty, got.prefill)
-    if got.decode.kind != "ceiling" and got.prefill is not None:
+    if got.prefill is not None:
         sc = got.scenario()
-        lines.append(f"  request           TTFT {sc.ttft_s * 1000:.0f} ms + decode {sc.decode_s:.2f} s = "
-                     f"{sc.total_s:.2f} s at these figures")
+        lines.append(f"  request           TTFT {sc.ttft_s * 1000:.0f} ms ({got.prefill.kind}) + decode "
+                     f"{sc.decode_s:.2f} s ({got.decode.kind}) = {sc.total_s:.2f} s at these figures"
+                     + (" (a phase marked ceiling is the least it can take)" if "ceiling" in
+                        (got.prefill.kind, got.decode.kind) else ""))
     a = d.get("at_context")
     if a:
         dec = a["decode"]

@@ -96,8 +96,8 @@ THIS_MACHINE_LABEL = "This machine"
 #: The table shows these columns of CHOICE_COLUMNS (the CSV has them all).
 TABLE_KEYS: tuple[str, ...] = ("filename", "file_type", "bits_per_weight", "size_mib", "status", "placement",
                                "kv_types_fitting", "memory_mib", "ttft_ms", "decode_tps", "decode_empty_tps",
-                               "decode_kind", "measured_decode_tps", "mean_kld", "ppl", "same_top_rate",
-                               "requantized_from")
+                               "decode_kind", "expected_kld", "measured_decode_tps", "mean_kld", "ppl",
+                               "same_top_rate", "requantized_from")
 #: Each column's header (two lines, the unit below: narrow columns keep the table inside a laptop's screen) and its
 #: tooltip. "{prompt}" and "{depth}" are filled from the report.
 TABLE_HEADERS: dict[str, tuple[str, str]] = {
@@ -135,7 +135,11 @@ TABLE_HEADERS: dict[str, tuple[str, str]] = {
                                  "measured to learn from"),
     "measured_decode_tps": ("measured\n(tok/s)", "Decode as measured here, at the settings it ran with (the "
                                                  "cell's tooltip), before scaling to the context"),
-    "mean_kld": ("KLD", "Mean KL divergence of the next-token distribution against the reference "
+    "expected_kld": ("expected\nKLD", "The configuration's expected loss against the full-precision model (mean KL "
+                                     "divergence, lower is better): measured here, else llama.cpp's published "
+                                     "figure for the file's type, else from its bits per weight; a quantized KV "
+                                     "cache's loss added. The pick weighs it against decode speed"),
+    "mean_kld": ("KLD", "Mean KL divergence of the next-token distribution against the reference, as measured here "
                         "(gguf-bench quality): lower is closer to the original"),
     "ppl": ("PPL", "Perplexity on the quality text"),
     "same_top_rate": ("same\ntop", "How often the most likely next token is the reference's"),
@@ -144,10 +148,10 @@ TABLE_HEADERS: dict[str, tuple[str, str]] = {
 }
 #: The widest a column opens (px), and the narrowest it gives way to when the table is wider than its view; the
 #: rest of a cell's text is elided and whole in its tooltip.
-MAX_COLUMN_PX: dict[str, int] = {"filename": 220, "status": 160, "mean_kld": 96}
+MAX_COLUMN_PX: dict[str, int] = {"filename": 220, "status": 160, "mean_kld": 96, "expected_kld": 110}
 MIN_COLUMN_PX: dict[str, int] = {"status": 64, "kv_types_fitting": 72, "filename": 150}
 #: Columns hidden while no file has anything in them (nothing measured here, no lineage): room on a laptop's screen.
-OPTIONAL_KEYS: tuple[str, ...] = ("measured_decode_tps", "ppl", "same_top_rate", "requantized_from")
+OPTIONAL_KEYS: tuple[str, ...] = ("measured_decode_tps", "mean_kld", "ppl", "same_top_rate", "requantized_from")
 _STATUS = {"fits": "fits", "partial": "partial", "does_not_fit": "does not fit"}
 #: The plots and the table never get less than this (the answer scrolls in its own box instead)
 MIN_PLOT_PX = 180
@@ -158,7 +162,7 @@ MEASURE_TIP = ("Measure the files on this machine, best quality first, until one
 
 def _cell(key: str, value: object) -> str:
     if value is None or value == "":
-        return NOT_MEASURED if key == "mean_kld" else "none" if key == "kv_types_fitting" else ""
+        return "none" if key == "kv_types_fitting" else ""
     if key == "status":
         return _STATUS.get(str(value), str(value))
     if key == "same_top_rate" and isinstance(value, float):
@@ -201,6 +205,9 @@ def choice_cells(c: FileChoice) -> dict[str, tuple[str, str]]:
     cells["decode_empty_tps"] = (_figure_cell(c.decode_empty_tps, kind), _figure_tip(c.decode_empty_tps, "tok/s"))
     cells["ttft_ms"] = (_figure_cell(c.ttft_ms, kind), _figure_tip(c.ttft_ms, "ms"))
     cells["decode_kind"] = (kind, c.decode_tps.source.text())
+    q = c.total_quality
+    cells["expected_kld"] = ((f"{q.kld:.4f}" + ("" if q.kind == "published" else f" {q.kind}"),
+                              f"{q.text()}: {q.source}") if q is not None else ("", NOT_MEASURED))
     cells["kv_types_fitting"] = (cells["kv_types_fitting"][0], cells["kv_types_fitting"][0])  # whole where cut
     cells["measured_decode_tps"] = (cells["measured_decode_tps"][0], measured_text(c))
     cells["mean_kld"] = (cells["mean_kld"][0], quality_text(c) + (f" against {c.quality.reference}"

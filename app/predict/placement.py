@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.model.facts import ModelFacts
-from app.predict.answer import Answer, Figure, FigureKind, Machine, answer
+from app.predict.answer import Answer, Figure, FigureKind, Machine, answer, fit_of
 from app.predict.expected_quality import kv_risk, preference_score
+from app.predict.memory.fit import FitResult
 from app.predict.profiles import HardwareProfile
 from app.predict.questions import Question
 
@@ -117,6 +118,8 @@ class FitVerdict:
     asked: Placed | None = None
     user_placed: bool = False
     kv_cache: bool = True
+    #: the KV-cache types with which everything fits on the device (every type asked, checked by its fit alone)
+    fits_entirely: tuple[str, ...] = ()
 
     @property
     def usable(self) -> bool:
@@ -194,29 +197,29 @@ class FitVerdict:
         }
 
 
-def _smallest_n_cpu_moe(facts: ModelFacts, at: Callable[[int, int], Answer]) -> Answer | None:
+def _smallest_n_cpu_moe(facts: ModelFacts, fit_at: Callable[[int], FitResult]) -> int | None:
     """The fewest layers whose experts stay in system RAM (-ncmoe) for the rest of a mixture of experts to fit on the
-    device with every layer offloaded (binary search: more on the CPU never needs more device memory)."""
-    top = at(999, facts.n_layer)
-    if not top.prediction.fit.device_fits:
+    device with every layer offloaded (binary search over the fit alone: more on the CPU never needs more device
+    memory); None where none does, or where even the fewest overflow the system RAM (more never would fit it)."""
+    if not fit_at(facts.n_layer).device_fits:
         return None
-    lo, hi, best = 1, facts.n_layer, top
+    lo, hi = 1, facts.n_layer
     while lo < hi:
         mid = (lo + hi) // 2
-        p = at(999, mid)
-        if p.prediction.fit.device_fits:
-            hi, best = mid, p
+        if fit_at(mid).device_fits:
+            hi = mid
         else:
             lo = mid + 1
-    # the fewest experts in system RAM: where even those do not fit the RAM, more never would
-    return best if best.prediction.fit.host_fits else None
+    return hi if fit_at(hi).host_fits else None
 
 
 def placements(facts: ModelFacts, profile: HardwareProfile, question: Question, machine: Machine | None,
-               kv_types: Sequence[str]) -> tuple[list[Placed], dict[str, Answer]]:
-    """Every placement that fits, per KV-cache type: everything on the device; for a mixture of experts the fewest
-    layers' experts in system RAM; the most layers that fit (the rest on the CPU). And the full-offload answer per
-    type."""
+               kv_types: Sequence[str], enough: Callable[[list[Placed]], bool] | None = None,
+               ) -> tuple[list[Placed], dict[str, Answer]]:
+    """Every placement that fits, per KV-cache type in order: everything on the device; for a mixture of experts the
+    fewest layers' experts in system RAM; the most layers that fit (the rest on the CPU). And the full-offload
+    answer per type tried. ``enough(tried)`` true after a type: the later types are not tried (their placements
+    could not rank first)."""
     n_all = facts.n_layer + 1
 
     def at(t: str) -> Callable[[int, int], Answer]:
@@ -225,9 +228,17 @@ def placements(facts: ModelFacts, profile: HardwareProfile, question: Question, 
                           measured=False)
         return ask
 
-    full = {t: at(t)(999, 0) for t in kv_types}
+    def fit_at(t: str) -> Callable[[int], FitResult]:
+        def ask(ncmoe: int) -> FitResult:
+            return fit_of(facts, profile, question.with_placement(999, ncmoe, t).at_context(), machine)
+        return ask
+
+    full: dict[str, Answer] = {}
     out: list[Placed] = []
-    for t, p in full.items():
+    for t in kv_types:
+        if enough is not None and out and enough(out):
+            break
+        p = full[t] = at(t)(999, 0)
         fit = p.prediction.fit
         if profile.kind == "cpu" or profile.is_unified:
             if fit.fits:
@@ -238,8 +249,9 @@ def placements(facts: ModelFacts, profile: HardwareProfile, question: Question, 
             out.append(Placed("fits", t, n_all, 0, p, f"all {n_all} layers on the GPU"))
             continue
         if facts.n_expert:
-            moe = _smallest_n_cpu_moe(facts, at(t))
-            if moe is not None:
+            n_moe = _smallest_n_cpu_moe(facts, fit_at(t))
+            if n_moe is not None:
+                moe = at(t)(999, n_moe)
                 n = moe.prediction.n_cpu_moe
                 out.append(Placed("fits", t, n_all, n, moe,
                                   f"all layers on the GPU but the experts of {n} of {facts.n_layer} in system RAM"))
@@ -289,8 +301,18 @@ def fit_verdict(facts: ModelFacts, profile: HardwareProfile, question: Question,
     types = tuple(kv_types) if kv_types else KV_TYPES if question.type_k == KV_TYPES[0] else (question.type_k,)
     if not kv_cache:
         types = types[:1]  # no KV cache: its type changes nothing
-    tried, full = placements(facts, profile, question, machine, types)
     key = rank if rank is not None else (lambda p: placement_rank(p, min_decode_tps))
+
+    def enough(found: list[Placed]) -> bool:  # everything on the device with the first type, meeting the floor:
+        return any(p.on_device_only and p.type_k == types[0]  # no other type can rank above it
+                   and (min_decode_tps is None or meets_floor(p.got.decode, min_decode_tps)) for p in found)
+
+    tried, full = placements(facts, profile, question, machine, types, enough)
+    def fit_entirely(t: str) -> FitResult:
+        return full[t].prediction.fit if t in full else fit_of(
+            facts, profile, question.with_placement(999, 0, t).at_context(), machine)
+
+    entirely = tuple(t for t in types if (f := fit_entirely(t)).fits and f.status == "fits")
     best = min(tried, key=key) if tried else None
     device = ("system RAM" if profile.kind == "cpu" else "unified memory" if profile.is_unified else "GPU")
     user_placed = profile.kind != "cpu" and (question.n_gpu_layers < facts.n_layer + 1 or question.n_cpu_moe != 0)
@@ -302,7 +324,7 @@ def fit_verdict(facts: ModelFacts, profile: HardwareProfile, question: Question,
                       margin_bytes=0 if device != "GPU" else question.margin_bytes, device=device,
                       ran_out="" if judged is not None and status != "does_not_fit" else
                       (_asked_ran_out(asked) if user_placed and asked is not None else _ran_out(profile, full, types)),
-                      asked=asked, user_placed=user_placed, kv_cache=kv_cache)
+                      asked=asked, user_placed=user_placed, kv_cache=kv_cache, fits_entirely=entirely)
 
 
 def _asked_ran_out(asked: Placed) -> str:

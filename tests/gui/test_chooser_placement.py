@@ -88,7 +88,8 @@ def test_the_table_shows_the_placement_both_decodes_and_the_kind(qtbot, gui_data
     # no file was requantized and nothing was measured here: those columns stay out of the way
     assert t.isColumnHidden(TABLE_KEYS.index("requantized_from"))
     assert t.isColumnHidden(TABLE_KEYS.index("measured_decode_tps"))
-    assert not t.isColumnHidden(TABLE_KEYS.index("mean_kld"))
+    assert t.isColumnHidden(TABLE_KEYS.index("mean_kld"))  # no KLD measured: only the expected column shows
+    assert not t.isColumnHidden(TABLE_KEYS.index("expected_kld"))
 
 
 def test_the_command_carries_the_placement_and_is_copied_from_the_keyboard(

@@ -83,3 +83,26 @@ def test_predict_ram_moves_the_host_memory_verdict(moe_file: Path, capsys: pytes
     assert small["verdict"]["status"] == "does_not_fit" and small["verdict"]["ran_out"] == "system RAM"
     assert big["verdict"]["status"] == "fits" and big["verdict"]["host_budget_bytes"] > 20 * 2**30
     assert any("system RAM 32 GiB (given)" in n for n in big["notes"])
+
+
+def test_a_split_request_total_is_the_same_in_predict_and_the_scenario_panel(window, smollm2_path: Path,  # noqa: ANN001
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #52: SmolLM2 on "RTX 4060 Laptop" with -ngl 10 and a 512 + 128 request: ``predict`` and the window's
+    scenario panel give one total (they were 0.29 s and 0.109 s apart), each phase's kind said."""
+    path = str(smollm2_path)
+    doc = main_json("predict", ["-m", path, "--hw", HW, "-ngl", "10", "-p", "512", "-n", "128"], capsys)
+    req = doc["request"]
+    assert req["decode_kind"] == "split"
+    w = window
+    wait_for(lambda: path in w.predictor.facts)
+    assert w.choose_profile(HW)
+    w.library.select_paths([path])
+    w.inspector.kv_type.setCurrentText("f16")
+    w.inspector.ngl.setValue(10)
+    w.inspector.ctx.setValue(8192)
+    w.scenario.prompt.setValue(512)
+    w.scenario.output.setValue(128)
+    w.details.update_scenario()
+    sc = w.scenario.pred
+    assert sc is not None and sc.total_s == pytest.approx(req["total_s"], rel=1e-9)
+    assert f"decode {req['decode_kind']}" in w.scenario.predicted.text()

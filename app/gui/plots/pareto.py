@@ -74,10 +74,12 @@ def memory_explanation(choices: Sequence[FileChoice], profile_kind: str) -> str:
                 "allowance on unified memory).")
     allowances = {c.overhead_bytes for c in choices if c.overhead_bytes}
     mib = (max(allowances) if allowances else DEFAULT_GPU_OVERHEAD_BYTES) / MIB
+    margin = max((c.margin_bytes for c in choices), default=0) / MIB
+    kept = (f"; the line: what a placement may use, the GPU's memory (dotted) less {margin:.0f} MiB kept free "
+            "(llama.cpp's --fit-target)" if margin else "; the line: the GPU's memory")
     return ("Each bar: the GPU memory a file needs at the chosen context (offloaded weights, their KV cache, compute "
-            f"buffers, GPU allowance); the line: the GPU's memory. GPU allowance: {mib:.0f} MiB for the CUDA "
-            "context, cuBLAS workspace and memory pools whenever layers are on the GPU (a rough allowance, not "
-            "measured).")
+            f"buffers, GPU allowance){kept}. GPU allowance: {mib:.0f} MiB for the CUDA context, cuBLAS workspace "
+            "and memory pools whenever layers are on the GPU (a rough allowance, not measured).")
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -219,9 +221,9 @@ class ParetoPlot(pg.PlotWidget):
         self.setYRange(-0.05 * self.unmeasured_y, self.unmeasured_y * 1.4, padding=0)
         self.place_labels()
 
-    def _taken_rects(self, names: bool = True) -> list[QRectF]:
-        """The scene rectangles of every point's circle (the recommendation's ring included) and, with ``names``,
-        every name shown."""
+    def _taken_rects(self, names: bool = True, inner: bool = False) -> list[QRectF]:
+        """The scene rectangles of every point's circle (the recommendation's ring included; ``inner``: the square
+        inside the circle, which a name at its corner does not cover) and, with ``names``, every name shown."""
         vb = self.getViewBox()
         rects: list[QRectF] = []
         for item in [*self.point_items.values(), *([self.ring] if self.ring is not None else [])]:
@@ -229,7 +231,7 @@ class ParetoPlot(pg.PlotWidget):
             if xs is None or not len(xs):
                 continue
             centre = vb.mapViewToScene(pg.Point(float(xs[0]), float(ys[0])))
-            r = float(item.opts["symbolSize"]) / 2
+            r = float(item.opts["symbolSize"]) / 2 * (0.7 if inner else 1.0)
             rects.append(QRectF(centre.x() - r, centre.y() - r, 2 * r, 2 * r))
         if names:
             rects += [t.textItem.sceneBoundingRect() for t in self.name_labels if t.isVisible()]
@@ -243,16 +245,20 @@ class ParetoPlot(pg.PlotWidget):
         if vb.width() <= 0 or not self.name_labels:
             self.place_line_label()
             return
-        circles = self._taken_rects(names=False)
         placed: list[QRectF] = []
         order = sorted(self.name_labels, key=lambda t: (t is not self._chosen_label, -t.pos().x()))
         for label in order:
             label.setVisible(True)
             diameter = self._label_point.get(id(label), 18.0)
+            centre = vb.mapViewToScene(label.pos())
+            circles = [r for r in self._taken_rects(names=False, inner=True) if not r.contains(centre)]
             spot = None
-            for below, left in ((label is self._chosen_label, False), (label is not self._chosen_label, False),
-                                (False, True), (True, True)):
+            first = label is self._chosen_label
+            tries = [(below, left, lift) for lift in (0, 1, 2) for below, left in
+                     ((first, False), (not first, False), (False, True), (True, True))]
+            for below, left, lift in tries:  # beside the point, then a line or two further up or down
                 ax, ay = clear_of_point(label, diameter, below)
+                ay = ay - lift if below else ay + lift
                 label.setAnchor((1 - ax, ay) if left else (ax, ay))
                 rect = label.textItem.sceneBoundingRect()
                 inside = vb.sceneBoundingRect().contains(rect)
@@ -291,7 +297,7 @@ class MemoryBars(pg.PlotWidget):
     def __init__(self, parent: object = None) -> None:
         super().__init__(parent)
         _dress(self, "Memory at the chosen context vs the device", "GiB")
-        self.legend = self.addLegend(offset=(-40, -10))
+        self.legend = self.addLegend(offset=(-40, -10), verSpacing=-6)  # compact: it shares the right with a label
         self.totals_gib: list[float] = []
         self.budget_gib = 0.0
 
@@ -315,14 +321,20 @@ class MemoryBars(pg.PlotWidget):
             self.legend.addItem(bars, label)
             left = [a + b for a, b in zip(left, widths, strict=True)]
         self.budget_gib = choices[0].budget_bytes / GIB
+        margin_gib = choices[0].margin_bytes / GIB
+        said = f"usable {self.budget_gib:.1f} GiB" if margin_gib else f"device {self.budget_gib:.1f} GiB"
+        # the line's label to its right, at the top: over the bars it covered the first file's
         self.addItem(pg.InfiniteLine(pos=self.budget_gib, angle=90, pen=pg.mkPen(plot_foreground(), width=2),
-                                     label=f"device {self.budget_gib:.1f} GiB",
-                                     labelOpts={"position": 0.95, "color": plot_foreground()}))
+                                     label=said, labelOpts={"position": 0.02, "color": plot_foreground(),
+                                                            "anchors": [(-0.03, 1), (-0.03, 1)]}))
+        if margin_gib:  # the card's whole memory, dotted: the margin is the strip between the two lines
+            self.addItem(pg.InfiniteLine(pos=self.budget_gib + margin_gib, angle=90,
+                                         pen=pg.mkPen(plot_foreground(), width=1, style=Qt.PenStyle.DotLine)))
         labels = short_labels([c.filename for c in choices])
         self.getAxis("left").setTicks([list(zip(rows, labels, strict=True))])
-        x_max = max(max(self.totals_gib), self.budget_gib) * 1.1
+        # room right of the device's lines for the legend: over the bars it hid their ends (1366x768, 1920x1080)
+        x_max = max(max(self.totals_gib), self.budget_gib + margin_gib) * 1.45
         self.setXRange(0, x_max, padding=0)
         self.setYRange(-0.6, len(choices) - 0.4, padding=0)
-        # the legend's right edge a few pixels left of the device's line, at the foot of the plot (the line's label
-        # is at its top): from the plot's right edge, its longest name ran into the line at 1366×768 and 1920×1080
-        self.legend.anchor(itemPos=(1, 1), parentPos=(self.budget_gib / x_max, 1), offset=(-LEGEND_GAP_PX, -4))
+        # at the top right, right of the device's lines; the line's label at the foot: neither covers the other
+        self.legend.anchor(itemPos=(1, 0), parentPos=(1, 0), offset=(-LEGEND_GAP_PX, 2))
