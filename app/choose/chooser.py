@@ -25,7 +25,7 @@ from app.model.library import scan_folder
 from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings, requantized_from
 from app.predict.answer import Machine
 from app.predict.expected_quality import PREFERENCES
-from app.predict.profiles import HardwareProfile, ProfileError, find_profile, load_profiles
+from app.predict.profiles import HardwareProfile, ProfileError
 from app.predict.questions import DEFAULT_MARGIN_BYTES, DEFAULT_N_CTX, Question
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
@@ -104,15 +104,10 @@ def expand_sources(sources: Sequence[str]) -> list[str]:
 
 
 def _hardware(hw: str | None, machine: Machine) -> HardwareProfile:
-    """The profile asked: this machine's GPU (else its CPU) for none, "this" or "local"; its CPU for "cpu"; else the
-    profile named (a GPU that is not this machine's is answered as such: nothing of this machine applies to it)."""
-    asked = (hw or "").strip().lower()
-    if asked in THIS_MACHINE:
-        profile = machine.gpu if machine.gpu is not None and asked != "cpu" else machine.cpu
-        if profile is None:
-            raise ProfileError("this CPU has no probed figures (the CPU probe did not run)")
-        return profile
-    return find_profile(str(hw), load_profiles())
+    """The profile asked, by the one rule (:meth:`Machine.profile_for`): this machine's GPU (else its CPU) for none,
+    "this" or "local"; its CPU for "cpu"; else the profile named (a GPU that is not this machine's is answered as
+    such: nothing of this machine applies to it)."""
+    return machine.profile_for(hw)
 
 
 def _quality(store: ResultStore | None, source: str, notes: list[str]) -> Quality | None:

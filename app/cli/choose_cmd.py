@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -13,6 +12,7 @@ from typing import Any
 
 from app.choose.choice_text import measured_text, placement_flags, quality_text
 from app.choose.chooser import (
+    CHOOSE_SCHEMA_VERSION,
     DEFAULT_MARGIN_MIB,
     THIS_MACHINE,
     ChooseReport,
@@ -31,6 +31,7 @@ from app.choose.measure_search import (
 from app.choose.verdicts import kv_fits_text
 from app.cli.arg_types import add_margin_option, count, counts, finite, ram_gib_arg
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
+from app.cli.json_docs import json_text
 from app.cli.url_options import add_url_options, max_header_bytes
 from app.model.gguf_http import is_url
 from app.model.library import MAX_FILES_PER_FOLDER
@@ -103,7 +104,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         doc = report.to_json_dict()
         if measured is not None:
             doc["measure"] = measured.to_json_dict()
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc, CHOOSE_SCHEMA_VERSION, indent=2, default=str))
     else:
         print(format_report(report))
         if measured is not None:
@@ -172,7 +173,8 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
         reports.append(report)
     say_skipped(reports[0].errors, len(reports[0].choices) + len(reports[0].errors))
     if args.json:
-        print(json.dumps({"contexts": [r.to_json_dict() for r in reports]}, indent=2, default=str))
+        print(json_text({"contexts": [r.to_json_dict() for r in reports]}, CHOOSE_SCHEMA_VERSION, indent=2,
+                        default=str))
         return EXIT_OK
     print("\n\n".join(format_report(r) for r in reports))
     print("\nBy context:")

