@@ -20,7 +20,7 @@ from app.choose.verdicts import (
     recommend,
 )
 from app.model.gguf_facts import GGUFFileError
-from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
+from app.model.gguf_http import DEFAULT_DEADLINE_S, DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
 from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings, requantized_from
 from app.predict.answer import Machine
@@ -57,6 +57,7 @@ class ChooseRequest:
     n_gen: int = DEFAULT_N_GEN
     store_path: str | None = None
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    url_deadline_s: float = DEFAULT_DEADLINE_S  # the whole read of one URL (--url-timeout)
     ram_gib: float | None = None  # system RAM around the GPU (--ram); None: this machine's, or assumed
     prefer: str = DEFAULT_PREFER  # quality | balanced | speed (app.choose.expected_quality)
     margin_mib: float = DEFAULT_MARGIN_MIB  # GPU memory every placement leaves free (--margin)
@@ -169,7 +170,7 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
              ] if not this_asked else []
     sources = expand_sources(req.sources)
     store = _open_store(req.store_path, notes)
-    opts = RemoteOptions(max_header_bytes=req.max_header_bytes)
+    opts = RemoteOptions(max_header_bytes=req.max_header_bytes, deadline_s=req.url_deadline_s)
     try:
         choices, errors = [], []
         for i, source in enumerate(sources, 1):

@@ -32,7 +32,7 @@ from app.choose.verdicts import kv_fits_text
 from app.cli.arg_types import add_margin_option, count, counts, finite, ram_gib_arg
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
 from app.cli.json_docs import json_text
-from app.cli.url_options import add_url_options, max_header_bytes
+from app.cli.url_options import add_url_options, max_header_bytes, url_deadline_s
 from app.model.gguf_http import is_url
 from app.model.library import MAX_FILES_PER_FOLDER
 from app.paths import DataDirError, absolute_path
@@ -116,7 +116,8 @@ def _request(args: argparse.Namespace, n_ctx: int) -> ChooseRequest:
     return ChooseRequest(
         sources=tuple(_absolute(s) for s in args.models), hw=args.hw, n_ctx=n_ctx, min_decode_tps=args.min_decode_tps,
         max_kld=args.max_kld, n_prompt=args.n_prompt, n_gen=args.n_gen, store_path=args.store,
-        max_header_bytes=max_header_bytes(args), ram_gib=getattr(args, "ram_gib", None),
+        max_header_bytes=max_header_bytes(args), url_deadline_s=url_deadline_s(args),
+        ram_gib=getattr(args, "ram_gib", None),
         prefer=getattr(args, "prefer", "balanced"), margin_mib=getattr(args, "margin_mib", DEFAULT_MARGIN_MIB),
     )
 
