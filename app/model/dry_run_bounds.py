@@ -6,7 +6,7 @@ of every recurrent layer (``failed to allocate buffer for rs cache`` is what a l
 cell table per context. A crafted header costs nothing on disk (a sparse hole where the weights would be) yet can
 claim any of these: a 24 KB file with ``ssm.state_size`` 4,194,304 made the child allocate 2 GiB per context. So:
 
-- each claim is held to the file (a vocabulary that is not the embedding's row count is not the file's) and to a
+- each claim is held to the file (a vocabulary larger than the embedding's rows is not the file's) and to a
   limit far above every published model (:func:`claims_problem`, one line naming the claim);
 - the child runs under a data-segment limit sized from what the checked claims need
   (:func:`child_memory_limit_bytes`): whatever a check missed, llama.cpp's allocation fails inside the child and
@@ -47,7 +47,7 @@ def claims_problem(facts: ModelFacts) -> str:
         return (f"the header claims a vocabulary of {facts.n_vocab:,} tokens (more than {MAX_VOCAB:,}, far above any "
                 f"published model)")
     embd = facts.tensor_shapes.get("token_embd.weight")
-    if embd is not None and len(embd[1]) >= 2 and facts.n_vocab and embd[1][1] != facts.n_vocab:
+    if embd is not None and len(embd[1]) >= 2 and facts.n_vocab > embd[1][1]:  # more than the file's embedding backs
         return (f"the header claims a vocabulary of {facts.n_vocab:,} tokens but token_embd.weight has "
                 f"{embd[1][1]:,} rows")
     if facts.n_ctx_train > MAX_CONTEXT_TOKENS:
