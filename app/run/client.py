@@ -172,6 +172,9 @@ class WorkerClient:
                 name = f"signal {-rc}"
             if -rc == signal.SIGKILL:
                 return FailureKind.WORKER_KILLED, f"worker process was killed by {name} (out of memory?)"
+            if hasattr(signal, "SIGBUS") and -rc == signal.SIGBUS:  # a mapped file shrank under the worker
+                return FailureKind.WORKER_DIED, (f"worker process was killed by {name} (a model file it had mapped "
+                                                 "was truncated or replaced?)")
             return FailureKind.WORKER_DIED, f"worker process was killed by {name}"
         return FailureKind.WORKER_DIED, f"worker process exited with code {rc} before finishing"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import REPO_ROOT
+from tests.process_helpers import gone, wait_for, workers_of
 
 
 def _dead_pid() -> int:
@@ -67,48 +68,15 @@ def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[st
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})})
 
 
-def _workers_of(parent_pid: int) -> list[int]:
-    """The worker processes ``parent_pid`` started (Linux's /proc: their parent and command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == parent_pid and b"app.worker.main" in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def _gone(pid: int) -> bool:
-    """Whether process ``pid`` has ended (a zombie, dead but not yet reaped by PID 1, counts as ended)."""
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_bytes().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except OSError:
-        return True
-
-
 def _kill_parent_and_check_its_worker_ends(proc: subprocess.Popen[str]) -> None:
     """Issue #54 item 7: SIGKILL the parent; its worker must end with it (it stayed alive, reparented to PID 1, and
     went on working for minutes)."""
-    workers = _workers_of(proc.pid) if sys.platform.startswith("linux") else []
+    workers = workers_of(proc.pid) if sys.platform.startswith("linux") else []
     os.kill(proc.pid, signal.SIGKILL)
     if not sys.platform.startswith("linux"):
         return
     assert workers, "no worker found under the parent"
-    assert _wait_for(lambda: all(_gone(w) for w in workers), 3), f"the worker {workers} outlived its parent"
-
-
-def _wait_for(found: callable, timeout_s: float) -> bool:  # type: ignore[valid-type]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found():
-            return True
-        time.sleep(0.05)
-    return False
+    assert wait_for(lambda: all(gone(w) for w in workers), 3), f"the worker {workers} outlived its parent"
 
 
 @pytest.mark.heavy  # the quantizer in a worker, killed, then run again
@@ -116,12 +84,12 @@ def test_a_quantize_killed_with_sigkill_leaves_a_part_the_next_run_removes(tmp_p
     out = tmp_path / "out"
     proc = _start("quantize", "-m", str(smollm2_path), "--allow-requantize", "--types", "q8_0", "--out", str(out))
     try:
-        assert _wait_for(lambda: list(out.glob("*.part")), 120), "no .part appeared"
+        assert wait_for(lambda: list(out.glob("*.part")), 120), "no .part appeared"
         _kill_parent_and_check_its_worker_ends(proc)  # no chance to clean up
     finally:
         proc.kill()
         proc.communicate()
-    assert _wait_for(lambda: not any(p.stat().st_mtime > time.time() - 1 for p in out.glob("*.part")), 30)
+    assert wait_for(lambda: not any(p.stat().st_mtime > time.time() - 1 for p in out.glob("*.part")), 30)
     left = list(out.glob("*.part"))
     assert left, "the killed run left nothing to clean up"
     again = subprocess.run([sys.executable, "-m", "app.cli.main", "quantize", "-m", str(smollm2_path),
@@ -140,8 +108,8 @@ def test_a_quality_run_killed_with_sigkill_leaves_a_folder_the_next_run_removes(
     args = ("quality", "-m", str(smollm2_path), "--tokens", "512", "--ctx", "256", "--no-store")
     proc = _start(*args, env={"TMPDIR": str(tmp)})
     try:
-        assert _wait_for(lambda: list(tmp.glob("gguf-quality-*")), 120), "no temporary folder appeared"
-        assert _wait_for(lambda: _workers_of(proc.pid), 60), "no worker started"
+        assert wait_for(lambda: list(tmp.glob("gguf-quality-*")), 120), "no temporary folder appeared"
+        assert wait_for(lambda: workers_of(proc.pid), 60), "no worker started"
         _kill_parent_and_check_its_worker_ends(proc)
     finally:
         proc.kill()
@@ -162,8 +130,8 @@ def test_a_quality_worker_ends_with_its_killed_parent_even_mid_chunk(tmp_path: P
     proc = _start("quality", "-m", str(smollm2_path), "--tokens", "4096", "--ctx", "4096", "--no-store",
                   env={"TMPDIR": str(tmp)})
     try:
-        assert _wait_for(lambda: list(tmp.glob("gguf-quality-*/text.txt")), 120), "no temporary folder appeared"
-        assert _wait_for(lambda: _workers_of(proc.pid), 60), "no worker started"
+        assert wait_for(lambda: list(tmp.glob("gguf-quality-*/text.txt")), 120), "no temporary folder appeared"
+        assert wait_for(lambda: workers_of(proc.pid), 60), "no worker started"
         time.sleep(2.0)  # the worker is loading the model or scoring its one chunk: no event comes for seconds
         _kill_parent_and_check_its_worker_ends(proc)
     finally:
@@ -179,8 +147,8 @@ def test_a_calibration_killed_with_sigkill_leaves_a_ladder_folder_the_next_run_r
     root = isolated_data_dir / "calibration"
     first = _start("calibrate", "--quick")
     try:
-        assert _wait_for(lambda: list(root.glob(f"ladder-{first.pid}-*/*.gguf")), 300), "no ladder folder appeared"
-        assert _wait_for(lambda: _workers_of(first.pid), 300), "no worker started"
+        assert wait_for(lambda: list(root.glob(f"ladder-{first.pid}-*/*.gguf")), 300), "no ladder folder appeared"
+        assert wait_for(lambda: workers_of(first.pid), 300), "no worker started"
         _kill_parent_and_check_its_worker_ends(first)
     finally:
         first.kill()
@@ -189,8 +157,8 @@ def test_a_calibration_killed_with_sigkill_leaves_a_ladder_folder_the_next_run_r
     assert left, "the killed calibration left nothing to clean up"
     second = _start("calibrate", "--quick")
     try:
-        assert _wait_for(lambda: not any(p.exists() for p in left), 300), f"{left} was not removed"
-        assert _wait_for(lambda: list(root.glob(f"ladder-{second.pid}-*")), 60)  # its own, made after
+        assert wait_for(lambda: not any(p.exists() for p in left), 300), f"{left} was not removed"
+        assert wait_for(lambda: list(root.glob(f"ladder-{second.pid}-*")), 60)  # its own, made after
     finally:
         second.kill()
         _, err = second.communicate()
