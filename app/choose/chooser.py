@@ -143,6 +143,20 @@ class ChooseCancelled(Exception):
     """The user stopped a choose while it read its files."""
 
 
+def context_problem(n_ctx: int, n_prompt: int | None, n_gen: int) -> str:
+    """Why a prompt of ``n_prompt`` tokens (None: the context less ``n_gen``) and ``n_gen`` generated cannot be held
+    by a context of ``n_ctx`` tokens, in one line; "" when they fit."""
+    if n_ctx < 1:
+        return f"--ctx must be at least 1 (got {n_ctx})"
+    if n_prompt is None and n_gen >= n_ctx:
+        return (f"-n {n_gen:,} generated tokens and a prompt of at least 1 do not fit --ctx {n_ctx:,} (raise --ctx or "
+                "lower -n)")
+    if n_prompt is not None and n_prompt + n_gen > n_ctx:
+        return (f"-p {n_prompt:,} and -n {n_gen:,} make {n_prompt + n_gen:,} tokens, more than --ctx {n_ctx:,} holds "
+                "(raise --ctx, or lower -p or -n)")
+    return ""
+
+
 def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: Machine | None = None,
                progress: Callable[[str], None] | None = None,
                cancelled: Callable[[], bool] | None = None) -> ChooseReport:
@@ -151,8 +165,9 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
     ``progress`` hears "reading 3 of 200: name". Unreadable files are listed in ``errors``, not raised.
     ``machine``: this
     machine as already loaded (else it is loaded here; for a GPU named by --hw nothing of this machine is)."""
-    if req.n_ctx < 1:
-        raise ValueError(f"--ctx must be at least 1 (got {req.n_ctx})")
+    problem = context_problem(req.n_ctx, req.n_prompt, req.n_gen)
+    if problem:
+        raise ValueError(problem)
     if req.prefer not in PREFERENCES:
         raise ValueError(f"--prefer must be one of {', '.join(PREFERENCES)} (got {req.prefer!r})")
     this_asked = (req.hw or "").strip().lower() in THIS_MACHINE
@@ -164,6 +179,10 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
                                    store_path=req.store_path)
     profile = _hardware(req.hw, machine)
     if req.ram_gib is not None:
+        if profile.is_unified:  # the model's memory is the profile's own pool: no system RAM beside it to set
+            pool = "this machine's system RAM" if profile.kind == "cpu" else "its unified memory"
+            raise ValueError(f"--ram is the system RAM beside a discrete GPU; {profile.name} holds the model in {pool} "
+                             f"({profile.vram_gib:.1f} GiB): drop --ram, or name a discrete GPU with --hw")
         profile = replace(profile, host_ram_gib=req.ram_gib, host_ram_source="given")
     this = machine.is_this(profile)
     notes = [f"GPU profile chosen: {profile.name}" + ("" if this else "; nothing of this machine applies to it")
@@ -194,4 +213,5 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
     return ChooseReport(profile, this, req.n_ctx, choices, errors, rec, notes)
 
 
-__all__ = ["ChooseCancelled", "ChooseReport", "ChooseRequest", "ProfileError", "expand_sources", "run_choose"]
+__all__ = ["ChooseCancelled", "ChooseReport", "ChooseRequest", "ProfileError", "context_problem", "expand_sources",
+           "run_choose"]

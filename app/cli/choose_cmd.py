@@ -17,6 +17,7 @@ from app.choose.chooser import (
     THIS_MACHINE,
     ChooseReport,
     ChooseRequest,
+    context_problem,
     run_choose,
 )
 from app.choose.measure_search import (
@@ -36,6 +37,7 @@ from app.cli.url_options import add_url_options, max_header_bytes, url_deadline_
 from app.model.gguf_http import is_url
 from app.model.library import MAX_FILES_PER_FOLDER
 from app.paths import DataDirError, absolute_path
+from app.predict.answer import Machine
 from app.predict.expected_quality import EXCHANGE_KLD, PREFERENCES
 from app.run.params import MAX_TOKENS
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -86,6 +88,10 @@ def check_measure_flags(args: argparse.Namespace) -> None:
 
 def cmd_choose(args: argparse.Namespace) -> int:
     contexts = tuple(args.ctx) if isinstance(args.ctx, (tuple, list)) else (int(args.ctx),)
+    for n_ctx in contexts:  # before anything is read or measured
+        problem = context_problem(n_ctx, args.n_prompt, args.n_gen)
+        if problem:
+            raise UserError(problem)
     if len(contexts) > 1:
         return _choose_contexts(args, contexts)
     args.ctx = contexts[0]
@@ -162,11 +168,13 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
     if args.measure:
         raise UserError(f"--measure takes one --ctx (got {len(contexts)}: {','.join(map(str, contexts))})")
     this = (args.hw or "").strip().lower() in THIS_MACHINE
-    scan = scan_machine(ProbeMode.RUN) if this else None  # one scan for every context; none for a remote GPU
+    # one look at the machine for every context (its profiles, fit, stored rows and the public fit were read again
+    # for each); none of this machine for a GPU named by --hw
+    machine = Machine.load(scan_machine(ProbeMode.RUN), store_path=args.store) if this else Machine.elsewhere()
     reports = []
     for n_ctx in contexts:
         try:
-            report = run_choose(_request(args, n_ctx), scan=scan)
+            report = run_choose(_request(args, n_ctx), machine=machine)
         except ValueError as e:
             raise UserError(str(e)) from None
         if not report.choices:
