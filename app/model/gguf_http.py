@@ -101,11 +101,10 @@ class _Budget:
         return min(self.opts.timeout_s, left)
 
     def wait(self, delay_s: float) -> None:
-        """Sleep ``delay_s`` before a retry, never past the deadline (passed: the deadline's error)."""
-        left = self.deadline - time.monotonic()
-        if left <= delay_s:
+        """Sleep ``delay_s`` before a retry, never past the deadline (the deadline's error once it has passed)."""
+        time.sleep(max(0.0, min(delay_s, self.deadline - time.monotonic())))
+        if time.monotonic() >= self.deadline:
             raise self.overdue_error()
-        time.sleep(delay_s)
 
     def spend_bytes(self, n: int) -> None:
         self.bytes_used += n
