@@ -28,6 +28,8 @@ MODES = {
 }
 TRICKLE = {"status": b"HTTP/1.1 200 " + b"K" * 10_000, "headers": b"X-Slow: " + b"a" * 10_000,
            "body": b"GGUF" + b"d" * 10_000, "chunked": b"1" * 10_000, "closed": b" " * 10_000}
+#: The modes every request kind is checked against in the fast tier (``closed`` is the heavy tests' below).
+FAST_MODES = ["status", "headers", "body", "chunked"]
 BYTE_EVERY_S = 0.05
 
 
@@ -95,7 +97,7 @@ WITHIN_S = STATED_S * 1.1
 SLOW_ROUTE_S = 0.7 * STATED_S
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", FAST_MODES)
 def test_a_streamed_request_ends_at_its_deadline(trickle: TrickleServer, mode: str) -> None:
     t0 = time.monotonic()
     r = stream_request(Endpoint(trickle.url(mode), "m", timeout_s=DEADLINE_S), "p", 4)
@@ -104,7 +106,7 @@ def test_a_streamed_request_ends_at_its_deadline(trickle: TrickleServer, mode: s
     assert r.error == f"timed out: the whole request took more than {DEADLINE_S:g} s", r.error
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", FAST_MODES)
 def test_tokenize_and_models_end_at_their_deadline(trickle: TrickleServer, mode: str) -> None:
     endpoint = Endpoint(trickle.url(mode), "m", timeout_s=DEADLINE_S)
     t0 = time.monotonic()
@@ -114,7 +116,7 @@ def test_tokenize_and_models_end_at_their_deadline(trickle: TrickleServer, mode:
     assert took < 2 * DEADLINE_S + SLACK_S, took  # one tokenize route (the deadline ends the asking), then /models
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", FAST_MODES)
 def test_a_remote_header_read_ends_at_its_deadline(trickle: TrickleServer, mode: str) -> None:
     from app.model.gguf_http import RemoteGGUFError, RemoteOptions, remote_facts
 
@@ -185,16 +187,25 @@ def test_run_url_against_a_trickling_server_ends_within_its_deadlines(trickle: T
         assert "Traceback" not in proc.stderr and "the whole request took more than 1 s" in proc.stdout
 
 
-@pytest.mark.heavy  # waits out a deadline per route
-@pytest.mark.parametrize("ask", ["tokenize", "models"])
-def test_a_side_request_whose_answer_drips_until_the_server_closes_ends_at_its_deadline(
-        trickle: TrickleServer, ask: str) -> None:
+@pytest.mark.heavy  # waits out a deadline per request kind
+@pytest.mark.parametrize("ask", ["tokenize", "models", "stream", "header"])
+def test_an_answer_that_drips_until_the_server_closes_ends_at_its_deadline(trickle: TrickleServer, ask: str) -> None:
     """Issue #54 item 3: ``run --url … --request-timeout 2`` against a /tokenize answering a byte at a time without
     Content-Length (``Connection: close``) waited past 100 s: the deadline watched the connection, whose socket
     http.client had already handed to the response."""
+    from app.model.gguf_http import RemoteGGUFError, RemoteOptions, remote_facts
+
     endpoint = Endpoint(trickle.url("closed"), "m", timeout_s=STATED_S)
     t0 = time.monotonic()
-    assert (count_tokens(endpoint, "some words") if ask == "tokenize" else served_models(endpoint)) is None
+    if ask == "tokenize":
+        assert count_tokens(endpoint, "some words") is None
+    elif ask == "models":
+        assert served_models(endpoint) is None
+    elif ask == "stream":
+        assert stream_request(endpoint, "p", 4).error == f"timed out: the whole request took more than {STATED_S:g} s"
+    else:
+        with pytest.raises(RemoteGGUFError, match=f"the header read took more than {STATED_S:g} s$"):
+            remote_facts(trickle.url("closed", "model.gguf"), RemoteOptions(deadline_s=STATED_S, use_cache=False))
     assert time.monotonic() - t0 <= WITHIN_S
 
 
