@@ -285,17 +285,17 @@ def test_inspect_url_against_hostile_servers_ends_within_url_timeout(make_gguf) 
             proc = gguf_bench("inspect", f"{base}/f.gguf", "--url-timeout", f"{STATED_S:g}", timeout=60)
             return time.monotonic() - t0, proc, base
 
-    start_s, good, good_base = inspect("range")
+    _, good, good_base = inspect("range")
     assert good.returncode == 0, good.stderr
     _, nolength, base = inspect("nolength")
     assert nolength.returncode == 0, nolength.stderr
     assert nolength.stdout.replace(base, "URL") == good.stdout.replace(good_base, "URL")
     for mode in HOSTILE_HEADER_SERVERS:
-        start_s = min(start_s, inspect("range")[0])  # the command's own time, measured beside each hostile run
+        start_s = inspect("range")[0]  # the command's own time, measured just before each hostile run
         took, proc, _ = inspect(mode)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip().endswith(f"the header read took more than {STATED_S:g} s"), proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
-        # less than a second more than the deadline's 10 %: the start of Python on a busy machine varies, a second
-        # wait (another try, a backoff) would be seconds
-        assert took - start_s <= WITHIN_S + 1.0, (mode, took, start_s)
+        # the deadline's 10 % is held in-process above; here the command must end with its read: the start of
+        # Python on a busy machine varies by a second or two, another try or backoff would add whole deadlines
+        assert took - start_s <= WITHIN_S + 2.0, (mode, took, start_s)
