@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from app.model.library import scan_folder
 from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings, requantized_from
 from app.predict.answer import Machine
 from app.predict.expected_quality import PREFERENCES
-from app.predict.profiles import HardwareProfile, ProfileError
+from app.predict.profiles import HardwareProfile, ProfileError, with_given_ram
 from app.predict.questions import DEFAULT_MARGIN_BYTES, DEFAULT_N_CTX, Question
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
@@ -178,12 +178,7 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
             machine = Machine.load(scan if scan is not None else scan_machine(ProbeMode.RUN),
                                    store_path=req.store_path)
     profile = _hardware(req.hw, machine)
-    if req.ram_gib is not None:
-        if profile.is_unified:  # the model's memory is the profile's own pool: no system RAM beside it to set
-            pool = "this machine's system RAM" if profile.kind == "cpu" else "its unified memory"
-            raise ValueError(f"--ram is the system RAM beside a discrete GPU; {profile.name} holds the model in {pool} "
-                             f"({profile.vram_gib:.1f} GiB): drop --ram, or name a discrete GPU with --hw")
-        profile = replace(profile, host_ram_gib=req.ram_gib, host_ram_source="given")
+    profile = with_given_ram(profile, req.ram_gib)
     this = machine.is_this(profile)
     notes = [f"GPU profile chosen: {profile.name}" + ("" if this else "; nothing of this machine applies to it")
              ] if not this_asked else []
