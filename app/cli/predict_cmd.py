@@ -19,6 +19,7 @@ from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
 from app.predict.machine import names_this_machine
 from app.predict.placement import fit_verdict
+from app.predict.profiles import with_given_ram
 from app.predict.questions import Question
 from app.predict.settings import PredictSettings
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -59,8 +60,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:  # a GPU named by --hw: nothing of this machine is looked at
         machine, probe_threads = Machine.elsewhere(), None
     profile = machine.profile_for(args.hw)  # the one rule (ProfileError: one line)
-    if getattr(args, "ram_gib", None) is not None:
-        profile = replace(profile, host_ram_gib=args.ram_gib, host_ram_source="given")
+    try:
+        profile = with_given_ram(profile, getattr(args, "ram_gib", None))
+    except ValueError as e:
+        raise UserError(str(e)) from None
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
     for problem in (machine.fit_problem, machine.store_problem):
         if problem and this_machine:

@@ -98,6 +98,9 @@ def cmd_quality(args: argparse.Namespace) -> int:
         if store is not None:
             store.close()
     write_results(render_quality(rows, args.output), args.out)
+    for i, r in enumerate(rows):  # files no event reported on (the worker died first): why, as for the others
+        if i not in session.rows and r.status == RowStatus.FAILED:
+            print(f"gguf-bench: {r.model_filename}: FAILED: {r.error}", file=sys.stderr)
     if session.cancelled:
         print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} files scored and kept",
               file=sys.stderr)
