@@ -96,15 +96,16 @@ def check_threads(n_threads: int) -> None:
 
 def cmd_quantize(args: argparse.Namespace) -> int:
     check_threads(args.threads)
+    sources = [args.model] if isinstance(args.model, str) else list(args.model or [])
+    if args.table_out:  # before the plan creates the --out folder: a refused command leaves nothing behind
+        check_output_path(args.table_out, "--table-out", None, sources)
     try:
         items = plan_quantize(args.model, parse_types(args.types), args.out_dir,
                               allow_requantize=args.allow_requantize, force=args.force)
     except QuantizeSetupError as e:
         raise UserError(str(e)) from None
     if args.table_out:
-        check_output_path(args.table_out, "--table-out", None,
-                          [*([args.model] if isinstance(args.model, str) else args.model or []),
-                           *(item.dst for item in items)])
+        check_output_path(args.table_out, "--table-out", None, [*sources, *(item.dst for item in items)])
     run_id, log_path = new_job_log()
     session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, what it finished is kept

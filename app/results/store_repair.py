@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from app.output_guard import OutputRefused, check_store_path
 from app.results.store_schema import SCHEMA_VERSION, SchemaError, newer_schema, upgrade, user_version
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -28,8 +29,18 @@ class DamagedStore(Exception):
     """The store's pages are damaged; str() is the cause, one line."""
 
 
+def _refuse_non_store(path: Path) -> None:
+    """StoreError (one line) before SQLite opens ``path`` when what is there cannot be a store: a model or a link to
+    one, a FIFO (the open would wait for a writer), a device (``/dev/zero`` would read as an empty store), a folder."""
+    try:
+        check_store_path(path)
+    except OutputRefused as e:
+        raise StoreError(str(e)) from None
+
+
 def _connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     """Connect, upgrade the schema and check the pages; DamagedStore, StoreError or a connection."""
+    _refuse_non_store(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=busy_timeout_s)
@@ -113,6 +124,7 @@ def connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     """A read-only connection to the store at ``path``: nothing on disk is created, upgraded, repaired or written. A
     store that is not there reads as an empty one, an older one through an upgraded copy in memory; a newer one, a
     damaged one and a file that is not a store are refused in one line (and left as they are)."""
+    _refuse_non_store(path)
     if not path.exists():
         db = sqlite3.connect(":memory:")
         upgrade(db)
