@@ -22,7 +22,7 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,8 +33,10 @@ from app.results.row_types import QualityRow, ResultRow, Row, RowError
 from app.results.run_writer import INTERRUPTED, LEGACY_ABORTED, is_abandoned, writer_scope
 from app.results.store_repair import StoreError, connect, connect_read_only, open_or_set_aside
 from app.results.stored_values import (
+    MAX_ROW_JSON_CHARS,
     SKIPPED,
     BadValues,
+    FieldChecker,
     checked_count,
     checked_row,
     checked_status,
@@ -304,6 +306,32 @@ class ResultStore:
     def rows(self, run_id: str) -> list[ResultRow]:
         cur = self._db.execute("SELECT row_json FROM results WHERE run_id = ? ORDER BY test_index", (run_id,))
         return self._decode_rows(r[0] for r in cur)
+
+    def row_fields(self, run_id: str, names: Sequence[str]) -> Iterator[dict[str, Any]]:
+        """The named fields of a run's rows, in test order, one small table per row, streamed: SQLite takes them
+        out of each row's JSON (the rest of the row is never decoded here, and no row is kept), and each value is
+        checked as :meth:`rows` checks it (one warning per field and problem, once the rows are read). What a
+        command reads of a run of any length, in bounded memory."""
+        fields = list(dict.fromkeys(names)) + ["\u0000"]  # two paths at least: json_extract then gives an array
+        paths = ", ".join("'$." + json.dumps(n).replace("'", "''") + "'" for n in fields)
+        readable = f"length(row_json) <= {MAX_ROW_JSON_CHARS} AND json_valid(row_json)"
+        cur = self._db.execute(
+            f"SELECT CASE WHEN {readable} THEN json_extract(row_json, {paths}) END, "  # noqa: S608 - fixed text
+            f"CASE WHEN {readable} THEN NULL ELSE row_json END FROM results WHERE run_id = ? ORDER BY test_index",
+            (run_id,))
+        bad = BadValues(self.path, self.warn)
+        label = f"{ResultRow.KIND} row"
+        check = FieldChecker(fields[:-1], bad, label)
+        try:
+            for extracted, unread in cur:
+                if extracted is not None:
+                    yield check.row(json.loads(extracted))  # SQLite's own array of the fields' JSON texts
+                    continue
+                parsed = parse_row_json(unread, bad, label)  # not JSON to SQLite (NaN, too deep, too long)
+                if parsed is not None:
+                    yield check.row([parsed.get(n) for n in check.names])
+        finally:
+            bad.say()
 
     def recent_rows(self, limit: int = 500) -> list[ResultRow]:
         """The newest rows of every run, newest first (for calibration)."""
