@@ -53,3 +53,24 @@ def escape_all(text: str) -> str:
 
 #: :data:`UNSAFE` and the line breaks and tab: what a name inside one line must not hold.
 LINE_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+#: What a spreadsheet reads as the start of a formula in a cell (OWASP's CSV injection rule).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_QUOTED_FORMULA = re.compile("'*[=+\\-@\t\r]")  # a formula start behind any single quotes
+
+
+def spreadsheet_cell(text: str) -> str:
+    """A CSV cell as spreadsheets open it safely: text beginning with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return gets a single quote in front (a spreadsheet then shows it as text, never runs it as a formula);
+    a number stays as it is (``-3.5`` is a number, not a formula). Text that already begins with quotes before such
+    a character gets one more, so :func:`cell_text` gives back exactly what was escaped."""
+    if text and _QUOTED_FORMULA.match(text) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def cell_text(cell: str) -> str:
+    """The text of a cell :func:`spreadsheet_cell` wrote (a CSV of ours read back)."""
+    return cell[1:] if cell.startswith("'") and _QUOTED_FORMULA.match(cell[1:]) else cell
