@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from typing import Any
 
@@ -18,6 +17,7 @@ from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCance
 from app.calibrate.synth_models import WRITABLE_TYPES
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.quantize_cmd import check_threads
+from app.json_text import json_text
 from app.results.store import ResultStore
 
 #: The most repetitions per test and passes over the ladder a calibration takes (each is minutes of work already).
@@ -72,7 +72,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             print(f"gguf-bench: calibration stopped: {where}; the previous fit is unchanged", file=sys.stderr)
             return EXIT_TESTS_FAILED
     if args.json:
-        print(json.dumps({"path": str(result.path), **result.fit.to_json_dict()}, indent=1))
+        print(json_text({"path": str(result.path), **result.fit.to_json_dict()}, indent=1, ensure_ascii=True))
         return EXIT_OK
     print(residual_table(result.fit))
     print(f"fit of {result.fit.cpu_info} with {result.fit.build}: {result.n_ladder_points} ladder points and "

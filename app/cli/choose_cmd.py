@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -25,6 +24,7 @@ from app.choose.measure_search import (
 from app.cli.arg_types import count, counts, finite
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
 from app.cli.url_options import add_url_options, max_header_bytes
+from app.json_text import json_text
 from app.model.gguf_http import is_url
 from app.model.library import MAX_FILES_PER_FOLDER
 from app.paths import DataDirError, absolute_path
@@ -99,7 +99,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         doc = report.to_json_dict()
         if measured is not None:
             doc["measure"] = measured.to_json_dict()
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc, default=str, ensure_ascii=True))
     else:
         print(format_report(report))
         if measured is not None:
@@ -167,7 +167,7 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
         reports.append(report)
     say_skipped(reports[0].errors, len(reports[0].choices) + len(reports[0].errors))
     if args.json:
-        print(json.dumps({"contexts": [r.to_json_dict() for r in reports]}, indent=2, default=str))
+        print(json_text({"contexts": [r.to_json_dict() for r in reports]}, default=str, ensure_ascii=True))
         return EXIT_OK
     print("\n\n".join(format_report(r) for r in reports))
     print("\nBy context:")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from app.cli.errors import EXIT_OK, UserError
 from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
+from app.json_text import json_text
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
@@ -81,7 +81,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     doc.update(threads_doc(n_threads, profile, probe_threads, got.this_machine, has_fit=machine.fit is not None))
     add_sources(doc, profile)
     if args.json:
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc, default=str, ensure_ascii=True))
         return EXIT_OK
     print(format_prediction(doc, got, facts.name, Path(model).name))
     return EXIT_OK

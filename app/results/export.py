@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from app.json_text import json_text
 from app.results.fields import FIELD_BY_NAME, FIELDS, MD_FIELDS, REMOTE, SUMMARY_FIELDS, Field
 from app.shown_text import cell_text, spreadsheet_cell
 
@@ -80,11 +80,11 @@ def _ordered(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_json(rows: Sequence[dict[str, Any]]) -> str:
-    return json.dumps([_ordered(r) for r in rows], indent=2, ensure_ascii=False) + "\n"
+    return json_text([_ordered(r) for r in rows]) + "\n"
 
 
 def to_jsonl(rows: Iterable[dict[str, Any]]) -> str:
-    return "".join(json.dumps(_ordered(r), ensure_ascii=False) + "\n" for r in rows)
+    return "".join(json_text(_ordered(r), indent=None, note=False) + "\n" for r in rows)
 
 
 def to_markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str] = MD_FIELDS) -> str:
