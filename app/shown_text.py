@@ -74,3 +74,19 @@ def spreadsheet_cell(text: str) -> str:
 def cell_text(cell: str) -> str:
     """The text of a cell :func:`spreadsheet_cell` wrote (a CSV of ours read back)."""
     return cell[1:] if cell.startswith("'") and _QUOTED_FORMULA.match(cell[1:]) else cell
+
+
+#: The longest line an error, a warning or a progress line prints: past it the middle is cut (what is refused is
+#: named at its start, why at its end).
+MAX_LINE_CHARS = 2000
+
+
+def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` as one printed line: every control character escaped, newline and tab too (a name holding a newline
+    no longer breaks a one-line error or the progress line in two), and at most ``limit`` characters (the middle
+    of a longer one cut, and said)."""
+    text = escape_all(text)
+    if len(text) > limit:
+        keep = limit // 2
+        text = f"{text[:keep]}… ({len(text) - 2 * keep:,} characters cut) …{text[-keep:]}"
+    return text

@@ -22,7 +22,7 @@ from app.choose.measure_search import (
     step_line,
 )
 from app.cli.arg_types import count, counts, finite
-from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError, print_line
 from app.cli.url_options import add_url_options, max_header_bytes
 from app.json_text import json_text
 from app.model.gguf_http import is_url
@@ -124,7 +124,7 @@ def say_skipped(errors: list[tuple[str, str]], n_files: int = 0) -> None:
     """The files that could not be read: the first few, one line each, then how many more; and that a folder is
     read up to its first MAX_FILES_PER_FOLDER files, when ``n_files`` (read and skipped) reached it."""
     for source, error in errors[:MAX_SKIPPED_SHOWN]:
-        print(f"skipped {source}: {error}", file=sys.stderr)
+        print_line(f"skipped {source}: {error}")  # a source's name: one line, whatever it holds
     if len(errors) > MAX_SKIPPED_SHOWN:
         print(f"skipped {len(errors) - MAX_SKIPPED_SHOWN:,} more files that could not be read (--json lists every "
               "one)", file=sys.stderr)
@@ -180,7 +180,7 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
 
 
 def _say(line: str) -> None:
-    print(f"gguf-bench: {line}", file=sys.stderr, flush=True)
+    print_line(f"gguf-bench: {line}")
 
 
 def _measure(args: argparse.Namespace, report: ChooseReport, machine: dict[str, Any]) -> MeasuredAnswer:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.cli.errors import EXIT_OK, UserError
+from app.cli.errors import EXIT_OK, UserError, print_line
 from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.json_text import json_text
@@ -56,7 +55,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
     for problem in (machine.fit_problem, machine.store_problem):
         if problem and this_machine:
-            print(f"warning: {problem}", file=sys.stderr)
+            print_line(f"warning: {problem}")
     settings = PredictSettings.from_args(args)
     question = replace(at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v,
                                   n_gpu_layers=args.n_gpu_layers, n_cpu_moe=settings.n_cpu_moe,
@@ -65,13 +64,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
                        flash_attn=settings.flash_attn)  # -fa 0 asks the context's figure with flash attention off
     if getattr(args, "dry_run", False):  # llama.cpp's memory figures for this CPU (a child process, cached)
         if not this_machine:
-            print("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw",
-                  file=sys.stderr)
+            print_line("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw")
         else:
             machine = machine.with_dry_run(facts, [settings, question])
             run = machine.dry_run_of(facts)
             if run is not None and run.problem:
-                print(f"warning: {run.problem}; the formulas speak", file=sys.stderr)
+                print_line(f"warning: {run.problem}; the formulas speak")
     try:
         got, full = (answer(facts, profile, s, machine) for s in (settings, question))
     except ValueError as e:

@@ -43,6 +43,7 @@ from app.results.stored_values import (
     checked_text,
     parse_row_json,
 )
+from app.shown_text import one_line
 
 
 def now_iso() -> str:
@@ -67,7 +68,7 @@ def default_store_path() -> Path:
 
 
 def _print_warning(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
 def _status(status: str, writer_pid: int | None = None, scope: str | None = None) -> str:
