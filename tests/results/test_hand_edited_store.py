@@ -183,3 +183,14 @@ def test_a_store_this_user_cannot_write_is_still_read(unwritable_store: Path) ->
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert "run-1" in proc.stdout and "mine" in proc.stdout
     assert sorted(p.name for p in unwritable_store.parent.iterdir()) == ["r.sqlite3"]
+
+
+def test_a_pending_line_nested_too_deeply_is_skipped(tmp_path: Path) -> None:
+    """The side file of kept writes is replayed when the store opens for writing: a line nested 100,000 deep is
+    counted unreadable, not a RecursionError out of the sweep's start."""
+    path = tmp_path / "r.sqlite3"
+    Path(f"{path}.pending-rows.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    messages: list[str] = []
+    with ResultStore.recover(path, warn=messages.append) as store:
+        assert store.runs() == []
+    assert messages == [f"{path}: stored 0 results kept in r.sqlite3.pending-rows.jsonl; skipped 1 unreadable lines"]
