@@ -124,6 +124,8 @@ def read_toml(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_BYTE
         raise TomlFileError("invalid", "not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise TomlFileError("invalid", str(e)) from None
+    except TomlFileError:
+        raise
     except ValueError as e:  # tomllib's int() of a number past Python's 4,300 digits
         raise TomlFileError("invalid", f"a value it holds cannot be read ({str(e).split(':')[0]})") from None
     except RecursionError:
