@@ -127,6 +127,7 @@ class RunTally:
 
 
 def tally_rows(rows: Iterable[Mapping[str, Any]]) -> RunTally:
+    """The sums of ``rows`` (:class:`RunTally`), added in their order."""
     tally = RunTally()
     for row in rows:
         tally.add(row)
