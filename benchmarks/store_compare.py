@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "tests" / "results" / "data" / "llama_bench" / "smollm2_cpu.json"
 WHOLE_ROWS = """
 import sys
+import app.cli.main  # the command line's start, as the command pays it
 from app.compare.entries import load_run
 from app.compare.figures import compare_table
 from app.results.store import ResultStore
@@ -41,6 +42,7 @@ print(compare_table(items, lambda _p: None).text())
 """
 COPY_INTO_MEMORY = """
 import sqlite3, sys
+import app.cli.main  # the command line's start, as the command pays it
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
 copy = sqlite3.connect(":memory:")
 db.backup(copy)
@@ -70,8 +72,8 @@ def make_store(path: Path, n_rows: int) -> None:
     db.close()
 
 
-def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall s, peak RSS MiB) of one child process."""
+def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall s, peak RSS MiB, CPU s: user + system) of one child process."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -79,7 +81,7 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(argv)} failed: {err}")
-    return wall, usage.ru_maxrss / 1024  # KiB on Linux
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime  # ru_maxrss: KiB on Linux
 
 
 def main() -> None:
@@ -97,18 +99,15 @@ def main() -> None:
         cli = [sys.executable, "-m", "app.cli.main", "--store", str(store)]
         cases = {"compare last (streamed fields)": cli + ["compare", "last"],
                  "the same from rows read whole": [sys.executable, "-c", WHOLE_ROWS, str(store)]}
-        got: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        got: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
         for _ in range(args.repeat):  # in turn: a machine busy for a while slows both alike
             for name, argv in cases.items():
                 got[name].append(measure(argv, env))
-        print("\n| read | wall s (median) | peak RSS MiB (median) |\n|---|---:|---:|")
-        for name, runs in got.items():
-            print(f"| {name} | {statistics.median(w for w, _ in runs):.1f} | "
-                  f"{statistics.median(m for _, m in runs):,.0f} |")
+        table(got, "read")
         new, old = (got[name] for name in cases)
-        wall = statistics.median(w for w, _ in old) / statistics.median(w for w, _ in new)
-        rss = statistics.median(m for _, m in old) / statistics.median(m for _, m in new)
-        print(f"\nratio, whole rows ÷ streamed: wall {wall:.1f}×, peak RSS {rss:.1f}×")
+        ratios = [statistics.median(r[k] for r in old) / statistics.median(r[k] for r in new) for k in range(3)]
+        print(f"\nratio, whole rows ÷ streamed: wall {ratios[0]:.1f}×, peak RSS {ratios[1]:.1f}×, CPU {ratios[2]:.1f}×")
+        print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: wall times grow with it, ratios less)")
 
         db = sqlite3.connect(store)
         db.execute("PRAGMA user_version = 2")  # an older schema: read through views now, copied into memory before
@@ -116,10 +115,14 @@ def main() -> None:
         older = {"history (older schema, read in place)": cli + ["history"],
                  "a copy of it in memory": [sys.executable, "-c", COPY_INTO_MEMORY, str(store)]}
         got = {name: [measure(argv, env) for _ in range(args.repeat)] for name, argv in older.items()}
-        print(f"\n| older store ({size_mib:,.0f} MiB) | wall s (median) | peak RSS MiB (median) |\n|---|---:|---:|")
-        for name, runs in got.items():
-            print(f"| {name} | {statistics.median(w for w, _ in runs):.1f} | "
-                  f"{statistics.median(m for _, m in runs):,.0f} |")
+        table(got, f"older store ({size_mib:,.0f} MiB)")
+
+
+def table(got: dict[str, list[tuple[float, float, float]]], what: str) -> None:
+    print(f"\n| {what} | wall s | peak RSS MiB | CPU s |\n|---|---:|---:|---:|")
+    for name, runs in got.items():
+        wall, rss, cpu = (statistics.median(r[k] for r in runs) for k in range(3))
+        print(f"| {name} | {wall:.1f} | {rss:,.0f} | {cpu:.1f} |")
 
 
 if __name__ == "__main__":

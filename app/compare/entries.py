@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from app.results.store import ResultStore
 
 #: The settings an entry's name says when every row shares one value (:func:`distinct_settings`).
 SETTING_KEYS = ("n_threads", "type_k", "n_gpu_layers", "flash_attn")
+_TYPE_K_AT = SETTING_KEYS.index("type_k")
 #: Every field an entry's figures and name are made of: what :func:`tally_run` reads of each stored row.
 TALLY_FIELDS = ("status", "n_depth", "n_prompt", "decode_tps", "decode_tps_stddev", "ttft_ms", "ttft_ms_stddev",
                 "n_repetitions", "model_size", "model_path", "model_filename", *SETTING_KEYS)
@@ -98,27 +99,33 @@ class RunTally:
     n_rows: int = 0
 
     def add(self, row: Mapping[str, Any]) -> None:
+        """One row (a table of its fields: the window's rows)."""
+        self.add_values([row.get(name) for name in TALLY_FIELDS])
+
+    def add_values(self, values: Sequence[Any]) -> None:
+        """One row as the values of :data:`TALLY_FIELDS`, in their order (what the store streams)."""
+        (status, n_depth, n_prompt, decode, decode_sd, ttft, ttft_sd, n_repetitions, model_size, model_path,
+         model_filename, *settings) = values
         self.n_rows += 1
-        self.models.add(str(row.get("model_filename") or ""))
+        self.models.add(str(model_filename or ""))
         if not self.path:
-            self.path = str(row.get("model_path") or "")
-        for key, seen in self.settings.items():
-            value = row.get(key)
+            self.path = str(model_path or "")
+        for seen, value in zip(self.settings.values(), settings, strict=True):
             if value is not None and len(seen) < 2:
                 seen.add(str(value))
-        if row.get("status") != RowStatus.OK:
+        if status != RowStatus.OK:
             return
-        prompt, reps, ttft = int(row.get("n_prompt") or 0), int(row.get("n_repetitions") or 1), row.get("ttft_ms")
-        measured = (prompt, reps, row.get("decode_tps"), row.get("decode_tps_stddev"), ttft, row.get("ttft_ms_stddev"))
-        self.every.add(*measured)
-        if not row.get("n_depth"):
-            self.depth0.add(*measured)
+        prompt, reps = int(n_prompt or 0), int(n_repetitions or 1)
+        self.every.add(prompt, reps, decode, decode_sd, ttft, ttft_sd)
+        if not n_depth:
+            self.depth0.add(prompt, reps, decode, decode_sd, ttft, ttft_sd)
         if ttft is not None:
             self.ttft_prompts[prompt] += 1
-        if self.size_bytes is None and row.get("model_size"):
-            self.size_bytes = float(row["model_size"])
-        if self.type_k is None and row.get("type_k"):
-            self.type_k = str(row.get("type_k"))
+        if self.size_bytes is None and model_size:
+            self.size_bytes = float(model_size)
+        type_k = settings[_TYPE_K_AT]
+        if self.type_k is None and type_k:
+            self.type_k = str(type_k)
 
     @property
     def figures_rows(self) -> DepthTally:
@@ -196,9 +203,13 @@ def tally_run(store: ResultStore, run_id: str) -> list[CompareItem]:
     """A stored run's entries as :func:`load_run` gives them, their rows summed as they stream from the store and
     not kept: only :data:`TALLY_FIELDS` are read, so a run of any length takes memory per model, not per row."""
     tallies: dict[str, RunTally] = {}
-    for row in store.row_fields(run_id, TALLY_FIELDS):
-        key = str(row.get("model_path") or row.get("model_filename") or "")
-        tallies.setdefault(key, RunTally()).add(row)
+    path_at, name_at = TALLY_FIELDS.index("model_path"), TALLY_FIELDS.index("model_filename")
+    for values in store.row_values(run_id, TALLY_FIELDS):
+        key = str(values[path_at] or values[name_at] or "")
+        tally = tallies.get(key)
+        if tally is None:
+            tally = tallies[key] = RunTally()
+        tally.add_values(values)
     if not tallies:
         return []
     sweep_name = str(store.run_info(run_id).get("sweep_name") or "")

@@ -308,29 +308,30 @@ class ResultStore:
         cur = self._db.execute("SELECT row_json FROM results WHERE run_id = ? ORDER BY test_index", (run_id,))
         return self._decode_rows(r[0] for r in cur)
 
-    def row_fields(self, run_id: str, names: Sequence[str]) -> Iterator[dict[str, Any]]:
-        """The named fields of a run's rows, in test order, one small table per row, streamed: SQLite takes them
-        out of each row's JSON (the rest of the row is never decoded here, and no row is kept), and each value is
-        checked as :meth:`rows` checks it (one warning per field and problem, once the rows are read). What a
-        command reads of a run of any length, in bounded memory."""
-        fields = list(dict.fromkeys(names)) + ["\u0000"]  # two paths at least: json_extract then gives an array
+    def row_values(self, run_id: str, names: Sequence[str]) -> Iterator[list[Any]]:
+        """The values of the named fields of a run's rows (a list per row, in ``names``' order), in test order,
+        streamed: SQLite takes them out of each row's JSON (the rest of the row is never decoded here, and no row is
+        kept), and each is checked as :meth:`rows` checks it (one warning per field and problem, once the rows are
+        read). What a command reads of a run of any length, in bounded memory."""
+        fields = list(names) + ["\u0000"]  # two paths at least: json_extract then gives one array of them all
         paths = ", ".join("'$." + json.dumps(n).replace("'", "''") + "'" for n in fields)
-        readable = f"length(row_json) <= {MAX_ROW_JSON_CHARS} AND json_valid(row_json)"
         cur = self._db.execute(
-            f"SELECT CASE WHEN {readable} THEN json_extract(row_json, {paths}) END, "  # noqa: S608 - fixed text
-            f"CASE WHEN {readable} THEN NULL ELSE row_json END FROM results WHERE run_id = ? ORDER BY test_index",
-            (run_id,))
+            f"SELECT CASE WHEN readable THEN json_extract(row_json, {paths}) END, "  # noqa: S608 - fixed text
+            "CASE WHEN readable THEN NULL ELSE row_json END FROM (SELECT test_index, row_json, "
+            f"length(row_json) <= {MAX_ROW_JSON_CHARS} AND json_valid(row_json) AS readable FROM results "
+            "WHERE run_id = ?) ORDER BY test_index", (run_id,))
         bad = BadValues(self.path, self.warn)
         label = f"{ResultRow.KIND} row"
         check = FieldChecker(fields[:-1], bad, label)
+        loads = json.loads
         try:
             for extracted, unread in cur:
                 if extracted is not None:
-                    yield check.row(json.loads(extracted))  # SQLite's own array of the fields' JSON texts
+                    yield check.values(loads(extracted)[:-1])  # SQLite's array of the fields' JSON values
                     continue
                 parsed = parse_row_json(unread, bad, label)  # not JSON to SQLite (NaN, too deep, too long)
                 if parsed is not None:
-                    yield check.row([parsed.get(n) for n in check.names])
+                    yield check.values([parsed.get(n) for n in check.names])
         finally:
             bad.say()
 

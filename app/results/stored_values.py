@@ -169,15 +169,13 @@ class FieldChecker:
         self._numeric = [name in table and table[name].type in (int, float) for name in names]
         self._text = [name in table and table[name].type is str and name != "status" for name in names]
 
-    def row(self, values: list[Any]) -> dict[str, Any]:
-        """The fields' ``values`` (in ``names``' order) as a checked table."""
-        out: dict[str, Any] = {}
-        for name, value, numeric, text in zip(self.names, values, self._numeric, self._text, strict=False):
+    def values(self, values: list[Any]) -> list[Any]:
+        """The fields' ``values`` (in ``names``' order), each checked (in place: a bad one becomes None)."""
+        for i, (value, numeric, text) in enumerate(zip(values, self._numeric, self._text, strict=False)):
             kind = type(value)
             if value is None or (kind is str and text) or (numeric and (
                     (kind is float and value - value == 0.0)  # finite: inf - inf and nan are nan
                     or (kind is int and -MAX_STORED_MAGNITUDE < value < MAX_STORED_MAGNITUDE))):
-                out[name] = value
-            else:
-                out[name] = checked_value(name, value, self.bad, self.kind, self.table)
-        return out
+                continue
+            values[i] = checked_value(self.names[i], value, self.bad, self.kind, self.table)
+        return values
