@@ -1,9 +1,10 @@
-"""JSON written for someone else to read (every ``--json``, ``-o json``, ``-o jsonl``): standard JSON only.
+"""JSON written for someone else to read (every ``--json`` through ``app.cli.json_docs``, ``-o json``,
+``-o jsonl``): standard JSON only.
 
 Python's ``json`` writes ``NaN`` and ``Infinity`` for floats that are not finite: tokens JSON does not have, which a
-strict reader (``jq``, JavaScript's ``JSON.parse``) refuses. :func:`json_text` writes each such value as ``null``
-and, in a document that is an object, says where under :data:`NOT_FINITE_KEY`; ``allow_nan=False`` then makes
-sure none is left.
+strict reader (``jq``, JavaScript's ``JSON.parse``) refuses. :func:`standard_json` writes each such value as
+``null`` and, in a document that is an object, says where under :data:`NOT_FINITE_KEY`; ``allow_nan=False`` then
+makes sure none is left.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ def finite_copy(value: Any, path: str = "$", found: list[str] | None = None) -> 
     return value
 
 
-def json_text(doc: Any, *, indent: int | None = 2, ensure_ascii: bool = False,
-              default: Callable[[Any], Any] | None = None, note: bool = True) -> str:
-    """``doc`` as standard JSON: a value that is not a finite number is ``null`` and, where ``doc`` is an object and
-    ``note``, listed under :data:`NOT_FINITE_KEY` with why."""
+def standard_json(doc: Any, *, indent: int | None = None, ensure_ascii: bool = True,
+                  default: Callable[[Any], Any] | None = None, note: bool = True) -> str:
+    """``doc`` as standard JSON (``json.dumps``'s defaults otherwise): a value that is not a finite number is
+    ``null`` and, where ``doc`` is an object and ``note``, listed under :data:`NOT_FINITE_KEY` with why."""
     found: list[str] = []
     clean = finite_copy(doc, "$", found)
     if found and note and isinstance(clean, dict):

@@ -16,8 +16,8 @@ from app.calibrate import FitError
 from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
 from app.calibrate.synth_models import WRITABLE_TYPES
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError, print_line
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
 from app.cli.quantize_cmd import check_threads
-from app.json_text import json_text
 from app.results.store import ResultStore
 
 #: The most repetitions per test and passes over the ladder a calibration takes (each is minutes of work already).
@@ -72,7 +72,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             print_line(f"gguf-bench: calibration stopped: {where}; the previous fit is unchanged")
             return EXIT_TESTS_FAILED
     if args.json:
-        print(json_text({"path": str(result.path), **result.fit.to_json_dict()}, indent=1, ensure_ascii=True))
+        doc = {"path": str(result.path), **result.fit.to_json_dict()}
+        print(json_text(doc, SCHEMA_VERSIONS["calibrate"], indent=1))
         return EXIT_OK
     print(residual_table(result.fit))
     print(f"fit of {result.fit.cpu_info} with {result.fit.build}: {result.n_ladder_points} ladder points and "

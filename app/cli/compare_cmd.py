@@ -8,9 +8,9 @@ import os
 from typing import Any
 
 from app.cli.errors import EXIT_OK, UserError
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
 from app.compare.entries import CompareItem, tally_run
 from app.compare.figures import MIN_REPETITIONS, CompareTable, compare_table
-from app.json_text import json_text
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
@@ -63,7 +63,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         items = compare_runs(store, args.run_ids)
     table = compare_table(items, read_facts(items).get)
     if args.json:
-        print(json_text(table.to_json()))
+        print(json_text(table.to_json(), SCHEMA_VERSIONS["compare"], indent=2, ensure_ascii=False))
     else:
         print(table.text())
         print()

@@ -10,8 +10,8 @@ import argparse
 from typing import Any
 
 from app.cli.errors import EXIT_OK, EXIT_TESTS_FAILED
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
 from app.doctor.report import Level, report_text, run_doctor
-from app.json_text import json_text
 
 HELP = "which llama.cpp backends/devices and which GPUs this machine has, and the command that fixes a mismatch"
 
@@ -19,7 +19,7 @@ HELP = "which llama.cpp backends/devices and which GPUs this machine has, and th
 def cmd_doctor(args: argparse.Namespace) -> int:
     report = run_doctor()
     if args.json:
-        print(json_text(report.to_json()))
+        print(json_text(report.to_json(), SCHEMA_VERSIONS["doctor"], indent=2, ensure_ascii=False))
     else:
         print(report_text(report))
     needs_fix = any(a.level in (Level.FIX, Level.ERROR) for a in report.advice)

@@ -6,9 +6,9 @@ import argparse
 from dataclasses import asdict
 
 from app.cli.errors import EXIT_OK, EXIT_USAGE, UserError
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
 from app.cli.output import check_output_path, write_results
 from app.cli.url_options import remote_options
-from app.json_text import json_text
 from app.model.facts import ModelFacts
 from app.model.format import format_facts_text
 from app.model.gguf_http import read_facts
@@ -27,7 +27,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         doc = facts.to_json_dict()
         if checks is not None:
             doc["dry_run"] = [c if isinstance(c, str) else asdict(c) for c in checks]
-        print(json_text(doc))
+        print(json_text(doc, SCHEMA_VERSIONS["inspect"], indent=2, ensure_ascii=False))
     else:
         print(format_facts_text(facts))
         if checks is not None:
@@ -66,7 +66,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         runs = store.runs(limit=args.limit)
         quality = quality_runs(store, limit=args.limit)
     if args.json:
-        print(json_text([r.__dict__ for r in runs], ensure_ascii=True))
+        print(json_text([r.__dict__ for r in runs], SCHEMA_VERSIONS["history"], indent=2))
         return EXIT_OK
     if not runs and not quality:
         print(f"no runs stored yet in {store.path}")
@@ -116,5 +116,5 @@ def cmd_hw(args: argparse.Namespace) -> int:
     verdict = remembered() if args.no_probe else ensure_verdict()[0]
     report["extra_buffers"] = extra_buffers_json(verdict)
     text = "\n".join([format_hw_report(report), "Weight repacking (--repack)", *repack_lines(verdict)])
-    print(json_text(report, default=str, ensure_ascii=True) if args.json else text)
+    print(json_text(report, SCHEMA_VERSIONS["hw"], indent=2, default=str) if args.json else text)
     return EXIT_OK

@@ -19,6 +19,9 @@ from app.model.format import short_bytes
 PredictedFigures = Callable[[str, int], tuple[float | None, float | None]]
 #: path -> the file's facts, None where they are not read (yet)
 FactsOf = Callable[[str], ModelFacts | None]
+#: path -> a model file's fit verdict in a few words (app.predict.placement.FitVerdict: its word and flags), the one
+#: the inspector, ``predict`` and the chooser print for the same question; "" where there is none
+VerdictOf = Callable[[str], str]
 
 #: the figures, in the table's order: (Figures field, its noise's field, header, its ratio's header, the ratio's tip)
 FIGURES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -103,7 +106,8 @@ class CompareRow:
     thin: bool  # too few repetitions for its ratios to tell
     figures: Figures
     ratios: dict[str, float | None]  # by Figures field: this ÷ the first entry of the same kind
-    cells: tuple[str, ...]  # figure, ratio, figure, ratio, ... as the table prints them
+    cells: tuple[str, ...]  # figure, ratio, figure, ratio, ... (and the fit verdict) as the table prints them
+    fit: str = ""  # a model file's fit verdict on the chosen hardware ("" for a run: it ran)
 
 
 @dataclass(frozen=True)
@@ -112,13 +116,14 @@ class CompareTable:
 
     prompt: int
     rows: tuple[CompareRow, ...]
+    with_fit: bool = False  # a "fit" column: the model files' verdicts
 
     @property
     def headers(self) -> tuple[str, ...]:
         out = ["", "kind"]
         for _field, _noise, header, ratio_header, _tip in FIGURES:
             out += [header.format(prompt=self.prompt), ratio_header]
-        return tuple(out)
+        return tuple(out + (["fit"] if self.with_fit else []))
 
     @property
     def n_thin(self) -> int:
@@ -147,13 +152,14 @@ class CompareTable:
             "model_path": r.item.path, "shown_kind": r.kind, "few_repetitions": r.thin,
             "figures": asdict(r.figures), "ratios": r.ratios, "cells": dict(zip(self.headers[2:], r.cells,
                                                                                 strict=True)),
+            "fit": r.fit or None,
         } for r in self.rows]}
 
 
 def compare_table(items: Sequence[CompareItem], facts_of: FactsOf,
-                  predicted: PredictedFigures | None = None) -> CompareTable:
+                  predicted: PredictedFigures | None = None, verdict_of: VerdictOf | None = None) -> CompareTable:
     """The table of ``items``: each entry's figures, and ratios to the first entry of its kind (measured with
-    measured, predicted with predicted)."""
+    measured, predicted with predicted); with ``verdict_of``, each model file's fit verdict in a last column."""
     prompt = reference_prompt(items)
     figs = [entry_figures(it, prompt, facts_of(it.path) if it.path else None, predicted) for it in items]
     bases: dict[str, Figures] = {}
@@ -173,8 +179,11 @@ def compare_table(items: Sequence[CompareItem], facts_of: FactsOf,
             cells.append(figure_text(field, v))
             ratios[field] = v / b if v is not None and b else None
             cells.append(ratio_text(v, b, f.get(noise), base.get(noise), thin))
-        rows.append(CompareRow(it, short_label(it), kind, thin, f, ratios, tuple(cells)))
-    return CompareTable(prompt, tuple(rows))
+        fit = verdict_of(it.path) if verdict_of is not None and it.kind != "run" and it.path else ""
+        if verdict_of is not None:
+            cells.append(fit or "—")
+        rows.append(CompareRow(it, short_label(it), kind, thin, f, ratios, tuple(cells), fit))
+    return CompareTable(prompt, tuple(rows), with_fit=verdict_of is not None)
 
 
 def figure_text(field: str, v: float | None) -> str:

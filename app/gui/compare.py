@@ -39,6 +39,7 @@ from app.gui.plots.style import MIB, color
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
 from app.gui.top_level import add_close_keys, fit_to_screen
+from app.predict.questions import DEFAULT_N_CTX, Question
 from app.results.store import ResultStore, StoreError
 
 
@@ -195,9 +196,19 @@ class CompareWindow(QWidget):
         return [color(k) for k in colour_slots(self.items)]
 
     def table_figures(self) -> CompareTable:
-        """The ratio table's figures (``gguf-bench compare`` prints the same for the same runs)."""
+        """The ratio table's figures (``gguf-bench compare`` prints the same for the same runs), and each model
+        file's fit verdict at the asked context (the inspector's question)."""
         return compare_table(self.items, self.predictor.facts.get,
-                             lambda path, prompt: predicted_figures(self.predictor, path, prompt))
+                             lambda path, prompt: predicted_figures(self.predictor, path, prompt),
+                             self.verdict_words if any(it.kind != "run" for it in self.items) else None)
+
+    def verdict_words(self, path: str) -> str:
+        """A model file's verdict in a cell: its words and placement (the whole reason is the inspector's)."""
+        got = self.predictor.verdict(path, Question(n_ctx=int(self.asked_ctx) or DEFAULT_N_CTX))
+        if got is None or isinstance(got, str):
+            return got or ""
+        placed = got.asked if got.user_placed else got.best
+        return got.word + (f" ({placed.flags(got.kv_cache)})" if placed is not None else "")
 
     def _curves(self, prompt: int) -> tuple[list[Curve], list[Curve], list[Curve]]:
         """TTFT, decode and KV-memory curves. A run: its measured means (points) and, in the same colour, the

@@ -16,7 +16,9 @@ import numpy as np
 from app.gui.expectations import Expectations
 from app.model.facts import ModelFacts
 from app.predict.answer import Answer, Figure, answer, memory_by_context, same_hardware
+from app.predict.placement import FitVerdict, fit_verdict
 from app.predict.profiles import HardwareProfile, cpu_profile
+from app.predict.questions import Question
 from app.predict.settings import PredictSettings
 from app.results.row_types import ResultRow
 from app.run.plan import RemoteTest, TestSpec
@@ -189,6 +191,23 @@ class PredictionService:
             got = None
         self._cache[key] = got
         return got
+
+    def verdict(self, path: str, question: Question, profile: HardwareProfile | None = None
+                ) -> FitVerdict | str | None:
+        """The fit verdict every surface prints for a file and a question on ``profile`` (default: the chosen one),
+        cached: its placement, and what runs out; None while facts or a profile are missing; the reason where it
+        cannot be made."""
+        facts = self.facts.get(path)
+        profile = profile or self.profile
+        if facts is None or profile is None:
+            return None
+        key = ("v", path, question, profile)
+        if key not in self._cache:
+            try:
+                self._cache[key] = fit_verdict(facts, profile, question, self.expectations.machine)
+            except Exception as e:  # noqa: BLE001 - the reason is shown, never a bare "—"
+                self._cache[key] = f"no verdict: {e}"
+        return self._cache[key]
 
     def for_test(self, test: Mapping[str, Any] | ResultRow, profile: HardwareProfile | None = None
                  ) -> TestPrediction | None:

@@ -102,6 +102,9 @@ class PredictSettings:
     tensor_buft_overrides: str = "none"
     n_threads: int = 0
     backends: str = ""
+    #: device memory a placement leaves free on a discrete GPU (a question's, like llama.cpp's --fit-target; a
+    #: measured row's settings keep none: it ran as it ran)
+    device_margin_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.repack not in (0, 1, REPACK_AUTO):

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from app.json_text import json_text
+from app.json_text import standard_json
 from app.results.fields import FIELD_BY_NAME, FIELDS, MD_FIELDS, REMOTE, SUMMARY_FIELDS, Field
 from app.shown_text import cell_text, spreadsheet_cell
 
@@ -80,11 +80,11 @@ def _ordered(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_json(rows: Sequence[dict[str, Any]]) -> str:
-    return json_text([_ordered(r) for r in rows]) + "\n"
+    return standard_json([_ordered(r) for r in rows], indent=2, ensure_ascii=False) + "\n"
 
 
 def to_jsonl(rows: Iterable[dict[str, Any]]) -> str:
-    return "".join(json_text(_ordered(r), indent=None, note=False) + "\n" for r in rows)
+    return "".join(standard_json(_ordered(r), ensure_ascii=False, note=False) + "\n" for r in rows)
 
 
 def to_markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str] = MD_FIELDS) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from app.json_text import json_text
+from app.json_text import standard_json
 from app.results import export
 from app.results.fields import QUALITY_TABLE
 from app.results.row_types import QualityRow
@@ -147,7 +147,7 @@ def render_quality(rows: Sequence[dict[str, Any]], fmt: str) -> str:
                  for r in rows]
         return export.to_markdown(shown, QUALITY_MD_COLUMNS)
     if fmt == "json":
-        return json_text([ordered(r).to_mapping() for r in rows]) + "\n"
+        return standard_json([ordered(r).to_mapping() for r in rows], indent=2, ensure_ascii=False) + "\n"
     if fmt == "jsonl":
-        return "".join(json_text(ordered(r).to_mapping(), indent=None, note=False) + "\n" for r in rows)
+        return "".join(standard_json(ordered(r).to_mapping(), ensure_ascii=False, note=False) + "\n" for r in rows)
     raise ValueError(f"unknown output format {fmt!r} (valid: {', '.join(QUALITY_FORMATS)})")

@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
     chooser.hw.setCurrentIndex(max(chooser.hw.findText(args.profile), 0))
     chooser.ctx.setValue(args.ctx)
     chooser.start()
-    _spin(app, 120, lambda: chooser.report is not None and chooser.choose_button.isEnabled())
+    _spin(app, 120, lambda: chooser.report is not None and not chooser.evaluating)
     _shot(app, out / "chooser.png")
     chooser.close()
 

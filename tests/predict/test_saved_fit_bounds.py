@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.json_text import NOT_FINITE_KEY, json_text
+from app.json_text import NOT_FINITE_KEY, standard_json
 from app.predict.machine_fit.calibration_fit import MachineFit
 from app.predict.machine_fit.calibration_store import fit_path, llama_build, read_fit, save_fit
 from app.predict.machine_fit.fitted_model import PhaseFit
@@ -64,10 +64,10 @@ def test_predict_json_with_an_absurd_saved_fit_is_standard_json(tmp_path: Path,
 
 def test_no_json_writer_writes_nan_or_infinity() -> None:
     doc = {"a": math.inf, "b": [1.0, math.nan, {"c": -math.inf}], "d": "Infinity", "e": 2}
-    text = json_text(doc)
+    text = standard_json(doc)
     back = _strict(text)
     assert back["a"] is None and back["b"][1] is None and back["b"][2]["c"] is None and back["d"] == "Infinity"
     assert back[NOT_FINITE_KEY]["paths"] == ["$.a", "$.b[1]", "$.b[2].c"] and back[NOT_FINITE_KEY]["count"] == 3
     assert "JSON has no NaN or Infinity" in back[NOT_FINITE_KEY]["why"]
-    assert _strict(json_text([math.nan, 1])) == [None, 1]
-    assert json_text({"x": 1.5}) == json.dumps({"x": 1.5}, indent=2)  # a finite document as before
+    assert _strict(standard_json([math.nan, 1])) == [None, 1]
+    assert standard_json({"x": 1.5}, indent=2) == json.dumps({"x": 1.5}, indent=2)  # a finite document as before

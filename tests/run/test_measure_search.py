@@ -118,8 +118,8 @@ def test_order_is_by_kld_when_every_file_has_one_and_the_kld_limit_drops_files()
              _choice("nofit.gguf", 6.0, Figure(50.0, "ceiling"), kld=0.0, status="does_not_fit")]
     assert [c.filename for c in quality_order(files)] == ["mid.gguf", "small.gguf", "big.gguf"]
     assert [c.filename for c in quality_order(files, max_kld=0.1)] == ["mid.gguf", "small.gguf"]
-    files[1] = replace(files[1], quality=None)  # one KLD missing: bits per weight decide
-    assert [c.filename for c in quality_order(files)] == ["big.gguf", "mid.gguf", "small.gguf"]
+    files[1] = replace(files[1], quality=None)  # no quality figure at all: taken as the worst
+    assert [c.filename for c in quality_order(files)] == ["small.gguf", "big.gguf", "mid.gguf"]
 
 
 def test_gpu_partial_offload_binary_searches_the_fewest_layers_that_meet_the_floor() -> None:
