@@ -31,7 +31,7 @@ from app.choose.measure_search import (
 )
 from app.choose.verdicts import kv_fits_text
 from app.cli.arg_types import add_margin_option, count, counts, finite, ram_gib_arg
-from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError, print_line
 from app.cli.json_docs import json_text
 from app.cli.url_options import add_url_options, max_header_bytes, url_deadline_s
 from app.model.gguf_http import is_url
@@ -137,7 +137,7 @@ def say_skipped(errors: list[tuple[str, str]], n_files: int = 0) -> None:
     """The files that could not be read: the first few, one line each, then how many more; and that a folder is
     read up to its first MAX_FILES_PER_FOLDER files, when ``n_files`` (read and skipped) reached it."""
     for source, error in errors[:MAX_SKIPPED_SHOWN]:
-        print(f"skipped {source}: {error}", file=sys.stderr)
+        print_line(f"skipped {source}: {error}")  # a source's name: one line, whatever it holds
     if len(errors) > MAX_SKIPPED_SHOWN:
         print(f"skipped {len(errors) - MAX_SKIPPED_SHOWN:,} more files that could not be read (--json lists every "
               "one)", file=sys.stderr)
@@ -196,7 +196,7 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
 
 
 def _say(line: str) -> None:
-    print(f"gguf-bench: {line}", file=sys.stderr, flush=True)
+    print_line(f"gguf-bench: {line}")
 
 
 def _measure(args: argparse.Namespace, report: ChooseReport, machine: dict[str, Any]) -> MeasuredAnswer:

@@ -1,19 +1,151 @@
-"""What is compared: entries (one model's rows of a run, or a model file), read from the store, and their names."""
+"""What is compared: entries (one model's rows of a run, or a model file), read from the store, and their names.
+
+An entry's figures are sums over its rows (:class:`RunTally`), added a row at a time: the window keeps the rows
+too (its plots draw them), ``gguf-bench compare`` streams them from the store (:func:`tally_run`) and keeps only
+the sums, so a run of any length compares in bounded memory with the same figures.
+"""
 
 from __future__ import annotations
 
+import math
 import os
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.results.fields import RowStatus
 from app.results.store import ResultStore
 
+#: The settings an entry's name says when every row shares one value (:func:`distinct_settings`).
+SETTING_KEYS = ("n_threads", "type_k", "n_gpu_layers", "flash_attn")
+_TYPE_K_AT = SETTING_KEYS.index("type_k")
+#: Every field an entry's figures and name are made of: what :func:`tally_run` reads of each stored row.
+TALLY_FIELDS = ("status", "n_depth", "n_prompt", "decode_tps", "decode_tps_stddev", "ttft_ms", "ttft_ms_stddev",
+                "n_repetitions", "model_size", "model_path", "model_filename", *SETTING_KEYS)
+
+
+@dataclass
+class NoiseSum:
+    """The relative standard error of a mean over rows, summed a row at a time: each row a mean of its ``n``
+    repetitions with its standard deviation; unknown (None) as soon as one row has no spread to tell."""
+
+    sum_terms: float = 0.0
+    n_rows: int = 0
+    unknown: bool = False
+
+    def add(self, mean: Any, sd: Any, n_repetitions: int) -> None:
+        self.n_rows += 1
+        if not mean or sd is None or n_repetitions < 2:
+            self.unknown = True
+        else:
+            self.sum_terms += (float(sd) / float(mean)) ** 2 / n_repetitions
+
+    @property
+    def value(self) -> float | None:
+        return None if self.unknown or not self.n_rows else math.sqrt(self.sum_terms) / self.n_rows
+
+
+@dataclass
+class DepthTally:
+    """The sums over one set of an entry's ok rows (those from an empty context, or all of them)."""
+
+    n_rows: int = 0
+    decode_sum: float = 0.0
+    decode_n: int = 0
+    decode_noise: NoiseSum = field(default_factory=NoiseSum)
+    ttft_by_prompt: dict[int, list[float]] = field(default_factory=dict)  # prompt -> [sum of TTFT ms, rows]
+    ttft_noise_by_prompt: dict[int, NoiseSum] = field(default_factory=dict)  # over every row of that prompt
+    ttft_noise: NoiseSum = field(default_factory=NoiseSum)
+    min_repetitions: int | None = None
+
+    def add(self, prompt: int, reps: int, decode: Any, decode_sd: Any, ttft: Any, ttft_sd: Any) -> None:
+        """One ok row: its prompt length, repetitions, decode tok/s and TTFT ms (None: not measured) with their
+        standard deviations."""
+        self.n_rows += 1
+        if self.min_repetitions is None or reps < self.min_repetitions:
+            self.min_repetitions = reps
+        if decode is not None:
+            self.decode_sum += float(decode)
+            self.decode_n += 1
+        self.decode_noise.add(decode, decode_sd, reps)
+        if ttft is not None:
+            tally = self.ttft_by_prompt.get(prompt)
+            if tally is None:
+                tally = self.ttft_by_prompt[prompt] = [0.0, 0]
+            tally[0] += float(ttft)
+            tally[1] += 1
+        noise = self.ttft_noise_by_prompt.get(prompt)
+        if noise is None:
+            noise = self.ttft_noise_by_prompt[prompt] = NoiseSum()
+        noise.add(ttft, ttft_sd, reps)
+        self.ttft_noise.add(ttft, ttft_sd, reps)
+
+
+@dataclass
+class RunTally:
+    """What one run entry's figures and name are made of, summed row by row in memory that does not grow with
+    the rows: its ok rows from an empty context and all its ok rows, the prompts its TTFT was measured at, the
+    first size and KV type, its models and the values of :data:`SETTING_KEYS` (two at most: one means shared)."""
+
+    depth0: DepthTally = field(default_factory=DepthTally)
+    every: DepthTally = field(default_factory=DepthTally)
+    ttft_prompts: Counter[int] = field(default_factory=Counter)
+    size_bytes: float | None = None
+    type_k: str | None = None
+    path: str = ""
+    models: set[str] = field(default_factory=set)
+    settings: dict[str, set[str]] = field(default_factory=lambda: {k: set() for k in SETTING_KEYS})
+    n_rows: int = 0
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """One row (a table of its fields: the window's rows)."""
+        self.add_values([row.get(name) for name in TALLY_FIELDS])
+
+    def add_values(self, values: Sequence[Any]) -> None:
+        """One row as the values of :data:`TALLY_FIELDS`, in their order (what the store streams)."""
+        (status, n_depth, n_prompt, decode, decode_sd, ttft, ttft_sd, n_repetitions, model_size, model_path,
+         model_filename, *settings) = values
+        self.n_rows += 1
+        self.models.add(str(model_filename or ""))
+        if not self.path:
+            self.path = str(model_path or "")
+        for seen, value in zip(self.settings.values(), settings, strict=True):
+            if value is not None and len(seen) < 2:
+                seen.add(str(value))
+        if status != RowStatus.OK:
+            return
+        prompt, reps = int(n_prompt or 0), int(n_repetitions or 1)
+        self.every.add(prompt, reps, decode, decode_sd, ttft, ttft_sd)
+        if not n_depth:
+            self.depth0.add(prompt, reps, decode, decode_sd, ttft, ttft_sd)
+        if ttft is not None:
+            self.ttft_prompts[prompt] += 1
+        if self.size_bytes is None and model_size:
+            self.size_bytes = float(model_size)
+        type_k = settings[_TYPE_K_AT]
+        if self.type_k is None and type_k:
+            self.type_k = str(type_k)
+
+    @property
+    def figures_rows(self) -> DepthTally:
+        """The rows an entry's figures are read from: those from an empty context, else all its ok rows."""
+        return self.depth0 if self.depth0.n_rows else self.every
+
+
+def tally_rows(rows: Iterable[Mapping[str, Any]]) -> RunTally:
+    """The sums of ``rows`` (:class:`RunTally`), added in their order."""
+    tally = RunTally()
+    for row in rows:
+        tally.add(row)
+    return tally
+
 
 @dataclass
 class CompareItem:
     """One compared entry: a model's rows of a past run (``kind`` "run", measured) or a model file ("model",
-    predicted)."""
+    predicted). ``rows`` are kept where they are drawn (the window); ``tally`` is what its figures are read from
+    (made from ``rows`` when not given)."""
 
     kind: str  # "model" (predicted) | "run" (measured)
     label: str
@@ -21,9 +153,16 @@ class CompareItem:
     run_id: str = ""
     rows: list[dict[str, Any]] = field(default_factory=list)
     sweep_name: str = ""
+    tally: RunTally | None = None
 
     def ok_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.rows if r.get("status") == RowStatus.OK]
+
+    def summed(self) -> RunTally:
+        """The entry's sums (:class:`RunTally`), from its rows the first time they are asked for."""
+        if self.tally is None:
+            self.tally = tally_rows(self.rows)
+        return self.tally
 
 
 def model_item(path: str) -> CompareItem:
@@ -31,14 +170,17 @@ def model_item(path: str) -> CompareItem:
     return CompareItem("model", f"model {os.path.basename(path)} (predicted)", path=path)
 
 
-def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> CompareItem:
-    """One model's rows of a run as a compare entry (label: the run, the model and its fixed settings)."""
-    models = sorted({str(r.get("model_filename", "")) for r in rows})
-    settings = distinct_settings(rows)
-    label = f"run {run_id[:15]}" + (f" {sweep_name}" if sweep_name else "") + f": {', '.join(models)}" + \
-        (f" ({settings})" if settings else "")
-    path = next((str(r.get("model_path")) for r in rows if r.get("model_path")), "")
-    return CompareItem("run", label, path=path, run_id=run_id, rows=rows, sweep_name=sweep_name)
+def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "", tally: RunTally | None = None) -> \
+        CompareItem:
+    """One model's rows of a run as a compare entry (label: the run, the model and its fixed settings); ``rows``
+    empty and ``tally`` given: an entry whose rows were summed as they were read, not kept."""
+    item = CompareItem("run", "", run_id=run_id, rows=rows, sweep_name=sweep_name, tally=tally)
+    summed = item.summed()
+    settings = settings_words(summed.settings)
+    item.label = f"run {run_id[:15]}" + (f" {sweep_name}" if sweep_name else "") + \
+        f": {', '.join(sorted(summed.models))}" + (f" ({settings})" if settings else "")
+    item.path = summed.path
+    return item
 
 
 def run_items(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> list[CompareItem]:
@@ -50,21 +192,45 @@ def run_items(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> 
 
 
 def load_run(store: ResultStore, run_id: str) -> list[CompareItem]:
-    """A stored run's entries (``run_id`` exactly as stored); empty when it has no results."""
+    """A stored run's entries (``run_id`` exactly as stored), with their rows (the window draws them); empty when it
+    has no results."""
     rows = store.rows(run_id)
     info = store.run_info(run_id)
     return run_items(run_id, rows, str(info.get("sweep_name") or "")) if rows else []
 
 
-def distinct_settings(rows: list[dict[str, Any]]) -> str:
-    """The settings every row shares, in words: "all threads, KV f16, 99 GPU layers, flash attention off"."""
+def tally_run(store: ResultStore, run_id: str) -> list[CompareItem]:
+    """A stored run's entries as :func:`load_run` gives them, their rows summed as they stream from the store and
+    not kept: only :data:`TALLY_FIELDS` are read, so a run of any length takes memory per model, not per row."""
+    tallies: dict[str, RunTally] = {}
+    path_at, name_at = TALLY_FIELDS.index("model_path"), TALLY_FIELDS.index("model_filename")
+    for values in store.row_values(run_id, TALLY_FIELDS):
+        key = str(values[path_at] or values[name_at] or "")
+        tally = tallies.get(key)
+        if tally is None:
+            tally = tallies[key] = RunTally()
+        tally.add_values(values)
+    if not tallies:
+        return []
+    sweep_name = str(store.run_info(run_id).get("sweep_name") or "")
+    return [run_item(run_id, [], sweep_name, tally) for tally in tallies.values()]
+
+
+def settings_words(values: Mapping[str, set[str]]) -> str:
+    """The settings every row shares (one value each in ``values``), in words: "all threads, KV f16, 99 GPU layers,
+    flash attention off"."""
     parts = []
     for key, say in (("n_threads", _threads_words), ("type_k", lambda v: f"KV {v}"),
                      ("n_gpu_layers", lambda v: f"{v} GPU layers"), ("flash_attn", _flash_words)):
-        vals = sorted({str(r.get(key)) for r in rows if r.get(key) is not None})
+        vals = values.get(key, set())
         if len(vals) == 1:
-            parts.append(say(vals[0]))
+            parts.append(say(next(iter(vals))))
     return ", ".join(parts)
+
+
+def distinct_settings(rows: list[dict[str, Any]]) -> str:
+    """The settings every row shares, in words (:func:`settings_words`)."""
+    return settings_words(tally_rows(rows).settings)
 
 
 def _threads_words(v: str) -> str:
@@ -105,7 +271,7 @@ def short_model(path: str) -> str:
 
 def model_part(it: CompareItem) -> str:
     """The model an entry is of: its file's short name, or the models its rows name."""
-    return short_model(it.path) if it.path else ", ".join(sorted({str(r.get("model_filename")) for r in it.rows}))
+    return short_model(it.path) if it.path else ", ".join(sorted(it.summed().models))
 
 
 def shared_prefix(names: list[str]) -> str:
@@ -142,5 +308,5 @@ def short_label(it: CompareItem) -> str:
     """An entry's name in the table: the model file, or the run, its model and what its tests shared."""
     if it.kind == "model":
         return short_model(it.path)
-    shared = distinct_settings(it.rows)
+    shared = settings_words(it.summed().settings)
     return (it.sweep_name or it.run_id[:15]) + f" · {model_part(it)}" + (f" ({shared})" if shared else "")

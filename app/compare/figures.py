@@ -57,8 +57,10 @@ class Figures:
 def reference_prompt(items: Iterable[CompareItem]) -> int:
     """The prompt length the TTFT column is read at: the one most measured entries' TTFT was measured at (the longest
     of a tie); 512 without measurements."""
-    counts = Counter(int(r.get("n_prompt") or 0) for it in items if it.kind == "run"
-                     for r in it.ok_rows() if r.get("ttft_ms") is not None)
+    counts: Counter[int] = Counter()
+    for it in items:
+        if it.kind == "run":
+            counts.update(it.summed().ttft_prompts)
     counts.pop(0, None)
     if not counts:
         return DEFAULT_PROMPT
@@ -71,18 +73,17 @@ def entry_figures(it: CompareItem, prompt: int, facts: ModelFacts | None,
     """Decode tok/s (empty context), TTFT ms at ``prompt``, file size and KV bytes per token of one entry: a run's
     from its rows, a model file's from ``predicted``; size and KV per token from the file's ``facts`` where read."""
     if it.kind == "run":
-        rows = it.ok_rows()
-        d0 = [r for r in rows if not r.get("n_depth")] or rows
-        decode = _mean([r.get("decode_tps") for r in d0])
-        decode_noise = relative_noise(d0, "decode_tps")
-        pts = sorted((int(r["n_prompt"]), float(r["ttft_ms"])) for r in d0 if r.get("ttft_ms") is not None)
-        same = [t for p, t in pts if p == prompt]
-        ttft_noise = relative_noise([r for r in d0 if int(r.get("n_prompt") or 0) == prompt] or d0, "ttft_ms")
-        reps: int | None = min((int(r.get("n_repetitions") or 1) for r in d0), default=0)
-        ttft = _mean(same) if same else (float(np.interp(prompt, [p for p, _ in pts], [t for _, t in pts]))
-                                         if pts else None)
-        size = next((float(r["model_size"]) for r in rows if r.get("model_size")), None)
-        type_k = next((str(r.get("type_k")) for r in rows if r.get("type_k")), "f16")
+        summed = it.summed()
+        d0 = summed.figures_rows  # the ok rows from an empty context, else all of them
+        decode = d0.decode_sum / d0.decode_n if d0.decode_n else None
+        decode_noise = d0.decode_noise.value
+        at = {p: total / n for p, (total, n) in sorted(d0.ttft_by_prompt.items())}  # mean TTFT at each prompt
+        ttft_noise = d0.ttft_noise_by_prompt.get(prompt, d0.ttft_noise).value
+        reps: int | None = d0.min_repetitions or 0
+        ttft = at[prompt] if prompt in at else (float(np.interp(prompt, list(at), list(at.values()))) if at
+                                                else None)
+        size = summed.size_bytes
+        type_k = summed.type_k or "f16"
     else:
         decode, ttft = predicted(it.path, prompt) if predicted is not None else (None, None)
         size, type_k = None, "f16"
@@ -194,18 +195,6 @@ def figure_text(field: str, v: float | None) -> str:
     return f"{v:,.1f}"
 
 
-def relative_noise(rows: list[dict[str, Any]], key: str) -> float | None:
-    """The relative standard error of the mean of ``key`` over ``rows`` (each a mean of its repetitions, with
-    its ``KEY_stddev``); None where a row has one repetition (no spread to tell)."""
-    terms = []
-    for r in rows:
-        mean, sd, n = r.get(key), r.get(f"{key}_stddev"), int(r.get("n_repetitions") or 1)
-        if not mean or sd is None or n < 2:
-            return None
-        terms.append((float(sd) / float(mean)) ** 2 / n)
-    return (sum(terms) ** 0.5) / len(terms) if terms else None
-
-
 def ratio_text(v: float | None, base: float | None, noise: float | None, base_noise: float | None,
                thin: bool) -> str:
     """"1.23× ±4%" (the noise of both means combined), "1.23× ⚠" with too few repetitions to tell."""
@@ -236,9 +225,3 @@ def means_by_x(points: Iterable[tuple[float, float]]) -> tuple[list[float], list
         by_x.setdefault(x, []).append(y)
     xs = sorted(by_x)
     return xs, [statistics.fmean(by_x[x]) for x in xs]
-
-
-def _mean(xs: list[Any]) -> float | None:
-    vals = [float(x) for x in xs if x is not None]
-    return statistics.fmean(vals) if vals else None
-
