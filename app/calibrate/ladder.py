@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -35,7 +36,7 @@ from typing import Any
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
-from app.paths import data_dir
+from app.paths import data_dir, remove_leftovers
 from app.predict.cpu_kernels import cpu_class_table, fallback_type
 from app.predict.machine_fit.calibration_fit import (
     MachineContext,
@@ -63,6 +64,12 @@ from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.machine import scan_machine
 from app.telemetry.repack_guard import ensure_verdict
 
+#: The folder the ladder's models are written to while a calibration runs: ``ladder-<pid>-<random>`` in the data dir's
+#: calibration folder, removed when it ends; one whose process is gone (killed) is removed by the next calibration.
+#: Older versions named it without the pid: removed once a day old.
+LADDER_PREFIX = "ladder-"
+LADDER_NAME = re.compile(rf"^{LADDER_PREFIX}(\d+)-")
+OLD_LADDER_NAME = re.compile(rf"^{LADDER_PREFIX}(?!\d+-)")
 #: One type per CPU kernel path the common files use (app.predict.cpu_kernels): on x86 with AVX2, Q4_0 and Q4_K run
 #: the repacked GEMM kernels, Q4_1, Q5_0, Q8_0, Q5_K and Q6_K the plain vec_dot ones, F16 the float path.
 LADDER_TYPES: tuple[str, ...] = ("Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
@@ -463,7 +470,10 @@ class Calibration:
 
         root = data_dir() / "calibration"
         root.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="ladder-", dir=root))
+        left = remove_leftovers(root, LADDER_NAME, unowned=OLD_LADDER_NAME)  # a killed calibration's: SIGKILL cleans
+        if left:  # nothing up
+            self.progress(f"removed {len(left)} ladder folder(s) a killed calibration left behind")
+        folder = Path(tempfile.mkdtemp(prefix=f"{LADDER_PREFIX}{os.getpid()}-", dir=root))  # whose: its process id
         try:
             _rows, fit = self._measure_ladder(folder, scan.run_facts(), fit_rows)
         finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,12 @@ from app.choose.verdicts import (
     recommend,
 )
 from app.model.gguf_facts import GGUFFileError
-from app.model.gguf_http import DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
+from app.model.gguf_http import DEFAULT_DEADLINE_S, DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
 from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings, requantized_from
 from app.predict.answer import Machine
 from app.predict.expected_quality import PREFERENCES
-from app.predict.profiles import HardwareProfile, ProfileError
+from app.predict.profiles import HardwareProfile, ProfileError, with_given_ram
 from app.predict.questions import DEFAULT_MARGIN_BYTES, DEFAULT_N_CTX, Question
 from app.results.quality_store import quality_for
 from app.results.store import ResultStore, StoreError
@@ -57,6 +57,7 @@ class ChooseRequest:
     n_gen: int = DEFAULT_N_GEN
     store_path: str | None = None
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    url_deadline_s: float = DEFAULT_DEADLINE_S  # the whole read of one URL (--url-timeout)
     ram_gib: float | None = None  # system RAM around the GPU (--ram); None: this machine's, or assumed
     prefer: str = DEFAULT_PREFER  # quality | balanced | speed (app.choose.expected_quality)
     margin_mib: float = DEFAULT_MARGIN_MIB  # GPU memory every placement leaves free (--margin)
@@ -142,6 +143,20 @@ class ChooseCancelled(Exception):
     """The user stopped a choose while it read its files."""
 
 
+def context_problem(n_ctx: int, n_prompt: int | None, n_gen: int) -> str:
+    """Why a prompt of ``n_prompt`` tokens (None: the context less ``n_gen``) and ``n_gen`` generated cannot be held
+    by a context of ``n_ctx`` tokens, in one line; "" when they fit."""
+    if n_ctx < 1:
+        return f"--ctx must be at least 1 (got {n_ctx})"
+    if n_prompt is None and n_gen >= n_ctx:
+        return (f"-n {n_gen:,} generated tokens and a prompt of at least 1 do not fit --ctx {n_ctx:,} (raise --ctx or "
+                "lower -n)")
+    if n_prompt is not None and n_prompt + n_gen > n_ctx:
+        return (f"-p {n_prompt:,} and -n {n_gen:,} make {n_prompt + n_gen:,} tokens, more than --ctx {n_ctx:,} holds "
+                "(raise --ctx, or lower -p or -n)")
+    return ""
+
+
 def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: Machine | None = None,
                progress: Callable[[str], None] | None = None,
                cancelled: Callable[[], bool] | None = None) -> ChooseReport:
@@ -150,8 +165,9 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
     ``progress`` hears "reading 3 of 200: name". Unreadable files are listed in ``errors``, not raised.
     ``machine``: this
     machine as already loaded (else it is loaded here; for a GPU named by --hw nothing of this machine is)."""
-    if req.n_ctx < 1:
-        raise ValueError(f"--ctx must be at least 1 (got {req.n_ctx})")
+    problem = context_problem(req.n_ctx, req.n_prompt, req.n_gen)
+    if problem:
+        raise ValueError(problem)
     if req.prefer not in PREFERENCES:
         raise ValueError(f"--prefer must be one of {', '.join(PREFERENCES)} (got {req.prefer!r})")
     this_asked = (req.hw or "").strip().lower() in THIS_MACHINE
@@ -162,14 +178,13 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
             machine = Machine.load(scan if scan is not None else scan_machine(ProbeMode.RUN),
                                    store_path=req.store_path)
     profile = _hardware(req.hw, machine)
-    if req.ram_gib is not None:
-        profile = replace(profile, host_ram_gib=req.ram_gib, host_ram_source="given")
+    profile = with_given_ram(profile, req.ram_gib)
     this = machine.is_this(profile)
     notes = [f"GPU profile chosen: {profile.name}" + ("" if this else "; nothing of this machine applies to it")
              ] if not this_asked else []
     sources = expand_sources(req.sources)
     store = _open_store(req.store_path, notes)
-    opts = RemoteOptions(max_header_bytes=req.max_header_bytes)
+    opts = RemoteOptions(max_header_bytes=req.max_header_bytes, deadline_s=req.url_deadline_s)
     try:
         choices, errors = [], []
         for i, source in enumerate(sources, 1):
@@ -193,4 +208,5 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
     return ChooseReport(profile, this, req.n_ctx, choices, errors, rec, notes)
 
 
-__all__ = ["ChooseCancelled", "ChooseReport", "ChooseRequest", "ProfileError", "expand_sources", "run_choose"]
+__all__ = ["ChooseCancelled", "ChooseReport", "ChooseRequest", "ProfileError", "context_problem", "expand_sources",
+           "run_choose"]

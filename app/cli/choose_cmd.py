@@ -17,6 +17,7 @@ from app.choose.chooser import (
     THIS_MACHINE,
     ChooseReport,
     ChooseRequest,
+    context_problem,
     run_choose,
 )
 from app.choose.measure_search import (
@@ -30,12 +31,13 @@ from app.choose.measure_search import (
 )
 from app.choose.verdicts import kv_fits_text
 from app.cli.arg_types import add_margin_option, count, counts, finite, ram_gib_arg
-from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError, print_line
 from app.cli.json_docs import json_text
-from app.cli.url_options import add_url_options, max_header_bytes
+from app.cli.url_options import add_url_options, max_header_bytes, url_deadline_s
 from app.model.gguf_http import is_url
 from app.model.library import MAX_FILES_PER_FOLDER
 from app.paths import DataDirError, absolute_path
+from app.predict.answer import Machine
 from app.predict.expected_quality import EXCHANGE_KLD, PREFERENCES
 from app.run.params import MAX_TOKENS
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -86,6 +88,10 @@ def check_measure_flags(args: argparse.Namespace) -> None:
 
 def cmd_choose(args: argparse.Namespace) -> int:
     contexts = tuple(args.ctx) if isinstance(args.ctx, (tuple, list)) else (int(args.ctx),)
+    for n_ctx in contexts:  # before anything is read or measured
+        problem = context_problem(n_ctx, args.n_prompt, args.n_gen)
+        if problem:
+            raise UserError(problem)
     if len(contexts) > 1:
         return _choose_contexts(args, contexts)
     args.ctx = contexts[0]
@@ -116,7 +122,8 @@ def _request(args: argparse.Namespace, n_ctx: int) -> ChooseRequest:
     return ChooseRequest(
         sources=tuple(_absolute(s) for s in args.models), hw=args.hw, n_ctx=n_ctx, min_decode_tps=args.min_decode_tps,
         max_kld=args.max_kld, n_prompt=args.n_prompt, n_gen=args.n_gen, store_path=args.store,
-        max_header_bytes=max_header_bytes(args), ram_gib=getattr(args, "ram_gib", None),
+        max_header_bytes=max_header_bytes(args), url_deadline_s=url_deadline_s(args),
+        ram_gib=getattr(args, "ram_gib", None),
         prefer=getattr(args, "prefer", "balanced"), margin_mib=getattr(args, "margin_mib", DEFAULT_MARGIN_MIB),
     )
 
@@ -130,7 +137,7 @@ def say_skipped(errors: list[tuple[str, str]], n_files: int = 0) -> None:
     """The files that could not be read: the first few, one line each, then how many more; and that a folder is
     read up to its first MAX_FILES_PER_FOLDER files, when ``n_files`` (read and skipped) reached it."""
     for source, error in errors[:MAX_SKIPPED_SHOWN]:
-        print(f"skipped {source}: {error}", file=sys.stderr)
+        print_line(f"skipped {source}: {error}")  # a source's name: one line, whatever it holds
     if len(errors) > MAX_SKIPPED_SHOWN:
         print(f"skipped {len(errors) - MAX_SKIPPED_SHOWN:,} more files that could not be read (--json lists every "
               "one)", file=sys.stderr)
@@ -161,11 +168,13 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
     if args.measure:
         raise UserError(f"--measure takes one --ctx (got {len(contexts)}: {','.join(map(str, contexts))})")
     this = (args.hw or "").strip().lower() in THIS_MACHINE
-    scan = scan_machine(ProbeMode.RUN) if this else None  # one scan for every context; none for a remote GPU
+    # one look at the machine for every context (its profiles, fit, stored rows and the public fit were read again
+    # for each); none of this machine for a GPU named by --hw
+    machine = Machine.load(scan_machine(ProbeMode.RUN), store_path=args.store) if this else Machine.elsewhere()
     reports = []
     for n_ctx in contexts:
         try:
-            report = run_choose(_request(args, n_ctx), scan=scan)
+            report = run_choose(_request(args, n_ctx), machine=machine)
         except ValueError as e:
             raise UserError(str(e)) from None
         if not report.choices:
@@ -187,7 +196,7 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
 
 
 def _say(line: str) -> None:
-    print(f"gguf-bench: {line}", file=sys.stderr, flush=True)
+    print_line(f"gguf-bench: {line}")
 
 
 def _measure(args: argparse.Namespace, report: ChooseReport, machine: dict[str, Any]) -> MeasuredAnswer:

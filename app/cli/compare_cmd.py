@@ -9,7 +9,7 @@ from typing import Any
 
 from app.cli.errors import EXIT_OK, UserError
 from app.cli.json_docs import SCHEMA_VERSIONS, json_text
-from app.compare.entries import CompareItem, load_run
+from app.compare.entries import CompareItem, tally_run
 from app.compare.figures import MIN_REPETITIONS, CompareTable, compare_table
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
@@ -28,7 +28,7 @@ def compare_runs(store: ResultStore, run_ids: list[str]) -> list[CompareItem]:
         if run_id in seen:
             continue
         seen.add(run_id)
-        got = load_run(store, run_id)
+        got = tally_run(store, run_id)  # summed as the rows stream from the store: memory per model, not per row
         if not got:
             raise UserError(f"run {run_id} has no results")
         items += got

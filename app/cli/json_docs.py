@@ -11,9 +11,10 @@ version.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from app.json_text import standard_json
 
 #: The ``--json`` document versions of the commands whose documents have no version of their own: ``predict``'s is
 #: ``app.cli.predict_cmd.PREDICT_SCHEMA_VERSION``, ``choose``'s its report's (``app.choose.chooser.
@@ -36,5 +37,6 @@ def versioned(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], schema_versi
 
 
 def json_text(doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], schema_version: int, **dumps: Any) -> str:
-    """A ``--json`` document as printed: :func:`versioned`, then ``json.dumps(..., **dumps)``."""
-    return json.dumps(versioned(doc, schema_version), **dumps)
+    """A ``--json`` document as printed: :func:`versioned`, then standard JSON (:func:`app.json_text.standard_json`,
+    with ``json.dumps``'s keywords: a value that is not a finite number is null, never NaN or Infinity)."""
+    return standard_json(versioned(doc, schema_version), **dumps)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from app.cli.arg_types import DEFAULT_MARGIN_MIB
-from app.cli.errors import EXIT_OK, UserError
+from app.cli.errors import EXIT_OK, UserError, print_line
 from app.cli.json_docs import json_text
 from app.cli.predict_json import v1_at_context_keys, v1_keys
 from app.cli.quantize_cmd import check_threads
@@ -19,6 +18,7 @@ from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
 from app.predict.machine import names_this_machine
 from app.predict.placement import fit_verdict
+from app.predict.profiles import with_given_ram
 from app.predict.questions import Question
 from app.predict.settings import PredictSettings
 from app.telemetry.machine import ProbeMode, scan_machine
@@ -59,12 +59,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:  # a GPU named by --hw: nothing of this machine is looked at
         machine, probe_threads = Machine.elsewhere(), None
     profile = machine.profile_for(args.hw)  # the one rule (ProfileError: one line)
-    if getattr(args, "ram_gib", None) is not None:
-        profile = replace(profile, host_ram_gib=args.ram_gib, host_ram_source="given")
+    try:
+        profile = with_given_ram(profile, getattr(args, "ram_gib", None))
+    except ValueError as e:
+        raise UserError(str(e)) from None
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
     for problem in (machine.fit_problem, machine.store_problem):
         if problem and this_machine:
-            print(f"warning: {problem}", file=sys.stderr)
+            print_line(f"warning: {problem}")
     margin = int(getattr(args, "margin_mib", DEFAULT_MARGIN_MIB) * 2**20)
     settings = replace(PredictSettings.from_args(args), device_margin_bytes=margin)
     asked = Question(n_ctx=args.ctx, type_k=settings.type_k, type_v=settings.type_v, n_gpu_layers=args.n_gpu_layers,
@@ -74,13 +76,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     question = asked.at_context()
     if getattr(args, "dry_run", False):  # llama.cpp's memory figures for this CPU (a child process, cached)
         if not this_machine:
-            print("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw",
-                  file=sys.stderr)
+            print_line("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw")
         else:
             machine = machine.with_dry_run(facts, [settings, question])
             run = machine.dry_run_of(facts)
             if run is not None and run.problem:
-                print(f"warning: {run.problem}; the formulas speak", file=sys.stderr)
+                print_line(f"warning: {run.problem}; the formulas speak")
     try:
         got, full = (answer(facts, profile, s, machine) for s in (settings, question))
     except ValueError as e:

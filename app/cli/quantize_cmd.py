@@ -14,6 +14,7 @@ from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
+from app.cli.progress import write_progress
 from app.cli.run_cmd import _stop_on_signals
 from app.quantize.plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupError, parse_types, plan_quantize
 from app.quantize.session import QUANTIZE_COLUMNS, QuantizeSession, progress_line
@@ -73,8 +74,7 @@ class FileProgress:
             return
         n = len(self.session.items)
         if isinstance(ev, JobProgress) and self.tty:
-            sys.stderr.write("\r\033[K" + progress_line(ev, self.session.items, time.monotonic() - self.t0))
-            sys.stderr.flush()
+            write_progress(progress_line(ev, self.session.items, time.monotonic() - self.t0), final=False, tty=True)
         elif isinstance(ev, TestFinished):
             r = self.session.rows[-1]  # the event's row with the output's header facts added
             self._final(f"[{ev.test_index + 1}/{n}] wrote {r.model_filename} ({r.file_type or '?'}, "
@@ -85,8 +85,7 @@ class FileProgress:
             self.t0 = time.monotonic()
 
     def _final(self, text: str) -> None:
-        sys.stderr.write(("\r\033[K" if self.tty else "") + text + "\n")
-        sys.stderr.flush()
+        write_progress(text, final=True, tty=self.tty)
 
 
 def check_threads(n_threads: int) -> None:
@@ -99,15 +98,16 @@ def check_threads(n_threads: int) -> None:
 
 def cmd_quantize(args: argparse.Namespace) -> int:
     check_threads(args.threads)
+    sources = [args.model] if isinstance(args.model, str) else list(args.model or [])
+    if args.table_out:  # before the plan creates the --out folder: a refused command leaves nothing behind
+        check_output_path(args.table_out, "--table-out", None, sources)
     try:
         items = plan_quantize(args.model, parse_types(args.types), args.out_dir,
                               allow_requantize=args.allow_requantize, force=args.force)
     except QuantizeSetupError as e:
         raise UserError(str(e)) from None
     if args.table_out:
-        check_output_path(args.table_out, "--table-out", None,
-                          [*([args.model] if isinstance(args.model, str) else args.model or []),
-                           *(item.dst for item in items)])
+        check_output_path(args.table_out, "--table-out", None, [*sources, *(item.dst for item in items)])
     run_id, log_path = new_job_log()
     session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, what it finished is kept

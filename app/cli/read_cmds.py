@@ -33,8 +33,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if checks is not None:
             print("\nMemory: ours and llama.cpp's dry run on this CPU (f16 KV, flash attention on, ubatch 512)")
             print(f"  {'context':>9} {'KV+state MiB':>22} {'compute MiB':>22} {'weights MiB':>24}")
+            said: set[str] = set()
             for c in checks:
-                print(f"  {c}" if isinstance(c, str) else "  " + _check_row(c))
+                if not isinstance(c, str):
+                    print("  " + _check_row(c))
+                elif c not in said:  # one reason for every context (a header refused) is said once
+                    print(f"  {c}")
+                    said.add(c)
     return EXIT_OK
 
 

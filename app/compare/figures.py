@@ -20,8 +20,6 @@ from app.results.row_types import ResultRow
 PredictedFigures = Callable[[str, int], tuple[float | None, float | None]]
 #: path -> the file's facts, None where they are not read (yet)
 FactsOf = Callable[[str], ModelFacts | None]
-#: a row -> one of its measured means and that mean's standard deviation over the repetitions
-MeanAndSpread = Callable[[ResultRow], tuple[float | None, float | None]]
 #: path -> a model file's fit verdict in a few words (app.predict.placement.FitVerdict: its word and flags), the one
 #: the inspector, ``predict`` and the chooser print for the same question; "" where there is none
 VerdictOf = Callable[[str], str]
@@ -60,8 +58,10 @@ class Figures:
 def reference_prompt(items: Iterable[CompareItem]) -> int:
     """The prompt length the TTFT column is read at: the one most measured entries' TTFT was measured at (the longest
     of a tie); 512 without measurements."""
-    counts = Counter(r.n_prompt or 0 for it in items if it.kind == "run"
-                     for r in it.ok_rows() if r.ttft_ms is not None)
+    counts: Counter[int] = Counter()
+    for it in items:
+        if it.kind == "run":
+            counts.update(it.summed().ttft_prompts)
     counts.pop(0, None)
     if not counts:
         return DEFAULT_PROMPT
@@ -74,19 +74,17 @@ def entry_figures(it: CompareItem, prompt: int, facts: ModelFacts | None,
     """Decode tok/s (empty context), TTFT ms at ``prompt``, file size and KV bytes per token of one entry: a run's
     from its rows, a model file's from ``predicted``; size and KV per token from the file's ``facts`` where read."""
     if it.kind == "run":
-        rows = it.ok_rows()
-        d0 = [r for r in rows if not r.n_depth] or rows
-        decode = _mean([r.decode_tps for r in d0])
-        decode_noise = relative_noise(d0, lambda r: (r.decode_tps, r.decode_tps_stddev))
-        pts = sorted((r.n_prompt or 0, r.ttft_ms) for r in d0 if r.ttft_ms is not None)
-        same = [t for p, t in pts if p == prompt]
-        ttft_noise = relative_noise([r for r in d0 if (r.n_prompt or 0) == prompt] or d0,
-                                    lambda r: (r.ttft_ms, r.ttft_ms_stddev))
-        reps: int | None = min((r.n_repetitions or 1 for r in d0), default=0)
-        ttft = _mean(same) if same else (float(np.interp(prompt, [p for p, _ in pts], [t for _, t in pts]))
-                                         if pts else None)
-        size = next((float(r.model_size) for r in rows if r.model_size), None)
-        type_k = next((r.type_k for r in rows if r.type_k), "f16")
+        summed = it.summed()
+        d0 = summed.figures_rows  # the ok rows from an empty context, else all of them
+        decode = d0.decode_sum / d0.decode_n if d0.decode_n else None
+        decode_noise = d0.decode_noise.value
+        at = {p: total / n for p, (total, n) in sorted(d0.ttft_by_prompt.items())}  # mean TTFT at each prompt
+        ttft_noise = d0.ttft_noise_by_prompt.get(prompt, d0.ttft_noise).value
+        reps: int | None = d0.min_repetitions or 0
+        ttft = at[prompt] if prompt in at else (float(np.interp(prompt, list(at), list(at.values()))) if at
+                                                else None)
+        size = summed.size_bytes
+        type_k = summed.type_k or "f16"
     else:
         decode, ttft = predicted(it.path, prompt) if predicted is not None else (None, None)
         size, type_k = None, "f16"
@@ -198,18 +196,6 @@ def figure_text(field: str, v: float | None) -> str:
     return f"{v:,.1f}"
 
 
-def relative_noise(rows: list[ResultRow], figure: MeanAndSpread) -> float | None:
-    """The relative standard error of the mean of one ``figure`` over ``rows`` (each a mean of its repetitions,
-    with its standard deviation); None where a row has one repetition (no spread to tell)."""
-    terms = []
-    for r in rows:
-        (mean, sd), n = figure(r), r.n_repetitions or 1
-        if not mean or sd is None or n < 2:
-            return None
-        terms.append((float(sd) / float(mean)) ** 2 / n)
-    return (sum(terms) ** 0.5) / len(terms) if terms else None
-
-
 def ratio_text(v: float | None, base: float | None, noise: float | None, base_noise: float | None,
                thin: bool) -> str:
     """"1.23× ±4%" (the noise of both means combined), "1.23× ⚠" with too few repetitions to tell."""
@@ -248,9 +234,3 @@ def means_by_x(points: Iterable[tuple[float, float]]) -> tuple[list[float], list
         by_x.setdefault(x, []).append(y)
     xs = sorted(by_x)
     return xs, [statistics.fmean(by_x[x]) for x in xs]
-
-
-def _mean(xs: list[Any]) -> float | None:
-    vals = [float(x) for x in xs if x is not None]
-    return statistics.fmean(vals) if vals else None
-

@@ -383,6 +383,8 @@ class ChooserView(QDialog):
         self.measure_button.clicked.connect(self.measure_toward_floor)
         self.min_tps.valueChanged.connect(lambda _v: self._enable_jobs())
         self.hw.currentTextChanged.connect(lambda _t: self._enable_jobs())
+        self.hw.currentTextChanged.connect(lambda t: self.ram.setEnabled(t != THIS_MACHINE_LABEL))
+        self.ram.setEnabled(self.hw.currentText() != THIS_MACHINE_LABEL)
         self.status = QLabel("", self)
         self.status.setWordWrap(True)
         src_row = QHBoxLayout()
@@ -434,7 +436,9 @@ class ChooserView(QDialog):
         return ChooseRequest(
             sources=tuple(self.source_list()), hw=None if hw == THIS_MACHINE_LABEL else hw, n_ctx=self.ctx.value(),
             min_decode_tps=self.min_tps.value() or None, max_kld=self.max_kld.value() or None,
-            store_path=self.store_path, ram_gib=max(self.ram.value(), RAM_GIB_RANGE[0]) if self.ram.value() else None,
+            store_path=self.store_path,  # this machine's RAM is what it has: the field is for a GPU named
+            ram_gib=(max(self.ram.value(), RAM_GIB_RANGE[0]) if self.ram.value() and hw != THIS_MACHINE_LABEL
+                     else None),
             prefer=self.prefer.currentText(), margin_mib=self.margin.value())
 
     # ------------------------------------------------------------------------------------------ running

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -211,4 +212,7 @@ class QualityRunDialog(QDialog):
         path, _ = QFileDialog.getSaveFileName(self, "Export the quality run", str(Path.home() / f"{self.run_id}.csv"),
                                               "CSV (*.csv)")
         if path:
-            self.export_csv(path)
+            try:
+                self.export_csv(path)
+            except OSError as e:  # a model, a FIFO, a full disk: said, not raised out of the slot
+                QMessageBox.warning(self, "Export the quality run", f"Could not save {path}: {e.strerror or e}")

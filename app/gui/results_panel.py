@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from app.gui.plots.style import short_model
 from app.gui.predictions import PredictionService
 from app.gui.results_model import TEST_INDEX_ROLE, ResultsModel, ResultsProxy
+from app.gui.saved_files import save_text
 from app.gui.sweep_controller import SweepController
 from app.results import export
 from app.results.row_types import ResultRow
@@ -162,7 +163,7 @@ class ResultsPanel(QWidget):
         if not path:
             return None
         try:
-            Path(path).write_text(render([r.to_mapping() for r in rows]), encoding="utf-8")
+            save_text(render([r.to_mapping() for r in rows]), path)  # never over a model, a FIFO or a device
         except OSError as e:
             self.message.emit(f"Could not write {path}: {e.strerror or e}", "error")
             return None

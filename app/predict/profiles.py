@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.bounded_read import TomlFileError, read_toml
@@ -148,6 +148,18 @@ class HardwareProfile:
             "aliases": list(self.aliases), "source": self.source, "notes": self.notes, "path": self.path,
             "architecture": self.architecture, "source_url": self.source_url,
         }
+
+
+def with_given_ram(profile: HardwareProfile, ram_gib: float | None) -> HardwareProfile:
+    """``profile`` with the system RAM a user gave (``--ram``) beside its GPU; ValueError (one line) where there is
+    no such RAM to give: a CPU or unified memory holds the model in the profile's own pool."""
+    if ram_gib is None:
+        return profile
+    if profile.is_unified:
+        pool = "this machine's system RAM" if profile.kind == "cpu" else "its unified memory"
+        raise ValueError(f"--ram is the system RAM beside a discrete GPU; {profile.name} holds the model in {pool} "
+                         f"({profile.vram_gib:.1f} GiB): drop --ram, or name a discrete GPU with --hw")
+    return replace(profile, host_ram_gib=ram_gib, host_ram_source="given")
 
 
 def cpu_profile(name: str, bandwidth_gbps: float, gflops: float, ram_bytes: int) -> HardwareProfile:

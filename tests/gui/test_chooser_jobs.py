@@ -136,7 +136,7 @@ def test_variants_dialog_defaults_and_refusals(qtbot, gui_data_dir: Path,  # noq
     _check(dialog, ["q8_0"])
     dialog.out_dir.setText(str(f16))  # a file, not a folder: the plan's own line
     dialog.accept()
-    assert dialog.error.text() == f"--out {f16}: not a folder" and not dialog.items
+    assert dialog.error.text() == f"--out {f16}: is a GGUF model, not a folder" and not dialog.items
 
 
 @pytest.mark.heavy

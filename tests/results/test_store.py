@@ -109,7 +109,8 @@ def test_an_old_stored_row_with_missing_and_extra_keys_loads(tmp_path) -> None:
     assert row.to_mapping() == {**old, "model_size": 12}
 
 
-def test_a_stored_value_of_the_wrong_type_is_refused_in_one_line_naming_the_field(tmp_path) -> None:
+def test_a_stored_value_of_the_wrong_type_is_read_as_empty_in_one_line_naming_the_field(tmp_path) -> None:
+    """The row keeps what else it measured (issue #54: one line per bad value, nothing else lost)."""
     path = tmp_path / "r.sqlite3"
     with ResultStore(path) as store:
         store.begin_run("run-1")
@@ -121,6 +122,8 @@ def test_a_stored_value_of_the_wrong_type_is_refused_in_one_line_naming_the_fiel
     db.close()
     messages: list[str] = []
     with ResultStore(path, warn=messages.append) as store:
-        assert [r.test_index for r in store.rows("run-1")] == [0, 2]
-    assert messages == [f"{path}: skipped 1 stored result rows of the wrong types (result row: decode_tps: str "
-                        "'fast' where the field table has float)"]
+        rows = store.rows("run-1")
+    assert [(r.test_index, r.decode_tps is None) for r in rows] == [(0, False), (1, True), (2, False)]
+    assert rows[1].n_prompt == rows[0].n_prompt is not None
+    assert messages == [f"{path}: result row field decode_tps: a stored value is str where the field table has "
+                        "float ('fast'); read as empty"]

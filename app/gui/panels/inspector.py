@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from html import escape
 
 from PySide6.QtCore import Qt, Signal
@@ -26,7 +25,7 @@ from app.model.facts import ModelFacts
 from app.model.kv_cache import REPORTED_CACHE_TYPES
 from app.predict.answer import Answer, Figure
 from app.predict.placement import FitVerdict
-from app.predict.profiles import HardwareProfile
+from app.predict.profiles import HardwareProfile, with_given_ram
 from app.predict.questions import DEFAULT_N_CTX, Question
 from app.predict.settings import at_context_depth
 
@@ -128,8 +127,11 @@ class InspectorPanel(QWidget):
         """The profile chosen, with the system RAM given beside it (as ``predict --ram``)."""
         i = self.profile_combo.currentIndex()
         profile = self._profiles[i] if 0 <= i < len(self._profiles) else None
-        if profile is not None and self.ram.value() > 0:
-            profile = replace(profile, host_ram_gib=self.ram.value(), host_ram_source="given")
+        # RAM beside a discrete GPU only (the one rule, with_given_ram): a CPU or unified memory holds the model in
+        # its own pool, so the field is off for them
+        self.ram.setEnabled(profile is not None and not profile.is_unified)
+        if profile is not None and self.ram.value() > 0 and not profile.is_unified:
+            profile = with_given_ram(profile, self.ram.value())
         return profile
 
     def select_profile(self, query: str) -> bool:

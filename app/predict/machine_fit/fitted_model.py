@@ -68,6 +68,7 @@ import numpy as np
 
 from app.model.facts import ModelFacts
 from app.predict.machine_fit.workload import Phase, Workload
+from app.shown_text import quoted
 
 if TYPE_CHECKING:
     from app.predict.settings import PredictSettings
@@ -76,6 +77,9 @@ if TYPE_CHECKING:
 BAND_FLOOR = 0.05
 #: ... and otherwise this percentile of the fit's absolute relative residuals.
 BAND_PERCENTILE = 90.0
+#: The widest band a saved fit may carry: a figure ÷ or × 101 says nothing, and one past it (1e308) made bands of
+#: ±inf% and JSON's non-standard Infinity.
+MAX_BAND_FRAC = 100.0
 #: Standard errors of a figure's spread over the leave-one-model-out refits that its band widens by beyond the
 #: ladder: the two-sided 90 % of a normal spread, as the band's own 90th percentile of residuals.
 REACH_Z = 1.645
@@ -244,9 +248,12 @@ class PhaseFit:
         if not all(math.isfinite(v) for v in (*coefficients.values(), band, stand_in_error,
                                                *(v for c in refits for v in c.values()))):
             raise ValueError("a saved fit holds a coefficient or band that is not a finite number")
+        if not (0.0 <= band <= MAX_BAND_FRAC and 0.0 <= stand_in_error <= MAX_BAND_FRAC):
+            raise ValueError(f"a saved fit's band ±{quoted(band)} (stand-in error {quoted(stand_in_error)}) is not "
+                             f"from 0 to {MAX_BAND_FRAC:g} (±{MAX_BAND_FRAC:.0%}): no fit this program makes")
         phase = _PHASES.get(str(d["phase"]))
         if phase is None:
-            raise ValueError(f"a saved fit of phase {d['phase']!r}, not decode or prefill")
+            raise ValueError(f"a saved fit of phase {quoted(d['phase'])}, not decode or prefill")
         return cls(phase, coefficients, band, points, refits, stand_in_error)
 
 
