@@ -118,7 +118,9 @@ def _quality(store: ResultStore | None, source: str, notes: list[str]) -> Qualit
         return None
     row = quality_for(store, source)
     if row is not None and row.is_reference:
-        return Quality(mean_kld=None, ppl=row.ppl, reference=row.reference_filename or "", is_reference=True)
+        # the reference against itself: 0 by definition (the table says so; the sentence says it is the reference)
+        return Quality(mean_kld=float(row.mean_kld) if row.mean_kld is not None else 0.0, ppl=row.ppl,
+                       same_top_rate=row.same_top_rate, reference=row.reference_filename or "", is_reference=True)
     if row is None or row.mean_kld is None:
         return None
     ref_path = row.reference_path or ""
