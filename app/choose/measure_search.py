@@ -27,8 +27,9 @@ from enum import StrEnum
 from typing import Any
 
 from app.choose.measure_cache import CachedMeasurement, MeasureCache, file_identity
-from app.choose.verdicts import Figure, FileChoice, llama_server_command, quality_key
+from app.choose.verdicts import FileChoice, llama_server_command, quality_key
 from app.model.gguf_http import is_url
+from app.predict.answer import Figure
 from app.results.fields import BUSY_OTHER_CPU_PCT, RowStatus, taken_while_busy
 from app.results.row_types import ResultRow
 from app.results.store import ResultStore

@@ -638,7 +638,8 @@ def below_floors(c: FileChoice, min_decode_tps: float | None, max_kld: float | N
                        f"{d.value:,.1f}: a close call)")
         else:
             why.append(f"below the {min_decode_tps:g} tok/s floor ({d.value:,.1f} {d.kind})")
-    if max_kld is not None and _has_kld(c) and (c.quality.mean_kld or 0.0) > max_kld:  # type: ignore[union-attr]
+    kld = c.quality.mean_kld if c.quality is not None else None
+    if max_kld is not None and kld is not None and kld > max_kld:
         why.append(f"KLD over {max_kld:g}")
     return ", ".join(why)
 

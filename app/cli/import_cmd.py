@@ -64,13 +64,13 @@ def cmd_import(args: argparse.Namespace) -> int:
         return EXIT_OK
     n_files = f"{len(files)} file" + ("s" if len(files) != 1 else "")
     if args.dry_run:
-        sys.stdout.write(export.render(rows, args.output))
+        sys.stdout.write(export.render([r.to_mapping() for r in rows], args.output))
         print(f"parsed {len(rows)} rows from {n_files} (dry run: nothing stored)", file=sys.stderr)
         return EXIT_OK
     name = args.name or Path(args.files[0]).name
     with ResultStore.recover(args.store) as store:
         run_id, rows = store_import(store, files, name, args.source or "", shlex.join(["gguf-bench", *sys.argv[1:]]),
                                     args.gpu or "")
-    sys.stdout.write(export.render(rows, args.output))
+    sys.stdout.write(export.render([r.to_mapping() for r in rows], args.output))
     print_line(f"imported {len(rows)} rows from {n_files} as run {run_id} (gguf-bench export {run_id})")
     return EXIT_OK

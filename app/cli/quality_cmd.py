@@ -101,7 +101,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
         if i not in session.rows and r.status == RowStatus.FAILED:
             print(f"gguf-bench: {r.model_filename}: FAILED: {r.error}", file=sys.stderr)
     if session.cancelled:
-        print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} files scored and kept",
+        print(f"gguf-bench: cancelled; {sum(r.status == RowStatus.OK for r in rows)} files scored and kept",
               file=sys.stderr)
         return EXIT_CANCELLED
-    return EXIT_OK if all(r["status"] == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED
+    return EXIT_OK if all(r.status == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
@@ -19,6 +20,7 @@ from app.quantize.plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupErro
 from app.quantize.session import QUANTIZE_COLUMNS, QuantizeSession, progress_line
 from app.results import export
 from app.results.fields import RowStatus
+from app.results.row_types import Row
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
 from app.run.job_client import new_job_log
 from app.run.params import THREADS_PER_CPU
@@ -47,8 +49,9 @@ def add_quantize_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_quantize)
 
 
-def render_rows(rows: list[dict[str, Any]], fmt: str, columns: tuple[str, ...]) -> str:
+def render_rows(typed: Sequence[Row], fmt: str, columns: tuple[str, ...]) -> str:
     """Rows of a non-sweep command in ``fmt``, ``columns`` first (the speed rows' cell rules)."""
+    rows = [r.to_mapping() for r in typed]  # where rows leave as text
     if fmt == "csv":
         return export.to_csv(rows, list(columns) + sorted({k for r in rows for k in r} - set(columns)))
     if fmt == "md":
@@ -74,8 +77,8 @@ class FileProgress:
             write_progress(progress_line(ev, self.session.items, time.monotonic() - self.t0), final=False, tty=True)
         elif isinstance(ev, TestFinished):
             r = self.session.rows[-1]  # the event's row with the output's header facts added
-            self._final(f"[{ev.test_index + 1}/{n}] wrote {r['model_filename']} ({r.get('file_type', '?')}, "
-                        f"{r.get('bits_per_weight', 0):.2f} bits/weight) in {r['elapsed_s']:.1f} s")
+            self._final(f"[{ev.test_index + 1}/{n}] wrote {r.model_filename} ({r.file_type or '?'}, "
+                        f"{r.bits_per_weight or 0:.2f} bits/weight) in {r.elapsed_s or 0:.1f} s")
         elif isinstance(ev, TestFailed):
             self._final(f"[{ev.test_index + 1}/{n}] FAILED: {ev.reason}")
         if not isinstance(ev, JobProgress):
@@ -114,6 +117,6 @@ def cmd_quantize(args: argparse.Namespace) -> int:
               file=sys.stderr)
     write_results(render_rows(rows, args.output, QUANTIZE_COLUMNS), args.table_out, "--table-out")
     if session.cancelled:
-        print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} outputs kept", file=sys.stderr)
+        print(f"gguf-bench: cancelled; {sum(r.status == RowStatus.OK for r in rows)} outputs kept", file=sys.stderr)
         return EXIT_CANCELLED
-    return EXIT_OK if all(r["status"] == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED
+    return EXIT_OK if all(r.status == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED

@@ -99,14 +99,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         if quality and store.run_ids(args.run_id):
             raise StoreError(f"{store.path}: run id {args.run_id!r} is ambiguous (a sweep and a quality run match)")
         if not quality:  # a sweep, or no run at all: as before
-            rows = store.rows(store.resolve_run_id(args.run_id))
+            rows = [r.to_mapping() for r in store.rows(store.resolve_run_id(args.run_id))]
             return EXIT_OK if write_results(export.render(rows, args.output), args.out) else EXIT_USAGE
         if len(quality) > 1:
             raise StoreError(f"{store.path}: run id {args.run_id!r} is ambiguous ({len(quality)} quality runs match)")
         if args.output not in QUALITY_FORMATS:
             raise UserError(f"-o {args.output}: a quality run exports as {', '.join(QUALITY_FORMATS)}")
-        rows = quality_rows(store, quality[0])
-    return EXIT_OK if write_results(render_quality(rows, args.output), args.out) else EXIT_USAGE
+        scored = quality_rows(store, quality[0])
+    return EXIT_OK if write_results(render_quality(scored, args.output), args.out) else EXIT_USAGE
 
 
 # --- hw --------------------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if trace is not None:
             trace(ev)
         if stream_jsonl and isinstance(ev, (TestFinished, TestFailed)):
-            sys.stdout.write(export.to_jsonl([ev.row]))
+            sys.stdout.write(export.to_jsonl([ev.row.to_mapping()]))
             sys.stdout.flush()
 
     _stop_on_signals(getattr(session, "cancel", None))
@@ -134,14 +134,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows = list(outcome.rows)
     if store is not None:
         store.close()
-    written = write_results(export.render(rows, args.output), args.out) if not stream_jsonl else True
+    written = (write_results(export.render([r.to_mapping() for r in rows], args.output), args.out)
+               if not stream_jsonl else True)
     if trace is not None:
         written = write_file(args.telemetry, trace.write, "--telemetry") and written
     for e in outcome.errors:
         print_error(e)
-    n_failed = sum(1 for r in rows if r.get("status") != RowStatus.OK)
+    n_failed = sum(1 for r in rows if r.status != RowStatus.OK)
     if not args.quiet:
-        where = f"run {outcome.run_id}" + ("" if args.no_store else f" saved to {session.store.path}")
+        where = f"run {outcome.run_id}" + (f" saved to {store.path}" if store is not None else "")
         print_line(f"gguf-bench: {len(rows) - n_failed} ok, {n_failed} failed, {outcome.status}; {where}")
     if outcome.status == "cancelled":
         return EXIT_CANCELLED

@@ -10,19 +10,56 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
+
+
+class TalliedValues(NamedTuple):
+    """The fields of one row an entry's figures and name are made of, typed as :class:`ResultRow` types them: a
+    row's attributes (:meth:`of`, the window's rows) or what the store streams of a stored row (:func:`tally_run`,
+    the values of :data:`TALLY_FIELDS` in their order, checked against the field table as they are read; an int
+    field may come as a whole float from an older store, so :class:`RunTally` converts what it sums)."""
+
+    status: str | None
+    n_depth: int | None
+    n_prompt: int | None
+    decode_tps: float | None
+    decode_tps_stddev: float | None
+    ttft_ms: float | None
+    ttft_ms_stddev: float | None
+    n_repetitions: int | None
+    model_size: int | None
+    model_path: str | None
+    model_filename: str | None
+    n_threads: int | None
+    type_k: str | None
+    n_gpu_layers: int | None
+    flash_attn: int | None
+
+    @classmethod
+    def of(cls, row: ResultRow) -> TalliedValues:
+        return cls(status=row.status, n_depth=row.n_depth, n_prompt=row.n_prompt, decode_tps=row.decode_tps,
+                   decode_tps_stddev=row.decode_tps_stddev, ttft_ms=row.ttft_ms, ttft_ms_stddev=row.ttft_ms_stddev,
+                   n_repetitions=row.n_repetitions, model_size=row.model_size, model_path=row.model_path,
+                   model_filename=row.model_filename, n_threads=row.n_threads, type_k=row.type_k,
+                   n_gpu_layers=row.n_gpu_layers, flash_attn=row.flash_attn)
+
+    @property
+    def settings(self) -> tuple[object, ...]:
+        """The values of :data:`SETTING_KEYS`, in their order."""
+        return self.n_threads, self.type_k, self.n_gpu_layers, self.flash_attn
+
 
 #: The settings an entry's name says when every row shares one value (:func:`distinct_settings`).
 SETTING_KEYS = ("n_threads", "type_k", "n_gpu_layers", "flash_attn")
-_TYPE_K_AT = SETTING_KEYS.index("type_k")
-#: Every field an entry's figures and name are made of: what :func:`tally_run` reads of each stored row.
-TALLY_FIELDS = ("status", "n_depth", "n_prompt", "decode_tps", "decode_tps_stddev", "ttft_ms", "ttft_ms_stddev",
-                "n_repetitions", "model_size", "model_path", "model_filename", *SETTING_KEYS)
+#: Every field an entry's figures and name are made of: what :func:`tally_run` reads of each stored row (the store
+#: reads them by these names; the window's rows give them as attributes, :meth:`TalliedValues.of`).
+TALLY_FIELDS: tuple[str, ...] = TalliedValues._fields
 
 
 @dataclass
@@ -34,7 +71,7 @@ class NoiseSum:
     n_rows: int = 0
     unknown: bool = False
 
-    def add(self, mean: Any, sd: Any, n_repetitions: int) -> None:
+    def add(self, mean: float | None, sd: float | None, n_repetitions: int) -> None:
         self.n_rows += 1
         if not mean or sd is None or n_repetitions < 2:
             self.unknown = True
@@ -59,7 +96,8 @@ class DepthTally:
     ttft_noise: NoiseSum = field(default_factory=NoiseSum)
     min_repetitions: int | None = None
 
-    def add(self, prompt: int, reps: int, decode: Any, decode_sd: Any, ttft: Any, ttft_sd: Any) -> None:
+    def add(self, prompt: int, reps: int, decode: float | None, decode_sd: float | None, ttft: float | None,
+            ttft_sd: float | None) -> None:
         """One ok row: its prompt length, repetitions, decode tok/s and TTFT ms (None: not measured) with their
         standard deviations."""
         self.n_rows += 1
@@ -98,34 +136,31 @@ class RunTally:
     settings: dict[str, set[str]] = field(default_factory=lambda: {k: set() for k in SETTING_KEYS})
     n_rows: int = 0
 
-    def add(self, row: Mapping[str, Any]) -> None:
-        """One row (a table of its fields: the window's rows)."""
-        self.add_values([row.get(name) for name in TALLY_FIELDS])
+    def add(self, row: ResultRow) -> None:
+        """One row (the window's rows, read by attribute)."""
+        self.add_values(TalliedValues.of(row))
 
-    def add_values(self, values: Sequence[Any]) -> None:
-        """One row as the values of :data:`TALLY_FIELDS`, in their order (what the store streams)."""
-        (status, n_depth, n_prompt, decode, decode_sd, ttft, ttft_sd, n_repetitions, model_size, model_path,
-         model_filename, *settings) = values
+    def add_values(self, v: TalliedValues) -> None:
+        """One row's :class:`TalliedValues` (what the store streams, or a row's attributes)."""
         self.n_rows += 1
-        self.models.add(str(model_filename or ""))
+        self.models.add(str(v.model_filename or ""))
         if not self.path:
-            self.path = str(model_path or "")
-        for seen, value in zip(self.settings.values(), settings, strict=True):
+            self.path = str(v.model_path or "")
+        for seen, value in zip(self.settings.values(), v.settings, strict=True):
             if value is not None and len(seen) < 2:
                 seen.add(str(value))
-        if status != RowStatus.OK:
+        if v.status != RowStatus.OK:
             return
-        prompt, reps = int(n_prompt or 0), int(n_repetitions or 1)
-        self.every.add(prompt, reps, decode, decode_sd, ttft, ttft_sd)
-        if not n_depth:
-            self.depth0.add(prompt, reps, decode, decode_sd, ttft, ttft_sd)
-        if ttft is not None:
+        prompt, reps = int(v.n_prompt or 0), int(v.n_repetitions or 1)
+        self.every.add(prompt, reps, v.decode_tps, v.decode_tps_stddev, v.ttft_ms, v.ttft_ms_stddev)
+        if not v.n_depth:
+            self.depth0.add(prompt, reps, v.decode_tps, v.decode_tps_stddev, v.ttft_ms, v.ttft_ms_stddev)
+        if v.ttft_ms is not None:
             self.ttft_prompts[prompt] += 1
-        if self.size_bytes is None and model_size:
-            self.size_bytes = float(model_size)
-        type_k = settings[_TYPE_K_AT]
-        if self.type_k is None and type_k:
-            self.type_k = str(type_k)
+        if self.size_bytes is None and v.model_size:
+            self.size_bytes = float(v.model_size)
+        if self.type_k is None and v.type_k:
+            self.type_k = str(v.type_k)
 
     @property
     def figures_rows(self) -> DepthTally:
@@ -133,7 +168,7 @@ class RunTally:
         return self.depth0 if self.depth0.n_rows else self.every
 
 
-def tally_rows(rows: Iterable[Mapping[str, Any]]) -> RunTally:
+def tally_rows(rows: Iterable[ResultRow]) -> RunTally:
     """The sums of ``rows`` (:class:`RunTally`), added in their order."""
     tally = RunTally()
     for row in rows:
@@ -151,12 +186,12 @@ class CompareItem:
     label: str
     path: str = ""
     run_id: str = ""
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[ResultRow] = field(default_factory=list)
     sweep_name: str = ""
     tally: RunTally | None = None
 
-    def ok_rows(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r.get("status") == RowStatus.OK]
+    def ok_rows(self) -> list[ResultRow]:
+        return [r for r in self.rows if r.status == RowStatus.OK]
 
     def summed(self) -> RunTally:
         """The entry's sums (:class:`RunTally`), from its rows the first time they are asked for."""
@@ -170,8 +205,7 @@ def model_item(path: str) -> CompareItem:
     return CompareItem("model", f"model {os.path.basename(path)} (predicted)", path=path)
 
 
-def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "", tally: RunTally | None = None) -> \
-        CompareItem:
+def run_item(run_id: str, rows: list[ResultRow], sweep_name: str = "", tally: RunTally | None = None) -> CompareItem:
     """One model's rows of a run as a compare entry (label: the run, the model and its fixed settings); ``rows``
     empty and ``tally`` given: an entry whose rows were summed as they were read, not kept."""
     item = CompareItem("run", "", run_id=run_id, rows=rows, sweep_name=sweep_name, tally=tally)
@@ -183,11 +217,11 @@ def run_item(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "", tall
     return item
 
 
-def run_items(run_id: str, rows: list[dict[str, Any]], sweep_name: str = "") -> list[CompareItem]:
+def run_items(run_id: str, rows: list[ResultRow], sweep_name: str = "") -> list[CompareItem]:
     """A run as compare entries: one per model, never one average over several models."""
-    by_model: dict[str, list[dict[str, Any]]] = {}
+    by_model: dict[str, list[ResultRow]] = {}
     for r in rows:
-        by_model.setdefault(str(r.get("model_path") or r.get("model_filename") or ""), []).append(r)
+        by_model.setdefault(r.model_path or r.model_filename or "", []).append(r)
     return [run_item(run_id, mine, sweep_name) for mine in by_model.values()]
 
 
@@ -203,13 +237,13 @@ def tally_run(store: ResultStore, run_id: str) -> list[CompareItem]:
     """A stored run's entries as :func:`load_run` gives them, their rows summed as they stream from the store and
     not kept: only :data:`TALLY_FIELDS` are read, so a run of any length takes memory per model, not per row."""
     tallies: dict[str, RunTally] = {}
-    path_at, name_at = TALLY_FIELDS.index("model_path"), TALLY_FIELDS.index("model_filename")
     for values in store.row_values(run_id, TALLY_FIELDS):
-        key = str(values[path_at] or values[name_at] or "")
+        v = TalliedValues(*values)
+        key = str(v.model_path or v.model_filename or "")
         tally = tallies.get(key)
         if tally is None:
             tally = tallies[key] = RunTally()
-        tally.add_values(values)
+        tally.add_values(v)
     if not tallies:
         return []
     sweep_name = str(store.run_info(run_id).get("sweep_name") or "")
@@ -228,7 +262,7 @@ def settings_words(values: Mapping[str, set[str]]) -> str:
     return ", ".join(parts)
 
 
-def distinct_settings(rows: list[dict[str, Any]]) -> str:
+def distinct_settings(rows: list[ResultRow]) -> str:
     """The settings every row shares, in words (:func:`settings_words`)."""
     return settings_words(tally_rows(rows).settings)
 

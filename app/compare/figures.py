@@ -14,6 +14,7 @@ import numpy as np
 from app.compare.entries import CompareItem, short_label
 from app.model.facts import ModelFacts
 from app.model.format import short_bytes
+from app.results.row_types import ResultRow
 
 #: (path, prompt tokens) -> (decode tok/s from an empty cache, TTFT ms) predicted for a model file
 PredictedFigures = Callable[[str, int], tuple[float | None, float | None]]
@@ -123,7 +124,7 @@ class CompareTable:
         out = ["", "kind"]
         for _field, _noise, header, ratio_header, _tip in FIGURES:
             out += [header.format(prompt=self.prompt), ratio_header]
-        return tuple(out + (["fit"] if self.with_fit else []))
+        return (*out, "fit") if self.with_fit else tuple(out)
 
     @property
     def n_thin(self) -> int:
@@ -208,13 +209,21 @@ def ratio_text(v: float | None, base: float | None, noise: float | None, base_no
     return text
 
 
-def run_settings(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The settings a run's rows share that a prediction takes (KV type, layers, flash attention, batches)."""
+#: The settings a prediction takes from a run's rows, by their keyword (KV types, layers, flash attention, batches).
+_PREDICTION_SETTINGS: tuple[tuple[str, Callable[[ResultRow], Any]], ...] = (
+    ("type_k", lambda r: r.type_k), ("type_v", lambda r: r.type_v), ("n_gpu_layers", lambda r: r.n_gpu_layers),
+    ("flash_attn", lambda r: r.flash_attn), ("n_batch", lambda r: r.n_batch), ("n_ubatch", lambda r: r.n_ubatch),
+)
+
+
+def run_settings(rows: list[ResultRow]) -> dict[str, Any]:
+    """The settings a run's rows share that a prediction takes (KV type, layers, flash attention, batches), as
+    keywords of the prediction's settings."""
     out: dict[str, Any] = {}
-    for key in ("type_k", "type_v", "n_gpu_layers", "flash_attn", "n_batch", "n_ubatch"):
-        vals = {r.get(key) for r in rows if r.get(key) is not None}
+    for keyword, setting in _PREDICTION_SETTINGS:
+        vals = {setting(r) for r in rows if setting(r) is not None}
         if len(vals) == 1:
-            out[key] = vals.pop()
+            out[keyword] = vals.pop()
     return out
 
 

@@ -695,7 +695,7 @@ class ChooserView(QDialog):
         """Quantize ``items`` (a plan of app.quantize.plan) off the GUI thread; at the end the files written join
         the inputs and the evaluation runs again."""
         def written(rows: Rows, session: Any) -> str:
-            self.add_sources([str(r["model_path"]) for r in rows if r.get("status") == RowStatus.OK])
+            self.add_sources([str(r.model_path) for r in rows if r.status == RowStatus.OK])
             return quantize_summary(rows, session.cancelled)
 
         return self._start_job(lambda: quantize_runner(self, items), "make variants", written,

@@ -215,8 +215,8 @@ class CompareWindow(QWidget):
         prediction for the hardware it ran on (a line: this machine's expected figure where a fit gives one,
         else the ceiling). A model file: its what-if on the chosen profile (dashed), off the y scale when there
         are measurements to read."""
-        xmax_p = max([float(r.get("n_prompt") or 0) for it in self.items for r in it.rows] + [prompt]) * 1.1
-        xmax_d = max([float((r.get("n_depth") or 0) + (r.get("n_prompt") or 0) + (r.get("n_gen") or 0))
+        xmax_p = max([float(r.n_prompt or 0) for it in self.items for r in it.rows] + [prompt]) * 1.1
+        xmax_d = max([float((r.n_depth or 0) + (r.n_prompt or 0) + (r.n_gen or 0))
                       for it in self.items for r in it.rows] + [prompt + 128]) * 1.05
         xmax_kv = max([float(ctx_of(r)) for it in self.items for r in it.rows] + [4096.0, float(self.asked_ctx)])
         xs, xd = np.linspace(1, xmax_p, 40), np.linspace(0, xmax_d, 40)
@@ -234,11 +234,11 @@ class CompareWindow(QWidget):
             if it.kind == "run":
                 rows = it.ok_rows()
                 ttft.append(Curve(f"{name} (measured)", *_arrays(means_by_x(
-                    (float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
-                    if r.get("ttft_ms") is not None and not r.get("n_depth"))), c))
+                    (float(r.n_prompt or 0), r.ttft_ms) for r in rows if r.ttft_ms is not None and not r.n_depth)),
+                    c))
                 decode.append(Curve(f"{name} (measured)", *_arrays(means_by_x(
-                    (mean_pos(r), float(r["decode_tps"])) for r in rows if r.get("decode_tps") is not None)), c))
-                kv_points = [(ctx_of(r), float(r["llama_kv_bytes"]) / MIB) for r in rows if r.get("llama_kv_bytes")]
+                    (mean_pos(r), r.decode_tps) for r in rows if r.decode_tps is not None)), c))
+                kv_points = [(ctx_of(r), r.llama_kv_bytes / MIB) for r in rows if r.llama_kv_bytes]
                 if kv_points:
                     kv.append(Curve(f"{name} (llama.cpp's KV)", *_arrays(means_by_x(kv_points)), c))
                 hw = self.predictor.hardware_of(rows)

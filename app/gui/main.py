@@ -62,12 +62,12 @@ def outcome_failure(outcome: Any) -> str | None:
     if isinstance(outcome, str):
         return outcome
     rows = list(getattr(outcome, "rows", []))
-    if any(r.get("status") == RowStatus.OK for r in rows):
+    if any(r.status == RowStatus.OK for r in rows):
         return None
     if not rows:
         errors = list(getattr(outcome, "errors", []))
         return f"the sweep ended ({outcome.status}) before any test finished" + (f": {errors[0]}" if errors else "")
-    first = next((str(r.get("error") or "") for r in rows if r.get("error")), "no reason given")
+    first = next((r.error for r in rows if r.error), "no reason given")
     return f"every test failed ({len(rows)} of {len(rows)}); the first: {first}"
 
 

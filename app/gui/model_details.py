@@ -20,6 +20,7 @@ from app.model.gguf_facts import GGUFFileError
 from app.predict.profiles import HardwareProfile
 from app.predict.questions import Question
 from app.predict.scenario_totals import scenario_totals
+from app.results.row_types import ResultRow
 
 
 class ModelDetails(QObject):
@@ -119,13 +120,13 @@ class ModelDetails(QObject):
                                   what_if_name=_named(what_if, what_if_kind), model=os.path.basename(path),
                                   n_ctx_train=facts.n_ctx_train if facts is not None else 0)
 
-    def _measured_model(self) -> tuple[str, list[dict[str, Any]]]:
+    def _measured_model(self) -> tuple[str, list[ResultRow]]:
         """The selected model and its ok rows in the shown run; when it has none there (a replayed or re-opened run
         of another file), the run's first model that has some, so the estimate always comes from a measurement."""
         ok = self.sweeps.session.ok_rows()
         path = self.current_model()
         for candidate in [path, *self.sweeps.session.models()]:
-            rows = [r for r in ok if r.get("model_path") == candidate]
+            rows = [r for r in ok if r.model_path == candidate]
             if rows:
                 return candidate, rows
         return path, []

@@ -16,7 +16,9 @@ def save_png(img: QImage, path: str | Path) -> Path:
     line) when refused or not written."""
 
     def write(tmp: Path) -> None:
-        if not img.save(str(tmp), "PNG", 0):  # the format named: the temporary file's suffix says nothing
+        # the format named: the temporary file's suffix says nothing. PySide6's stub types it as bytes; the binding
+        # takes str (a const char*) and refuses bytes, so the stub is told so here.
+        if not img.save(str(tmp), "PNG", 0):  # type: ignore[call-overload]
             raise OSError(f"{path}: Qt could not write the picture")
 
     return replace_atomically(path, write)

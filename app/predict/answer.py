@@ -62,8 +62,9 @@ from app.predict.scenario import Scenario, scenario_time
 from app.predict.settings import PredictSettings, at_context, at_context_depth
 
 __all__ = ["BACKENDS", "DEFAULT_GPU_OVERHEAD_BYTES", "UNIFIED_USABLE_FRACTION", "Answer", "Figure", "FigureKind",
-           "Machine", "Measurement", "PredictSettings", "Source", "answer", "at_context", "at_context_depth",
-           "canonical_backend", "kv_cache_bytes", "memory_by_context", "same_hardware", "threads_for"]
+           "Machine", "Measurement", "MemoryCheck", "PredictSettings", "Source", "answer", "at_context",
+           "at_context_depth", "canonical_backend", "kv_cache_bytes", "memory_by_context", "same_hardware",
+           "threads_for"]
 
 
 class FigureKind(StrEnum):
@@ -364,19 +365,19 @@ def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, p
     else:
         fitted = src.fitted(facts, s) if src.fitted is not None else {}
         name = f"this machine's fit ({src.backend})"
-        if fitted.get("decode") is not None:
-            decode = _figure(fitted["decode"], FigureKind.FIT, name, depth, src.build)  # type: ignore[arg-type]
-        if fitted.get("prefill") is not None:
-            prefill = _figure(fitted["prefill"], FigureKind.FIT, name, None, src.build)  # type: ignore[arg-type]
+        if (fit_decode := fitted.get("decode")) is not None:
+            decode = _figure(fit_decode, FigureKind.FIT, name, depth, src.build)
+        if (fit_prefill := fitted.get("prefill")) is not None:
+            prefill = _figure(fit_prefill, FigureKind.FIT, name, None, src.build)
         if src.public is not None and profile.kind != "cpu" and src.efficiency is None and not any(fitted.values()):
             got, why = public_expected(src.public, profile, facts, pred.n_gpu_layers, pred.decode_ceiling_tps,
                                        pred.prefill_ceiling_tps, _work_shape(facts, s))
             name = "public llama-bench fit"
-            if got.get("decode") is not None:
-                decode = _figure(got["decode"], FigureKind.PUBLIC, name, depth)  # type: ignore[arg-type]
+            if (public_decode := got.get("decode")) is not None:
+                decode = _figure(public_decode, FigureKind.PUBLIC, name, depth)
                 why = ""
-            if got.get("prefill") is not None:
-                prefill = _figure(got["prefill"], FigureKind.PUBLIC, name, None)  # type: ignore[arg-type]
+            if (public_prefill := got.get("prefill")) is not None:
+                prefill = _figure(public_prefill, FigureKind.PUBLIC, name, None)
     if decode is None and not why:
         why = src.efficiency_note or ("no fit, stored runs or public data for this hardware"
                                       if src.public is None else "no expected figure for this hardware")

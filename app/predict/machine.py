@@ -199,7 +199,8 @@ class Machine:
             notes.append(problem)
         elif fit is None:
             notes.append("this machine is not calibrated (Sweep → Calibrate this machine…, or gguf-bench calibrate)")
-        efficiency, rows, store_problem = None, (), None
+        rows: tuple[ResultRow, ...] = ()
+        efficiency, store_problem = None, None
         if read_store and cpu_model:
             efficiency, rows, store_problem = _stored(store_path, cpu_model, gpu_info)
             notes += [store_problem] if store_problem else []

@@ -37,7 +37,7 @@ def flash_attn_enabled(value: Any) -> bool:
 def _repack_of(value: int | None) -> int:
     """A row's repacking: its 0 or 1; auto (-1, a test not yet run) stays auto; none (rows from before the setting):
     1, llama.cpp's default then."""
-    return value if value in (0, 1, REPACK_AUTO) else 1  # type: ignore[return-value]
+    return value if value is not None and value in (0, 1, REPACK_AUTO) else 1
 
 
 def _threads_of(row: ResultRow) -> int:

@@ -130,20 +130,20 @@ def quality_for(store: ResultStore, model: str | os.PathLike[str]) -> QualityRow
     return rows[0] if rows else None
 
 
-def quality_columns_for(rows: Sequence[dict[str, Any]]) -> list[str]:
+def quality_columns_for(rows: Sequence[QualityRow]) -> list[str]:
     """:data:`QUALITY_COLUMNS`, then any extra keys the rows carry, sorted."""
-    return list(QUALITY_COLUMNS) + sorted({k for r in rows for k in r} - set(QUALITY_COLUMNS))
+    return list(QUALITY_COLUMNS) + sorted({k for r in rows for k in r.extra} - set(QUALITY_COLUMNS))
 
 
 QUALITY_FORMATS = ("csv", "json", "jsonl", "md")
 
 
-def render_quality(rows: Sequence[dict[str, Any]], fmt: str) -> str:
+def render_quality(rows: Sequence[QualityRow], fmt: str) -> str:
     """Quality rows as csv, json, jsonl or md (the same cell rules as the speed rows' export)."""
     if fmt == "csv":
-        return export.to_csv(rows, quality_columns_for(rows))
+        return export.to_csv([r.to_mapping() for r in rows], quality_columns_for(rows))
     if fmt == "md":  # KLDs are small: significant digits, not the speed table's two decimals
-        shown = [{k: f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else v for k, v in r.items()}
+        shown = [{k: f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else v for k, v in r.to_mapping().items()}
                  for r in rows]
         return export.to_markdown(shown, QUALITY_MD_COLUMNS)
     if fmt == "json":

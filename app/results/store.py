@@ -45,6 +45,8 @@ from app.results.stored_values import (
 )
 from app.shown_text import one_line
 
+__all__ = ["ResultStore", "RunSummary", "StoreError", "decode_rows", "default_store_path", "new_run_id", "now_iso"]
+
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -167,7 +169,7 @@ class ResultStore:
         self.close()
 
     # --- writing ---------------------------------------------------------------------------------
-    def begin_run(self, run_id: str, *, sweep_name: str = "", command: str = "", tests: list[dict[str, Any]] = (),
+    def begin_run(self, run_id: str, *, sweep_name: str = "", command: str = "", tests: Sequence[dict[str, Any]] = (),
                   machine: dict[str, Any] | None = None, software: dict[str, Any] | None = None) -> None:
         self._write({"op": "begin", "run_id": run_id, "created_at": now_iso(), "sweep_name": sweep_name,
                      "command": command, "tests": list(tests), "machine": machine or {}, "software": software or {},

@@ -89,7 +89,7 @@ class WorkerClient:
         finally:
             os.close(w)
             os.close(life_r)
-            if log is not subprocess.DEVNULL:
+            if not isinstance(log, int):  # a file, not subprocess.DEVNULL
                 log.close()
         self._read_fd = r
         self._lifeline_fd = life_w

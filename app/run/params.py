@@ -460,7 +460,8 @@ def _parse_range(part: str, room: int) -> list[int]:
         raise ValueError(part)
     if step_op == "+" and last >= first and (last - first) // step + 1 > room:
         raise _TooMany(part)
-    vals, v = [], first
+    vals: list[int] = []
+    v = first
     while v <= last:
         if len(vals) >= room:
             raise _TooMany(part)

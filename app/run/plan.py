@@ -47,7 +47,7 @@ def typed_fields(cls: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
     field with no default must be given. SpecError, one line naming the field, if not."""
     if not isinstance(data, Mapping):
         raise SpecError(f"a test is {type(data).__name__}, not a table")
-    old_bools = getattr(cls, "OLD_BOOLS", frozenset())
+    old_bools: frozenset[str] = getattr(cls, "OLD_BOOLS", frozenset())
     out: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in data:

@@ -16,6 +16,7 @@ from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.predict.machine import HardwareContext, Machine, hardware_context, names_this_machine
 from app.predict.row_predictions import RowPredictor
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.run.events import FailureKind
 from app.run.model_limits import context_warnings, too_big_for_memory
@@ -68,7 +69,7 @@ class SweepSetup:
     def session(self, store: ResultStore | None, *, sweep_name: str = "", command: str = "",
                 token_ticks: bool = True) -> SweepSession:
         """The session that runs the readable tests and records a failed row for each test of an unreadable model."""
-        extra: Callable[[dict[str, Any]], dict[str, Any]] | None = self.predictor
+        extra: Callable[[ResultRow], dict[str, Any]] | None = self.predictor
         return SweepSession(self.runnable, store=store, sweep_name=sweep_name, command=command, machine=self.machine,
                             token_ticks=token_ticks, extra_row=extra, failed_upfront=self.upfront_failures())
 

@@ -114,7 +114,9 @@ def _load() -> ModuleType | None:
         lib: ModuleType | None = _module_override
         try:
             if lib is None:
-                import pynvml as lib  # lazy: imported only when first needed
+                import pynvml  # lazy: imported only when first needed
+
+                lib = pynvml
             lib.nvmlInit()
             count = int(lib.nvmlDeviceGetCount())
         except ImportError as exc:

@@ -80,8 +80,8 @@ def test_measure_from_the_window_on_smollm2(qtbot, gui_data_dir: Path, smollm2_p
     from app.results.store import ResultStore
     with ResultStore(None) as store:
         row = store.recent_rows(1)[0]  # the search's one test
-    if row.get("unstable") or (row.get("host_other_cpu_pct") or 0) > 25:  # a noisy short test is not learnt from
+    if row.unstable or (row.host_other_cpu_pct or 0) > 25:  # a noisy short test is not learnt from
         assert view.report.choices[0].measured is None, row
     else:  # the stored row is now the chooser's measurement
-        assert view.report.choices[0].measured is not None, {k: row.get(k) for k in (
+        assert view.report.choices[0].measured is not None, {k: row.value(k) for k in (
             "unstable", "host_other_cpu_pct", "n_threads", "n_threads_effective", "status", "n_gpu_layers_effective")}

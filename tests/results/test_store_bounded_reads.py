@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import tracemalloc
+import typing
 from pathlib import Path
 
 import pytest
 
 from app.bench_import.load import read_bench_files, store_import
 from app.cli.compare_cmd import compare_runs
-from app.compare.entries import load_run, tally_run
+from app.compare.entries import TALLY_FIELDS, TalliedValues, load_run, tally_run
 from app.compare.figures import compare_table
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 
 LLAMA_BENCH_JSON = Path(__file__).parent / "data" / "llama_bench" / "smollm2_cpu.json"
@@ -78,3 +80,13 @@ def test_the_streamed_figures_are_those_of_the_rows_read_whole(tmp_path: Path, n
     assert a.prompt == b.prompt and a.lines() == b.lines()
     assert [r.figures for r in a.rows] == [r.figures for r in b.rows]
     assert any(r.figures.decode_noise_rel for r in b.rows) and any(r.figures.ttft_ms for r in b.rows)
+
+
+def test_the_streamed_fields_are_typed_as_the_row_types_them() -> None:
+    """What compare streams by name from the store is held as :class:`TalliedValues`, each field of ResultRow's
+    type (a field renamed or retyped in the table fails here), and a window's row gives the same values by
+    attribute."""
+    row_hints, tallied = typing.get_type_hints(ResultRow), typing.get_type_hints(TalliedValues)
+    assert TALLY_FIELDS == tuple(tallied) and {n: row_hints[n] for n in TALLY_FIELDS} == tallied
+    row = ResultRow(status="ok", n_prompt=64, decode_tps=41.5, type_k="q8_0", n_threads=4, model_filename="m.gguf")
+    assert TalliedValues.of(row) == tuple(row.value(n) for n in TALLY_FIELDS)

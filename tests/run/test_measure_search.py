@@ -378,8 +378,8 @@ def test_real_search_on_smollm2_then_the_same_question_from_the_cache(smollm2_pa
     assert not test.from_cache and test.decode_tps > 5.0 and test.run_id
     with ResultStore() as store:
         rows = store.rows(test.run_id)
-    assert len(rows) == 1 and rows[0]["status"] == "ok" and rows[0]["n_prompt"] == MEASURE_N_PROMPT
-    assert rows[0]["decode_tps"] == pytest.approx(test.decode_tps)
+    assert len(rows) == 1 and rows[0].status == "ok" and rows[0].n_prompt == MEASURE_N_PROMPT
+    assert rows[0].decode_tps == pytest.approx(test.decode_tps)
 
     def no_worker(spec: Any) -> ResultRow:
         raise AssertionError("a cached question started a worker")

@@ -41,10 +41,11 @@ def prefill_compute(profile: HardwareProfile, file_type: str, repack: int = 1) -
 
     AMX tiles count only with ``repack`` on, for a type with AMX kernels, on a profile whose build has a working
     AMX buffer (``CpuProfile.amx``): weights as they are in the file run the AVX-512/AVX2 dot products."""
-    int8, fma = getattr(profile, "int8", None), getattr(profile, "fma", None)
+    int8: ComputeFigure | None = getattr(profile, "int8", None)
+    fma: ComputeFigure | None = getattr(profile, "fma", None)
     if int8 is None or fma is None:
         return None
-    amx = getattr(profile, "amx", None)
+    amx: ComputeFigure | None = getattr(profile, "amx", None)
     if amx is not None and repack and has_amx_kernels(file_type):
         return amx
     return int8 if weights_use_int8_dot(file_type) else fma
@@ -125,7 +126,7 @@ def matmul_params(
     experts a token is not sent to (``1 − n_expert_used / n_expert`` of :func:`expert_params`): the work of every
     bound, prefill's FLOPs and decode's ALU side alike."""
     tied = split.tied_embeddings if split else guess_tied_embeddings(facts)
-    params = facts.n_params - (0 if tied else facts.n_vocab * facts.n_embd)
+    params = float(facts.n_params - (0 if tied else facts.n_vocab * facts.n_embd))
     if facts.n_expert:
         params -= expert_params(facts, tensor_bytes or facts.tensor_bytes or None) * (
             1.0 - facts.n_expert_used / facts.n_expert)

@@ -144,7 +144,7 @@ class FitPoint:
 class PhaseFit:
     """Fitted coefficients of one phase (seconds per unit of each regressor) and how well they fit."""
 
-    phase: str
+    phase: Phase
     coefficients: dict[str, float]
     band_frac: float
     points: tuple[FitPoint, ...] = field(default_factory=tuple)
@@ -251,7 +251,13 @@ class PhaseFit:
         if not (0.0 <= band <= MAX_BAND_FRAC and 0.0 <= stand_in_error <= MAX_BAND_FRAC):
             raise ValueError(f"a saved fit's band ±{quoted(band)} (stand-in error {quoted(stand_in_error)}) is not "
                              f"from 0 to {MAX_BAND_FRAC:g} (±{MAX_BAND_FRAC:.0%}): no fit this program makes")
-        return cls(str(d["phase"]), coefficients, band, points, refits, stand_in_error)
+        phase = _PHASES.get(str(d["phase"]))
+        if phase is None:
+            raise ValueError(f"a saved fit of phase {quoted(d['phase'])}, not decode or prefill")
+        return cls(phase, coefficients, band, points, refits, stand_in_error)
+
+
+_PHASES: dict[str, Phase] = {"decode": "decode", "prefill": "prefill"}
 
 
 def _point_from_json(p: Sequence[Any]) -> FitPoint:
@@ -280,7 +286,8 @@ def scaled_nnls(design: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """min ‖design·c − rhs‖ with c ≥ 0, solved on column-scaled regressors: the one solver of the machine fit
     (:func:`fit_phase`) and the public GPU fit (``public_arch_fit``)."""
     scaled, scale = _scaled(design)
-    return nnls(scaled, rhs) / scale
+    solution: np.ndarray = nnls(scaled, rhs) / scale
+    return solution
 
 
 def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:

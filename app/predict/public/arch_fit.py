@@ -577,7 +577,7 @@ def fit_architectures(
     by_arch: dict[str, list[ReferenceResult]] = {}
     for r in rows:
         by_arch.setdefault(architecture_of(r.gpu, profiles), []).append(r)
-    fits = {}
+    fits: dict[tuple[str, str], ArchFit] = {}
     for arch, arch_rows in sorted(by_arch.items()):
         for phase in PHASES:
             try:

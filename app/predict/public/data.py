@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from app.paths import PROFILES_DIR
@@ -72,10 +73,11 @@ _RESULT_KEYS: dict[str, type | tuple[type, ...]] = {
     "n_params_b": (int, float), "backend": str, "n_gpu_layers": int, "n_prompt": int, "n_gen": int, "build": str,
     "source_url": str, "source_section": str,
 }
-_RESULT_OPTIONAL = {"exclude_pp": str, "exclude_tg": str, "date": str, "flash_attn": int, "n_depth": int,
-                    "n_ubatch": int, "n_batch": int, "pp_tps": (int, float), "pp_sd_tps": (int, float),
-                    "tg_tps": (int, float), "tg_sd_tps": (int, float), "expert_bits_per_weight": (int, float),
-                    "publication": str}
+_RESULT_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "exclude_pp": str, "exclude_tg": str, "date": str, "flash_attn": int, "n_depth": int, "n_ubatch": int,
+    "n_batch": int, "pp_tps": (int, float), "pp_sd_tps": (int, float), "tg_tps": (int, float),
+    "tg_sd_tps": (int, float), "expert_bits_per_weight": (int, float), "publication": str,
+}
 #: A test a source did not publish (a pp-only or tg-only table): its count is 0 and its figures are absent.
 _PHASE_KEYS = (("n_prompt", "pp_tps", "pp_sd_tps"), ("n_gen", "tg_tps", "tg_sd_tps"))
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -181,15 +183,18 @@ class ReferenceResult:
         return f"{self.gpu} · {self.model.name} {self.weight_type}"
 
 
-def _check(table: dict[str, object], keys: dict[str, type | tuple[type, ...]], optional: dict[str, type],
-           where: str) -> None:
-    check_table(table, keys, optional, where, ReferenceTableError)
+def _check(table: dict[str, object], keys: Mapping[str, type | tuple[type, ...]],
+           optional: Mapping[str, type | tuple[type, ...]], where: str) -> dict[str, Any]:
+    """``table`` when it holds ``keys`` and perhaps ``optional``, each of its type, no number negative (but
+    flash_attn's -1) and no name empty; else ReferenceTableError."""
+    table = check_table(table, keys, optional, where, ReferenceTableError)
     for key, value in table.items():
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0 and key != "flash_attn":
             raise ReferenceTableError(f"{where}: {key} must not be negative, got {value!r}")
     for key in ("source_url", "source_section", "source", "gpu", "model", "name"):
         if key in keys and not str(table[key]).strip():
             raise ReferenceTableError(f"{where}: {key} must not be empty")
+    return table
 
 
 def parse_reference(doc: dict[str, object], where: str = "reference table", *,
@@ -200,8 +205,8 @@ def parse_reference(doc: dict[str, object], where: str = "reference table", *,
     if extra:
         raise ReferenceTableError(f"{where}: unknown top-level key {extra[0]!r}")
     models: dict[str, ReferenceModel] = {}
-    for i, m in enumerate(_tables(doc, "model", where)):
-        _check(m, _MODEL_KEYS, _MODEL_OPTIONAL, f"{where}: model #{i + 1}")
+    for i, table in enumerate(_tables(doc, "model", where)):
+        m = _check(table, _MODEL_KEYS, _MODEL_OPTIONAL, f"{where}: model #{i + 1}")
         if m.get("n_expert_used", 0) > m.get("n_expert", 0) or bool(m.get("n_expert")) != bool(m.get("expert_ff")):
             raise ReferenceTableError(f"{where}: model #{i + 1}: n_expert, n_expert_used (at most n_expert) and "
                                       "expert_ff go together")
@@ -210,9 +215,9 @@ def parse_reference(doc: dict[str, object], where: str = "reference table", *,
                                       "together")
         models[m["name"]] = ReferenceModel(**m)
     results = []
-    for i, r in enumerate(_tables(doc, "result", where)):
+    for i, table in enumerate(_tables(doc, "result", where)):
         label = f"{where}: result #{i + 1}"
-        _check(r, _RESULT_KEYS, _RESULT_OPTIONAL, label)
+        r = _check(table, _RESULT_KEYS, _RESULT_OPTIONAL, label)
         if r["model"] not in models:
             raise ReferenceTableError(f"{label}: model {r['model']!r} has no [[model]] table")
         for count, rate, sd in _PHASE_KEYS:
@@ -305,9 +310,9 @@ def load_machine_spread(path: Path = MACHINE_SPREAD_TABLE_PATH) -> list[SpreadFi
     if extra:
         raise ReferenceTableError(f"{path.name}: unknown top-level key {extra[0]!r}")
     out = []
-    for i, t in enumerate(_tables(doc, "figure", path.name)):
+    for i, table in enumerate(_tables(doc, "figure", path.name)):
         where = f"{path.name}: figure #{i + 1}"
-        _check(t, _SPREAD_KEYS, {}, where)
+        t = _check(table, _SPREAD_KEYS, {}, where)
         if t["phase"] not in ("decode", "prefill") or not t["tps"] > 0:
             raise ReferenceTableError(f"{where}: phase must be decode or prefill and tps positive")
         out.append(SpreadFigure(**{**t, "tps": float(t["tps"])}))

@@ -21,6 +21,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.paths import PROFILES_DIR
 from app.predict.machine_fit.fitted_model import Expected
@@ -178,7 +179,7 @@ class RepeatSpread:
 def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build: bool = False,
                   tolerance: float = 0.15) -> RepeatSpread:
     """The repeat spread of one phase's published figures (see :class:`RepeatSpread`)."""
-    questions: dict[tuple, list[ReferenceResult]] = {}
+    questions: dict[tuple[Any, ...], list[ReferenceResult]] = {}
     for r in rows:
         if not used(r, phase):
             continue
