@@ -67,3 +67,37 @@ def between(low: float, high: float, unit: str = "") -> Callable[[str], float]:
         return value
 
     return parse
+
+
+#: --ram's range (GiB): from a small board to more than any workstation holds
+RAM_GIB_RANGE = (0.5, 65536.0)
+#: --margin's range (MiB): none, up to more than any GPU holds
+MARGIN_MIB_RANGE = (0.0, 1_048_576.0)
+#: GPU memory every placement leaves free by default: llama.cpp's --fit-target (common/common.h fit_params_target)
+DEFAULT_MARGIN_MIB = 1024.0
+
+
+def ram_gib_arg(text: str) -> float:
+    value = finite(RAM_GIB_RANGE[0])(text)
+    if value > RAM_GIB_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"{text[:40]} GiB is more RAM than any machine holds (at most "
+                                         f"{RAM_GIB_RANGE[1]:g})")
+    return value
+
+
+def margin_mib(text: str) -> float:
+    """``--margin``: MiB of GPU memory every placement leaves free."""
+    value = finite(MARGIN_MIB_RANGE[0])(text)
+    if value > MARGIN_MIB_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"{text[:40]} MiB is more than any GPU holds (at most "
+                                         f"{MARGIN_MIB_RANGE[1]:g})")
+    return value
+
+
+def add_margin_option(p: argparse.ArgumentParser) -> None:
+    """``--margin MiB``, as ``predict`` and ``choose`` take it."""
+    p.add_argument("--margin", dest="margin_mib", type=margin_mib, default=DEFAULT_MARGIN_MIB, metavar="MiB",
+                   help=f"GPU memory every placement leaves free (default {DEFAULT_MARGIN_MIB:g}, as llama.cpp's "
+                        "--fit-target): a card filled to the last MiB fails to load or spills into shared memory")
+
+

@@ -24,6 +24,8 @@ llama.cpp fact mirrored here (checked against the llama.cpp vendored by llama-cp
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -236,7 +238,35 @@ def active_weight_bytes(facts: ModelFacts, tensor_bytes: Mapping[str, int] | Non
     return facts.weight_bytes - inactive
 
 
+#: split_weights' answers by (facts, tensor table, layers, placement), held by identity: a fit's binary searches over
+#: the context ask the same split a dozen times, and a chooser's placement search asks each a few hundred times
+_SPLITS: OrderedDict[tuple[int, int, int, Placement], tuple[ModelFacts, object, WeightSplit]] = OrderedDict()
+_SPLITS_LOCK = threading.Lock()
+_SPLITS_KEPT = 1024
+
+
 def split_weights(
+    facts: ModelFacts, n_gpu_layers: int, tensor_bytes: Mapping[str, int] | None = None,
+    placement: Placement | None = None,
+) -> WeightSplit:
+    """:func:`_split_weights`, remembered for the same facts and tensor table (by identity: both are built once per
+    file read) and the same layers and placement."""
+    placement = placement or Placement()
+    key = (id(facts), id(tensor_bytes), n_gpu_layers, placement)
+    with _SPLITS_LOCK:
+        hit = _SPLITS.get(key)
+        if hit is not None and hit[0] is facts and hit[1] is tensor_bytes:
+            _SPLITS.move_to_end(key)
+            return hit[2]
+    got = _split_weights(facts, n_gpu_layers, tensor_bytes, placement)
+    with _SPLITS_LOCK:
+        _SPLITS[key] = (facts, tensor_bytes, got)
+        while len(_SPLITS) > _SPLITS_KEPT:
+            _SPLITS.popitem(last=False)
+    return got
+
+
+def _split_weights(
     facts: ModelFacts, n_gpu_layers: int, tensor_bytes: Mapping[str, int] | None = None,
     placement: Placement | None = None,
 ) -> WeightSplit:

@@ -27,6 +27,10 @@ llama.cpp facts mirrored here (checked against the llama.cpp vendored by llama-c
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from typing import Any
+
 from app.model.facts import ModelFacts
 from app.model.kv_cache import cache_type
 from app.predict.ceilings.offload import effective_n_gpu_layers
@@ -78,13 +82,31 @@ def recurrent_state_per_layer(facts: ModelFacts, n_seq: int = 1) -> list[float]:
     return [per if i in recurrent else 0.0 for i in range(facts.n_layer)]
 
 
+#: kv_alloc_bytes_per_layer's answers, held by the facts' identity (a fit's binary search over the context asks each
+#: context once per step, and a placement search the same contexts again for every placement)
+_PER_LAYER: OrderedDict[tuple[Any, ...], tuple[ModelFacts, tuple[float, ...]]] = OrderedDict()
+_PER_LAYER_LOCK = threading.Lock()
+_PER_LAYER_KEPT = 4096
+
+
 def kv_alloc_bytes_per_layer(
     facts: ModelFacts, n_ctx: int, type_k: str = "f16", type_v: str | None = None,
     n_ubatch: int = DEFAULT_N_UBATCH, swa_full: bool = False, flash_attn: bool = True,
 ) -> list[float]:
     """Context memory llama.cpp allocates for each layer at ``n_ctx``: its KV cache and its recurrent state."""
+    key = (id(facts), n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
+    with _PER_LAYER_LOCK:
+        hit = _PER_LAYER.get(key)
+        if hit is not None and hit[0] is facts:
+            _PER_LAYER.move_to_end(key)
+            return list(hit[1])
     kv = kv_cache_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
-    return [a + b for a, b in zip(kv, recurrent_state_per_layer(facts), strict=True)]
+    got = tuple(a + b for a, b in zip(kv, recurrent_state_per_layer(facts), strict=True))
+    with _PER_LAYER_LOCK:
+        _PER_LAYER[key] = (facts, got)
+        while len(_PER_LAYER) > _PER_LAYER_KEPT:
+            _PER_LAYER.popitem(last=False)
+    return list(got)
 
 
 def kv_alloc_bytes(
