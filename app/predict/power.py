@@ -126,7 +126,10 @@ def parse_power_sweeps(doc: dict[str, object], where: str) -> tuple[PowerSweep, 
     """The sweeps of a parsed table, each checked: a known phase and measure, its points at and below its board
     power, its rate share at most a little above 1 (a limit below board power is never faster)."""
     sweeps: list[PowerSweep] = []
-    for i, s in enumerate(doc.get("sweep") or []):  # type: ignore[union-attr]
+    listed = doc.get("sweep") or []
+    if not isinstance(listed, list):
+        raise PowerError(f"{where}: sweep must be an array of tables ([[sweep]])")
+    for i, s in enumerate(listed):
         at = f"{where}: sweep {i + 1}"
         if not isinstance(s, dict):
             raise PowerError(f"{at}: not a table")
@@ -262,7 +265,7 @@ def scale_at(profile: HardwareProfile, watts: float, top: float, sweeps: Sequenc
         value = math.sqrt(clock * mean)
         low, high = min(clock, low), max(clock, high)
         mhz = profile.boost_clock_mhz[0] + (profile.boost_clock_mhz[1] - profile.boost_clock_mhz[0]) * (
-            (watts - profile.power_limit_w[0]) / (profile.power_limit_w[1] - profile.power_limit_w[0])  # type: ignore[index]
+            (watts - profile.power_limit_w[0]) / (profile.power_limit_w[1] - profile.power_limit_w[0])
             if profile.power_limit_w and profile.power_limit_w[1] > profile.power_limit_w[0] else 1.0)
         why = (f"its boost clock at {watts:g} W, {mhz:,.0f} of {profile.boost_clock_mhz[1]:,.0f} MHz ({clock:.2f}, the "
                f"maker's range), and published power sweeps at {share:.0%} of board power ({mean:.2f}: {cited}); "
