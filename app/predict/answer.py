@@ -348,7 +348,7 @@ def _device_full_offload(facts: ModelFacts, profile: HardwareProfile, s: Predict
     full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
     fitted = src.fitted(facts, full) if src.fitted is not None else {}
     got: dict[str, Expected | None] = {p: _powered(fitted.get(p), p, src.power_here) for p in ("decode", "prefill")}
-    if (got["decode"] is None or got["prefill"] is None) and src.public is not None:
+    if any(e is None for e in got.values()) and src.public is not None:
         whole = split_weights(facts, facts.n_layer + 1, facts.tensor_bytes or None, Placement())
         ceiling = decode_ceiling_offload_tps(facts, whole, s.decode_depth, s.type_k, s.type_v or s.type_k,
                                              profile.peak_bandwidth_gbps, pred.cpu_bandwidth_gbps)
