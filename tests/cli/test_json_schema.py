@@ -33,7 +33,7 @@ PREDICT_KEYS = (
     "decode_host_read_bytes", "decode_extra_crossings", "repacked_weight_bytes", "repack", "split", "state_bytes",
     "this_machine", "decode", "decode_empty", "prefill", "ttft_ms_figure", "no_expected_decode", "measured",
     "prefill_ceiling_kind", "prefill_ceiling_source", "at_context", "verdict", "request", "n_threads",
-    "threads_note", "ceiling_source", *V1_KEYS,
+    "threads_note", "ceiling_source", "no_op_offload", "prefill_offload_bytes", *V1_KEYS,
 )
 REQUEST_KEYS = ("prompt_tokens", "output_tokens", "ttft_s", "decode_s", "total_s", "ttft_share", "decode_share",
                 "chars_per_s", "effective_chars_per_s", "ttft_kind", "decode_kind")
