@@ -7,7 +7,6 @@ from html import escape
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
@@ -21,10 +20,11 @@ from PySide6.QtWidgets import (
 
 from app.gui import theme
 from app.gui.panels.library import human_bytes
+from app.gui.power_fields import PowerFields
 from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
 from app.model.kv_cache import REPORTED_CACHE_TYPES
-from app.predict.answer import Answer, Figure, PowerError, lowest_power_w, top_power_w, with_power_state
+from app.predict.answer import Answer, Figure
 from app.predict.placement import FitVerdict
 from app.predict.profiles import HardwareProfile, with_given_ram
 from app.predict.questions import DEFAULT_N_CTX, Question
@@ -73,15 +73,8 @@ class InspectorPanel(QWidget):
         self.ngl.setSpecialValueText("0 (CPU only)")
         self.ngl.setToolTip("GPU layers (-ngl); 999 = all")
         # the GPU's power state (a laptop part's limit, on battery): part of the hardware the figures are for
-        self.power = QSpinBox(self)
-        self.power.setSuffix(" W")
-        self.power.setToolTip("The GPU's power limit (a laptop GPU ships across a range, e.g. 35-115 W; the figures "
-                              "otherwise assume the top, or this machine's GPU as NVML reads it)")
-        self.battery = QCheckBox("battery", self)
-        self.battery.setToolTip("A laptop on battery: its GPU's limit taken at the bottom of its range unless a "
-                                "limit is set")
-        self.power.valueChanged.connect(lambda _v: self.profileChanged.emit())
-        self.battery.toggled.connect(lambda _b: self.profileChanged.emit())
+        self.power_fields = PowerFields(self, self.profileChanged.emit)
+        self.power, self.battery = self.power_fields.power, self.power_fields.battery
         for w in (self.ctx, self.ngl):
             w.valueChanged.connect(lambda _v: self.settingsChanged.emit())
         self.kv_type.currentIndexChanged.connect(lambda _i: self.settingsChanged.emit())
@@ -149,44 +142,16 @@ class InspectorPanel(QWidget):
         self.ram.setEnabled(profile is not None and not profile.is_unified)
         if profile is not None and self.ram.value() > 0 and not profile.is_unified:
             profile = with_given_ram(profile, self.ram.value())
-        if profile is None or not self.power.isEnabled():
-            return profile
-        watts = float(self.power.value()) if self.power.value() > self.power.minimum() else None
-        battery = self.battery.isChecked()
-        if watts is None and battery == profile.on_battery:
-            return profile
-        try:
-            return with_power_state(profile, watts, battery, "the window's GPU power fields")
-        except PowerError:
-            return profile
+        return self.power_fields.applied(profile)
 
     def _profile_chosen(self, _index: int) -> None:
         self._sync_power()  # before the answer asks current_profile()
         self.profileChanged.emit()
 
     def _sync_power(self) -> None:
-        """The power fields for the chosen profile: its range (the lowest value reads "top of range"), the battery
-        box for a laptop part; both off for a CPU or unified memory."""
+        """The power fields for the chosen profile (off for a CPU or unified memory)."""
         i = self.profile_combo.currentIndex()
-        profile = self._profiles[i] if 0 <= i < len(self._profiles) else None
-        top = top_power_w(profile) if profile is not None and not profile.is_unified else None
-        low = lowest_power_w(profile) if profile is not None and top is not None else None
-        for w in (self.power, self.battery):
-            w.blockSignals(True)
-        self.power.setEnabled(top is not None and low is not None)
-        self.battery.setEnabled(profile is not None and top is not None and profile.is_laptop_part)
-        if top is not None and low is not None and profile is not None:
-            self.power.setRange(max(int(low) - 1, 0), int(top))
-            self.power.setSpecialValueText("top of range" if profile.power_limit_set_w is None else
-                                           f"{profile.power_limit_set_w:g} W (as read)")
-            self.power.setValue(self.power.minimum())
-            self.battery.setChecked(profile.on_battery)
-        else:
-            self.power.setRange(0, 0)
-            self.power.setSpecialValueText("—")
-            self.battery.setChecked(False)
-        for w in (self.power, self.battery):
-            w.blockSignals(False)
+        self.power_fields.sync(self._profiles[i] if 0 <= i < len(self._profiles) else None)
 
     def select_profile(self, query: str) -> bool:
         """Select the first profile whose label or name contains ``query`` (case-insensitive)."""
