@@ -84,6 +84,15 @@ def data_dir() -> Path:
     return _usable_dir(path, where)
 
 
+def cache_dir() -> Path:
+    """The user cache folder: what can be made again (GGUF facts, llama.cpp's dry runs, the public fit);
+    ``GGUF_WORKBENCH_CACHE_DIR`` overrides it. Absolute; not created here (its users create it when they write)."""
+    override = os.environ.get("GGUF_WORKBENCH_CACHE_DIR")
+    if override and "\0" not in override:
+        return Path(os.path.abspath(os.path.expanduser(override)))
+    return Path(platformdirs.user_cache_dir("gguf-workbench", appauthor=False))
+
+
 def logs_dir() -> Path:
     """``data_dir()/logs``, where each run's worker log goes; DataDirError when unusable."""
     return _usable_dir(data_dir() / "logs", "logs folder of the data dir")
