@@ -67,3 +67,15 @@ def between(low: float, high: float, unit: str = "") -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def check_threads(n_threads: int) -> None:
+    """``-t``: 0 (all) up to 4 × the CPU threads this process may use, as for sweeps; one line if not."""
+    from app.cli.errors import UserError
+    from app.run.params import THREADS_PER_CPU
+    from app.telemetry.host import usable_cpu_threads
+
+    limit = THREADS_PER_CPU * usable_cpu_threads()
+    if not 0 <= n_threads <= limit:
+        raise UserError(f"-t {n_threads}: must be between 0 (all) and {limit} (4 × the CPU threads this process "
+                        "may use)")

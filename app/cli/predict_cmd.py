@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from app.cli.arg_types import check_threads
 from app.cli.errors import EXIT_OK, UserError
-from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
@@ -46,7 +46,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
     if this_machine:
         scan = scan_machine(ProbeMode.RUN)
-        machine = Machine.load(scan, store_path=args.store)
+        # the public GPU fit speaks only for a GPU: a CPU-only answer does not load it (nor numpy with it)
+        machine = Machine.load(scan, store_path=args.store, public=bool(scan.gpus) and args.hw != "cpu")
         profile = machine.gpu if machine.gpu is not None and args.hw != "cpu" else machine.cpu
         if profile is None:
             raise UserError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from app.cli.arg_types import check_threads
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
 from app.cli.run_cmd import _stop_on_signals
@@ -20,8 +21,6 @@ from app.results import export
 from app.results.fields import RowStatus
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
 from app.run.job_client import new_job_log
-from app.run.params import THREADS_PER_CPU
-from app.telemetry.host import usable_cpu_threads
 
 OUTPUT_FORMATS = ("md", "csv", "json", "jsonl")
 
@@ -84,14 +83,6 @@ class FileProgress:
     def _final(self, text: str) -> None:
         sys.stderr.write(("\r\033[K" if self.tty else "") + text + "\n")
         sys.stderr.flush()
-
-
-def check_threads(n_threads: int) -> None:
-    """``-t``: 0 (all) up to 4 × the CPU threads this process may use, as for sweeps; one line if not."""
-    limit = THREADS_PER_CPU * usable_cpu_threads()
-    if not 0 <= n_threads <= limit:
-        raise UserError(f"-t {n_threads}: must be between 0 (all) and {limit} (4 × the CPU threads this process "
-                        "may use)")
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:
