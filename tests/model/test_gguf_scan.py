@@ -159,7 +159,7 @@ def test_three_million_tensors_in_a_large_file_are_refused_before_the_table_is_r
     path = _tensor_table_header(tmp_path, 3_000_000, 0, 120 * 10**6)
     tracemalloc.start()
     try:
-        with pytest.raises(CorruptHeader, match=r"tensor count 3,000,000 is more than any model has \(at most 65,536\)"):
+        with pytest.raises(CorruptHeader, match=r"tensor count 3,000,000 is more than any model has \(at most 65,536"):
             _scan(path)
         peak_bytes = tracemalloc.get_traced_memory()[1]
     finally:
