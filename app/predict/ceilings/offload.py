@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 
 from app.model.facts import ModelFacts
+from app.predict.memo import by_identity
 
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
 _DENSE_FFN_RE = re.compile(r"\.ffn_(gate|up|down)(_shexp)?\.")
@@ -241,8 +242,14 @@ def split_weights(
 
     With ``tensor_bytes`` (GGUF tensor name → bytes) the split is exact. Without it the tensor table is estimated
     from totals (:func:`_tensors_estimated`); ``-ot`` patterns then match only the stand-in names (``ffn_*_exps``).
+    Worked out once per (facts, tensor table, layers, placement): a placement search asks again and again.
     """
-    placement = placement or Placement()
+    return _split_weights(facts, tensor_bytes, n_gpu_layers, placement or Placement())
+
+
+@by_identity(2)
+def _split_weights(facts: ModelFacts, tensor_bytes: Mapping[str, int] | None, n_gpu_layers: int,
+                   placement: Placement) -> WeightSplit:
     exact = bool(tensor_bytes)
     if tensor_bytes:
         tensors: list[tuple[str, float]] = [(k, float(v)) for k, v in tensor_bytes.items()]

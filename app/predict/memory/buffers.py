@@ -30,6 +30,7 @@ from __future__ import annotations
 from app.model.facts import ModelFacts
 from app.model.kv_cache import cache_type
 from app.predict.ceilings.offload import effective_n_gpu_layers
+from app.predict.memo import by_identity
 
 MIB = 1024**2
 KV_CELL_PAD = 256  # llama.cpp pads n_ctx and the SWA cache size to a multiple of this
@@ -56,6 +57,12 @@ def kv_cache_alloc_per_layer(
 ) -> list[float]:
     """KV-cache bytes llama.cpp allocates for each layer at ``n_ctx`` (cells padded to 256; windowed layers smaller;
     0 on a layer without a KV cache), the recurrent state not included."""
+    return list(_kv_cache_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn))
+
+
+@by_identity(1)
+def _kv_cache_alloc_per_layer(facts: ModelFacts, n_ctx: int, type_k: str, type_v: str | None, n_ubatch: int,
+                              swa_full: bool, flash_attn: bool) -> tuple[float, ...]:
     tk, tv = cache_type(type_k), cache_type(type_v or type_k)
     widths = facts.kv_widths()
     v_max = max((v for _, v in widths), default=0)
@@ -68,7 +75,7 @@ def kv_cache_alloc_per_layer(
             continue
         v = v if flash_attn or not v else v_max  # transposed V: padded to the widest layer's
         out.append((k * tk.bytes_per_value + v * tv.bytes_per_value) * (swa if i in swa_set else full))
-    return out
+    return tuple(out)
 
 
 def recurrent_state_per_layer(facts: ModelFacts, n_seq: int = 1) -> list[float]:
@@ -83,8 +90,14 @@ def kv_alloc_bytes_per_layer(
     n_ubatch: int = DEFAULT_N_UBATCH, swa_full: bool = False, flash_attn: bool = True,
 ) -> list[float]:
     """Context memory llama.cpp allocates for each layer at ``n_ctx``: its KV cache and its recurrent state."""
-    kv = kv_cache_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
-    return [a + b for a, b in zip(kv, recurrent_state_per_layer(facts), strict=True)]
+    return list(_kv_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn))
+
+
+@by_identity(1)
+def _kv_alloc_per_layer(facts: ModelFacts, n_ctx: int, type_k: str, type_v: str | None, n_ubatch: int,
+                        swa_full: bool, flash_attn: bool) -> tuple[float, ...]:
+    kv = _kv_cache_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
+    return tuple(a + b for a, b in zip(kv, recurrent_state_per_layer(facts), strict=True))
 
 
 def kv_alloc_bytes(
@@ -93,7 +106,7 @@ def kv_alloc_bytes(
 ) -> float:
     """Total context memory at ``n_ctx``: KV cache and recurrent state (``facts.kv_bytes`` gives the unpadded KV
     bytes for n_ctx stored tokens)."""
-    return sum(kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn))
+    return sum(_kv_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn))
 
 
 def kv_alloc_bytes_split(
@@ -211,6 +224,12 @@ def compute_buffer_bytes_for(
     n_batch: int | None = None,
 ) -> float:
     """``compute_buffer_bytes`` with the model's dimensions."""
+    return _compute_buffer_bytes_for(facts, n_ctx, n_ubatch, flash_attn, n_batch)
+
+
+@by_identity(1)
+def _compute_buffer_bytes_for(facts: ModelFacts, n_ctx: int, n_ubatch: int, flash_attn: bool,
+                              n_batch: int | None) -> float:
     return compute_buffer_bytes(
         n_ubatch, n_ctx, facts.n_vocab, facts.n_embd, facts.n_head, facts.n_ff, flash_attn, n_batch,
         moe_ff_per_token=moe_ff_per_token(facts), n_expert_used=facts.n_expert_used, attention=facts.kv_layers > 0,
