@@ -109,14 +109,14 @@ def test_concurrent_writers_leave_whole_entries_only(tmp_path: Path) -> None:
 
     def work() -> None:
         try:
-            for _ in range(5):
+            for _ in range(3):
                 for m in models:
                     cache = FactsCache(tmp_path / "facts")  # each a process of its own: nothing held in memory
                     assert cache.get(m).n_layer == read_model_facts(m).n_layer
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work) for _ in range(6)]
+    threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
