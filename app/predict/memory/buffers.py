@@ -63,7 +63,7 @@ def kv_cache_alloc_per_layer(
 @by_identity(1)
 def _kv_cache_alloc_per_layer(facts: ModelFacts, n_ctx: int, type_k: str, type_v: str | None, n_ubatch: int,
                               swa_full: bool, flash_attn: bool) -> tuple[float, ...]:
-    tk, tv = cache_type(type_k), cache_type(type_v or type_k)
+    k_bytes, v_bytes = cache_type(type_k).bytes_per_value, cache_type(type_v or type_k).bytes_per_value
     widths = facts.kv_widths()
     v_max = max((v for _, v in widths), default=0)
     full, swa = kv_cache_cells(n_ctx, facts.swa_window, n_ubatch, swa_full)
@@ -74,7 +74,7 @@ def _kv_cache_alloc_per_layer(facts: ModelFacts, n_ctx: int, type_k: str, type_v
             out.append(0.0)
             continue
         v = v if flash_attn or not v else v_max  # transposed V: padded to the widest layer's
-        out.append((k * tk.bytes_per_value + v * tv.bytes_per_value) * (swa if i in swa_set else full))
+        out.append((k * k_bytes + v * v_bytes) * (swa if i in swa_set else full))
     return tuple(out)
 
 
