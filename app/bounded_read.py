@@ -27,7 +27,8 @@ class FileTooLarge(OSError):
     """The file holds more bytes than its reader takes; str() names it and both sizes."""
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` is, in words ("a FIFO (named pipe)", "a character device", ...)."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -46,12 +47,12 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_B
     if stat.S_ISDIR(mode):  # the OS's own error, as every reader already words it ("Is a directory")
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
     if not stat.S_ISREG(mode):
-        raise NotARegularFile(f"{p}: is {_kind(mode)}, not a regular file")
+        raise NotARegularFile(f"{p}: is {kind_of(mode)}, not a regular file")
     fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # swapped for something else between the two looks
-            raise NotARegularFile(f"{p}: is {_kind(st.st_mode)}, not a regular file")
+            raise NotARegularFile(f"{p}: is {kind_of(st.st_mode)}, not a regular file")
         if st.st_size > max_bytes:
             raise FileTooLarge(f"{p}: {st.st_size:,} bytes, more than the {max_bytes:,} this reads")
         chunks, total = [], 0
@@ -77,12 +78,12 @@ def open_regular(path: str | os.PathLike[str]) -> io.BufferedReader:
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
     if not stat.S_ISREG(mode):
-        raise NotARegularFile(f"{p}: is {_kind(mode)}, not a regular file")
+        raise NotARegularFile(f"{p}: is {kind_of(mode)}, not a regular file")
     fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise NotARegularFile(f"{p}: is {_kind(st.st_mode)}, not a regular file")
+            raise NotARegularFile(f"{p}: is {kind_of(st.st_mode)}, not a regular file")
         return open(fd, "rb", closefd=True)  # noqa: SIM115 - the caller closes it
     except BaseException:
         os.close(fd)
@@ -123,6 +124,10 @@ def read_toml(path: str | os.PathLike[str], max_bytes: int = MAX_SMALL_FILE_BYTE
         raise TomlFileError("invalid", "not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise TomlFileError("invalid", str(e)) from None
+    except TomlFileError:
+        raise
+    except ValueError as e:  # tomllib's int() of a number past Python's 4,300 digits
+        raise TomlFileError("invalid", f"a value it holds cannot be read ({str(e).split(':')[0]})") from None
     except RecursionError:
         raise TomlFileError("nested", "its values are nested too deeply") from None
 
@@ -135,7 +140,7 @@ def read_prefix_text(path: str | os.PathLike[str], max_bytes: int) -> str:
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
     if not stat.S_ISREG(mode):
-        raise NotARegularFile(f"{p}: is {_kind(mode)}, not a regular file")
+        raise NotARegularFile(f"{p}: is {kind_of(mode)}, not a regular file")
     fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -7,6 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from app.shown_text import quoted
+
 Types = type | tuple[type, ...]
 
 _NAMES = {bool: "true or false", int: "an integer", str: "a string", list: "an array", dict: "a table"}
@@ -26,7 +28,7 @@ def check_table(table: object, required: Mapping[str, Types], optional: Mapping[
         raise error(f"{where}: must be a table, got {type(table).__name__}")
     unknown = sorted(set(table) - set(required) - set(optional))
     if unknown:
-        raise error(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join([*required, *optional])})")
+        raise error(f"{where}: unknown key {quoted(unknown[0])} (allowed: {', '.join([*required, *optional])})")
     missing = [k for k in required if k not in table]
     if missing:
         raise error(f"{where}: missing key {missing[0]!r}")
@@ -34,7 +36,7 @@ def check_table(table: object, required: Mapping[str, Types], optional: Mapping[
         want = required.get(key) or optional[key]
         wants_bool = bool in (want if isinstance(want, tuple) else (want,))
         if (isinstance(value, bool) and not wants_bool) or not isinstance(value, want):
-            raise error(f"{where}: {key} must be {type_name(want)}, got {type(value).__name__} {value!r}")
+            raise error(f"{where}: {key} must be {type_name(want)}, got {type(value).__name__} {quoted(value)}")
         if isinstance(value, float) and not math.isfinite(value):
-            raise error(f"{where}: {key} must be a finite number, got {value!r}")
+            raise error(f"{where}: {key} must be a finite number, got {quoted(value)}")
     return table

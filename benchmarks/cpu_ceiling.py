@@ -68,16 +68,16 @@ def main() -> int:
     print(f"{'type':<6} {'-p':>5} {'measured':>9} {'ceiling':>9} {'frac':>5}  {'kind':<17} {'old':>7} {'meas/old':>8}")
     exceeded = 0
     for row in rows:
-        if row.get("status") != "ok":
-            print(f"{row.get('model_filename')}: {row.get('error')}")
+        measured, ceiling = row.prefill_tps, row.pred_prefill_ceiling_tps
+        if row.status != "ok" or measured is None or ceiling is None:
+            print(f"{row.model_filename}: {row.error}")
             exceeded += 1
             continue
-        facts = cached_facts(str(row["model_path"]))
+        facts = cached_facts(str(row.model_path))
         old_tps = predict(facts, old, PredictSettings.from_row(row)).prefill_ceiling_tps
-        measured, ceiling = row["prefill_tps"], row["pred_prefill_ceiling_tps"]
         exceeded += measured >= ceiling
         kind = prefill_compute_doc(hw.cpu, facts.file_type)["prefill_ceiling_kind"]
-        print(f"{facts.file_type:<6} {row['n_prompt']:>5} {measured:>9.1f} {ceiling:>9.1f} {measured / ceiling:>5.2f}  "
+        print(f"{facts.file_type:<6} {row.n_prompt:>5} {measured:>9.1f} {ceiling:>9.1f} {measured / ceiling:>5.2f}  "
               f"{kind:<17} {old_tps:>7.1f} {measured / old_tps:>8.2f}")
     print("\nevery measurement below its ceiling" if not exceeded else f"\n{exceeded} test(s) at or above the ceiling")
     return 1 if exceeded else 0

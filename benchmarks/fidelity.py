@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.paths import default_model_path  # noqa: E402
+from app.results.row_types import ResultRow  # noqa: E402
 from app.run.params import parse_flash_attn  # noqa: E402
 from app.run.plan import TestSpec  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
@@ -46,16 +47,16 @@ def ours(model: str, threads: int, depth: int, reps: int, n_prompt: int, n_gen: 
     else:
         rows = SweepSession(tests, store=None, machine={}).run().rows
     pp, tg = rows
-    if pp.get("status") != "ok" or tg.get("status") != "ok":
-        raise SystemExit(f"harness run failed: {pp.get('error') or tg.get('error')}")
-    return {"prefill_tps": pp["prefill_tps"], "llama_prefill_tps": pp["llama_prefill_tps"],
-            "decode_tps": tg["decode_tps"], "llama_decode_tps": tg["llama_decode_tps"]}
+    if pp.status != "ok" or tg.status != "ok":
+        raise SystemExit(f"harness run failed: {pp.error or tg.error}")
+    return {"prefill_tps": pp.prefill_tps, "llama_prefill_tps": pp.llama_prefill_tps,
+            "decode_tps": tg.decode_tps, "llama_decode_tps": tg.llama_decode_tps}
 
 
 WINDOW = False  # --window: our side runs through the window
 
 
-def _run_in_window(tests: list[TestSpec]) -> list[dict]:
+def _run_in_window(tests: list[TestSpec]) -> list[ResultRow]:
     """The tests run by the window, as a user starts a sweep, its plots drawing live; the rows it shows."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QEventLoop
@@ -80,7 +81,7 @@ def _run_in_window(tests: list[TestSpec]) -> list[dict]:
         raise SystemExit(f"the window did not start the sweep: {why}")
     loop.exec()
     win.sweepFinished.disconnect(loop.quit)
-    return [dict(r) for r in win.session.ordered_rows()]
+    return win.session.ordered_rows()
 
 
 _WINDOW = None

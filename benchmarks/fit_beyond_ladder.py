@@ -41,6 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.calibrate.synth_models import SynthShape, write_synth_model  # noqa: E402
+from app.results.row_types import ResultRow  # noqa: E402
 
 #: A Q4_K_M-like mix: attn_v and ffn_down (dense or experts) Q6_K over a Q4_K body (llama.cpp's preset gives them
 #: more bits in some layers; all of them here).
@@ -109,9 +110,9 @@ def measure(paths: dict[str, Path], n_prompt: int, n_gen: int, repetitions: int,
     return dict(zip(paths, rows, strict=True))
 
 
-def median_of(row: dict[str, Any], phase: str) -> float | None:
-    samples = row.get(f"{phase}_samples_tps") or ()
-    return statistics.median(float(x) for x in samples) if row.get("status") == "ok" and samples else None
+def median_of(row: ResultRow, phase: str) -> float | None:
+    samples = (row.decode_samples_tps if phase == "decode" else row.prefill_samples_tps) or ()
+    return statistics.median(float(x) for x in samples) if row.status == "ok" and samples else None
 
 
 def predicted_rows(paths: dict[str, Path], measured: dict[str, dict[str, Any]], threads: int) -> list[Row]:

@@ -361,8 +361,8 @@ def one_run(run: int, win: Any, hb: Heartbeat, tests: list[Any], name: str,
           f"{process_pct - gui_pct:.1f}%")
     late = delays.report() if delays is not None else float("nan")
     for r in win.session.ok_rows():
-        print(f"  measured: p{r.get('n_prompt')} n{r.get('n_gen')} d{r.get('n_depth')}: "
-              f"TTFT {r.get('ttft_ms') or float('nan'):.1f} ms, decode {r.get('decode_tps') or float('nan'):.1f}"
+        print(f"  measured: p{r.n_prompt} n{r.n_gen} d{r.n_depth}: "
+              f"TTFT {r.ttft_ms or float('nan'):.1f} ms, decode {r.decode_tps or float('nan'):.1f}"
               f" tok/s")
     return max(gaps, default=float("nan")), percentile(gaps, 99), cpu_pct, late
 

@@ -35,7 +35,6 @@ import statistics
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,6 +46,7 @@ from app.predict.machine_fit.calibration_fit import MachineFit  # noqa: E402
 from app.predict.machine_fit.calibration_store import load_fit  # noqa: E402
 from app.predict.machine_fit.fitted_model import FitError  # noqa: E402
 from app.predict.settings import PredictSettings  # noqa: E402
+from app.results.row_types import ResultRow  # noqa: E402
 from app.results.store import ResultStore  # noqa: E402
 from app.run.plan import TestSpec, load_sweep_preset  # noqa: E402
 from app.run.session import SweepSession  # noqa: E402
@@ -160,38 +160,43 @@ def held_out_tests(args: argparse.Namespace) -> tuple[list[tuple[str, int]], lis
     return plan, tests
 
 
-def measure(tests: list[TestSpec]) -> list[dict[str, Any]]:
+def measure(tests: list[TestSpec]) -> list[ResultRow]:
     """Run ``tests`` (not stored: the calibration must never see them) and return their rows."""
     return SweepSession(tests, store=None, token_ticks=False).run().rows
 
 
-def phase_median(row: dict[str, Any], phase: str) -> float | None:
+def phase_samples(row: ResultRow, phase: str) -> list[float]:
+    """A row's samples of ``phase`` (tokens/s), each repetition's."""
+    return [float(x) for x in (row.decode_samples_tps if phase == "decode" else row.prefill_samples_tps) or ()]
+
+
+def phase_median(row: ResultRow, phase: str) -> float | None:
     """The median of a row's samples of ``phase`` (tokens/s); None for a failed row or no samples."""
-    samples = row.get(f"{phase}_samples_tps") or ()
-    return statistics.median(float(x) for x in samples) if row.get("status") == "ok" and samples else None
+    samples = phase_samples(row, phase)
+    return statistics.median(samples) if row.status == "ok" and samples else None
 
 
-def moved(before: dict[str, Any], after: dict[str, Any], phase: str) -> str:
+def moved(before: ResultRow, after: ResultRow, phase: str) -> str:
     """How far a row's measured median moved from before the calibration to after it, in %."""
     a, b = phase_median(before, phase), phase_median(after, phase)
     return f"{(b / a - 1.0) * 100:+6.1f}%" if a and b else "    n/a"
 
 
-def compare(plan: list[tuple[str, int]], tests: list[TestSpec], rows: list[dict[str, Any]], fit: MachineFit,
-            halves: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None) -> list[RowResult]:
+def compare(plan: list[tuple[str, int]], tests: list[TestSpec], rows: list[ResultRow], fit: MachineFit,
+            halves: tuple[list[ResultRow], list[ResultRow]] | None = None) -> list[RowResult]:
     """Print each row: predicted (band), measured median, error, noise (and, with ``halves``, how far the row moved
     across the calibration) and return the rows' errors."""
     print(f"{'model':<18} {'depth':>6} {'phase':<8} {'predicted (band)':>24} {'measured':>10} {'error':>8} "
           f"{'noise':>7}{'  moved across calibration' if halves else ''}")
     out: list[RowResult] = []
     for k, ((name, _), test, row) in enumerate(zip(plan, tests, rows, strict=True)):
-        if row.get("status") != "ok":
-            print(f"{row_key(name, test.n_depth)} failed: {row.get('error')}")
+        if row.status != "ok":
+            print(f"{row_key(name, test.n_depth)} failed: {row.error}")
             out += [RowResult(name, test.n_depth, phase, None, None) for phase in ("decode", "prefill")]
             continue
         expected = fit.expected(read_model_facts(test.model_path), PredictSettings.from_row(row))
         for phase in ("decode", "prefill"):
-            exp, samples = expected[phase], [float(x) for x in row[f"{phase}_samples_tps"]]
+            exp, samples = expected[phase], phase_samples(row, phase)
             measured = statistics.median(samples)
             if exp is None:
                 print(f"{row_key(name, test.n_depth, phase)} {'not fitted':>24} {measured:>10.1f}")

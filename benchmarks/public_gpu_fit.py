@@ -35,6 +35,7 @@ import math
 import statistics
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,8 +59,13 @@ from app.predict.public.arch_fit import (  # noqa: E402
     used,
 )
 from app.predict.public.bands import COVERAGE, Basis, Residual, Situation, band_for, min_residuals  # noqa: E402
-from app.predict.public.data import TRAINING_TABLE_PATHS, ReferenceResult, load_training, source_key  # noqa: E402
-from app.predict.public.fit import PublicGpuModel  # noqa: E402
+from app.predict.public.data import (  # noqa: E402
+    TRAINING_TABLE_PATHS,
+    ReferenceResult,
+    load_machine_spread,  # noqa: E402
+    load_training,
+)
+from app.predict.public.fit import PublicGpuModel, inside_ceiling  # noqa: E402
 from app.predict.public.held_out import (  # noqa: E402
     GROUPINGS,
     HELD_OUT_TABLE_PATHS,
@@ -189,6 +195,103 @@ def band_lines(model: PublicGpuModel) -> list[str]:
     return lines
 
 
+#: Issue #53's targets on each publication left out in turn: median |error|, share inside the band, median width.
+LOPO_TARGETS = {"decode": (0.10, 0.80, 1.6), "prefill": (0.25, 0.80, 2.5)}
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """One figure of a publication left out in turn: what the fit without it says, inside the ceiling, and its band
+    made of the other publications' errors (before and after the clip at the ceiling)."""
+
+    residual: Residual
+    measured: float
+    value: float
+    low: float
+    high: float
+    raw_high: float  # the band's top before the ceiling clipped it
+
+    @property
+    def abs_error(self) -> float:
+        return abs(self.value / self.measured - 1.0)
+
+    @property
+    def inside(self) -> bool:
+        return self.low <= self.measured <= self.high
+
+
+def left_out(model: PublicGpuModel) -> list[LeftOut]:
+    """Each training figure as a user of its publication would get it: the fit without that publication, the band of
+    its situation from the other publications' errors (at least the spread between machines), kept inside the row's
+    spec-sheet ceiling as ``expected`` keeps it."""
+    out = []
+    by_source: dict[str, list[Residual]] = {}
+    for r in model.residuals:
+        by_source.setdefault(r.source, []).append(r)
+    for source, own in sorted(by_source.items()):
+        others = [r for r in model.residuals if r.source != source]
+        for r in (r for r in own if r.fold == "publication"):
+            band = band_for(others, r.situation, r.phase, unit=model.cv_unit, floor=model.spread.get(r.phase))
+            low, high = band.edges(r.predicted_tps)
+            value, clipped_low, clipped_high = inside_ceiling(r.predicted_tps, low, high, r.ceiling_tps)
+            out.append(LeftOut(r, r.predicted_tps / math.exp(r.log_error), value, clipped_low, clipped_high, high))
+    return out
+
+
+def left_out_lines(model: PublicGpuModel) -> list[str]:
+    """Per phase and situation (each exact situation, then coarser ones): figures, median |error|, share inside the
+    band, median width, and band tops above the ceiling before the clip and as shown."""
+    got = left_out(model)
+    lines = ["| phase | situation | figures | publications | median \\|error\\| | inside the band | median width "
+             "(high ÷ low) | band tops above the ceiling: before the clip | as shown |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for phase in PHASES:
+        own = [g for g in got if g.residual.phase == phase]
+        for sit in situations([g.residual.situation for g in own]):
+            part = [g for g in own if sit.holds(g.residual.situation)]
+            if not part:
+                continue
+            inside = sum(g.inside for g in part)
+            lines.append(f"| {phase} | {sit.text()} | {len(part)} | {len({g.residual.source for g in part})} | "
+                         f"{statistics.median(g.abs_error for g in part):.1%} | {inside}/{len(part)} "
+                         f"({inside / len(part):.0%}) | {statistics.median(g.high / g.low for g in part):.2f} | "
+                         f"{sum(g.raw_high > g.residual.ceiling_tps * (1 + 1e-9) for g in part)} | "
+                         f"{sum(g.high > g.residual.ceiling_tps * (1 + 1e-9) for g in part)} |")
+    lines += ["", "| phase | test | figures | median \\|error\\| | inside the band | median width |",
+              "|---|---|---:|---:|---:|---:|"]
+    kinds: list[tuple[str, Callable[[ReferenceResult], bool]]] = [
+        ("dense model, from an empty cache", lambda r: not r.model.n_expert and not r.n_depth),
+        ("mixture of experts, from an empty cache", lambda r: bool(r.model.n_expert) and not r.n_depth),
+        ("at a depth (-d 2048 to 32768)", lambda r: r.n_depth > 0)]
+    for phase in PHASES:
+        for name, kind in kinds:
+            part = [g for g in got if g.residual.phase == phase and kind(model.rows[g.residual.row])]
+            if part:
+                inside = sum(g.inside for g in part)
+                lines.append(f"| {phase} | {name} | {len(part)} | {statistics.median(g.abs_error for g in part):.1%} | "
+                             f"{inside}/{len(part)} | {statistics.median(g.high / g.low for g in part):.2f} |")
+    lines.append("")
+    for phase in PHASES:
+        part = [g for g in got if g.residual.phase == phase]
+        if not part:
+            continue
+        target_err, target_in, target_width = LOPO_TARGETS[phase]
+        err = statistics.median(g.abs_error for g in part)
+        inside = sum(g.inside for g in part) / len(part)
+        width = statistics.median(g.high / g.low for g in part)
+        above = sum(g.high > g.residual.ceiling_tps * (1 + 1e-9) for g in part)
+        missed = [what for what, ok in (("median error", err <= target_err), ("coverage", inside >= target_in),
+                                        ("width", width <= target_width), ("ceiling", not above)) if not ok]
+        spread = model.spread.get(phase)
+        lines.append(f"{phase}, each of {len({g.residual.source for g in part})} publications left out in turn "
+                     f"({len(part)} figures): median |error| {err:.2%} (target ≤ {target_err:.0%}), inside the band "
+                     f"{inside:.1%} (target ≥ {target_in:.0%}), median band {width:.2f}x (target ≤ {target_width}x), "
+                     f"band tops above a spec-sheet ceiling {above} (target 0); floor: "
+                     f"{spread.text() if spread else 'none'}"
+                     f"{'  — target missed: ' + ', '.join(missed) if missed else '  — met'}")
+    return lines
+
+
 def granularity_lines(model: PublicGpuModel) -> list[str]:
     """How many publications each GPU, and each GPU on one backend, has in the training rows: a band made of one
     GPU's own errors (narrower than its situation's) needs as many publications as a conformal band needs errors,
@@ -196,8 +299,8 @@ def granularity_lines(model: PublicGpuModel) -> list[str]:
     by_gpu: dict[str, set[str]] = {}
     by_cell: dict[tuple[str, str], set[str]] = {}
     for r in model.rows:
-        by_gpu.setdefault(r.gpu, set()).add(source_key(r.source_url))
-        by_cell.setdefault((r.gpu, canonical_backend(r.backend)), set()).add(source_key(r.source_url))
+        by_gpu.setdefault(r.gpu, set()).add(r.publication_key)
+        by_cell.setdefault((r.gpu, canonical_backend(r.backend)), set()).add(r.publication_key)
     lines = ["| unit | count | with 1 publication | 2 | 3 | 4 or more | most publications |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for unit, groups in (("GPU", by_gpu), ("GPU on one backend", by_cell)):
@@ -404,7 +507,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a held-out table (TOML), never fitted; repeat for several (default: the shipped ones)")
     args = ap.parse_args(argv)
     tables = args.table or list(TRAINING_TABLE_PATHS)
-    model = PublicGpuModel(load_training(tables), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True)
+    model = PublicGpuModel(load_training(tables), load_profiles([HARDWARE_PROFILES_DIR]), skip_unprofiled=True,
+                           spread=load_machine_spread())
     print("## Training tables\n", *training_lines(model, tables), sep="\n")
     header = ["| architecture | GPU left out | model | test | measured t/s | predicted t/s | error |",
               "|---|---|---|---|---:|---:|---:|"]
@@ -435,6 +539,10 @@ def main(argv: list[str] | None = None) -> int:
           "the situation that fold made it in. A band is the conformal interval of its situation's errors; under "
           "the minimum the rule pools the coarser situation. The last column checks the rule within the training "
           "rows: each publication against the band made without it.")
+    print("\n## Each publication left out in turn (issue #53 acceptance)\n", *left_out_lines(model), sep="\n")
+    print("\nEvery training figure predicted by the fit without its publication, as `expected` predicts it for a user "
+          "of that machine, its band made of the other publications' errors of its situation, widened to the spread "
+          "between machines and kept inside the row's spec-sheet ceiling.")
     print("\n## How finely a band can be made: publications per GPU\n", *granularity_lines(model), sep="\n")
     held_tables = args.held_out or list(HELD_OUT_TABLE_PATHS)
     held = load_held_out(held_tables)

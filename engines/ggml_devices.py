@@ -168,7 +168,8 @@ def query_registry(lib_dir: Path | None = None) -> GgmlRegistry:
     _load_all_if_dynamic(ggml, lib_dir)
     backends = [_text(base.ggml_backend_reg_name(ggml.ggml_backend_reg_get(i)))
                 for i in range(ggml.ggml_backend_reg_count())]
-    devices, extra = [], []
+    devices: list[GgmlDevice] = []
+    extra: list[str] = []
     for i in range(ggml.ggml_backend_dev_count()):
         dev = ggml.ggml_backend_dev_get(i)
         reg = base.ggml_backend_dev_backend_reg(dev)

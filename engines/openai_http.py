@@ -84,10 +84,14 @@ class Endpoint:
         return min(IDLE_TIMEOUT_S, self.timeout_s)
 
     def _connection(self, deadline: Deadline) -> http.client.HTTPConnection:
-        """A connection whose every read waits at most ``idle_s`` and which ``deadline`` cuts when it passes."""
+        """A connection whose every read waits at most ``idle_s`` and which ``deadline`` cuts when it passes: its
+        socket is watched from the moment it connects, so a response that outlives the connection's hold on it (an
+        answer without Content-Length, or with ``Connection: close``: http.client then drops ``conn.sock``) is cut
+        too."""
         p = urlsplit(self.base_url)
-        cls = http.client.HTTPSConnection if p.scheme == "https" else http.client.HTTPConnection
+        cls = _WatchedHTTPS if p.scheme == "https" else _WatchedHTTP
         conn = cls(p.hostname or "", p.port, timeout=max(0.001, min(self.idle_s, deadline.left_s())))
+        conn.deadline = deadline
         deadline.watch_connection(conn)
         return conn
 
@@ -96,6 +100,32 @@ class Endpoint:
         if root and base.endswith("/v1"):
             base = base[: -len("/v1")]
         return f"{base}{tail}"
+
+
+class _WatchedHTTP(http.client.HTTPConnection):
+    """An HTTP connection that hands its socket to its :class:`Deadline` as soon as it connects."""
+
+    deadline: Deadline | None = None
+
+    def connect(self) -> None:
+        try:
+            super().connect()
+        finally:
+            if self.deadline is not None:
+                self.deadline.watch_socket(self.sock)
+
+
+class _WatchedHTTPS(http.client.HTTPSConnection):
+    """The same over TLS."""
+
+    deadline: Deadline | None = None
+
+    def connect(self) -> None:
+        try:
+            super().connect()
+        finally:
+            if self.deadline is not None:
+                self.deadline.watch_socket(self.sock)
 
 
 def api_key() -> str | None:
@@ -252,16 +282,26 @@ class _Stream:
                 continue
             delta = choice.get("delta")
             text = (delta.get("content") if isinstance(delta, dict) else None) if self.chat else choice.get("text")
+            if text is not None and not isinstance(text, str):  # an object, a list, a number: not generated text
+                where = "choices[].delta.content" if self.chat else "choices[].text"
+                raise _Fail(f"malformed reply: {where} is {_json_kind(text)}, not text")
             if text:
                 if self.result.first_token_ns is None:
                     self.result.first_token_ns = now
                 if len(self.result.chunk_ns) >= self.max_chunks:  # a flood of tiny chunks: memory, not tokens
                     raise _Fail(f"the server sent more than {self.max_chunks:,} chunks of text")
                 self.result.chunk_ns.append(now)
-                if isinstance(text, str) and len(self.result.text) < MAX_KEPT_TEXT:
+                if len(self.result.text) < MAX_KEPT_TEXT:
                     self.result.text += text[: MAX_KEPT_TEXT - len(self.result.text)]
             if choice.get("finish_reason"):
                 self.result.finish_reason = str(choice["finish_reason"])
+
+
+def _json_kind(value: object) -> str:
+    """``an object``, ``a list``, ``a number``, ``true``: what a JSON value is, for an error line."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return {dict: "an object", list: "a list", int: "a number", float: "a number"}.get(type(value), "not text")
 
 
 class _Fail(Exception):
@@ -295,8 +335,7 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, *, context:
     deadline = Deadline(total_s)  # a server sending a byte before each read's timeout cannot hold us longer
     conn = endpoint._connection(deadline)
     try:
-        conn.connect()
-        deadline.watch_socket(conn.sock)  # http.client lets conn.sock go once the response owns it
+        conn.connect()  # its socket is the deadline's from here (Endpoint._connection)
         if on_socket is not None and conn.sock is not None:
             on_socket(conn.sock)
         if cancel is not None and cancel.is_set():
@@ -347,7 +386,7 @@ def served_models(endpoint: Endpoint) -> list[str] | None:
                                                                  if k != "Content-Type"})
         resp = conn.getresponse()
         payload = resp.read(1 << 20)
-        if resp.status != 200:
+        if resp.status != 200 or deadline.overdue:
             return None
         data = json.loads(payload)
     except (OSError, http.client.HTTPException, ValueError, ArithmeticError, RecursionError):
@@ -363,35 +402,35 @@ def served_models(endpoint: Endpoint) -> list[str] | None:
 
 
 def count_tokens(endpoint: Endpoint, text: str) -> int | None:
-    """The server's token count for ``text`` (llama-cpp-python, llama.cpp and vLLM tokenize routes), or None. Each
-    route asked has a total deadline of :data:`SIDE_REQUEST_S` (at most the endpoint's own); a route that runs past
-    it ends the asking (a server that slow is not asked the next route)."""
+    """The server's token count for ``text`` (llama-cpp-python, llama.cpp and vLLM tokenize routes), or None. One
+    total deadline of :data:`SIDE_REQUEST_S` (at most the endpoint's own) covers every route asked: a route that
+    answers slowly leaves the next only what is left, and none is asked once it has passed."""
     tries = (("/extras/tokenize/count", {"input": text, "model": endpoint.model}),
              ("/tokenize", {"content": text, "prompt": text, "model": endpoint.model}))
-    for tail, body in tries:
-        deadline = Deadline(min(SIDE_REQUEST_S, endpoint.timeout_s))
-        conn = endpoint._connection(deadline)
-        try:
-            conn.request("POST", endpoint._path(tail, root=True), body=json.dumps(body), headers=_headers())
-            resp = conn.getresponse()
-            payload = resp.read(1 << 22)
-            if resp.status != 200:
-                continue
-            data = json.loads(payload)
-            if isinstance(data, dict) and isinstance(data.get("count"), int):
-                return int(data["count"])
-            if isinstance(data, dict) and isinstance(data.get("tokens"), list):
-                return len(data["tokens"])
-        except (OSError, http.client.HTTPException, ValueError, ArithmeticError, RecursionError):
+    deadline = Deadline(min(SIDE_REQUEST_S, endpoint.timeout_s))
+    try:
+        for tail, body in tries:
             if deadline.overdue:
                 return None
-            continue
-        finally:
-            deadline.close()
-            conn.close()
-        if deadline.overdue:
-            return None
-    return None
+            conn = endpoint._connection(deadline)
+            try:
+                conn.request("POST", endpoint._path(tail, root=True), body=json.dumps(body), headers=_headers())
+                resp = conn.getresponse()
+                payload = resp.read(1 << 22)
+                if resp.status != 200 or deadline.overdue:
+                    continue
+                data = json.loads(payload)
+                if isinstance(data, dict) and isinstance(data.get("count"), int):
+                    return int(data["count"])
+                if isinstance(data, dict) and isinstance(data.get("tokens"), list):
+                    return len(data["tokens"])
+            except (OSError, http.client.HTTPException, ValueError, ArithmeticError, RecursionError):
+                continue
+            finally:
+                conn.close()
+        return None
+    finally:
+        deadline.close()
 
 
 def poisson_arrivals_s(n: int, rate_rps: float | None, seed: int) -> list[float]:

@@ -17,6 +17,8 @@ import math
 import re
 from typing import Any
 
+from app.shown_text import cell_text
+
 Record = dict[str, Any]
 
 FORMATS = ("csv", "json", "jsonl", "md")
@@ -201,8 +203,8 @@ def parse_csv(text: str) -> list[Record]:
                 continue
             if len(cells) != len(header):
                 raise BenchFormatError(f"{where}: {len(cells)} cells where the header has {len(header)}")
-            record = {f: value_from_text(f, c, where) for f, c in zip(header, cells, strict=True)
-                      if f in KNOWN_FIELDS}
+            record = {f: value_from_text(f, cell_text(c), where) for f, c in zip(header, cells, strict=True)
+                      if f in KNOWN_FIELDS}  # cell_text: a CSV of ours, its spreadsheet escapes undone
             records.append(_check_record(record, where))
     except csv.Error as e:
         raise BenchFormatError(f"not valid CSV ({e})") from None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.bench_import.rows import llama_bench_test
+from app.results.row_types import ResultRow
 
 GIB = 1024**3
 #: Every layer offloaded, as the reference table writes it: llama-bench's default -ngl (99 in older builds, -1 now,
@@ -50,6 +51,7 @@ SETTING_COLUMNS = ("model_type", "model_size", "model_n_params", "model_filename
                    "build_number")
 _SHOWN = (("n_gpu_layers", "ngl"), ("flash_attn", "fa"), ("type_k", "ctk"), ("type_v", "ctv"),
           ("n_ubatch", "ub"), ("n_batch", "b"), ("n_threads", "t"), ("no_kv_offload", "nkvo"))
+_ABOUT_THE_MODEL = ("model_type", "model_size", "model_n_params", "backends")
 
 
 class PublicTomlError(ValueError):
@@ -87,15 +89,21 @@ def backend_word(backends: str) -> str:
     return ",".join(gpu) or "CPU"
 
 
-def _settings(row: dict[str, Any]) -> str:
-    return ", ".join(f"{flag} {row[k]}" for k, flag in _SHOWN if row.get(k) is not None)
+def _settings(row: ResultRow) -> str:
+    return ", ".join(f"{flag} {row.value(k)}" for k, flag in _SHOWN if row.value(k) is not None)
+
+
+def _configuration(row: ResultRow) -> tuple[Any, ...]:
+    """What makes the row's configuration (:data:`SETTING_COLUMNS`: table fields and llama-bench's extra keys)."""
+    columns = row.to_mapping()
+    return tuple(columns.get(k) for k in SETTING_COLUMNS)
 
 
 def _rounded(value: float) -> float:
     return round(float(value), 2)
 
 
-def public_results(files: Sequence[tuple[str, list[dict[str, Any]]]], gpu: str, source_url: str
+def public_results(files: Sequence[tuple[str, list[ResultRow]]], gpu: str, source_url: str
                    ) -> tuple[list[dict[str, Any]], list[str]]:
     """(reference results, notes): each file's pp and tg rows at depth 0 paired per configuration.
 
@@ -107,54 +115,55 @@ def public_results(files: Sequence[tuple[str, list[dict[str, Any]]]], gpu: str, 
     results: list[dict[str, Any]] = []
     notes: list[str] = []
     for label, rows in files:
-        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        groups: dict[tuple[Any, ...], list[ResultRow]] = {}
         for row in rows:
-            groups.setdefault(tuple(row.get(k) for k in SETTING_COLUMNS), []).append(row)
+            groups.setdefault(_configuration(row), []).append(row)
         for group in groups.values():
             first = group[0]
-            what = f"{label}: {first.get('model_type') or first.get('model_filename') or 'a model'}" + \
+            what = f"{label}: {first.model_type or first.model_filename or 'a model'}" + \
                 (f" ({_settings(first)})" if _settings(first) else "")
-            pp = [r for r in group if r["n_prompt"] and not r["n_gen"] and not r.get("n_depth")]
-            tg = [r for r in group if r["n_gen"] and not r["n_prompt"] and not r.get("n_depth")]
+            pp = [r for r in group if r.n_prompt and not r.n_gen and not r.n_depth and r.avg_ts is not None]
+            tg = [r for r in group if r.n_gen and not r.n_prompt and not r.n_depth and r.avg_ts is not None]
             if not pp and not tg:
                 notes.append(f"{what}: left out, no pp or tg test from an empty cache")
                 continue
-            missing = [k for k in ("model_type", "model_size", "model_n_params", "backends") if first.get(k) is None]
-            if missing:
+            missing = [k for k in _ABOUT_THE_MODEL if first.value(k) is None]
+            if missing or first.model_type is None or first.model_size is None or first.model_n_params is None:
                 notes.append(f"{what}: left out, the file does not give {', '.join(missing)}")
                 continue
-            backend = backend_word(str(first["backends"]))
+            backend = backend_word(str(first.backends))
             if backend == "CPU":
-                notes.append(f"{what}: left out, it ran on the CPU backend ({first['backends']}), not a GPU")
+                notes.append(f"{what}: left out, it ran on the CPU backend ({first.backends}), not a GPU")
                 continue
-            model = parse_model_type(str(first["model_type"]))
+            model = parse_model_type(first.model_type)
             taken = [t[0] for t in (pp, tg) if t]
             left = [llama_bench_test(r) for r in group if not any(r is t for t in taken)]
             took = " and ".join(llama_bench_test(t) for t in taken)
             if left:
                 notes.append(f"{what}: took {took}; left out {', '.join(left)}")
-            ngl = first.get("n_gpu_layers")
+            ngl = first.n_gpu_layers
             only = "" if pp and tg else f" (the source has no {'pp' if not pp else 'tg'} test of it)"
             section = f"{label}: llama-bench row{'s' if len(taken) > 1 else ''} {took}{only} of " \
-                      f"{first['model_type']}" + (f" ({_settings(first)})" if _settings(first) else "")
+                      f"{first.model_type}" + (f" ({_settings(first)})" if _settings(first) else "")
             if ngl is None:
                 section += f"; ngl not shown: llama-bench's default, every layer ({DEFAULT_N_GPU_LAYERS})"
             elif ngl < 0:
                 section += f"; ngl {ngl}: every layer ({DEFAULT_N_GPU_LAYERS})"
-            build = str(first.get("build_commit") or "")
-            if build and first.get("build_number") is not None:
-                build += f" ({first['build_number']})"
+            build = first.build_commit or ""
+            build_number = first.extra.get("build_number")  # llama-bench's column the field table lacks
+            if build and build_number is not None:
+                build += f" ({build_number})"
             results.append({
                 "gpu": gpu, "model": model.name, "weight_type": model.weight_type, "ggml_type": model.ggml_type,
-                "file_size_gib": _rounded(first["model_size"] / GIB),
-                "n_params_b": _rounded(first["model_n_params"] / 1e9),
+                "file_size_gib": _rounded(first.model_size / GIB),
+                "n_params_b": _rounded(first.model_n_params / 1e9),
                 "backend": backend,
                 "n_gpu_layers": int(ngl) if ngl is not None and ngl >= 0 else DEFAULT_N_GPU_LAYERS,
-                "n_prompt": int(pp[0]["n_prompt"]) if pp else 0,
-                **({"pp_tps": _rounded(pp[0]["avg_ts"]), "pp_sd_tps": _rounded(pp[0].get("stddev_ts") or 0.0)}
+                "n_prompt": pp[0].n_prompt or 0 if pp else 0,
+                **({"pp_tps": _rounded(pp[0].avg_ts or 0.0), "pp_sd_tps": _rounded(pp[0].stddev_ts or 0.0)}
                    if pp else {}),
-                "n_gen": int(tg[0]["n_gen"]) if tg else 0,
-                **({"tg_tps": _rounded(tg[0]["avg_ts"]), "tg_sd_tps": _rounded(tg[0].get("stddev_ts") or 0.0)}
+                "n_gen": tg[0].n_gen or 0 if tg else 0,
+                **({"tg_tps": _rounded(tg[0].avg_ts or 0.0), "tg_sd_tps": _rounded(tg[0].stddev_ts or 0.0)}
                    if tg else {}),
                 "build": build, "source_url": source_url, "source_section": section,
             })

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -35,7 +36,7 @@ from typing import Any
 from app.calibrate.synth_models import SynthShape, write_synth_model
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
-from app.paths import data_dir
+from app.paths import data_dir, remove_leftovers
 from app.predict.cpu_kernels import cpu_class_table, fallback_type
 from app.predict.machine_fit.calibration_fit import (
     MachineContext,
@@ -63,6 +64,12 @@ from app.telemetry.llama_build import installed_gpu_backends
 from app.telemetry.machine import scan_machine
 from app.telemetry.repack_guard import ensure_verdict
 
+#: The folder the ladder's models are written to while a calibration runs: ``ladder-<pid>-<random>`` in the data dir's
+#: calibration folder, removed when it ends; one whose process is gone (killed) is removed by the next calibration.
+#: Older versions named it without the pid: removed once a day old.
+LADDER_PREFIX = "ladder-"
+LADDER_NAME = re.compile(rf"^{LADDER_PREFIX}(\d+)-")
+OLD_LADDER_NAME = re.compile(rf"^{LADDER_PREFIX}(?!\d+-)")
 #: One type per CPU kernel path the common files use (app.predict.cpu_kernels): on x86 with AVX2, Q4_0 and Q4_K run
 #: the repacked GEMM kernels, Q4_1, Q5_0, Q8_0, Q5_K and Q6_K the plain vec_dot ones, F16 the float path.
 LADDER_TYPES: tuple[str, ...] = ("Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16")
@@ -247,13 +254,14 @@ def ladder_tests(models: Mapping[Path, LadderModel], o: CalibrateOptions, gpu_bu
     default) each test also runs with none (-ngl 0: the host side of a split placement), and the anchor type's
     first :data:`CROSSING_SHAPES` shapes run with the feed-forward of half their layers kept on the host (-ot),
     the short prompt from an empty cache: their crossings' cost (app.predict.machine_fit.crossing_fit)."""
-    common = dict(n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
-    out = [TestSpec(str(path), n_prompt=p, n_depth=d, **common, **({} if fa else {"flash_attn": 0}))
+    common = TestSpec("", n_gen=o.n_gen, n_threads=o.n_threads, repetitions=o.repetitions)
+    out = [replace(common, model_path=str(path), n_prompt=p, n_depth=d,
+                   flash_attn=common.flash_attn if fa else 0)
            for path, m in models.items() for p, d, fa in m.tests]
     if not gpu_build:
         return out
-    crossing = [TestSpec(str(path), n_prompt=o.prompts[0], **{**common, "repetitions": 2 * o.repetitions},
-                         tensor_buft_overrides=host_ffn_override(m.shape.n_layer))
+    crossing = [replace(common, model_path=str(path), n_prompt=o.prompts[0], repetitions=2 * o.repetitions,
+                        tensor_buft_overrides=host_ffn_override(m.shape.n_layer))
                 for path, m in [(p, m) for p, m in models.items() if m.shape.weight_type in o.anchor_types][
                     :CROSSING_SHAPES]]
     return out + [replace(t, n_gpu_layers=0) for t in out] + crossing
@@ -411,12 +419,12 @@ class Calibration:
         fit = fit_rows(rows)
         disturbed = disturbed_labels(fit)
         left_out = {i for i, r in enumerate(rows) if r.status == RowStatus.OK and untrustworthy(r)}
-        again = [i for i, r in enumerate(rows) if row_label(r) in disturbed or i in left_out]
-        if not again or len(again) > len(rows) // 2:  # none, or the whole machine is busy: measuring again won't help
+        redo = [i for i, r in enumerate(rows) if row_label(r) in disturbed or i in left_out]
+        if not redo or len(redo) > len(rows) // 2:  # none, or the whole machine is busy: measuring again won't help
             return rows, fit
-        self.progress(f"measuring {len(again)} disturbed tests again"
+        self.progress(f"measuring {len(redo)} disturbed tests again"
                       + (f" ({len(left_out)} of them unstable or busy)" if left_out else ""))
-        for i, row in zip(again, self._measure([tests[i] for i in again], machine), strict=True):
+        for i, row in zip(redo, self._measure([tests[i] for i in redo], machine), strict=True):
             if row.status != RowStatus.OK or untrustworthy(row):
                 continue
             rows[i] = row if i in left_out else faster(rows[i], row)
@@ -462,7 +470,10 @@ class Calibration:
 
         root = data_dir() / "calibration"
         root.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="ladder-", dir=root))
+        left = remove_leftovers(root, LADDER_NAME, unowned=OLD_LADDER_NAME)  # a killed calibration's: SIGKILL cleans
+        if left:  # nothing up
+            self.progress(f"removed {len(left)} ladder folder(s) a killed calibration left behind")
+        folder = Path(tempfile.mkdtemp(prefix=f"{LADDER_PREFIX}{os.getpid()}-", dir=root))  # whose: its process id
         try:
             _rows, fit = self._measure_ladder(folder, scan.run_facts(), fit_rows)
         finally:
@@ -522,12 +533,10 @@ def pooled(a: ResultRow, b: ResultRow) -> ResultRow:
         xs = [float(x) for r in oks for x in getattr(r, f"{phase}_samples_tps") or ()]
         if xs:
             changes.update({f"{phase}_samples_tps": xs, **spread(f"{phase}_tps", xs)})
-    changes["unstable"] = int(any(r.unstable for r in oks))
-    changes["unstable_metrics"] = ",".join(dict.fromkeys(m for r in oks for m in (r.unstable_metrics or "").split(",")
-                                                         if m))
+    unstable_metrics = ",".join(dict.fromkeys(m for r in oks for m in (r.unstable_metrics or "").split(",") if m))
     busy = [float(p) for r in oks if (p := r.host_other_cpu_pct) is not None and math.isfinite(p)]
-    changes["host_other_cpu_pct"] = max(busy) if busy else None
-    return b.replace(**changes)
+    return b.replace(**changes, unstable=int(any(r.unstable for r in oks)), unstable_metrics=unstable_metrics,
+                     host_other_cpu_pct=max(busy) if busy else None)
 
 
 def faster(a: ResultRow, b: ResultRow) -> ResultRow:

@@ -83,6 +83,8 @@ class CachedMeasurement:
     build_commit: str = ""  # llama.cpp's, as the worker reported it
     measured_at: str = ""  # ISO 8601, local time
     model_filename: str = ""
+    #: other processes' CPU use during the test (%), where it was over the busy bound: such a figure is never kept
+    busy_other_cpu_pct: float | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,9 +157,10 @@ class MeasureCache:
         if entry is None or entry.get("key") != key or not isinstance(entry.get("measurement"), dict):
             return None
         try:
-            return CachedMeasurement.from_json_dict(entry["measurement"])
+            found = CachedMeasurement.from_json_dict(entry["measurement"])
         except (ValueError, TypeError, KeyError):
             return None
+        return None if found.busy_other_cpu_pct is not None else found  # taken while busy: never an answer
 
     def _lock_path(self, name: str) -> Path:
         return self.path.parent / "locks" / f"{name}.lock"
@@ -219,7 +222,11 @@ class MeasureCache:
         """Add (or replace) one entry and write the file whole; OSError if it cannot be written. Entries another
         process wrote since this cache was read are kept (what is on disk wins over this process's older copy); a
         figure of this key another process kept meanwhile that disagrees keeps the faster, marked unstable; beyond
-        MAX_ENTRIES the oldest go. Ends this process's claim on the key."""
+        MAX_ENTRIES the oldest go. Ends this process's claim on the key. ValueError for a figure taken while other
+        processes held the cores (never an answer)."""
+        if measurement.busy_other_cpu_pct is not None:
+            self.release()
+            raise ValueError("a figure measured while other processes held the cores is not cached")
         digest = key_digest(key)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,9 +27,10 @@ from enum import StrEnum
 from typing import Any
 
 from app.choose.measure_cache import CachedMeasurement, MeasureCache, file_identity
-from app.choose.verdicts import Figure, FileChoice, llama_server_command, quality_key
+from app.choose.verdicts import FileChoice, llama_server_command, quality_key
 from app.model.gguf_http import is_url
-from app.results.fields import RowStatus
+from app.predict.answer import Figure
+from app.results.fields import BUSY_OTHER_CPU_PCT, RowStatus, taken_while_busy
 from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.run.events import Event, Notice
@@ -49,6 +50,17 @@ SWEEP_NAME = "choose-measure"
 
 class MeasureFailed(Exception):
     """A measurement that gave no figure (the test failed, the worker died); ``str()`` is the one-line cause."""
+
+
+class MeasuredWhileBusy(MeasureFailed):
+    """A figure taken while other processes held the cores: it is no measure of this machine, except as a floor
+    (contention only slows a test). ``decode_tps`` is the figure at the asked context."""
+
+    def __init__(self, decode_tps: float, other_cpu_pct: float) -> None:
+        self.decode_tps, self.other_cpu_pct = decode_tps, other_cpu_pct
+        super().__init__(f"{decode_tps:,.1f} tok/s measured while other processes used {other_cpu_pct:.0f} % of a CPU "
+                         f"(over {BUSY_OTHER_CPU_PCT:.0f} %): not this machine's figure, not cached; measure again "
+                         "when it is quieter")
 
 
 class MeasureCancelled(Exception):
@@ -82,6 +94,7 @@ class StepKind(StrEnum):
     RULED_OUT = "ruled_out"  # the predicted band lies entirely below the floor: not run
     MEASURED = "measured"  # measured (now or from the cache)
     FAILED = "failed"  # the test gave no figure
+    BUSY = "busy"  # measured below the floor while other processes held the cores: undecided, the search stops
     SKIPPED = "skipped"  # cannot be measured here (a URL)
 
 
@@ -163,6 +176,12 @@ def placement_axis(choice: FileChoice, gpu_offload: bool) -> str:
 def _measure_step(candidate: Candidate, measure: Measure, floor: float) -> Step:
     try:
         value = measure(candidate)
+    except MeasuredWhileBusy as e:  # slowed by others: it can show the floor is met, never that it is not
+        if e.decode_tps >= floor:
+            return Step(candidate, StepKind.MEASURED, e.decode_tps, True,
+                        f"meets the {floor:g} tok/s floor even while other processes used {e.other_cpu_pct:.0f} % "
+                        "of a CPU")
+        return Step(candidate, StepKind.BUSY, e.decode_tps, why=str(e))
     except MeasureFailed as e:
         return Step(candidate, StepKind.FAILED, why=str(e))
     meets = value >= floor
@@ -215,8 +234,10 @@ def search(choices: Sequence[FileChoice], min_decode_tps: float, measure: Measur
 
     A file whose predicted band lies entirely below the floor is ruled out unmeasured; one ``measurable`` refuses
     (a URL) is skipped; a failed measurement rules that file out. The first that meets the floor is the pick and the
-    search stops. With ``gpu_offload`` its placement is then searched (:func:`_refine`). A MeasureCancelled from
-    ``measure`` ends the search with what it has (``cancelled``)."""
+    search stops; with ``gpu_offload`` its placement is then searched (:func:`_refine`). A file measured below the
+    floor while other processes held the cores stops it with no pick: that file is not shown to be too slow, so no
+    file of lower quality may be chosen over it. A MeasureCancelled from ``measure`` ends the search with what it
+    has (``cancelled``)."""
     report = on_step or (lambda _s: None)
     ordered = quality_order(choices, max_kld)
     steps: list[Step] = []
@@ -235,6 +256,8 @@ def search(choices: Sequence[FileChoice], min_decode_tps: float, measure: Measur
                 step = _measure_step(cand, measure, min_decode_tps)
             steps.append(step)
             report(step)
+            if step.kind == StepKind.BUSY:
+                break
             if step.meets_floor:
                 pick = step
                 axis = placement_axis(c, gpu_offload)
@@ -307,6 +330,7 @@ class MeasuredTest:
     run_id: str
     measured_at: str
     depth_note: str  # "" when measured at the context's depth
+    busy_other_cpu_pct: float | None = None  # other processes' CPU use during the test, where over the busy bound
 
     def to_json_dict(self) -> dict[str, Any]:
         c = self.candidate
@@ -315,7 +339,7 @@ class MeasuredTest:
                 "repetitions": MEASURE_REPETITIONS, "n_depth": self.n_depth, "decode_tps": round(self.decode_tps, 3),
                 "decode_at_context_tps": round(self.at_context_tps, 3), "from_cache": self.from_cache,
                 "unstable": self.unstable, "run_id": self.run_id, "measured_at": self.measured_at,
-                "depth_note": self.depth_note}
+                "depth_note": self.depth_note, "busy_other_cpu_pct": self.busy_other_cpu_pct}
 
 
 def spec_for(c: Candidate, n_depth: int, n_threads: int = 0) -> TestSpec:
@@ -392,9 +416,11 @@ class Measurer:
             found, from_cache, depth_note = self._measure(test, key_at[depth]), False, why_empty
         scale = depth_scale(c.choice) if depth_note else 1.0
         m = MeasuredTest(c, found.decode_tps, found.n_depth, found.decode_tps * scale, from_cache, found.unstable,
-                         found.run_id, found.measured_at, depth_note)
+                         found.run_id, found.measured_at, depth_note, found.busy_other_cpu_pct)
         self.tests.append(m)
         self.progress(self.result_line(m))
+        if m.busy_other_cpu_pct is not None:
+            raise MeasuredWhileBusy(m.at_context_tps, m.busy_other_cpu_pct)
         return m.at_context_tps
 
     def _measure(self, test: TestSpec, key: dict[str, Any]) -> CachedMeasurement:
@@ -403,12 +429,17 @@ class Measurer:
             raise MeasureCancelled()
         if row.status != RowStatus.OK or not row.decode_tps:
             raise MeasureFailed(row.error or "the test gave no decode figure")
+        busy = taken_while_busy(row) is True
         m = CachedMeasurement(
             decode_tps=float(row.decode_tps), n_depth=test.n_depth,
             prefill_tps=float(row.prefill_tps) if row.prefill_tps else None,
-            ttft_ms=float(row.ttft_ms) if row.ttft_ms else None, unstable=row.unstable == 1,
+            ttft_ms=float(row.ttft_ms) if row.ttft_ms else None, unstable=row.unstable == 1 or busy,
             run_id=row.run_id or "", build_commit=row.build_commit or "",
-            measured_at=datetime.now().isoformat(timespec="seconds"), model_filename=row.model_filename or "")
+            measured_at=datetime.now().isoformat(timespec="seconds"), model_filename=row.model_filename or "",
+            busy_other_cpu_pct=float(row.host_other_cpu_pct) if busy else None)  # type: ignore[arg-type]
+        if busy:  # never the cached answer to this question: the next search measures it again
+            self.cache.release()
+            return m
         try:
             self.cache.put(key, m)
         except OSError as e:
@@ -421,6 +452,8 @@ class Measurer:
         if m.depth_note:
             figure += f"; {m.at_context_tps:,.1f} at {self.n_ctx:,} tokens by the ratio of its predicted figures"
         figure += " ⚠ unstable" if m.unstable else ""
+        if m.busy_other_cpu_pct is not None:
+            figure += f": other processes used {m.busy_other_cpu_pct:.0f} % of a CPU during it (not cached)"
         if not m.from_cache:
             return f"  → {figure}"
         when = f"measured {m.measured_at}" + (f", run {m.run_id}" if m.run_id else "")
@@ -452,6 +485,8 @@ class Measurer:
                  f"{result.count(StepKind.RULED_OUT)} ruled out by prediction"]
         if result.count(StepKind.FAILED):
             parts.append(f"{result.count(StepKind.FAILED)} failed")
+        if result.count(StepKind.BUSY):
+            parts.append(f"{result.count(StepKind.BUSY)} taken while other processes held the cores")
         if result.count(StepKind.SKIPPED):
             parts.append(f"{result.count(StepKind.SKIPPED)} skipped (URLs)")
         if result.not_needed:
@@ -509,8 +544,12 @@ def answer(result: SearchResult, tests: Sequence[MeasuredTest], n_ctx: int, coun
                        else "It has the best quality of the files that fit.")
                     + (f" Not measured (not on this machine): {skipped}." if skipped else ""))
         return MeasuredAnswer(result, tuple(tests), sentence, llama_server_command(choice, n_ctx), counts, n_ctx)
+    busy = next((s for s in result.steps if s.kind == StepKind.BUSY), None)
     if result.cancelled:
         sentence = "Cancelled: no answer yet (what was measured is kept in the cache and the results store)."
+    elif busy is not None:
+        sentence = (f"No answer yet: {busy.candidate.label} was measured while other processes held the cores "
+                    f"({busy.why}).")
     elif not result.steps:
         sentence = "Nothing to measure: no file fits here at that context within the KLD limit."
     else:
@@ -548,4 +587,6 @@ def step_line(step: Step) -> str:
         return f"skipped: {c.choice.filename} ({step.why})"
     if step.kind == StepKind.FAILED:
         return f"failed: {c.label}: {step.why}"
+    if step.kind == StepKind.BUSY:
+        return f"undecided: {c.label}: {step.why}"
     return f"  {c.choice.filename}: {step.decode_tps:,.1f} tok/s at the context, {step.why}"

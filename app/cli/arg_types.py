@@ -79,3 +79,35 @@ def check_threads(n_threads: int) -> None:
     if not 0 <= n_threads <= limit:
         raise UserError(f"-t {n_threads}: must be between 0 (all) and {limit} (4 × the CPU threads this process "
                         "may use)")
+
+
+#: --ram's range (GiB): from a small board to more than any workstation holds
+RAM_GIB_RANGE = (0.5, 65536.0)
+#: --margin's range (MiB): none, up to more than any GPU holds
+MARGIN_MIB_RANGE = (0.0, 1_048_576.0)
+#: GPU memory every placement leaves free by default: llama.cpp's --fit-target (common/common.h fit_params_target)
+DEFAULT_MARGIN_MIB = 1024.0
+
+
+def ram_gib_arg(text: str) -> float:
+    value = finite(RAM_GIB_RANGE[0])(text)
+    if value > RAM_GIB_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"{text[:40]} GiB is more RAM than any machine holds (at most "
+                                         f"{RAM_GIB_RANGE[1]:g})")
+    return value
+
+
+def margin_mib(text: str) -> float:
+    """``--margin``: MiB of GPU memory every placement leaves free."""
+    value = finite(MARGIN_MIB_RANGE[0])(text)
+    if value > MARGIN_MIB_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"{text[:40]} MiB is more than any GPU holds (at most "
+                                         f"{MARGIN_MIB_RANGE[1]:g})")
+    return value
+
+
+def add_margin_option(p: argparse.ArgumentParser) -> None:
+    """``--margin MiB``, as ``predict`` and ``choose`` take it."""
+    p.add_argument("--margin", dest="margin_mib", type=margin_mib, default=DEFAULT_MARGIN_MIB, metavar="MiB",
+                   help=f"GPU memory every placement leaves free (default {DEFAULT_MARGIN_MIB:g}, as llama.cpp's "
+                        "--fit-target): a card filled to the last MiB fails to load or spills into shared memory")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from typing import Any
 
@@ -17,7 +16,8 @@ from app.calibrate import FitError
 from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
 from app.calibrate.synth_models import WRITABLE_TYPES
 from app.cli.arg_types import check_threads
-from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError, print_line
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
 from app.results.store import ResultStore
 
 #: The most repetitions per test and passes over the ladder a calibration takes (each is minutes of work already).
@@ -54,7 +54,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     def progress(msg: str) -> None:
         if not args.quiet:
-            print(f"calibrate: {msg}", file=sys.stderr, flush=True)
+            print_line(f"calibrate: {msg}")
 
     with ResultStore.recover(args.store) as store:
         calibration = Calibration(options, store=store, progress=progress)
@@ -65,14 +65,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             print("gguf-bench: calibration cancelled; the previous fit is unchanged", file=sys.stderr)
             return EXIT_CANCELLED
         except FitError as e:
-            print(f"gguf-bench: calibration could not fit: {e}", file=sys.stderr)
+            print_line(f"gguf-bench: calibration could not fit: {e}")
             return EXIT_TESTS_FAILED
         except OSError as e:  # a full disk or a read-only data dir: writing a ladder model or saving the fit
             where = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
-            print(f"gguf-bench: calibration stopped: {where}; the previous fit is unchanged", file=sys.stderr)
+            print_line(f"gguf-bench: calibration stopped: {where}; the previous fit is unchanged")
             return EXIT_TESTS_FAILED
     if args.json:
-        print(json.dumps({"path": str(result.path), **result.fit.to_json_dict()}, indent=1))
+        doc = {"path": str(result.path), **result.fit.to_json_dict()}
+        print(json_text(doc, SCHEMA_VERSIONS["calibrate"], indent=1))
         return EXIT_OK
     print(residual_table(result.fit))
     print(f"fit of {result.fit.cpu_info} with {result.fit.build}: {result.n_ladder_points} ladder points and "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -12,7 +11,15 @@ from collections.abc import Callable
 from typing import Any
 
 from app.choose.choice_text import measured_text, placement_flags, quality_text
-from app.choose.chooser import RAM_GIB_RANGE, THIS_MACHINE, ChooseReport, ChooseRequest, run_choose
+from app.choose.chooser import (
+    CHOOSE_SCHEMA_VERSION,
+    DEFAULT_MARGIN_MIB,
+    THIS_MACHINE,
+    ChooseReport,
+    ChooseRequest,
+    context_problem,
+    run_choose,
+)
 from app.choose.measure_search import (
     MEASURE_N_GEN,
     MEASURE_N_PROMPT,
@@ -22,24 +29,20 @@ from app.choose.measure_search import (
     measure_toward_floor,
     step_line,
 )
-from app.cli.arg_types import count, counts, finite
-from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError
-from app.cli.url_options import add_url_options, max_header_bytes
+from app.choose.verdicts import kv_fits_text
+from app.cli.arg_types import add_margin_option, count, counts, finite, ram_gib_arg
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError, print_line
+from app.cli.json_docs import json_text
+from app.cli.url_options import add_url_options, max_header_bytes, url_deadline_s
 from app.model.gguf_http import is_url
 from app.model.library import MAX_FILES_PER_FOLDER
 from app.paths import DataDirError, absolute_path
+from app.predict.answer import Machine
+from app.predict.expected_quality import EXCHANGE_KLD, PREFERENCES
 from app.run.params import MAX_TOKENS
 from app.telemetry.machine import ProbeMode, scan_machine
 
 _FIT = {"fits": "fits", "partial": "partial", "does_not_fit": "no fit"}
-
-
-def _ram_gib(text: str) -> float:
-    value = finite(RAM_GIB_RANGE[0])(text)
-    if value > RAM_GIB_RANGE[1]:
-        raise argparse.ArgumentTypeError(f"{text[:40]} GiB is more RAM than any machine holds (at most "
-                                         f"{RAM_GIB_RANGE[1]:g})")
-    return value
 
 
 def add_choose_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,10 +54,14 @@ def add_choose_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                         "(4096,8192,32768), give one answer each")
     p.add_argument("--min-decode-tps", type=finite(0.0), help="speed floor: decode tok/s at that context")
     p.add_argument("--max-kld", type=finite(0.0), help="quality floor: the largest mean KLD accepted (where measured)")
-    p.add_argument("--ram", dest="ram_gib", type=_ram_gib, metavar="GiB",
+    p.add_argument("--ram", dest="ram_gib", type=ram_gib_arg, metavar="GiB",
                    help="system RAM of the machine around the GPU, for placements that keep layers or experts in it "
                         "(default: this machine's for its own hardware; for a GPU named by --hw an assumption: 16 "
                         "GiB beside a laptop GPU, 32 beside a desktop one, said so); the OS's share is held back")
+    add_margin_option(p)
+    p.add_argument("--prefer", choices=PREFERENCES, default="balanced",
+                   help="how the pick weighs expected quality against speed: 1.5x of decode speed is worth "
+                        + ", ".join(f"{v:g} KLD ({k})" for k, v in EXCHANGE_KLD.items()) + "; default balanced")
     p.add_argument("-p", "--n-prompt", dest="n_prompt", type=count(1, MAX_TOKENS),
                    help="prompt tokens for the TTFT (default: the context less the generated tokens)")
     p.add_argument("-n", "--n-gen", dest="n_gen", type=count(0, MAX_TOKENS), default=128,
@@ -81,6 +88,10 @@ def check_measure_flags(args: argparse.Namespace) -> None:
 
 def cmd_choose(args: argparse.Namespace) -> int:
     contexts = tuple(args.ctx) if isinstance(args.ctx, (tuple, list)) else (int(args.ctx),)
+    for n_ctx in contexts:  # before anything is read or measured
+        problem = context_problem(n_ctx, args.n_prompt, args.n_gen)
+        if problem:
+            raise UserError(problem)
     if len(contexts) > 1:
         return _choose_contexts(args, contexts)
     args.ctx = contexts[0]
@@ -99,7 +110,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
         doc = report.to_json_dict()
         if measured is not None:
             doc["measure"] = measured.to_json_dict()
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc, CHOOSE_SCHEMA_VERSION, indent=2, default=str))
     else:
         print(format_report(report))
         if measured is not None:
@@ -111,7 +122,9 @@ def _request(args: argparse.Namespace, n_ctx: int) -> ChooseRequest:
     return ChooseRequest(
         sources=tuple(_absolute(s) for s in args.models), hw=args.hw, n_ctx=n_ctx, min_decode_tps=args.min_decode_tps,
         max_kld=args.max_kld, n_prompt=args.n_prompt, n_gen=args.n_gen, store_path=args.store,
-        max_header_bytes=max_header_bytes(args), ram_gib=getattr(args, "ram_gib", None),
+        max_header_bytes=max_header_bytes(args), url_deadline_s=url_deadline_s(args),
+        ram_gib=getattr(args, "ram_gib", None),
+        prefer=getattr(args, "prefer", "balanced"), margin_mib=getattr(args, "margin_mib", DEFAULT_MARGIN_MIB),
     )
 
 
@@ -124,7 +137,7 @@ def say_skipped(errors: list[tuple[str, str]], n_files: int = 0) -> None:
     """The files that could not be read: the first few, one line each, then how many more; and that a folder is
     read up to its first MAX_FILES_PER_FOLDER files, when ``n_files`` (read and skipped) reached it."""
     for source, error in errors[:MAX_SKIPPED_SHOWN]:
-        print(f"skipped {source}: {error}", file=sys.stderr)
+        print_line(f"skipped {source}: {error}")  # a source's name: one line, whatever it holds
     if len(errors) > MAX_SKIPPED_SHOWN:
         print(f"skipped {len(errors) - MAX_SKIPPED_SHOWN:,} more files that could not be read (--json lists every "
               "one)", file=sys.stderr)
@@ -155,11 +168,13 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
     if args.measure:
         raise UserError(f"--measure takes one --ctx (got {len(contexts)}: {','.join(map(str, contexts))})")
     this = (args.hw or "").strip().lower() in THIS_MACHINE
-    scan = scan_machine(ProbeMode.RUN) if this else None  # one scan for every context; none for a remote GPU
+    # one look at the machine for every context (its profiles, fit, stored rows and the public fit were read again
+    # for each); none of this machine for a GPU named by --hw
+    machine = Machine.load(scan_machine(ProbeMode.RUN), store_path=args.store) if this else Machine.elsewhere()
     reports = []
     for n_ctx in contexts:
         try:
-            report = run_choose(_request(args, n_ctx), scan=scan)
+            report = run_choose(_request(args, n_ctx), machine=machine)
         except ValueError as e:
             raise UserError(str(e)) from None
         if not report.choices:
@@ -167,7 +182,8 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
         reports.append(report)
     say_skipped(reports[0].errors, len(reports[0].choices) + len(reports[0].errors))
     if args.json:
-        print(json.dumps({"contexts": [r.to_json_dict() for r in reports]}, indent=2, default=str))
+        print(json_text({"contexts": [r.to_json_dict() for r in reports]}, CHOOSE_SCHEMA_VERSION, indent=2,
+                        default=str))
         return EXIT_OK
     print("\n\n".join(format_report(r) for r in reports))
     print("\nBy context:")
@@ -180,7 +196,7 @@ def _choose_contexts(args: argparse.Namespace, contexts: tuple[int, ...]) -> int
 
 
 def _say(line: str) -> None:
-    print(f"gguf-bench: {line}", file=sys.stderr, flush=True)
+    print_line(f"gguf-bench: {line}")
 
 
 def _measure(args: argparse.Namespace, report: ChooseReport, machine: dict[str, Any]) -> MeasuredAnswer:
@@ -249,15 +265,17 @@ def format_report(r: ChooseReport) -> str:
     places = {id(c): placement_flags(c) for c in r.choices}
     pw = max([18, *map(len, places.values())])  # "-ngl 49 -ncmoe 30 q8_0" must not push the columns after it
     head = f"{'file':<34} {'type':<8} {'bpw':>5} {'MiB':>7}  {'fit':<7} {'placement':<{pw}} {'KV fits':<16} " \
-           f"{'memory GiB':>10}  {'TTFT ms':>9}  {f'decode tok/s @{depth:,}':<24} {'empty cache':>11}"
+           f"{'memory GiB':>10}  {'TTFT ms':<24} {f'decode tok/s @{depth:,}':<24} {'empty cache':>11} " \
+           f"{'expected KLD':<16}"
     lines += [head, "-" * len(head)]
     for c in r.choices:
-        kv = ",".join(c.kv_types_fitting) or "none"
         empty = f"{c.decode_empty_tps.value:11.1f}" if c.decode_empty_tps is not None else f"{'':>11}"
+        q = c.total_quality
+        kld = f"{q.kld:.4f} {q.kind}" if q is not None else ""
         lines.append(
-            f"{c.filename[:34]:<34} {c.file_type[:8]:<8} {c.bits_per_weight:5.2f} {c.size_bytes / 2**20:7.0f}  "
-            f"{_FIT[c.status]:<7} {places[id(c)]:<{pw}} {kv:<16} {c.memory_bytes / gib:10.2f}  "
-            f"{c.ttft_ms.value:9.0f}  {c.decode_tps.text():<24} {empty}")
+            f"{c.filename[:34]:<34} {c.file_type[:8]:<8} {c.bpw_text:>5} {c.size_bytes / 2**20:7.0f}  "
+            f"{_FIT[c.status]:<7} {places[id(c)]:<{pw}} {kv_fits_text(c):<16} {c.memory_bytes / gib:10.2f}  "
+            f"{c.ttft_ms.text('{:.0f}'):<24} {c.decode_tps.text():<24} {empty} {kld:<16}")
         extra = [c.placement, quality_text(c), measured_text(c),
                  f"requantized from {c.requantized_from}" if c.requantized_from else ""]
         lines.append("    " + "; ".join(e for e in extra if e))
@@ -268,8 +286,13 @@ def format_report(r: ChooseReport) -> str:
     for source, names in by_source.items():
         who = "every file" if len(names) == len(r.choices) > 1 else ", ".join(names)
         lines.append(f"speed of {who}: {source}")
+    margin = next((c.margin_bytes for c in r.choices if c.margin_bytes), 0)
     lines += [f"decode is at depth {depth:,} (the prompt and half the generated tokens); 'empty cache' is "
-              f"llama-bench's tg128, from an empty cache (depth 64 on average)", *(f"note: {n}" for n in r.notes), ""]
+              f"llama-bench's tg128, from an empty cache (depth 64 on average); a TTFT or decode marked 'ceiling' is "
+              "the least (TTFT) or most (decode) the hardware allows, not an expected figure",
+              *([f"memory: every placement keeps {margin / gib:.1f} GiB of the GPU free (--margin; llama.cpp's "
+                 "--fit-target default)"] if margin else []),
+              *(f"note: {n}" for n in r.notes), ""]
     rec = r.recommendation
     if rec.per_model:  # one answer per model, each with its command
         lines.append(rec.sentence.split(" Per model: ")[0])

@@ -4,12 +4,12 @@ them (one entry per model per run; ratios against the first entry; the same figu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
 from app.cli.errors import EXIT_OK, UserError
-from app.compare.entries import CompareItem, load_run
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
+from app.compare.entries import CompareItem, tally_run
 from app.compare.figures import MIN_REPETITIONS, CompareTable, compare_table
 from app.model.facts import ModelFacts
 from app.model.facts_cache import cached_facts
@@ -28,7 +28,7 @@ def compare_runs(store: ResultStore, run_ids: list[str]) -> list[CompareItem]:
         if run_id in seen:
             continue
         seen.add(run_id)
-        got = load_run(store, run_id)
+        got = tally_run(store, run_id)  # summed as the rows stream from the store: memory per model, not per row
         if not got:
             raise UserError(f"run {run_id} has no results")
         items += got
@@ -63,7 +63,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         items = compare_runs(store, args.run_ids)
     table = compare_table(items, read_facts(items).get)
     if args.json:
-        print(json.dumps(table.to_json(), indent=2, ensure_ascii=False))
+        print(json_text(table.to_json(), SCHEMA_VERSIONS["compare"], indent=2, ensure_ascii=False))
     else:
         print(table.text())
         print()

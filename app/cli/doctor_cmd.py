@@ -7,10 +7,10 @@ Exit 0 when llama.cpp can use what the machine has (or the machine has no GPU); 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from app.cli.errors import EXIT_OK, EXIT_TESTS_FAILED
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
 from app.doctor.report import Level, report_text, run_doctor
 
 HELP = "which llama.cpp backends/devices and which GPUs this machine has, and the command that fixes a mismatch"
@@ -19,7 +19,7 @@ HELP = "which llama.cpp backends/devices and which GPUs this machine has, and th
 def cmd_doctor(args: argparse.Namespace) -> int:
     report = run_doctor()
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        print(json_text(report.to_json(), SCHEMA_VERSIONS["doctor"], indent=2, ensure_ascii=False))
     else:
         print(report_text(report))
     needs_fix = any(a.level in (Level.FIX, Level.ERROR) for a in report.advice)

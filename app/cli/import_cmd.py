@@ -11,7 +11,7 @@ from pathlib import Path
 from app.bench_import.formats import FORMATS as BENCH_FORMATS
 from app.bench_import.load import BenchImportError, ImportedFile, read_bench_files, store_import
 from app.bench_import.public_toml import PublicTomlError, public_results, to_toml
-from app.cli.errors import EXIT_OK, UserError
+from app.cli.errors import EXIT_OK, UserError, print_line
 from app.results import export
 from app.results.store import ResultStore
 
@@ -43,7 +43,7 @@ def _read(args: argparse.Namespace) -> list[ImportedFile]:
         raise UserError(str(e)) from None
     for f in files:
         for note in f.notes:
-            print(f"note: {note}", file=sys.stderr)
+            print_line(f"note: {note}")
     return files
 
 
@@ -59,19 +59,18 @@ def cmd_import(args: argparse.Namespace) -> int:
         except PublicTomlError as e:
             raise UserError(str(e)) from None
         for note in notes:
-            print(f"note: {note}", file=sys.stderr)
+            print_line(f"note: {note}")
         sys.stdout.write(to_toml(results))
         return EXIT_OK
     n_files = f"{len(files)} file" + ("s" if len(files) != 1 else "")
     if args.dry_run:
-        sys.stdout.write(export.render(rows, args.output))
+        sys.stdout.write(export.render([r.to_mapping() for r in rows], args.output))
         print(f"parsed {len(rows)} rows from {n_files} (dry run: nothing stored)", file=sys.stderr)
         return EXIT_OK
     name = args.name or Path(args.files[0]).name
     with ResultStore.recover(args.store) as store:
         run_id, rows = store_import(store, files, name, args.source or "", shlex.join(["gguf-bench", *sys.argv[1:]]),
                                     args.gpu or "")
-    sys.stdout.write(export.render(rows, args.output))
-    print(f"imported {len(rows)} rows from {n_files} as run {run_id} "
-          f"(gguf-bench export {run_id})", file=sys.stderr)
+    sys.stdout.write(export.render([r.to_mapping() for r in rows], args.output))
+    print_line(f"imported {len(rows)} rows from {n_files} as run {run_id} (gguf-bench export {run_id})")
     return EXIT_OK

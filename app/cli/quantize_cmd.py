@@ -9,16 +9,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from app.cli.arg_types import check_threads
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
+from app.cli.progress import write_progress
 from app.cli.run_cmd import _stop_on_signals
 from app.quantize.plan import DEFAULT_TYPES, QUANT_TYPE_NAMES, QuantizeSetupError, parse_types, plan_quantize
 from app.quantize.session import QUANTIZE_COLUMNS, QuantizeSession, progress_line
 from app.results import export
 from app.results.fields import RowStatus
+from app.results.row_types import Row
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
 from app.run.job_client import new_job_log
 
@@ -45,8 +48,9 @@ def add_quantize_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_quantize)
 
 
-def render_rows(rows: list[dict[str, Any]], fmt: str, columns: tuple[str, ...]) -> str:
+def render_rows(typed: Sequence[Row], fmt: str, columns: tuple[str, ...]) -> str:
     """Rows of a non-sweep command in ``fmt``, ``columns`` first (the speed rows' cell rules)."""
+    rows = [r.to_mapping() for r in typed]  # where rows leave as text
     if fmt == "csv":
         return export.to_csv(rows, list(columns) + sorted({k for r in rows for k in r} - set(columns)))
     if fmt == "md":
@@ -69,33 +73,32 @@ class FileProgress:
             return
         n = len(self.session.items)
         if isinstance(ev, JobProgress) and self.tty:
-            sys.stderr.write("\r\033[K" + progress_line(ev, self.session.items, time.monotonic() - self.t0))
-            sys.stderr.flush()
+            write_progress(progress_line(ev, self.session.items, time.monotonic() - self.t0), final=False, tty=True)
         elif isinstance(ev, TestFinished):
             r = self.session.rows[-1]  # the event's row with the output's header facts added
-            self._final(f"[{ev.test_index + 1}/{n}] wrote {r['model_filename']} ({r.get('file_type', '?')}, "
-                        f"{r.get('bits_per_weight', 0):.2f} bits/weight) in {r['elapsed_s']:.1f} s")
+            self._final(f"[{ev.test_index + 1}/{n}] wrote {r.model_filename} ({r.file_type or '?'}, "
+                        f"{r.bits_per_weight or 0:.2f} bits/weight) in {r.elapsed_s or 0:.1f} s")
         elif isinstance(ev, TestFailed):
             self._final(f"[{ev.test_index + 1}/{n}] FAILED: {ev.reason}")
         if not isinstance(ev, JobProgress):
             self.t0 = time.monotonic()
 
     def _final(self, text: str) -> None:
-        sys.stderr.write(("\r\033[K" if self.tty else "") + text + "\n")
-        sys.stderr.flush()
+        write_progress(text, final=True, tty=self.tty)
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:
     check_threads(args.threads)
+    sources = [args.model] if isinstance(args.model, str) else list(args.model or [])
+    if args.table_out:  # before the plan creates the --out folder: a refused command leaves nothing behind
+        check_output_path(args.table_out, "--table-out", None, sources)
     try:
         items = plan_quantize(args.model, parse_types(args.types), args.out_dir,
                               allow_requantize=args.allow_requantize, force=args.force)
     except QuantizeSetupError as e:
         raise UserError(str(e)) from None
     if args.table_out:
-        check_output_path(args.table_out, "--table-out", None,
-                          [*([args.model] if isinstance(args.model, str) else args.model or []),
-                           *(item.dst for item in items)])
+        check_output_path(args.table_out, "--table-out", None, [*sources, *(item.dst for item in items)])
     run_id, log_path = new_job_log()
     session = QuantizeSession(items, run_id, n_threads=args.threads, log_path=log_path)
     _stop_on_signals(session.cancel)  # Ctrl+C: the worker is killed, what it finished is kept
@@ -105,6 +108,6 @@ def cmd_quantize(args: argparse.Namespace) -> int:
               file=sys.stderr)
     write_results(render_rows(rows, args.output, QUANTIZE_COLUMNS), args.table_out, "--table-out")
     if session.cancelled:
-        print(f"gguf-bench: cancelled; {sum(r['status'] == 'ok' for r in rows)} outputs kept", file=sys.stderr)
+        print(f"gguf-bench: cancelled; {sum(r.status == RowStatus.OK for r in rows)} outputs kept", file=sys.stderr)
         return EXIT_CANCELLED
-    return EXIT_OK if all(r["status"] == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED
+    return EXIT_OK if all(r.status == RowStatus.OK for r in rows) else EXIT_TESTS_FAILED

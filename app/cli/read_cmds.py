@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 
 from app.cli.errors import EXIT_OK, EXIT_USAGE, UserError
+from app.cli.json_docs import SCHEMA_VERSIONS, json_text
 from app.cli.output import check_output_path, write_results
 from app.cli.url_options import remote_options
 from app.model.facts import ModelFacts
@@ -27,14 +27,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         doc = facts.to_json_dict()
         if checks is not None:
             doc["dry_run"] = [c if isinstance(c, str) else asdict(c) for c in checks]
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(json_text(doc, SCHEMA_VERSIONS["inspect"], indent=2, ensure_ascii=False))
     else:
         print(format_facts_text(facts))
         if checks is not None:
             print("\nMemory: ours and llama.cpp's dry run on this CPU (f16 KV, flash attention on, ubatch 512)")
             print(f"  {'context':>9} {'KV+state MiB':>22} {'compute MiB':>22} {'weights MiB':>24}")
+            said: set[str] = set()
             for c in checks:
-                print(f"  {c}" if isinstance(c, str) else "  " + _check_row(c))
+                if not isinstance(c, str):
+                    print("  " + _check_row(c))
+                elif c not in said:  # one reason for every context (a header refused) is said once
+                    print(f"  {c}")
+                    said.add(c)
     return EXIT_OK
 
 
@@ -66,7 +71,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         runs = store.runs(limit=args.limit)
         quality = quality_runs(store, limit=args.limit)
     if args.json:
-        print(json.dumps([r.__dict__ for r in runs], indent=2))
+        print(json_text([r.__dict__ for r in runs], SCHEMA_VERSIONS["history"], indent=2))
         return EXIT_OK
     if not runs and not quality:
         print(f"no runs stored yet in {store.path}")
@@ -94,14 +99,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         if quality and store.run_ids(args.run_id):
             raise StoreError(f"{store.path}: run id {args.run_id!r} is ambiguous (a sweep and a quality run match)")
         if not quality:  # a sweep, or no run at all: as before
-            rows = store.rows(store.resolve_run_id(args.run_id))
+            rows = [r.to_mapping() for r in store.rows(store.resolve_run_id(args.run_id))]
             return EXIT_OK if write_results(export.render(rows, args.output), args.out) else EXIT_USAGE
         if len(quality) > 1:
             raise StoreError(f"{store.path}: run id {args.run_id!r} is ambiguous ({len(quality)} quality runs match)")
         if args.output not in QUALITY_FORMATS:
             raise UserError(f"-o {args.output}: a quality run exports as {', '.join(QUALITY_FORMATS)}")
-        rows = quality_rows(store, quality[0])
-    return EXIT_OK if write_results(render_quality(rows, args.output), args.out) else EXIT_USAGE
+        scored = quality_rows(store, quality[0])
+    return EXIT_OK if write_results(render_quality(scored, args.output), args.out) else EXIT_USAGE
 
 
 # --- hw --------------------------------------------------------------------------------------------
@@ -116,5 +121,5 @@ def cmd_hw(args: argparse.Namespace) -> int:
     verdict = remembered() if args.no_probe else ensure_verdict()[0]
     report["extra_buffers"] = extra_buffers_json(verdict)
     text = "\n".join([format_hw_report(report), "Weight repacking (--repack)", *repack_lines(verdict)])
-    print(json.dumps(report, indent=2, default=str) if args.json else text)
+    print(json_text(report, SCHEMA_VERSIONS["hw"], indent=2, default=str) if args.json else text)
     return EXIT_OK

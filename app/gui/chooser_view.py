@@ -13,11 +13,12 @@ runs ``choose --measure`` on this machine (the same job pattern) and evaluates a
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QStyle,
@@ -45,7 +47,15 @@ from PySide6.QtWidgets import (
 
 from app.atomic import write_text_atomic
 from app.choose.choice_text import measured_text, placement_flags, quality_text
-from app.choose.chooser import RAM_GIB_RANGE, ChooseReport, ChooseRequest, run_choose
+from app.choose.chooser import (
+    DEFAULT_MARGIN_MIB,
+    MARGIN_MIB_RANGE,
+    RAM_GIB_RANGE,
+    ChooseCancelled,
+    ChooseReport,
+    ChooseRequest,
+    run_choose,
+)
 from app.choose.verdicts import (
     CHOICE_COLUMNS,
     DEFAULT_N_GEN,
@@ -74,7 +84,9 @@ from app.gui.tasks import Tasks
 from app.gui.theme import set_role
 from app.gui.top_level import add_close_keys, fit_to_screen
 from app.paths import DataDirError
+from app.predict.expected_quality import EXCHANGE_KLD, PREFERENCES
 from app.predict.profiles import load_profiles
+from app.predict.questions import DEFAULT_N_CTX
 from app.quality.plan import QualityPlan
 from app.quantize.plan import QuantizeItem
 from app.results.export import to_csv
@@ -84,8 +96,8 @@ THIS_MACHINE_LABEL = "This machine"
 #: The table shows these columns of CHOICE_COLUMNS (the CSV has them all).
 TABLE_KEYS: tuple[str, ...] = ("filename", "file_type", "bits_per_weight", "size_mib", "status", "placement",
                                "kv_types_fitting", "memory_mib", "ttft_ms", "decode_tps", "decode_empty_tps",
-                               "decode_kind", "measured_decode_tps", "mean_kld", "ppl", "same_top_rate",
-                               "requantized_from")
+                               "decode_kind", "expected_kld", "measured_decode_tps", "mean_kld", "ppl",
+                               "same_top_rate", "requantized_from")
 #: Each column's header (two lines, the unit below: narrow columns keep the table inside a laptop's screen) and its
 #: tooltip. "{prompt}" and "{depth}" are filled from the report.
 TABLE_HEADERS: dict[str, tuple[str, str]] = {
@@ -123,7 +135,11 @@ TABLE_HEADERS: dict[str, tuple[str, str]] = {
                                  "measured to learn from"),
     "measured_decode_tps": ("measured\n(tok/s)", "Decode as measured here, at the settings it ran with (the "
                                                  "cell's tooltip), before scaling to the context"),
-    "mean_kld": ("KLD", "Mean KL divergence of the next-token distribution against the reference "
+    "expected_kld": ("expected\nKLD", "The configuration's expected loss against the full-precision model (mean KL "
+                                     "divergence, lower is better): measured here, else llama.cpp's published "
+                                     "figure for the file's type, else from its bits per weight; a quantized KV "
+                                     "cache's loss added. The pick weighs it against decode speed"),
+    "mean_kld": ("KLD", "Mean KL divergence of the next-token distribution against the reference, as measured here "
                         "(gguf-bench quality): lower is closer to the original"),
     "ppl": ("PPL", "Perplexity on the quality text"),
     "same_top_rate": ("same\ntop", "How often the most likely next token is the reference's"),
@@ -132,18 +148,21 @@ TABLE_HEADERS: dict[str, tuple[str, str]] = {
 }
 #: The widest a column opens (px), and the narrowest it gives way to when the table is wider than its view; the
 #: rest of a cell's text is elided and whole in its tooltip.
-MAX_COLUMN_PX: dict[str, int] = {"filename": 220, "status": 160, "mean_kld": 96}
+MAX_COLUMN_PX: dict[str, int] = {"filename": 220, "status": 160, "mean_kld": 96, "expected_kld": 110}
 MIN_COLUMN_PX: dict[str, int] = {"status": 64, "kv_types_fitting": 72, "filename": 150}
 #: Columns hidden while no file has anything in them (nothing measured here, no lineage): room on a laptop's screen.
-OPTIONAL_KEYS: tuple[str, ...] = ("measured_decode_tps", "ppl", "same_top_rate", "requantized_from")
+OPTIONAL_KEYS: tuple[str, ...] = ("measured_decode_tps", "mean_kld", "ppl", "same_top_rate", "requantized_from")
 _STATUS = {"fits": "fits", "partial": "partial", "does_not_fit": "does not fit"}
+#: The plots and the table never get less than this (the answer scrolls in its own box instead)
+MIN_PLOT_PX = 180
+MIN_TABLE_ROWS = 3
 MEASURE_TIP = ("Measure the files on this machine, best quality first, until one meets the min decode tok/s (short "
                "tests in a worker, stored and cached; files the prediction rules out are not run)")
 
 
 def _cell(key: str, value: object) -> str:
     if value is None or value == "":
-        return NOT_MEASURED if key == "mean_kld" else "none" if key == "kv_types_fitting" else ""
+        return "none" if key == "kv_types_fitting" else ""
     if key == "status":
         return _STATUS.get(str(value), str(value))
     if key == "same_top_rate" and isinstance(value, float):
@@ -186,6 +205,9 @@ def choice_cells(c: FileChoice) -> dict[str, tuple[str, str]]:
     cells["decode_empty_tps"] = (_figure_cell(c.decode_empty_tps, kind), _figure_tip(c.decode_empty_tps, "tok/s"))
     cells["ttft_ms"] = (_figure_cell(c.ttft_ms, kind), _figure_tip(c.ttft_ms, "ms"))
     cells["decode_kind"] = (kind, c.decode_tps.source.text())
+    q = c.total_quality
+    cells["expected_kld"] = ((f"{q.kld:.4f}" + ("" if q.kind == "published" else f" {q.kind}"),
+                              f"{q.text()}: {q.source}") if q is not None else ("", NOT_MEASURED))
     cells["kv_types_fitting"] = (cells["kv_types_fitting"][0], cells["kv_types_fitting"][0])  # whole where cut
     cells["measured_decode_tps"] = (cells["measured_decode_tps"][0], measured_text(c))
     cells["mean_kld"] = (cells["mean_kld"][0], quality_text(c) + (f" against {c.quality.reference}"
@@ -218,6 +240,12 @@ class ChooserView(QDialog):
         self.job_dialog: VariantsDialog | QualityDialog | None = None
         self.job_note = ""  # the last job's outcome, shown with the report that follows it
         self._evaluating = False
+        self._stale = False
+        self._stop = threading.Event()
+        self._progress_text = ""
+        self._progress_timer = QTimer(self)
+        self._progress_timer.setInterval(200)  # the count read so far, five times a second
+        self._progress_timer.timeout.connect(self._show_progress)
         self._build_inputs()
         self.pareto = ParetoPlot(self)
         self.bars = MemoryBars(self)
@@ -245,6 +273,14 @@ class ChooserView(QDialog):
         self.recommendation = QLabel("Add files, folders or URLs, pick a GPU and a context, then Choose.", self)
         self.recommendation.setWordWrap(True)
         self.recommendation.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.recommendation.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        # the answer scrolls in a box of its own: a long answer (nine models, one line each) never squeezes the
+        # plots and the table below a usable height (it took them to 30 px and one row at 1366x768)
+        self.answer_box = QScrollArea(self)
+        self.answer_box.setWidgetResizable(True)
+        self.answer_box.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.answer_box.setWidget(self.recommendation)
+        self.answer_box.setMinimumHeight(3 * self.fontMetrics().lineSpacing())
         self.command = QLineEdit(self)
         self.command.setReadOnly(True)
         self.copy_button = QPushButton("Copy command", self)
@@ -255,14 +291,22 @@ class ChooserView(QDialog):
         cmd_row.addWidget(self.command, 1)
         cmd_row.addWidget(self.copy_button)
         cmd_row.addWidget(self.export_button)
+        row_px = self.table.verticalHeader().defaultSectionSize()
+        plots.setMinimumHeight(MIN_PLOT_PX)
+        self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height() + MIN_TABLE_ROWS * row_px)
         split = QSplitter(Qt.Orientation.Vertical, self)
         split.addWidget(plots)
         split.addWidget(self.table)
-        split.setSizes([380, 220])
+        split.addWidget(self.answer_box)
+        split.setChildrenCollapsible(False)
+        split.setSizes([340, 200, 120])
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setStretchFactor(2, 1)
+        self.split = split
         lay = QVBoxLayout(self)
         lay.addLayout(self.form)
         lay.addWidget(split, 1)
-        lay.addWidget(self.recommendation)
         lay.addLayout(cmd_row)
         self._enable_outputs(False)
         self._enable_jobs()
@@ -293,7 +337,7 @@ class ChooserView(QDialog):
         self.ctx = QSpinBox(self)
         self.ctx.setRange(256, 1 << 20)
         self.ctx.setSingleStep(1024)
-        self.ctx.setValue(8192)
+        self.ctx.setValue(DEFAULT_N_CTX)
         self.min_tps = QDoubleSpinBox(self)
         self.min_tps.setRange(0, 100_000)
         self.min_tps.setSpecialValueText("none")
@@ -311,9 +355,22 @@ class ChooserView(QDialog):
                             "experts in it. auto: this machine's for its own hardware; for a GPU profile 16 GiB beside "
                             "a laptop GPU, 32 beside a desktop one (the answer says it assumed so). The OS's share is "
                             "held back.")
+        self.prefer = QComboBox(self)
+        self.prefer.addItems(list(PREFERENCES))
+        self.prefer.setToolTip("How the pick weighs expected quality against speed: 1.5x of decode speed is worth "
+                               + ", ".join(f"{v:g} KLD ({k})" for k, v in EXCHANGE_KLD.items())
+                               + " (choose --prefer)")
+        self.margin = QDoubleSpinBox(self)
+        self.margin.setDecimals(0)
+        self.margin.setRange(*MARGIN_MIB_RANGE)
+        self.margin.setSingleStep(256)
+        self.margin.setValue(DEFAULT_MARGIN_MIB)
+        self.margin.setToolTip("GPU memory (MiB) every placement leaves free, as llama.cpp's --fit-target (default "
+                               "1024): a card filled to the last MiB fails to load or spills into shared memory "
+                               "(choose --margin)")
         self.choose_button = QPushButton("Choose", self)
         self.choose_button.setDefault(True)
-        self.choose_button.clicked.connect(self.start)
+        self.choose_button.clicked.connect(self.start_or_cancel)
         self.variants_button = QPushButton("&Make variants…", self)
         self.variants_button.setToolTip("Quantize one of the chooser's files to other types (llama.cpp's quantizer), "
                                         "then choose again with the new files")
@@ -326,6 +383,8 @@ class ChooserView(QDialog):
         self.measure_button.clicked.connect(self.measure_toward_floor)
         self.min_tps.valueChanged.connect(lambda _v: self._enable_jobs())
         self.hw.currentTextChanged.connect(lambda _t: self._enable_jobs())
+        self.hw.currentTextChanged.connect(lambda t: self.ram.setEnabled(t != THIS_MACHINE_LABEL))
+        self.ram.setEnabled(self.hw.currentText() != THIS_MACHINE_LABEL)
         self.status = QLabel("", self)
         self.status.setWordWrap(True)
         src_row = QHBoxLayout()
@@ -338,12 +397,18 @@ class ChooserView(QDialog):
             buttons.addWidget(b, i % 2, i // 2)
         src_row.addLayout(buttons)
         opts = QHBoxLayout()
-        for label, w in (("GPU", self.hw), ("context (tokens)", self.ctx), ("RAM GiB", self.ram),
-                         ("min decode tok/s", self.min_tps), ("max KLD", self.max_kld)):
+        for label, w in (("GPU", self.hw), ("context", self.ctx), ("RAM GiB", self.ram),
+                         ("keep free MiB", self.margin), ("min tok/s", self.min_tps), ("max KLD", self.max_kld),
+                         ("prefer", self.prefer)):
             opts.addWidget(QLabel(label, self))
             opts.addWidget(w)
         opts.addWidget(self.choose_button)
         opts.addStretch(1)
+        for w in (self.ctx, self.ram, self.margin, self.min_tps, self.max_kld):
+            w.valueChanged.connect(lambda _v: self.mark_stale())
+        for combo in (self.hw, self.prefer):
+            combo.currentTextChanged.connect(lambda _t: self.mark_stale())
+        self.sources.textChanged.connect(self.mark_stale)
         self.form = QFormLayout()
         self.form.addRow("Models", src_row)
         self.form.addRow(opts)
@@ -371,33 +436,92 @@ class ChooserView(QDialog):
         return ChooseRequest(
             sources=tuple(self.source_list()), hw=None if hw == THIS_MACHINE_LABEL else hw, n_ctx=self.ctx.value(),
             min_decode_tps=self.min_tps.value() or None, max_kld=self.max_kld.value() or None,
-            store_path=self.store_path, ram_gib=max(self.ram.value(), RAM_GIB_RANGE[0]) if self.ram.value() else None)
+            store_path=self.store_path,  # this machine's RAM is what it has: the field is for a GPU named
+            ram_gib=(max(self.ram.value(), RAM_GIB_RANGE[0]) if self.ram.value() and hw != THIS_MACHINE_LABEL
+                     else None),
+            prefer=self.prefer.currentText(), margin_mib=self.margin.value())
 
     # ------------------------------------------------------------------------------------------ running
+    @property
+    def evaluating(self) -> bool:
+        """Whether an evaluation is reading its files now (the Choose button reads Cancel)."""
+        return self._evaluating
+
+    def start_or_cancel(self) -> None:
+        """The Choose button: starts an evaluation, or while one reads its files, stops it."""
+        if self._evaluating:
+            self.cancel()
+        else:
+            self.start()
+
     def start(self) -> str | None:
-        """Evaluate off the GUI thread; returns why nothing started, or None."""
+        """Evaluate off the GUI thread, the count of files read shown as it goes; returns why nothing started, or
+        None."""
         req = self.request()
         if not req.sources:
             self.status.setText("Add at least one file, folder or URL.")
             return "no sources"
-        self.choose_button.setEnabled(False)
+        self.choose_button.setText("Cancel")
+        self.choose_button.setToolTip("Stop reading the files (Esc closes the window)")
         self.status.setText(f"Reading {len(req.sources)} source(s)…")
         self._evaluating = True
+        self._stop = threading.Event()
+        self._progress_text = ""
+        self._progress_timer.start()
         self._enable_jobs()
-        self.tasks.submit(run_choose, self._done, req)
+        stop = self._stop
+
+        def run() -> ChooseReport:
+            return run_choose(req, progress=self._heard, cancelled=stop.is_set)
+
+        self.tasks.submit(run, self._done)
         return None
 
+    def cancel(self) -> None:
+        """Stop the evaluation under way (before its next file); what was read is dropped, the inputs stay."""
+        if self._evaluating:
+            self._stop.set()
+            self.status.setText("Stopping…")
+
+    def _heard(self, line: str) -> None:  # called on the pool thread: only a string is handed over
+        self._progress_text = line
+
+    def _show_progress(self) -> None:
+        if self._evaluating and self._progress_text and not self._stop.is_set():
+            self.status.setText(self._progress_text[:1].upper() + self._progress_text[1:] + "…  (Cancel stops)")
+
     def _done(self, report: ChooseReport | None, err: BaseException | None) -> None:
-        self.choose_button.setEnabled(True)
+        self.choose_button.setText("Choose")
+        self.choose_button.setToolTip("")
+        self._progress_timer.stop()
         self._evaluating = False
         self._enable_jobs()
+        if isinstance(err, ChooseCancelled):
+            self.status.setText(f"Cancelled: {err}.")
+            return
         if err is not None or report is None:
             self.status.setText(f"Could not choose: {err}")
             return
         self.show_report(report)
 
+    def mark_stale(self) -> None:
+        """An input changed after the results were made: say so at once, and empty the command (it was for the old
+        inputs) until Choose runs again."""
+        if self.report is None or self._evaluating or self._stale:
+            return
+        self._stale = True
+        self.status.setText("Inputs changed: the results below are for the previous inputs — press Choose to "
+                            "answer for these.")
+        set_role(self.status, "warn")
+        self.command.setText("")
+        self.copy_button.setEnabled(False)
+        self.table.setEnabled(False)
+
     def show_report(self, report: ChooseReport) -> None:
         self.report = report
+        self._stale = False
+        set_role(self.status, "muted")
+        self.table.setEnabled(True)
         floor_tps = self.request().min_decode_tps
         rec = report.recommendation
         self.pareto.show_choices(report.choices, floor_tps, rec.choice)
@@ -431,11 +555,15 @@ class ChooserView(QDialog):
         index = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
         if not isinstance(index, int) or not 0 <= index < len(self.report.choices):
             return
+        if self._stale:
+            return
         rec = self.report.recommendation
         command = rec.command_for(self.report.choices[index])
-        if command:
-            self.command.setText(command)
-            self.copy_button.setEnabled(True)
+        # the command of the selected file's model; empty where that model has no file to run (never another
+        # model's command left in the box)
+        self.command.setText(command)
+        self.command.setPlaceholderText("" if command else "no file of this model to run: its answer says why")
+        self.copy_button.setEnabled(bool(command))
 
     def _set_headers(self, prompt: int, depth: int) -> None:
         """The column headers and their tooltips, for a prompt and a decode depth of these many tokens."""
@@ -567,7 +695,7 @@ class ChooserView(QDialog):
         """Quantize ``items`` (a plan of app.quantize.plan) off the GUI thread; at the end the files written join
         the inputs and the evaluation runs again."""
         def written(rows: Rows, session: Any) -> str:
-            self.add_sources([str(r["model_path"]) for r in rows if r.get("status") == RowStatus.OK])
+            self.add_sources([str(r.model_path) for r in rows if r.status == RowStatus.OK])
             return quantize_summary(rows, session.cancelled)
 
         return self._start_job(lambda: quantize_runner(self, items), "make variants", written,

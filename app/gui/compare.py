@@ -39,6 +39,7 @@ from app.gui.plots.style import MIB, color
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
 from app.gui.top_level import add_close_keys, fit_to_screen
+from app.predict.questions import DEFAULT_N_CTX, Question
 from app.results.store import ResultStore, StoreError
 
 
@@ -195,17 +196,27 @@ class CompareWindow(QWidget):
         return [color(k) for k in colour_slots(self.items)]
 
     def table_figures(self) -> CompareTable:
-        """The ratio table's figures (``gguf-bench compare`` prints the same for the same runs)."""
+        """The ratio table's figures (``gguf-bench compare`` prints the same for the same runs), and each model
+        file's fit verdict at the asked context (the inspector's question)."""
         return compare_table(self.items, self.predictor.facts.get,
-                             lambda path, prompt: predicted_figures(self.predictor, path, prompt))
+                             lambda path, prompt: predicted_figures(self.predictor, path, prompt),
+                             self.verdict_words if any(it.kind != "run" for it in self.items) else None)
+
+    def verdict_words(self, path: str) -> str:
+        """A model file's verdict in a cell: its words and placement (the whole reason is the inspector's)."""
+        got = self.predictor.verdict(path, Question(n_ctx=int(self.asked_ctx) or DEFAULT_N_CTX))
+        if got is None or isinstance(got, str):
+            return got or ""
+        placed = got.asked if got.user_placed else got.best
+        return got.word + (f" ({placed.flags(got.kv_cache)})" if placed is not None else "")
 
     def _curves(self, prompt: int) -> tuple[list[Curve], list[Curve], list[Curve]]:
         """TTFT, decode and KV-memory curves. A run: its measured means (points) and, in the same colour, the
         prediction for the hardware it ran on (a line: this machine's expected figure where a fit gives one,
         else the ceiling). A model file: its what-if on the chosen profile (dashed), off the y scale when there
         are measurements to read."""
-        xmax_p = max([float(r.get("n_prompt") or 0) for it in self.items for r in it.rows] + [prompt]) * 1.1
-        xmax_d = max([float((r.get("n_depth") or 0) + (r.get("n_prompt") or 0) + (r.get("n_gen") or 0))
+        xmax_p = max([float(r.n_prompt or 0) for it in self.items for r in it.rows] + [prompt]) * 1.1
+        xmax_d = max([float((r.n_depth or 0) + (r.n_prompt or 0) + (r.n_gen or 0))
                       for it in self.items for r in it.rows] + [prompt + 128]) * 1.05
         xmax_kv = max([float(ctx_of(r)) for it in self.items for r in it.rows] + [4096.0, float(self.asked_ctx)])
         xs, xd = np.linspace(1, xmax_p, 40), np.linspace(0, xmax_d, 40)
@@ -223,11 +234,11 @@ class CompareWindow(QWidget):
             if it.kind == "run":
                 rows = it.ok_rows()
                 ttft.append(Curve(f"{name} (measured)", *_arrays(means_by_x(
-                    (float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
-                    if r.get("ttft_ms") is not None and not r.get("n_depth"))), c))
+                    (float(r.n_prompt or 0), r.ttft_ms) for r in rows if r.ttft_ms is not None and not r.n_depth)),
+                    c))
                 decode.append(Curve(f"{name} (measured)", *_arrays(means_by_x(
-                    (mean_pos(r), float(r["decode_tps"])) for r in rows if r.get("decode_tps") is not None)), c))
-                kv_points = [(ctx_of(r), float(r["llama_kv_bytes"]) / MIB) for r in rows if r.get("llama_kv_bytes")]
+                    (mean_pos(r), r.decode_tps) for r in rows if r.decode_tps is not None)), c))
+                kv_points = [(ctx_of(r), r.llama_kv_bytes / MIB) for r in rows if r.llama_kv_bytes]
                 if kv_points:
                     kv.append(Curve(f"{name} (llama.cpp's KV)", *_arrays(means_by_x(kv_points)), c))
                 hw = self.predictor.hardware_of(rows)

@@ -17,8 +17,8 @@ from app.gui.panels.inspector import InspectorPanel
 from app.gui.profile_order import sorted_by_name
 from app.gui.settings import Settings
 from app.gui.tasks import Tasks
-from app.predict.machine import cpu_profile_of
-from app.predict.profiles import HardwareProfile, ProfileError, load_profiles, match_nvml_name
+from app.predict.machine import cpu_profile_of, detected_gpu_profile
+from app.predict.profiles import HardwareProfile, ProfileError, load_profiles
 from app.telemetry.cpu_probe import load_cached_probe
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 
@@ -104,10 +104,12 @@ class HardwareProfiles(QObject):
         scan, self.doctor = found
         self.scan = scan
         self._show_doctor(self.doctor)
-        for gpu in scan.gpus:
-            prof = match_nvml_name(gpu.name or "", self.profiles)
+        for gpu in scan.gpus:  # the rule predict and choose take: NVML name and memory, else NVML's figures
+            prof, why = detected_gpu_profile(gpu, self.profiles)
             if prof is not None:
                 self.detected.append((f"Detected GPU: {prof.name}", prof))
+            if why:  # figures from NVML rather than a profile's, or none: worth a profile in the user dir
+                self.message.emit(why, "warning")
         if scan.probe is not None:
             try:
                 self.cpu = cpu_profile_of(scan, "This CPU")

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.atomic import write_text_atomic
 from app.gui.top_level import add_close_keys, fit_to_screen
 from app.results.quality_store import QUALITY_MD_COLUMNS, quality_rows, quality_runs, render_quality
+from app.results.row_types import QualityRow
 from app.results.store import ResultStore, RunSummary, StoreError
 
 SWEEP, QUALITY = "sweep", "quality"
@@ -166,12 +168,12 @@ class HistoryDialog(QDialog):
 class QualityRunDialog(QDialog):
     """One quality run: a row per file (type, bits per weight, perplexity, KLD, same top token…), CSV export."""
 
-    def __init__(self, run_id: str, rows: list[dict[str, object]], parent: QWidget | None = None) -> None:
+    def __init__(self, run_id: str, rows: list[QualityRow], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Quality run {run_id}")
         self.run_id = run_id
         self.rows = rows
-        reference = next((str(r.get("reference_filename")) for r in rows if r.get("reference_filename")), "")
+        reference = next((r.reference_filename for r in rows if r.reference_filename), "")
         head = QLabel(f"{len(rows)} file(s) scored" + (f" against {reference}" if reference else "")
                       + ". Lower KLD is closer to the reference.", self)
         head.setWordWrap(True)
@@ -181,7 +183,7 @@ class QualityRunDialog(QDialog):
         self.table.verticalHeader().setVisible(False)
         for r, row in enumerate(rows):
             for c, key in enumerate(QUALITY_MD_COLUMNS):
-                v = getattr(row, key, None)  # a column of the quality table, by name
+                v = row.value(key)  # a column of the quality table, by name
                 text = "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
                 item = QTableWidgetItem(text)
                 if isinstance(v, (int, float)):
@@ -210,4 +212,7 @@ class QualityRunDialog(QDialog):
         path, _ = QFileDialog.getSaveFileName(self, "Export the quality run", str(Path.home() / f"{self.run_id}.csv"),
                                               "CSV (*.csv)")
         if path:
-            self.export_csv(path)
+            try:
+                self.export_csv(path)
+            except OSError as e:  # a model, a FIFO, a full disk: said, not raised out of the slot
+                QMessageBox.warning(self, "Export the quality run", f"Could not save {path}: {e.strerror or e}")

@@ -62,12 +62,12 @@ def outcome_failure(outcome: Any) -> str | None:
     if isinstance(outcome, str):
         return outcome
     rows = list(getattr(outcome, "rows", []))
-    if any(r.get("status") == RowStatus.OK for r in rows):
+    if any(r.status == RowStatus.OK for r in rows):
         return None
     if not rows:
         errors = list(getattr(outcome, "errors", []))
         return f"the sweep ended ({outcome.status}) before any test finished" + (f": {errors[0]}" if errors else "")
-    first = next((str(r.get("error") or "") for r in rows if r.get("error")), "no reason given")
+    first = next((r.error for r in rows if r.error), "no reason given")
     return f"every test failed ({len(rows)} of {len(rows)}); the first: {first}"
 
 
@@ -94,9 +94,12 @@ class Script:
         if self.rc != EXIT_OK:
             return
         if path:
-            ok = self.win.save_screenshot(path, widget)
-            say(f"{'saved' if ok else 'could not save'} {path}")
-            self.rc = EXIT_OK if ok else EXIT_FAILED
+            try:
+                self.win.save_screenshot(path, widget)
+                say(f"saved {path}")
+            except OSError as e:
+                say(f"could not save {path} ({e.strerror or e})")
+                self.rc = EXIT_FAILED
         self.app.quit()
 
 
@@ -122,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.self_test:
         return _self_test(args.model)
     shot = args.screenshot or args.compare_screenshot
+    refused = _refused_output(args)
+    if refused:
+        say(refused)  # before any sweep runs: never over a model, a FIFO or a device
+        return EXIT_USAGE
     headless = sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if shot and headless:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -170,6 +177,20 @@ def main(argv: list[str] | None = None) -> int:
 
     wait_for_background_work()  # a probe thread still running at interpreter exit can crash the process
     return script.rc if shot or script.rc != EXIT_OK else rc
+
+
+def _refused_output(args: argparse.Namespace) -> str | None:
+    """Why a screenshot asked for cannot be written where asked (one line: a model, a link to one, a FIFO, a
+    device, a missing folder...), or None: the check every ``gguf-bench`` output takes."""
+    from app.output_guard import OutputRefused, check_output_path
+
+    for flag, path in (("--screenshot", args.screenshot), ("--compare-screenshot", args.compare_screenshot)):
+        try:
+            if path:
+                check_output_path(path, flag, inputs=[args.replay or ""])
+        except OutputRefused as e:
+            return str(e)
+    return None
 
 
 def _unusable_sweep(name: str | None) -> str | None:

@@ -48,6 +48,7 @@ from app.gui.qt_compat import collect_garbage_on_the_gui_thread, settle_heap
 from app.gui.remote_dialog import RemoteDialog
 from app.gui.results_panel import ResultsPanel
 from app.gui.run_browser import RunBrowser
+from app.gui.saved_files import save_png
 from app.gui.settings import Settings
 from app.gui.sweep_controller import SweepController
 from app.gui.tasks import Tasks
@@ -551,14 +552,15 @@ class MainWindow(QMainWindow):
 
     def save_screenshot(self, path: str, widget: QWidget | None = None) -> bool:
         """The whole window (or ``widget``, e.g. the compare view) as PNG for docs: 16-bit colour (no visible
-        change for a UI) and best compression keep a 1600×1000 window under 300 KB."""
+        change for a UI) and best compression keep a 1600×1000 window under 300 KB. OSError when not written."""
         self.sweeps.tick(force=True)
         self.plots.fit_legends()
         for _ in range(3):  # the legends' new layouts are posted events: let them apply before the picture
             QApplication.processEvents()
         img = (widget or self).grab().toImage()
         img = img.convertToFormat(QImage.Format.Format_RGB16).convertToFormat(QImage.Format.Format_RGB888)
-        return img.save(path, "PNG", 0)
+        save_png(img, path)  # OSError (one line) when refused (a model, a FIFO...) or not written
+        return True
 
     # ------------------------------------------------------------------------------------------ settings
     def _restore_settings(self) -> None:

@@ -18,8 +18,9 @@ from app.gui.tasks import Tasks
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.predict.profiles import HardwareProfile
+from app.predict.questions import Question
 from app.predict.scenario_totals import scenario_totals
-from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 
 
 class ModelDetails(QObject):
@@ -119,39 +120,38 @@ class ModelDetails(QObject):
                                   what_if_name=_named(what_if, what_if_kind), model=os.path.basename(path),
                                   n_ctx_train=facts.n_ctx_train if facts is not None else 0)
 
-    def _measured_model(self) -> tuple[str, list[dict[str, Any]]]:
+    def _measured_model(self) -> tuple[str, list[ResultRow]]:
         """The selected model and its ok rows in the shown run; when it has none there (a replayed or re-opened run
         of another file), the run's first model that has some, so the estimate always comes from a measurement."""
         ok = self.sweeps.session.ok_rows()
         path = self.current_model()
         for candidate in [path, *self.sweeps.session.models()]:
-            rows = [r for r in ok if r.get("model_path") == candidate]
+            rows = [r for r in ok if r.model_path == candidate]
             if rows:
                 return candidate, rows
         return path, []
 
     def _rates(self, path: str, p: int, n: int,
                profile: HardwareProfile | None) -> tuple[tuple[float, float] | None, str]:
-        """Predicted (prefill, decode) tok/s of one request on ``profile``, and what they are: "expected" (a fit
-        gives both phases), "ceiling" (upper bounds: no fit), "" without a profile. The request is asked as the
-        inspector and the chooser ask theirs (flash attention on, a context that holds it), so a request that fills
-        a context gets the figures they show for that context."""
+        """Predicted (prefill, decode) tok/s of one request on ``profile``, and what each phase's figure is
+        ("public / split", "ceiling / ceiling"): per phase, as ``predict``'s request line takes them (the answer's
+        figure: measured, expected, else the ceiling), "" without a profile. The question is ``predict``'s for
+        ``-p``/``-n`` at the inspector's context, KV type and -ngl (app.predict.questions)."""
         if not path or profile is None:
             return None, ""
         tk = self.inspector.kv_type.currentText()
-        got = self.predictor.predict_settings(path, PredictSettings(
-            n_ctx=max(p + n, 1), n_gpu_layers=self.inspector.ngl.value(), type_k=tk, type_v=tk, n_prompt=max(p, 1),
-            n_gen=n, flash_attn=True), profile)
+        question = Question(n_ctx=self.inspector.ctx.value(), type_k=tk, n_gpu_layers=self.inspector.ngl.value(),
+                            n_prompt=max(p, 1), n_gen=n)
+        got = self.predictor.predict_settings(path, question.request(), profile)
         if got is None or got.prefill is None:
             return None, ""
-        if got.expected_prefill is not None and got.expected_decode is not None:
-            return (got.prefill.value, got.decode.value), "expected"
-        return (got.prediction.prefill_ceiling_tps, got.prediction.decode_ceiling_tps), "ceiling"
+        return (got.prefill.value, got.decode.value), f"{got.prefill.kind} / {got.decode.kind}"
 
 
-def _named(profile: HardwareProfile | None, kind: str) -> str:
-    """A profile's name as the scenario panel says it: "RTX 4060 Laptop (ceilings: no fit)" where no fit gives
-    expected figures."""
+def _named(profile: HardwareProfile | None, kinds: str) -> str:
+    """A profile's name as the scenario panel says it, with what its TTFT and decode figures are: "RTX 4060 Laptop
+    (TTFT ceiling, decode split)"; a phase marked ceiling has no expected figure: the least it can take."""
     if profile is None:
         return ""
-    return profile.name + (" (ceilings: no fit)" if kind == "ceiling" else "")
+    ttft, _, decode = kinds.partition(" / ")
+    return profile.name + (f" (TTFT {ttft}, decode {decode})" if kinds else "")

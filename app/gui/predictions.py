@@ -16,7 +16,9 @@ import numpy as np
 from app.gui.expectations import Expectations
 from app.model.facts import ModelFacts
 from app.predict.answer import Answer, Figure, answer, memory_by_context, same_hardware
+from app.predict.placement import FitVerdict, fit_verdict
 from app.predict.profiles import HardwareProfile, cpu_profile
+from app.predict.questions import Question
 from app.predict.settings import PredictSettings
 from app.results.row_types import ResultRow
 from app.run.plan import RemoteTest, TestSpec
@@ -54,8 +56,10 @@ def _int(d: Mapping[str, Any], key: str, default: int) -> int:
         return default
 
 
-def n_ctx_for(test: Mapping[str, Any]) -> int:
+def n_ctx_for(test: Mapping[str, Any] | ResultRow) -> int:
     """The context size the runner gives a test (TestSpec.n_ctx): depth + prompt + generated (+1), per sequence."""
+    if isinstance(test, ResultRow):
+        test = test.to_mapping()  # read as the test it ran: the same columns
     per_seq = _int(test, "n_depth", 0) + _int(test, "n_prompt", 0) + _int(test, "n_gen", 0) + 1
     return -(-per_seq * max(_int(test, "n_parallel", 1), 1) // 256) * 256
 
@@ -105,20 +109,20 @@ class PredictionService:
         self.expectations = expectations
         self._changed()
 
-    def hardware_of(self, rows: Sequence[dict[str, Any]]) -> HardwareProfile | None:
+    def hardware_of(self, rows: Sequence[ResultRow]) -> HardwareProfile | None:
         """The hardware measured rows ran on: their own ``hw_profile`` (with the figures they were predicted
         with), else this machine's CPU for rows with no layer offloaded; None when the rows do not say."""
         for r in rows:
-            name = str(r.get("hw_profile") or "")
+            name = r.hw_profile or ""
             if name in self.known:
                 return self.known[name]
-            bw, tflops = _f(r.get("pred_bandwidth_gbps")), _f(r.get("pred_tflops"))
-            if name and bw and tflops and (name.startswith("CPU") or r.get("n_gpu_layers_effective") == 0):
-                if r.get("cpu_info") and r.get("cpu_info") == self.expectations.cpu_model and self.machine_cpu:
+            bw, tflops = _f(r.pred_bandwidth_gbps), _f(r.pred_tflops)
+            if name and bw and tflops and (name.startswith("CPU") or r.n_gpu_layers_effective == 0):
+                if r.cpu_info and r.cpu_info == self.expectations.cpu_model and self.machine_cpu:
                     return self.machine_cpu  # measured here: one profile for this CPU, the latest probe's
                 ram = self.machine_cpu.vram_bytes if self.machine_cpu is not None else 64 * GIB
                 return cpu_profile(name, bw, tflops * 1000.0, ram)
-        if any(r.get("n_gpu_layers_effective") == 0 for r in rows):
+        if any(r.n_gpu_layers_effective == 0 for r in rows):
             return self.machine_cpu
         return None
 
@@ -189,6 +193,23 @@ class PredictionService:
             got = None
         self._cache[key] = got
         return got
+
+    def verdict(self, path: str, question: Question, profile: HardwareProfile | None = None
+                ) -> FitVerdict | str | None:
+        """The fit verdict every surface prints for a file and a question on ``profile`` (default: the chosen one),
+        cached: its placement, and what runs out; None while facts or a profile are missing; the reason where it
+        cannot be made."""
+        facts = self.facts.get(path)
+        profile = profile or self.profile
+        if facts is None or profile is None:
+            return None
+        key = ("v", path, question, profile)
+        if key not in self._cache:
+            try:
+                self._cache[key] = fit_verdict(facts, profile, question, self.expectations.machine)
+            except Exception as e:  # noqa: BLE001 - the reason is shown, never a bare "—"
+                self._cache[key] = f"no verdict: {e}"
+        return self._cache[key]
 
     def for_test(self, test: Mapping[str, Any] | ResultRow, profile: HardwareProfile | None = None
                  ) -> TestPrediction | None:

@@ -206,7 +206,7 @@ class RemoteDialog(QDialog):
                 t = ev.test
                 self.status.setText(f"Test {ev.test_index + 1} of {self._n_tests or '?'}: concurrency "
                                     f"{t.concurrency}, prompt {t.n_prompt}, {len(self.rows)} done…")
-            if isinstance(ev, (TestFinished, TestFailed)):
+            if isinstance(ev, (TestFinished, TestFailed)) and isinstance(ev.row, ResultRow):
                 self.rows[ev.test_index] = ev.row
                 changed = True
                 if isinstance(ev, TestFailed):
@@ -237,7 +237,7 @@ class RemoteDialog(QDialog):
         if isinstance(outcome, str):
             self.status.setText(outcome)
         else:
-            why = next((one_line_reason(str(r.get("error"))) for r in outcome.rows if r.get("error")), "")
+            why = next((one_line_reason(r.error) for r in outcome.rows if r.error), "")
             self.status.setText(f"Remote sweep {outcome.status}: {len(outcome.rows) - outcome.n_failed} ok, "
                                 f"{outcome.n_failed} failed" + (f" (the first: {why})" if why else "")
                                 + f" — run {outcome.run_id} saved (File → Past runs).")

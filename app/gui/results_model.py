@@ -20,7 +20,9 @@ SORT_ROLE = Qt.ItemDataRole.UserRole
 TEST_INDEX_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
-Getter = Callable[[dict[str, Any], TestPrediction | None], Any]
+Getter = Callable[[ResultRow, TestPrediction | None], Any]
+#: a row's value of one predicted column (its own, as the CLI writes it), or of the measured figure it is for
+RowFigure = Callable[[ResultRow], Any]
 
 
 @dataclass(frozen=True)
@@ -40,43 +42,43 @@ def _pct(num: Any, den: Any) -> float | None:
     return n / d if d > 0 and math.isfinite(n) else None
 
 
-def _p(attr: str, row_key: str) -> Getter:
+def _p(attr: str, own: RowFigure) -> Getter:
     """A predicted value: the row's own (for the hardware it ran on, as the CLI writes it), else the
-    prediction for the profile selected in the inspector (rows stored before predictions existed)."""
-    def get(r: dict[str, Any], p: TestPrediction | None) -> Any:
-        if r.get(row_key) is not None:
-            return r.get(row_key)
+    prediction's ``attr`` for the profile selected in the inspector (rows stored before predictions existed)."""
+    def get(r: ResultRow, p: TestPrediction | None) -> Any:
+        if own(r) is not None:
+            return own(r)
         return getattr(p, attr) if p is not None else None
     return get
 
 
-def _frac(measured: str, attr: str, row_key: str, frac_key: str) -> Getter:
-    def get(r: dict[str, Any], p: TestPrediction | None) -> Any:
-        if r.get(frac_key) is not None:
-            return r.get(frac_key)
-        return _pct(r.get(measured), _p(attr, row_key)(r, p))
+def _frac(measured: RowFigure, attr: str, own: RowFigure, own_frac: RowFigure) -> Getter:
+    def get(r: ResultRow, p: TestPrediction | None) -> Any:
+        if own_frac(r) is not None:
+            return own_frac(r)
+        return _pct(measured(r), _p(attr, own)(r, p))
     return get
 
 
-def _mib(key: str) -> Getter:
-    return lambda r, _p: r[key] / 2**20 if r.get(key) else None
+def _mib(value: Callable[[ResultRow], int | None]) -> Getter:
+    return lambda r, _p: v / 2**20 if (v := value(r)) else None
 
 
-def _kv_types(r: dict[str, Any], _p: TestPrediction | None) -> Any:
-    return r.get("type_k") if r.get("type_v") in (None, r.get("type_k")) else f"{r.get('type_k')}/{r.get('type_v')}"
+def _kv_types(r: ResultRow, _p: TestPrediction | None) -> Any:
+    return r.type_k if r.type_v in (None, r.type_k) else f"{r.type_k}/{r.type_v}"
 
 
-def _flash_attn(r: dict[str, Any], _p: TestPrediction | None) -> Any:
+def _flash_attn(r: ResultRow, _p: TestPrediction | None) -> Any:
     """``auto→1`` when llama.cpp chose, else the setting as llama-bench writes it (-1 auto, 0 off, 1 on)."""
-    fa, used = r.get("flash_attn"), r.get("flash_attn_effective")
+    fa, used = r.flash_attn, r.flash_attn_effective
     if fa is None:
         return None
     return f"auto→{used}" if fa == -1 and used is not None else ("auto" if fa == -1 else fa)
 
 
-def _threads(r: dict[str, Any], _p: TestPrediction | None) -> Any:
+def _threads(r: ResultRow, _p: TestPrediction | None) -> Any:
     """``0→2`` where "all" was asked and the engine's count is known, else the setting."""
-    asked, used = r.get("n_threads"), r.get("n_threads_effective")
+    asked, used = r.n_threads, r.n_threads_effective
     return f"{asked}→{used}" if asked == 0 and used else asked
 
 
@@ -87,43 +89,45 @@ BATTERY_BADGE = "⚠ on battery"
 UNSTABLE_ACCENT = "#f0a000"
 
 
-def flags(r: dict[str, Any]) -> list[str]:
+def flags(r: ResultRow) -> list[str]:
     """What makes an ok row's figures less than clean: a spread ≥ 10 % of the mean, GPU clocks held back by power or
     temperature during the timed part, a laptop on battery (its lower power limits)."""
-    return [badge for badge, on in ((UNSTABLE_BADGE, r.get("unstable")), (THROTTLED_BADGE, r.get("throttled")),
-                                    (BATTERY_BADGE, r.get("power_source") == "battery")) if on]
+    return [badge for badge, on in ((UNSTABLE_BADGE, r.unstable), (THROTTLED_BADGE, r.throttled),
+                                    (BATTERY_BADGE, r.power_source == "battery")) if on]
 
 
-def flag_text(r: dict[str, Any]) -> str:
+def flag_text(r: ResultRow) -> str:
     """The flags in words, with their reasons (a tooltip)."""
     words = []
-    if r.get("unstable"):
-        words.append(f"unstable (spread ≥ 10 % of the mean): {r.get('unstable_metrics')}")
-    if r.get("throttled"):
-        words.append(f"throttled: the GPU's clocks were held back during the timed part ({r.get('throttle_reasons')})")
-    if r.get("power_source") == "battery":
+    if r.unstable:
+        words.append(f"unstable (spread ≥ 10 % of the mean): {r.unstable_metrics}")
+    if r.throttled:
+        words.append(f"throttled: the GPU's clocks were held back during the timed part ({r.throttle_reasons})")
+    if r.power_source == "battery":
         words.append("on battery: a laptop runs its CPU and GPU at lower power limits unplugged")
     return "; ".join(words)
 
 
-def _status(r: dict[str, Any], _p: TestPrediction | None) -> Any:
+def _status(r: ResultRow, _p: TestPrediction | None) -> Any:
     """``ok``, or ``ok ⚠ unstable ⚠ throttled`` with each flag the row has: noisy results never look clean."""
-    status = r.get("status", "")
+    status = r.status if r.holds("status") else ""
     return " ".join([status, *flags(r)]) if status == RowStatus.OK and flags(r) else status
 
 
 #: Window columns that show more than their own field's value (a live prediction, MiB, K/V together).
 _COMPUTED: dict[str, Getter] = {
-    "test_index": lambda r, _p: int(r.get("test_index", 0)) + 1,
+    "test_index": lambda r, _p: (r.test_index or 0) + 1,
     "status": _status,
-    "pred_ttft_ms": _p("ttft_ms", "pred_ttft_ms"),
-    "pred_prefill_ceiling_tps": _p("prefill_tps", "pred_prefill_ceiling_tps"),
-    "prefill_achieved_frac": _frac("prefill_tps", "prefill_tps", "pred_prefill_ceiling_tps", "prefill_achieved_frac"),
-    "pred_decode_ceiling_tps": _p("decode_tps", "pred_decode_ceiling_tps"),
-    "decode_achieved_frac": _frac("decode_tps", "decode_tps", "pred_decode_ceiling_tps", "decode_achieved_frac"),
-    "mem_measured_bytes": _mib("mem_measured_bytes"),
-    "pred_mem_bytes": _mib("pred_mem_bytes"),
-    "pred_needed_bytes": _mib("pred_needed_bytes"),
+    "pred_ttft_ms": _p("ttft_ms", lambda r: r.pred_ttft_ms),
+    "pred_prefill_ceiling_tps": _p("prefill_tps", lambda r: r.pred_prefill_ceiling_tps),
+    "prefill_achieved_frac": _frac(lambda r: r.prefill_tps, "prefill_tps", lambda r: r.pred_prefill_ceiling_tps,
+                                   lambda r: r.prefill_achieved_frac),
+    "pred_decode_ceiling_tps": _p("decode_tps", lambda r: r.pred_decode_ceiling_tps),
+    "decode_achieved_frac": _frac(lambda r: r.decode_tps, "decode_tps", lambda r: r.pred_decode_ceiling_tps,
+                                  lambda r: r.decode_achieved_frac),
+    "mem_measured_bytes": _mib(lambda r: r.mem_measured_bytes),
+    "pred_mem_bytes": _mib(lambda r: r.pred_mem_bytes),
+    "pred_needed_bytes": _mib(lambda r: r.pred_needed_bytes),
     "type_k": _kv_types,
     "flash_attn": _flash_attn,
     "n_threads": _threads,
@@ -133,7 +137,7 @@ _COMPUTED: dict[str, Getter] = {
 def _column(f: Field) -> Column:
     """The window column of one table field: its header, format, tooltip and kind, and how to read a row."""
     default = "" if f.type is str else None
-    getter = _COMPUTED.get(f.name) or (lambda r, _p: r.get(f.name, default))
+    getter = _COMPUTED.get(f.name) or (lambda r, _p: r.value(f.name) if r.holds(f.name) else default)
     return Column(f.header, getter, f.fmt, f.tip, f.kind)
 
 
@@ -160,7 +164,7 @@ class ResultsModel(QAbstractTableModel):
     def __init__(self, predictor: PredictionService, parent: Any = None) -> None:
         super().__init__(parent)
         self.predictor = predictor
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[ResultRow] = []
         self._pred: list[TestPrediction | None] = []
         self._where: dict[int, int] = {}
 
@@ -199,10 +203,10 @@ class ResultsModel(QAbstractTableModel):
         if self._rows:
             self.dataChanged.emit(self.index(0, 0), self.index(len(self._rows) - 1, len(COLUMNS) - 1))
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[ResultRow]:
         return list(self._rows)
 
-    def row_at(self, pos: int) -> dict[str, Any]:
+    def row_at(self, pos: int) -> ResultRow:
         return self._rows[pos]
 
     # --- Qt model ---------------------------------------------------------------------------------

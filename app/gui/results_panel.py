@@ -24,8 +24,10 @@ from PySide6.QtWidgets import (
 from app.gui.plots.style import short_model
 from app.gui.predictions import PredictionService
 from app.gui.results_model import TEST_INDEX_ROLE, ResultsModel, ResultsProxy
+from app.gui.saved_files import save_text
 from app.gui.sweep_controller import SweepController
 from app.results import export
+from app.results.row_types import ResultRow
 
 #: (text, tooltip, slot) of a button on the panel's bar
 Button = tuple[str, str, Callable[[], Any]]
@@ -87,7 +89,7 @@ class ResultsPanel(QWidget):
         """``Results — what``; empty: just ``Results``."""
         self.title.setText(f"<b>Results</b> — {what}" if what else "<b>Results</b>")
 
-    def show_rows(self, rows: list[dict[str, Any]]) -> None:
+    def show_rows(self, rows: list[ResultRow]) -> None:
         """The rows now, the columns as wide as their contents."""
         self.model.update_rows(rows)
         self.fit_columns()
@@ -161,7 +163,7 @@ class ResultsPanel(QWidget):
         if not path:
             return None
         try:
-            Path(path).write_text(render(rows), encoding="utf-8")
+            save_text(render([r.to_mapping() for r in rows]), path)  # never over a model, a FIFO or a device
         except OSError as e:
             self.message.emit(f"Could not write {path}: {e.strerror or e}", "error")
             return None

@@ -6,7 +6,9 @@ whatever architecture it knows, and logs them (the measurement its ``--fit`` mak
 (``python -m app.worker.dry_run_probe``, like the repack guard's probe) does it on this machine's CPU, so a crash in
 llama.cpp takes only the child. Results are kept in the cache folder per (file, size, mtime, this machine and build,
 settings): asked again, nothing runs. The weights' buffers log 0 under no_alloc; llama.cpp's own count of the
-weights it loads (``llama_model_size``) comes back beside the contexts.
+weights it loads (``llama_model_size``) comes back beside the contexts. What llama.cpp does allocate for real (the
+recurrent state, the vocabulary) is bounded first: the header's claims are checked and the child runs under a
+memory limit (:mod:`app.model.dry_run_bounds`).
 
 This module starts the child and reads its answer; it never loads llama.cpp itself.
 """
@@ -24,6 +26,9 @@ from pathlib import Path
 
 from app.atomic import write_text_atomic
 from app.bounded_read import read_bounded_text
+from app.model.dry_run_bounds import child_memory_limit_bytes, claims_problem
+from app.model.facts_cache import cached_facts
+from app.model.gguf_facts import GGUFFileError
 from app.paths import REPO_ROOT, cache_dir
 from app.telemetry.repack_guard import machine_key
 
@@ -187,16 +192,24 @@ def _write_cache(path: Path | None, entries: dict[str, dict[str, object]]) -> No
         pass
 
 
-def probe_command(path: str, settings: Sequence[DryRunSettings], python: str | None = None) -> list[str]:
+def probe_command(path: str, settings: Sequence[DryRunSettings], python: str | None = None,
+                  max_memory_bytes: int | None = None) -> list[str]:
+    limit = ["--max-memory-bytes", str(max_memory_bytes)] if max_memory_bytes else []
     return [python or sys.executable, "-m", "app.worker.dry_run_probe", "--json", path,
-            "--contexts", json.dumps([asdict(s) for s in settings])]
+            "--contexts", json.dumps([asdict(s) for s in settings]), *limit]
 
 
-def _run_child(path: str, settings: Sequence[DryRunSettings], timeout_s: float, python: str | None) -> DryRun:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+#: What llama.cpp says when an allocation fails (the child's memory limit, or the machine's memory).
+_ALLOCATION_FAILED = ("insufficient memory", "failed to allocate", "bad_alloc", "MemoryError", "Cannot allocate")
+
+
+def _run_child(path: str, settings: Sequence[DryRunSettings], timeout_s: float, python: str | None,
+               max_memory_bytes: int | None = None) -> DryRun:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH")))),
+           "OPENBLAS_NUM_THREADS": "1"}  # numpy's BLAS would reserve buffers per core under the memory limit
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(probe_command(path, settings, python), capture_output=True, text=True,
+        proc = subprocess.run(probe_command(path, settings, python, max_memory_bytes), capture_output=True, text=True,
                               timeout=timeout_s, env=env, stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT))
     except subprocess.TimeoutExpired:
         return DryRun(path, problem=f"llama.cpp's dry run took more than {timeout_s:.0f} s",
@@ -218,7 +231,13 @@ def _run_child(path: str, settings: Sequence[DryRunSettings], timeout_s: float, 
         elif isinstance(d, dict) and isinstance(d.get("model"), dict):
             model = d["model"]
     problem = ""
-    if proc.returncode < 0:
+    refused = next((c.error for c in contexts if any(m in c.error for m in _ALLOCATION_FAILED)), "")
+    if not refused and proc.returncode != 0 and any(m in proc.stderr[-2000:] for m in _ALLOCATION_FAILED):
+        refused = (proc.stderr.strip().splitlines() or [""])[-1]
+    if refused and max_memory_bytes:
+        problem = (f"llama.cpp's dry run stopped at its memory limit of {max_memory_bytes / 2**20:,.0f} MiB "
+                   f"({' '.join(refused.split())[:200]})")
+    elif proc.returncode < 0:
         problem = f"llama.cpp's dry run died by signal {-proc.returncode} (after {len(contexts)} of {len(settings)} " \
                   f"contexts)"
     elif proc.returncode != 0:
@@ -268,7 +287,14 @@ def dry_run(path: str | os.PathLike[str], settings: Sequence[DryRunSettings], *,
         contexts = tuple(c for r, s in zip(runs, settings, strict=True) for c in r.contexts if c.settings == s)
         return DryRun(str(p), contexts, size_bytes=runs[0].size_bytes, n_params=runs[0].n_params,
                       description=runs[0].description)
-    run = _run_child(str(p), settings, timeout_s, python)
+    try:
+        facts = cached_facts(p)
+    except GGUFFileError as e:
+        return DryRun(str(p), problem=f"not dry-run: {e.cause}")
+    refused = claims_problem(facts)
+    if refused:
+        return DryRun(str(p), problem=f"not dry-run: {refused}")
+    run = _run_child(str(p), settings, timeout_s, python, child_memory_limit_bytes(facts, [s.n_ctx for s in settings]))
     if cache and not run.problem:
         for s, k in keys.items():
             mine = [c for c in run.contexts if c.settings == s]

@@ -36,7 +36,8 @@ def format_params(n_params: int) -> str:
 def _layer_ranges(layers: Sequence[int]) -> str:
     """"0-4, 6-10, 12" for a sorted list of layer indices."""
     parts: list[str] = []
-    start = prev = None
+    start: int | None = None
+    prev = -1
     for i in layers:
         if start is None:
             start = prev = i

@@ -34,6 +34,8 @@ from engines.http_deadline import Deadline
 
 MIB = 1024**2
 DEFAULT_MAX_HEADER_BYTES = 64 * MIB
+#: The whole read of one URL (every shard, request and retry), whatever the server sends.
+DEFAULT_DEADLINE_S = 120.0
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _HF_HOSTS = ("huggingface.co", "hf.co")
 _USER_AGENT = "gguf-workbench (header reader)"
@@ -49,11 +51,12 @@ class RemoteOptions:
 
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     first_read_bytes: int = 1 * MIB
-    timeout_s: float = 20.0
+    #: One request's wait for a byte (huggingface_hub's download timeout is 10 s too); never past the deadline.
+    timeout_s: float = 10.0
     retries: int = 3  # after the first try, for 5xx, 429, timeouts, resets and truncated bodies
-    backoff_s: float = 0.5  # doubled after each retry
+    backoff_s: float = 0.5  # doubled after each retry; never past the deadline
     use_cache: bool = True
-    deadline_s: float = 120.0  # the whole read (every shard, every retry), whatever the server trickles
+    deadline_s: float = DEFAULT_DEADLINE_S  # the whole read (every shard, every retry), whatever the server sends
     max_requests: int = 256  # in all: a server answering each range with one byte ends here, not after a million
 
 
@@ -96,6 +99,12 @@ class _Budget:
         if left <= 0:
             raise self.overdue_error()
         return min(self.opts.timeout_s, left)
+
+    def wait(self, delay_s: float) -> None:
+        """Sleep ``delay_s`` before a retry, never past the deadline (the deadline's error once it has passed)."""
+        time.sleep(max(0.0, min(delay_s, self.deadline - time.monotonic())))
+        if time.monotonic() >= self.deadline:
+            raise self.overdue_error()
 
     def spend_bytes(self, n: int) -> None:
         self.bytes_used += n
@@ -280,7 +289,7 @@ class RemoteFile:
                 if attempt == self.opts.retries:
                     tries = self.opts.retries + 1
                     raise RemoteGGUFError(self.url, f"{exc} (after {tries} tr{'y' if tries == 1 else 'ies'})") from None
-                time.sleep(delay)
+                self.budget.wait(delay)  # retries count against the read's deadline
                 delay *= 2
 
     def _request(self, start: int, end: int) -> urllib.request.Request:
@@ -305,8 +314,10 @@ class RemoteFile:
             raise RemoteGGUFError(self.url, _http_error_cause(exc)) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            if isinstance(reason, socket.timeout | TimeoutError | ConnectionError):
-                raise _Retry(f"no answer ({reason or 'timed out'})") from None
+            if isinstance(reason, socket.timeout | TimeoutError):
+                raise _Retry(f"no answer within {timeout_s:g} s (one request's timeout)") from None
+            if isinstance(reason, ConnectionError):
+                raise _Retry(f"no answer ({reason})") from None
             raise RemoteGGUFError(self.url, f"cannot connect ({reason})") from None
         except http.client.HTTPException as exc:  # a status line or headers that are not HTTP
             raise RemoteGGUFError(self.url, f"not an HTTP answer ({type(exc).__name__}: {str(exc)[:80]})") from None
@@ -321,9 +332,9 @@ class RemoteFile:
             self._read_stream(end)
             return
         with resp:
-            self._take_partial(resp, start, end)
+            self._take_partial(resp, start, end, timeout_s)
 
-    def _take_partial(self, resp: http.client.HTTPResponse, start: int, end: int) -> None:
+    def _take_partial(self, resp: http.client.HTTPResponse, start: int, end: int, timeout_s: float) -> None:
         """Append a 206 answer's body after checking its Content-Range; a short body is retried."""
         m = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", (resp.headers.get("Content-Range") or "").strip())
         if resp.status != 206 or not m or int(m.group(1)) != start:
@@ -339,7 +350,10 @@ class RemoteFile:
             data = self._read_up_to(resp, expected)
         except http.client.IncompleteRead as exc:
             data = exc.partial
-        except (TimeoutError, OSError) as exc:
+        except TimeoutError:  # the server promised more (its Content-Length) and went silent
+            raise _Retry(f"response stalled: no byte for {timeout_s:g} s (one request's timeout) before the "
+                         f"{expected:,} bytes of the range at byte {start:,} came") from None
+        except OSError as exc:
             raise _Retry(f"response cut off ({exc})") from None
         except (http.client.HTTPException, ArithmeticError, ValueError) as exc:  # a chunk size past 2**63...
             raise RemoteGGUFError(self.url, f"malformed answer ({type(exc).__name__})") from None
@@ -376,11 +390,12 @@ class RemoteFile:
         except (http.client.HTTPException, ArithmeticError, ValueError) as exc:  # a chunk size past 2**63...
             raise RemoteGGUFError(self.url, f"malformed answer ({type(exc).__name__})") from None
         self.buf += data
-        if len(data) < want and (self.total_bytes < 0 or len(self.buf) < self.total_bytes):
-            got = f"{len(self.buf):,} of {self.total_bytes:,}" if self.total_bytes >= 0 else f"{len(self.buf):,}"
-            raise RemoteGGUFError(self.url, f"response truncated ({got} bytes)")
-        if self.total_bytes < 0 and len(data) < want:
-            self.total_bytes = len(self.buf)
+        if len(data) < want:
+            if self.total_bytes < 0:  # a plain 200 without Content-Length ends with the file: now its size is known
+                self.total_bytes = len(self.buf)
+            elif len(self.buf) < self.total_bytes:
+                raise RemoteGGUFError(self.url, f"response truncated ({len(self.buf):,} of {self.total_bytes:,} "
+                                                "bytes)")
 
 
 def _content_length(value: str | None) -> int:
@@ -406,14 +421,15 @@ def scan_remote(rf: RemoteFile) -> Scan:
     data = rf.prefix(rf.opts.first_read_bytes)
     _check_start(rf.url, data)
     while True:
+        known = rf.total_bytes >= 0  # a plain 200 without Content-Length: unknown until its end is read
         try:
-            scan = scan_gguf_stream(io.BytesIO(data), rf.total_bytes)
+            scan = scan_gguf_stream(io.BytesIO(data), rf.total_bytes if known else rf.opts.max_header_bytes)
             if scan.header_bytes <= len(data):
                 return scan
             needed = scan.header_bytes
         except ShortRead as short:
             needed = short.needed_bytes
-            if needed > rf.total_bytes or len(data) >= rf.total_bytes:
+            if known and (needed > rf.total_bytes or len(data) >= rf.total_bytes):
                 raise RemoteGGUFError(rf.url, f"truncated GGUF ({rf.total_bytes} bytes, needs at least {needed})") \
                     from None
         except CorruptHeader as bad:
@@ -451,6 +467,8 @@ def remote_facts(url: str, opts: RemoteOptions | None = None) -> ModelFacts:
         scans = []
         for rf in files:
             scan = scan_remote(rf)
+            if rf.total_bytes < 0:  # no length given and the header ended before the answer: the tensors say it
+                rf.total_bytes = scan.needed_bytes
             if scan.needed_bytes > rf.total_bytes:
                 raise RemoteGGUFError(rf.url, f"truncated GGUF ({rf.total_bytes} bytes, needs at least "
                                               f"{scan.needed_bytes})")

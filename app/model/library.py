@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -147,7 +147,7 @@ def scan_folder(folder: str | os.PathLike[str], source: str = "folder") -> list[
 # --------------------------------------------------------------------------------------------- Hugging Face
 
 
-def hf_hub_dir(home: Path | None = None, env: dict[str, str] | None = None) -> Path:
+def hf_hub_dir(home: Path | None = None, env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("HF_HUB_CACHE"):
         return Path(env["HF_HUB_CACHE"])
@@ -196,7 +196,7 @@ def scan_lmstudio(dirs: Iterable[Path]) -> list[ModelEntry]:
 # --------------------------------------------------------------------------------------------- Ollama
 
 
-def ollama_dir(home: Path | None = None, env: dict[str, str] | None = None) -> Path:
+def ollama_dir(home: Path | None = None, env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("OLLAMA_MODELS"):
         return Path(env["OLLAMA_MODELS"])

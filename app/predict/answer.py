@@ -51,19 +51,20 @@ from app.predict.machine_fit.fitted_model import Expected, FittedExpectation
 from app.predict.machine_fit.split_expected import device_fraction, split_decode_expected
 from app.predict.machine_fit.store_efficiency import Efficiency, fitted_expectation, threads_for
 from app.predict.memory.buffers import compute_buffer_bytes_for, kv_alloc_bytes
-from app.predict.memory.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION
+from app.predict.memory.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION, FitResult
 from app.predict.memory.host import HostEfficiency, host_memory_table
 from app.predict.memory_truth import MemoryCheck, dry_run_settings, memory_check, with_dry_run
 from app.predict.prediction import Prediction, predict
 from app.predict.profiles import HardwareProfile
-from app.predict.public.arch_fit import BACKENDS, canonical_backend
-from app.predict.public.fit import PublicGpuModel, default_backend, public_expected
+from app.predict.public.arch_fit import BACKENDS, WorkShape, canonical_backend
+from app.predict.public.fit import PublicGpuModel, default_backend, public_expected, work_shape
 from app.predict.scenario import Scenario, scenario_time
 from app.predict.settings import PredictSettings, at_context, at_context_depth
 
 __all__ = ["BACKENDS", "DEFAULT_GPU_OVERHEAD_BYTES", "UNIFIED_USABLE_FRACTION", "Answer", "Figure", "FigureKind",
-           "Machine", "Measurement", "PredictSettings", "Source", "answer", "at_context", "at_context_depth",
-           "canonical_backend", "kv_cache_bytes", "memory_by_context", "same_hardware", "threads_for"]
+           "Machine", "Measurement", "MemoryCheck", "PredictSettings", "Source", "answer", "at_context",
+           "at_context_depth", "canonical_backend", "kv_cache_bytes", "memory_by_context", "same_hardware",
+           "threads_for"]
 
 
 class FigureKind(StrEnum):
@@ -261,17 +262,28 @@ def _figure(e: Expected, kind: FigureKind, name: str, depth: int | None, build: 
     return Figure(e.value, kind, e.low, e.high, Source(kind, name, e.source, build), depth)
 
 
-def capped_at_ceiling(fig: Figure | None, ceiling_tps: float, phase: str, notes: list[str]) -> Figure | None:
+def capped_at_ceiling(fig: Figure | None, ceiling_tps: float, phase: str, notes: list[str], *,
+                      spec_bound: bool = False) -> Figure | None:
     """An expected figure never above its ceiling: where a source says more, the figure is the ceiling and its source
-    marked (a note says by how much). Its band spans both readings: the source's upper edge (the ceiling is itself a
-    measured figure on a CPU, its probed bandwidth, which reads low at a busy moment) and, below, the source's
-    relative band taken from the figure shown (else a band could lie wholly above the figure)."""
-    if fig is None or not ceiling_tps > 0 or fig.value <= ceiling_tps:
+    marked (a note says by how much), and below, its band keeps the source's relative width from the figure shown
+    (else a band could lie wholly above the figure).
+
+    The band's top depends on what the ceiling is. ``spec_bound``: a GPU's spec-sheet bandwidth or compute, a bound
+    no run passes, so no band edge lies above it either. Otherwise (a CPU's ceiling is its probed bandwidth, a
+    measurement that reads low when other work ran during the probe; a split's host side is probed or assumed) the
+    band keeps the source's upper edge: the figure shown never passes the ceiling, but the ceiling may be the
+    reading that is off, and the band says so by reaching past it."""
+    if fig is None or not ceiling_tps > 0:
+        return fig
+    if fig.value <= ceiling_tps:
+        if spec_bound and fig.high is not None and fig.high > ceiling_tps:
+            source = replace(fig.source, detail=f"{fig.source.detail}; band's top at the ceiling".lstrip("; "))
+            return replace(fig, high=ceiling_tps, source=source)
         return fig
     notes.append(f"expected {phase} {fig.value:,.1f} tok/s was above its ceiling {ceiling_tps:,.1f}: shown as the "
                  f"ceiling (the source does not hold here, or the ceiling reads low)")
     low = fig.low * ceiling_tps / fig.value if fig.low is not None else None
-    high = max(fig.high, ceiling_tps) if fig.high is not None else None
+    high = (ceiling_tps if spec_bound else max(fig.high, ceiling_tps)) if fig.high is not None else None
     source = replace(fig.source, detail=f"{fig.source.detail}; capped at the ceiling".lstrip("; "))
     return replace(fig, value=ceiling_tps, low=low, high=high, source=source)
 
@@ -289,7 +301,8 @@ def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
                                              profile.peak_bandwidth_gbps, pred.cpu_bandwidth_gbps)
         full_pred = predict(facts, profile, full, cpu_bandwidth_gbps=pred.cpu_bandwidth_gbps,
                             tensor_bytes=facts.tensor_bytes or None)
-        got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling, full_pred.prefill_ceiling_tps)
+        got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling, full_pred.prefill_ceiling_tps,
+                                 _work_shape(facts, s))
         device = got.get("decode")
     host = src.host_fitted(facts, replace(full, n_gpu_layers=0)).get("decode") if src.host_fitted else None
     if host is None and src.host_public is not None:  # no CPU fit speaks for this host: the published CPU rows
@@ -311,6 +324,11 @@ def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
     return Figure(composed.value, FigureKind.SPLIT, composed.low, composed.high,
                   Source(FigureKind.SPLIT, "split: device and host composed", detail, src.build),
                   int(s.decode_depth)), ""
+
+
+def _work_shape(facts: ModelFacts, s: PredictSettings) -> WorkShape:
+    """What the request asks beyond its ceilings (the public fit's terms): its decode depth and its prompt."""
+    return work_shape(facts, s.decode_depth, s.type_k, s.type_v or s.type_k, s.n_prompt, s.depth)
 
 
 def _host_public(facts: ModelFacts, s: PredictSettings, pred: Prediction, eff: HostEfficiency) -> Expected:
@@ -347,24 +365,25 @@ def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, p
     else:
         fitted = src.fitted(facts, s) if src.fitted is not None else {}
         name = f"this machine's fit ({src.backend})"
-        if fitted.get("decode") is not None:
-            decode = _figure(fitted["decode"], FigureKind.FIT, name, depth, src.build)  # type: ignore[arg-type]
-        if fitted.get("prefill") is not None:
-            prefill = _figure(fitted["prefill"], FigureKind.FIT, name, None, src.build)  # type: ignore[arg-type]
+        if (fit_decode := fitted.get("decode")) is not None:
+            decode = _figure(fit_decode, FigureKind.FIT, name, depth, src.build)
+        if (fit_prefill := fitted.get("prefill")) is not None:
+            prefill = _figure(fit_prefill, FigureKind.FIT, name, None, src.build)
         if src.public is not None and profile.kind != "cpu" and src.efficiency is None and not any(fitted.values()):
             got, why = public_expected(src.public, profile, facts, pred.n_gpu_layers, pred.decode_ceiling_tps,
-                                       pred.prefill_ceiling_tps)
+                                       pred.prefill_ceiling_tps, _work_shape(facts, s))
             name = "public llama-bench fit"
-            if got.get("decode") is not None:
-                decode = _figure(got["decode"], FigureKind.PUBLIC, name, depth)  # type: ignore[arg-type]
+            if (public_decode := got.get("decode")) is not None:
+                decode = _figure(public_decode, FigureKind.PUBLIC, name, depth)
                 why = ""
-            if got.get("prefill") is not None:
-                prefill = _figure(got["prefill"], FigureKind.PUBLIC, name, None)  # type: ignore[arg-type]
+            if (public_prefill := got.get("prefill")) is not None:
+                prefill = _figure(public_prefill, FigureKind.PUBLIC, name, None)
     if decode is None and not why:
         why = src.efficiency_note or ("no fit, stored runs or public data for this hardware"
                                       if src.public is None else "no expected figure for this hardware")
-    decode = capped_at_ceiling(decode, pred.decode_ceiling_tps, "decode", notes)
-    prefill = capped_at_ceiling(prefill, pred.prefill_ceiling_tps, "prefill", notes)
+    spec = profile.kind != "cpu" and not pred.split  # a GPU's own spec sheet, no probed or assumed host side
+    decode = capped_at_ceiling(decode, pred.decode_ceiling_tps, "decode", notes, spec_bound=spec)
+    prefill = capped_at_ceiling(prefill, pred.prefill_ceiling_tps, "prefill", notes, spec_bound=spec)
     return decode, prefill, why if decode is None else "", notes
 
 
@@ -490,6 +509,22 @@ def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSetting
                   decode_empty=decode_empty, prefill=prefill, ttft_ms=_ttft(prefill, s.n_prompt),
                   no_expected_decode=why if decode.kind == FigureKind.CEILING else "",
                   notes=(*pred.notes, *notes), file_type=facts.file_type, measured=measurement)
+
+
+def fit_of(facts: ModelFacts, profile: HardwareProfile, settings: PredictSettings,
+           machine: Machine | None = None) -> FitResult:
+    """The fit :func:`answer` would give for these settings (the same RAM, repacking and host side), without its
+    figures: what a placement search asks at each of its steps. Not for this machine's CPU, whose fit takes
+    llama.cpp's dry run (:func:`answer` does)."""
+    machine = machine if machine is not None else Machine()
+    this = machine.is_this(profile)
+    s = settings.resolved(machine.repack_default if this else 1)
+    host_bw = machine.host_bandwidth_gbps(profile)
+    if host_bw is None and not profile.is_unified:
+        host_bw = host_memory_table().assumed_for(profile).peak_bandwidth_gbps
+    ram, _ = host_ram(profile, machine)
+    return predict(facts, profile, s, cpu_bandwidth_gbps=host_bw, tensor_bytes=facts.tensor_bytes or None,
+                   host_ram_bytes=ram).fit
 
 
 #: System RAM assumed around a GPU that is not this machine's, by the kind of part, where none was given (--ram):

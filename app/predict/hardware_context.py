@@ -6,16 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from app.predict.ceilings.decode import DEFAULT_CPU_BANDWIDTH_GBPS
+from app.predict.detected_gpu import detected_gpu_profile
 from app.predict.memory.host import host_memory_table
-from app.predict.profiles import (
-    GIB,
-    HardwareProfile,
-    ProfileError,
-    cpu_profile,
-    find_profile,
-    load_profiles,
-    match_nvml_name,
-)
+from app.predict.profiles import GIB, HardwareProfile, ProfileError, cpu_profile, find_profile, load_profiles
 from app.telemetry.cpu_peaks import ComputeFigure
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 
@@ -39,6 +32,7 @@ class HardwareContext:
     gpu: HardwareProfile | None = None  # the detected GPU's profile, or one the user picked
     note: str = ""
     host_measured: bool = True  # False: ``cpu`` is ASSUMED_HOST, the host of a GPU that is not this machine's
+    gpu_problem: bool = False  # no profile names the detected GPU: ``gpu`` is built from NVML, or None (``note``)
 
     @property
     def host_bandwidth_gbps(self) -> float | None:
@@ -80,29 +74,20 @@ def cpu_profile_of(scan: MachineScan, label: str = "CPU") -> CpuProfile:
                    cpu_flags=scan.cpu_features.flags if scan.cpu_features is not None else ())
 
 
-def hardware_context(scan: MachineScan, gpu_query: str | None = None,
-                     profiles: list[HardwareProfile] | None = None) -> HardwareContext:
-    """The hardware to predict against, from one look at the machine: its probed CPU and its first NVIDIA GPU's
-    profile (matched by NVML name and memory size), or the profile ``gpu_query`` names. Raises ProfileError when
-    there are no CPU figures at all, or ``gpu_query`` names no profile."""
+def hardware_context(scan: MachineScan, profiles: list[HardwareProfile] | None = None) -> HardwareContext:
+    """This machine's hardware, from one look at it: its probed CPU and its first NVIDIA GPU's profile by the one
+    rule of :mod:`app.predict.detected_gpu` (NVML name and memory, else built from NVML's figures). Which hardware a
+    name means (``--hw``) is :meth:`app.predict.machine.Machine.profile_for`. Raises ProfileError when there are no
+    CPU figures at all."""
     if scan.probe is None:
         raise ProfileError(f"this CPU has no probed figures ({scan.probe_error or 'the CPU probe did not run'})")
     cpu = cpu_profile_of(scan)
-    profiles = load_profiles() if profiles is None else profiles
-    if gpu_query:
-        return HardwareContext(cpu=cpu, gpu=find_profile(gpu_query, profiles), note=f"GPU profile chosen: {gpu_query}")
     if not scan.nvml_available:
         return HardwareContext(cpu=cpu, note=f"no NVIDIA GPU ({scan.nvml_reason})")
-    if not scan.gpus or not scan.gpus[0].name:
+    if not scan.gpus:
         return HardwareContext(cpu=cpu, note="no NVIDIA GPU found")
-    name, vram_bytes = scan.gpus[0].name, scan.gpus[0].vram_total_bytes
-    gpu = match_nvml_name(name, profiles, vram_bytes)
-    if gpu is not None:
-        return HardwareContext(cpu=cpu, gpu=gpu, note=f"GPU {name}")
-    named = match_nvml_name(name, profiles)
-    why = (f": {vram_bytes / GIB:.1f} GiB, not the {named.vram_gib:g} GiB of profile {named.name!r}"
-           if named is not None and vram_bytes else ": no matching profile")
-    return HardwareContext(cpu=cpu, note=f"GPU {name}{why} (add one to the user dir)")
+    gpu, why = detected_gpu_profile(scan.gpus[0], load_profiles() if profiles is None else profiles)
+    return HardwareContext(cpu=cpu, gpu=gpu, note=why or f"GPU {scan.gpus[0].name}", gpu_problem=bool(why))
 
 
 def remote_hardware_context(gpu_query: str, profiles: list[HardwareProfile] | None = None) -> HardwareContext:
@@ -118,9 +103,9 @@ def remote_hardware_context(gpu_query: str, profiles: list[HardwareProfile] | No
     return HardwareContext(cpu=cpu, gpu=gpu, note=note, host_measured=False)
 
 
-def detect_hardware_context(gpu_query: str | None = None) -> HardwareContext:
+def detect_hardware_context() -> HardwareContext:
     """Look at this machine (probing the CPU once; cached per machine) and build its hardware context."""
-    return hardware_context(scan_machine(ProbeMode.RUN), gpu_query)
+    return hardware_context(scan_machine(ProbeMode.RUN))
 
 
 def backend_name(profile: HardwareProfile) -> str:

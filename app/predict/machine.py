@@ -4,8 +4,9 @@ A ``Machine`` holds everything an answer may draw on that belongs to where the w
 (probed bandwidth, compute peaks, repack buffers), this machine's own GPU (the NVML-matched profile) if any, the
 GPU backends this llama.cpp build has, the repack guard's default, this machine's calibration fit, the efficiencies
 of its stored rows and its measured rows, and the public GPU fit (which belongs to no machine, but is loaded once
-with the rest). :meth:`Machine.is_this` is the one rule for whether a hardware profile is this machine's. A GPU
-named that is not here gets :meth:`Machine.elsewhere`: nothing of this machine, the public fit only.
+with the rest). :meth:`Machine.profile_for` is the one rule for which hardware a name (``--hw``, the window's list)
+means, :meth:`Machine.is_this` the one rule for whether a hardware profile is this machine's. A GPU named that is
+not here gets :meth:`Machine.elsewhere`: nothing of this machine, the public fit only.
 
 Loading does I/O (a scan, files, a read-only look at the results store); everything after it is pure.
 """
@@ -19,12 +20,13 @@ from pathlib import Path
 
 from app.model.dry_run import ContextMemory, DryRun, dry_run
 from app.model.facts import ModelFacts
+from app.predict.detected_gpu import detected_gpu_profile
 from app.predict.hardware_context import HardwareContext, cpu_profile_of, hardware_context
 from app.predict.machine_fit.calibration_fit import MachineFit
 from app.predict.machine_fit.calibration_store import read_fit
 from app.predict.machine_fit.store_efficiency import StoreCalibration, row_threads, threads_for, untrustworthy
 from app.predict.memory_truth import dry_run_settings
-from app.predict.profiles import HardwareProfile
+from app.predict.profiles import HardwareProfile, ProfileError, find_profile, load_profiles
 from app.predict.public.fit import PublicGpuModel, load_public_model
 from app.predict.settings import PredictSettings
 from app.results.fields import RowStatus
@@ -33,10 +35,30 @@ from app.results.store import ResultStore, StoreError
 from app.telemetry.llama_build import engine_version, installed_gpu_backends
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
 
-__all__ = ["HardwareContext", "Machine", "cpu_profile_of", "hardware_context", "same_hardware"]
+__all__ = ["CPU_NAMES", "THIS_MACHINE_NAMES", "HardwareContext", "Machine", "cpu_profile_of", "detected_gpu_profile",
+           "hardware_context", "names_this_machine", "same_hardware"]
 
 #: Stored rows read for measured figures and efficiencies (newest first).
 STORED_ROWS = 2000
+#: What names this machine's own hardware (``--hw``; compared stripped, in any case): nothing, "this" or "local"
+#: its GPU where it has one, else its CPU; "cpu" its CPU.
+THIS_MACHINE_NAMES = frozenset({"", "this", "local"})
+CPU_NAMES = frozenset({"cpu"})
+
+
+def names_this_machine(hw: str | None) -> bool:
+    """Whether ``hw`` names this machine's own hardware (:data:`THIS_MACHINE_NAMES`, :data:`CPU_NAMES`), so this
+    machine must be looked at (:meth:`Machine.load`); any other name is a profile (:meth:`Machine.elsewhere`)."""
+    return _asked(hw) in THIS_MACHINE_NAMES | CPU_NAMES
+
+
+def names_cpu(hw: str | None) -> bool:
+    """Whether ``hw`` asks for this machine's CPU even where it has a GPU (:data:`CPU_NAMES`, any case)."""
+    return _asked(hw) in CPU_NAMES
+
+
+def _asked(hw: str | None) -> str:
+    return (hw or "").strip().casefold()
 
 
 def same_hardware(a: HardwareProfile | None, b: HardwareProfile | None) -> bool:
@@ -77,6 +99,33 @@ class Machine:
     store_problem: str | None = None  # a results store that is there but not read (damaged, newer): one line
     #: llama.cpp's dry runs of files here (:meth:`with_dry_run`): the memory truth of this machine's CPU answers
     dry_runs: tuple[DryRun, ...] = ()
+    cpu_problem: str = ""  # why ``cpu`` is None on a machine that was looked at (the probe did not run, failed)
+
+    def profile_for(self, hw: str | None) -> HardwareProfile:
+        """The one rule for which hardware ``hw`` means; every surface asks it (``predict``, ``choose``, ``run``,
+        the window's list). In order, each step the user's word before anything detected:
+
+        1. "cpu" (any case): this machine's CPU, even where it has a GPU.
+        2. nothing, "this" or "local" (any case): this machine's GPU where it has one (the profile its NVML name and
+           memory name, else one built from NVML's figures: :mod:`app.predict.detected_gpu`), else its CPU.
+        3. this machine's GPU by its profile's name (any case), also where that profile was built from NVML.
+        4. any other name: the profile it names (:func:`app.predict.profiles.find_profile`: names and aliases, any
+           case), whether or not it is this machine's.
+
+        Raises ProfileError, one line: a name that names no profile (with the nearest), or this machine's hardware
+        asked where nothing of it is known (no CPU figures)."""
+        asked = _asked(hw)
+        if asked in CPU_NAMES | THIS_MACHINE_NAMES:
+            if asked in THIS_MACHINE_NAMES and self.gpu is not None:
+                return self.gpu
+            if self.cpu is None:
+                why = self.cpu_problem or ("nothing of this machine was looked at" if not self.here
+                                           else "the CPU probe did not run")
+                raise ProfileError(f"this CPU has no probed figures ({why})")
+            return self.cpu
+        if self.gpu is not None and asked == self.gpu.name.casefold():
+            return self.gpu
+        return find_profile(str(hw), load_profiles())
 
     @property
     def here(self) -> bool:
@@ -146,16 +195,17 @@ class Machine:
         profiles, its saved fit, its stored rows (the store opened read-only: nothing is written or recovered),
         the public fit. Never raises for a source that is missing: ``notes`` says why."""
         scan = scan if scan is not None else scan_machine(probe)
-        hw = _hardware(scan)
+        hw, cpu_problem = _hardware(scan)
         facts = scan.run_facts()
         cpu_model, gpu_info = str(facts.get("cpu_model") or ""), str(facts.get("gpu_info") or "")
-        notes: list[str] = [hw.note] if hw is not None and hw.note and hw.gpu is None else []
+        notes: list[str] = [hw.note] if hw is not None and hw.note and (hw.gpu is None or hw.gpu_problem) else []
         fit, problem = read_fit(cpu_model, gpu_info) if cpu_model else (None, None)
         if problem is not None:
             notes.append(problem)
         elif fit is None:
             notes.append("this machine is not calibrated (Sweep → Calibrate this machine…, or gguf-bench calibrate)")
-        efficiency, rows, store_problem = None, (), None
+        rows: tuple[ResultRow, ...] = ()
+        efficiency, store_problem = None, None
         if read_store and cpu_model:
             efficiency, rows, store_problem = _stored(store_path, cpu_model, gpu_info)
             notes += [store_problem] if store_problem else []
@@ -164,14 +214,16 @@ class Machine:
                    repack_default=scan.repack.default_repack if scan.repack is not None else 1, fit=fit,
                    ram_total_bytes=scan.ram_total_bytes,
                    efficiency=efficiency, rows=rows, public=_public(notes) if public else None,
-                   build_label=_build_label(), notes=tuple(notes), fit_problem=problem, store_problem=store_problem)
+                   build_label=_build_label(), notes=tuple(notes), fit_problem=problem, store_problem=store_problem,
+                   cpu_problem=cpu_problem)
 
 
-def _hardware(scan: MachineScan) -> HardwareContext | None:
+def _hardware(scan: MachineScan) -> tuple[HardwareContext | None, str]:
+    """(this machine's hardware, "") or (None, why not: no CPU figures)."""
     try:
-        return hardware_context(scan)
-    except ValueError:  # ProfileError: no CPU figures (the probe did not run)
-        return None
+        return hardware_context(scan), ""
+    except ProfileError as e:  # no CPU figures (the probe did not run, or failed)
+        return None, str(e).removeprefix("this CPU has no probed figures (").removesuffix(")")
 
 
 def _stored(store_path: str | Path | None, cpu_model: str, gpu_info: str

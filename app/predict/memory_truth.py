@@ -70,8 +70,8 @@ class MemoryCheck:
 
     def text(self) -> str:
         """One line: llama.cpp's figures and how far ours are from them."""
-        w = self.weights_dev
-        weights = f"weights {self.weights_llama / MIB:,.1f} MiB ({w:+.1%})" if w is not None else ""
+        w, w_llama = self.weights_dev, self.weights_llama
+        weights = f"weights {w_llama / MIB:,.1f} MiB ({w:+.1%})" if w is not None and w_llama is not None else ""
         state = f" (state {self.state_llama / MIB:,.1f})" if self.state_llama else ""
         parts = [p for p in (weights, f"KV {self.context_llama / MIB:,.1f} MiB{state} ({self.context_dev:+.1%})",
                              f"compute {self.compute_llama / MIB:,.1f} MiB ({self.compute_dev:+.1%})") if p]

@@ -214,6 +214,7 @@ def predict(
         swa_full=s.swa_full, unified=profile.is_unified, usable_fraction=cpu_share if is_cpu else None,
         host_ram_bytes=None if profile.is_unified else host_ram_bytes, tensor_bytes=tensor_bytes,
         placement=placement, offload_kqv=offload_kqv, host_repacked_bytes=repacked_bytes,
+        margin_bytes=0 if is_cpu or profile.is_unified else s.device_margin_bytes,
     )
     split_settings = SplitSettings(s.n_ctx, ngl, type_k, type_v, s.n_ubatch, s.flash_attn,
                                    n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,

@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.bounded_read import TomlFileError, read_toml
@@ -148,6 +148,18 @@ class HardwareProfile:
             "aliases": list(self.aliases), "source": self.source, "notes": self.notes, "path": self.path,
             "architecture": self.architecture, "source_url": self.source_url,
         }
+
+
+def with_given_ram(profile: HardwareProfile, ram_gib: float | None) -> HardwareProfile:
+    """``profile`` with the system RAM a user gave (``--ram``) beside its GPU; ValueError (one line) where there is
+    no such RAM to give: a CPU or unified memory holds the model in the profile's own pool."""
+    if ram_gib is None:
+        return profile
+    if profile.is_unified:
+        pool = "this machine's system RAM" if profile.kind == "cpu" else "its unified memory"
+        raise ValueError(f"--ram is the system RAM beside a discrete GPU; {profile.name} holds the model in {pool} "
+                         f"({profile.vram_gib:.1f} GiB): drop --ram, or name a discrete GPU with --hw")
+    return replace(profile, host_ram_gib=ram_gib, host_ram_source="given")
 
 
 def cpu_profile(name: str, bandwidth_gbps: float, gflops: float, ram_bytes: int) -> HardwareProfile:
@@ -398,14 +410,40 @@ def find_profile(query: str, profiles: Sequence[HardwareProfile]) -> HardwarePro
 VRAM_MATCH_TOLERANCE = 0.1
 
 
+#: A memory size in a normalized name ("rtx 3060 8 gb"): the words a device name may lack where the profile's name
+#: says which of two memory sizes it is.
+_MEMORY_WORDS = re.compile(r"(?:^| )\d+ gb(?= |$)")
+
+
+def _without_memory(normalized: str) -> str:
+    return " ".join(_MEMORY_WORDS.sub(" ", normalized).split())
+
+
 def match_nvml_name(nvml_name: str, profiles: Sequence[HardwareProfile],
                     vram_total_bytes: int | None = None) -> HardwareProfile | None:
     """The profile whose name or alias is the NVML (or Vulkan) device name, as written or normalized; None if none
-    or several. With ``vram_total_bytes`` (the device's memory), a profile whose memory differs by more than
-    VRAM_MATCH_TOLERANCE is not it: an 8 GB "NVIDIA GeForce RTX 3060" does not get the 12 GB card's profile."""
+    or several. With ``vram_total_bytes`` (the device's memory) the memory decides too: a profile whose memory differs
+    by more than VRAM_MATCH_TOLERANCE is not it, and where the name alone names none of that memory, a profile whose
+    name is the device's with a memory size added is ("NVIDIA GeForce RTX 3060" with 8 GiB is "RTX 3060 8GB", not
+    the 12 GB card whose alias that name is)."""
     if not nvml_name.strip() or len(nvml_name) > MAX_QUERY_CHARS:
         return None
-    found = _exact_matches(nvml_name.strip(), profiles)
-    if vram_total_bytes:
-        found = [p for p in found if abs(vram_total_bytes - p.vram_bytes) <= VRAM_MATCH_TOLERANCE * p.vram_bytes]
+    if not vram_total_bytes:
+        found = _exact_matches(nvml_name.strip(), profiles)
+        return found[0] if len(found) == 1 else None
+
+    def same_memory(p: HardwareProfile) -> bool:
+        return abs(vram_total_bytes - p.vram_bytes) <= VRAM_MATCH_TOLERANCE * p.vram_bytes
+
+    found = [p for p in _exact_matches(nvml_name.strip(), profiles) if same_memory(p)]
+    if not found:
+        bare = _without_memory(_normalize(nvml_name))
+        found = _unique(p for p in profiles if same_memory(p) and bare
+                        and any(_without_memory(_normalize(n)) == bare for n in p.names()))
     return found[0] if len(found) == 1 else None
+
+
+def profile_from_entry(entry: dict[str, object], where: str) -> HardwareProfile:
+    """A profile from one table of the keys a ``[[gpu]]`` table holds, checked as a profile file's are (bounds, kind,
+    bandwidth against bus × data rate); ``where`` names its origin in a refusal. Raises ProfileError."""
+    return _check_entry(entry, where)

@@ -9,14 +9,12 @@ is None.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from app.predict.scenario import Scenario, scenario_time
 from app.results.fields import RowStatus
-
-Row = Mapping[str, Any]
+from app.results.row_types import ResultRow
 
 
 @dataclass(frozen=True)
@@ -50,36 +48,36 @@ def request_total(n_prompt: int, n_gen: int, rates: tuple[float, float] | None) 
         return None
 
 
-def measured_rates(rows: Iterable[Row], n_prompt: int, model_path: str = "") -> MeasuredRates | None:
+def measured_rates(rows: Iterable[ResultRow], n_prompt: int, model_path: str = "") -> MeasuredRates | None:
     """Rates from ok rows: ``model_path``'s rows when it has any, else all of them; None without both phases."""
-    ok = [r for r in rows if r.get("status") == RowStatus.OK]
-    rows_used = [r for r in ok if r.get("model_path") == model_path] or ok
-    prefill = [r for r in rows_used if r.get("prefill_tps")]
-    decode = [r for r in rows_used if r.get("decode_tps")]
+    ok = [r for r in rows if r.status == RowStatus.OK]
+    rows_used = [r for r in ok if r.model_path == model_path] or ok
+    prefill = [(r, r.prefill_tps) for r in rows_used if r.prefill_tps]
+    decode = [r.decode_tps for r in rows_used if r.decode_tps]
     if not prefill or not decode:
         return None
-    best = min(prefill, key=lambda r: abs(int(r.get("n_prompt") or 0) - n_prompt))
-    mean_decode = sum(float(r["decode_tps"]) for r in decode) / len(decode)
-    return MeasuredRates(prefill_tps=float(best["prefill_tps"]), prefill_n_prompt=int(best.get("n_prompt") or 0),
-                         decode_tps=mean_decode, n_decode_tests=len(decode))
+    best, best_tps = min(prefill, key=lambda pair: abs((pair[0].n_prompt or 0) - n_prompt))
+    return MeasuredRates(prefill_tps=best_tps, prefill_n_prompt=best.n_prompt or 0,
+                         decode_tps=sum(decode) / len(decode), n_decode_tests=len(decode))
 
 
-def exact_measurement(rows: Iterable[Row], n_prompt: int, n_gen: int, model_path: str = "") -> Scenario | None:
+def exact_measurement(rows: Iterable[ResultRow], n_prompt: int, n_gen: int,
+                      model_path: str = "") -> Scenario | None:
     """The request as measured: the latest ok test of ``model_path`` with exactly these lengths from an empty
     context, its TTFT and its decode time (``n_gen`` ÷ its decode rate); None when there is no such test."""
-    hits = [r for r in rows if r.get("status") == RowStatus.OK and r.get("model_path") == model_path
-            and int(r.get("n_prompt") or 0) == n_prompt and int(r.get("n_gen") or 0) == n_gen
-            and not r.get("n_depth") and r.get("ttft_ms") and (r.get("decode_tps") or not n_gen)]
+    hits = [(r, r.ttft_ms) for r in rows if r.status == RowStatus.OK and r.model_path == model_path
+            and (r.n_prompt or 0) == n_prompt and (r.n_gen or 0) == n_gen
+            and not r.n_depth and r.ttft_ms and (r.decode_tps or not n_gen)]
     if not hits or n_prompt <= 0:
         return None
-    r = hits[-1]
-    ttft_s = float(r["ttft_ms"]) / 1000.0
-    decode_tps = float(r.get("decode_tps") or 1.0)  # unused when n_gen is 0
+    r, ttft_ms = hits[-1]
+    ttft_s = ttft_ms / 1000.0
+    decode_tps = r.decode_tps or 1.0  # unused when n_gen is 0
     return scenario_time(n_prompt, n_gen, n_prompt / ttft_s, decode_tps) if ttft_s > 0 and decode_tps > 0 else None
 
 
-def scenario_totals(n_prompt: int, n_gen: int, predicted_rates: tuple[float, float] | None, rows: Iterable[Row],
-                    model_path: str = "") -> ScenarioTotals:
+def scenario_totals(n_prompt: int, n_gen: int, predicted_rates: tuple[float, float] | None,
+                    rows: Iterable[ResultRow], model_path: str = "") -> ScenarioTotals:
     """Predicted and measured totals of one request of ``n_prompt`` prompt and ``n_gen`` output tokens."""
     rates = measured_rates(rows, n_prompt, model_path)
     measured = request_total(n_prompt, n_gen, (rates.prefill_tps, rates.decode_tps)) if rates else None

@@ -37,7 +37,7 @@ def flash_attn_enabled(value: Any) -> bool:
 def _repack_of(value: int | None) -> int:
     """A row's repacking: its 0 or 1; auto (-1, a test not yet run) stays auto; none (rows from before the setting):
     1, llama.cpp's default then."""
-    return value if value in (0, 1, REPACK_AUTO) else 1  # type: ignore[return-value]
+    return value if value is not None and value in (0, 1, REPACK_AUTO) else 1
 
 
 def _threads_of(row: ResultRow) -> int:
@@ -102,6 +102,9 @@ class PredictSettings:
     tensor_buft_overrides: str = "none"
     n_threads: int = 0
     backends: str = ""
+    #: device memory a placement leaves free on a discrete GPU (a question's, like llama.cpp's --fit-target; a
+    #: measured row's settings keep none: it ran as it ran)
+    device_margin_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.repack not in (0, 1, REPACK_AUTO):

@@ -27,7 +27,8 @@ def kl_divergence(ref_logp: np.ndarray, logp: np.ndarray) -> np.ndarray:
     """Per-row KL(ref || model) in nats from two log-probability arrays of the same shape (never below 0)."""
     ref = ref_logp.astype(np.float32, copy=False)
     kld = (np.exp(ref) * (ref - logp)).sum(axis=1)
-    return np.maximum(kld, 0.0)
+    clipped: np.ndarray = np.maximum(kld, 0.0)
+    return clipped
 
 
 @dataclass
@@ -56,20 +57,18 @@ class QualityAccumulator:
         None when not compared)."""
         nll = np.concatenate(self.nll) if self.nll else np.zeros(0)
         n = len(nll)
-        out: dict[str, float | int | None] = {"n_tokens": n, "ppl": None, "ppl_err": None, "mean_kld": None,
-                                              "mean_kld_err": None, "kld_p99": None, "same_top_rate": None}
-        if n == 0:
-            return out
-        mean = float(nll.mean())
-        ppl = math.exp(mean)
-        var = float((nll * nll).mean()) - mean * mean
-        out["ppl"] = ppl
-        out["ppl_err"] = ppl * math.sqrt(var / (n - 1)) if n > 1 and var > 0 else 0.0
-        if self.kld:
-            kld = np.concatenate(self.kld)
-            out["mean_kld"] = float(kld.mean())
-            out["mean_kld_err"] = float(kld.std(ddof=1) / math.sqrt(len(kld))) if len(kld) > 1 else 0.0
-            out["kld_p99"] = float(np.percentile(kld, 99))
-        if self.same_top:
-            out["same_top_rate"] = float(np.concatenate(self.same_top).mean())
-        return out
+        ppl = ppl_err = mean_kld = mean_kld_err = kld_p99 = same_top_rate = None
+        if n:
+            mean = float(nll.mean())
+            ppl = math.exp(mean)
+            var = float((nll * nll).mean()) - mean * mean
+            ppl_err = ppl * math.sqrt(var / (n - 1)) if n > 1 and var > 0 else 0.0
+            if self.kld:
+                kld = np.concatenate(self.kld)
+                mean_kld = float(kld.mean())
+                mean_kld_err = float(kld.std(ddof=1) / math.sqrt(len(kld))) if len(kld) > 1 else 0.0
+                kld_p99 = float(np.percentile(kld, 99))
+            if self.same_top:
+                same_top_rate = float(np.concatenate(self.same_top).mean())
+        return {"n_tokens": n, "ppl": ppl, "ppl_err": ppl_err, "mean_kld": mean_kld, "mean_kld_err": mean_kld_err,
+                "kld_p99": kld_p99, "same_top_rate": same_top_rate}

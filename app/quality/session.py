@@ -85,11 +85,25 @@ class QualitySession:
         elif isinstance(event, WorkerError):
             self.worker_error = event.message
 
+    def _changed_file(self) -> str:
+        """One line naming a file of the plan that changed size or vanished since it was read (a reference truncated
+        mid-run kills the worker reading it with SIGBUS), or ""."""
+        for path, facts in zip(self.plan.models, self.plan.facts, strict=True):
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                return f"{Path(path).name} vanished during the run"
+            if size != facts.file_bytes:
+                return f"{Path(path).name} changed during the run ({facts.file_bytes:,} bytes, now {size:,})"
+        return ""
+
     def _missing_row(self, index: int) -> QualityRow:
         if self.cancelled:
             status, error = RowStatus.CANCELLED, "cancelled"
         else:
-            status, error = RowStatus.FAILED, self.worker_error or "worker stopped"
+            changed = self._changed_file()
+            error = self.worker_error or "worker stopped"
+            status, error = RowStatus.FAILED, f"{changed}: {error}" if changed else error
         return QualityRow(run_id=self.run_id, model_index=index, **self.plan.file_columns(index), status=status,
                           error=error, created_at=now_iso())
 

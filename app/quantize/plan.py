@@ -17,6 +17,7 @@ from pathlib import Path
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
 from app.model.lineage import KEY_QUANTIZED_FROM, KEY_REQUANTIZED_FROM, UNQUANTIZED, header_strings
+from app.output_guard import OutputRefused, check_output_folder, same_file
 from app.paths import DataDirError, absolute_path, remove_leftovers
 
 #: The target types ``--types`` accepts, llama.cpp's names (engines.llama_cpp_quantize.QUANT_TYPES maps them).
@@ -114,17 +115,22 @@ def plan_quantize(src: str | Path, types: list[str], out_dir: str | Path, *, all
             f"{src_path}: already quantized ({facts.file_type}); quantizing it again loses quality on top of "
             "its own: pass --allow-requantize to do it anyway (the outputs then record requantized_from)")
     out = _absolute(out_dir, "--out")
-    if out.exists() and not out.is_dir():
-        raise QuantizeSetupError(f"--out {out_dir}: not a folder")
+    try:
+        check_output_folder(out_dir, "--out")  # a model, a link to one, a FIFO: never a folder to fill
+    except OutputRefused as e:
+        raise QuantizeSetupError(str(e)) from None
     meta = lineage(facts.file_type, header_strings(src_path))
     items = []
     run_token = f"{os.getpid()}-{secrets.token_hex(4)}"  # one per run: its outputs' .part names
     for name in types:
         dst = out / output_name(src_path, facts.file_type, name)
-        if dst.resolve() == src_path.resolve():
+        if same_file(dst, src_path):  # by path, link or inode
             raise QuantizeSetupError(f"{dst}: is the source file; choose another --out folder")
-        if dst.exists() and not force:
+        if os.path.lexists(dst) and not force:
             raise QuantizeSetupError(f"{dst}: already exists (pass --force to overwrite it)")
+        if os.path.lexists(dst) and (dst.is_symlink() or not dst.is_file()):
+            raise QuantizeSetupError(f"{dst}: is not a regular file (a link, a FIFO, a device or a folder); "
+                                     "--force replaces only an output file: remove it first")
         items.append(QuantizeItem(str(src_path), str(dst), name, allow_requantize, meta, run_token))
     try:
         out.mkdir(parents=True, exist_ok=True)

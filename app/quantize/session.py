@@ -13,7 +13,8 @@ from typing import Any
 
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.quantize.plan import UNQUANTIZED, QuantizeItem, remove_stale_parts
+from app.model.lineage import UNQUANTIZED
+from app.quantize.plan import QuantizeItem, remove_stale_parts
 from app.results.fields import QUANTIZE_TABLE, RowStatus
 from app.results.row_types import QuantizeRow
 from app.run.events import Event, JobProgress, TestFailed, TestFinished, WorkerError

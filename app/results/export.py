@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from app.json_text import standard_json
 from app.results.fields import FIELD_BY_NAME, FIELDS, MD_FIELDS, REMOTE, SUMMARY_FIELDS, Field
+from app.shown_text import cell_text, spreadsheet_cell
 
 FORMATS = ("csv", "json", "jsonl", "md", "summary", "csv-all")  # csv-all: the remote columns too, always
 MIB = 1024**2
@@ -48,14 +49,21 @@ def columns_for(rows: Sequence[dict[str, Any]], all_columns: bool = False) -> li
     return [f for f in FIELDS if remote or FIELD_BY_NAME[f].group != REMOTE] + extra
 
 
-def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, all_columns: bool = False) -> str:
-    cols = list(columns or columns_for(rows, all_columns))
+def csv_text(header: Sequence[str], lines: Iterable[Sequence[str]]) -> str:
+    """A CSV of ``header`` and ``lines`` (cells as text), every cell safe to open in a spreadsheet
+    (:func:`app.shown_text.spreadsheet_cell`: a cell a spreadsheet would run as a formula is escaped, whatever the
+    row came from); the one writer of every CSV the workbench exports."""
     buf = io.StringIO()
     w = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([_cell(r.get(c)) for c in cols])
+    w.writerow([spreadsheet_cell(h) for h in header])
+    for line in lines:
+        w.writerow([spreadsheet_cell(c) for c in line])
     return buf.getvalue()
+
+
+def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, all_columns: bool = False) -> str:
+    cols = list(columns or columns_for(rows, all_columns))
+    return csv_text(cols, ([_cell(r.get(c)) for c in cols] for r in rows))
 
 
 def _json_safe(value: Any) -> Any:
@@ -72,11 +80,11 @@ def _ordered(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_json(rows: Sequence[dict[str, Any]]) -> str:
-    return json.dumps([_ordered(r) for r in rows], indent=2, ensure_ascii=False) + "\n"
+    return standard_json([_ordered(r) for r in rows], indent=2, ensure_ascii=False) + "\n"
 
 
 def to_jsonl(rows: Iterable[dict[str, Any]]) -> str:
-    return "".join(json.dumps(_ordered(r), ensure_ascii=False) + "\n" for r in rows)
+    return "".join(standard_json(_ordered(r), ensure_ascii=False, note=False) + "\n" for r in rows)
 
 
 def to_markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str] = MD_FIELDS) -> str:
@@ -126,14 +134,11 @@ def _plain(f: Field, value: Any) -> str:
 def to_summary_csv(rows: Sequence[dict[str, Any]]) -> str:
     """The short CSV for spreadsheets: key columns first, sizes in MiB, plain decimals, no per-repetition samples.
     The full llama-bench-compatible CSV (:func:`to_csv`) keeps everything."""
-    buf = io.StringIO()
-    w = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-    w.writerow(summary_columns())
-    for r in rows:
+    def line(r: dict[str, Any]) -> list[str]:
         single = int(r.get("n_repetitions") or 0) == 1  # one repetition has no spread: empty, not a perfect 0
-        w.writerow(["" if single and f.name.endswith("_stddev") else _plain(f, r.get(f.name))
-                    for f in SUMMARY_FIELDS])
-    return buf.getvalue()
+        return ["" if single and f.name.endswith("_stddev") else _plain(f, r.get(f.name)) for f in SUMMARY_FIELDS]
+
+    return csv_text(summary_columns(), (line(r) for r in rows))
 
 
 def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
@@ -151,5 +156,7 @@ def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
 
 
 def read_csv(text: str) -> list[dict[str, str]]:
-    """Parse CSV written by to_csv back into rows of strings (for round-trip checks and re-import)."""
-    return list(csv.DictReader(io.StringIO(text)))
+    """Parse CSV written by to_csv back into rows of strings (for round-trip checks and re-import), each cell's
+    spreadsheet escape undone (:func:`app.shown_text.cell_text`)."""
+    return [{cell_text(k): cell_text(v) if isinstance(v, str) else v for k, v in row.items()}
+            for row in csv.DictReader(io.StringIO(text))]

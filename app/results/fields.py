@@ -79,6 +79,10 @@ def _remote(name: str, type_: type, unit: str, fmt: str, tip: str, more: dict[st
     return Field(name, type_, unit, fmt, REMOTE, tip, **more)
 
 
+def _remote_all(specs: tuple[tuple[str, type, str, str, str, dict[str, Any]], ...]) -> tuple[Field, ...]:
+    return tuple(_remote(*spec) for spec in specs)
+
+
 #: ``host_other_cpu_pct`` above which a row was taken on a busy machine and is not learnt from: a quarter of one
 #: CPU on average. llama.cpp's threads wait for the slowest at every operation, so a thread that others pre-empt
 #: holds all of them up, and a share that small already lowers a rate measured on every core; the figure comes
@@ -225,7 +229,7 @@ FIELD_TABLE: tuple[Field, ...] = (
     _pred("calibrated_from", str, "", "{}",
           "where the expected_* columns came from: this machine's calibration fit, or the stored runs "
           "they learned from"),
-    *(_remote(*f) for f in (
+    *_remote_all((
         ("endpoint", str, "", "{}", "remote server's API root (no credentials); empty for a local model", {}),
         ("n_requests", int, "requests", "{}", "requests sent in the test (remote)", {}),
         ("request_rate_rps", float, "req/s", "{:.2f}", "offered Poisson arrival rate; empty: all at once (remote)",
@@ -275,7 +279,7 @@ FIELD_TABLE: tuple[Field, ...] = (
     _ours("extra_buffers", str, "", "{}", "the CPU extra buffer types llama.cpp put weights in (AMX, CPU_REPACK…), "
           "empty: none; repacked weights run other kernels"),
     # remote depth and prefix-cache tests (appended: the columns above keep their order)
-    *(_remote(*f) for f in (
+    *_remote_all((
         ("prefix_cache", int, "", "{}", "1: each request's n_depth context was sent alone first, so the timed "
          "request could find it in the server's prefix cache (remote; llama-benchy's ctx_pp step)", {}),
         ("prefill_tokens_mean", float, "tokens", "{:.1f}", "prompt tokens per request the prefill rate counts: "

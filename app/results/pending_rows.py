@@ -86,7 +86,7 @@ class PendingRows:
         for line in text.splitlines():
             try:
                 w = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deeply to read: a line hand-edited
                 bad += 1
                 continue
             if isinstance(w, dict) and isinstance(w.get("op"), str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -12,10 +13,16 @@ from app.results.row_types import ResultRow
 class TestShape(Protocol):
     """What the statistics need to know of a test (a TestSpec has these)."""
 
-    __test__ = False  # not a pytest class
-    n_prompt: int
-    n_gen: int
-    n_parallel: int
+    __test__: bool = False  # not a pytest class
+
+    @property
+    def n_prompt(self) -> int: ...
+
+    @property
+    def n_gen(self) -> int: ...
+
+    @property
+    def n_parallel(self) -> int: ...
 
 
 def spread(name: str, xs: list[float]) -> dict[str, float | None]:
@@ -77,7 +84,7 @@ def summarise_phases(
         **spread("prefill_tps", prefill_tps),
         **spread("decode_tps", decode_tps),
         "decode_tps_aggregate": (stats.mean(decode_tps) or 0) * n_seq if decode_tps else None,
-        "tpot_ms": 1000.0 / stats.mean(decode_tps) if decode_tps else None,
+        "tpot_ms": 1000.0 / statistics.fmean(decode_tps) if decode_tps else None,
         **{f"itl_p{q}_ms": stats.percentile(itl_ms, q) for q in (50, 90, 99)},
         "ttft_samples_ms": ttft_ms,
         "prefill_samples_tps": prefill_tps,

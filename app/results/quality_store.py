@@ -9,7 +9,6 @@ name is measured anew rather than given an old file's quality.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sqlite3
@@ -18,10 +17,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from app.json_text import standard_json
 from app.results import export
 from app.results.fields import QUALITY_TABLE
 from app.results.row_types import QualityRow
 from app.results.store import ResultStore, decode_rows
+from app.results.stored_values import BadValues, checked_count, checked_text
 
 #: A quality row's columns, in CSV/JSON order (the field table's quality group: ``fields.QUALITY_TABLE``).
 QUALITY_COLUMNS: tuple[str, ...] = tuple(f.name for f in QUALITY_TABLE)
@@ -91,7 +92,13 @@ def quality_runs(store: ResultStore, limit: int = 50) -> list[tuple[str, str, in
     rows = _read_or_warn(store, "SELECT run_id, MIN(created_at), COUNT(*), SUM(status = 'ok'), "
                          "GROUP_CONCAT(model_filename) FROM quality GROUP BY run_id "
                          "ORDER BY MIN(created_at) DESC, MIN(rowid) DESC LIMIT ?", (limit,))
-    return [(a, b, int(c), int(d or 0), e or "") for a, b, c, d, e in rows]
+    bad = BadValues(store.path, store.warn)  # a hand-edited store: one warning per field and problem
+    out = [(checked_text("quality run_id", a, bad, required=True), checked_text("quality created_at", b, bad,
+                                                                                required=True),
+            checked_count("quality files", c, bad), checked_count("quality files ok", d, bad),
+            checked_text("quality model_filename", e, bad)) for a, b, c, d, e in rows]
+    bad.say()
+    return out
 
 
 def _read_or_warn(store: ResultStore, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -123,24 +130,24 @@ def quality_for(store: ResultStore, model: str | os.PathLike[str]) -> QualityRow
     return rows[0] if rows else None
 
 
-def quality_columns_for(rows: Sequence[dict[str, Any]]) -> list[str]:
+def quality_columns_for(rows: Sequence[QualityRow]) -> list[str]:
     """:data:`QUALITY_COLUMNS`, then any extra keys the rows carry, sorted."""
-    return list(QUALITY_COLUMNS) + sorted({k for r in rows for k in r} - set(QUALITY_COLUMNS))
+    return list(QUALITY_COLUMNS) + sorted({k for r in rows for k in r.extra} - set(QUALITY_COLUMNS))
 
 
 QUALITY_FORMATS = ("csv", "json", "jsonl", "md")
 
 
-def render_quality(rows: Sequence[dict[str, Any]], fmt: str) -> str:
+def render_quality(rows: Sequence[QualityRow], fmt: str) -> str:
     """Quality rows as csv, json, jsonl or md (the same cell rules as the speed rows' export)."""
     if fmt == "csv":
-        return export.to_csv(rows, quality_columns_for(rows))
+        return export.to_csv([r.to_mapping() for r in rows], quality_columns_for(rows))
     if fmt == "md":  # KLDs are small: significant digits, not the speed table's two decimals
-        shown = [{k: f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else v for k, v in r.items()}
+        shown = [{k: f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else v for k, v in r.to_mapping().items()}
                  for r in rows]
         return export.to_markdown(shown, QUALITY_MD_COLUMNS)
     if fmt == "json":
-        return json.dumps([ordered(r).to_mapping() for r in rows], indent=2, ensure_ascii=False) + "\n"
+        return standard_json([ordered(r).to_mapping() for r in rows], indent=2, ensure_ascii=False) + "\n"
     if fmt == "jsonl":
-        return "".join(json.dumps(ordered(r).to_mapping(), ensure_ascii=False) + "\n" for r in rows)
+        return "".join(standard_json(ordered(r).to_mapping(), ensure_ascii=False, note=False) + "\n" for r in rows)
     raise ValueError(f"unknown output format {fmt!r} (valid: {', '.join(QUALITY_FORMATS)})")

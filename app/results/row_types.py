@@ -2,7 +2,8 @@
 
 Each is a frozen record of one field table (:mod:`app.results.fields`): every field is an attribute of the table's
 type, None where the row does not hold it (a failed test's row holds only what was known before it ran). Features
-read attributes (``row.decode_tps``), never keys.
+read attributes (``row.decode_tps``); a row has no mapping interface. Only the printers the field table drives (the
+exports, the results table) read a field by its name, with :meth:`Row.value`.
 
 The attributes are declared in the class bodies, so a type checker and an editor see them;
 ``tests/results/test_row_types.py`` holds each declaration to its table key for key and type for type (a field added
@@ -17,7 +18,7 @@ naming the field, if not), and keys the table does not know (an older or newer b
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 from app.results.fields import (
@@ -34,6 +35,15 @@ class RowError(ValueError):
     """A row that is not of its field table: str() is one line naming the field and what it holds."""
 
 
+def _field_property(name: str) -> property:
+    """The attribute of one field: the row's value, None where the row does not hold it."""
+
+    def read(self: Row) -> Any:
+        return self._values.get(name)
+
+    return property(read)
+
+
 class Row:
     """A frozen record of one field table (:attr:`TABLE`); see the module.
 
@@ -42,13 +52,14 @@ class Row:
     """
 
     __slots__ = ("_values",)
+    _values: dict[str, Any]
     TABLE: ClassVar[Mapping[str, Field]]
     KIND: ClassVar[str]  # how an event names the table of the row it carries: result, quality or quantize
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name in cls.TABLE:  # an attribute per field, read from the row's values (None when absent)
-            setattr(cls, name, property(lambda self, name=name: self._values.get(name)))
+            setattr(cls, name, _field_property(name))
 
     def __init__(self, **values: Any) -> None:
         self._unknown(values)
@@ -82,6 +93,13 @@ class Row:
         object.__setattr__(row, "_values", self._checked({**self._values, **other._values}))
         return row
 
+    def value(self, name: str) -> Any:
+        """The field ``name`` (None where the row does not hold it), for the printers the field table drives: the
+        exports and the results table. KeyError for a name outside the table (features read attributes)."""
+        if name not in self.TABLE:
+            raise KeyError(f"{type(self).__name__} has no field {name!r} (app.results.fields)")
+        return self._values.get(name)
+
     def holds(self, name: str) -> bool:
         """Whether the row holds ``name`` at all (a value of None included): older rows lack newer fields."""
         return name in self._values
@@ -111,7 +129,7 @@ class Row:
         raise AttributeError(f"{type(self).__name__} is frozen")
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values == other._values  # type: ignore[attr-defined]
+        return isinstance(other, Row) and type(other) is type(self) and self._values == other._values
 
     __hash__ = None  # type: ignore[assignment]  # rows hold lists
 
@@ -120,28 +138,6 @@ class Row:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self).from_mapping, (self._values,)
-
-    # --- read as a mapping: until every reader takes attributes (issue #42 item 3), then removed -----------------
-    def get(self, name: str, default: Any = None) -> Any:
-        return self._values.get(name, default)
-
-    def __getitem__(self, name: str) -> Any:
-        return self._values[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._values
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def keys(self) -> Any:
-        return self._values.keys()
-
-    def items(self) -> Any:
-        return self._values.items()
 
 
 class ResultRow(Row):

@@ -22,7 +22,7 @@ import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,6 +32,20 @@ from app.results.pending_rows import PendingRows, Write, apply_write
 from app.results.row_types import QualityRow, ResultRow, Row, RowError
 from app.results.run_writer import INTERRUPTED, LEGACY_ABORTED, is_abandoned, writer_scope
 from app.results.store_repair import StoreError, connect, connect_read_only, open_or_set_aside
+from app.results.stored_values import (
+    MAX_ROW_JSON_CHARS,
+    SKIPPED,
+    BadValues,
+    FieldChecker,
+    checked_count,
+    checked_row,
+    checked_status,
+    checked_text,
+    parse_row_json,
+)
+from app.shown_text import one_line
+
+__all__ = ["ResultStore", "RunSummary", "StoreError", "decode_rows", "default_store_path", "new_run_id", "now_iso"]
 
 
 def now_iso() -> str:
@@ -56,7 +70,7 @@ def default_store_path() -> Path:
 
 
 def _print_warning(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
 def _status(status: str, writer_pid: int | None = None, scope: str | None = None) -> str:
@@ -155,7 +169,7 @@ class ResultStore:
         self.close()
 
     # --- writing ---------------------------------------------------------------------------------
-    def begin_run(self, run_id: str, *, sweep_name: str = "", command: str = "", tests: list[dict[str, Any]] = (),
+    def begin_run(self, run_id: str, *, sweep_name: str = "", command: str = "", tests: Sequence[dict[str, Any]] = (),
                   machine: dict[str, Any] | None = None, software: dict[str, Any] | None = None) -> None:
         self._write({"op": "begin", "run_id": run_id, "created_at": now_iso(), "sweep_name": sweep_name,
                      "command": command, "tests": list(tests), "machine": machine or {}, "software": software or {},
@@ -255,8 +269,23 @@ class ResultStore:
             "GROUP BY r.run_id ORDER BY r.created_at DESC, r.n DESC",
             (limit,),
         )
-        return [RunSummary(a, b, c, _status(d, pid, scope), e, f or 0, g or 0, h or 0, i or "")
-                for a, b, c, d, e, f, g, h, i, pid, scope in cur]
+        bad = BadValues(self.path, self.warn)
+        out = [self._summary(row, bad) for row in cur]
+        bad.say()
+        return out
+
+    @staticmethod
+    def _summary(row: tuple[Any, ...], bad: BadValues) -> RunSummary:
+        """One row of :meth:`runs` as a summary, each column checked (a hand-edited store: one warning per field)."""
+        run_id, created, finished, status, sweep, n_tests, n_ok, n_failed, models, pid, scope = row
+        return RunSummary(
+            checked_text("run_id", run_id, bad, required=True), checked_text("created_at", created, bad, required=True),
+            checked_text("finished_at", finished, bad) or None,
+            _status(checked_status("status", status, bad), pid if isinstance(pid, int) else None,
+                    scope if isinstance(scope, str) else None),
+            checked_text("sweep_name", sweep, bad) or None, checked_count("n_tests", n_tests, bad),
+            checked_count("ok results", n_ok, bad), checked_count("failed results", n_failed, bad),
+            checked_text("model_filename", models, bad))
 
     def resolve_run_id(self, prefix: str) -> str:
         """A full run id from a unique prefix (or 'last')."""
@@ -272,12 +301,41 @@ class ResultStore:
         """The run ids beginning with ``prefix`` ('last': the newest run's)."""
         if prefix == "last":
             row = self._db.execute("SELECT run_id FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
-            return [row[0]] if row else []
-        return [r[0] for r in self._db.execute("SELECT run_id FROM runs WHERE run_id LIKE ? || '%'", (prefix,))]
+            return [str(row[0])] if row else []
+        # a prefix as it is: LIKE would read % and _ as wildcards and ignore case
+        return [str(r[0]) for r in self._db.execute("SELECT run_id FROM runs WHERE substr(run_id, 1, length(?1)) = ?1",
+                                                    (prefix,))]
 
     def rows(self, run_id: str) -> list[ResultRow]:
         cur = self._db.execute("SELECT row_json FROM results WHERE run_id = ? ORDER BY test_index", (run_id,))
         return self._decode_rows(r[0] for r in cur)
+
+    def row_values(self, run_id: str, names: Sequence[str]) -> Iterator[list[Any]]:
+        """The values of the named fields of a run's rows (a list per row, in ``names``' order), in test order,
+        streamed: SQLite takes them out of each row's JSON (the rest of the row is never decoded here, and no row is
+        kept), and each is checked as :meth:`rows` checks it (one warning per field and problem, once the rows are
+        read). What a command reads of a run of any length, in bounded memory."""
+        fields = list(names) + ["\u0000"]  # two paths at least: json_extract then gives one array of them all
+        paths = ", ".join("'$." + json.dumps(n).replace("'", "''") + "'" for n in fields)
+        cur = self._db.execute(
+            f"SELECT CASE WHEN readable THEN json_extract(row_json, {paths}) END, "  # noqa: S608 - fixed text
+            "CASE WHEN readable THEN NULL ELSE row_json END FROM (SELECT test_index, row_json, "
+            f"length(row_json) <= {MAX_ROW_JSON_CHARS} AND json_valid(row_json) AS readable FROM results "
+            "WHERE run_id = ?) ORDER BY test_index", (run_id,))
+        bad = BadValues(self.path, self.warn)
+        label = f"{ResultRow.KIND} row"
+        check = FieldChecker(fields[:-1], bad, label)
+        loads = json.loads
+        try:
+            for extracted, unread in cur:
+                if extracted is not None:
+                    yield check.values(loads(extracted)[:-1])  # SQLite's array of the fields' JSON values
+                    continue
+                parsed = parse_row_json(unread, bad, label)  # not JSON to SQLite (NaN, too deep, too long)
+                if parsed is not None:
+                    yield check.values([parsed.get(n) for n in check.names])
+        finally:
+            bad.say()
 
     def recent_rows(self, limit: int = 500) -> list[ResultRow]:
         """The newest rows of every run, newest first (for calibration)."""
@@ -285,9 +343,8 @@ class ResultStore:
         return self._decode_rows(r[0] for r in cur)
 
     def _decode_rows(self, texts: Iterable[str]) -> list[ResultRow]:
-        """Typed rows from their JSON (:meth:`ResultRow.from_mapping`: missing and unknown keys are fine); a row
-        that is not a JSON object, or holds a value not of its field's type, is skipped, with one warning per call
-        (naming the first such field)."""
+        """Typed rows from their JSON (:meth:`ResultRow.from_mapping`: missing and unknown keys are fine); see
+        :func:`decode_rows` for a row or value that cannot be read."""
         return decode_rows(ResultRow, texts, self.path, self.warn)
 
     def run_info(self, run_id: str) -> dict[str, Any]:
@@ -296,41 +353,55 @@ class ResultStore:
             "software_json, tests_json, writer_pid, writer_scope FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"{self.path}: no run {run_id!r}")
-        keys = ("run_id", "created_at", "finished_at", "status", "sweep_name", "command", "n_tests")
-        info = dict(zip(keys, row[:7], strict=True))
-        info["status"] = _status(info["status"], row[10], row[11])
+        bad = BadValues(self.path, self.warn)
+        info: dict[str, Any] = {
+            "run_id": checked_text("run_id", row[0], bad, required=True),
+            "created_at": checked_text("created_at", row[1], bad, required=True),
+            "finished_at": checked_text("finished_at", row[2], bad) or None,
+            "status": _status(checked_status("status", row[3], bad), row[10] if isinstance(row[10], int) else None,
+                              row[11] if isinstance(row[11], str) else None),
+            "sweep_name": checked_text("sweep_name", row[4], bad) or None,
+            "command": checked_text("command", row[5], bad) or None,
+            "n_tests": checked_count("n_tests", row[6], bad)}
+        bad.say()
         info["machine"] = _loads(row[7], {})
         info["software"] = _loads(row[8], {})
         info["tests"] = _loads(row[9], [])
         return info
 
 
+#: A run's machine, software or tests record longer than this is read as empty (10,000 tests take about 2 MB).
+MAX_RECORD_JSON_CHARS = 64 << 20
+
+
 def _loads(text: Any, default: Any) -> Any:
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
+    """A run's stored JSON record, or ``default`` where it is not one (not text, too long, not JSON, too deep)."""
+    if not isinstance(text, str | bytes) or len(text) > MAX_RECORD_JSON_CHARS:
         return default
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return default
+    return data if isinstance(data, type(default)) else default
 
 
 R = TypeVar("R", bound=Row)
 
 
-def decode_rows(kind: type[R], texts: Iterable[str], where: Path, warn: Callable[[str], None]) -> list[R]:
-    """Stored rows of ``kind`` from their JSON texts; one that is not a JSON object or not of its field table is
-    skipped, and one warning says how many (and why the first typed one was refused)."""
+def decode_rows(kind: type[R], texts: Iterable[Any], where: Path, warn: Callable[[str], None]) -> list[R]:
+    """Stored rows of ``kind`` from their JSON texts (:mod:`app.results.stored_values`): a row that cannot be read
+    (not JSON, too deep, too long) is skipped, a value that cannot be a figure (of the wrong type, NaN, past 2^63)
+    read as empty; one warning per field and problem."""
     rows: list[R] = []
-    not_json, refused = 0, []
+    bad = BadValues(where, warn)
+    label = f"{kind.KIND} row"
     for text in texts:
-        data = _loads(text, None)
-        if not isinstance(data, dict):
-            not_json += 1
+        data = parse_row_json(text, bad, label)
+        if data is None:
             continue
         try:
-            rows.append(kind.from_mapping(data))
-        except RowError as e:
-            refused.append(str(e))
-    if not_json:
-        warn(f"{where}: skipped {not_json} stored {kind.KIND} rows that are not valid JSON")
-    if refused:
-        warn(f"{where}: skipped {len(refused)} stored {kind.KIND} rows of the wrong types ({refused[0]})")
+            rows.append(kind.from_mapping(checked_row(data, bad, label, kind.TABLE)))
+        except RowError as e:  # what checked_row lets through is of the table's types: not expected, still said
+            bad.note(f"{label}s", "is not of the field table", str(e), SKIPPED)
+    bad.say()
     return rows

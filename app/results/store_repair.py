@@ -14,10 +14,19 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from app.results.store_schema import SCHEMA_VERSION, SchemaError, newer_schema, upgrade, user_version
+from app.output_guard import OutputRefused, check_store_path
+from app.results.store_schema import (
+    SCHEMA_VERSION,
+    SchemaError,
+    newer_schema,
+    read_as_newest,
+    upgrade,
+    user_version,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_SQLITE_READONLY, _SQLITE_CANTOPEN = 8, 14
 
 
 class StoreError(RuntimeError):
@@ -28,8 +37,18 @@ class DamagedStore(Exception):
     """The store's pages are damaged; str() is the cause, one line."""
 
 
+def _refuse_non_store(path: Path) -> None:
+    """StoreError (one line) before SQLite opens ``path`` when what is there cannot be a store: a model or a link to
+    one, a FIFO (the open would wait for a writer), a device (``/dev/zero`` would read as an empty store), a folder."""
+    try:
+        check_store_path(path)
+    except OutputRefused as e:
+        raise StoreError(str(e)) from None
+
+
 def _connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     """Connect, upgrade the schema and check the pages; DamagedStore, StoreError or a connection."""
+    _refuse_non_store(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, timeout=busy_timeout_s)
@@ -109,17 +128,40 @@ def connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
         raise StoreError(f"{path}: the results store is damaged ({e}); the next sweep sets it aside") from None
 
 
+def _open_unwritable(path: Path, error: sqlite3.Error) -> sqlite3.Connection:
+    """A store in WAL mode whose folder this user cannot write (SQLite could not make its shared-memory file), opened
+    as an unchanging file: safe when no write-ahead log is left beside it (every write merged into the file, and no
+    writer can add one where this user cannot). With a log left, StoreError says why."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        pending = wal.stat().st_size
+    except FileNotFoundError:
+        pending = 0
+    if pending:
+        raise StoreError(f"{path}: cannot be read by this user ({error}): its latest writes are still in {wal.name}, "
+                         "which only a user who can write its folder merges; open it once as its owner")
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+
+
 def connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     """A read-only connection to the store at ``path``: nothing on disk is created, upgraded, repaired or written. A
-    store that is not there reads as an empty one, an older one through an upgraded copy in memory; a newer one, a
-    damaged one and a file that is not a store are refused in one line (and left as they are)."""
+    store that is not there reads as an empty one, an older one as the newest schema (:func:`read_as_newest`), one
+    this user cannot write beside as it stands on disk (:func:`_open_unwritable`); a newer one, a damaged one and a
+    file that is not a store are refused in one line (and left as they are)."""
+    _refuse_non_store(path)
     if not path.exists():
         db = sqlite3.connect(":memory:")
         upgrade(db)
         return db
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s)
-        version = user_version(db)
+        try:
+            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s)
+            version = user_version(db)
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF not in (_SQLITE_READONLY, _SQLITE_CANTOPEN):
+                raise
+            db = _open_unwritable(path, e)
+            version = user_version(db)
         problems = [r[0] for r in db.execute("PRAGMA quick_check(1)").fetchall()]
     except sqlite3.Error as e:
         if _is_damage(e) and _has_sqlite_header(path):
@@ -132,15 +174,10 @@ def connect_read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     if version > SCHEMA_VERSION:
         db.close()
         raise StoreError(f"{path}: {newer_schema(version, SCHEMA_VERSION)}")
-    if version < SCHEMA_VERSION:  # read an older store through an upgraded copy in memory: the file stays as it is
-        copy = sqlite3.connect(":memory:")
+    if version < SCHEMA_VERSION:  # read as the newest schema through TEMP views: no copy, the file stays as it is
         try:
-            db.backup(copy)
-            upgrade(copy)
-        except (sqlite3.Error, SchemaError) as e:
-            copy.close()
-            raise StoreError(f"{path}: cannot open the results store ({e})") from None
-        finally:
+            read_as_newest(db)
+        except sqlite3.Error as e:
             db.close()
-        return copy
+            raise StoreError(f"{path}: cannot open the results store ({e})") from None
     return db

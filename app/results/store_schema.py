@@ -99,6 +99,28 @@ def user_version(db: sqlite3.Connection) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
 
 
+def read_as_newest(db: sqlite3.Connection) -> None:
+    """Let a read-only connection to an older store read it as the newest schema, without copying or changing it:
+    a table it lacks is an empty TEMP table, a table lacking columns a TEMP view adding them as NULL (SQLite looks
+    in TEMP first). What a migration changes in the data (``aborted`` to ``interrupted``) its readers read both ways.
+    Raises sqlite3.Error when the file cannot be read."""
+    newest = sqlite3.connect(":memory:")
+    try:
+        upgrade(newest)
+        tables = newest.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+        for name, sql in tables:
+            want = [r[1] for r in newest.execute(f"PRAGMA table_info({name})")]
+            have = {r[1] for r in db.execute(f"PRAGMA main.table_info({name})")}
+            if not have:
+                db.execute(sql.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1)
+                           .replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+            elif set(want) - have:
+                columns = ", ".join(f'"{c}"' if c in have else f'NULL AS "{c}"' for c in want)
+                db.execute(f"CREATE TEMP VIEW {name} AS SELECT rowid AS rowid, {columns} FROM main.{name}")
+    finally:
+        newest.close()
+
+
 def upgrade(db: sqlite3.Connection, migrations: Sequence[Migration] | None = None) -> int:
     """Apply the migrations from the database's version to the newest, one transaction each; the new version.
 

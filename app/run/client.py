@@ -35,12 +35,15 @@ def default_stall_timeout_s() -> float:
     return value if 0 < value <= MAX_STALL_TIMEOUT_S else DEFAULT_STALL_TIMEOUT_S
 
 
-def worker_command(event_fd: int) -> list[str]:
+def worker_command(event_fd: int, lifeline_fd: int | None = None) -> list[str]:
     """The worker's command line: ``python -m app.worker.main``, or in a frozen app (PyInstaller: no python) the
-    app's own executable, whose entry point runs the worker when its first argument is ``--worker``."""
+    app's own executable, whose entry point runs the worker when its first argument is ``--worker``. With
+    ``lifeline_fd`` the worker ends when that pipe closes, and on Linux when this process dies
+    (app.worker.parent_watch)."""
+    watch = ["--lifeline-fd", str(lifeline_fd), "--parent-pid", str(os.getpid())] if lifeline_fd is not None else []
     if getattr(sys, "frozen", False):
-        return [sys.executable, "--worker", "--event-fd", str(event_fd)]
-    return [sys.executable, "-m", "app.worker.main", "--event-fd", str(event_fd)]
+        return [sys.executable, "--worker", "--event-fd", str(event_fd), *watch]
+    return [sys.executable, "-m", "app.worker.main", "--event-fd", str(event_fd), *watch]
 
 
 class WorkerClient:
@@ -58,6 +61,8 @@ class WorkerClient:
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen[bytes] | None = None
         self._read_fd: int | None = None
+        self._lifeline_fd: int | None = None  # its write end: held (never written) until the worker is reaped
+        self._lifeline_lock = threading.Lock()
         self.cancelled = False
 
     @property
@@ -66,6 +71,7 @@ class WorkerClient:
 
     def start(self) -> None:
         r, w = os.pipe()
+        life_r, life_w = os.pipe()  # the worker's lifeline: end-of-file there when this process dies, however
         job = self.job_document()
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         env = absolute_path_env(dict(os.environ))  # the worker runs in REPO_ROOT: a relative data dir would move
@@ -73,15 +79,20 @@ class WorkerClient:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
             self.proc = subprocess.Popen(
-                worker_command(w),
-                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(w,), env=env, cwd=root,
-                start_new_session=True,  # Ctrl-C reaches only us; we kill the worker
+                worker_command(w, life_r),
+                stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(w, life_r), env=env, cwd=root,
+                start_new_session=True,  # Ctrl-C reaches only us; we kill the worker (and its lifeline, if we die)
             )
+        except BaseException:
+            os.close(life_w)
+            raise
         finally:
             os.close(w)
-            if log is not subprocess.DEVNULL:
+            os.close(life_r)
+            if not isinstance(log, int):  # a file, not subprocess.DEVNULL
                 log.close()
         self._read_fd = r
+        self._lifeline_fd = life_w
         if self.cancelled:  # cancelled while starting: nothing was running to tell
             self._kill()
         assert self.proc.stdin is not None
@@ -112,6 +123,7 @@ class WorkerClient:
             reported = reported or (isinstance(event, WorkerError) and not finished)
             yield event
         rc = self.proc.wait()
+        self._close_lifeline()  # the worker is gone: nothing left to watch it
         if not finished and not reported:  # a worker that said why it stopped has said it best
             kind, message = self._death_reason(rc)
             yield WorkerError(t_ns=time.perf_counter_ns(), message=message, kind=kind)
@@ -160,6 +172,9 @@ class WorkerClient:
                 name = f"signal {-rc}"
             if -rc == signal.SIGKILL:
                 return FailureKind.WORKER_KILLED, f"worker process was killed by {name} (out of memory?)"
+            if hasattr(signal, "SIGBUS") and -rc == signal.SIGBUS:  # a mapped file shrank under the worker
+                return FailureKind.WORKER_DIED, (f"worker process was killed by {name} (a model file it had mapped "
+                                                 "was truncated or replaced?)")
             return FailureKind.WORKER_DIED, f"worker process was killed by {name}"
         return FailureKind.WORKER_DIED, f"worker process exited with code {rc} before finishing"
 
@@ -185,3 +200,10 @@ class WorkerClient:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._close_lifeline()
+
+    def _close_lifeline(self) -> None:
+        with self._lifeline_lock:  # close() may come from another thread: never close one descriptor twice
+            fd, self._lifeline_fd = self._lifeline_fd, None
+        if fd is not None:
+            os.close(fd)

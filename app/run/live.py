@@ -85,18 +85,17 @@ def decode_mean_position(row: ResultRow) -> float:
 
 def test_of_row(row: ResultRow) -> TestSpec:
     """The test a row ran, as far as it tells it (a past run's rows, a CSV): its settings, defaults where absent."""
-    known = {k: getattr(row, k) for k in _ROW_TEST_COLUMNS if getattr(row, k) is not None}
-    if row.n_repetitions is not None:
-        known["repetitions"] = row.n_repetitions
+    known = {field: value for field, column in _ROW_TEST_COLUMNS if (value := row.value(column)) is not None}
     try:
         return TestSpec.from_dict({"model_path": row.model_path or "", **known})
     except ValueError:  # a setting an older build wrote otherwise: the row's model alone
         return TestSpec(model_path=row.model_path or "")
 
 
-#: The columns of a row that are settings of the test it ran (TestSpec's fields of the same name).
-_ROW_TEST_COLUMNS = ("n_prompt", "n_gen", "n_depth", "n_gpu_layers", "type_k", "type_v", "flash_attn", "n_threads",
-                     "n_batch", "n_ubatch", "n_parallel")
+#: The columns of a row that are settings of the test it ran: (TestSpec's field, the row's column).
+_ROW_TEST_COLUMNS = (*((c, c) for c in ("n_prompt", "n_gen", "n_depth", "n_gpu_layers", "type_k", "type_v",
+                                        "flash_attn", "n_threads", "n_batch", "n_ubatch", "n_parallel")),
+                     ("repetitions", "n_repetitions"))
 
 
 def test_label(test: TestSpec | RemoteTest) -> str:
@@ -187,7 +186,8 @@ class LiveRun:
             self.tests_version += 1
             self.test_start_ns[ev.test_index] = ev.t_ns
         elif isinstance(ev, (TestFinished, TestFailed)):
-            self.add_row(ev.row)
+            if isinstance(ev.row, ResultRow):  # a sweep's row (a quality or quantize job's has no test to plot)
+                self.add_row(ev.row)
             if ev.t_ns:
                 self.test_end_ns[ev.test_index] = ev.t_ns
             if isinstance(ev, TestFailed):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.model.kv_cache import CACHE_TYPES
+from app.shown_text import quoted
 from engines.base import SPLIT_MODES
 
 
@@ -62,7 +63,7 @@ def parse_flash_attn(value: object) -> int:
         return value
     if isinstance(value, str) and value.strip().lower() in _FA_SPELLINGS:
         return _FA_SPELLINGS[value.strip().lower()]
-    raise ValueError(f"{value!r} is not {FA_WORDS}")
+    raise ValueError(f"{quoted(value)} is not {FA_WORDS}")
 
 
 def flash_attn_text(value: object) -> str:
@@ -87,7 +88,7 @@ def parse_repack(value: object) -> int:
     if isinstance(value, str) and value.strip().lower() in ("0", "1", "-1", "auto"):
         v = value.strip().lower()
         return REPACK_AUTO if v in ("auto", "-1") else int(v)
-    raise ValueError(f"{value!r} is not {REPACK_WORDS}")
+    raise ValueError(f"{quoted(value)} is not {REPACK_WORDS}")
 
 
 def repack_text(value: object) -> str:
@@ -216,13 +217,13 @@ def override_pairs(text: str) -> tuple[tuple[str, str], ...]:
 # --- kinds of value ----------------------------------------------------------------------------------
 def _strict_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{value!r} is not an integer")
+        raise ValueError(f"{quoted(value)} is not an integer")
     return value
 
 
 def _strict_str(value: object) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a string")
+        raise ValueError(f"{quoted(value)} is not a string")
     return value
 
 
@@ -287,11 +288,12 @@ class Param:
         except ValueError as e:
             raise PlanError(f"{where}: {self.name} value {e}") from None
         if self.choices and v not in self.choices:
-            raise PlanError(f"{where}: unknown {self.what} {v!r} for {self.name} (valid: {', '.join(self.choices)})")
+            raise PlanError(f"{where}: unknown {self.what} {quoted(v)} for {self.name} (valid: "
+                            f"{', '.join(self.choices)})")
         if self.min is not None and v < self.min:
-            raise PlanError(f"{where}: {self.name} value {v} must be ≥ {self.min}")
+            raise PlanError(f"{where}: {self.name} value {quoted(v)} must be ≥ {self.min}")
         if self.max is not None and v > self.max:
-            raise PlanError(f"{where}: {self.name} value {v} must be ≤ {self.max}")
+            raise PlanError(f"{where}: {self.name} value {quoted(v)} must be ≤ {self.max}")
         return v
 
     def check_list(self, values: Any, where: str) -> list[Any]:
@@ -458,7 +460,8 @@ def _parse_range(part: str, room: int) -> list[int]:
         raise ValueError(part)
     if step_op == "+" and last >= first and (last - first) // step + 1 > room:
         raise _TooMany(part)
-    vals, v = [], first
+    vals: list[int] = []
+    v = first
     while v <= last:
         if len(vals) >= room:
             raise _TooMany(part)

@@ -28,6 +28,7 @@ from app.run.params import (
     parse_n_cpu_moe,
     parse_repack,
 )
+from app.shown_text import quoted
 from app.telemetry.host import usable_cpu_threads
 from app.telemetry.llama_build import installed_gpu_backends
 
@@ -46,7 +47,7 @@ def typed_fields(cls: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
     field with no default must be given. SpecError, one line naming the field, if not."""
     if not isinstance(data, Mapping):
         raise SpecError(f"a test is {type(data).__name__}, not a table")
-    old_bools = getattr(cls, "OLD_BOOLS", frozenset())
+    old_bools: frozenset[str] = getattr(cls, "OLD_BOOLS", frozenset())
     out: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in data:
@@ -373,9 +374,9 @@ def load_sweep_preset(path: str | Path) -> SweepSpec:
             value = prm.check_list(value, str(p)) if prm.is_list else prm.check(value, str(p))
         elif key in _META:
             if not isinstance(value, str):
-                raise PlanError(f"{p}: {key} must be a string, got {value!r}")
+                raise PlanError(f"{p}: {key} must be a string, got {quoted(value)}")
         else:
-            raise PlanError(f"{p}: unknown key {key!r}")
+            raise PlanError(f"{p}: unknown key {quoted(key)}")
         setattr(spec, key, value)
     spec.validate(str(p))
     return spec

@@ -13,10 +13,10 @@ starts. Blank lines and ``#`` comments are skipped; ``.gz`` files are read throu
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import IO
 
 from app.bounded_read import open_regular
 from app.results.row_types import ResultRow
@@ -47,7 +47,7 @@ def read_event_stream(path: str | Path) -> list[ev.Event]:
     p = Path(path)
     raw = open_regular(p)
     try:
-        stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if p.suffix == ".gz" else raw
+        stream: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if p.suffix == ".gz" else raw
         return _read_lines(p, stream)
     except (OSError, EOFError, zlib.error) as e:
         if isinstance(e, FileNotFoundError | PermissionError):
@@ -57,7 +57,7 @@ def read_event_stream(path: str | Path) -> list[ev.Event]:
         raw.close()
 
 
-def _read_lines(p: Path, stream: IO[bytes]) -> list[ev.Event]:
+def _read_lines(p: Path, stream: io.BufferedIOBase) -> list[ev.Event]:
     out: list[ev.Event] = []
     check = _SweepCheck()
     total = 0

@@ -17,7 +17,7 @@ def base_row(test: TestSpec, test_index: int, run_id: str = "") -> ResultRow:
     Every parameter of params.PARAMS is copied under its row column (``flash_attn``: -1 auto, 0 off, 1 on).
     """
     settings = {p.row_column: getattr(test, p.name) for p in PARAMS}
-    settings["prompt_file"] = os.path.basename(test.prompt_file) if test.prompt_file else ""
-    return ResultRow(run_id=run_id, test_index=test_index, status=RowStatus.PENDING, error="",
-                     model_path=test.model_path, model_filename=os.path.basename(test.model_path), **settings,
-                     use_mmap=1, n_ctx=test.n_ctx, test_time=now_iso())
+    row = ResultRow(run_id=run_id, test_index=test_index, status=RowStatus.PENDING, error="",
+                    model_path=test.model_path, model_filename=os.path.basename(test.model_path), **settings,
+                    use_mmap=1, n_ctx=test.n_ctx, test_time=now_iso())
+    return row.replace(prompt_file=os.path.basename(test.prompt_file) if test.prompt_file else "")  # its name only

@@ -8,14 +8,15 @@ same sweep gives the same rows from either, failed rows included.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.model.facts import ModelFacts
 from app.model.facts_cache import FACTS, cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.predict.machine import HardwareContext, Machine, hardware_context
+from app.predict.machine import HardwareContext, Machine, hardware_context, names_this_machine
 from app.predict.row_predictions import RowPredictor
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from app.run.events import FailureKind
 from app.run.model_limits import context_warnings, too_big_for_memory
@@ -68,7 +69,7 @@ class SweepSetup:
     def session(self, store: ResultStore | None, *, sweep_name: str = "", command: str = "",
                 token_ticks: bool = True) -> SweepSession:
         """The session that runs the readable tests and records a failed row for each test of an unreadable model."""
-        extra: Callable[[dict[str, Any]], dict[str, Any]] | None = self.predictor
+        extra: Callable[[ResultRow], dict[str, Any]] | None = self.predictor
         return SweepSession(self.runnable, store=store, sweep_name=sweep_name, command=command, machine=self.machine,
                             token_ticks=token_ticks, extra_row=extra, failed_upfront=self.upfront_failures())
 
@@ -77,15 +78,30 @@ def prepare_sweep(tests: list[TestSpec], store: ResultStore | None, *, predict: 
                   gpu_query: str | None = None, known_facts: Mapping[str, ModelFacts] | None = None) -> SweepSetup:
     """Read the models, look at the machine (probing the CPU once when predicting) and build the predictor.
 
-    Raises ProfileError for an unknown ``gpu_query``. Never loads a model.
+    ``gpu_query`` is ``run --hw``, read by the one rule (:meth:`Machine.profile_for`). Raises ProfileError for an
+    unknown one. Never loads a model.
     """
     good, bad = read_models([t.model_path for t in tests], known_facts)
     scan = scan_machine(ProbeMode.RUN if predict else ProbeMode.NONE)
     machine = scan.run_facts()
     if not predict:
         return SweepSetup(tests, good, bad, machine)
-    hw = hardware_context(scan, gpu_query)
-    predictor = RowPredictor(hw, Machine.load(scan, store_path=store.path if store is not None else None))
+    hw = hardware_context(scan)  # this machine's CPU and GPU (ProfileError without CPU figures)
+    answers_machine = Machine.load(scan, store_path=store.path if store is not None else None)
+    hw = _asked_hardware(hw, answers_machine, gpu_query)
+    predictor = RowPredictor(hw, answers_machine)
     for path, model_facts in good.items():
         predictor.prime(path, model_facts)
     return SweepSetup(tests, good, bad, machine, hw, predictor)
+
+
+def _asked_hardware(here: HardwareContext, machine: Machine, gpu_query: str | None) -> HardwareContext:
+    """The hardware rows are predicted against: ``gpu_query`` by the one rule (:meth:`Machine.profile_for`); "cpu"
+    predicts every row on this CPU, a GPU that is not this machine's takes the place of its GPU."""
+    profile = machine.profile_for(gpu_query)
+    if profile.kind == "cpu":
+        return replace(here, gpu=None, note=here.note + "; --hw cpu: every row predicted on this CPU") \
+            if here.gpu is not None else here
+    if names_this_machine(gpu_query) or machine.is_this(profile):
+        return here
+    return replace(here, gpu=profile, note=f"GPU profile chosen: {profile.name}", gpu_problem=False)

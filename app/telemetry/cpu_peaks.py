@@ -19,6 +19,7 @@ loops, not the CPU.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from app.telemetry.cpu_features import CpuFeatures
 
@@ -86,7 +87,7 @@ class CpuPeaks:
                 "clock_source": self.clock_source, "amx": asdict(self.amx) if self.amx else None}
 
 
-def _first(table: tuple, features: CpuFeatures) -> tuple | None:
+def _first(table: tuple[Any, ...], features: CpuFeatures) -> Any:
     return next((row for row in table if features.has(*row[0])), None)
 
 

@@ -108,7 +108,7 @@ class _Bench:
         import numpy as np
 
         n = self.a.shape[0]
-        return 2 * n**3 / self._best_s(lambda: np.matmul(self.a, self.b, out=self.out), repeats) / 1e9
+        return float(2 * n**3 / self._best_s(lambda: np.matmul(self.a, self.b, out=self.out), repeats) / 1e9)
 
     def close(self) -> None:
         self.pool.shutdown()

@@ -126,8 +126,9 @@ def cached_entry(key: str | None = None) -> tuple[CpuProbe | None, dict[str, flo
     entry = _read_cache(_cache_path()).get("probes", {}).get(key or cache_key())
     if not isinstance(entry, dict):
         return None, {}
-    best = entry.get("best_seen") if isinstance(entry.get("best_seen"), dict) else {}
-    best = {k: float(v) for k, v in best.items() if k in FIGURES and isinstance(v, int | float)}
+    seen = entry.get("best_seen")
+    best = {k: float(v) for k, v in seen.items() if k in FIGURES and isinstance(v, int | float)} \
+        if isinstance(seen, dict) else {}
     try:
         return _probe_from(entry), best
     except (KeyError, TypeError, ValueError):

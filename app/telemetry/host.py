@@ -45,8 +45,10 @@ def _cpu_model_macos() -> str | None:
 
 
 def _cpu_model_windows() -> str | None:
+    if sys.platform != "win32":  # winreg is Windows only (and a type checker elsewhere knows none of it)
+        return None
     try:
-        import winreg  # Windows only
+        import winreg
 
         key = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")
         value, _ = winreg.QueryValueEx(key, "ProcessorNameString")

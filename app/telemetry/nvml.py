@@ -75,6 +75,11 @@ class GpuInfo:
     memory_bus_bits: int | None
     max_memory_clock_mhz: int | None
     theoretical_bandwidth_gbps: float | None  # bus_bits / 8 * max_mem_clock * 2 (see module notes), in GB/s
+    #: what a GPU no profile names is predicted from (app.predict.detected_gpu): the highest SM clock, the CUDA
+    #: cores and the CUDA compute capability (major, minor)
+    max_sm_clock_mhz: int | None = None
+    cuda_cores: int | None = None
+    compute_capability: tuple[int, int] | None = None
 
 
 def set_nvml_module(module: ModuleType | None) -> None:
@@ -109,7 +114,9 @@ def _load() -> ModuleType | None:
         lib: ModuleType | None = _module_override
         try:
             if lib is None:
-                import pynvml as lib  # lazy: imported only when first needed
+                import pynvml  # lazy: imported only when first needed
+
+                lib = pynvml
             lib.nvmlInit()
             count = int(lib.nvmlDeviceGetCount())
         except ImportError as exc:
@@ -215,6 +222,8 @@ def list_gpus() -> list[GpuInfo]:
         total = _attr(mem, "total")
         bus_bits = _query("nvmlDeviceGetMemoryBusWidth", handle)
         max_mem_mhz = _query("nvmlDeviceGetMaxClockInfo", handle, _const("NVML_CLOCK_MEM", 2))
+        max_sm_mhz = _query("nvmlDeviceGetMaxClockInfo", handle, _const("NVML_CLOCK_SM", 1))
+        cores = _query("nvmlDeviceGetNumGpuCores", handle)  # NVML 11.8 and later; None before
         gpus.append(
             GpuInfo(
                 index=index,
@@ -225,9 +234,25 @@ def list_gpus() -> list[GpuInfo]:
                 memory_bus_bits=int(bus_bits) if bus_bits else None,
                 max_memory_clock_mhz=int(max_mem_mhz) if max_mem_mhz else None,
                 theoretical_bandwidth_gbps=theoretical_bandwidth_gbps(bus_bits, max_mem_mhz),
+                max_sm_clock_mhz=_positive_int(max_sm_mhz),
+                cuda_cores=_positive_int(cores),
+                compute_capability=_capability(_query("nvmlDeviceGetCudaComputeCapability", handle)),
             )
         )
     return gpus
+
+
+def _positive_int(value: Any) -> int | None:
+    """A count or clock NVML gave, as a positive int; None for a missing or malformed one."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _capability(value: Any) -> tuple[int, int] | None:
+    """NVML's (major, minor) CUDA compute capability; None for a missing or malformed one."""
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 100 for v in value):
+        return int(value[0]), int(value[1])
+    return None
 
 
 def _process_vram_bytes(handle: Any, pid: int) -> float | None:

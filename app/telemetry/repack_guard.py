@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from app.atomic import write_text_atomic
@@ -71,11 +71,10 @@ class RepackVerdict:
         safe = d.get("safe")
         return cls(key=str(d.get("key", "")), safe=safe if isinstance(safe, bool) else None,
                    default_repack=0 if d.get("default_repack") == 0 else 1,
-                   extra_buffers=tuple(str(x) for x in d.get("extra_buffers") or ()),  # type: ignore[union-attr]
-                   used_buffers=tuple(str(x) for x in d.get("used_buffers") or ()),  # type: ignore[union-attr]
+                   extra_buffers=_strings(d.get("extra_buffers")), used_buffers=_strings(d.get("used_buffers")),
                    detail=str(d.get("detail", "")), cpu_model=str(d.get("cpu_model", "")),
                    build=str(d.get("build", "")), checked_at=str(d.get("checked_at", "")),
-                   probe_s=float(d["probe_s"]) if isinstance(d.get("probe_s"), (int, float)) else None)
+                   probe_s=float(probe_s) if isinstance(probe_s := d.get("probe_s"), int | float) else None)
 
     @property
     def notice(self) -> str:
@@ -224,6 +223,11 @@ def _run_probe(timeout_s: float, python: str | None) -> _Probed:
     return out
 
 
+def _strings(value: object) -> tuple[str, ...]:
+    """A JSON list's items as text (anything else: none)."""
+    return tuple(str(x) for x in value) if isinstance(value, list | tuple) else ()
+
+
 def _signal_name(rc: int) -> str:
     try:
         return signal.Signals(-rc).name
@@ -233,20 +237,19 @@ def _signal_name(rc: int) -> str:
 
 def judge(probed: _Probed, key: str, model: str, build: str) -> RepackVerdict:
     """The verdict a probe's outcome gives: died by a signal -> not safe; ran -> safe; anything else -> unknown."""
-    extra = tuple(str(x) for x in probed.extra.get("extra_buffers") or ())  # type: ignore[union-attr]
-    used = tuple(str(x) for x in probed.extra.get("used_buffers") or ())  # type: ignore[union-attr]
-    common = dict(key=key, extra_buffers=extra, used_buffers=used, cpu_model=model, build=build,
-                  checked_at=time.strftime("%Y-%m-%dT%H:%M:%S"), probe_s=round(probed.seconds, 2))
+    extra, used = _strings(probed.extra.get("extra_buffers")), _strings(probed.extra.get("used_buffers"))
+    unknown = RepackVerdict(key=key, safe=None, default_repack=1, extra_buffers=extra, used_buffers=used,
+                            cpu_model=model, build=build, checked_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                            probe_s=round(probed.seconds, 2))
     if probed.rc is not None and probed.rc < 0:
-        return RepackVerdict(safe=False, default_repack=0, detail=(
-            f"a 32-token prefill of a Q4_0 model with repacking on died by {_signal_name(probed.rc)}"), **common)
+        return replace(unknown, safe=False, default_repack=0, detail=(
+            f"a 32-token prefill of a Q4_0 model with repacking on died by {_signal_name(probed.rc)}"))
     if probed.rc == 0 and probed.extra.get("ok") is True:
         what = f"weights in {', '.join(used)}" if used else "no weights repacked"
-        return RepackVerdict(safe=True, default_repack=1, detail=f"a 32-token prefill with repacking on ran ({what})",
-                             **common)
+        return replace(unknown, safe=True, detail=f"a 32-token prefill with repacking on ran ({what})")
     why = ("the probe timed out" if probed.timed_out else
            (probed.stderr.strip().splitlines() or [f"exit {probed.rc}"])[-1][:200])
-    return RepackVerdict(safe=None, default_repack=1, detail=f"not checked: {why}", **common)
+    return replace(unknown, detail=f"not checked: {why}")
 
 
 def ensure_verdict(path: Path | None = None, timeout_s: float = PROBE_TIMEOUT_S,

@@ -6,7 +6,8 @@ a context is created at each setting of the JSON list (``n_ctx``, ``n_batch``, `
 ``type_v``, ``flash_attn``, ``swa_full``). llama.cpp still sizes the KV cache, the recurrent state and the compute
 and output buffers, and logs them (engines.llama_log.context_memory). Where llama.cpp dies on a file (an assertion
 in an architecture's graph), only this child dies. With ``--json`` it prints one JSON object a line as it goes:
-``{"context": {...}}`` per setting, then ``{"model": {...}, "ok": true}``.
+``{"context": {...}}`` per setting, then ``{"model": {...}, "ok": true}``. ``--max-memory-bytes N`` limits the
+child's data segment before llama.cpp is loaded (what a crafted header makes it allocate then fails inside it).
 """
 
 from __future__ import annotations
@@ -38,12 +39,34 @@ def context_configs(text: str) -> list[ContextConfig]:
     return out
 
 
+def limit_memory(max_bytes: int) -> str:
+    """Limit this process's data segment (``RLIMIT_DATA``: the heap and private writable mappings, which is where
+    llama.cpp's buffers go) to ``max_bytes``; "" when done, else why not. ``RLIMIT_AS`` would count address space
+    only reserved (a dry run reserves several times what it writes, more with every core) and refuse good files."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return "no resource limits on this system"
+    try:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        limit = max_bytes if hard == resource.RLIM_INFINITY else min(max_bytes, hard)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    except (ValueError, OSError) as e:
+        return f"the memory limit could not be set ({e})"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m app.worker.dry_run_probe", description=__doc__.splitlines()[0])
     ap.add_argument("model", help="a GGUF file")
     ap.add_argument("--contexts", required=True, help="JSON list of context settings")
     ap.add_argument("--json", action="store_true", help="one JSON object a line")
+    ap.add_argument("--max-memory-bytes", type=int, default=0, help="limit the data segment to this many bytes")
     args = ap.parse_args(argv)
+    if args.max_memory_bytes > 0:
+        why_not = limit_memory(args.max_memory_bytes)
+        if why_not:
+            print(f"dry run: {why_not}", file=sys.stderr)
     try:
         contexts = context_configs(args.contexts)
     except (ValueError, TypeError) as e:

@@ -121,7 +121,14 @@ def run_job(job: dict[str, Any], writer: EventWriter, cancel: CancelSignal | Non
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="app.worker.main")
     ap.add_argument("--event-fd", type=int, required=True)
+    ap.add_argument("--lifeline-fd", type=int, help="end when this pipe closes: the parent died (parent_watch)")
+    ap.add_argument("--parent-pid", type=int, default=0, help="the parent's process id, to end with it on Linux")
     args = ap.parse_args(argv)
+    if args.lifeline_fd is not None:
+        from app.worker.parent_watch import die_with_parent_signal, watch_lifeline
+
+        die_with_parent_signal(args.parent_pid)
+        watch_lifeline(args.lifeline_fd)
     cancel = CancelSignal()
     writer = EventWriter(args.event_fd)
     try:

@@ -134,11 +134,16 @@ class Runner:
             self._timing = False
             raise CancelRequested
 
+    def _backends(self) -> str:
+        """The row's ``backends``: the build's GPU backends where a layer went to a GPU, else CPU."""
+        m = self._loaded
+        return self._info.backends if (m and m.n_gpu_layers_effective) else "CPU"
+
     def _row_facts(self) -> dict[str, Any]:
         m = self._loaded
         facts: dict[str, Any] = {
             "build_commit": self._info.build_commit,
-            "backends": self._info.backends if (m and m.n_gpu_layers_effective) else "CPU",
+            "backends": self._backends(),
             "llama_cpp_python_version": self._info.version,
         }
         if m is not None:
@@ -190,7 +195,7 @@ class Runner:
             self.emit(ModelLoaded(t_ns=_now(), model_path=test.model_path, load_ms=self._loaded.load_ms,
                                   n_gpu_layers_requested=test.n_gpu_layers,
                                   n_gpu_layers_effective=self._loaded.n_gpu_layers_effective,
-                                  backends=self._row_facts()["backends"],
+                                  backends=self._backends(),
                                   extra_buffers=list(self._loaded.extra_buffers)))
         ckey = test.context_key()
         if ckey != self._ctx_key:

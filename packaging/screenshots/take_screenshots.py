@@ -65,7 +65,7 @@ def shoot_one_screen(args: argparse.Namespace, width_px: int, height_px: int) ->
     while not (win.hardware.ready and not win.tasks.pending):
         _spin(qapp, 0.1)
     with ResultStore() as store:
-        models = list(dict.fromkeys(str(r["model_path"]) for r in store.rows(args.run_id)))
+        models = list(dict.fromkeys(str(r.model_path) for r in store.rows(args.run_id)))
     win.library.add_entries([ml.entry_for_file(m, "recent") for m in models if m not in win.library.paths()])
     win.library.select_paths(models)
     win.choose_profile(args.profile)

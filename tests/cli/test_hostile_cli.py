@@ -150,16 +150,11 @@ def test_a_read_only_data_dir_with_no_store(tmp_path: Path, monkeypatch: pytest.
 
 
 @pytest.mark.heavy  # the real model and the CLI in a subprocess
-def test_dev_full_keeps_the_results_on_stdout_and_in_the_store(isolated_data_dir: Path, smollm2_path: Path) -> None:
-    proc = gguf_bench("run", "-m", str(smollm2_path), *TINY, "-o", "csv", "--out", "/dev/full")
-    assert proc.returncode == 2, proc.stderr
-    line = _one_error_line(proc.stderr)
-    assert "--out /dev/full: cannot write (No space left on device); the results follow on stdout" in line
-    rows = export.read_csv(proc.stdout)
-    assert [r["status"] for r in rows] == ["ok"]
-    (run,) = _stored_runs(isolated_data_dir)
-    with ResultStore(isolated_data_dir / "results.sqlite3") as store:
-        assert [r["run_id"] for r in store.rows(run.run_id)] == [rows[0]["run_id"]]
+def test_dev_full_is_refused_before_the_first_test(isolated_data_dir: Path, smollm2_path: Path) -> None:
+    """A device is not an output (issue #54): refused up front, so nothing runs; the results-on-stdout fallback for a
+    disk that fills during the sweep is tests/cli/test_io_failures.py's."""
+    line = _refused(isolated_data_dir, "run", "-m", str(smollm2_path), *TINY, "-o", "csv", "--out", "/dev/full")
+    assert "--out /dev/full: is a character device, not a regular file" in line
 
 
 @pytest.mark.heavy  # the real model and the CLI in a subprocess

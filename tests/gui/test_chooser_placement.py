@@ -46,7 +46,7 @@ def _chosen(qtbot, sources: list[str], floor_tps: float = 30.0) -> ChooserView: 
     view.hw.setCurrentText(HW)
     view.min_tps.setValue(floor_tps)
     assert view.start() is None
-    qtbot.waitUntil(lambda: view.report is not None and view.choose_button.isEnabled(), timeout=30_000)
+    qtbot.waitUntil(lambda: view.report is not None and not view.evaluating, timeout=30_000)
     return view
 
 
@@ -88,7 +88,8 @@ def test_the_table_shows_the_placement_both_decodes_and_the_kind(qtbot, gui_data
     # no file was requantized and nothing was measured here: those columns stay out of the way
     assert t.isColumnHidden(TABLE_KEYS.index("requantized_from"))
     assert t.isColumnHidden(TABLE_KEYS.index("measured_decode_tps"))
-    assert not t.isColumnHidden(TABLE_KEYS.index("mean_kld"))
+    assert t.isColumnHidden(TABLE_KEYS.index("mean_kld"))  # no KLD measured: only the expected column shows
+    assert not t.isColumnHidden(TABLE_KEYS.index("expected_kld"))
 
 
 def test_the_command_carries_the_placement_and_is_copied_from_the_keyboard(
@@ -146,6 +147,6 @@ def test_the_ram_field_is_choose_s_ram(qtbot, gui_data_dir: Path, laptop_folder:
     assert view.request().ram_gib == 64
     view.report = None
     assert view.start() is None
-    qtbot.waitUntil(lambda: view.report is not None and view.choose_button.isEnabled(), timeout=30_000)
+    qtbot.waitUntil(lambda: view.report is not None and not view.evaluating, timeout=30_000)
     moe = next(c for c in view.report.choices if c.filename == MOE)
     assert any("system RAM 64 GiB (given)" in n for n in moe.notes), moe.notes

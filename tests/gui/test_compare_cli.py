@@ -82,7 +82,7 @@ def test_cli_compare_prints_the_windows_table_for_the_same_runs(qtbot, capsys: p
     doc = _same_as_the_window(qtbot, capsys, PredictionService())
     a, b = doc["entries"]
     assert b["ratios"]["decode_tps"] == pytest.approx(2.0) and a["ratios"]["decode_tps"] == 1.0
-    assert a["figures"]["size_bytes"] == ROWS[0]["model_size"] and a["figures"]["kv_bytes_per_token"] is None
+    assert a["figures"]["size_bytes"] == ROWS[0].model_size and a["figures"]["kv_bytes_per_token"] is None
     assert a["cells"]["× decode"] == "1.00× ⚠"
 
 

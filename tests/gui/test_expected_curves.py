@@ -62,7 +62,7 @@ def test_rows_measured_on_this_cpu_get_this_machines_fit(window) -> None:
     from tests.predict.answer_helpers import StandInFit
 
     events = recorded_on_this_cpu()
-    cpu = next(e.row["cpu_info"] for e in events if e.type == "test_finished")
+    cpu = next(e.row.cpu_info for e in events if e.type == "test_finished")
     known = {"decode": Expected(50.0, 40.0, 60.0, "stand-in fit"), "prefill": Expected(400.0, 300.0, 500.0, "stand-in")}
     w = window
     here = Machine(cpu=w.predictor.machine_cpu, cpu_model=cpu, fit=StandInFit({"CPU": lambda _f, _s: known}))

@@ -47,7 +47,7 @@ def test_compare_gives_one_series_and_one_row_per_model_per_run(window) -> None:
     assert len(cmp.items) == 2 and cmp.table.rowCount() == 2
     names = [cmp.table.item(k, 0).text() for k in range(2)]
     assert "SmolLM2" in names[0] and "Other-Model.Q8_0" in names[1]  # the model is in the label
-    smol = np.mean([r["decode_tps"] for r in ROWS if not r["n_depth"]])
+    smol = np.mean([r.decode_tps for r in ROWS if not r.n_depth])
     assert float(cmp.table.item(0, 2).text().replace(",", "")) == pytest.approx(smol, abs=0.06)  # not averaged
     assert cmp.table.item(1, 3).text() == "3.00× ⚠"  # two repetitions each: within noise, and said so
     assert "fewer than 3 repetitions" in cmp.note.text() and "2 reps ⚠" in cmp.table.item(1, 1).text()
@@ -88,7 +88,7 @@ def test_compare_keeps_measurements_readable_beside_a_fast_what_if(window, smoll
     wait_for(lambda: any("what-if" in label.text for _s, label in cmp.decode.legend.items))
     cmp.refresh()
     top = cmp.decode.plot.getViewBox().viewRange()[1][1]
-    measured = max(r["decode_tps"] for r in ROWS)
+    measured = max(r.decode_tps for r in ROWS)
     what_if = max(cmp.decode.data_of("dec", "curve", len(cmp.decode.legend.items) - 1)[1])
     assert measured < top < what_if and "Off the scale" in cmp.note.text() and "what-if" in cmp.note.text()
     assert any("KV" in label.text for _s, label in cmp.kv.legend.items)
@@ -217,10 +217,10 @@ def test_the_summary_csv_has_the_key_columns_first_in_mib(window, tmp_path: Path
     assert "model_size_mib" in header and "mem_measured_mib" in header and "model_size" not in header
     assert not any("samples" in c for c in header) and len(header) < 40
     row = dict(zip(header, rows[0], strict=True))
-    assert float(row["model_size_mib"]) == pytest.approx(ROWS[0]["model_size"] / 2**20, abs=0.05)
+    assert float(row["model_size_mib"]) == pytest.approx(ROWS[0].model_size / 2**20, abs=0.05)
     assert "e+" not in text and "e-" not in text.replace("SmolLM2-135M-Instruct", "")
     full = w.export_csv(str(tmp_path / "full.csv"))
-    assert Path(full).read_text().splitlines()[0].split(",") == export.columns_for(ROWS)
+    assert Path(full).read_text().splitlines()[0].split(",") == export.columns_for([r.to_mapping() for r in ROWS])
 
 
 def test_other_processes_using_the_cpu_are_warned_about_once() -> None:

@@ -21,7 +21,7 @@ HW = "RTX 4060 Laptop"
 def _choose(qtbot, view: ChooserView, hw: str) -> None:  # noqa: ANN001 - qtbot is pytest-qt's
     view.hw.setCurrentText(hw)
     assert view.start() is None
-    qtbot.waitUntil(lambda: view.report is not None and view.choose_button.isEnabled(), timeout=30_000)
+    qtbot.waitUntil(lambda: view.report is not None and not view.evaluating, timeout=30_000)
 
 
 @pytest.mark.heavy  # the repack probe's child process
@@ -72,7 +72,7 @@ def test_measure_from_the_window_on_smollm2(qtbot, gui_data_dir: Path, smollm2_p
     _choose(qtbot, view, THIS_MACHINE_LABEL)
     runner = view.measure_toward_floor()
     assert runner is not None and view.job is runner and not view.measure_button.isEnabled()
-    qtbot.waitUntil(lambda: view.job is None and view.report is not None and view.choose_button.isEnabled()
+    qtbot.waitUntil(lambda: view.job is None and view.report is not None and not view.evaluating
                     and "Measured:" in view.status.text(), timeout=120_000)
     status = view.status.text()
     assert "measured 1 test, 0 from cache" in status and "Measured here: run SmolLM2" in status
@@ -80,8 +80,8 @@ def test_measure_from_the_window_on_smollm2(qtbot, gui_data_dir: Path, smollm2_p
     from app.results.store import ResultStore
     with ResultStore(None) as store:
         row = store.recent_rows(1)[0]  # the search's one test
-    if row.get("unstable") or (row.get("host_other_cpu_pct") or 0) > 25:  # a noisy short test is not learnt from
+    if row.unstable or (row.host_other_cpu_pct or 0) > 25:  # a noisy short test is not learnt from
         assert view.report.choices[0].measured is None, row
     else:  # the stored row is now the chooser's measurement
-        assert view.report.choices[0].measured is not None, {k: row.get(k) for k in (
+        assert view.report.choices[0].measured is not None, {k: row.value(k) for k in (
             "unstable", "host_other_cpu_pct", "n_threads", "n_threads_effective", "status", "n_gpu_layers_effective")}

@@ -10,15 +10,16 @@ from app.gui.expectations import Expectations
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.answer import Machine
 from app.predict.profiles import cpu_profile
+from app.results.row_types import ResultRow
 
 pytestmark = pytest.mark.cpu_identity  # reads this CPU (tests/test_other_cpu.py runs it as the other kind)
 
 GIB = 2**30
 
 
-def _row(cpu_info: str, bandwidth_gbps: float) -> dict[str, object]:
-    return {"hw_profile": f"CPU: {cpu_info}", "cpu_info": cpu_info, "pred_bandwidth_gbps": bandwidth_gbps,
-            "pred_tflops": 0.3, "n_gpu_layers_effective": 0}
+def _row(cpu_info: str, bandwidth_gbps: float) -> ResultRow:
+    return ResultRow(hw_profile=f"CPU: {cpu_info}", cpu_info=cpu_info, pred_bandwidth_gbps=bandwidth_gbps,
+                     pred_tflops=0.3, n_gpu_layers_effective=0)
 
 
 def test_rows_measured_here_use_this_machines_latest_profile() -> None:

@@ -23,6 +23,7 @@ from app.gui.predictions import PredictionService
 from app.gui.results_model import TEST_INDEX_ROLE
 from app.gui.settings import Settings
 from app.predict.profiles import cpu_profile
+from app.results.row_types import ResultRow
 from app.run.live import LiveRun
 from tests.gui.conftest import RECORDED
 
@@ -56,8 +57,8 @@ def _settle() -> None:
         QApplication.processEvents()
 
 
-def _row(run: LiveRun, test_index: int) -> dict:
-    return next(r for r in run.ok_rows() if r["test_index"] == test_index)
+def _row(run: LiveRun, test_index: int) -> ResultRow:
+    return next(r for r in run.ok_rows() if r.test_index == test_index)
 
 
 def _at(panel: PlotPanel, x: float, y: float) -> QPoint:
@@ -78,17 +79,17 @@ def test_hovering_a_measured_point_reads_out_its_figures_and_leaving_hides_them(
                                                                                  run: LiveRun) -> None:
     ttft = plots.ttft
     r3 = _row(run, 3)  # prompt 64 at depth 64
-    text = _hover(qtbot, ttft, _at(ttft, 64.0, r3["ttft_ms"]))
-    sd_pct = round(r3["ttft_ms_stddev"] / r3["ttft_ms"] * 100)
-    assert f"TTFT {number(r3['ttft_ms'])} ms ±{sd_pct} %" in text
+    text = _hover(qtbot, ttft, _at(ttft, 64.0, r3.ttft_ms))
+    sd_pct = round(r3.ttft_ms_stddev / r3.ttft_ms * 100)
+    assert f"TTFT {number(r3.ttft_ms)} ms ±{sd_pct} %" in text
     assert "prompt 64 tok" in text and "test 3 · prompt 64 · gen 16 · depth 64 · KV f16" in text
     assert "measured (±1 sd) — SmolLM2-135M-Instruct.Q4_1" in text
     assert ttft.pointer.readout is not None and ttft.pointer.readout.isVisible()
-    assert ttft.pointer.marker.isVisible() and ttft.pointer.marker.getData()[1][0] == pytest.approx(r3["ttft_ms"])
+    assert ttft.pointer.marker.isVisible() and ttft.pointer.marker.getData()[1][0] == pytest.approx(r3.ttft_ms)
 
     r0 = _row(run, 0)  # another point: another readout
-    text = _hover(qtbot, ttft, _at(ttft, 32.0, r0["ttft_ms"]))
-    assert "test 0 · prompt 32" in text and f"TTFT {number(r0['ttft_ms'])} ms" in text and "depth" not in text
+    text = _hover(qtbot, ttft, _at(ttft, 32.0, r0.ttft_ms))
+    assert "test 0 · prompt 32" in text and f"TTFT {number(r0.ttft_ms)} ms" in text and "depth" not in text
 
     # the middle of the empty data area, far from every point: nothing to read out
     vb_rect = ttft.plot.getViewBox().sceneBoundingRect()
@@ -96,7 +97,7 @@ def test_hovering_a_measured_point_reads_out_its_figures_and_leaving_hides_them(
     assert _hover(qtbot, ttft, empty) == "" and not ttft.pointer.readout.isVisible()
     assert not ttft.pointer.marker.isVisible()
 
-    _hover(qtbot, ttft, _at(ttft, 64.0, r3["ttft_ms"]))
+    _hover(qtbot, ttft, _at(ttft, 64.0, r3.ttft_ms))
     assert ttft.pointer.readout.isVisible()
     QApplication.sendEvent(ttft.widget, QEvent(QEvent.Type.Leave))  # the mouse leaves the plot
     assert ttft.pointer.text == "" and not ttft.pointer.readout.isVisible()
@@ -104,17 +105,17 @@ def test_hovering_a_measured_point_reads_out_its_figures_and_leaving_hides_them(
 
 def test_each_plot_reads_out_in_its_own_units(qtbot, plots: LivePlots, run: LiveRun) -> None:
     r1 = _row(run, 1)
-    text = _hover(qtbot, plots.decode, _at(plots.decode, mean_pos(r1), r1["decode_tps"]))
-    assert f"decode {number(r1['decode_tps'])} tok/s ±0.2 %" in text and f"position {mean_pos(r1):.0f} tok" in text
+    text = _hover(qtbot, plots.decode, _at(plots.decode, mean_pos(r1), r1.decode_tps))
+    assert f"decode {number(r1.decode_tps)} tok/s ±0.2 %" in text and f"position {mean_pos(r1):.0f} tok" in text
     assert "test 1" in text
 
     kv = plots.kv  # a log y axis from the start
     r2 = _row(run, 2)
-    text = _hover(qtbot, kv, _at(kv, 256.0, r2["mem_measured_bytes"] / MIB))
+    text = _hover(qtbot, kv, _at(kv, 256.0, r2.mem_measured_bytes / MIB))
     # tests of one context can lie a pixel apart on the log axis: the readout is of the test it names
     named = _row(run, int(text.split("\ntest ")[1].split(" ")[0]))
-    assert "context 256 tok" in text and f"RSS growth {number(named['mem_measured_bytes'] / MIB)} MiB" in text
-    assert abs(named["mem_measured_bytes"] / r2["mem_measured_bytes"] - 1) < 0.02
+    assert "context 256 tok" in text and f"RSS growth {number(named.mem_measured_bytes / MIB)} MiB" in text
+    assert abs(named.mem_measured_bytes / r2.mem_measured_bytes - 1) < 0.02
 
     itl = plots.itl  # thousands of per-token points: only those under the mouse are searched
     s = run
@@ -140,17 +141,17 @@ def test_clicking_a_point_selects_its_row_and_ctrl_click_adds_or_removes(window,
         _settle()
 
     r3, r1 = _row(s, 3), _row(s, 1)
-    click(w.plots.ttft, 64.0, r3["ttft_ms"])
+    click(w.plots.ttft, 64.0, r3.ttft_ms)
     assert table_selection() == {3} and w.sweeps.selected == {3}
     hx, hy = w.plots.data_of("ttft", "hl")  # highlighted in every plot, as a table selection is
-    assert hx.tolist() == [64.0] and hy.tolist() == [pytest.approx(r3["ttft_ms"])]
+    assert hx.tolist() == [64.0] and hy.tolist() == [pytest.approx(r3.ttft_ms)]
     assert w.plots.data_of("dec", "hl")[0].tolist() == [pytest.approx(mean_pos(r3))]
 
-    click(w.plots.decode, mean_pos(r1), r1["decode_tps"], ctrl=True)  # Ctrl adds
+    click(w.plots.decode, mean_pos(r1), r1.decode_tps, ctrl=True)  # Ctrl adds
     assert table_selection() == {1, 3} and w.sweeps.selected == {1, 3}
-    click(w.plots.ttft, 64.0, r3["ttft_ms"], ctrl=True)  # and takes out what was in
+    click(w.plots.ttft, 64.0, r3.ttft_ms, ctrl=True)  # and takes out what was in
     assert table_selection() == {1}
-    click(w.plots.ttft, 32.0, _row(s, 0)["ttft_ms"])  # a plain click replaces
+    click(w.plots.ttft, 32.0, _row(s, 0).ttft_ms)  # a plain click replaces
     assert table_selection() == {0} and len(w.plots.data_of("ttft", "hl")[0]) == 1
 
     vb_rect = w.plots.ttft.plot.getViewBox().sceneBoundingRect()  # a click on no point changes nothing
@@ -188,7 +189,7 @@ def test_the_log_toggle_survives_redraws_with_ranges_in_log_units(qtbot, plots: 
     ttft.log_toggle.action.trigger()
     _settle()
     err = ttft.items[("ttft", "err", 0)][1]  # error bars are not mapped by pyqtgraph: drawn in log10 units
-    assert sorted(err.opts["y"]) == pytest.approx(sorted(np.log10([r["ttft_ms"] for r in run.ok_rows()])))
+    assert sorted(err.opts["y"]) == pytest.approx(sorted(np.log10([r.ttft_ms for r in run.ok_rows()])))
     assert 1.5 < ttft.plot.getViewBox().viewRange()[1][1] < 3.0
 
     for _ in range(2):  # redraws (a new selection, the run's end) keep the choice and the log ranges

@@ -77,12 +77,12 @@ def test_ttft_plot_shows_measured_means_and_one_prediction_per_depth(panels, vie
     p.draw(view)
     x, y = p.data_of("ttft", "meas", 0)
     assert sorted(x) == [32.0, 32.0, 64.0, 64.0]
-    assert sorted(y) == sorted(float(r["ttft_ms"]) for r in run.ok_rows())
+    assert sorted(y) == sorted(float(r.ttft_ms) for r in run.ok_rows())
     for j in (0, 1):  # the run used depths 0 and 64
         xs, ys = p.data_of("ttft", "pred", 0, j)
         assert len(xs) > 10 and np.isfinite(ys).all() and (np.diff(ys) > 0).all()
     assert p.data_of("ttft", "pred", 0, 1)[1][-1] > p.data_of("ttft", "pred", 0, 0)[1][-1]  # deeper: slower
-    ran_on = run.ok_rows()[0]["hw_profile"]  # the recorded rows say which CPU they ran on: not the chosen one
+    ran_on = run.ok_rows()[0].hw_profile  # the recorded rows say which CPU they ran on: not the chosen one
     assert _labels(p) == ["measured (±1 sd); ● depth 0, ■ depth 64", f"ceiling ({ran_on}), depth 0",
                           f"ceiling ({ran_on}), depth 64", "what-if (test CPU)"]
     symbols = p.items[("ttft", "meas", 0)][1].opts["symbol"]  # the shape tells the depth, the colour the model
@@ -104,12 +104,12 @@ def test_the_prediction_beside_a_measurement_is_for_the_hardware_it_ran_on(panel
     xs, ys = p.data_of("ttft", "pred", 0, 0)
     _wx, wy = p.data_of("ttft", "whatif", 0)
     for r in run.ok_rows():
-        if not r["n_depth"]:
-            own = float(r["pred_ttft_ms"])
-            assert np.interp(r["n_prompt"], xs, ys) == pytest.approx(own, rel=0.08)
-            assert np.interp(r["n_prompt"], xs, wy) < 0.2 * own
+        if not r.n_depth:
+            own = float(r.pred_ttft_ms)
+            assert np.interp(r.n_prompt, xs, ys) == pytest.approx(own, rel=0.08)
+            assert np.interp(r.n_prompt, xs, wy) < 0.2 * own
     ran_on, what_if = view.hardware(run.models()[0])
-    assert ran_on is not None and ran_on.name == run.ok_rows()[0]["hw_profile"] and "4060" in what_if.name
+    assert ran_on is not None and ran_on.name == run.ok_rows()[0].hw_profile and "4060" in what_if.name
     assert f"what-if ({what_if.name})" in _labels(p)
 
 
@@ -117,12 +117,12 @@ def test_the_prediction_beside_a_measurement_is_for_the_hardware_it_ran_on(panel
 def test_no_what_if_when_the_chosen_profile_is_the_hardware_measured(panels, run: LiveRun,
                                                                      predictor: PredictionService) -> None:
     row = run.ok_rows()[0]
-    predictor.set_profile(cpu_profile("This CPU: the same", row["pred_bandwidth_gbps"],
-                                      row["pred_tflops"] * 1000.0, 16 * GIB))
+    predictor.set_profile(cpu_profile("This CPU: the same", row.pred_bandwidth_gbps,
+                                      row.pred_tflops * 1000.0, 16 * GIB))
     p = panels["dec"]
     p.draw(PlotView(run, predictor))
     assert _labels(p) == ["per token (measured)", "test mean (±1 sd); ● depth 0, ■ depth 64",
-                          f"ceiling ({row['hw_profile']})"]
+                          f"ceiling ({row.hw_profile})"]
     assert len(p.data_of("dec", "whatif", 0)[0]) == 0
 
 
@@ -137,7 +137,7 @@ def test_decode_plot_shows_tokens_means_and_the_ceiling(panels, view: PlotView, 
     cx, cy = p.data_of("dec", "pred", 0)
     assert np.isfinite(cy).all() and cy[0] > cy[-1] > 0  # the ceiling falls as the context fills
     assert set(p.curves) == {0} and np.array_equal(p.curves[0][1], cy)
-    ran_on = run.ok_rows()[0]["hw_profile"]
+    ran_on = run.ok_rows()[0].hw_profile
     assert _labels(p) == ["per token (measured)", "test mean (±1 sd); ● depth 0, ■ depth 64", f"ceiling ({ran_on})",
                           "what-if ceiling (test CPU)"]  # the answer's figure for it: a ceiling (no fit here)
     _wx, wy = p.data_of("dec", "whatif", 0)

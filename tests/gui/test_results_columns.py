@@ -39,12 +39,12 @@ def test_cells_use_the_tables_formats(qtbot) -> None:  # noqa: ANN001 - pytest-q
     model.update_rows(rows)
     col = {f.name: i for i, f in enumerate(WINDOW_FIELDS)}
     first = rows[0]
-    assert model.index(0, col["test_index"]).data() == str(first["test_index"] + 1)
-    assert model.index(0, col["decode_tps"]).data() == FIELD_BY_NAME["decode_tps"].fmt.format(first["decode_tps"])
-    assert model.index(0, col["ttft_ms"]).data() == f"{first['ttft_ms']:.1f}"
+    assert model.index(0, col["test_index"]).data() == str(first.test_index + 1)
+    assert model.index(0, col["decode_tps"]).data() == FIELD_BY_NAME["decode_tps"].fmt.format(first.decode_tps)
+    assert model.index(0, col["ttft_ms"]).data() == f"{first.ttft_ms:.1f}"
     frac = model.index(0, col["decode_achieved_frac"]).data()
-    assert frac == f"{first['decode_achieved_frac']:.0%}"
-    assert model.index(0, col["mem_measured_bytes"]).data() == f"{first['mem_measured_bytes'] / 2**20:.0f}"
+    assert frac == f"{first.decode_achieved_frac:.0%}"
+    assert model.index(0, col["mem_measured_bytes"]).data() == f"{first.mem_measured_bytes / 2**20:.0f}"
     shaded = [c for c, f in enumerate(WINDOW_FIELDS) if model.index(0, c).data(Qt.ItemDataRole.BackgroundRole)]
     assert shaded == [c for c, f in enumerate(WINDOW_FIELDS) if f.kind in ("predicted", "fraction")]
     blank = ResultsModel(PredictionService())

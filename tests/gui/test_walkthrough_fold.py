@@ -207,7 +207,7 @@ def test_the_inspectors_and_the_scenarios_figures_show_without_scrolling(window,
 
 
 @pytest.mark.parametrize("size_px", [(620, 190), (880, 260)])  # the chooser's memory plot at 1366×768 and 1920×1080
-def test_the_memory_bars_legend_stands_clear_of_the_device_line(qtbot, size_px: tuple[int, int]) -> None:  # noqa: ANN001
+def test_the_memory_bars_legend_stands_clear_of_the_bars_and_the_device_line(qtbot, size_px: tuple[int, int]) -> None:  # noqa: ANN001
     from app.gui.plots.pareto import MemoryBars
 
     plot = MemoryBars()
@@ -220,8 +220,10 @@ def test_the_memory_bars_legend_stands_clear_of_the_device_line(qtbot, size_px: 
     _settle()
     vb = plot.getViewBox()
     line_x = vb.mapViewToScene(pg.Point(plot.budget_gib, 0)).x()
+    bars_x = vb.mapViewToScene(pg.Point(max(plot.totals_gib), 0)).x()
     legend = plot.legend.sceneBoundingRect()
-    assert legend.right() < line_x - 2, (size_px, legend, line_x)  # "GPU allowance" ran into the line
+    # right of the device's line and of every bar's end: over the bars it hid their ends at 1366x768
+    assert legend.left() > max(line_x, bars_x) + 2, (size_px, legend, line_x, bars_x)
     assert vb.sceneBoundingRect().contains(legend)
 
 

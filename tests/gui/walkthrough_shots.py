@@ -121,8 +121,8 @@ def main(argv: list[str]) -> int:
     with ResultStore.recover() as store:
         planned = [t.to_dict() if hasattr(t, "to_dict") else t for t in start.tests]  # typed specs, as a sweep's
         store.begin_run(run_id, sweep_name="walkthrough", tests=planned)
-        for r in rows:  # typed rows (app.results.row_types), or the plain ones before them
-            store.add_result(run_id, r.replace(run_id=run_id) if hasattr(r, "replace") else dict(r, run_id=run_id))
+        for r in rows:  # typed rows (app.results.row_types)
+            store.add_result(run_id, r.replace(run_id=run_id))
         store.finish_run(run_id, "finished")
         log = store.event_log_path(run_id)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
     chooser.hw.setCurrentIndex(max(chooser.hw.findText(args.profile), 0))
     chooser.ctx.setValue(args.ctx)
     chooser.start()
-    _spin(app, 120, lambda: chooser.report is not None and chooser.choose_button.isEnabled())
+    _spin(app, 120, lambda: chooser.report is not None and not chooser.evaluating)
     _shot(app, out / "chooser.png")
     chooser.close()
 

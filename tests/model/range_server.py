@@ -17,7 +17,9 @@ from pathlib import Path
 class ServerState:
     files: dict[str, Path]
     #: range | norange | truncate | flaky | stall | hugerange (claims a 1 TB range, sends without end) | onebyte
-    #: (answers every range with one byte) | trickle (sends one byte every 0.2 s)
+    #: (answers every range with one byte) | trickle (sends one byte every 0.2 s) | nolength (a plain 200 without
+    #: Content-Length, the connection closed at the file's end) | liar (a range's Content-Length promised, 100 bytes
+    #: sent, then silence) | silent (reads the request, never answers)
     mode: str = "range"
     fail_first: int = 0  # flaky: answer 500 this many times first; stall: answer 1 s late
     requests: int = 0
@@ -46,12 +48,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _hostile(self, path: Path, start: int, size: int) -> None:
         st = self.state
-        end = start if st.mode == "onebyte" else 10**12 - 1
+        end = start if st.mode == "onebyte" else size - 1 if st.mode == "liar" else 10**12 - 1
         self.state.statuses.append(206)
         self.send_response(206)
         self.send_header("Content-Range", f"bytes {start}-{end}/{size if st.mode != 'hugerange' else 10**12}")
-        if st.mode == "onebyte":
-            self.send_header("Content-Length", "1")
+        if st.mode in ("onebyte", "liar"):
+            self.send_header("Content-Length", str(end - start + 1))
         self.end_headers()
         try:
             for chunk in _hostile_body(path, start, st.mode):
@@ -77,6 +79,21 @@ class _Handler(BaseHTTPRequestHandler):
         if path is None:
             self._send(404, {"Content-Length": "0"}, b"")
             return
+        if st.mode == "silent":
+            time.sleep(30)  # the client's deadline comes first; the server's shutdown does not wait for this thread
+            return
+        if st.mode == "nolength":
+            self.state.statuses.append(200)
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                self.wfile.write(path.read_bytes())
+                self.state.bytes_sent += path.stat().st_size
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+            return
         if st.mode == "stall" and st.fail_first > 0:  # answer too late for the client's timeout
             st.fail_first -= 1
             time.sleep(1.0)
@@ -87,7 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
         size = path.stat().st_size
         etag = f'"{size}-{path.stat().st_mtime_ns}"'
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
-        if st.mode in ("hugerange", "onebyte", "trickle") and m:
+        if st.mode in ("hugerange", "onebyte", "trickle", "liar") and m:
             self._hostile(path, int(m.group(1)), size)
             return
         if st.mode == "norange" or not m:
@@ -110,6 +127,9 @@ def _hostile_body(path: Path, start: int, mode: str) -> Iterator[bytes]:
     data = path.read_bytes()
     if mode == "onebyte":
         yield data[start : start + 1]
+    elif mode == "liar":  # the promised length, then 100 bytes and silence (the connection kept open)
+        yield data[start : start + 100]
+        time.sleep(30)
     elif mode == "trickle":
         for i in range(start, min(start + 50, len(data))):  # bounded: the test's deadline comes first
             yield data[i : i + 1]

@@ -229,3 +229,29 @@ def test_split_names_cannot_multiply_the_requests_or_the_cap(make_gguf: Callable
         with pytest.raises(RemoteGGUFError, match="header"):
             remote_facts(f"{base}/{shards[0].name}", cap)
         assert state.bytes_sent <= cap.max_header_bytes + one_header
+
+
+def test_a_plain_200_without_content_length_is_read(make_gguf: Callable[..., Path]) -> None:
+    """Issue #54 item 3: a valid model served as a plain 200 with no Content-Length (legal: the body ends when the
+    connection closes) was refused as "truncated GGUF (-1 bytes, needs at least 4)"; it is read up to the header."""
+    path = make_gguf(n_vocab=5000)
+    with serve({"/f.gguf": path}, mode="nolength") as (base, _state):
+        url = f"{base}/f.gguf"
+        _same_facts(remote_facts(url, FAST), read_model_facts(path), url)
+
+
+def test_a_header_bigger_than_the_first_read_without_content_length_is_read(make_gguf: Callable[..., Path]) -> None:
+    path = make_gguf(n_vocab=2000)
+    with serve({"/f.gguf": path}, mode="nolength") as (base, _state):
+        url = f"{base}/f.gguf"
+        _same_facts(remote_facts(url, RemoteOptions(first_read_bytes=4096, backoff_s=0.01, use_cache=False)),
+                    read_model_facts(path), url)
+
+
+def test_a_file_cut_short_without_content_length_says_how_short(make_gguf: Callable[..., Path]) -> None:
+    path = make_gguf(n_vocab=5000)
+    with path.open("r+b") as f:
+        f.truncate(3000)  # inside the vocabulary
+    with serve({"/f.gguf": path}, mode="nolength") as (base, _state):
+        with pytest.raises(RemoteGGUFError, match=r"truncated GGUF \(3000 bytes, needs at least \d+\)$"):
+            remote_facts(f"{base}/f.gguf", FAST)

@@ -71,5 +71,5 @@ def test_a_frozen_app_runs_its_worker_through_the_entry_point(smollm2_path: Path
     tests = SweepSpec(models=[str(smollm2_path)], n_prompt=[8], n_gen=[4], repetitions=1, n_threads=[1]).tests()
     outcome = SweepSession(tests, machine={}, token_ticks=False).run()
     assert marker.read_text().split()[:2] == ["--worker", "--event-fd"]
-    assert [r["status"] for r in outcome.rows] == ["ok"], outcome.rows
-    assert outcome.rows[0]["n_gen"] == 4 and outcome.rows[0]["decode_tps"] > 0
+    assert [r.status for r in outcome.rows] == ["ok"], outcome.rows
+    assert outcome.rows[0].n_gen == 4 and (outcome.rows[0].decode_tps or 0) > 0

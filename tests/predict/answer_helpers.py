@@ -15,6 +15,7 @@ from app.predict.machine_fit.fitted_model import Expected
 from app.predict.machine_fit.store_efficiency import Efficiency
 from app.predict.profiles import GIB, HardwareProfile, cpu_profile
 from app.predict.settings import PredictSettings
+from app.results.row_types import ResultRow
 
 Expect = Callable[[ModelFacts, PredictSettings], Mapping[str, Expected | None]]
 
@@ -64,7 +65,7 @@ HOST = cpu_profile("CPU: test host", 40.0, 400.0, 32 * GIB)
 
 def machine_of(profile: HardwareProfile | None = None, *, fit: StandInFit | None = None,
                efficiency: StandInEfficiency | None = None, public: Any = None,
-               rows: tuple[dict[str, Any], ...] = (), gpu_backends: tuple[str, ...] = ()) -> Machine:
+               rows: tuple[ResultRow, ...] = (), gpu_backends: tuple[str, ...] = ()) -> Machine:
     """This machine as ``profile`` (a CPU profile: its CPU; a GPU profile: its GPU, beside HOST), with the sources
     given; ``profile`` None: a machine elsewhere (the public fit only)."""
     if profile is None:

@@ -34,10 +34,28 @@ def test_smollm2_memory_by_hand(profiles: list[HardwareProfile]) -> None:
 
 
 def test_a_smaller_cache_type_makes_it_fit(profiles: list[HardwareProfile]) -> None:
-    # f16 needs ~882 MiB, q8_0 ~798 MiB, q4_0 ~754 MiB: with 800 MiB only the quantized caches fit entirely
-    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 800), 8192)
+    # f16 needs ~882 MiB, q8_0 ~798 MiB, q4_0 ~754 MiB: with 800 MiB left beside the 1 GiB margin only the quantized
+    # caches fit entirely; the sentence names the cache's quality cost and why it was taken
+    c = evaluate_file("/m/smol.gguf", smollm2_facts(), _gpu(profiles, 800 + 1024), 8192)
     assert (c.status, c.type_k, c.kv_types_fitting) == ("fits", "q8_0", ("q8_0", "q4_0"))
-    assert c.memory_bytes <= c.budget_bytes
+    assert c.memory_bytes <= c.budget_bytes and c.margin_bytes == 1024 * MIB
+    assert c.budget_bytes + c.margin_bytes == 1824 * MIB
+    rec = recommend([c], "GPU", 8192)
+    assert "q8_0 KV cache was chosen because an f16 cache does not fit entirely on the GPU" in rec.sentence
+    assert "it costs quality: about 0.0008 KLD, up to 0.04" in rec.sentence
+
+
+def test_the_margin_is_kept_free_and_can_be_set(profiles: list[HardwareProfile]) -> None:
+    """Every placement leaves the margin free (llama.cpp's --fit-target, 1 GiB by default); a smaller margin lets
+    more of a large model on the GPU."""
+    from app.predict.questions import Question
+
+    big, gpu = make_facts(), _gpu(profiles, 5 * 1024)  # 4 GB of weights on a 5 GiB card
+    kept = evaluate_file("/m/7b.gguf", big, gpu, 8192)
+    assert kept.memory_bytes + kept.margin_bytes <= gpu.vram_bytes and kept.margin_bytes == 1024 * MIB
+    none = evaluate_file("/m/7b.gguf", big, gpu, 8192, question=Question(n_ctx=8192, margin_bytes=0))
+    assert none.margin_bytes == 0 and none.n_gpu_layers > kept.n_gpu_layers
+    assert "1.0 GiB of the GPU kept free" in kept.verdict
 
 
 def test_partial_offload_and_no_fit(profiles: list[HardwareProfile]) -> None:
@@ -71,13 +89,27 @@ def _choices(profiles: list[HardwareProfile], klds: dict[str, float | None]) -> 
     return out
 
 
-def test_recommends_lowest_measured_kld_that_is_fast_enough(profiles: list[HardwareProfile]) -> None:
+def test_the_pick_weighs_measured_kld_against_speed_by_the_preference(profiles: list[HardwareProfile]) -> None:
+    """``quality`` takes the lowest loss; ``balanced`` (the default) gives up 0.05 KLD for every 1.5× of speed
+    and says what it trades; ``speed`` the fastest that is not far worse; floors first in each."""
+    import math
+
+    from app.predict.expected_quality import preference_score
+
     choices = _choices(profiles, {"q8.gguf": 0.001, "q6.gguf": 0.01, "q4.gguf": 0.05})
-    rec = recommend(choices, "RTX 4060 Laptop", 8192)
-    assert rec.choice is choices[0] and "lowest measured KLD (0.0010)" in rec.sentence
+    rec = recommend(choices, "RTX 4060 Laptop", 8192, prefer="quality")
+    assert rec.choice is choices[0] and "KLD 0.0010, measured here" in rec.sentence
     assert rec.command == "llama-server -m /m/q8.gguf -ngl 33 -c 8192 -ctk f16 -ctv f16 -fa on"
+    rec = recommend(choices, "RTX 4060 Laptop", 8192)
+    scores = [preference_score(c.decode_tps.value, c.quality.mean_kld) for c in choices]  # type: ignore[union-attr]
+    assert rec.choice is choices[scores.index(max(scores))]
+    if rec.choice is not choices[0]:  # the lower-loss file it passed over, and by how much
+        ratio = rec.choice.decode_tps.value / choices[0].decode_tps.value  # type: ignore[union-attr]
+        assert f"q8.gguf would be about {rec.choice.quality.mean_kld - 0.001:.4f} KLD better and {ratio:.1f}× " \
+               "slower" in rec.sentence  # type: ignore[union-attr]
+        assert math.log(ratio) / math.log(1.5) * 0.05 > rec.choice.quality.mean_kld - 0.001  # type: ignore[union-attr]
     floor = (choices[0].decode_tps.value + choices[2].decode_tps.value) / 2  # only the smallest is fast enough
-    rec = recommend(choices, "RTX 4060 Laptop", 8192, min_decode_tps=floor)
+    rec = recommend(choices, "RTX 4060 Laptop", 8192, min_decode_tps=floor, prefer="quality")
     assert rec.choice is choices[2] and f"above the {floor:g} tok/s floor" in rec.sentence
     rec = recommend(choices, "RTX 4060 Laptop", 8192, min_decode_tps=floor, max_kld=0.02)
     assert rec.choice is None and "KLD within 0.02" in rec.sentence
@@ -86,10 +118,17 @@ def test_recommends_lowest_measured_kld_that_is_fast_enough(profiles: list[Hardw
     assert all(f"{c.filename} below the 1e+09 tok/s floor" in rec.sentence for c in choices)  # each named, and why
 
 
-def test_unmeasured_quality_ranks_by_bits_per_weight(profiles: list[HardwareProfile]) -> None:
+def test_unmeasured_quality_is_the_published_figure_for_its_type(profiles: list[HardwareProfile]) -> None:
+    """Without a measurement a file's expected loss is llama.cpp's published figure for its type (Q4_K_M: 0.0313,
+    its LLaMA 3 8B scoreboard), with a band, said so; a measured file beside it keeps its measurement."""
     choices = _choices(profiles, {"q8.gguf": None, "q6.gguf": 0.01})
+    assert choices[0].expected_quality is not None and choices[0].expected_quality.kind == "published"
+    assert choices[0].expected_quality.kld == pytest.approx(0.031273)
+    assert choices[0].expected_quality.low < 0.031273 < choices[0].expected_quality.high
+    assert choices[1].expected_quality.kind == "measured"  # type: ignore[union-attr]
     rec = recommend(choices, "RTX 4060 Laptop", 8192)
-    assert rec.choice is choices[0] and "bits per weight" in rec.sentence
+    assert rec.choice is choices[1]  # measured lower and faster
+    assert "q8.gguf (KLD 0.0313 published" in rec.sentence
 
 
 def test_bits_past_q8_0_count_for_nothing_in_the_ranking() -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from app.predict.ceilings.offload import split_weights
 from app.predict.ceilings.prefill import (
     attention_flops_per_token,
+    expert_params,
     matmul_params,
     prefill_ceiling_tps,
     prefill_flops_per_token,
@@ -39,6 +42,18 @@ def test_matmul_params() -> None:
     moe = make_facts(n_layer=1, n_expert=8, n_expert_used=2, n_params=1_000_000_000, n_vocab=1000, n_embd=100)
     tensors = {"blk.0.ffn_up_exps.weight": 800, "blk.0.attn_q.weight": 200, "output.weight": 0}
     split = split_weights(moe, 999, tensors)
-    # experts are 80 % of the bytes and 2 of 8 are used: 1 - 0.8 × 0.75 = 40 % of the matmul params
-    assert matmul_params(moe, split, tensors) == pytest.approx((1_000_000_000 - 100_000) * 0.4)
+    # experts are 80 % of the bytes, so 8e8 of the 1e9 parameters without their shapes; 2 of 8 are used: 6e8 idle
+    assert matmul_params(moe, split, tensors) == pytest.approx(1_000_000_000 - 100_000 - 0.8e9 * 0.75)
     assert matmul_params(moe) == 1_000_000_000 - 100_000  # no map: all experts counted
+
+
+def test_matmul_params_count_experts_by_their_shapes() -> None:
+    """A MXFP4 expert holds 4.25 bits a weight beside Q8_0's 8.5: by bytes the experts would be 2/3 of the
+    parameters, by their shapes they are 8e8 of the 1e9 (so 6e8 idle with 2 of 8 used)."""
+    moe = make_facts(n_layer=1, n_expert=8, n_expert_used=2, n_params=1_000_000_000, n_vocab=1000, n_embd=100)
+    moe = dataclasses.replace(moe, tensor_shapes={"blk.0.ffn_up_exps.weight": ("MXFP4", (1000, 100_000, 8)),
+                                                  "blk.0.attn_q.weight": ("Q8_0", (1000, 200_000))},
+                              tensor_bytes={"blk.0.ffn_up_exps.weight": 425_000_000,
+                                            "blk.0.attn_q.weight": 212_500_000})
+    assert expert_params(moe) == 800_000_000
+    assert matmul_params(moe) == pytest.approx(1_000_000_000 - 100_000 - 600_000_000)

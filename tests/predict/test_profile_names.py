@@ -185,7 +185,12 @@ def test_device_names_that_are_not_a_profile(shipped: list[HardwareProfile]) -> 
 
 
 def test_a_device_whose_memory_is_not_the_profiles_gets_no_profile(shipped: list[HardwareProfile]) -> None:
-    """NVML names the 8 GB and the 12 GB RTX 3060 alike: the memory size tells them apart."""
+    """NVML names the 8 GB and the 12 GB RTX 3060 alike: the memory size tells them apart, and the 8 GB card is the
+    profile whose name is the device's with its memory added; a memory size no profile of that name has gets none
+    (issue #52: the 8 GB card took the 12 GB card's profile in the window and none in the CLI)."""
     assert _device("NVIDIA GeForce RTX 3060", shipped, 12288 * 2**20) == "RTX 3060 12GB"
-    assert _device("NVIDIA GeForce RTX 3060", shipped, 8 * GIB) is None
+    assert _device("NVIDIA GeForce RTX 3060", shipped, 8 * GIB) == "RTX 3060 8GB"
+    assert _device("NVIDIA GeForce RTX 3060", shipped, 6 * GIB) is None
+    assert _device("NVIDIA GeForce RTX 4060 Ti", shipped, 8 * GIB) == "RTX 4060 Ti 8GB"
+    assert _device("NVIDIA GeForce RTX 3060 Ti", shipped, 8 * GIB) == "RTX 3060 Ti"  # "Ti" is a word, not a size
     assert _device("NVIDIA H200", shipped, 143771 * 2**20) == "H200"  # NVML's figure for the 141 GB part

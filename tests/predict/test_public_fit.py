@@ -19,7 +19,7 @@ from app.predict.public.arch_fit import (
     reference_demand,
     summarize,
 )
-from app.predict.public.bands import Basis, Situation
+from app.predict.public.bands import Basis, Memory, Situation
 from app.predict.public.data import ReferenceModel, ReferenceResult, load_reference
 from app.predict.public.fit import PublicGpuModel
 
@@ -236,7 +236,7 @@ def test_shipped_leave_one_out_report(public: PublicGpuModel) -> None:
 
 def test_expected_figures_for_a_laptop_gpu_carry_band_and_source(public, shipped_profiles) -> None:
     laptop = find_profile("RTX 4060 Laptop", shipped_profiles)
-    got = public.expect(laptop, decode_ceiling_tps=400.0, prefill_ceiling_tps=20000.0, ggml_type="Q4_K", n_layer=30)
+    got = public.expect(laptop, decode_ceiling_tps=400.0, prefill_ceiling_tps=20000.0, ggml_type="Q4_K", shape=30)
     assert got.note == ""
     for exp, ceiling in ((got.decode, 400.0), (got.prefill, 20000.0)):
         assert exp is not None and exp.low < exp.value < exp.high and exp.value < ceiling
@@ -356,8 +356,8 @@ def test_cross_validation_files_each_error_under_the_situation_its_fold_made_it_
              for r in synthetic]
     model = PublicGpuModel(twice, GPUS)
     found = {(r.situation, r.phase) for r in model.residuals}
-    assert found == {(Situation(basis, False), phase) for basis in (Basis.GPU, Basis.ARCHITECTURE)
-                     for phase in ("decode", "prefill")}
+    assert found == {(Situation(basis, False, Memory.FIXED), phase) for basis in (Basis.GPU, Basis.ARCHITECTURE)
+                     for phase in ("decode", "prefill")}  # NVIDIA parts on CUDA: memory and driver both fixed
     assert len(model.residuals) == 2 * len(twice) * 2  # each row and phase: its publication out, then its GPU too
     assert max(abs(r.log_error) for r in model.residuals) < 0.02
     own = model.expect(GPUS[0], 400.0, 20000.0, "Q4_K", 32)

@@ -80,10 +80,11 @@ def test_held_out_check_predicts_profiled_gpus_and_skips_the_rest(held) -> None:
             assert f"(float) kernels on any {c.profile.vendor} GPU" in c.why_none
             continue
         assert math.isfinite(c.rel_error)
-        assert c.expected.low < c.expected.value < c.expected.high
+        assert c.expected.low < c.expected.value <= c.expected.high  # the value may be the ceiling, the band's top
         assert f"for {c.row.backend}" in c.expected.source  # predicted for the row's own backend
     r4090 = next(c for c in checks if c.profile.name == "RTX 4090" and c.row.backend == "Vulkan")
-    assert "no public Vulkan rows for Ada" in r4090.expected.source
+    # the Vulkan scoreboard (#10879) holds Ada rows: the figure is made by a fit that has the backend asked
+    assert "for Vulkan" in r4090.expected.source and "no public Vulkan rows for Ada" not in r4090.expected.source
 
 
 def test_eras_and_families() -> None:

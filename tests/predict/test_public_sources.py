@@ -17,6 +17,7 @@ from app.predict.public.data import (
     PUBLIC_2025_TABLE_PATH,
     PUBLIC_COMMUNITY_TABLE_PATH,
     PUBLIC_PR_TABLE_PATHS,
+    PUBLIC_SCOREBOARD_TABLE_PATH,
     PUBLIC_TABLE_PATH,
     TRAINING_TABLE_PATHS,
     ReferenceTableError,
@@ -49,7 +50,7 @@ def test_source_keys_name_the_thread_or_the_repository() -> None:
 
 def test_the_training_loader_reads_every_training_table(training) -> None:
     assert TRAINING_TABLE_PATHS == (PUBLIC_TABLE_PATH, PUBLIC_2025_TABLE_PATH, *PUBLIC_PR_TABLE_PATHS,
-                                    PUBLIC_COMMUNITY_TABLE_PATH)
+                                    PUBLIC_COMMUNITY_TABLE_PATH, PUBLIC_SCOREBOARD_TABLE_PATH)
     new = load_reference(PUBLIC_2025_TABLE_PATH)
     assert len(training) == sum(len(load_reference(p)) for p in TRAINING_TABLE_PATHS) and len(new) >= 40
     assert not any(r.held_out for r in training)

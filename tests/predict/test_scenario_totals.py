@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from app.predict.scenario_totals import measured_rates, request_total, scenario_totals
+from app.results.row_types import ResultRow
 
 ROWS = [
-    {"status": "ok", "model_path": "/a.gguf", "n_prompt": 128, "prefill_tps": 400.0, "decode_tps": 50.0},
-    {"status": "ok", "model_path": "/a.gguf", "n_prompt": 1024, "prefill_tps": 800.0, "decode_tps": 30.0},
-    {"status": "failed", "model_path": "/a.gguf", "n_prompt": 1000, "prefill_tps": 9999.0, "decode_tps": 9999.0},
-    {"status": "ok", "model_path": "/b.gguf", "n_prompt": 1000, "prefill_tps": 100.0, "decode_tps": 10.0},
+    ResultRow(status="ok", model_path="/a.gguf", n_prompt=128, prefill_tps=400.0, decode_tps=50.0),
+    ResultRow(status="ok", model_path="/a.gguf", n_prompt=1024, prefill_tps=800.0, decode_tps=30.0),
+    ResultRow(status="failed", model_path="/a.gguf", n_prompt=1000, prefill_tps=9999.0, decode_tps=9999.0),
+    ResultRow(status="ok", model_path="/b.gguf", n_prompt=1000, prefill_tps=100.0, decode_tps=10.0),
 ]
 
 
@@ -45,7 +46,7 @@ def test_measured_rates_fall_back_to_every_ok_row_for_an_unmeasured_model() -> N
 
 
 def test_measured_rates_need_both_phases() -> None:
-    assert measured_rates([{"status": "ok", "prefill_tps": 100.0, "n_prompt": 64}], 64) is None
+    assert measured_rates([ResultRow(status="ok", prefill_tps=100.0, n_prompt=64)], 64) is None
     assert measured_rates([], 64) is None
 
 

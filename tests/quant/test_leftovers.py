@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.paths import REPO_ROOT
+from tests.process_helpers import gone, wait_for, workers_of
 
 
 def _dead_pid() -> int:
@@ -67,13 +68,15 @@ def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[st
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})})
 
 
-def _wait_for(found: callable, timeout_s: float) -> bool:  # type: ignore[valid-type]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found():
-            return True
-        time.sleep(0.05)
-    return False
+def _kill_parent_and_check_its_worker_ends(proc: subprocess.Popen[str]) -> None:
+    """Issue #54 item 7: SIGKILL the parent; its worker must end with it (it stayed alive, reparented to PID 1, and
+    went on working for minutes)."""
+    workers = workers_of(proc.pid) if sys.platform.startswith("linux") else []
+    os.kill(proc.pid, signal.SIGKILL)
+    if not sys.platform.startswith("linux"):
+        return
+    assert workers, "no worker found under the parent"
+    assert wait_for(lambda: all(gone(w) for w in workers), 3), f"the worker {workers} outlived its parent"
 
 
 @pytest.mark.heavy  # the quantizer in a worker, killed, then run again
@@ -81,12 +84,12 @@ def test_a_quantize_killed_with_sigkill_leaves_a_part_the_next_run_removes(tmp_p
     out = tmp_path / "out"
     proc = _start("quantize", "-m", str(smollm2_path), "--allow-requantize", "--types", "q8_0", "--out", str(out))
     try:
-        assert _wait_for(lambda: list(out.glob("*.part")), 120), "no .part appeared"
-        os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up; its worker dies at its next event
+        assert wait_for(lambda: list(out.glob("*.part")), 120), "no .part appeared"
+        _kill_parent_and_check_its_worker_ends(proc)  # no chance to clean up
     finally:
         proc.kill()
         proc.communicate()
-    assert _wait_for(lambda: not any(p.stat().st_mtime > time.time() - 1 for p in out.glob("*.part")), 30)
+    assert wait_for(lambda: not any(p.stat().st_mtime > time.time() - 1 for p in out.glob("*.part")), 30)
     left = list(out.glob("*.part"))
     assert left, "the killed run left nothing to clean up"
     again = subprocess.run([sys.executable, "-m", "app.cli.main", "quantize", "-m", str(smollm2_path),
@@ -105,8 +108,9 @@ def test_a_quality_run_killed_with_sigkill_leaves_a_folder_the_next_run_removes(
     args = ("quality", "-m", str(smollm2_path), "--tokens", "512", "--ctx", "256", "--no-store")
     proc = _start(*args, env={"TMPDIR": str(tmp)})
     try:
-        assert _wait_for(lambda: list(tmp.glob("gguf-quality-*")), 120), "no temporary folder appeared"
-        os.kill(proc.pid, signal.SIGKILL)
+        assert wait_for(lambda: list(tmp.glob("gguf-quality-*")), 120), "no temporary folder appeared"
+        assert wait_for(lambda: workers_of(proc.pid), 60), "no worker started"
+        _kill_parent_and_check_its_worker_ends(proc)
     finally:
         proc.kill()
         proc.communicate()
@@ -115,3 +119,47 @@ def test_a_quality_run_killed_with_sigkill_leaves_a_folder_the_next_run_removes(
                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "TMPDIR": str(tmp)}, timeout=300)
     assert again.returncode == 0, again.stderr
     assert not list(tmp.glob("gguf-quality-*")) and "removed 1 temporary folder" in again.stderr, again.stderr
+
+
+@pytest.mark.heavy  # a quality run in a worker, its parent killed mid-chunk
+def test_a_quality_worker_ends_with_its_killed_parent_even_mid_chunk(tmp_path: Path, smollm2_path: Path) -> None:
+    """A chunk of 4,096 tokens sends no event for seconds: a worker that only noticed its reader was gone at its
+    next event went on scoring that long, and a long chunk of a large model for minutes."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = _start("quality", "-m", str(smollm2_path), "--tokens", "4096", "--ctx", "4096", "--no-store",
+                  env={"TMPDIR": str(tmp)})
+    try:
+        assert wait_for(lambda: list(tmp.glob("gguf-quality-*/text.txt")), 120), "no temporary folder appeared"
+        assert wait_for(lambda: workers_of(proc.pid), 60), "no worker started"
+        time.sleep(2.0)  # the worker is loading the model or scoring its one chunk: no event comes for seconds
+        _kill_parent_and_check_its_worker_ends(proc)
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.mark.heavy  # calibrations in workers, the first killed
+def test_a_calibration_killed_with_sigkill_leaves_a_ladder_folder_the_next_run_removes(
+        tmp_path: Path, isolated_data_dir: Path) -> None:
+    """Issue #54 item 7: calibrate's ``ladder-*`` folder (its synthetic models) was named at random, so no later run
+    could tell a killed calibration's from a running one's, and it stayed for ever."""
+    root = isolated_data_dir / "calibration"
+    first = _start("calibrate", "--quick")
+    try:
+        assert wait_for(lambda: list(root.glob(f"ladder-{first.pid}-*/*.gguf")), 300), "no ladder folder appeared"
+        assert wait_for(lambda: workers_of(first.pid), 300), "no worker started"
+        _kill_parent_and_check_its_worker_ends(first)
+    finally:
+        first.kill()
+        first.communicate()
+    left = list(root.glob(f"ladder-{first.pid}-*"))
+    assert left, "the killed calibration left nothing to clean up"
+    second = _start("calibrate", "--quick")
+    try:
+        assert wait_for(lambda: not any(p.exists() for p in left), 300), f"{left} was not removed"
+        assert wait_for(lambda: list(root.glob(f"ladder-{second.pid}-*")), 60)  # its own, made after
+    finally:
+        second.kill()
+        _, err = second.communicate()
+    assert "removed 1 ladder folder(s) a killed calibration left behind" in err, err

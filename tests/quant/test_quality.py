@@ -148,7 +148,7 @@ def test_rows_are_stored_for_each_file(quality_run: dict[str, Any], quant_ladder
     with ResultStore(quality_run["store"]) as store:
         for name in ("f16", *LADDER_TYPES):
             row = quality_for(store, quant_ladder[name])
-            assert row is not None and row["mean_kld"] == quality_run["rows"][quant_ladder[name].name]["mean_kld"]
+            assert row is not None and row.mean_kld == quality_run["rows"][quant_ladder[name].name]["mean_kld"]
 
 
 def test_user_errors_are_one_line(tmp_path: Path, quant_ladder: dict[str, Path]) -> None:

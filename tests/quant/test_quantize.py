@@ -126,4 +126,4 @@ def test_two_runs_into_one_folder_never_touch_each_others_part_files(tmp_path: P
     session.cancelled = True
     session._cleanup()  # what A does after a Ctrl+C: A's own .part goes, B's stays
     assert not Path(a[0].part).exists() and Path(b[0].part).read_bytes() == b"B half-written"
-    assert [r["status"] for r in session.rows] == ["cancelled"]
+    assert [r.status for r in session.rows] == ["cancelled"]

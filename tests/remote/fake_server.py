@@ -7,7 +7,8 @@ request answers 500), ``echoauth`` (401 quoting the Authorization header it got)
 HTTP reason phrase quotes it), ``countone`` (a tokenize route that counts every text as one token), ``trickle``
 (a byte every 0.3 s), ``multitoken`` (three-token chunks, no usage, a tokenize route), ``prefix`` (a word is
 a token; one cache slot like llama-server's: the words shared with the previous prompt are cached, each other
-word costs PREFILL_S_PER_WORD before the first token, and usage says how many were cached). Every stream is a
+word costs PREFILL_S_PER_WORD before the first token, and usage says how many were cached), ``objecttext`` (each
+chunk's ``text`` and ``delta.content`` a JSON object, not a string). Every stream is a
 few lines long, and the server counts the requests in flight.
 """
 
@@ -95,6 +96,12 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(0.3)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            return
+        if mode == "objecttext":
+            for _ in range(N_TOKENS):
+                odd = {"text": {"value": "tok"}, "delta": {"content": {"value": "tok"}}, "index": 0}
+                self.wfile.write(f"data: {json.dumps({'choices': [odd]})}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
             return
         if mode == "multitoken":  # no usage, each chunk three characters: three tokens by the tokenize route
             for _ in range(N_TOKENS):

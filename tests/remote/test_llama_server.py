@@ -100,7 +100,7 @@ def test_concurrency_sweep_against_a_real_server(llama_server: str, tmp_path: Pa
         run = s.runs()[0]
         stored = s.rows(run.run_id)
     assert run.status == "finished"
-    assert [r["ttft_p50_ms"] for r in stored] == [r["ttft_p50_ms"] for r in rows]
+    assert [r.ttft_p50_ms for r in stored] == [r["ttft_p50_ms"] for r in rows]
 
 
 @pytest.mark.slow

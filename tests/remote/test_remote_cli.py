@@ -54,7 +54,7 @@ def test_a_flaky_server_counts_errors_and_the_sweep_goes_on(server: FakeServer, 
     with ResultStore(store) as s:
         run = s.runs()[0]
         stored = s.rows(run.run_id)
-    assert [r["n_errors"] for r in stored] == [r["n_errors"] for r in rows]
+    assert [r.n_errors for r in stored] == [r["n_errors"] for r in rows]
     text = store.read_bytes().decode("latin-1") + json.dumps(rows) + err
     assert KEY not in text
 

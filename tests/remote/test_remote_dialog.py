@@ -20,21 +20,20 @@ def test_the_tables_columns_are_fields_of_a_row() -> None:
 
 def test_latency_curves_follow_concurrency_per_shape() -> None:
     rows = [
-        {"status": "ok", "backends": "remote", "n_prompt": 8, "n_gen": 4, "n_parallel": c,
-         "ttft_p50_ms": 10.0 * c, "ttft_p99_ms": 20.0 * c, "tpot_p50_ms": 5.0, "tpot_p99_ms": None}
+        ResultRow(status="ok", backends="remote", n_prompt=8, n_gen=4, n_parallel=c, ttft_p50_ms=10.0 * c,
+                  ttft_p99_ms=20.0 * c, tpot_p50_ms=5.0, tpot_p99_ms=None)
         for c in (4, 1, 2)
     ]
-    rows.append({"status": "failed", "backends": "remote", "n_prompt": 8, "n_gen": 4, "n_parallel": 8})
-    rows.append({"status": "ok", "backends": "CPU", "n_parallel": 1, "ttft_p50_ms": 1.0})  # a local row: not here
+    rows.append(ResultRow(status="failed", backends="remote", n_prompt=8, n_gen=4, n_parallel=8))
+    rows.append(ResultRow(status="ok", backends="CPU", n_parallel=1, ttft_p50_ms=1.0))  # a local row: not here
     curves = latency_curves(rows)
     assert curves["TTFT p50"] == ([1.0, 2.0, 4.0], [10.0, 20.0, 40.0])
     assert curves["TTFT p99"][1] == [20.0, 40.0, 80.0] and curves["TPOT p50"][1] == [5.0] * 3
     assert "TPOT p99" not in curves  # no values: no curve
-    rows.append({"status": "ok", "backends": "remote", "n_prompt": 64, "n_gen": 4, "n_parallel": 1,
-                 "ttft_p50_ms": 99.0})
+    rows.append(ResultRow(status="ok", backends="remote", n_prompt=64, n_gen=4, n_parallel=1, ttft_p50_ms=99.0))
     assert set(latency_curves(rows)) >= {"TTFT p50 (p8 n4)", "TTFT p50 (p64 n4)"}
-    rows.append({"status": "ok", "backends": "remote", "n_prompt": 8, "n_gen": 4, "n_depth": 512, "prefix_cache": 1,
-                 "n_parallel": 1, "ttft_p50_ms": 7.0})
+    rows.append(ResultRow(status="ok", backends="remote", n_prompt=8, n_gen=4, n_depth=512, prefix_cache=1,
+                          n_parallel=1, ttft_p50_ms=7.0))
     assert latency_curves(rows)["TTFT p50 (p8 n4 d512 cached)"] == ([1.0], [7.0])
 
 
@@ -78,7 +77,7 @@ def test_the_dialog_runs_a_remote_sweep_and_plots_it(qtbot, tmp_path: Path) -> N
     assert float(dlg.table.item(0, 8).text()) > 0  # requests per second
     with ResultStore(store) as s:
         rows = s.rows(s.runs()[0].run_id)
-    assert [r["n_parallel"] for r in rows] == [1, 2] and all(r["backends"] == "remote" for r in rows)
+    assert [r.n_parallel for r in rows] == [1, 2] and all(r.backends == "remote" for r in rows)
 
 
 @pytest.mark.parametrize("concurrency", ["0", "x"])

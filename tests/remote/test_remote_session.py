@@ -25,8 +25,8 @@ def test_events_rows_and_store(tmp_path: Path) -> None:
     kinds = [type(e) for e in seen]
     assert kinds == [SweepStarted] + [TestStarted, TestFinished] * 4 + [SweepFinished]
     assert outcome.status == "finished" and run.status == "finished" and run.n_tests == 4
-    assert [(r["n_prompt"], r["n_parallel"]) for r in stored] == [(8, 1), (8, 2), (16, 1), (16, 2)]
-    assert [r["ttft_p50_ms"] for r in stored] == [r["ttft_p50_ms"] for r in outcome.rows]
+    assert [(r.n_prompt, r.n_parallel) for r in stored] == [(8, 1), (8, 2), (16, 1), (16, 2)]
+    assert [r.ttft_p50_ms for r in stored] == [r.ttft_p50_ms for r in outcome.rows]
 
 
 def test_cancel_keeps_the_finished_tests(tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_cancel_keeps_the_finished_tests(tmp_path: Path) -> None:
         outcome = session.run(on_event)
         run = store.runs()[0]
     assert outcome.status == "cancelled" and run.status == "cancelled"
-    assert 2 <= len(outcome.rows) < 7 and all(r["status"] == "ok" for r in outcome.rows)
+    assert 2 <= len(outcome.rows) < 7 and all(r.status == "ok" for r in outcome.rows)
 
 
 def test_the_served_model_is_asked_when_not_given() -> None:
@@ -65,10 +65,10 @@ def test_output_tokens_are_recounted_with_the_servers_tokenizer(tmp_path: Path) 
         spec = build_remote_spec(server.url("nousage"), "fake", n_prompt="8", n_gen="4", n_requests=2)
         chunks = RemoteSession(spec).run()
     (row,) = outcome.rows
-    assert row["status"] == "ok" and row["tokens_counted_by"] == "tokenize", row
-    assert row["decode_tps"] > 0 and row["tpot_ms"] > 0
+    assert row.status == "ok" and row.tokens_counted_by == "tokenize", row
+    assert row.decode_tps > 0 and row.tpot_ms > 0
     (plain,) = chunks.rows
-    assert plain["tokens_counted_by"] == "chunks"  # no tokenize route there: chunks, and it says so
+    assert plain.tokens_counted_by == "chunks"  # no tokenize route there: chunks, and it says so
 
 
 def test_depth_puts_each_requests_own_context_before_its_prompt() -> None:
@@ -80,13 +80,13 @@ def test_depth_puts_each_requests_own_context_before_its_prompt() -> None:
         outcome = RemoteSession(spec).run()
         bodies = [b for b in server.bodies if b.get("max_tokens") == 2]
     plain, deep = outcome.rows
-    assert (plain["n_depth"], deep["n_depth"]) == (0, 200) and plain["prefix_cache"] == deep["prefix_cache"] == 0
-    assert plain["prompt_tokens_mean"] == 8 and deep["prompt_tokens_mean"] == 208  # a word is a token here
-    assert deep["prefill_tokens_mean"] == 208 and deep["cached_tokens_mean"] == 0
-    assert deep["ctx_ttft_ms"] is None
+    assert (plain.n_depth, deep.n_depth) == (0, 200) and plain.prefix_cache == deep.prefix_cache == 0
+    assert plain.prompt_tokens_mean == 8 and deep.prompt_tokens_mean == 208  # a word is a token here
+    assert deep.prefill_tokens_mean == 208 and deep.cached_tokens_mean == 0
+    assert deep.ctx_ttft_ms is None
     contexts = [" ".join(b["prompt"].split()[:200]) for b in bodies[-3:]]
     assert len(set(contexts)) == 3  # three requests, three contexts
-    assert deep["ttft_p50_ms"] > plain["ttft_p50_ms"]
+    assert deep.ttft_p50_ms > plain.ttft_p50_ms
 
 
 def test_prefix_cache_loads_the_context_then_times_the_prompt_over_it() -> None:
@@ -98,16 +98,16 @@ def test_prefix_cache_loads_the_context_then_times_the_prompt_over_it() -> None:
         outcome = RemoteSession(spec).run()
         sent = list(server.bodies)
     (row,) = outcome.rows
-    assert row["status"] == "ok" and row["prefix_cache"] == 1 and row["n_depth"] == 400
-    assert row["cached_tokens_mean"] == 400 and row["prefill_tokens_mean"] == 8
-    assert row["prompt_tokens_mean"] == 408
-    assert row["ctx_ttft_ms"] > 2 * row["ttft_p50_ms"]  # 400 words at 0.5 ms each against 8
+    assert row.status == "ok" and row.prefix_cache == 1 and row.n_depth == 400
+    assert row.cached_tokens_mean == 400 and row.prefill_tokens_mean == 8
+    assert row.prompt_tokens_mean == 408
+    assert row.ctx_ttft_ms > 2 * row.ttft_p50_ms  # 400 words at 0.5 ms each against 8
     timed = [i for i, b in enumerate(sent) if b.get("max_tokens") == 2 and len(b["prompt"].split()) == 408]
     assert len(timed) == 3
     for i in timed:  # each timed request right after the load of its own context
         load = sent[i - 1]
         assert load["max_tokens"] == 1 and sent[i]["prompt"].startswith(load["prompt"] + " ")
-    assert row["prefill_tps"] == pytest.approx(8 / (row["ttft_ms"] / 1e3), rel=0.5)
+    assert row.prefill_tps == pytest.approx(8 / (row.ttft_ms / 1e3), rel=0.5)
 
 
 def test_prefix_cache_without_a_depth_is_refused() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +24,7 @@ from app.bench_import.rows import rows_from_records
 from app.predict.public.data import parse_reference
 from app.results import export
 from app.results.fields import check_row
+from app.results.row_types import ResultRow
 from app.results.store import ResultStore
 from tests.cli_helpers import gguf_bench
 
@@ -34,15 +36,20 @@ def _tests(rows: list[dict]) -> list[tuple[int, int, int]]:
     return [tuple(r[k] for k in TESTS) for r in rows]
 
 
-def _rows(name: str) -> list[dict]:
+def _rows(name: str) -> list[ResultRow]:
     return read_bench_file(DATA / name).rows
+
+
+def _tables(name: str) -> list[dict[str, Any]]:
+    """The rows of a file as tables of their columns (as the store keeps them), to check column by column."""
+    return [r.to_mapping() for r in _rows(name)]
 
 
 # --- the formats ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("exact", "printed"), [("smollm2_cpu.json", "smollm2_cpu.md"),
                                                ("smollm2_settings.json", "smollm2_settings.md")])
 def test_json_and_markdown_of_one_run_give_the_same_rows(exact: str, printed: str) -> None:
-    full, table = _rows(exact), _rows(printed)
+    full, table = _tables(exact), _tables(printed)
     assert len(full) == len(table) == 8
     assert _tests(full) == _tests(table)
     for a, b in zip(full, table, strict=True):
@@ -63,7 +70,7 @@ def test_json_and_markdown_of_one_run_give_the_same_rows(exact: str, printed: st
 
 
 def test_csv_and_jsonl_of_one_run_give_identical_rows() -> None:
-    csv_rows, jsonl_rows = _rows("smollm2_cpu.csv"), _rows("smollm2_cpu.jsonl")
+    csv_rows, jsonl_rows = _tables("smollm2_cpu.csv"), _tables("smollm2_cpu.jsonl")
     assert _tests(csv_rows) == _tests(jsonl_rows) == [(16, 0, 0), (32, 0, 0), (0, 8, 0)]
     for a, b in zip(csv_rows, jsonl_rows, strict=True):
         shared = set(a) & set(b)
@@ -74,18 +81,18 @@ def test_csv_and_jsonl_of_one_run_give_identical_rows() -> None:
 
 
 def test_every_real_format_parses_into_the_same_tests() -> None:
-    depth_run = _tests(_rows("smollm2_cpu.json"))
+    depth_run = _tests(_tables("smollm2_cpu.json"))
     assert depth_run == [(16, 0, 0), (32, 0, 0), (0, 8, 0), (16, 8, 0), (16, 0, 16), (32, 0, 16), (0, 8, 16),
                          (16, 8, 16)]
-    assert _tests(_rows("smollm2_cpu.md")) == depth_run
-    assert _tests(_rows("smollm2_cpu.csv")) == _tests(_rows("smollm2_cpu.jsonl"))
+    assert _tests(_tables("smollm2_cpu.md")) == depth_run
+    assert _tests(_tables("smollm2_cpu.csv")) == _tests(_tables("smollm2_cpu.jsonl"))
     for name in ("smollm2_cpu.csv", "smollm2_cpu.json", "smollm2_cpu.jsonl", "smollm2_cpu.md"):
-        for row in _rows(name):
+        for row in _tables(name):
             assert check_row(row) == []
 
 
 def test_phases_are_derived_from_the_test_kind() -> None:
-    rows = _rows("smollm2_cpu.json")
+    rows = _tables("smollm2_cpu.json")
     pp, tg, pg = rows[0], rows[2], rows[3]
     assert pp["prefill_tps"] == pp["avg_ts"] and pp["ttft_ms"] == pytest.approx(pp["avg_ns"] / 1e6)
     assert pp["ttft_samples_ms"] == pytest.approx([t / 1e6 for t in pp["samples_ns"]])
@@ -97,7 +104,7 @@ def test_phases_are_derived_from_the_test_kind() -> None:
 
 
 def test_markdown_columns_shown_only_when_not_default() -> None:
-    rows = _rows("smollm2_settings.md")
+    rows = _tables("smollm2_settings.md")
     assert {(r["flash_attn"], r["type_k"]) for r in rows} == {(0, "f16"), (1, "f16"), (0, "q8_0"), (1, "q8_0")}
     assert {r["n_ubatch"] for r in rows} == {256}
     assert all("n_gpu_layers" not in r and "type_v" not in r for r in rows)  # not shown: left empty
@@ -105,7 +112,7 @@ def test_markdown_columns_shown_only_when_not_default() -> None:
 
 
 def test_markdown_gpu_tables_from_public_threads() -> None:
-    rocm_vulkan = _rows("public_8060s_rocm_vulkan.md")
+    rocm_vulkan = _tables("public_8060s_rocm_vulkan.md")
     assert [r["backends"] for r in rocm_vulkan] == ["ROCm,RPC"] * 3 + ["Vulkan,RPC"] * 3
     assert [r["model_type"] for r in rocm_vulkan] == ["llama 3B Q4_K - Medium"] * 3 + ["gpt-oss ?B F16"] * 3
     assert [(r["build_commit"], r["build_number"]) for r in rocm_vulkan] == \
@@ -119,13 +126,13 @@ def test_markdown_gpu_tables_from_public_threads() -> None:
     assert rocm_vulkan[0]["prefill_tps"] == 573.52 and rocm_vulkan[0]["ttft_ms"] == pytest.approx(512e3 / 573.52)
     assert rocm_vulkan[1]["decode_tps"] == 74.98 and rocm_vulkan[1]["stddev_ts"] == 0.0
 
-    old = _rows("public_3090ti_cuda_old.md")  # "pp 512", "tg 128" and an nkvo column (January 2024)
+    old = _tables("public_3090ti_cuda_old.md")  # "pp 512", "tg 128" and an nkvo column (January 2024)
     assert _tests(old) == [(512, 0, 0), (0, 128, 0)] * 2
     assert [r["no_kv_offload"] for r in old] == [0, 0, 1, 1]
     assert {r["gpu_info"] for r in old} == {"NVIDIA GeForce RTX 3090 Ti"}
     assert old[3]["avg_ts"] == 59.99 and old[3]["stddev_ts"] == 2.35
 
-    depths = _rows("public_8060s_depths.md")
+    depths = _tables("public_8060s_depths.md")
     assert [r["n_depth"] for r in depths] == [0, 0, 4096, 4096, 8192, 8192, 16384]
     assert [r["n_prompt"] for r in depths[::2]] == [2048] * 4 and [r["n_gen"] for r in depths[1::2]] == [32] * 3
     assert "backends" not in depths[0] and "build_commit" not in depths[0]  # the poster cut them: left empty
@@ -203,7 +210,7 @@ def test_stored_import_is_one_run_marked_as_imported(tmp_path: Path) -> None:
         info = store.run_info(run_id)
     assert summary.sweep_name == "import: mixed (https://example.org/thread#c1)"
     assert summary.status == "finished" and summary.n_ok == 9 and summary.n_tests == 9
-    assert [r["test_index"] for r in stored] == list(range(9)) and all(r["run_id"] == run_id for r in stored)
+    assert [r.test_index for r in stored] == list(range(9)) and all(r.run_id == run_id for r in stored)
     assert info["machine"]["source_url"] == "https://example.org/thread#c1"
     assert info["command"] == "gguf-bench import …"
     assert "SmolLM2-135M-Instruct.Q4_1.gguf" in summary.models and "llama 3B Q4_K - Medium" in summary.models
@@ -329,4 +336,4 @@ def test_any_text_parses_or_fails_with_one_line(text: str, fmt: str) -> None:
         assert "\n" not in str(e)
         return
     for i, row in enumerate(rows_from_records(records)):
-        assert check_row(row) == [] and row["test_index"] == i
+        assert check_row(row.to_mapping()) == [] and row.test_index == i

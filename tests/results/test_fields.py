@@ -164,12 +164,12 @@ def test_every_kind_of_row_matches_the_field_table() -> None:
     recorded = [e.row for e in read_event_stream(RECORDED) if e.type in ("test_finished", "test_failed")]
     # the recording predates whole_numbers (its byte counts are floats, as the worker sent them then): decoding an
     # event rounds them, so a recorded row matches the table as a new one does
-    assert '"mem_rss_delta_bytes":' in RECORDED.read_text() and all(check_row(r) == [] for r in recorded)
-    local = [whole_numbers(dict(r)) for r in recorded]  # as the worker now sends them (a real run's: test_run_…)
+    assert '"mem_rss_delta_bytes":' in RECORDED.read_text() and all(check_row(r.to_mapping()) == [] for r in recorded)
+    local = [whole_numbers(r.to_mapping()) for r in recorded]  # as the worker now sends them (a real run's: test_run_…)
     with fake_server() as server:
         spec = build_remote_spec(server.url("prefix"), "fake", n_prompt="8", n_gen="2", n_depth="0,16",
                                  n_requests=2, prefix_cache=True)
-        remote = RemoteSession(spec).run().rows
+        remote = [r.to_mapping() for r in RemoteSession(spec).run().rows]
     assert local and remote
     for row in [*local, *remote]:
         assert check_row(row) == [], row.get("test_index")

@@ -15,7 +15,7 @@ from app.results.row_types import QualityRow, QuantizeRow, ResultRow, Row, RowEr
 
 def _declared(row_type: type[Row]) -> dict[str, object]:
     hints = typing.get_type_hints(row_type)
-    return {k: v for k, v in hints.items() if k not in ("TABLE", "KIND")}
+    return {k: v for k, v in hints.items() if k not in ("TABLE", "KIND", "_values")}
 
 
 def _expected(table: tuple[Field, ...]) -> dict[str, object]:
@@ -35,6 +35,21 @@ def test_a_field_is_none_where_the_row_does_not_hold_it() -> None:
     row = ResultRow(test_index=3, status=RowStatus.OK, decode_tps=41.5)
     assert (row.test_index, row.status, row.decode_tps, row.prefill_tps) == (3, "ok", 41.5, None)
     assert row.holds("decode_tps") and not row.holds("prefill_tps")
+
+
+def test_a_row_is_read_by_attributes_not_as_a_mapping() -> None:
+    row = ResultRow(test_index=3, decode_tps=41.5)
+    for mapping_only in ("get", "keys", "items", "__getitem__", "__iter__", "__len__", "__contains__"):
+        assert not hasattr(row, mapping_only), mapping_only
+    with pytest.raises(TypeError):
+        row["decode_tps"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        dict(row)  # type: ignore[call-overload]
+    # the printers the field table drives read a field by its name; a name outside the table is a KeyError
+    assert (row.value("decode_tps"), row.value("prefill_tps")) == (41.5, None)
+    with pytest.raises(KeyError, match="decode_tok_s"):
+        row.value("decode_tok_s")
+    assert QualityRow(ppl=9.5).value("ppl") == 9.5
 
 
 def test_a_row_is_frozen_and_replace_makes_a_new_one() -> None:

@@ -55,7 +55,7 @@ def test_a_killed_writers_run_is_interrupted_and_a_live_ones_is_not(tmp_path: Pa
     with ResultStore.recover(path) as store:  # ...until recovery, the step whatever writes runs takes first
         info = store.run_info("run-child")
         assert (info["status"], info["finished_at"]) == (INTERRUPTED, None)
-        assert store.rows("run-child")[0]["model_filename"] == "m.gguf"  # its committed rows are kept
+        assert store.rows("run-child")[0].model_filename == "m.gguf"  # its committed rows are kept
         assert store.run_info("run-mine")["status"] == "running"
         assert store.run_info("run-elsewhere")["status"] == "running"  # same pid, another host: cannot tell
         assert [r.status for r in store.runs()] == ["running", "running", INTERRUPTED]

@@ -161,7 +161,8 @@ def test_a_row_of_bad_json_is_skipped_with_a_warning(tmp_path: Path) -> None:
         assert [r.test_index for r in store.rows("run-a")] == [0, 2]
         assert [r.test_index for r in store.recent_rows()] == [2, 0]
         assert store.run_info("run-a")["machine"] == {}
-    assert messages == [f"{path}: skipped 1 stored result rows that are not valid JSON"] * 2
+    assert messages == [f"{path}: result rows: a stored value is not valid JSON ('{{\"test_index\": 1, '); its row "
+                        "skipped"] * 2
     proc = gguf_bench("--store", str(path), "predict", "--ctx", "512")  # calibration reads the recent rows
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
 

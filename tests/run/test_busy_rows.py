@@ -64,6 +64,6 @@ def test_rows_taken_beside_busy_processes_say_so_and_are_not_learnt_from(smollm2
     assert float(rows[0]["host_other_cpu_pct"]) > BUSY_OTHER_CPU_PCT, rows[0]["host_other_cpu_pct"]
     with ResultStore(store_path) as store:
         stored = store.recent_rows()
-        calib = StoreCalibration(store, str(stored[0]["cpu_info"]), str(stored[0].get("gpu_info") or ""))
+        calib = StoreCalibration(store, str(stored[0].cpu_info), stored[0].gpu_info or "")
     assert calib("CPU", "another.gguf", n_threads=1) == (None, "")
     assert "1 unstable/busy row left out" in calib.why_none("CPU", "another.gguf", n_threads=1)

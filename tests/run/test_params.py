@@ -48,7 +48,7 @@ def test_every_parameter_is_a_toml_key_and_a_spec_field(prm, tmp_path: Path) -> 
     spec = load_sweep_preset(preset)
     assert getattr(spec, prm.name) == ([value] if prm.is_list else value)
     row = base_row(TestSpec("m.gguf"), 0)
-    assert row[prm.row_column] == prm.first_default
+    assert row.value(prm.row_column) == prm.first_default
 
 
 def test_command_line_values_reach_the_spec_through_the_table() -> None:
@@ -104,7 +104,7 @@ def test_preset_values_are_read_strictly(tmp_path: Path, line: str, match: str) 
 def test_flash_attn_defaults_to_auto_like_llama_bench() -> None:
     test = SweepSpec(models=["m.gguf"]).tests()[0]
     assert test.flash_attn == FA_AUTO
-    assert base_row(test, 0)["flash_attn"] == -1
+    assert base_row(test, 0).flash_attn == -1
     assert flash_attn_text(FA_AUTO) == "auto"
 
 

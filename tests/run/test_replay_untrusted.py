@@ -152,7 +152,7 @@ def test_nan_values_read_as_missing(tmp_path: Path) -> None:
 
     events = read_event_stream(_nan(tmp_path))
     rows = [e.row for e in events if e.type == "test_finished"]
-    assert rows and all(r["decode_tps"] is None and r["samples_ts"] == [None] * 3 for r in rows)
+    assert rows and all(r.decode_tps is None and r.samples_ts == [None] * 3 for r in rows)
     samples = [e.values for e in events if e.type == "telemetry_sample"]
     assert samples and all(v["rss_bytes"] is None and v["cpu_pct"] is None for v in samples)
 

@@ -68,7 +68,7 @@ def test_awkward_model_file_names_survive_the_csv(smollm2_path: Path, tmp_path: 
     rows = export.read_csv(proc.stdout)
     assert rows[0]["model_filename"] == odd.name and rows[0]["status"] == "ok"
     with ResultStore() as store:
-        again = export.read_csv(export.to_csv(store.rows(store.resolve_run_id("last"))))
+        again = export.read_csv(export.to_csv([r.to_mapping() for r in store.rows(store.resolve_run_id("last"))]))
     assert again[0]["model_filename"] == odd.name
 
 
@@ -152,8 +152,8 @@ def test_killing_the_cli_mid_sweep_loses_no_finished_test(smollm2_path: Path, is
         run_id = store.resolve_run_id("last")
         stored = store.rows(run_id)
     assert len(stored) >= 2
-    assert [r["decode_tps"] for r in stored[:2]] == [r["decode_tps"] for r in streamed]
-    assert all(r["status"] == "ok" for r in stored)
+    assert [r.decode_tps for r in stored[:2]] == [r["decode_tps"] for r in streamed]
+    assert all(r.status == "ok" for r in stored)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -195,10 +195,10 @@ def test_a_worker_killed_mid_sweep_keeps_finished_rows_and_the_sweep_goes_on(smo
 
     outcome = session.run(on_event)
     assert killed
-    assert [r["status"] for r in outcome.rows] == ["ok", "failed", "ok"]
-    assert "SIGKILL" in outcome.rows[1]["error"]
+    assert [r.status for r in outcome.rows] == ["ok", "failed", "ok"]
+    assert "SIGKILL" in outcome.rows[1].error
     stored = store.rows(outcome.run_id)
-    assert [r["status"] for r in stored] == ["ok", "failed", "ok"]
+    assert [r.status for r in stored] == ["ok", "failed", "ok"]
     store.close()
 
 
@@ -217,7 +217,7 @@ def test_cancel_stops_within_a_second_and_keeps_finished_rows(smollm2_path: Path
     stopped_after = time.monotonic() - cancel_at[0]
     assert outcome.status == "cancelled"
     assert stopped_after < 1.0
-    assert [r["status"] for r in outcome.rows] == ["ok"]
+    assert [r.status for r in outcome.rows] == ["ok"]
     assert len(store.rows(outcome.run_id)) == 1
     assert store.run_info(outcome.run_id)["status"] == "cancelled"
     store.close()

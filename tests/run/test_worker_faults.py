@@ -12,10 +12,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.results import export
+from app.results.row_types import Row
 from app.results.store import ResultStore
 from app.run.events import Event, FailureKind, RepetitionStarted, TestFinished, TestStarted
 from app.run.plan import SweepSpec, TestSpec
@@ -32,7 +34,7 @@ def _tests(model: Path, prompts: list[int]) -> list[TestSpec]:
     return spec.tests()
 
 
-def _session(tests: list[TestSpec], store: ResultStore, **kw: object) -> SweepSession:
+def _session(tests: list[TestSpec], store: ResultStore, **kw: Any) -> SweepSession:
     return SweepSession(tests, store=store, machine={"cpu_model": "test-cpu"}, token_ticks=False, **kw)
 
 
@@ -70,13 +72,13 @@ def test_a_stopped_worker_is_killed_by_the_watchdog_and_the_sweep_goes_on(smollm
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert time.monotonic() - t0 < 60 and gone
-    kinds = sorted(str(r.get("error_kind") or r["status"]) for r in outcome.rows)
+    kinds = sorted(str(r.error_kind or r.status) for r in outcome.rows)
     assert kinds == ["ok", FailureKind.STALLED], outcome.rows
-    stalled = next(r for r in outcome.rows if r["status"] == "failed")
-    assert stalled["error"].startswith("stalled: no event from the worker for 2 s")
+    stalled = next(r for r in outcome.rows if r.status == "failed")
+    assert stalled.error.startswith("stalled: no event from the worker for 2 s")
     store.close()
     with ResultStore(tmp_path / "r.sqlite3") as again:
-        assert [r["status"] for r in again.rows(outcome.run_id)] == [r["status"] for r in outcome.rows]
+        assert [r.status for r in again.rows(outcome.run_id)] == [r.status for r in outcome.rows]
         assert again.run_info(outcome.run_id)["status"] == "finished"
 
 
@@ -89,14 +91,14 @@ def test_a_model_that_crashes_the_worker_while_loading_fails_with_the_cause_once
     outcome = session.run()
     store.close()
     first, second, good = outcome.rows
-    assert first["status"] == second["status"] == "failed" and good["status"] == "ok"
-    assert first["error_kind"] == second["error_kind"] == FailureKind.WORKER_DIED
-    assert first["error"].startswith("worker process was killed by SIGABRT: llama-model.cpp:")
-    assert "GGML_ASSERT(hparams.n_layer_all > 0" in first["error"]
-    assert second["error"] == first["error"]  # the same cause, without crashing a second worker
+    assert first.status == second.status == "failed" and good.status == "ok"
+    assert first.error_kind == second.error_kind == FailureKind.WORKER_DIED
+    assert first.error.startswith("worker process was killed by SIGABRT: llama-model.cpp:")
+    assert "GGML_ASSERT(hparams.n_layer_all > 0" in first.error
+    assert second.error == first.error  # the same cause, without crashing a second worker
     assert session.log_path.read_text(errors="replace").count("GGML_ASSERT(hparams.n_layer_all") == 1
     with ResultStore(tmp_path / "r.sqlite3") as again:
-        assert [r["error"] for r in again.rows(outcome.run_id)] == [first["error"], first["error"], ""]
+        assert [r.error for r in again.rows(outcome.run_id)] == [first.error, first.error, ""]
 
 
 def test_a_store_locked_mid_sweep_keeps_every_row(smollm2_path: Path, tmp_path: Path) -> None:
@@ -104,7 +106,7 @@ def test_a_store_locked_mid_sweep_keeps_every_row(smollm2_path: Path, tmp_path: 
     store = ResultStore(path, busy_timeout_s=0.1, write_attempts=2, backoff_s=0.01, warn=lambda m: None)
     session = _session(_tests(smollm2_path, [8, 16]), store)
     locker = sqlite3.connect(path, isolation_level=None)
-    seen: list[dict] = []
+    seen: list[Row] = []
 
     def on_event(ev: Event) -> None:
         if isinstance(ev, TestStarted) and not locker.in_transaction:
@@ -113,13 +115,13 @@ def test_a_store_locked_mid_sweep_keeps_every_row(smollm2_path: Path, tmp_path: 
             seen.append(ev.row)
 
     outcome = session.run(on_event)
-    assert [r["status"] for r in seen] == ["ok", "ok"]  # every row still reached the listener (stdout)
+    assert [r.status for r in seen] == ["ok", "ok"]  # every row still reached the listener (stdout)
     assert store.pending.path.exists() and "database is locked" in store.warnings[0]
     locker.execute("ROLLBACK")
     locker.close()
     store.close()
     with ResultStore.recover(path, warn=lambda m: None) as again:  # the next sweep's or the window's first step
-        assert [r["n_prompt"] for r in again.rows(outcome.run_id)] == [8, 16]
+        assert [r.n_prompt for r in again.rows(outcome.run_id)] == [8, 16]
         assert again.run_info(outcome.run_id)["status"] == "finished"
     assert not store.pending.path.exists()
 
@@ -144,7 +146,7 @@ def test_a_killed_cli_leaves_an_interrupted_run_with_its_finished_rows(smollm2_p
     with ResultStore(store_path) as store:
         assert store.run_info(first["run_id"])["status"] == "interrupted"
         rows = store.rows(first["run_id"])
-        assert rows[0]["n_prompt"] == 8 and rows[0]["status"] == "ok"
+        assert rows[0].n_prompt == 8 and rows[0].status == "ok"
         assert len(rows) < 6
 
 
@@ -163,13 +165,13 @@ def test_cancelling_many_repetitions_keeps_those_done_as_a_partial_row(smollm2_p
     assert time.monotonic() - cancelled_at[0] < 1.5
     assert outcome.status == "cancelled"
     (row,) = outcome.rows
-    done = row["n_repetitions"]
-    assert row["status"] == "partial" and row["error_kind"] == FailureKind.CANCELLED
-    assert 3 <= done < 1000 and row["error"] == f"cancelled after {done} of 1000 repetitions"
-    assert len(row["samples_ns"]) == done and row["decode_tps"] > 0 and row["ttft_ms"] > 0
+    done = row.n_repetitions
+    assert row.status == "partial" and row.error_kind == FailureKind.CANCELLED
+    assert 3 <= done < 1000 and row.error == f"cancelled after {done} of 1000 repetitions"
+    assert len(row.samples_ns) == done and row.decode_tps > 0 and row.ttft_ms > 0
     store.close()
     with ResultStore(tmp_path / "r.sqlite3") as again:
-        assert [r["status"] for r in again.rows(outcome.run_id)] == ["partial"]
+        assert [r.status for r in again.rows(outcome.run_id)] == ["partial"]
         assert again.run_info(outcome.run_id)["status"] == "cancelled"
 
 
@@ -192,4 +194,4 @@ def test_ctrl_c_on_the_cli_keeps_the_partial_row_with_the_usual_columns(smollm2_
     (row,) = export.read_csv(out)
     assert row["status"] == "partial" and row["error"].startswith("cancelled after ")
     with ResultStore(store_path) as store:
-        assert store.rows(store.resolve_run_id("last"))[0]["status"] == "partial"
+        assert store.rows(store.resolve_run_id("last"))[0].status == "partial"

@@ -186,6 +186,13 @@ class ReplayNvml(ModuleType):
         clocks = self._static(handle, "max_clock_mhz")
         return self._value(clocks.get({self.NVML_CLOCK_SM: "sm", self.NVML_CLOCK_MEM: "mem"}.get(clock_type, "")))
 
+    def nvmlDeviceGetNumGpuCores(self, handle: _Handle) -> int:
+        return self._static(handle, "cuda_cores")
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: _Handle) -> tuple[int, int]:
+        major, minor = self._static(handle, "compute_capability")
+        return major, minor
+
     # -- readings (one frame per call) --
     def nvmlDeviceGetMemoryInfo(self, handle: _Handle) -> SimpleNamespace:
         total = self._static(handle, "memory_total_bytes")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from html import escape
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
+    QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -24,14 +24,13 @@ from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
 from app.model.kv_cache import REPORTED_CACHE_TYPES
 from app.predict.answer import Answer, Figure
-from app.predict.profiles import HardwareProfile
-from app.predict.settings import at_context, at_context_depth
+from app.predict.placement import FitVerdict
+from app.predict.profiles import HardwareProfile, with_given_ram
+from app.predict.questions import DEFAULT_N_CTX, Question
+from app.predict.settings import at_context_depth
 
-FIT_WORDS = {
-    "fits": ("good", "Fits", "everything on the device"),
-    "partial": ("warn", "Partial offload", "some layers must stay on the CPU"),
-    "does_not_fit": ("bad", "Does not fit", "not even one layer fits"),
-}
+#: the verdict's colour by its status (the words are the verdict's own: app.predict.placement.FitVerdict)
+FIT_COLOURS = {"fits": "good", "partial": "warn", "does_not_fit": "bad"}
 
 
 class InspectorPanel(QWidget):
@@ -48,10 +47,20 @@ class InspectorPanel(QWidget):
         self.profile_combo.setMinimumContentsLength(18)
         self.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.profile_combo.currentIndexChanged.connect(lambda _i: self.profileChanged.emit())
+        self.ram = QDoubleSpinBox(self)
+        self.ram.setRange(0.0, 65536.0)
+        self.ram.setDecimals(0)
+        self.ram.setSingleStep(8.0)
+        self.ram.setSuffix(" GiB RAM")
+        self.ram.setSpecialValueText("RAM: assumed")
+        self.ram.setToolTip("System RAM beside the GPU, for placements that keep layers or experts in it (as "
+                            "gguf-bench predict --ram): 'assumed' takes this machine's for its own hardware, else "
+                            "16 GiB beside a laptop GPU and 32 beside a desktop one; the OS's share is held back")
+        self.ram.valueChanged.connect(lambda _v: self.profileChanged.emit())
         self.ctx = QSpinBox(self)
         self.ctx.setRange(256, 1_048_576)
         self.ctx.setSingleStep(1024)
-        self.ctx.setValue(4096)
+        self.ctx.setValue(DEFAULT_N_CTX)
         self.ctx.setSuffix(" tokens")
         self.ctx.setToolTip("Context size for the fit check and the KV-cache size")
         self.kv_type = QComboBox(self)
@@ -67,7 +76,10 @@ class InspectorPanel(QWidget):
         self.kv_type.currentIndexChanged.connect(lambda _i: self.settingsChanged.emit())
         form = QFormLayout()
         form.setContentsMargins(0, 0, 0, 0)
-        form.addRow("Hardware", self.profile_combo)
+        hw_row = QHBoxLayout()
+        hw_row.addWidget(self.profile_combo, 3)
+        hw_row.addWidget(self.ram, 2)
+        form.addRow("Hardware", hw_row)
         # the context, the KV type and the GPU layers in one row: a row less above the figures, which a laptop's
         # screen shows whole only so (the layers' spin box says what it is: "-ngl 999")
         self.ngl.setPrefix("-ngl ")
@@ -112,8 +124,15 @@ class InspectorPanel(QWidget):
         self.profileChanged.emit()
 
     def current_profile(self) -> HardwareProfile | None:
+        """The profile chosen, with the system RAM given beside it (as ``predict --ram``)."""
         i = self.profile_combo.currentIndex()
-        return self._profiles[i] if 0 <= i < len(self._profiles) else None
+        profile = self._profiles[i] if 0 <= i < len(self._profiles) else None
+        # RAM beside a discrete GPU only (the one rule, with_given_ram): a CPU or unified memory holds the model in
+        # its own pool, so the field is off for them
+        self.ram.setEnabled(profile is not None and not profile.is_unified)
+        if profile is not None and self.ram.value() > 0 and not profile.is_unified:
+            profile = with_given_ram(profile, self.ram.value())
+        return profile
 
     def select_profile(self, query: str) -> bool:
         """Select the first profile whose label or name contains ``query`` (case-insensitive)."""
@@ -150,37 +169,47 @@ class InspectorPanel(QWidget):
                       f"token ({escape(tk)}); trained context {facts.n_ctx_train:,} tokens</p>")
         html = [f"<b>{name}</b>"]
         profile = predictor.profile
-        n_ctx = self.ctx.value()
-        pred = predictor.predict_settings(path, at_context(n_ctx, type_k=tk, n_gpu_layers=self.ngl.value()),
-                                          measured=True)
+        question = self.question()
+        verdict = predictor.verdict(path, question)
         if profile is None:
             html.append("<i>No hardware profile yet (measuring this CPU…).</i>")
-        elif pred is None:
-            html.append("<i>No prediction for this model and profile.</i>")
-        else:
-            # the verdict first: on a short screen it must not scroll out of view
-            # then the figures, then the file's facts and a line for the notes (in full, the tooltip's): on a
-            # laptop's screen all of it above the fold
-            verdict, figures = self._prediction_html(path, facts, pred, profile, n_ctx, predictor)
-            html += [verdict, figures, facts_html, _notes_line(pred.notes)]
-            self.text.setText("".join(html))
-            tip = self._sources_tip(pred, predictor, path, n_ctx)
-            self.text.setToolTip("\n\n".join([tip, *pred.notes]) if tip else "\n\n".join(pred.notes))
-            return
+        elif isinstance(verdict, str):
+            html.append(f"<br><span style='color:{theme.ink('bad')}'>{escape(verdict)}</span>")
+        elif verdict is not None:
+            placed = verdict.asked if verdict.user_placed else verdict.best
+            at = (question.with_placement(placed.n_gpu_layers, placed.n_cpu_moe, placed.type_k)
+                  if placed is not None else question)
+            pred = predictor.predict_settings(path, at.at_context(), measured=True)
+            if pred is None:
+                html.append("<i>No prediction for this model and profile.</i>")
+            else:
+                # the verdict first: on a short screen it must not scroll out of view; then the figures, the
+                # file's facts and a line for the notes (in full, the tooltip's): on a laptop's screen all of it
+                # above the fold
+                verdict_html, figures = self._prediction_html(path, facts, pred, profile, at, verdict, predictor)
+                html += [verdict_html, figures, facts_html, _notes_line(pred.notes)]
+                self.text.setText("".join(html))
+                tip = self._sources_tip(pred, predictor, path, at)
+                self.text.setToolTip("\n\n".join([tip, *pred.notes]) if tip else "\n\n".join(pred.notes))
+                return
         html.append(facts_html)
         self.text.setText("".join(html))
         self.text.setToolTip("")
 
-    def _short_answer(self, path: str, n_ctx: int, predictor: PredictionService, got: Answer) -> Answer:
-        """The answer for a 512-token prompt at ``n_ctx`` (llama-bench's default -p; the context's own prompt is
-        long): the prefill and TTFT rows' figures."""
-        settings = at_context(n_ctx, type_k=self.kv_type.currentText(), n_gpu_layers=self.ngl.value())
-        return predictor.predict_settings(path, replace(settings, n_prompt=512, n_gen=128), measured=True) or got
+    def question(self) -> Question:
+        """What the inspector asks: its context, KV-cache type and -ngl (999: the best placement, as the chooser and
+        ``predict`` search it), the default margin."""
+        return Question(n_ctx=self.ctx.value(), type_k=self.kv_type.currentText(), n_gpu_layers=self.ngl.value())
 
-    def _sources_tip(self, got: Answer, predictor: PredictionService, path: str, n_ctx: int) -> str:
+    def _short_answer(self, path: str, at: Question, predictor: PredictionService, got: Answer) -> Answer:
+        """The answer for a 512-token prompt at the question's context (llama-bench's default -p; the context's own
+        prompt is long): the prefill and TTFT rows' figures."""
+        return predictor.predict_settings(path, at.short_prompt(), measured=True) or got
+
+    def _sources_tip(self, got: Answer, predictor: PredictionService, path: str, at: Question) -> str:
         """The inspector's tooltip: each expected figure's whole source (the text names only the source's kind,
         which keeps every figure above the fold of a laptop's screen)."""
-        short = self._short_answer(path, n_ctx, predictor, got)
+        short = self._short_answer(path, at, predictor, got)
         parts = [(phase, fig) for phase, fig in (("Decode", got.decode), ("Decode, empty cache", got.decode_empty),
                                                  ("Prefill", short.prefill)) if fig is not None]
         seen: dict[str, list[str]] = {}
@@ -189,23 +218,29 @@ class InspectorPanel(QWidget):
         return "\n\n".join(f"{', '.join(phases)}: {text}" for text, phases in seen.items())
 
     def _prediction_html(self, path: str, facts: ModelFacts, got: Answer, profile: HardwareProfile,
-                         n_ctx: int, predictor: PredictionService) -> tuple[str, str]:
-        """The verdict and the figures behind it on ``profile``: the memory breakdown, decode at a
-        full context and from an empty cache, prefill for a 512-token prompt; each as the answer gives it (its kind
-        and its source's name; the whole source is the tooltip's)."""
+                         at: Question, verdict: FitVerdict, predictor: PredictionService) -> tuple[str, str]:
+        """The verdict (the one every surface prints: its words, placement and reason) and the figures behind it on
+        ``profile`` at the verdict's placement: the memory breakdown, decode at a full context and from an empty
+        cache, prefill for a 512-token prompt; each as the answer gives it (its kind and its source's name; the
+        whole source is the tooltip's)."""
         pred = got.prediction
         fit = pred.fit
-        colour, word, why = fit_verdict(fit.status, n_ctx, facts.n_ctx_train, fit.max_ngl, facts.n_layer)
-        verdict = (f"<span style='color:{theme.ink(colour)}; font-weight:bold'>{escape(word)}</span> at "
-                   f"{n_ctx:,} tokens — {escape(why)}")
-        short = self._short_answer(path, n_ctx, predictor, got)
-        depth = at_context_depth(at_context(n_ctx))
+        colour = FIT_COLOURS.get(verdict.status, "muted")
+        if verdict.beyond_trained and colour == "good":
+            colour = "warn"
+        placed = verdict.asked if verdict.user_placed else verdict.best
+        flags = f" ({escape(placed.flags(verdict.kv_cache))})" if placed is not None else ""
+        verdict_html = (f"<span style='color:{theme.ink(colour)}; font-weight:bold'>{escape(verdict.word)}</span>"
+                        f"{flags} at {at.n_ctx:,} tokens — {escape(verdict.reason())}")
+        short = self._short_answer(path, at, predictor, got)
+        depth = at_context_depth(at.at_context())
         rows = [
             # the breakdown in one row: five rows pushed the speed figures below a laptop screen's fold
             ("Memory needed", f"{human_bytes(fit.needed_bytes)} of {human_bytes(fit.budget_bytes)} "
                               f"= weights {human_bytes(fit.weight_bytes)} + KV cache {human_bytes(fit.kv_bytes)} "
                               f"+ compute buffers {human_bytes(fit.compute_buffer_bytes)} + runtime overhead "
-                              f"{human_bytes(fit.overhead_bytes)}"),
+                              f"{human_bytes(fit.overhead_bytes)}"
+                              + (f"; {human_bytes(fit.margin_bytes)} kept free" if fit.margin_bytes else "")),
             ("Largest context", largest_context(fit.max_ctx, facts.n_ctx_train)),
             ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty, {pred.decode_ceiling_tps:,.1f} "
                                f"at depth {depth:,} (the context full)"),
@@ -216,7 +251,7 @@ class InspectorPanel(QWidget):
         ]
         if short.prefill is not None:
             rows.append(_figure_row("Prefill", short.prefill, "512-token prompt"))
-        return f"<br><b>On {escape(profile.name)}</b>: {verdict}", _table(rows)
+        return f"<br><b>On {escape(profile.name)}</b>: {verdict_html}", _table(rows)
 
 
 def _notes_line(notes: tuple[str, ...]) -> str:
@@ -241,20 +276,6 @@ def _figure_row(phase: str, fig: Figure, where: str, why: str = "") -> tuple[str
     band = f" ({fig.low:,.1f}–{fig.high:,.1f})" if fig.low is not None and fig.high and fig.high > fig.low else ""
     return (label, f"<b>{fig.value:,.1f} tok/s</b>{band} {escape(where)} <span style='color:{muted}'>— "
                    f"{escape(fig.source.name or fig.source.text())}</span>")
-
-
-def fit_verdict(status: str, n_ctx: int, n_ctx_train: int, max_ngl: int, n_layer: int) -> tuple[str, str, str]:
-    """(colour, word, why) of the fit verdict at ``n_ctx``: beyond the trained context it warns, as llama.cpp does
-    ("n_ctx_per_seq > n_ctx_train"), even when the memory fits."""
-    colour, word, why = FIT_WORDS.get(status, ("muted", status, ""))
-    if status == "partial":
-        why = f"at most {max_ngl} of {n_layer + 1} layers on the GPU"
-    if n_ctx_train and n_ctx > n_ctx_train:
-        why = (f"{n_ctx:,} tokens is beyond the trained context ({n_ctx_train:,}): llama.cpp warns and answers "
-               f"degrade" + (f"; {why}" if status != "fits" else ""))
-        colour = "bad" if status == "does_not_fit" else "warn"
-        word = f"⚠ {word} in memory, beyond the trained context" if status != "does_not_fit" else word
-    return colour, word, why
 
 
 def largest_context(max_ctx: int, n_ctx_train: int) -> str:

@@ -21,10 +21,11 @@ from app.gui import theme
 from app.shown_text import escape_controls
 
 #: (accent colour, tag) per level; the background is the accent mixed into the window's own base colour
+_INFO = ("#3b7dd8", "Info")  # also what a level this does not know is shown as
 _LEVELS = {
     "error": ("#d93025", "Error"),
     "warning": ("#c77700", "Note"),
-    "info": ("#3b7dd8", "Info"),
+    "info": _INFO,
 }
 MAX_MESSAGES = 3  # more push the library below its three rows on a 768 px screen
 MAX_LINES = 3  # a message's lines shown before its "more" link
@@ -37,7 +38,7 @@ MORE, LESS = "more", "less"
 def level_colours(palette: QPalette, level: str) -> tuple[str, str]:
     """(background, text) for a message of ``level`` on ``palette``: a light tint on light windows, a dark one on
     dark windows, with the palette's own text colour (contrast as the palette has it)."""
-    accent = _LEVELS.get(level, _LEVELS["info"])[0]
+    accent = _LEVELS.get(level, _INFO)[0]
     return theme.tint(accent, 0.18, palette).name(), palette.color(QPalette.ColorRole.Text).name()
 
 
@@ -70,7 +71,7 @@ class _Message(QFrame):
 
     def show_text(self, text: str, level: str) -> None:
         self.text, self.level = text, level
-        accent, _tag = _LEVELS.get(level, _LEVELS["info"])
+        accent, _tag = _LEVELS.get(level, _INFO)
         bg, fg = level_colours(self.palette(), level)
         self.setStyleSheet(f"QFrame#message {{ background: {bg}; border: 1px solid {accent}; border-radius: 3px; }}"
                            f" QLabel {{ color: {fg}; }}")
@@ -83,7 +84,7 @@ class _Message(QFrame):
             self.expiry.start(int(NOTE_EXPIRE_S * 1000))
 
     def _html(self, text: str, link: str = "") -> str:
-        tag = _LEVELS.get(self.level, _LEVELS["info"])[1]
+        tag = _LEVELS.get(self.level, _INFO)[1]
         more = f" <a href='{link}' style='color:{theme.ink('link')}'>{link}</a>" if link else ""
         return f"<b>{tag}:</b> {_escape(text)}{more}"
 

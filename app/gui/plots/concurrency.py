@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyqtgraph as pg
@@ -12,36 +12,37 @@ from PySide6.QtCore import Qt
 from app.gui import theme
 from app.gui.plots.items import style_plot
 from app.results.fields import RowStatus
+from app.results.row_types import ResultRow
 
-#: (row column, legend label, colour, dashed)
-SERIES: tuple[tuple[str, str, str, bool], ...] = (
-    ("ttft_p50_ms", "TTFT p50", "#1f77b4", False),
-    ("ttft_p99_ms", "TTFT p99", "#1f77b4", True),
-    ("tpot_p50_ms", "TPOT p50", "#d62728", False),
-    ("tpot_p99_ms", "TPOT p99", "#d62728", True),
+#: (a row's latency in ms, legend label, colour, dashed)
+SERIES: tuple[tuple[Callable[[ResultRow], float | None], str, str, bool], ...] = (
+    (lambda r: r.ttft_p50_ms, "TTFT p50", "#1f77b4", False),
+    (lambda r: r.ttft_p99_ms, "TTFT p99", "#1f77b4", True),
+    (lambda r: r.tpot_p50_ms, "TPOT p50", "#d62728", False),
+    (lambda r: r.tpot_p99_ms, "TPOT p99", "#d62728", True),
 )
 
 
-def latency_curves(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
+def latency_curves(rows: Iterable[ResultRow]) -> dict[str, tuple[list[float], list[float]]]:
     """Per legend label: (concurrency, ms) sorted by concurrency, from the ok remote rows.
 
     Tests of several prompt/output lengths or depths get one curve each, labelled ``TTFT p50 (p128 n64)``,
     ``(p128 n64 d4096)``, ``(… d4096 cached)`` for a prefix-cache test.
     """
-    ok = [r for r in rows if r.get("status") == RowStatus.OK and r.get("backends") == "remote"]
+    ok = [r for r in rows if r.status == RowStatus.OK and r.backends == "remote"]
 
-    def shape(r: dict[str, Any]) -> tuple[Any, ...]:
-        return r.get("n_prompt"), r.get("n_gen"), r.get("n_depth") or 0, bool(r.get("prefix_cache"))
+    def shape(r: ResultRow) -> tuple[Any, ...]:
+        return r.n_prompt, r.n_gen, r.n_depth or 0, bool(r.prefix_cache)
 
     shapes = sorted({shape(r) for r in ok}, key=str)
     curves: dict[str, tuple[list[float], list[float]]] = {}
     for p, n, d, cached in shapes:
-        same = sorted((r for r in ok if shape(r) == (p, n, d, cached)), key=lambda r: r.get("n_parallel") or 0)
+        same = sorted((r for r in ok if shape(r) == (p, n, d, cached)), key=lambda r: r.n_parallel or 0)
         depth = f" d{d}" + (" cached" if cached else "") if d else ""
         suffix = f" (p{p} n{n}{depth})" if len(shapes) > 1 else ""
-        for column, label, _, _ in SERIES:
-            pts = [(float(r["n_parallel"]), float(r[column])) for r in same
-                   if isinstance(r.get(column), (int, float)) and math.isfinite(r[column]) and r[column] > 0]
+        for latency_ms, label, _, _ in SERIES:
+            pts = [(float(r.n_parallel or 0), ms) for r in same
+                   if (ms := latency_ms(r)) is not None and math.isfinite(ms) and ms > 0]
             if pts:
                 curves[label + suffix] = ([x for x, _ in pts], [y for _, y in pts])
     return curves
@@ -90,7 +91,7 @@ class ConcurrencyPlot(pg.PlotWidget):
         style_plot(self)
         self.curves: dict[str, tuple[list[float], list[float]]] = {}
 
-    def show_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+    def show_rows(self, rows: Iterable[ResultRow]) -> None:
         self.clear()
         self.curves = latency_curves(rows)
         style = {label: (colour, dashed) for _, label, colour, dashed in SERIES}

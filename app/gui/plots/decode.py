@@ -156,7 +156,7 @@ class DecodePlot(PlotPanel):
     def take_rows(self, view: PlotView) -> None:
         """Test means (±1 sd) per model, unstable ones ringed, the selected tests highlighted (their tokens too)."""
         s = view.session
-        rows = [r for r in s.ok_rows() if r.get("decode_tps") is not None]
+        rows = [(r, r.decode_tps) for r in s.ok_rows() if r.decode_tps is not None]
         if tuple(view.models) != self._models:  # tokens are split by model: another model list splits them again
             self._models = tuple(view.models)
             self._n_tok = 0
@@ -165,27 +165,25 @@ class DecodePlot(PlotPanel):
                     stream.clear()
         for m, path in enumerate(view.models):
             self.item(("tok", m), self._token_line(view, m, path), view.label("per token (measured)", path))
-            mine = [r for r in rows if r.get("model_path") == path]
-            mx, my = np.array([mean_pos(r) for r in mine]), np.array([float(r["decode_tps"]) for r in mine])
+            mine = [(r, tps) for r, tps in rows if r.model_path == path]
+            mx, my = np.array([mean_pos(r) for r, _ in mine]), np.array([tps for _, tps in mine])
             name = view.label(MEANS_LABEL, path)
             item = self.points_with_sd(m, name, color(m), (
-                mx, my, np.array([float(r.get("decode_tps_stddev") or 0.0) for r in mine])), *MEANS_MARKER,
-                depths=[int(r.get("n_depth") or 0) for r in mine])
+                mx, my, np.array([float(r.decode_tps_stddev or 0.0) for r, _ in mine])), *MEANS_MARKER,
+                depths=[r.n_depth or 0 for r, _ in mine])
             self.pickable((self.points_key, m), row_series(
-                name, mx, my, mine, lambda v: f"mean position {v:.0f} tok",
-                lambda r: figure_text("decode", r["decode_tps"], r.get("decode_tps_stddev"), "tok/s"), item))
+                name, mx, my, [r for r, _ in mine], lambda v: f"mean position {v:.0f} tok",
+                lambda r: figure_text("decode", r.decode_tps, r.decode_tps_stddev, "tok/s"), item))
         self.item(("hltok",), lambda: line(None, HILITE, 1.6))
         hl = self.stream(("hltok",))
         hl.clear()  # the tokens taken so far; take_new adds the rest
         n = self._n_tok
         in_sel = view.selected_tokens()[:n]
         hl.extend(*(a.view()[:n][in_sel] for a in (s.tok_pos, s.tok_rate, s.tok_rep_start)))
-        self.mark_unstable([(mean_pos(r), float(r["decode_tps"])) for r in rows
-                            if "decode_tps" in str(r.get("unstable_metrics") or "")])
-        hi = [r for r in rows if r.get("test_index") in view.selected]
-        self.stage(("hl",), lambda: ring(None), [mean_pos(r) for r in hi], [float(r["decode_tps"]) for r in hi])
-        self._mean_hi = max((float(r["decode_tps"]) + float(r.get("decode_tps_stddev") or 0) for r in rows),
-                            default=np.nan)
+        self.mark_unstable([(mean_pos(r), tps) for r, tps in rows if "decode_tps" in (r.unstable_metrics or "")])
+        hi = [(r, tps) for r, tps in rows if r.test_index in view.selected]
+        self.stage(("hl",), lambda: ring(None), [mean_pos(r) for r, _ in hi], [tps for _, tps in hi])
+        self._mean_hi = max((tps + float(r.decode_tps_stddev or 0) for r, tps in rows), default=np.nan)
 
     def take_new(self, view: PlotView) -> None:
         """The per-token rates that came since, appended to their model's line (and to the highlight's)."""

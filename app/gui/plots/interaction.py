@@ -104,8 +104,9 @@ def settings_text(test: ResultRow | TestSpec | RemoteTest | None, test_index: in
     return " · ".join(parts)
 
 
-def row_series(name: str, xs: Sequence[float], ys: Sequence[float], rows: Sequence[dict[str, Any]],
-               x_text: Callable[[float], str], figure: Callable[[dict[str, Any]], str], item: Any = None) -> PickSeries:
+def row_series(name: str, xs: Sequence[float] | np.ndarray, ys: Sequence[float] | np.ndarray,
+               rows: Sequence[ResultRow], x_text: Callable[[float], str], figure: Callable[[ResultRow], str],
+               item: Any = None) -> PickSeries:
     """Points that are result rows (one per test): the readout names the series and model, the point's x and its
     figure, and the test's settings."""
     xs_a, ys_a = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
@@ -113,12 +114,15 @@ def row_series(name: str, xs: Sequence[float], ys: Sequence[float], rows: Sequen
     def describe(i: int) -> str:
         r = rows[i]
         what = name.split(" · ", 1)[-1]  # a legend's short model part gives way to the whole name
-        head = f"{what} — {short_model(str(r.get('model_path') or ''))}" if r.get("model_path") else name
-        return "\n".join((head, f"{x_text(float(xs_a[i]))} · {figure(r)}",
-                          settings_text(r, int(r.get("test_index", -1)))))
+        head = f"{what} — {short_model(r.model_path)}" if r.model_path else name
+        return "\n".join((head, f"{x_text(float(xs_a[i]))} · {figure(r)}", settings_text(r, _test_index(r))))
 
-    tests = np.array([int(r.get("test_index", -1)) for r in rows], dtype=int)
+    tests = np.array([_test_index(r) for r in rows], dtype=int)
     return PickSeries(xs_a, ys_a, tests, describe, item)
+
+
+def _test_index(row: ResultRow) -> int:
+    return -1 if row.test_index is None else row.test_index
 
 
 def log10_or_nan(values: Any) -> np.ndarray:

@@ -22,6 +22,16 @@ def ctx_of(row: ResultRow) -> float:
     return float(row.n_ctx or n_ctx_for(row))
 
 
+def _llama_kv_bytes(row: ResultRow) -> float:
+    """llama.cpp's KV cache as its log gave it (0: not given)."""
+    return float(row.llama_kv_bytes or 0)
+
+
+def _mem_measured_bytes(row: ResultRow) -> float:
+    """The measured memory growth (0: not measured)."""
+    return float(row.mem_measured_bytes or 0)
+
+
 def _in_mib(curve: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
     """(KV, total) byte curves in MiB, cached as such: the same arrays from one redraw to the next."""
     return None if curve is None else (curve[0] / MIB, curve[1] / MIB)
@@ -62,28 +72,26 @@ class KvPlot(PlotPanel):
     def take_rows(self, view: PlotView) -> None:
         """llama.cpp's reported KV and the measured memory growth per test, the selected tests ringed."""
         rows = view.session.ok_rows()
-        source = next((str(r.get("mem_source")) for r in rows if r.get("mem_source")), "rss_delta")
+        source = next((r.mem_source for r in rows if r.mem_source), "rss_delta")
         taken = "VRAM growth" if source.startswith("vram") else "RSS growth"
         for m, path in enumerate(view.models):
             c = color(m)
             self._predicted_items(view, m, path)  # first in the legend, before the measurements
-            mine = [r for r in rows if r.get("model_path") == path]
-            kv_rows = [r for r in mine if r.get("llama_kv_bytes")]
+            mine = [r for r in rows if r.model_path == path]
             kv_name, mem_name = view.label("KV in llama.cpp's log", path), view.label(f"measured ({taken})", path)
-            mem_rows = [r for r in mine if r.get("mem_measured_bytes")]
-            for key, name, shown, column, what, make in (
-                    (("meas", m), kv_name, kv_rows, "llama_kv_bytes", "KV cache",
+            for key, name, column, what, make in (
+                    (("meas", m), kv_name, _llama_kv_bytes, "KV cache",
                      lambda c=c, n=kv_name: scatter(n, c, "d", 11)),
-                    (("mem", m), mem_name, mem_rows, "mem_measured_bytes", taken,
+                    (("mem", m), mem_name, _mem_measured_bytes, taken,
                      lambda c=c, n=mem_name: scatter(n, c, "t", 11))):
-                x, y = [ctx_of(r) for r in shown], [float(r[column]) / MIB for r in shown]
+                shown = [r for r in mine if column(r)]
+                x, y = [ctx_of(r) for r in shown], [column(r) / MIB for r in shown]
                 item = self.stage(key, make, x, y, name=name)
                 self.pickable(key, row_series(name, x, y, shown, lambda v: f"context {v:.0f} tok",
-                                              lambda r, c=column, w=what: f"{w} {number(float(r[c]) / MIB)} MiB",
+                                              lambda r, c=column, w=what: f"{w} {number(c(r) / MIB)} MiB",
                                               item))
-        hi = [r for r in rows if r.get("test_index") in view.selected and r.get("mem_measured_bytes")]
-        self.stage(("hl",), lambda: ring(None), [ctx_of(r) for r in hi],
-                   [float(r["mem_measured_bytes"]) / MIB for r in hi])
+        hi = [r for r in rows if r.test_index in view.selected and r.mem_measured_bytes]
+        self.stage(("hl",), lambda: ring(None), [ctx_of(r) for r in hi], [_mem_measured_bytes(r) / MIB for r in hi])
 
     def _draw_predicted(self, view: PlotView, m: int, path: str, xs: np.ndarray) -> None:
         """Model ``m``'s predicted KV cache alone (solid) and with weights and compute buffers (dashed)."""

@@ -25,6 +25,7 @@ from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.telemetry import TelemetryPlot
 from app.gui.plots.ttft import TtftPlot
 from app.gui.predictions import PredictionService
+from app.gui.saved_files import save_png
 from app.run.live import LiveRun
 
 #: Below this height two rows of plots, each with a legend above its data, leave too little of each to read: the
@@ -228,5 +229,9 @@ class LivePlots(QWidget):
                                    strict=True):
             painter.drawPixmap(x * w, y * h, p.widget.grab().scaled(w * span, h))
         painter.end()
-        return img.save(path, "PNG", 0)
+        try:
+            save_png(img, path)
+        except OSError:
+            return False
+        return True
 

@@ -50,6 +50,7 @@ from app.gui.plots.streams import Stream
 from app.gui.plots.style import finite_max, nice_ceil, short_model
 from app.gui.predictions import PredictionService, same_hardware
 from app.predict.profiles import HardwareProfile
+from app.results.row_types import ResultRow
 from app.run.live import LiveRun
 from app.run.plan import RemoteTest, TestSpec
 
@@ -122,8 +123,9 @@ class PlotView:
         if cached is not None:
             return cached
         s = self.session
-        evidence = [r for r in s.rows.values() if r.get("model_path") == path]
-        evidence += [{"n_gpu_layers_effective": e.n_gpu_layers_effective} for e in s.loads if e.model_path == path]
+        evidence = [r for r in s.rows.values() if r.model_path == path]
+        evidence += [ResultRow(n_gpu_layers_effective=e.n_gpu_layers_effective)  # a load says where layers went
+                     for e in s.loads if e.model_path == path]
         ran_on = self.predictor.hardware_of(evidence)
         chosen = self.predictor.profile
         pair = (chosen, None) if ran_on is None else (ran_on, None if same_hardware(ran_on, chosen) else chosen)

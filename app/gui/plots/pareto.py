@@ -1,10 +1,11 @@
 """The chooser's plots: quality loss (KLD) against expected decode speed, and each file's memory against the device.
 
 Pareto plot: one point per file, x the decode tok/s at the chosen context (expected, else the ceiling), y the mean
-KLD against the reference; point area grows with the file size; files that do not fit are grey; files whose
-quality is not measured sit on a "not measured" line above the measured ones, hollow. The Pareto front (no other
-fitting file is both faster and closer to the reference) is a dashed line. The recommended file is drawn above the
-others and ringed, so no other point hides it.
+KLD against the full-precision model, measured here where it was (filled) or expected from what is published for
+the file's type (hollow); point area grows with the file size; files that do not fit are grey. Names are placed
+where they cover no other name or circle, and left out (in the point's tooltip) where no such spot exists. The
+Pareto front (no other fitting file is both faster and closer to the reference) is a dashed line. The recommended
+file is drawn above the others and ringed, so no other point hides it.
 Memory bars: weights, KV cache, compute buffers and the GPU allowance per file, against the device's memory.
 :func:`pareto_explanation` and :func:`memory_explanation` are the lines the window shows under each plot.
 """
@@ -56,7 +57,9 @@ def pareto_explanation(floor_tps: float | None = None) -> str:
     floor = f" Vertical dashed: your speed floor ({floor_tps:g} tok/s)." if floor_tps else ""
     return (f"Point area grows with the file's size ({SMALLEST_POINT_PX:.0f}–{LARGEST_POINT_PX:.0f} px). Red dashed: "
             "the Pareto front (no other fitting file is both faster and lower in KLD). Ringed: the recommendation, "
-            f"drawn on top. Hollow, on the dotted line: quality not measured. Grey: does not fit.{floor}")
+            "drawn on top. Filled: KLD measured here; hollow: expected from what is published for the file's type "
+            f"(gguf-bench quality measures it). Grey: does not fit. A name with no free spot is in its point's "
+            f"tooltip.{floor}")
 
 
 def memory_explanation(choices: Sequence[FileChoice], profile_kind: str) -> str:
@@ -71,10 +74,12 @@ def memory_explanation(choices: Sequence[FileChoice], profile_kind: str) -> str:
                 "allowance on unified memory).")
     allowances = {c.overhead_bytes for c in choices if c.overhead_bytes}
     mib = (max(allowances) if allowances else DEFAULT_GPU_OVERHEAD_BYTES) / MIB
+    margin = max((c.margin_bytes for c in choices), default=0) / MIB
+    kept = (f"; the line: what a placement may use, the GPU's memory (dotted) less {margin:.0f} MiB kept free "
+            "(llama.cpp's --fit-target)" if margin else "; the line: the GPU's memory")
     return ("Each bar: the GPU memory a file needs at the chosen context (offloaded weights, their KV cache, compute "
-            f"buffers, GPU allowance); the line: the GPU's memory. GPU allowance: {mib:.0f} MiB for the CUDA "
-            "context, cuBLAS workspace and memory pools whenever layers are on the GPU (a rough allowance, not "
-            "measured).")
+            f"buffers, GPU allowance){kept}. GPU allowance: {mib:.0f} MiB for the CUDA context, cuBLAS workspace "
+            "and memory pools whenever layers are on the GPU (a rough allowance, not measured).")
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -92,7 +97,15 @@ def short_labels(names: Sequence[str]) -> list[str]:
 
 
 def kld_of(c: FileChoice) -> float | None:
-    return c.quality.mean_kld if c.quality is not None else None
+    """The file's expected loss as the chooser ranks it: measured here, else published for its type, else from
+    its bits (None where there is no figure at all)."""
+    q = c.total_quality
+    return q.kld if q is not None else None
+
+
+def measured_kld(c: FileChoice) -> bool:
+    q = c.total_quality
+    return q is not None and q.kind in ("measured", "reference")
 
 
 def _dress(plot: pg.PlotWidget, title: str, bottom: str, left: str = "") -> None:
@@ -126,12 +139,14 @@ class ParetoPlot(pg.PlotWidget):
         self.points: list[tuple[str, float, float | None, bool]] = []  # (file, tok/s, kld, fits)
         self.point_items: dict[str, pg.PlotDataItem] = {}  # file name -> its point
         self.name_labels: list[pg.TextItem] = []  # each point's file name
+        self._label_point: dict[int, float] = {}  # a name's point's diameter (px), by id of its label
+        self._chosen_label: pg.TextItem | None = None
         self.ring: pg.PlotDataItem | None = None  # around the recommended file's point
         self.front: list[tuple[float, float]] = []
         self.unmeasured_y = 0.0
         self.unmeasured_line: pg.InfiniteLine | None = None  # where some file's quality is not measured
         # the free spots are in pixels: found again whenever the view's scale or size changes
-        self.getViewBox().sigTransformChanged.connect(lambda *_a: self.place_line_label())
+        self.getViewBox().sigTransformChanged.connect(lambda *_a: self.place_labels())
 
     def show_choices(self, choices: Sequence[FileChoice], floor_tps: float | None = None,
                      chosen: FileChoice | None = None) -> None:
@@ -140,6 +155,8 @@ class ParetoPlot(pg.PlotWidget):
         self.points = [(c.filename, c.decode_tps.value, kld_of(c), c.usable) for c in choices]
         self.point_items = {}
         self.name_labels = []
+        self._label_point = {}
+        self._chosen_label = None
         self.ring = None
         self.unmeasured_line = None
         if not choices:
@@ -147,6 +164,7 @@ class ParetoPlot(pg.PlotWidget):
         sizes = [c.size_bytes for c in choices]
         measured = [k for _, _, k, _ in self.points if k is not None]
         top = max(measured) if measured else 0.0
+        top = top if top > 0 else max(measured, default=0.0)
         self.unmeasured_y = top * 1.25 if top > 0 else 1.0
         labels = short_labels([c.filename for c in choices])
         grey = series_colour(GREY)
@@ -154,7 +172,7 @@ class ParetoPlot(pg.PlotWidget):
             kld = kld_of(c)
             colour = color(i) if c.usable else grey
             y = kld if kld is not None else self.unmeasured_y
-            brush = pg.mkBrush(colour) if kld is not None else pg.mkBrush(0, 0, 0, 0)  # hollow: no fill
+            brush = pg.mkBrush(colour) if measured_kld(c) else pg.mkBrush(0, 0, 0, 0)  # hollow: not measured
             item = self.plot([c.decode_tps.value], [y], pen=None, symbol="o", symbolPen=pg.mkPen(colour, width=2),
                              symbolBrush=brush, symbolSize=point_size(c.size_bytes, min(sizes), max(sizes)))
             text = labels[i] if c.usable else f"{labels[i]} (does not fit)"
@@ -162,8 +180,15 @@ class ParetoPlot(pg.PlotWidget):
             label.setAnchor(clear_of_point(label, point_size(c.size_bytes, min(sizes), max(sizes))
                                            + (12 if c is chosen else 0), below=c is chosen))
             label.setPos(c.decode_tps.value, y)
+            label.setToolTip(f"{c.filename}: {c.decode_tps.value:,.1f} tok/s, "
+                             + (c.total_quality.text() if c.total_quality is not None else "quality unknown"))
+            item.setToolTip(label.toolTip())
             self.addItem(label)
             self.name_labels.append(label)
+            self._label_point[id(label)] = point_size(c.size_bytes, min(sizes), max(sizes)) + (12 if c is chosen
+                                                                                               else 0)
+            if c is chosen:
+                self._chosen_label = label
             if c is chosen:
                 item.setZValue(CHOSEN_Z)
                 label.setZValue(CHOSEN_Z + 1)
@@ -194,10 +219,11 @@ class ParetoPlot(pg.PlotWidget):
         self.setXRange(0, max(speeds) * 1.4 if max(speeds) > 0 else 1.0, padding=0)
         # room above the top points for their names, which stand up and to the right of circles up to 48 px across
         self.setYRange(-0.05 * self.unmeasured_y, self.unmeasured_y * 1.4, padding=0)
-        self.place_line_label()
+        self.place_labels()
 
-    def _taken_rects(self) -> list[QRectF]:
-        """The scene rectangles of every point's circle (the recommendation's ring included) and name."""
+    def _taken_rects(self, names: bool = True, inner: bool = False) -> list[QRectF]:
+        """The scene rectangles of every point's circle (the recommendation's ring included; ``inner``: the square
+        inside the circle, which a name at its corner does not cover) and, with ``names``, every name shown."""
         vb = self.getViewBox()
         rects: list[QRectF] = []
         for item in [*self.point_items.values(), *([self.ring] if self.ring is not None else [])]:
@@ -205,10 +231,46 @@ class ParetoPlot(pg.PlotWidget):
             if xs is None or not len(xs):
                 continue
             centre = vb.mapViewToScene(pg.Point(float(xs[0]), float(ys[0])))
-            r = float(item.opts["symbolSize"]) / 2
+            r = float(item.opts["symbolSize"]) / 2 * (0.7 if inner else 1.0)
             rects.append(QRectF(centre.x() - r, centre.y() - r, 2 * r, 2 * r))
-        rects += [t.textItem.sceneBoundingRect() for t in self.name_labels]
+        if names:
+            rects += [t.textItem.sceneBoundingRect() for t in self.name_labels if t.isVisible()]
         return rects
+
+    def place_labels(self) -> None:
+        """Each file's name beside its point where it covers no circle and no name placed before it (the
+        recommendation's first, then by speed): up-right, down-right, up-left, down-left of the point; a name with
+        no free spot is hidden (its point's tooltip still names the file). Then the line's label."""
+        vb = self.getViewBox()
+        if vb.width() <= 0 or not self.name_labels:
+            self.place_line_label()
+            return
+        placed: list[QRectF] = []
+        order = sorted(self.name_labels, key=lambda t: (t is not self._chosen_label, -t.pos().x()))
+        for label in order:
+            label.setVisible(True)
+            diameter = self._label_point.get(id(label), 18.0)
+            centre = vb.mapViewToScene(label.pos())
+            circles = [r for r in self._taken_rects(names=False, inner=True) if not r.contains(centre)]
+            spot = None
+            first = label is self._chosen_label
+            tries = [(below, left, lift) for lift in (0, 1, 2) for below, left in
+                     ((first, False), (not first, False), (False, True), (True, True))]
+            for below, left, lift in tries:  # beside the point, then a line or two further up or down
+                ax, ay = clear_of_point(label, diameter, below)
+                ay = ay - lift if below else ay + lift
+                label.setAnchor((1 - ax, ay) if left else (ax, ay))
+                rect = label.textItem.sceneBoundingRect()
+                inside = vb.sceneBoundingRect().contains(rect)
+                own = QRectF(rect)
+                if inside and not any(own.intersects(r) for r in placed + circles):
+                    spot = rect
+                    break
+            if spot is None:
+                label.setVisible(False)
+            else:
+                placed.append(spot.adjusted(-LABEL_GAP_PX, -LABEL_GAP_PX, LABEL_GAP_PX, LABEL_GAP_PX))
+        self.place_line_label()
 
     def place_line_label(self) -> None:
         """Set the "quality not measured" label at the leftmost spot along its line where it covers no circle and
@@ -235,7 +297,7 @@ class MemoryBars(pg.PlotWidget):
     def __init__(self, parent: object = None) -> None:
         super().__init__(parent)
         _dress(self, "Memory at the chosen context vs the device", "GiB")
-        self.legend = self.addLegend(offset=(-40, -10))
+        self.legend = self.addLegend(offset=(-40, -10), verSpacing=-6)  # compact: it shares the right with a label
         self.totals_gib: list[float] = []
         self.budget_gib = 0.0
 
@@ -259,14 +321,20 @@ class MemoryBars(pg.PlotWidget):
             self.legend.addItem(bars, label)
             left = [a + b for a, b in zip(left, widths, strict=True)]
         self.budget_gib = choices[0].budget_bytes / GIB
+        margin_gib = choices[0].margin_bytes / GIB
+        said = f"usable {self.budget_gib:.1f} GiB" if margin_gib else f"device {self.budget_gib:.1f} GiB"
+        # the line's label to its right, at the top: over the bars it covered the first file's
         self.addItem(pg.InfiniteLine(pos=self.budget_gib, angle=90, pen=pg.mkPen(plot_foreground(), width=2),
-                                     label=f"device {self.budget_gib:.1f} GiB",
-                                     labelOpts={"position": 0.95, "color": plot_foreground()}))
+                                     label=said, labelOpts={"position": 0.02, "color": plot_foreground(),
+                                                            "anchors": [(-0.03, 1), (-0.03, 1)]}))
+        if margin_gib:  # the card's whole memory, dotted: the margin is the strip between the two lines
+            self.addItem(pg.InfiniteLine(pos=self.budget_gib + margin_gib, angle=90,
+                                         pen=pg.mkPen(plot_foreground(), width=1, style=Qt.PenStyle.DotLine)))
         labels = short_labels([c.filename for c in choices])
         self.getAxis("left").setTicks([list(zip(rows, labels, strict=True))])
-        x_max = max(max(self.totals_gib), self.budget_gib) * 1.1
+        # room right of the device's lines for the legend: over the bars it hid their ends (1366x768, 1920x1080)
+        x_max = max(max(self.totals_gib), self.budget_gib + margin_gib) * 1.45
         self.setXRange(0, x_max, padding=0)
         self.setYRange(-0.6, len(choices) - 0.4, padding=0)
-        # the legend's right edge a few pixels left of the device's line, at the foot of the plot (the line's label
-        # is at its top): from the plot's right edge, its longest name ran into the line at 1366×768 and 1920×1080
-        self.legend.anchor(itemPos=(1, 1), parentPos=(self.budget_gib / x_max, 1), offset=(-LEGEND_GAP_PX, -4))
+        # at the top right, right of the device's lines; the line's label at the foot: neither covers the other
+        self.legend.anchor(itemPos=(1, 0), parentPos=(1, 0), offset=(-LEGEND_GAP_PX, 2))

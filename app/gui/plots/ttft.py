@@ -47,21 +47,21 @@ class TtftPlot(PlotPanel):
 
     def take_rows(self, view: PlotView) -> None:
         """Measured means (±1 sd) per model, unstable ones ringed, the selected ones highlighted."""
-        rows = [r for r in view.session.ok_rows() if r.get("ttft_ms") is not None]
+        rows = [(r, r.ttft_ms) for r in view.session.ok_rows() if r.ttft_ms is not None]
         for m, path in enumerate(view.models):
-            mine = [r for r in rows if r.get("model_path") == path]
-            x, y = np.array([float(r["n_prompt"]) for r in mine]), np.array([float(r["ttft_ms"]) for r in mine])
+            mine = [(r, ttft) for r, ttft in rows if r.model_path == path]
+            x, y = np.array([float(r.n_prompt or 0) for r, _ in mine]), np.array([ttft for _, ttft in mine])
             name = view.label(MEASURED_LABEL, path)
             item = self.points_with_sd(m, name, color(m), (
-                x, y, np.array([float(r.get("ttft_ms_stddev") or 0.0) for r in mine])),
-                depths=[int(r.get("n_depth") or 0) for r in mine])
+                x, y, np.array([float(r.ttft_ms_stddev or 0.0) for r, _ in mine])),
+                depths=[r.n_depth or 0 for r, _ in mine])
             self.pickable((self.points_key, m), row_series(
-                name, x, y, mine, lambda v: f"prompt {v:.0f} tok",
-                lambda r: figure_text("TTFT", r["ttft_ms"], r.get("ttft_ms_stddev"), "ms"), item))
-        self.mark_unstable([(float(r["n_prompt"]), float(r["ttft_ms"])) for r in rows
-                            if "ttft_ms" in str(r.get("unstable_metrics") or "")])
-        hi = [r for r in rows if r.get("test_index") in view.selected]
-        self.stage(("hl",), lambda: ring(None), [float(r["n_prompt"]) for r in hi], [float(r["ttft_ms"]) for r in hi])
+                name, x, y, [r for r, _ in mine], lambda v: f"prompt {v:.0f} tok",
+                lambda r: figure_text("TTFT", r.ttft_ms, r.ttft_ms_stddev, "ms"), item))
+        self.mark_unstable([(float(r.n_prompt or 0), ttft) for r, ttft in rows
+                            if "ttft_ms" in (r.unstable_metrics or "")])
+        hi = [(r, ttft) for r, ttft in rows if r.test_index in view.selected]
+        self.stage(("hl",), lambda: ring(None), [float(r.n_prompt or 0) for r, _ in hi], [ttft for _, ttft in hi])
         self._n_phases = -1  # a row in: its repetitions give way to its mean
 
     def take_new(self, view: PlotView) -> None:

@@ -6,11 +6,12 @@ run through (:data:`FLOAT_WEIGHT_TYPES`, :func:`prefill_compute`).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 
 from app.model.facts import ModelFacts
-from app.predict.ceilings.offload import WeightSplit, guess_tied_embeddings
+from app.predict.ceilings.offload import WeightSplit, guess_tied_embeddings, is_expert_tensor
 from app.predict.profiles import HardwareProfile
 from app.telemetry.cpu_peaks import MEASURED_ROOFLINE, ComputeFigure
 from app.telemetry.repack_guard import AMX_WEIGHT_TYPES
@@ -40,10 +41,11 @@ def prefill_compute(profile: HardwareProfile, file_type: str, repack: int = 1) -
 
     AMX tiles count only with ``repack`` on, for a type with AMX kernels, on a profile whose build has a working
     AMX buffer (``CpuProfile.amx``): weights as they are in the file run the AVX-512/AVX2 dot products."""
-    int8, fma = getattr(profile, "int8", None), getattr(profile, "fma", None)
+    int8: ComputeFigure | None = getattr(profile, "int8", None)
+    fma: ComputeFigure | None = getattr(profile, "fma", None)
     if int8 is None or fma is None:
         return None
-    amx = getattr(profile, "amx", None)
+    amx: ComputeFigure | None = getattr(profile, "amx", None)
     if amx is not None and repack and has_amx_kernels(file_type):
         return amx
     return int8 if weights_use_int8_dot(file_type) else fma
@@ -102,17 +104,32 @@ def prefill_ceiling_tps(
     return tflops * 1e12 / flops
 
 
+def expert_params(facts: ModelFacts, tensor_bytes: Mapping[str, int] | None = None) -> float:
+    """Parameters of every routed expert (``ffn_*_exps``): counted from the tensor shapes where the facts have them,
+    else the experts' share of the bytes (``tensor_bytes``) of n_params (an estimate: a MXFP4 expert beside Q8_0
+    attention holds fewer bytes per parameter than the rest); 0 for a dense model or without either table."""
+    if not facts.n_expert:
+        return 0.0
+    shapes = facts.tensor_shapes
+    if shapes and any(is_expert_tensor(k) for k in shapes):
+        return float(sum(math.prod(dims) for k, (_, dims) in shapes.items() if is_expert_tensor(k)))
+    if tensor_bytes:
+        share = sum(n for k, n in tensor_bytes.items() if is_expert_tensor(k)) / max(sum(tensor_bytes.values()), 1)
+        return share * facts.n_params
+    return 0.0
+
+
 def matmul_params(
     facts: ModelFacts, split: WeightSplit | None = None, tensor_bytes: Mapping[str, int] | None = None
 ) -> float:
-    """Parameters a token multiplies through: n_params less the (untied) embedding table; MoE active experts only
-    when a per-tensor byte map says which bytes are experts."""
+    """Parameters a token multiplies through: n_params less the (untied) embedding table, and for a MoE the routed
+    experts a token is not sent to (``1 − n_expert_used / n_expert`` of :func:`expert_params`): the work of every
+    bound, prefill's FLOPs and decode's ALU side alike."""
     tied = split.tied_embeddings if split else guess_tied_embeddings(facts)
-    params = facts.n_params - (0 if tied else facts.n_vocab * facts.n_embd)
-    if facts.n_expert and tensor_bytes:
-        expert_bytes = sum(n for k, n in tensor_bytes.items() if "_exps" in k)
-        share = expert_bytes / max(sum(tensor_bytes.values()), 1)
-        params *= 1.0 - share * (1.0 - facts.n_expert_used / facts.n_expert)
+    params = float(facts.n_params - (0 if tied else facts.n_vocab * facts.n_embd))
+    if facts.n_expert:
+        params -= expert_params(facts, tensor_bytes or facts.tensor_bytes or None) * (
+            1.0 - facts.n_expert_used / facts.n_expert)
     return max(params, 0.0)
 
 

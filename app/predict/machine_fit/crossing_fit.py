@@ -108,7 +108,7 @@ def crossing_seconds(row: ResultRow, facts: ModelFacts, expected: ExpectedOf
     noise = max(device.high / device.value - 1.0, 0.0)
 
     def per_crossing(pick: str, measured_s: float) -> float:
-        sides_s = frac / getattr(device, pick) + (1.0 - frac) / getattr(host, pick)
+        sides_s: float = frac / getattr(device, pick) + (1.0 - frac) / getattr(host, pick)
         return (measured_s - sides_s) / read.extra_crossings
 
     return (backend, per_crossing("value", 1.0 / rate), per_crossing("low", 1.0 / (rate * (1.0 + noise))),

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 
 from app.model.facts import ModelFacts
 from app.predict.machine_fit.workload import Phase, Workload
+from app.shown_text import quoted
 
 if TYPE_CHECKING:
     from app.predict.settings import PredictSettings
@@ -77,6 +78,9 @@ if TYPE_CHECKING:
 BAND_FLOOR = 0.05
 #: ... and otherwise this percentile of the fit's absolute relative residuals.
 BAND_PERCENTILE = 90.0
+#: The widest band a saved fit may carry: a figure ÷ or × 101 says nothing, and one past it (1e308) made bands of
+#: ±inf% and JSON's non-standard Infinity.
+MAX_BAND_FRAC = 100.0
 #: Standard errors of a figure's spread over the leave-one-model-out refits that its band widens by beyond the
 #: ladder: the two-sided 90 % of a normal spread, as the band's own 90th percentile of residuals.
 REACH_Z = 1.645
@@ -141,7 +145,7 @@ class FitPoint:
 class PhaseFit:
     """Fitted coefficients of one phase (seconds per unit of each regressor) and how well they fit."""
 
-    phase: str
+    phase: Phase
     coefficients: dict[str, float]
     band_frac: float
     points: tuple[FitPoint, ...] = field(default_factory=tuple)
@@ -249,7 +253,16 @@ class PhaseFit:
         if not all(math.isfinite(v) for v in (*coefficients.values(), band, stand_in_error,
                                                *(v for c in refits for v in c.values()))):
             raise ValueError("a saved fit holds a coefficient or band that is not a finite number")
-        return cls(str(d["phase"]), coefficients, band, points, refits, stand_in_error)
+        if not (0.0 <= band <= MAX_BAND_FRAC and 0.0 <= stand_in_error <= MAX_BAND_FRAC):
+            raise ValueError(f"a saved fit's band ±{quoted(band)} (stand-in error {quoted(stand_in_error)}) is not "
+                             f"from 0 to {MAX_BAND_FRAC:g} (±{MAX_BAND_FRAC:.0%}): no fit this program makes")
+        phase = _PHASES.get(str(d["phase"]))
+        if phase is None:
+            raise ValueError(f"a saved fit of phase {quoted(d['phase'])}, not decode or prefill")
+        return cls(phase, coefficients, band, points, refits, stand_in_error)
+
+
+_PHASES: dict[str, Phase] = {"decode": "decode", "prefill": "prefill"}
 
 
 def _point_from_json(p: Sequence[Any]) -> FitPoint:
@@ -282,7 +295,8 @@ def scaled_nnls(design: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     """min ‖design·c − rhs‖ with c ≥ 0, solved on column-scaled regressors: the one solver of the machine fit
     (:func:`fit_phase`) and the public GPU fit (``public_arch_fit``)."""
     scaled, scale = _scaled(design)
-    return nnls(scaled, rhs) / scale
+    solution: np.ndarray = nnls(scaled, rhs) / scale
+    return solution
 
 
 def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:

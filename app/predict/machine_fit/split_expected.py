@@ -41,7 +41,7 @@ def split_decode_expected(device: Expected | None, host: Expected | None, device
     transfer = {"value": transfer_s, "low": most, "high": least}  # the slow edge of the band takes the most
 
     def rate(pick: str) -> float:
-        seconds = transfer[pick] + sum(frac / getattr(fig, pick) for frac, fig, _ in sides if frac > 0 and fig)
+        seconds: float = transfer[pick] + sum(frac / getattr(fig, pick) for frac, fig, _ in sides if frac > 0 and fig)
         return 1.0 / seconds
 
     parts = "; ".join(f"{name} part ({frac:.0%} of the bytes read): {fig.source}"

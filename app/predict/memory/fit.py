@@ -21,6 +21,10 @@ from app.predict.memory.buffers import (
 
 #: CUDA context, cuBLAS workspace and memory pools on a discrete GPU: a rough allowance, not measured here.
 DEFAULT_GPU_OVERHEAD_BYTES = 512 * MIB
+#: Device memory a placement leaves free on a discrete GPU, as llama.cpp's own fitting does (``--fit-target``, 1 GiB
+#: per device by default: common/common.h ``fit_params_target``): a pick that fills the card to the last MiB fails to
+#: load, or on Windows spills into shared memory (NVIDIA's sysmem fallback) and runs at a fraction of the speed.
+DEFAULT_DEVICE_MARGIN_BYTES = 1024 * MIB
 #: Share of unified memory the GPU may wire by default on macOS (recommendedMaxWorkingSetSize is ~65–75 %).
 UNIFIED_USABLE_FRACTION = 0.75
 FIT_STATUSES: tuple[str, ...] = ("fits", "partial", "does_not_fit")
@@ -54,6 +58,8 @@ class FitResult:
     host_fits: bool = True  # the host's share fits host_budget_bytes
     #: which memory a request that does not fit ran out of: "GPU memory", "system RAM", both, or "" when it fits
     ran_out: str = ""
+    #: device memory kept free beside ``budget_bytes`` (the device's usable memory less this is the budget)
+    margin_bytes: int = 0
 
     def to_json_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -122,6 +128,7 @@ def fit_check(
     overhead_bytes: int | None = None, unified: bool = False, usable_fraction: float | None = None,
     host_ram_bytes: int | None = None, tensor_bytes: Mapping[str, int] | None = None,
     placement: Placement | None = None, offload_kqv: bool = True, host_repacked_bytes: int = 0,
+    margin_bytes: int = 0,
 ) -> FitResult:
     """Does (model, n_ctx, cache types, n_gpu_layers) fit in ``profile_vram_bytes``?
 
@@ -135,7 +142,8 @@ def fit_check(
     if overhead_bytes is None:
         overhead_bytes = 0 if unified else DEFAULT_GPU_OVERHEAD_BYTES
     fraction = usable_fraction if usable_fraction is not None else (UNIFIED_USABLE_FRACTION if unified else 1.0)
-    budget = int(profile_vram_bytes * fraction)
+    margin_bytes = max(int(margin_bytes), 0)
+    budget = max(int(profile_vram_bytes * fraction) - margin_bytes, 0)
 
     def need(layers: int, ctx: int) -> _Need:
         return _need(facts, layers, ctx, type_k, type_v, n_ubatch, flash_attn, swa_full, overhead_bytes, unified,
@@ -172,5 +180,5 @@ def fit_check(
         needed_bytes=req.device, weight_bytes=req.weights, kv_bytes=req.kv, compute_buffer_bytes=req.compute,
         overhead_bytes=req.overhead, cpu_weight_bytes=req.cpu_weights, cpu_kv_bytes=req.cpu_kv,
         cpu_needed_bytes=req.cpu, host_budget_bytes=host_ram_bytes, device_fits=device_fits, host_fits=host_fits,
-        ran_out=" and ".join(short),
+        ran_out=" and ".join(short), margin_bytes=margin_bytes,
     )

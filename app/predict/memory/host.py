@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import statistics
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from app.paths import PROFILES_DIR
 from app.predict.profiles import HardwareProfile
@@ -21,6 +23,7 @@ from app.predict.profiles import HardwareProfile
 HOST_MEMORY_PATH = PROFILES_DIR / "host" / "host_memory.toml"
 #: the configuration assumed beside a GPU whose architecture no entry names
 FALLBACK_MEMORY = "DDR5-5600 dual channel"
+T = TypeVar("T")
 
 
 class HostMemoryError(ValueError):
@@ -99,45 +102,62 @@ class HostMemoryTable:
         return HostEfficiency(statistics.median(shares), min(shares), max(shares), self.rows)
 
 
-def _need(table: dict[str, object], key: str, kind: type | tuple[type, ...], where: str) -> object:
+def _need(table: Mapping[str, object], key: str, kind: type[T], where: str) -> T:
     value = table.get(key)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise HostMemoryError(f"{where}: {key!r} is missing or not a {getattr(kind, '__name__', kind)}")
+        raise HostMemoryError(f"{where}: {key!r} is missing or not a {kind.__name__}")
     return value
+
+
+def _number(table: Mapping[str, object], key: str, where: str) -> float:
+    value = table.get(key)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise HostMemoryError(f"{where}: {key!r} is missing or not a number")
+    return float(value)
+
+
+def _tables(doc: Mapping[str, object], key: str, where: str) -> list[dict[str, object]]:
+    """The array of tables ``[[key]]``, each checked to be a table."""
+    items = doc.get(key) or []
+    if not isinstance(items, list):
+        raise HostMemoryError(f"{where}: {key!r} must be an array of tables")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise HostMemoryError(f"{where}: {key} {i + 1}: not a table")
+    return items
 
 
 def parse_host_memory(doc: dict[str, object], where: str) -> HostMemoryTable:
     """Validate a parsed table: memories with positive rates, rows whose memory is named and whose achieved
     bandwidth stays under that memory's peak (a row above it has the wrong memory)."""
     memories: list[HostMemory] = []
-    for i, m in enumerate(doc.get("memory") or []):  # type: ignore[union-attr]
+    for i, m in enumerate(_tables(doc, "memory", where)):
         at = f"{where}: memory {i + 1}"
-        if not isinstance(m, dict):
-            raise HostMemoryError(f"{at}: not a table")
-        rate, bits = _need(m, "data_rate_mtps", (int, float), at), _need(m, "bus_bits", int, at)
-        if rate <= 0 or bits <= 0:  # type: ignore[operator]
+        rate, bits = _number(m, "data_rate_mtps", at), _need(m, "bus_bits", int, at)
+        if rate <= 0 or bits <= 0:
             raise HostMemoryError(f"{at}: data_rate_mtps and bus_bits must be positive")
-        memories.append(HostMemory(str(_need(m, "name", str, at)), str(_need(m, "memory_type", str, at)),
-                                   float(rate), int(bits), str(_need(m, "source", str, at)),  # type: ignore[arg-type]
-                                   tuple(str(a) for a in m.get("assumed_with", []))))
+        assumed_with = m.get("assumed_with", [])
+        memories.append(HostMemory(_need(m, "name", str, at), _need(m, "memory_type", str, at), rate, bits,
+                                   _need(m, "source", str, at),
+                                   tuple(str(a) for a in assumed_with) if isinstance(assumed_with, list) else ()))
     models = doc.get("model") or {}
     if not isinstance(models, dict):
         raise HostMemoryError(f"{where}: [model] must be a table of models")
     table = HostMemoryTable(tuple(memories), ())
     rows: list[CpuDecodeRow] = []
-    for i, r in enumerate(doc.get("row") or []):  # type: ignore[union-attr]
+    for i, r in enumerate(_tables(doc, "row", where)):
         at = f"{where}: row {i + 1}"
-        if not isinstance(r, dict):
-            raise HostMemoryError(f"{at}: not a table")
-        model = models.get(str(_need(r, "model", str, at)))
+        name = _need(r, "model", str, at)
+        model = models.get(name)
         if not isinstance(model, dict):
-            raise HostMemoryError(f"{at}: model {r['model']!r} has no [model] entry")
-        embedding_bytes = (float(model["n_vocab"]) * float(model["n_embd"])
-                           * float(model["embedding_bits_per_weight"]) / 8)
-        read = float(model["file_gb"]) * 1e9 - embedding_bytes
-        row = CpuDecodeRow(str(_need(r, "machine", str, at)), str(_need(r, "cpu", str, at)),
-                           bool(_need(r, "laptop", bool, at)), float(_need(r, "tg128_tps", (int, float), at)),  # type: ignore[arg-type]
-                           table.named(str(_need(r, "memory", str, at))), read, str(_need(r, "source_url", str, at)))
+            raise HostMemoryError(f"{at}: model {name!r} has no [model] entry")
+        of_model = f"{where}: model {name!r}"
+        embedding_bytes = (_number(model, "n_vocab", of_model) * _number(model, "n_embd", of_model)
+                           * _number(model, "embedding_bits_per_weight", of_model) / 8)
+        read = _number(model, "file_gb", of_model) * 1e9 - embedding_bytes
+        row = CpuDecodeRow(_need(r, "machine", str, at), _need(r, "cpu", str, at), _need(r, "laptop", bool, at),
+                           _number(r, "tg128_tps", at), table.named(_need(r, "memory", str, at)), read,
+                           _need(r, "source_url", str, at))
         if not 0 < row.efficiency < 1:
             raise HostMemoryError(f"{at}: {row.tg128_tps:g} tok/s reads {row.efficiency:.0%} of "
                                   f"{row.memory.name}'s peak: not that memory")

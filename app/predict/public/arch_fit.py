@@ -37,18 +37,19 @@ Pure functions (numpy).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
 
 from app.predict.ceilings.decode import decode_ceiling_tps
-from app.predict.ceilings.prefill import prefill_ceiling_tps
+from app.predict.ceilings.prefill import prefill_ceiling_tps, prefill_flops_per_token
 from app.predict.machine_fit.fitted_model import scaled_nnls
 from app.predict.machine_fit.workload import PHASES, Phase
 from app.predict.profiles import HardwareProfile
@@ -151,11 +152,50 @@ class Demand:
 
 #: A row's demand on its GPU for a phase, given the prefill power cap κ (``reference_demand`` by default).
 DemandFn = Callable[[ReferenceResult, HardwareProfile, Phase, float | None], Demand]
+#: The extra terms a demand may carry, each fitted like the overheads (a non-negative cost) where the rows show it:
+#: ``moe`` — per token, one unit per layer with routed experts (its router, top-k, gather and expert kernels, which
+#: a dense layer does not launch: the small-batch cost that keeps a fast GPU far below its bandwidth on a MoE);
+#: ``kv`` — decode's KV-cache and state reads in ideal seconds, a cost beyond reading them at the weights' rate
+#: (attention kernels at depth); ``moe_flops`` — prefill's routed-expert matmuls in ideal seconds, a cost beyond the
+#: dense matmul's (llama.cpp multiplies them expert by expert, each on its share of the micro-batch).
+MOE_LAYER, KV_EXTRA, MOE_FLOPS = "moe", "kv", "moe_flops"
+
+
+@dataclass(frozen=True)
+class WorkShape:
+    """What one test asks of a GPU beyond its ceiling: the layers, the active matmul parameters (decode's ALU side),
+    the layers with routed experts, the share of decode's ideal time that reads the KV cache and recurrent state,
+    and the share of prefill's ideal time in routed-expert matmuls."""
+
+    n_layer: int
+    n_matmul_params: float = 0.0
+    moe_layers: int = 0
+    kv_share: float = 0.0
+    expert_share: float = 0.0
+
+
+def demand_for(ceiling_tps: float, ggml_type: str, phase: Phase, shape: WorkShape,
+               profile: HardwareProfile | None = None) -> Demand:
+    """The demand of ``phase`` whose ceiling is ``ceiling_tps`` for a model whose weights are mostly ``ggml_type``, of
+    ``shape``: the ideal seconds in the weight type's class, and the extra terms the shape has (``MOE_LAYER``,
+    ``KV_EXTRA`` for decode; ``MOE_FLOPS`` for prefill); decode's ALU side at ``profile``'s compute rate."""
+    ideal = 1.0 / ceiling_tps
+    extra: dict[str, float] = {}
+    if phase == "decode":
+        if shape.moe_layers:
+            extra[MOE_LAYER] = float(shape.moe_layers)
+        if shape.kv_share > 0:
+            extra[KV_EXTRA] = shape.kv_share * ideal
+        alu = alu_seconds(shape.n_matmul_params, profile) if profile is not None else 0.0
+        return Demand({weight_family(ggml_type): ideal}, shape.n_layer, extra, alu_s=alu)
+    if shape.expert_share > 0:
+        extra[MOE_FLOPS] = shape.expert_share * ideal
+    return Demand({weight_family(ggml_type): ideal}, shape.n_layer, extra)
 
 
 def demand_from_ceiling(ceiling_tps: float, ggml_type: str, n_layer: int, alu_s: float = 0.0) -> Demand:
-    """The demand of a phase whose ceiling is ``ceiling_tps`` for a model whose weights are mostly ``ggml_type``
-    (``alu_s``: decode's matmul parameters ÷ the compute rate)."""
+    """The demand of a phase whose ceiling is ``ceiling_tps`` for a dense model whose weights are mostly
+    ``ggml_type`` (``alu_s``: decode's matmul parameters ÷ the compute rate)."""
     return Demand({weight_family(ggml_type): 1.0 / ceiling_tps}, n_layer, alu_s=alu_s)
 
 
@@ -184,25 +224,67 @@ def matmul_params(r: ReferenceResult) -> float:
     return r.n_params - (0.0 if m.tied_embeddings else m.n_vocab * m.n_embd) - m.inactive_expert_params
 
 
+def weights_read_bytes(r: ReferenceResult) -> float:
+    """Weight bytes one decoded token reads: the matmul parameters (:func:`matmul_params`) at the file's bytes per
+    parameter; where the routed experts have their own type (``expert_bits_per_weight``, MXFP4's 4.25 beside Q8_0
+    attention), the active experts at theirs and the rest at what the file's other bytes give them."""
+    m = r.model
+    experts = m.expert_params
+    if not (r.expert_bits_per_weight and experts):
+        return r.file_bytes * matmul_params(r) / r.n_params
+    expert_bytes = experts * r.expert_bits_per_weight / 8.0
+    rest_params = r.n_params - experts
+    rest_bytes_per_param = max(r.file_bytes - expert_bytes, 0.0) / rest_params
+    embd = 0.0 if m.tied_embeddings else m.n_vocab * m.n_embd
+    return expert_bytes * m.n_expert_used / m.n_expert + (rest_params - embd) * rest_bytes_per_param
+
+
+def kv_read_bytes(r: ReferenceResult, depth: float) -> float:
+    """f16 KV-cache bytes one decoded token reads at ``depth``: every layer's K and V up to the depth, a
+    sliding-window layer's up to its window (app/predict/ceilings/decode.py ``kv_read_per_layer``)."""
+    m = r.model
+    per_token_layer = 2.0 * m.n_head_kv * m.head_dim * 2
+    windowed = m.n_swa_layers if m.swa_window else 0
+    return per_token_layer * ((m.n_layer - windowed) * depth + windowed * min(depth, float(m.swa_window)))
+
+
+def row_shape(r: ReferenceResult, phase: Phase) -> WorkShape:
+    """The :class:`WorkShape` of a published row's test: the KV share of decode's bytes at ``n_depth + n_gen / 2``
+    for a test taken at a depth (``-d``; from an empty cache the KV term is left to the weights' rate, see
+    :func:`row_demands`), and the active experts' share of the prefill work."""
+    m = r.model
+    moe_layers = m.n_layer if m.n_expert else 0
+    if phase == "decode":
+        weights, kv = weights_read_bytes(r), kv_read_bytes(r, r.n_depth + r.n_gen / 2.0)
+        share = kv / (weights + kv) if kv > 0 and r.n_depth > 0 else 0.0
+        return WorkShape(m.n_layer, matmul_params(r), moe_layers, share)
+    flops = prefill_flops_per_token(matmul_params(r), r.n_prompt, m.n_layer, m.n_head * m.head_dim, r.n_depth,
+                                    m.n_swa_layers, m.swa_window)
+    active_experts = m.expert_params * m.n_expert_used / m.n_expert if m.n_expert else 0.0
+    return WorkShape(m.n_layer, matmul_params(r), moe_layers, 0.0, 2.0 * active_experts / flops)
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def reference_demand(
     r: ReferenceResult, profile: HardwareProfile, phase: Phase, tflops_per_w: float | None = None,
 ) -> Demand:
     """A published row's demand on its GPU, from the same ceiling functions the predictions use.
 
     Decode reads the weights less the untied embedding table (only the looked-up rows) and a MoE model's idle
-    experts, plus the f16 KV cache at ``n_depth + n_gen / 2`` (llama-bench's tg starts from the ``-d`` depth);
-    prefill is 2 × matmul parameters plus attention over an ``n_prompt``-token prompt after ``n_depth`` tokens.
+    experts (:func:`weights_read_bytes`), plus the f16 KV cache at ``n_depth + n_gen / 2`` (llama-bench's tg starts
+    from the ``-d`` depth; windowed layers up to their window); prefill is 2 × matmul parameters plus attention over
+    an ``n_prompt``-token prompt after ``n_depth`` tokens. The extra terms are the row's :func:`row_shape`.
     """
     m = r.model
+    shape = row_shape(r, phase)
     if phase == "decode":
-        weights_read = r.file_bytes * matmul_params(r) / r.n_params
-        kv_read = 2 * m.n_layer * m.n_head_kv * m.head_dim * 2 * (r.n_depth + r.n_gen / 2.0)
-        ceiling = decode_ceiling_tps(profile.peak_bandwidth_gbps, weights_read, kv_read)
-        return demand_from_ceiling(ceiling, r.ggml_type, m.n_layer, alu_seconds(matmul_params(r), profile))
+        ceiling = decode_ceiling_tps(profile.peak_bandwidth_gbps, weights_read_bytes(r),
+                                     kv_read_bytes(r, r.n_depth + r.n_gen / 2.0))
     else:
         ceiling = prefill_ceiling_tps(profile.fp16_tensor_tflops, matmul_params(r), r.n_prompt, m.n_layer,
-                                      m.n_head * m.head_dim, r.n_depth) / compute_scale(profile, tflops_per_w)
-    return demand_from_ceiling(ceiling, r.ggml_type, m.n_layer)
+                                      m.n_head * m.head_dim, r.n_depth, m.n_swa_layers,
+                                      m.swa_window) / compute_scale(profile, tflops_per_w)
+    return demand_for(ceiling, r.ggml_type, phase, shape, profile)
 
 
 def measured_tps(r: ReferenceResult, phase: Phase) -> float:
@@ -275,6 +357,40 @@ class ArchFit:
         return 1.0 / s if s else None
 
 
+def _nnls_normal(design: np.ndarray, rhs: np.ndarray, tol: float = 1e-10) -> np.ndarray:
+    """min ‖design·x − rhs‖ with x ≥ 0, Lawson and Hanson's active set as :func:`fitted_model.nnls` runs it, on the
+    normal equations (Bro and De Jong's form): each step solves a system of the free columns' Gram matrix instead of
+    a least squares of the whole design. The designs here are a few columns of scaled regressors and the fit solves
+    thousands of them over the cross-validation's folds. Falls back to :func:`scaled_nnls` where a Gram block is
+    singular."""
+    import numpy as np
+
+    gram, proj = design.T @ design, design.T @ rhs
+    n = design.shape[1]
+    free = np.zeros(n, dtype=bool)
+    x = np.zeros(n)
+    try:
+        for _ in range(3 * n):
+            grad = proj - gram @ x
+            if free.all() or grad[~free].max() <= tol:
+                break
+            free[np.argmax(np.where(free, -np.inf, grad))] = True
+            while True:
+                z = np.zeros(n)
+                z[free] = np.linalg.solve(gram[np.ix_(free, free)], proj[free])
+                if (z[free] > tol).all():
+                    break
+                neg = free & (z <= tol)
+                step = np.min(x[neg] / np.maximum(x[neg] - z[neg], 1e-300))
+                x = x + step * (z - x)
+                free &= x > tol
+                x[~free] = 0.0
+            x = z
+    except np.linalg.LinAlgError:
+        return scaled_nnls(design, rhs)
+    return x
+
+
 def _solve(
     design: np.ndarray, names: Sequence[str], rhs: np.ndarray | None = None,
 ) -> tuple[float, dict[str, float]] | None:
@@ -290,13 +406,21 @@ def _solve(
     extra = [i for i, n in enumerate(names) if not n.startswith("class:")]
     best: tuple[float, dict[str, float]] | None = None
     target = np.ones(design.shape[0]) if rhs is None else rhs
+    if len(class_idx) + len(extra) <= design.shape[0]:
+        # Every subset is the full set with some coefficients held at 0, so the full set's non-negative solution
+        # has the least residual of them all: where it keeps every class positive it is the answer (the overheads it
+        # sets to 0 are left out, as the subset without them would), and the subsets need no search.
+        coef = _nnls_normal(design, target)
+        if np.all(coef[class_idx] > 0):
+            sse = float(np.sum((design @ coef - target) ** 2))
+            return sse, {names[i]: float(v) for i, v in enumerate(coef) if i in class_idx or v > 0}
     for k in range(len(extra) + 1):
         for chosen in itertools.combinations(extra, k):
             cols = class_idx + list(chosen)
             if len(cols) > design.shape[0]:
                 continue
             sub = design[:, cols]
-            coef = scaled_nnls(sub, target)
+            coef = _nnls_normal(sub, target)
             if np.any(coef[: len(class_idx)] <= 0):
                 continue
             sse = float(np.sum((sub @ coef - target) ** 2))
@@ -305,12 +429,24 @@ def _solve(
     return best
 
 
+def row_demands(
+    phase: Phase, rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile],
+    tflops_per_w: float | None, demand: DemandFn = reference_demand,
+) -> list[Demand]:
+    """Each row's demand; the KV term (``KV_EXTRA``) only where a row was measured at a depth (``n_depth`` > 0): from
+    an empty cache the KV cache is a few percent of the bytes, too little to tell its cost from the weights'."""
+    demands = [demand(r, profiles[r.gpu], phase, tflops_per_w) for r in rows]
+    if any(r.n_depth > 0 for r in rows):
+        return demands
+    return [replace(d, extra={k: v for k, v in d.extra.items() if k != KV_EXTRA}) if KV_EXTRA in d.extra else d
+            for d in demands]
+
+
 def _fit_once(
     phase: Phase, rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile],
     tflops_per_w: float | None, demand: DemandFn,
 ) -> tuple[float, dict[str, float]] | None:
-    demands = [demand(r, profiles[r.gpu], phase, tflops_per_w) for r in rows]
-    return _fit_demands(phase, rows, demands)
+    return _fit_demands(phase, rows, row_demands(phase, rows, profiles, tflops_per_w, demand))
 
 
 def _fit_demands(
@@ -376,12 +512,15 @@ def _fit_roofline(
 
 
 def _best_roofline(
-    rows: Sequence[ReferenceResult], demands: Sequence[Demand],
+    rows: Sequence[ReferenceResult], demands: Sequence[Demand], grid: Sequence[float] | None = None,
 ) -> tuple[float, dict[str, float]] | None:
-    """The roofline fit of the ALU_OPS_GRID value with the smallest residual: every ALU_COARSE_STEP-th value first,
-    then every value within a step of the best of those (the residual is smooth in the ops per weight, and the
-    decode fit is the one search of the fit that runs 60 solves per architecture, GPU left out and cell)."""
-    grid = ALU_OPS_GRID[1:]
+    """The roofline fit of the ``grid`` value (default: ALU_OPS_GRID's non-zero ones) with the smallest residual:
+    every ALU_COARSE_STEP-th value first, then every value within a step of the best of those (the residual is smooth
+    in the ops per weight, and the decode fit is the one search of the fit that runs 60 solves per architecture, GPU
+    left out and cell)."""
+    grid = ALU_OPS_GRID[1:] if grid is None else tuple(grid)
+    if not grid:
+        return None
 
     def solve(indices: Iterable[int]) -> list[tuple[float, int, dict[str, float]]]:
         return [(s[0], i, s[1]) for i in indices if (s := _fit_roofline(rows, demands, grid[i])) is not None]
@@ -398,23 +537,25 @@ def _best_roofline(
 
 def fit_phase_rows(
     phase: Phase, rows: Sequence[ReferenceResult], profiles: Mapping[str, HardwareProfile], architecture: str = "",
-    demand: DemandFn = reference_demand,
+    demand: DemandFn = reference_demand, alu_grid: Sequence[float] | None = None,
+    kappa_grid: Sequence[float | None] | None = None,
 ) -> ArchFit:
     """Fit one phase's coefficients to ``rows`` (each row's GPU looked up in ``profiles`` by name); prefill also
-    picks the power cap κ from ``KAPPA_GRID`` with the smallest residual."""
+    picks the power cap κ from ``kappa_grid`` (default KAPPA_GRID) with the smallest residual, decode the ALU
+    operations per quantized weight from ``alu_grid`` (default ALU_OPS_GRID; empty: no ALU side)."""
     rows = tuple(r for r in rows if used(r, phase))
     if not rows:
         raise PublicFitError(f"{architecture or 'rows'}: no {phase} rows to fit")
     best: tuple[float, dict[str, float], float | None] | None = None
-    for kappa in KAPPA_GRID if phase == "prefill" else (None,):
+    for kappa in (KAPPA_GRID if kappa_grid is None else kappa_grid) if phase == "prefill" else (None,):
         solved = _fit_once(phase, rows, profiles, kappa, demand)
         if solved is not None and (best is None or solved[0] < best[0] * (1.0 - RELATIVE_GAIN)):
             best = (solved[0], solved[1], kappa)
     if phase == "decode" and best is not None:
-        demands = [demand(r, profiles[r.gpu], phase, None) for r in rows]
+        demands = row_demands(phase, rows, profiles, None, demand)
         linear_sse = best[0]
         if any(d.quantized and d.alu_s for d in demands):
-            roofline = _best_roofline(rows, demands)
+            roofline = _best_roofline(rows, demands, alu_grid)
             if roofline is not None and roofline[0] < min(best[0], linear_sse * (1.0 - ALU_GAIN)):
                 best = (roofline[0], roofline[1], None)
     if best is None:
@@ -448,7 +589,7 @@ def fit_architectures(
     by_arch: dict[str, list[ReferenceResult]] = {}
     for r in rows:
         by_arch.setdefault(architecture_of(r.gpu, profiles), []).append(r)
-    fits = {}
+    fits: dict[tuple[str, str], ArchFit] = {}
     for arch, arch_rows in sorted(by_arch.items()):
         for phase in PHASES:
             try:

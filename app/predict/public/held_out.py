@@ -21,12 +21,13 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.paths import PROFILES_DIR
 from app.predict.machine_fit.fitted_model import Expected
 from app.predict.machine_fit.workload import PHASES, Phase
 from app.predict.profiles import HardwareProfile, ProfileError, find_profile
-from app.predict.public.arch_fit import matmul_params, measured_tps, row_era, used
+from app.predict.public.arch_fit import measured_tps, row_era, row_shape, used
 from app.predict.public.bands import SituationBand
 from app.predict.public.data import ReferenceResult, load_reference, source_key
 from app.predict.public.fit import PublicGpuModel, row_ceiling_tps
@@ -90,8 +91,7 @@ def expected_for_row(model: PublicGpuModel, row: ReferenceResult, profile: Hardw
     and build: the same call ``predict`` makes, with the row's ceiling (uncapped spec rates); and its band's
     situation."""
     return model.expected_with_band(profile, phase, row_ceiling_tps(row, profile, phase), row.ggml_type,
-                                    row.model.n_layer, matmul_params(row) if phase == "decode" else 0.0,
-                                    backend=row.backend, build=row.build_number, date=row.date)
+                                    row_shape(row, phase), backend=row.backend, build=row.build_number, date=row.date)
 
 
 def check_held_out(model: PublicGpuModel, rows: Iterable[ReferenceResult],
@@ -179,7 +179,7 @@ class RepeatSpread:
 def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build: bool = False,
                   tolerance: float = 0.15) -> RepeatSpread:
     """The repeat spread of one phase's published figures (see :class:`RepeatSpread`)."""
-    questions: dict[tuple, list[ReferenceResult]] = {}
+    questions: dict[tuple[Any, ...], list[ReferenceResult]] = {}
     for r in rows:
         if not used(r, phase):
             continue
@@ -194,7 +194,7 @@ def repeat_spread(rows: Iterable[ReferenceResult], phase: Phase, *, exact_build:
         tps = [measured_tps(r, phase) for r in asked]
         repeated += asked
         ratios += [statistics.median(tps[:i] + tps[i + 1:]) / x for i, x in enumerate(tps)]
-        publications += [len({source_key(r.source_url) for r in asked})] * len(asked)
+        publications += [len({r.publication_key for r in asked})] * len(asked)
     single = sum(len(asked) == 1 for asked in questions.values())
     return RepeatSpread(phase, exact_build, single, tolerance, tuple(repeated), tuple(abs(q - 1) for q in ratios),
                         tuple(math.log(q) for q in ratios), tuple(publications))
