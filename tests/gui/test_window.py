@@ -63,7 +63,7 @@ def test_profile_choice_changes_the_inspector(window) -> None:
     text = w.inspector.text.text()
     assert "RTX 4060 Laptop" in text and "Fits" in text
     w.inspector.ctx.setValue(1_048_576)  # a million tokens of f16 KV do not fit in 8 GiB
-    text = w.inspector.text.text()  # not entirely on the GPU: layers go to the CPU (said, with the flags) or nothing fits
+    text = w.inspector.text.text()  # not entirely on the GPU: layers go to the CPU (said, with flags) or none fits
     assert ("Fits with layers on the CPU" in text and "-ngl " in text) or "Does not fit" in text
     assert "beyond the trained context" in text
 
