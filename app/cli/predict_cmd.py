@@ -7,16 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.cli.arg_types import DEFAULT_MARGIN_MIB
+from app.cli.arg_types import DEFAULT_MARGIN_MIB, check_threads
 from app.cli.errors import EXIT_OK, UserError, print_line
 from app.cli.json_docs import json_text
 from app.cli.predict_json import v1_at_context_keys, v1_keys
-from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
-from app.predict.machine import names_this_machine
+from app.predict.machine import names_cpu, names_this_machine
 from app.predict.placement import fit_verdict
 from app.predict.profiles import with_given_ram
 from app.predict.questions import Question
@@ -55,7 +54,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     this_machine = names_this_machine(args.hw)
     if this_machine:
         scan = scan_machine(ProbeMode.RUN)
-        machine, probe_threads = Machine.load(scan, store_path=args.store), scan.probe.n_threads if scan.probe else None
+        # the public GPU fit speaks only for a GPU: a CPU-only answer does not load it (nor numpy with it)
+        public = bool(scan.gpus) and not names_cpu(args.hw)
+        machine = Machine.load(scan, store_path=args.store, public=public)
+        probe_threads = scan.probe.n_threads if scan.probe else None
     else:  # a GPU named by --hw: nothing of this machine is looked at
         machine, probe_threads = Machine.elsewhere(), None
     profile = machine.profile_for(args.hw)  # the one rule (ProfileError: one line)
