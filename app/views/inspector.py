@@ -36,15 +36,17 @@ class FigureRow:
     where: str = ""
     source: str = ""
     kind: str = "fact"
+    band: str = ""  # "264.9–391.4": an expected figure's band, where its source gives one
 
     def text(self) -> str:
+        band = f" ({self.band})" if self.band else ""
         where = f" {self.where}" if self.where else ""
         source = f" ({self.source})" if self.source else ""
-        return f"{self.label}: {self.value}{where}{source}"
+        return f"{self.label}: {self.value}{band}{where}{source}"
 
     def to_json_dict(self) -> dict[str, str]:
-        return {"label": self.label, "value": self.value, "where": self.where, "source": self.source,
-                "kind": self.kind}
+        return {"label": self.label, "value": self.value, "band": self.band, "where": self.where,
+                "source": self.source, "kind": self.kind}
 
 
 def _bytes(n: float) -> str:
@@ -74,9 +76,9 @@ def figure_row(phase: str, fig: Figure, where: str, why: str = "") -> FigureRow:
         return FigureRow(f"{phase} expected", f"no fit for this hardware: ceilings only{hint}"
                                               + (f": {why}" if why else ""), kind="none")
     kind = "measured" if fig.kind == "measured" else "expected"
-    band = f" ({fig.low:,.1f}–{fig.high:,.1f})" if fig.low is not None and fig.high and fig.high > fig.low else ""
-    return FigureRow(f"{phase} {kind}", f"{fig.value:,.1f} tok/s{band}", where,
-                     fig.source.name or fig.source.text(), kind)
+    band = f"{fig.low:,.1f}–{fig.high:,.1f}" if fig.low is not None and fig.high and fig.high > fig.low else ""
+    return FigureRow(f"{phase} {kind}", f"{fig.value:,.1f} tok/s", where, fig.source.name or fig.source.text(), kind,
+                     band)
 
 
 @dataclass(frozen=True)

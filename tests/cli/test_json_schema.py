@@ -36,7 +36,7 @@ PREDICT_KEYS = (
     "threads_note", "ceiling_source", "inspector", *V1_KEYS,
 )
 INSPECTOR_KEYS = ("model", "profile", "n_ctx", "flags", "verdict", "decode_depth", "rows", "facts", "notes")
-INSPECTOR_ROW_KEYS = ("label", "value", "where", "source", "kind")
+INSPECTOR_ROW_KEYS = ("label", "value", "band", "where", "source", "kind")
 REQUEST_KEYS = ("prompt_tokens", "output_tokens", "ttft_s", "decode_s", "total_s", "ttft_share", "decode_share",
                 "chars_per_s", "effective_chars_per_s", "ttft_kind", "decode_kind")
 VERDICT_KEYS = ("status", "word", "reason", "text", "n_gpu_layers", "n_cpu_moe", "type_k", "placement", "ran_out",

@@ -72,7 +72,7 @@ def test_inspector_predict_chooser_and_compare_give_one_verdict(window, moe_file
     assert view["flags"] == flags and view["rows"] and escape(v["reason"]) in html
     for row in view["rows"]:
         assert escape(row["label"]) in html and escape(row["value"]) in html, (row, html)
-        assert escape(row["source"]) in html and escape(row["where"]) in html
+        assert escape(row["source"]) in html and escape(row["where"]) in html and escape(row["band"]) in html
     assert escape(view["facts"]) in html
     verdict = w.predictor.verdict(path, Question(n_ctx=N_CTX))
     assert not isinstance(verdict, str) and verdict is not None and verdict.text() == v["text"]

@@ -222,6 +222,7 @@ def _row_html(row: FigureRow) -> str:
     if row.kind == "none":
         return f"<span style='color:{muted}'>{escape(row.value)}</span>"
     value = f"<b>{escape(row.value)}</b>" if row.kind in ("expected", "measured") else escape(row.value)
+    value += f" ({escape(row.band)})" if row.band else ""
     where = f" {escape(row.where)}" if row.where else ""
     source = f" <span style='color:{muted}'>— {escape(row.source)}</span>" if row.source else ""
     return value + where + source
