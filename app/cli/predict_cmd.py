@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,9 @@ from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canoni
 from app.predict.machine import names_cpu, names_this_machine
 from app.predict.placement import fit_verdict
 from app.predict.profiles import with_given_ram
-from app.predict.questions import Question
-from app.predict.settings import PredictSettings
+from app.predict.questions import Question, from_flags
 from app.telemetry.machine import ProbeMode, scan_machine
+from app.views.inspector import InspectorView, inspector_view
 
 
 def backend_arg(text: str) -> str:
@@ -70,7 +69,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if problem and this_machine:
             print_line(f"warning: {problem}")
     margin = int(getattr(args, "margin_mib", DEFAULT_MARGIN_MIB) * 2**20)
-    settings = replace(PredictSettings.from_args(args), device_margin_bytes=margin)
+    settings = from_flags(args, margin)
     asked = Question(n_ctx=args.ctx, type_k=settings.type_k, type_v=settings.type_v, n_gpu_layers=args.n_gpu_layers,
                      n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload, margin_bytes=margin,
                      flash_attn=settings.flash_attn,  # -fa 0 asks the context's figure with flash attention off
@@ -92,6 +91,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     doc = {"schema_version": PREDICT_SCHEMA_VERSION, **got.to_json_dict()}
     doc["at_context"] = at_context_doc(full)  # the figure the inspector and the chooser show for this context
     doc["verdict"] = verdict.to_json_dict()  # the fit verdict every surface prints for this file and context
+    # the window inspector's figures for this file and context, from the one view (app.views.inspector)
+    view = inspector_view(facts, profile, asked, verdict, lambda s: answer(facts, profile, s, machine),
+                          Path(model).name)
+    if isinstance(view, InspectorView):
+        doc["inspector"] = view.to_json_dict()
     if got.prefill is not None:  # the request at the figures shown, each phase's kind said (the scenario panel's)
         doc["request"] = {**got.scenario().to_json_dict(), "ttft_kind": str(got.prefill.kind),
                           "decode_kind": str(got.decode.kind)}
@@ -103,6 +107,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(json_text(doc, PREDICT_SCHEMA_VERSION, indent=2, default=str))
         return EXIT_OK
     print(format_prediction(doc, got, facts.name, Path(model).name))
+    if isinstance(view, InspectorView):
+        print(f"\nAt {asked.n_ctx:,} tokens, as the window's inspector shows it:\n{view.text()}")
+    elif isinstance(view, str):  # a failed answer shows its reason
+        print_line(f"no inspector figures: {view}")
     return EXIT_OK
 
 
