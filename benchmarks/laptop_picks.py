@@ -90,7 +90,8 @@ def main() -> int:
                         print(f"- {name}: no pick — {one.sentence[:160]}")
                         continue
                     q = c.total_quality
-                    print(f"- {name}: {c.filename} {c.placement}, {c.type_k} KV, decode {c.decode_tps.text()} tok/s, "
+                    kv = f"{c.type_k} KV" if c.kv_cache else "no KV cache"
+                    print(f"- {name}: {c.filename} {c.placement}, {kv}, decode {c.decode_tps.text()} tok/s, "
                           f"KLD {q.kld:.4f} {q.kind}, GPU {c.memory_bytes / GIB:.2f} GiB + "
                           f"{c.margin_bytes / GIB:.1f} free of {report.profile.vram_bytes / GIB:.1f}"
                           + (f", RAM {c.host_bytes / GIB:.1f} of {c.host_budget_bytes / GIB:.1f} GiB"

@@ -165,7 +165,8 @@ def _value(writer: gguf.GGUFWriter, key: str, value: object) -> None:
         writer.add_key_value(key, value, gguf.GGUFValueType.STRING)
     elif isinstance(value, list | tuple):
         values = list(value)
-        sub = (gguf.GGUFValueType.BOOL if all(isinstance(v, bool) for v in values) else
+        sub = (gguf.GGUFValueType.STRING if values and all(isinstance(v, str) for v in values) else
+               gguf.GGUFValueType.BOOL if all(isinstance(v, bool) for v in values) else
                gguf.GGUFValueType.FLOAT32 if any(isinstance(v, float) for v in values) else gguf.GGUFValueType.INT32)
         writer.add_key_value(key, values, gguf.GGUFValueType.ARRAY, sub_type=sub)
     else:

@@ -69,6 +69,18 @@ def between(low: float, high: float, unit: str = "") -> Callable[[str], float]:
     return parse
 
 
+def check_threads(n_threads: int) -> None:
+    """``-t``: 0 (all) up to 4 × the CPU threads this process may use, as for sweeps; one line if not."""
+    from app.cli.errors import UserError
+    from app.run.params import THREADS_PER_CPU
+    from app.telemetry.host import usable_cpu_threads
+
+    limit = THREADS_PER_CPU * usable_cpu_threads()
+    if not 0 <= n_threads <= limit:
+        raise UserError(f"-t {n_threads}: must be between 0 (all) and {limit} (4 × the CPU threads this process "
+                        "may use)")
+
+
 #: --ram's range (GiB): from a small board to more than any workstation holds
 RAM_GIB_RANGE = (0.5, 65536.0)
 #: --margin's range (MiB): none, up to more than any GPU holds
@@ -99,5 +111,3 @@ def add_margin_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--margin", dest="margin_mib", type=margin_mib, default=DEFAULT_MARGIN_MIB, metavar="MiB",
                    help=f"GPU memory every placement leaves free (default {DEFAULT_MARGIN_MIB:g}, as llama.cpp's "
                         "--fit-target): a card filled to the last MiB fails to load or spills into shared memory")
-
-

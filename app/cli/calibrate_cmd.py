@@ -15,9 +15,9 @@ from typing import Any
 from app.calibrate import FitError
 from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationCancelled, residual_table
 from app.calibrate.synth_models import WRITABLE_TYPES
+from app.cli.arg_types import check_threads
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError, print_line
 from app.cli.json_docs import SCHEMA_VERSIONS, json_text
-from app.cli.quantize_cmd import check_threads
 from app.results.store import ResultStore
 
 #: The most repetitions per test and passes over the ladder a calibration takes (each is minutes of work already).

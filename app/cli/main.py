@@ -7,51 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from app.cli.arg_types import add_margin_option, count, ram_gib_arg
-from app.cli.calibrate_cmd import add_calibrate_parser
-from app.cli.choose_cmd import add_choose_parser
-from app.cli.compare_cmd import add_compare_parser
-from app.cli.doctor_cmd import add_doctor_parser
-from app.cli.errors import (
-    EXIT_CANCELLED,
-    EXIT_INTERNAL,
-    EXIT_OK,
-    EXIT_TESTS_FAILED,
-    EXIT_USAGE,
-    UserError,
-    crash_log,
-    print_error,
-)
-from app.cli.import_cmd import add_import_parser
-from app.cli.power_options import add_power_options
-from app.cli.predict_cmd import backend_arg, build_arg, cmd_predict
-from app.cli.quality_cmd import add_quality_parser
-from app.cli.quantize_cmd import add_quantize_parser
-from app.cli.read_cmds import cmd_export, cmd_history, cmd_hw, cmd_inspect
-from app.cli.remote_cmd import add_remote_options
-from app.cli.run_cmd import cmd_run
+from app.cli.errors import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_TESTS_FAILED, EXIT_USAGE, crash_log, print_error
 from app.cli.terminal import guarded_output
-from app.cli.url_options import add_url_options
-from app.model.gguf_facts import GGUFFileError
-from app.paths import DataDirError, absolute_path_env
-from app.predict.profiles import ProfileError
-from app.predict.questions import DEFAULT_N_CTX
-from app.results import export
-from app.results.store import StoreError
-from app.run.params import (
-    FA_AUTO,
-    INT,
-    MAX_GPU_LAYERS,
-    MAX_TOKENS,
-    PARAM,
-    PARAMS,
-    REPACK_AUTO,
-    parse_flash_attn,
-    parse_n_cpu_moe,
-    parse_repack,
-)
-from app.run.plan import PlanError
+from app.paths import absolute_path_env
+
+# Each command's module (and what it imports: numpy, the sweep machinery, the window's data) is imported only when
+# that command runs: the parser is built in two passes, the first with every command a stub that takes any
+# arguments (argparse itself says which command was given), the second with that command's real arguments.
 
 OUTPUT_HELP = ("md (a compact table), csv (every column the run has, llama-bench compatible: a local run leaves out "
                "the remote servers' columns), csv-all (every column, always), summary (a short CSV for "
@@ -60,6 +26,8 @@ OUTPUT_HELP = ("md (a compact table), csv (every column the run has, llama-bench
 
 # --- parser ----------------------------------------------------------------------------------------
 def _flash_attn_arg(text: str) -> int:
+    from app.run.params import parse_flash_attn
+
     try:
         return parse_flash_attn(text)
     except ValueError as e:
@@ -67,6 +35,8 @@ def _flash_attn_arg(text: str) -> int:
 
 
 def _repack_arg(text: str) -> int:
+    from app.run.params import parse_repack
+
     try:
         return parse_repack(text)
     except ValueError as e:
@@ -74,18 +44,20 @@ def _repack_arg(text: str) -> int:
 
 
 def _n_cpu_moe_arg(text: str) -> int:
+    from app.run.params import parse_n_cpu_moe
+
     try:
         return parse_n_cpu_moe(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"-ncmoe {text!r}: {e}") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="gguf-bench", description=__doc__)
-    ap.add_argument("--store", help="results database (default: the user data dir)")
-    sub = ap.add_subparsers(dest="command", required=True)
+def _add_inspect(sub: Any) -> None:
+    from app.cli.read_cmds import cmd_inspect
+    from app.cli.url_options import add_url_options
+    from app.run.params import MAX_TOKENS
 
-    p = sub.add_parser("inspect", help="facts read from a GGUF file without loading it")
+    p = sub.add_parser("inspect", help=HELP["inspect"])
     p.add_argument("model")
     p.add_argument("--json", action="store_true")
     p.add_argument("--dry-run", dest="dry_run", action="store_true",
@@ -96,7 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_url_options(p)
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("run", help="run a benchmark sweep (llama-bench flag names and list syntax)")
+
+def _add_run(sub: Any) -> None:
+    from app.cli.remote_cmd import add_remote_options
+    from app.cli.run_cmd import cmd_run
+    from app.results import export
+    from app.run.params import INT, PARAMS
+
+    p = sub.add_parser("run", help=HELP["run"])
     p.add_argument("-m", "--model", action="append", help="GGUF file (repeat for several); default: SmolLM2-135M")
     for prm in PARAMS:  # the sweep settings: llama-bench's flags, list syntax parsed by build_sweep
         scalar_int = prm.kind is INT and not prm.is_list
@@ -112,7 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_remote_options(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("predict", help="predict ceilings, memory and fit without running anything")
+
+def _add_predict(sub: Any) -> None:
+    from app.cli.power_options import add_power_options
+    from app.cli.predict_cmd import backend_arg, build_arg, cmd_predict
+    from app.cli.url_options import add_url_options
+    from app.predict.questions import DEFAULT_N_CTX
+    from app.run.params import FA_AUTO, MAX_GPU_LAYERS, MAX_TOKENS, PARAM, REPACK_AUTO
+
+    p = sub.add_parser("predict", help=HELP["predict"])
     p.add_argument("-m", "--model", help="GGUF file (default: the built-in SmolLM2-135M)")
     p.add_argument("--hw", help='hardware profile, e.g. "RTX 4060 Laptop" (default: this machine)')
     p.add_argument("--ctx", type=count(1, MAX_TOKENS), default=DEFAULT_N_CTX,
@@ -156,57 +143,137 @@ def build_parser() -> argparse.ArgumentParser:
     add_url_options(p)
     p.set_defaults(func=cmd_predict)
 
-    p = sub.add_parser("history", help="list past runs in the results store")
+
+def _add_history(sub: Any) -> None:
+    from app.cli.read_cmds import cmd_history
+
+    p = sub.add_parser("history", help=HELP["history"])
     p.add_argument("--limit", type=count(1, 1_000_000), default=30)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("export", help="re-export one stored run (a sweep, or a quality run)")
+
+def _add_export(sub: Any) -> None:
+    from app.cli.read_cmds import cmd_export
+    from app.results import export
+
+    p = sub.add_parser("export", help=HELP["export"])
     p.add_argument("run_id", help="run id (a unique prefix, 'last' or 'last-quality')")
     p.add_argument("-o", "--output", choices=export.FORMATS, default="csv", help=OUTPUT_HELP)
     p.add_argument("--out")
     p.set_defaults(func=cmd_export)
-    add_compare_parser(sub)
 
-    p = sub.add_parser("hw", help="this machine: CPU, RAM, probed bandwidth, NVIDIA GPUs")
+
+def _add_hw(sub: Any) -> None:
+    from app.cli.read_cmds import cmd_hw
+
+    p = sub.add_parser("hw", help=HELP["hw"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-probe", action="store_true", help="skip the bandwidth/compute probe")
     p.add_argument("--reprobe", action="store_true", help="measure again; the cache keeps the better figures")
     p.set_defaults(func=cmd_hw)
-    add_doctor_parser(sub)
-    add_choose_parser(sub)
-    add_quantize_parser(sub)
-    add_quality_parser(sub)
-    add_calibrate_parser(sub)
-    add_import_parser(sub)
+
+
+def _from_module(module: str, function: str) -> Callable[[Any], None]:
+    """A command whose parser its own module adds (``add_<name>_parser(sub)``), imported when it is chosen."""
+
+    def add(sub: Any) -> None:
+        import importlib
+
+        getattr(importlib.import_module(module), function)(sub)
+
+    return add
+
+
+#: Each command in the order ``--help`` lists them: (name, its one-line help, what adds its real parser).
+COMMANDS: tuple[tuple[str, str, Callable[[Any], None]], ...] = (
+    ("inspect", "facts read from a GGUF file without loading it", _add_inspect),
+    ("run", "run a benchmark sweep (llama-bench flag names and list syntax)", _add_run),
+    ("predict", "predict ceilings, memory and fit without running anything", _add_predict),
+    ("history", "list past runs in the results store", _add_history),
+    ("export", "re-export one stored run (a sweep, or a quality run)", _add_export),
+    ("compare", "stored runs side by side: decode, TTFT, size and KV per token, with ratios (the window's Compare "
+                "view)", _from_module("app.cli.compare_cmd", "add_compare_parser")),
+    ("hw", "this machine: CPU, RAM, probed bandwidth, NVIDIA GPUs", _add_hw),
+    ("doctor", "which llama.cpp backends/devices and which GPUs this machine has, and the command that fixes a "
+               "mismatch", _from_module("app.cli.doctor_cmd", "add_doctor_parser")),
+    ("choose", "which quantization to run on a GPU at a context (files, folders or URLs)",
+     _from_module("app.cli.choose_cmd", "add_choose_parser")),
+    ("quantize", "write quantized variants of a GGUF file (llama.cpp's quantizer)",
+     _from_module("app.cli.quantize_cmd", "add_quantize_parser")),
+    ("quality", "perplexity and KL divergence of GGUF files against a reference",
+     _from_module("app.cli.quality_cmd", "add_quality_parser")),
+    ("calibrate", "fit this machine's decode/prefill model from a ladder of synthetic models (about three minutes on "
+                  "2 cores)", _from_module("app.cli.calibrate_cmd", "add_calibrate_parser")),
+    ("import", "load llama-bench outputs (CSV, JSON, JSONL, markdown) into the results store",
+     _from_module("app.cli.import_cmd", "add_import_parser")),
+)
+HELP: dict[str, str] = {name: text for name, text, _add in COMMANDS}
+
+
+def build_parser(real: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """``gguf-bench``'s parser. ``real``: the commands whose own arguments it knows (importing their modules);
+    every other command is a stub that takes any arguments. None: every command (tests, the docs)."""
+    wanted = None if real is None else set(real)
+    ap = argparse.ArgumentParser(prog="gguf-bench", description=__doc__)
+    ap.add_argument("--store", help="results database (default: the user data dir)")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name, text, add in COMMANDS:
+        if wanted is None or name in wanted:
+            add(sub)
+        else:
+            sub.add_parser(name, help=text, add_help=False)
     return ap
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments of one command line, with only the chosen command's module imported."""
+    given = sys.argv[1:] if argv is None else argv
+    chosen = build_parser(real=()).parse_known_args(given)[0].command  # `-h` alone, or a bad command, ends here
+    return build_parser(real=(chosen,)).parse_args(given)
 
 
 def main(argv: list[str] | None = None) -> int:
     with guarded_output() as output:  # names escaped, an ASCII terminal, a closed or full stdout: see app.cli.terminal
         absolute_path_env()  # a relative GGUF_WORKBENCH_DATA_DIR means the same folder to the worker
-        args = build_parser().parse_args(argv)
+        args = parse_args(argv)
         rc = _run_command(args)
         if output.stdout_lost and rc == EXIT_OK:
             rc = EXIT_TESTS_FAILED  # the work was done, but what it printed did not arrive
         return rc
 
 
+#: The errors that are the user's (one line, exit 2), by module: an error can only be raised once its module is
+#: imported, so each is looked up where it is (nothing is imported to check).
+USER_ERRORS: tuple[tuple[str, str], ...] = (
+    ("app.cli.errors", "UserError"), ("app.model.gguf_facts", "GGUFFileError"), ("app.run.plan", "PlanError"),
+    ("app.results.store", "StoreError"), ("app.predict.profiles", "ProfileError"), ("app.paths", "DataDirError"))
+
+
+def is_user_error(error: BaseException) -> bool:
+    for module_name, class_name in USER_ERRORS:
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        if isinstance(cls, type) and isinstance(error, cls):
+            return True
+    return False
+
+
 def _run_command(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
-    except (UserError, GGUFFileError, PlanError, StoreError, ProfileError, DataDirError) as e:
-        print_error(str(e))
-        return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_CANCELLED
-    except OSError as e:  # a full disk, a folder gone: what failed, in one line
-        where = f"{e.filename}: " if e.filename else ""
-        print_error(f"{where}{e.strerror or e}")
-        return EXIT_TESTS_FAILED
-    except Exception as e:  # noqa: BLE001 - a bug: one line here, the traceback in a log for the report
+    except Exception as e:  # noqa: BLE001 - the user's mistake, a system error, or a bug: each in one line
+        if is_user_error(e):
+            print_error(str(e))
+            return EXIT_USAGE
+        if isinstance(e, OSError):  # a full disk, a folder gone: what failed, in one line
+            where = f"{e.filename}: " if e.filename else ""
+            print_error(f"{where}{e.strerror or e}")
+            return EXIT_TESTS_FAILED
+        # a bug: one line here, the traceback in a log for the report
         print_error(f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}{crash_log(e)}")
         return EXIT_INTERNAL
 

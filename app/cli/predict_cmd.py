@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.cli.arg_types import DEFAULT_MARGIN_MIB
+from app.cli.arg_types import DEFAULT_MARGIN_MIB, check_threads
 from app.cli.errors import EXIT_OK, UserError, print_line
 from app.cli.json_docs import json_text
 from app.cli.power_options import power_state
 from app.cli.predict_json import v1_at_context_keys, v1_keys
-from app.cli.quantize_cmd import check_threads
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
 from app.paths import default_model_path
 from app.predict.answer import BACKENDS, Answer, Figure, Machine, answer, canonical_backend, threads_for
-from app.predict.machine import names_this_machine
+from app.predict.machine import names_cpu, names_this_machine
 from app.predict.placement import fit_verdict
 from app.predict.profiles import with_given_ram
-from app.predict.questions import Question
-from app.predict.settings import PredictSettings
+from app.predict.questions import Question, from_flags
 from app.telemetry.machine import ProbeMode, scan_machine
+from app.views.inspector import InspectorView, inspector_view
 
 
 def backend_arg(text: str) -> str:
@@ -56,7 +54,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     this_machine = names_this_machine(args.hw)
     if this_machine:
         scan = scan_machine(ProbeMode.RUN)
-        machine, probe_threads = Machine.load(scan, store_path=args.store), scan.probe.n_threads if scan.probe else None
+        # the public GPU fit speaks only for a GPU: a CPU-only answer does not load it (nor numpy with it)
+        public = bool(scan.gpus) and not names_cpu(args.hw)
+        machine = Machine.load(scan, store_path=args.store, public=public)
+        probe_threads = scan.probe.n_threads if scan.probe else None
     else:  # a GPU named by --hw: nothing of this machine is looked at
         machine, probe_threads = Machine.elsewhere(), None
     profile = machine.profile_for(args.hw)  # the one rule (ProfileError: one line)
@@ -70,7 +71,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if problem and this_machine:
             print_line(f"warning: {problem}")
     margin = int(getattr(args, "margin_mib", DEFAULT_MARGIN_MIB) * 2**20)
-    settings = replace(PredictSettings.from_args(args), device_margin_bytes=margin)
+    settings = from_flags(args, margin)
     asked = Question(n_ctx=args.ctx, type_k=settings.type_k, type_v=settings.type_v, n_gpu_layers=args.n_gpu_layers,
                      n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload,
                      no_op_offload=settings.no_op_offload, margin_bytes=margin,
@@ -93,6 +94,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     doc = {"schema_version": PREDICT_SCHEMA_VERSION, **got.to_json_dict()}
     doc["at_context"] = at_context_doc(full)  # the figure the inspector and the chooser show for this context
     doc["verdict"] = verdict.to_json_dict()  # the fit verdict every surface prints for this file and context
+    # the window inspector's figures for this file and context, from the one view (app.views.inspector)
+    view = inspector_view(facts, profile, asked, verdict, lambda s: answer(facts, profile, s, machine),
+                          Path(model).name)
+    if isinstance(view, InspectorView):
+        doc["inspector"] = view.to_json_dict()
     if got.prefill is not None:  # the request at the figures shown, each phase's kind said (the scenario panel's)
         doc["request"] = {**got.scenario().to_json_dict(), "ttft_kind": str(got.prefill.kind),
                           "decode_kind": str(got.decode.kind)}
@@ -104,6 +110,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(json_text(doc, PREDICT_SCHEMA_VERSION, indent=2, default=str))
         return EXIT_OK
     print(format_prediction(doc, got, facts.name, Path(model).name))
+    if isinstance(view, InspectorView):
+        print(f"\nAt {asked.n_ctx:,} tokens, as the window's inspector shows it:\n{view.text()}")
+    elif isinstance(view, str):  # a failed answer shows its reason
+        print_line(f"no inspector figures: {view}")
     return EXIT_OK
 
 

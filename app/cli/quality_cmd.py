@@ -10,10 +10,10 @@ import argparse
 import sys
 from typing import Any
 
+from app.cli.arg_types import check_threads
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError, print_line
 from app.cli.output import check_output_path, write_results
 from app.cli.progress import write_progress
-from app.cli.quantize_cmd import check_threads
 from app.cli.run_cmd import _stop_on_signals
 from app.quality.plan import DEFAULT_N_CTX, DEFAULT_N_TOKENS, QualityPlan, QualitySetupError, plan_quality
 from app.quality.session import QualitySession, progress_text

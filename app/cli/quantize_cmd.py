@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from app.cli.arg_types import check_threads
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, EXIT_TESTS_FAILED, UserError
 from app.cli.output import check_output_path, write_results
 from app.cli.progress import write_progress
@@ -23,8 +24,6 @@ from app.results.fields import RowStatus
 from app.results.row_types import Row
 from app.run.events import Event, JobProgress, TestFailed, TestFinished
 from app.run.job_client import new_job_log
-from app.run.params import THREADS_PER_CPU
-from app.telemetry.host import usable_cpu_threads
 
 OUTPUT_FORMATS = ("md", "csv", "json", "jsonl")
 
@@ -86,14 +85,6 @@ class FileProgress:
 
     def _final(self, text: str) -> None:
         write_progress(text, final=True, tty=self.tty)
-
-
-def check_threads(n_threads: int) -> None:
-    """``-t``: 0 (all) up to 4 × the CPU threads this process may use, as for sweeps; one line if not."""
-    limit = THREADS_PER_CPU * usable_cpu_threads()
-    if not 0 <= n_threads <= limit:
-        raise UserError(f"-t {n_threads}: must be between 0 (all) and {limit} (4 × the CPU threads this process "
-                        "may use)")
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from app.model.facts import ModelFacts
 from app.model.format import format_facts_text
 from app.model.gguf_http import read_facts
 from app.predict.answer import Machine, MemoryCheck, memory_checks
-from app.predict.settings import PredictSettings
+from app.predict.questions import memory_at
 from app.results import export
 from app.results.quality_store import QUALITY_FORMATS, quality_rows, quality_run_ids, quality_runs, render_quality
 from app.results.store import ResultStore, StoreError
@@ -49,7 +49,7 @@ DRY_RUN_CONTEXTS = (8192, 32768)
 
 def _dry_run_checks(facts: ModelFacts, args: argparse.Namespace) -> list[MemoryCheck | str]:
     """Our memory formulas beside llama.cpp's dry run of the file at each --ctx (a child process; cached)."""
-    settings = [PredictSettings(n_ctx=n, flash_attn=True) for n in (args.ctx or DRY_RUN_CONTEXTS)]
+    settings = [memory_at(n) for n in (args.ctx or DRY_RUN_CONTEXTS)]
     return memory_checks(facts, settings, Machine().with_dry_run(facts, settings))
 
 

@@ -16,23 +16,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from app.calibrate import MachineFit
-from app.calibrate.ladder import (
-    CalibrateOptions,
-    Calibration,
-    CalibrationCancelled,
-    CalibrationResult,
-    saved_calibration,
-)
-from app.gui.calibration_view import CalibrationView
 from app.gui.long_work import PROGRESS_STEPS, LongWork, long_work_dialog
 from app.results.store import ResultStore
+
+if TYPE_CHECKING:  # the calibration machinery (the ladder writes GGUFs with gguf, numpy) is imported when used
+    from app.calibrate import MachineFit
+    from app.calibrate.ladder import CalibrateOptions, Calibration, CalibrationResult
+    from app.gui.calibration_view import CalibrationView
 
 Notify = Callable[[str, str], None]  # (text, level "info" | "warning" | "error")
 #: where the window remembers how long its last calibration took (seconds): the next one's honest estimate
@@ -124,7 +120,7 @@ class CalibrateAction(LongWork):
         super().__init__(parent)
         self._parent = parent
         self._notify = notify
-        self.options = options or CalibrateOptions()
+        self._options = options
         self.store_path = store_path
         self.on_calibrated = on_calibrated
         self.settings = settings  # a gui Settings: how long the last calibration took here
@@ -144,6 +140,16 @@ class CalibrateAction(LongWork):
         self.done.connect(self._on_done)
         self.loaded.connect(self._on_loaded)
 
+    @property
+    def options(self) -> CalibrateOptions:
+        """The ladder's options (the defaults unless given): made when first asked, so that the window's start does
+        not import the calibration machinery."""
+        if self._options is None:
+            from app.calibrate.ladder import CalibrateOptions
+
+            self._options = CalibrateOptions()
+        return self._options
+
     def start(self, confirm: bool = False) -> None:
         """Open the progress dialog and start calibrating (a second start while one runs does nothing); with
         ``confirm`` (the menu), ask first: it keeps the machine busy for minutes."""
@@ -155,6 +161,8 @@ class CalibrateAction(LongWork):
                 "programs for figures you can trust. Your stored results are kept, and Cancel leaves the previous "
                 "fit as it was.\n\nStart now?") != QMessageBox.StandardButton.Yes:
             return
+        from app.calibrate.ladder import Calibration
+
         self._calibration = Calibration(self.options, progress=self.progress.emit)
         self._progress = CalibrationProgress(passes=self.options.passes)
         self.dialog = long_work_dialog(self._parent, "Calibrate", "Calibrating this machine…", self.cancel)
@@ -211,6 +219,8 @@ class CalibrateAction(LongWork):
         self.close_dialog()
         self.action.setEnabled(True)
         self._calibration = None
+        from app.calibrate.ladder import CalibrationCancelled
+
         if isinstance(error, CalibrationCancelled):
             self._notify("Calibration cancelled; the previous fit is unchanged.", "warning")
         elif error is not None:
@@ -226,6 +236,8 @@ class CalibrateAction(LongWork):
 
     def _result_view(self) -> CalibrationView:
         if self.view is None:
+            from app.gui.calibration_view import CalibrationView
+
             self.view = CalibrationView(self._parent)
         return self.view
 
@@ -244,6 +256,8 @@ class CalibrateAction(LongWork):
             return
 
         def read() -> None:
+            from app.calibrate.ladder import saved_calibration
+
             try:
                 found: tuple[MachineFit | None, Path, str | None] | Exception = saved_calibration()
             except Exception as e:  # noqa: BLE001 - shown as one line

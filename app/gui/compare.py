@@ -46,7 +46,7 @@ from app.results.store import ResultStore, StoreError
 def predicted_figures(predictor: PredictionService, path: str, prompt: int) -> tuple[float | None, float | None]:
     """A model file's (decode tok/s from an empty cache, TTFT ms at ``prompt``) on the chosen profile, as the answer
     gives them everywhere else: expected where a source gives one, else the ceiling."""
-    got = predictor.predict(path, n_ctx=prompt + 256, n_prompt=prompt, n_gen=128, flash_attn=True)
+    got = predictor.predict_settings(path, Question(n_ctx=prompt + 256).short_prompt(prompt))
     if got is None:
         return None, None
     return got.decode_empty.value, got.ttft_ms.value if got.ttft_ms is not None else None

@@ -21,6 +21,7 @@ from app.predict.profiles import HardwareProfile
 from app.predict.questions import Question
 from app.predict.scenario_totals import scenario_totals
 from app.results.row_types import ResultRow
+from app.views.scenario import RequestRates, request_rates
 
 
 class ModelDetails(QObject):
@@ -111,13 +112,12 @@ class ModelDetails(QObject):
         chosen = self.predictor.profile
         main = ran_on or chosen
         what_if = chosen if ran_on is not None and not same_hardware(ran_on, chosen) else None
-        main_rates, main_kind = self._rates(path, p, n, main)
-        what_if_rates, what_if_kind = self._rates(path, p, n, what_if)
-        totals = scenario_totals(p, n, main_rates, rows, path)
-        what_if_total = scenario_totals(p, n, what_if_rates, [], path).predicted
+        main_rates, what_if_rates = self._rates(path, p, n, main), self._rates(path, p, n, what_if)
+        totals = scenario_totals(p, n, main_rates.rates if main_rates else None, rows, path)
+        what_if_total = scenario_totals(p, n, what_if_rates.rates if what_if_rates else None, [], path).predicted
         facts = self.predictor.facts.get(path)
-        self.scenario.show_totals(totals, _named(main, main_kind), what_if=what_if_total,
-                                  what_if_name=_named(what_if, what_if_kind), model=os.path.basename(path),
+        self.scenario.show_totals(totals, _named(main, main_rates), what_if=what_if_total,
+                                  what_if_name=_named(what_if, what_if_rates), model=os.path.basename(path),
                                   n_ctx_train=facts.n_ctx_train if facts is not None else 0)
 
     def _measured_model(self) -> tuple[str, list[ResultRow]]:
@@ -131,27 +131,19 @@ class ModelDetails(QObject):
                 return candidate, rows
         return path, []
 
-    def _rates(self, path: str, p: int, n: int,
-               profile: HardwareProfile | None) -> tuple[tuple[float, float] | None, str]:
-        """Predicted (prefill, decode) tok/s of one request on ``profile``, and what each phase's figure is
-        ("public / split", "ceiling / ceiling"): per phase, as ``predict``'s request line takes them (the answer's
-        figure: measured, expected, else the ceiling), "" without a profile. The question is ``predict``'s for
-        ``-p``/``-n`` at the inspector's context, KV type and -ngl (app.predict.questions)."""
+    def _rates(self, path: str, p: int, n: int, profile: HardwareProfile | None) -> RequestRates | None:
+        """One request's predicted rates on ``profile``, per phase (app.views.scenario): ``predict``'s question for
+        ``-p``/``-n`` at the inspector's context, KV type and -ngl."""
         if not path or profile is None:
-            return None, ""
-        tk = self.inspector.kv_type.currentText()
-        question = Question(n_ctx=self.inspector.ctx.value(), type_k=tk, n_gpu_layers=self.inspector.ngl.value(),
-                            n_prompt=max(p, 1), n_gen=n)
-        got = self.predictor.predict_settings(path, question.request(), profile)
-        if got is None or got.prefill is None:
-            return None, ""
-        return (got.prefill.value, got.decode.value), f"{got.prefill.kind} / {got.decode.kind}"
+            return None
+        question = Question(n_ctx=self.inspector.ctx.value(), type_k=self.inspector.kv_type.currentText(),
+                            n_gpu_layers=self.inspector.ngl.value(), n_prompt=max(p, 1), n_gen=n)
+        return request_rates(self.predictor.asker(path, profile), question)
 
 
-def _named(profile: HardwareProfile | None, kinds: str) -> str:
-    """A profile's name as the scenario panel says it, with what its TTFT and decode figures are: "RTX 4060 Laptop
-    (TTFT ceiling, decode split)"; a phase marked ceiling has no expected figure: the least it can take."""
+def _named(profile: HardwareProfile | None, rates: RequestRates | None) -> str:
+    """A profile's name as the scenario panel says it, with what its TTFT and decode figures are (a phase marked
+    ceiling has no expected figure: the least it can take)."""
     if profile is None:
         return ""
-    ttft, _, decode = kinds.partition(" / ")
-    return profile.name + (f" (TTFT {ttft}, decode {decode})" if kinds else "")
+    return rates.named(profile.name) if rates is not None else profile.name

@@ -4,7 +4,7 @@ llama.cpp is the memory truth where it can load a file: loaded with ``llama_mode
 or allocated, yet creating a context sizes its KV cache, its recurrent state and its compute and output buffers for
 whatever architecture it knows, and logs them (the measurement its ``--fit`` makes). A child process
 (``python -m app.worker.dry_run_probe``, like the repack guard's probe) does it on this machine's CPU, so a crash in
-llama.cpp takes only the child. Results are kept in the data dir per (file, size, mtime, this machine and build,
+llama.cpp takes only the child. Results are kept in the cache folder per (file, size, mtime, this machine and build,
 settings): asked again, nothing runs. The weights' buffers log 0 under no_alloc; llama.cpp's own count of the
 weights it loads (``llama_model_size``) comes back beside the contexts. What llama.cpp does allocate for real (the
 recurrent state, the vocabulary) is bounded first: the header's claims are checked and the child runs under a
@@ -29,7 +29,7 @@ from app.bounded_read import read_bounded_text
 from app.model.dry_run_bounds import child_memory_limit_bytes, claims_problem
 from app.model.facts_cache import cached_facts
 from app.model.gguf_facts import GGUFFileError
-from app.paths import REPO_ROOT, DataDirError, data_dir
+from app.paths import REPO_ROOT, cache_dir
 from app.telemetry.repack_guard import machine_key
 
 CACHE_FILE = "dry-run-cache.json"
@@ -148,31 +148,47 @@ def _file_key(path: Path) -> str | None:
 
 
 def _cache_path() -> Path | None:
+    """The cache file in the cache folder (what can be made again: app.paths.cache_dir)."""
     try:
-        return data_dir() / CACHE_FILE
-    except (DataDirError, OSError):
+        return cache_dir() / CACHE_FILE
+    except OSError:
         return None
 
 
 def _read_cache(path: Path | None) -> dict[str, dict[str, object]]:
+    """The entries that can be read back; a damaged one is left out (its run is made again and written over it)."""
     if path is None:
         return {}
     try:
         d = json.loads(read_bounded_text(path, 16 << 20))
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return {}
     if not isinstance(d, dict) or d.get("version") != FORMAT_VERSION or not isinstance(d.get("entries"), dict):
         return {}
-    return {str(k): v for k, v in d["entries"].items() if isinstance(v, dict)}
+    entries = {}
+    for k, v in d["entries"].items():
+        try:
+            _from_entry("", v)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+            continue
+        entries[str(k)] = v
+    return entries
+
+
+def _saved_s(entry: dict[str, object]) -> float:
+    saved = entry.get("saved")
+    return float(saved) if isinstance(saved, int | float) and not isinstance(saved, bool) else 0.0
 
 
 def _write_cache(path: Path | None, entries: dict[str, dict[str, object]]) -> None:
     if path is None:
         return
-    newest = dict(sorted(entries.items(), key=lambda kv: float(kv[1].get("saved", 0.0)))[-MAX_ENTRIES:])  # type: ignore[arg-type]
+    newest = dict(sorted(entries.items(), key=lambda kv: _saved_s(kv[1]))[-MAX_ENTRIES:])
     try:
-        write_text_atomic(path, json.dumps({"version": FORMAT_VERSION, "entries": newest}), own_file=True)
-    except OSError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps({"version": FORMAT_VERSION, "entries": newest}, allow_nan=False),
+                          own_file=True)
+    except (OSError, ValueError):
         pass
 
 
@@ -240,6 +256,9 @@ def _to_entry(run: DryRun) -> dict[str, object]:
 
 
 def _from_entry(path: str, e: dict[str, object]) -> DryRun:
+    """An entry read back; KeyError, TypeError or ValueError when it is damaged."""
+    if not isinstance(e, dict) or not isinstance(e.get("contexts") or [], list):
+        raise TypeError("not a dry-run entry")
     size, n_params = e.get("size_bytes"), e.get("n_params")
     return DryRun(path, tuple(ContextMemory.from_json(c) for c in e.get("contexts") or ()),  # type: ignore[union-attr]
                   size_bytes=size if isinstance(size, int) else None,
@@ -263,7 +282,7 @@ def dry_run(path: str | os.PathLike[str], settings: Sequence[DryRunSettings], *,
     keys = {s: f"{file_key}|{build}|{s.key()}" for s in settings}
     store = _cache_path() if cache else None
     entries = _read_cache(store)
-    if cache and all(k in entries for k in keys.values()):
+    if cache and all(k in entries for k in keys.values()):  # a damaged entry was left out: its run is made again
         runs = [_from_entry(str(p), entries[k]) for k in keys.values()]
         contexts = tuple(c for r, s in zip(runs, settings, strict=True) for c in r.contexts if c.settings == s)
         return DryRun(str(p), contexts, size_bytes=runs[0].size_bytes, n_params=runs[0].n_params,

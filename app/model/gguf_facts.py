@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import gguf
-
 from app.model.arch_memory import memory_layout
 from app.model.facts import ModelFacts, TensorTypeStat
+from app.model.gguf_constants import tables
 from app.model.gguf_sanity import layer_count_problem, shape_problem
 from app.model.gguf_scan import IMPOSSIBLE_BYTES, CorruptHeader, Scan, ShortRead, scan_gguf
 from app.model.lineage import LINEAGE_KEYS
@@ -305,7 +304,7 @@ def _facts_from_reader(p: str | Path, file_bytes: int, reader: Scan) -> ModelFac
         swa_layers = tuple(i for i in range(n_layer) if layout.kv_k[i])
         extra["swa_rule"] = f"{arch}: every attention layer uses the sliding window"
     extra["memory_rule"] = layout.rule
-    if not layout.known or arch not in gguf.MODEL_ARCH_NAMES.values():
+    if not layout.known or arch not in tables().arch_names:
         extra["memory_rule_known"] = False
 
     file_type, file_type_id = _file_type_name(keys.get("general.file_type"))
@@ -315,7 +314,7 @@ def _facts_from_reader(p: str | Path, file_bytes: int, reader: Scan) -> ModelFac
     extra["gguf_version"] = int(keys.get("GGUF.version") or 0)
     extra["n_tensors"] = len(reader.tensors)
     extra["tensor_data_offset_bytes"] = int(reader.data_offset)
-    extra["arch_known_to_gguf"] = arch in gguf.MODEL_ARCH_NAMES.values()
+    extra["arch_known_to_gguf"] = arch in tables().arch_names
     for key in LINEAGE_KEYS:  # read here, with the rest of the header: the chooser asks for every file's
         value = keys.get(key)
         if isinstance(value, str) and value:
@@ -370,10 +369,10 @@ def _file_type_name(value: Any) -> tuple[str, int | None]:
     if isinstance(value, bool) or not isinstance(value, int):
         return "unknown", None
     try:
-        ftype = gguf.LlamaFileType(value)
+        ftype = tables().file_type(value)
     except ValueError:
         return "unknown", value
-    if ftype == gguf.LlamaFileType.GUESSED:
+    if ftype == tables().file_type["GUESSED"]:
         return "unknown", value
     return ftype.name.removeprefix("MOSTLY_").removeprefix("ALL_"), value
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import gguf
+from app.model.gguf_constants import tables
 
 #: The KV cells at which the CPU's flash attention for one query (a generated token) changes kernel: below it each
 #: thread takes whole heads; from it on (``use_split_kv_path``: ``nek1 >= 512`` in ggml-cpu/ops.cpp,
@@ -97,7 +97,7 @@ def bits_per_weight(ggml_type: str) -> float | None:
     """Bits one weight of ``ggml_type`` takes in its blocks (ggml's block size and bytes: Q4_0 4.5, Q6_K 6.5625); None
     for a name ggml does not have."""
     try:
-        block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[ggml_type.upper()]]
+        block, size = tables().quant_sizes[tables().quant_type[ggml_type.upper()]]
     except KeyError:
         return None
     return 8.0 * size / block

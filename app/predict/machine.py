@@ -52,6 +52,11 @@ def names_this_machine(hw: str | None) -> bool:
     return _asked(hw) in THIS_MACHINE_NAMES | CPU_NAMES
 
 
+def names_cpu(hw: str | None) -> bool:
+    """Whether ``hw`` asks for this machine's CPU even where it has a GPU (:data:`CPU_NAMES`, any case)."""
+    return _asked(hw) in CPU_NAMES
+
+
 def _asked(hw: str | None) -> str:
     return (hw or "").strip().casefold()
 

@@ -9,19 +9,24 @@ methods turn it into the :class:`PredictSettings` of each standard question, the
 - :meth:`Question.short_prompt`: llama-bench's default prompt (``-p 512``) at that context: the prefill and TTFT rows;
 - :meth:`Question.request`: one request of the asked prompt and output from an empty cache (the scenario panel,
   ``predict -p/-n``);
-- :meth:`Question.decode_at`: decode at a depth (the plots' curves).
+- :meth:`Question.decode_at`: decode at a depth (the plots' curves);
+- :func:`settings_of`, :func:`prompt_point`, :func:`from_flags`, :func:`memory_at`: the settings of a test's table (a
+  table row, a curve's point), of ``predict``'s flags and of a memory check, for the surfaces that start there.
 
 The CLI (``predict``, ``choose``), the inspector, the scenario panel, the plots and the chooser window build their
-questions here and nowhere else.
+questions here and nowhere else (an import contract keeps ``app.gui`` and ``app.cli`` off ``app.predict.settings``).
 """
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from app.predict.memory.buffers import KV_CELL_PAD
 from app.predict.memory.fit import DEFAULT_DEVICE_MARGIN_BYTES
-from app.predict.settings import REPACK_AUTO, PredictSettings, at_context
+from app.predict.settings import REPACK_AUTO, PredictSettings, at_context, at_context_depth
 
 #: The context every surface asks by default: above llama.cpp's own floor when it fits a context to free memory
 #: (``--fit`` never goes below 4,096: common/common.h ``fit_params_min_ctx``), a chat with a document in it.
@@ -108,4 +113,48 @@ class Question:
                        type_v=self.type_v if type_k is None else kv)
 
 
-__all__ = ["DEFAULT_MARGIN_BYTES", "DEFAULT_N_CTX", "DEFAULT_N_GEN", "DEFAULT_N_PROMPT", "Question", "round_context"]
+def _int(table: Mapping[str, Any], key: str, default: int) -> int:
+    try:
+        return int(table.get(key, default) if table.get(key) is not None else default)
+    except (TypeError, ValueError):
+        return default
+
+
+def run_context(table: Mapping[str, Any]) -> int:
+    """The context the runner gives a test (``TestSpec.n_ctx``) from its table of column names: depth + prompt +
+    generated (+1) per sequence, times the sequences, rounded up to 256 cells."""
+    per_seq = _int(table, "n_depth", 0) + _int(table, "n_prompt", 0) + _int(table, "n_gen", 0) + 1
+    return -(-per_seq * max(_int(table, "n_parallel", 1), 1) // 256) * 256
+
+
+def settings_of(table: Mapping[str, Any], n_ctx: int | None = None) -> PredictSettings:
+    """The settings of a test's table (a row as it ran, a curve's point, keyword settings): the one decoder,
+    :meth:`PredictSettings.from_test`."""
+    return PredictSettings.from_test(table, n_ctx=n_ctx)
+
+
+def prompt_point(base: PredictSettings, n_prompt: int, depth: int = 0) -> PredictSettings:
+    """A prefill curve's point: ``n_prompt`` tokens after ``depth`` cached ones, nothing generated, in the context
+    a run gives that test."""
+    return replace(base, n_ctx=run_context({"n_prompt": int(n_prompt), "n_depth": depth}),
+                   n_prompt=max(int(n_prompt), 1), n_gen=0, depth=depth)
+
+
+def from_flags(args: argparse.Namespace, margin_bytes: int = DEFAULT_MARGIN_BYTES) -> PredictSettings:
+    """``gguf-bench predict``'s flags as asked (-p, -n, -d, -ngl, -ctk…), the device margin kept free."""
+    return replace(PredictSettings.from_args(args), device_margin_bytes=margin_bytes)
+
+
+def memory_at(n_ctx: int) -> PredictSettings:
+    """A memory check at ``n_ctx`` (``inspect --dry-run``): every layer offloaded, flash attention on."""
+    return PredictSettings(n_ctx=n_ctx, flash_attn=True)
+
+
+def decode_depth_at(n_ctx: int) -> int:
+    """The KV depth the decode figure for a context of ``n_ctx`` tokens is at (:meth:`Question.at_context`'s)."""
+    return at_context_depth(at_context(max(int(n_ctx), 1)))
+
+
+__all__ = ["DEFAULT_MARGIN_BYTES", "DEFAULT_N_CTX", "DEFAULT_N_GEN", "DEFAULT_N_PROMPT", "Question",
+           "decode_depth_at", "settings_of", "from_flags", "memory_at", "prompt_point", "round_context",
+           "run_context"]

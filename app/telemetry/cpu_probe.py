@@ -21,8 +21,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
-
 from app.telemetry.cpu_load import LoadReading, LoadSources, LoadWindow
 from app.telemetry.cpu_probe_record import (
     CACHE_FILE,
@@ -60,6 +58,8 @@ class _Bench:
     """The probe's buffers and threads, allocated once for all passes."""
 
     def __init__(self, buffer_bytes: int, n_threads: int, matmul_n: int) -> None:
+        import numpy as np
+
         self.n_threads = n_threads
         n_items = max(n_threads * 1024, buffer_bytes // 2 // 8)  # float64 items per copy buffer
         self.src = np.ones(n_items, dtype=np.float64)
@@ -74,13 +74,19 @@ class _Bench:
         np.matmul(self.a, self.b, out=self.out)  # warm-up: BLAS threads
 
     def _slices(self, n_items: int) -> list[slice]:
+        import numpy as np
+
         bounds = np.linspace(0, n_items, self.n_threads + 1, dtype=np.int64)
         return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def _copy(self, part: slice) -> None:
+        import numpy as np
+
         np.copyto(self.dst[part], self.src[part])
 
     def _read(self, part: slice) -> float:
+        import numpy as np
+
         return float(np.add.reduce(self.src[part]))
 
     @staticmethod
@@ -99,6 +105,8 @@ class _Bench:
         return max(2 * self.src.nbytes / copy_s, self.src.nbytes / read_s) / 1e9
 
     def gflops_f32(self, repeats: int) -> float:
+        import numpy as np
+
         n = self.a.shape[0]
         return float(2 * n**3 / self._best_s(lambda: np.matmul(self.a, self.b, out=self.out), repeats) / 1e9)
 

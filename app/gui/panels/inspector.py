@@ -19,16 +19,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui import theme
-from app.gui.panels.library import human_bytes
 from app.gui.power_fields import PowerFields
 from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
 from app.model.kv_cache import REPORTED_CACHE_TYPES
-from app.predict.answer import Answer, Figure
-from app.predict.placement import FitVerdict
 from app.predict.profiles import HardwareProfile, with_given_ram
 from app.predict.questions import DEFAULT_N_CTX, Question
-from app.predict.settings import at_context_depth
+from app.views.inspector import FigureRow, InspectorView, facts_line, inspector_view
 
 #: the verdict's colour by its status (the words are the verdict's own: app.predict.placement.FitVerdict)
 FIT_COLOURS = {"fits": "good", "partial": "warn", "does_not_fit": "bad"}
@@ -165,6 +162,8 @@ class InspectorPanel(QWidget):
     # --- text -----------------------------------------------------------------------------------
     def show_model(self, path: str | None, facts: ModelFacts | None, error: str | None,
                    predictor: PredictionService) -> None:
+        """The selected file on the chosen hardware: the view :func:`app.views.inspector.inspector_view` decides
+        (the figures ``gguf-bench predict`` prints), rendered; or why there is none."""
         if not path:
             self.text.setText("<i>Select a model in the library.</i>")
             return
@@ -178,40 +177,28 @@ class InspectorPanel(QWidget):
         if facts is None:
             self.text.setText(f"<b>{name}</b><br><i>reading the file's header…</i>")
             return
-        tk = self.kv_type.currentText()
-        kv = human_bytes(facts.kv_bytes_per_token(tk)) or f"{facts.kv_bytes_per_token(tk):.0f} B"
-        # the file's facts as one small paragraph (seven rows put them below a laptop screen's fold); its size,
-        # type and parameters are the library's columns, its quantization is in its name
-        facts_html = (f"<p style='color:{theme.ink('muted')}; font-size:small; margin:2px 0 0 0'>"
-                      f"{escape(facts.architecture)}, {facts.n_layer} layers, {facts.bits_per_weight:.2f} bits/weight; "
-                      f"{facts.n_head} heads, {facts.n_head_kv} KV heads × {facts.head_dim_k}, {kv} of KV cache per "
-                      f"token ({escape(tk)}); trained context {facts.n_ctx_train:,} tokens</p>")
         html = [f"<b>{name}</b>"]
         profile = predictor.profile
         question = self.question()
-        verdict = predictor.verdict(path, question)
         if profile is None:
             html.append("<i>No hardware profile yet (measuring this CPU…).</i>")
-        elif isinstance(verdict, str):
-            html.append(f"<br><span style='color:{theme.ink('bad')}'>{escape(verdict)}</span>")
-        elif verdict is not None:
-            placed = verdict.asked if verdict.user_placed else verdict.best
-            at = (question.with_placement(placed.n_gpu_layers, placed.n_cpu_moe, placed.type_k)
-                  if placed is not None else question)
-            pred = predictor.predict_settings(path, at.at_context(), measured=True)
-            if pred is None:
-                html.append("<i>No prediction for this model and profile.</i>")
-            else:
-                # the verdict first: on a short screen it must not scroll out of view; then the figures, the
-                # file's facts and a line for the notes (in full, the tooltip's): on a laptop's screen all of it
-                # above the fold
-                verdict_html, figures = self._prediction_html(path, facts, pred, profile, at, verdict, predictor)
-                html += [verdict_html, figures, facts_html, _notes_line(pred.notes)]
-                self.text.setText("".join(html))
-                tip = self._sources_tip(pred, predictor, path, at)
-                self.text.setToolTip("\n\n".join([tip, *pred.notes]) if tip else "\n\n".join(pred.notes))
-                return
-        html.append(facts_html)
+            view: InspectorView | str | None = None
+        else:
+            view = inspector_view(facts, profile, question, predictor.verdict(path, question),
+                                  lambda s: predictor.predict_settings(path, s, measured=True),
+                                  os.path.basename(path))
+        if isinstance(view, InspectorView):
+            # the verdict first: on a short screen it must not scroll out of view; then the figures, the file's
+            # facts and a line for the notes (in full, the tooltip's): on a laptop's screen all of it above the fold
+            html += [f"<br><b>On {escape(view.profile_name)}</b>: {_verdict_html(view)}", _rows_html(view.rows()),
+                     _facts_html(view.facts_line()), _notes_line(view.notes)]
+            self.text.setText("".join(html))
+            tip = view.sources_text()
+            self.text.setToolTip("\n\n".join([tip, *view.notes]) if tip else "\n\n".join(view.notes))
+            return
+        if isinstance(view, str):  # a failed answer shows its reason
+            html.append(f"<br><span style='color:{theme.ink('bad')}'>{escape(view)}</span>")
+        html.append(_facts_html(facts_line(facts, self.kv_type.currentText())))
         self.text.setText("".join(html))
         self.text.setToolTip("")
 
@@ -220,57 +207,22 @@ class InspectorPanel(QWidget):
         ``predict`` search it), the default margin."""
         return Question(n_ctx=self.ctx.value(), type_k=self.kv_type.currentText(), n_gpu_layers=self.ngl.value())
 
-    def _short_answer(self, path: str, at: Question, predictor: PredictionService, got: Answer) -> Answer:
-        """The answer for a 512-token prompt at the question's context (llama-bench's default -p; the context's own
-        prompt is long): the prefill and TTFT rows' figures."""
-        return predictor.predict_settings(path, at.short_prompt(), measured=True) or got
 
-    def _sources_tip(self, got: Answer, predictor: PredictionService, path: str, at: Question) -> str:
-        """The inspector's tooltip: each expected figure's whole source (the text names only the source's kind,
-        which keeps every figure above the fold of a laptop's screen)."""
-        short = self._short_answer(path, at, predictor, got)
-        parts = [(phase, fig) for phase, fig in (("Decode", got.decode), ("Decode, empty cache", got.decode_empty),
-                                                 ("Prefill", short.prefill)) if fig is not None]
-        seen: dict[str, list[str]] = {}
-        for phase, fig in parts:
-            seen.setdefault(fig.source.text(), []).append(phase)
-        return "\n\n".join(f"{', '.join(phases)}: {text}" for text, phases in seen.items())
+def _verdict_html(view: InspectorView) -> str:
+    """The verdict's word in its colour, then its flags, context and reason (the words every surface prints)."""
+    verdict = view.verdict
+    colour = FIT_COLOURS.get(verdict.status, "muted")
+    if verdict.beyond_trained and colour == "good":
+        colour = "warn"
+    flags = f" ({escape(view.flags)})" if view.flags else ""
+    return (f"<span style='color:{theme.ink(colour)}; font-weight:bold'>{escape(verdict.word)}</span>"
+            f"{flags} at {view.question.n_ctx:,} tokens — {escape(verdict.reason())}")
 
-    def _prediction_html(self, path: str, facts: ModelFacts, got: Answer, profile: HardwareProfile,
-                         at: Question, verdict: FitVerdict, predictor: PredictionService) -> tuple[str, str]:
-        """The verdict (the one every surface prints: its words, placement and reason) and the figures behind it on
-        ``profile`` at the verdict's placement: the memory breakdown, decode at a full context and from an empty
-        cache, prefill for a 512-token prompt; each as the answer gives it (its kind and its source's name; the
-        whole source is the tooltip's)."""
-        pred = got.prediction
-        fit = pred.fit
-        colour = FIT_COLOURS.get(verdict.status, "muted")
-        if verdict.beyond_trained and colour == "good":
-            colour = "warn"
-        placed = verdict.asked if verdict.user_placed else verdict.best
-        flags = f" ({escape(placed.flags(verdict.kv_cache))})" if placed is not None else ""
-        verdict_html = (f"<span style='color:{theme.ink(colour)}; font-weight:bold'>{escape(verdict.word)}</span>"
-                        f"{flags} at {at.n_ctx:,} tokens — {escape(verdict.reason())}")
-        short = self._short_answer(path, at, predictor, got)
-        depth = at_context_depth(at.at_context())
-        rows = [
-            # the breakdown in one row: five rows pushed the speed figures below a laptop screen's fold
-            ("Memory needed", f"{human_bytes(fit.needed_bytes)} of {human_bytes(fit.budget_bytes)} "
-                              f"= weights {human_bytes(fit.weight_bytes)} + KV cache {human_bytes(fit.kv_bytes)} "
-                              f"+ compute buffers {human_bytes(fit.compute_buffer_bytes)} + runtime overhead "
-                              f"{human_bytes(fit.overhead_bytes)}"
-                              + (f"; {human_bytes(fit.margin_bytes)} kept free" if fit.margin_bytes else "")),
-            ("Largest context", largest_context(fit.max_ctx, facts.n_ctx_train)),
-            ("Decode ceiling", f"{pred.decode_ceiling_empty_tps:,.1f} tok/s empty, {pred.decode_ceiling_tps:,.1f} "
-                               f"at depth {depth:,} (the context full)"),
-            _figure_row("Decode", got.decode, f"at depth {depth:,}", got.no_expected_decode),
-            _figure_row("Decode, empty cache", got.decode_empty, "llama-bench's tg128"),
-            ("Prefill ceiling", f"{short.prediction.prefill_ceiling_tps:,.0f} tok/s, TTFT "
-                                f"{short.prediction.ttft_ms:,.1f} ms (512-token prompt)"),
-        ]
-        if short.prefill is not None:
-            rows.append(_figure_row("Prefill", short.prefill, "512-token prompt"))
-        return f"<br><b>On {escape(profile.name)}</b>: {verdict_html}", _table(rows)
+
+def _facts_html(line: str) -> str:
+    """The file's facts as one small paragraph (seven rows put them below a laptop screen's fold); its size, type and
+    parameters are the library's columns, its quantization is in its name."""
+    return f"<p style='color:{theme.ink('muted')}; font-size:small; margin:2px 0 0 0'>{escape(line)}</p>"
 
 
 def _notes_line(notes: tuple[str, ...]) -> str:
@@ -283,25 +235,20 @@ def _notes_line(notes: tuple[str, ...]) -> str:
             f"hover to read</p>")
 
 
-def _figure_row(phase: str, fig: Figure, where: str, why: str = "") -> tuple[str, str]:
-    """A phase's figure as the answer gives it: expected (with its band) or measured, what it is for and its source;
-    or, for a ceiling, why there is no expected figure."""
+def _row_html(row: FigureRow) -> str:
+    """A row's value, emphasised where it is a figure the answer expects or measured, its source muted."""
     muted = theme.ink("muted")
-    if fig.kind == "ceiling":
-        hint = " (Sweep → Calibrate this machine…)" if phase == "Decode" else ""
-        return (f"{phase} expected", f"<span style='color:{muted}'>no fit for this hardware: ceilings only"
-                                     f"{hint}{': ' + escape(why) if why else ''}</span>")
-    label = f"{phase} {'measured' if fig.kind == 'measured' else 'expected'}"
-    band = f" ({fig.low:,.1f}–{fig.high:,.1f})" if fig.low is not None and fig.high and fig.high > fig.low else ""
-    return (label, f"<b>{fig.value:,.1f} tok/s</b>{band} {escape(where)} <span style='color:{muted}'>— "
-                   f"{escape(fig.source.name or fig.source.text())}</span>")
+    if row.kind == "none":
+        return f"<span style='color:{muted}'>{escape(row.value)}</span>"
+    value = f"<b>{escape(row.value)}</b>" if row.kind in ("expected", "measured") else escape(row.value)
+    value += f" ({escape(row.band)})" if row.band else ""
+    where = f" {escape(row.where)}" if row.where else ""
+    source = f" <span style='color:{muted}'>— {escape(row.source)}</span>" if row.source else ""
+    return value + where + source
 
 
-def largest_context(max_ctx: int, n_ctx_train: int) -> str:
-    """The largest context that both fits and stays within the trained context (what the verdict accepts)."""
-    if n_ctx_train and max_ctx > n_ctx_train:
-        return f"{n_ctx_train:,} tokens (the trained context; memory allows {max_ctx:,})"
-    return f"{max_ctx:,} tokens"
+def _rows_html(rows: tuple[FigureRow, ...]) -> str:
+    return _table([(r.label, _row_html(r)) for r in rows])
 
 
 def _table(rows: list[tuple[str, str]]) -> str:

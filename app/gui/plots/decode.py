@@ -24,7 +24,7 @@ from app.gui.plots.items import line, ring, what_if_line
 from app.gui.plots.panel import PlotPanel, PlotView
 from app.gui.plots.streams import Stream
 from app.gui.plots.style import CURVE_POINTS, HILITE, color, finite_max, profile_name
-from app.predict.settings import at_context, at_context_depth
+from app.predict.questions import decode_depth_at
 from app.run.live import decode_mean_position as mean_pos
 
 __all__ = ["DecodePlot", "asked_depth", "curve_positions", "mean_pos"]
@@ -37,7 +37,7 @@ NOTE_MARGIN_PX = 4.0
 
 def asked_depth(n_ctx: int) -> int:
     """The KV depth the inspector's decode figure at a context of ``n_ctx`` tokens is for (``at_context``'s)."""
-    return at_context_depth(at_context(max(int(n_ctx), 1)))
+    return decode_depth_at(n_ctx)
 
 
 def curve_positions(x_max: float, depth: int = 0, first: float = 16.0) -> np.ndarray:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from app.model.facts import ModelFacts
 from app.predict.ceilings.offload import WeightSplit, active_weight_bytes
+from app.predict.memo import by_identity
 
 GB = 1e9
 #: Used for the CPU side of a partial offload when no measured figure is given (dual-channel DDR5-4000 peak).
@@ -89,12 +90,17 @@ def kv_read_per_layer(facts: ModelFacts, depth: float, type_k: str, type_v: str 
     at most the window; an MLA layer its compressed K, which holds its V too; none on a recurrent or MLP layer),
     and a recurrent layer's state, read and written back once a token (src/llama-memory-recurrent.cpp: the state is
     f32, ``ggml_ssm_scan`` / ``rwkv_wkv`` read it and the graph copies the new one into the cache)."""
+    return list(_kv_read_per_layer(facts, depth, type_k, type_v))
+
+
+@by_identity(1)
+def _kv_read_per_layer(facts: ModelFacts, depth: float, type_k: str, type_v: str | None) -> tuple[float, ...]:
     per_token = facts.kv_bytes_per_token_per_layer(type_k, type_v)
     swa_set = set(facts.swa_layers) if facts.swa_window else set()
     recurrent = set(facts.recurrent_layers)
     state = 2.0 * facts.state_bytes_per_layer
-    return [per_token[i] * (min(depth, facts.swa_window) if i in swa_set else depth)
-            + (state if i in recurrent else 0.0) for i in range(facts.n_layer)]
+    return tuple(per_token[i] * (min(depth, facts.swa_window) if i in swa_set else depth)
+                 + (state if i in recurrent else 0.0) for i in range(facts.n_layer))
 
 
 def device_crossings(split: WeightSplit, offload_kqv: bool = True) -> int:
@@ -102,6 +108,11 @@ def device_crossings(split: WeightSplit, offload_kqv: bool = True) -> int:
     attention's device (the host in between without ``offload_kqv``), its dense feed-forward's and its routed
     experts' devices (where ``-ot`` put them: a MoE's shared experts and routed ones read the same input, so both
     on the host cross once) and back to the attention's device for the residual, then the output layer's."""
+    return _device_crossings(split, offload_kqv)
+
+
+@by_identity(1)
+def _device_crossings(split: WeightSplit, offload_kqv: bool) -> int:
     sides: list[bool] = [False]  # token_embd's rows are looked up on the host
     for i in range(split.n_layer):
         attn = split.layer_attn_on_gpu[i] if split.layer_attn_on_gpu else i >= split.first_gpu_layer
@@ -144,7 +155,7 @@ def decode_bytes(facts: ModelFacts, split: WeightSplit, depth_tokens: float, typ
                  offload_kqv: bool = True) -> DecodeBytes:
     """Bytes one token reads per side: the split's weight reads, each layer's KV at depth on its layer's device
     (all in host memory without ``offload_kqv``)."""
-    kv = kv_read_per_layer(facts, depth_tokens, type_k, type_v)
+    kv = _kv_read_per_layer(facts, depth_tokens, type_k, type_v)
     first = split.first_gpu_layer if offload_kqv else facts.n_layer
     return DecodeBytes(split.gpu_read_bytes + sum(kv[first:]), split.cpu_read_bytes + sum(kv[:first]),
                        extra_crossings(split, offload_kqv))

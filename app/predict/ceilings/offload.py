@@ -24,13 +24,12 @@ llama.cpp fact mirrored here (checked against the llama.cpp vendored by llama-cp
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
 from app.model.facts import ModelFacts
+from app.predict.memo import by_identity
 
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
 _DENSE_FFN_RE = re.compile(r"\.ffn_(gate|up|down)(_shexp)?\.")
@@ -238,35 +237,7 @@ def active_weight_bytes(facts: ModelFacts, tensor_bytes: Mapping[str, int] | Non
     return facts.weight_bytes - inactive
 
 
-#: split_weights' answers by (facts, tensor table, layers, placement), held by identity: a fit's binary searches over
-#: the context ask the same split a dozen times, and a chooser's placement search asks each a few hundred times
-_SPLITS: OrderedDict[tuple[int, int, int, Placement], tuple[ModelFacts, object, WeightSplit]] = OrderedDict()
-_SPLITS_LOCK = threading.Lock()
-_SPLITS_KEPT = 1024
-
-
 def split_weights(
-    facts: ModelFacts, n_gpu_layers: int, tensor_bytes: Mapping[str, int] | None = None,
-    placement: Placement | None = None,
-) -> WeightSplit:
-    """:func:`_split_weights`, remembered for the same facts and tensor table (by identity: both are built once per
-    file read) and the same layers and placement."""
-    placement = placement or Placement()
-    key = (id(facts), id(tensor_bytes), n_gpu_layers, placement)
-    with _SPLITS_LOCK:
-        hit = _SPLITS.get(key)
-        if hit is not None and hit[0] is facts and hit[1] is tensor_bytes:
-            _SPLITS.move_to_end(key)
-            return hit[2]
-    got = _split_weights(facts, n_gpu_layers, tensor_bytes, placement)
-    with _SPLITS_LOCK:
-        _SPLITS[key] = (facts, tensor_bytes, got)
-        while len(_SPLITS) > _SPLITS_KEPT:
-            _SPLITS.popitem(last=False)
-    return got
-
-
-def _split_weights(
     facts: ModelFacts, n_gpu_layers: int, tensor_bytes: Mapping[str, int] | None = None,
     placement: Placement | None = None,
 ) -> WeightSplit:
@@ -275,8 +246,14 @@ def _split_weights(
 
     With ``tensor_bytes`` (GGUF tensor name → bytes) the split is exact. Without it the tensor table is estimated
     from totals (:func:`_tensors_estimated`); ``-ot`` patterns then match only the stand-in names (``ffn_*_exps``).
+    Worked out once per (facts, tensor table, layers, placement): a placement search asks again and again.
     """
-    placement = placement or Placement()
+    return _split_weights(facts, tensor_bytes, n_gpu_layers, placement or Placement())
+
+
+@by_identity(2)
+def _split_weights(facts: ModelFacts, tensor_bytes: Mapping[str, int] | None, n_gpu_layers: int,
+                   placement: Placement) -> WeightSplit:
     exact = bool(tensor_bytes)
     if tensor_bytes:
         tensors: list[tuple[str, float]] = [(k, float(v)) for k, v in tensor_bytes.items()]

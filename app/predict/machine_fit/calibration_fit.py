@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from app.model.facts import ModelFacts
 from app.predict.ceilings.offload import is_expert_tensor
 from app.predict.cpu_kernels import SPLIT_KV_CELLS, bits_per_weight
@@ -322,6 +320,8 @@ class MachineFit:
         (backend, phase) to |pass a ÷ pass b − 1| of each test measured in two passes; a phase with at least
         ``min_tests`` of them takes their 90th percentile where it is wider than its residuals' band (a fit's
         residuals miss how far the next run of the same test lands on a noisy machine), with a note."""
+        import numpy as np
+
         fits = {b: dict(phases) for b, phases in self.fits.items()}
         notes = list(self.notes)
         for (backend, phase), xs in sorted(spreads.items()):
@@ -463,6 +463,8 @@ def stand_in_error(fit: PhaseFit, works: Sequence[Workload], held_out: Mapping[s
     how far the fit's figures of the ladder models of that type alone move when it is read as its stand-in (as a
     type never measured is, :func:`stand_in_scales` with the decode fit ``decode``, else ``fit``); the median over
     each type's points, the largest over the types (0: none judged)."""
+    import numpy as np
+
     coefficients = (decode or fit).coefficients
     worst = 0.0
     for t, s in held_out.items():

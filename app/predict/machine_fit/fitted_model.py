@@ -64,7 +64,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from app.model.facts import ModelFacts
 from app.predict.machine_fit.workload import Phase, Workload
@@ -163,6 +164,8 @@ class PhaseFit:
     @property
     def median_error(self) -> float:
         """Median absolute relative error of the points the fit used."""
+        import numpy as np
+
         used = self.used_points
         return float(np.median([abs(p.rel_error) for p in used])) if used else math.nan
 
@@ -200,6 +203,8 @@ class PhaseFit:
         """The jackknife standard error of ``workload``'s fitted time over :attr:`refits`, relative to the time: small
         where the ladder's models agree on every term the workload weighs, large where one model alone decides a
         term it leans on (a shape, width or type the ladder barely holds); 0 without refits."""
+        import numpy as np
+
         try:
             seconds = self.seconds_per_token(workload)
         except KeyError:
@@ -270,6 +275,8 @@ def _point_from_json(p: Sequence[Any]) -> FitPoint:
 
 def _rel_errors(fitted_over_measured_s: np.ndarray) -> np.ndarray:
     """|fitted tps / measured tps - 1| from fitted ÷ measured seconds per token (a non-positive fit: infinitely off)."""
+    import numpy as np
+
     with np.errstate(divide="ignore"):
         return np.where(fitted_over_measured_s > 0, np.abs(1.0 / fitted_over_measured_s - 1.0), np.inf)
 
@@ -277,6 +284,8 @@ def _rel_errors(fitted_over_measured_s: np.ndarray) -> np.ndarray:
 def _scaled(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``design`` with each column divided by its largest magnitude, and those divisors: regressors run from
     bytes (1e9) to layer counts (1e1), and the solver's tolerances need columns of one size."""
+    import numpy as np
+
     scale = np.abs(design).max(axis=0)
     scale[scale == 0] = 1.0
     return design / scale, scale
@@ -292,6 +301,8 @@ def scaled_nnls(design: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 
 def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:
     """Least squares of ``design`` (one row per point, each divided by its measured time) against ones."""
+    import numpy as np
+
     scaled, _scale = _scaled(design)
     rank = np.linalg.matrix_rank(scaled, tol=1e-6 * max(scaled.shape))
     if rank < len(names):
@@ -303,6 +314,8 @@ def _solve(design: np.ndarray, names: list[str], phase: str) -> np.ndarray:
 def nnls(a: np.ndarray, b: np.ndarray, tol: float = 1e-10) -> np.ndarray:
     """min ‖a·x − b‖ with x ≥ 0 (Lawson and Hanson's active set): every cost in the form is non-negative, so a noisy
     point cannot buy a better fit with a negative per-layer cost that makes small models' times negative."""
+    import numpy as np
+
     n = a.shape[1]
     free = np.zeros(n, dtype=bool)
     x = np.zeros(n)
@@ -379,6 +392,8 @@ def _fit_features(
     phase: Phase, points: Sequence[tuple[Workload, float]], feats: Sequence[dict[str, float]],
     labels: Sequence[str] | None, band_floor: float, outlier_factor: float,
 ) -> PhaseFit:
+    import numpy as np
+
     names = sorted({k for f in feats for k in f})
     if len(points) < len(names) + 2:
         raise FitError(f"{phase}: {len(points)} points for {len(names)} coefficients ({', '.join(names)}); "

@@ -27,13 +27,10 @@ llama.cpp facts mirrored here (checked against the llama.cpp vendored by llama-c
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from typing import Any
-
 from app.model.facts import ModelFacts
 from app.model.kv_cache import cache_type
 from app.predict.ceilings.offload import effective_n_gpu_layers
+from app.predict.memo import by_identity
 
 MIB = 1024**2
 KV_CELL_PAD = 256  # llama.cpp pads n_ctx and the SWA cache size to a multiple of this
@@ -60,7 +57,13 @@ def kv_cache_alloc_per_layer(
 ) -> list[float]:
     """KV-cache bytes llama.cpp allocates for each layer at ``n_ctx`` (cells padded to 256; windowed layers smaller;
     0 on a layer without a KV cache), the recurrent state not included."""
-    tk, tv = cache_type(type_k), cache_type(type_v or type_k)
+    return list(_kv_cache_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn))
+
+
+@by_identity(1)
+def _kv_cache_alloc_per_layer(facts: ModelFacts, n_ctx: int, type_k: str, type_v: str | None, n_ubatch: int,
+                              swa_full: bool, flash_attn: bool) -> tuple[float, ...]:
+    k_bytes, v_bytes = cache_type(type_k).bytes_per_value, cache_type(type_v or type_k).bytes_per_value
     widths = facts.kv_widths()
     v_max = max((v for _, v in widths), default=0)
     full, swa = kv_cache_cells(n_ctx, facts.swa_window, n_ubatch, swa_full)
@@ -71,8 +74,8 @@ def kv_cache_alloc_per_layer(
             out.append(0.0)
             continue
         v = v if flash_attn or not v else v_max  # transposed V: padded to the widest layer's
-        out.append((k * tk.bytes_per_value + v * tv.bytes_per_value) * (swa if i in swa_set else full))
-    return out
+        out.append((k * k_bytes + v * v_bytes) * (swa if i in swa_set else full))
+    return tuple(out)
 
 
 def recurrent_state_per_layer(facts: ModelFacts, n_seq: int = 1) -> list[float]:
@@ -82,31 +85,19 @@ def recurrent_state_per_layer(facts: ModelFacts, n_seq: int = 1) -> list[float]:
     return [per if i in recurrent else 0.0 for i in range(facts.n_layer)]
 
 
-#: kv_alloc_bytes_per_layer's answers, held by the facts' identity (a fit's binary search over the context asks each
-#: context once per step, and a placement search the same contexts again for every placement)
-_PER_LAYER: OrderedDict[tuple[Any, ...], tuple[ModelFacts, tuple[float, ...]]] = OrderedDict()
-_PER_LAYER_LOCK = threading.Lock()
-_PER_LAYER_KEPT = 4096
-
-
 def kv_alloc_bytes_per_layer(
     facts: ModelFacts, n_ctx: int, type_k: str = "f16", type_v: str | None = None,
     n_ubatch: int = DEFAULT_N_UBATCH, swa_full: bool = False, flash_attn: bool = True,
 ) -> list[float]:
     """Context memory llama.cpp allocates for each layer at ``n_ctx``: its KV cache and its recurrent state."""
-    key = (id(facts), n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
-    with _PER_LAYER_LOCK:
-        hit = _PER_LAYER.get(key)
-        if hit is not None and hit[0] is facts:
-            _PER_LAYER.move_to_end(key)
-            return list(hit[1])
-    kv = kv_cache_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
-    got = tuple(a + b for a, b in zip(kv, recurrent_state_per_layer(facts), strict=True))
-    with _PER_LAYER_LOCK:
-        _PER_LAYER[key] = (facts, got)
-        while len(_PER_LAYER) > _PER_LAYER_KEPT:
-            _PER_LAYER.popitem(last=False)
-    return list(got)
+    return list(_kv_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn))
+
+
+@by_identity(1)
+def _kv_alloc_per_layer(facts: ModelFacts, n_ctx: int, type_k: str, type_v: str | None, n_ubatch: int,
+                        swa_full: bool, flash_attn: bool) -> tuple[float, ...]:
+    kv = _kv_cache_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn)
+    return tuple(a + b for a, b in zip(kv, recurrent_state_per_layer(facts), strict=True))
 
 
 def kv_alloc_bytes(
@@ -115,7 +106,7 @@ def kv_alloc_bytes(
 ) -> float:
     """Total context memory at ``n_ctx``: KV cache and recurrent state (``facts.kv_bytes`` gives the unpadded KV
     bytes for n_ctx stored tokens)."""
-    return sum(kv_alloc_bytes_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn))
+    return sum(_kv_alloc_per_layer(facts, n_ctx, type_k, type_v, n_ubatch, swa_full, flash_attn))
 
 
 def kv_alloc_bytes_split(
@@ -233,6 +224,12 @@ def compute_buffer_bytes_for(
     n_batch: int | None = None,
 ) -> float:
     """``compute_buffer_bytes`` with the model's dimensions."""
+    return _compute_buffer_bytes_for(facts, n_ctx, n_ubatch, flash_attn, n_batch)
+
+
+@by_identity(1)
+def _compute_buffer_bytes_for(facts: ModelFacts, n_ctx: int, n_ubatch: int, flash_attn: bool,
+                              n_batch: int | None) -> float:
     return compute_buffer_bytes(
         n_ubatch, n_ctx, facts.n_vocab, facts.n_embd, facts.n_head, facts.n_ff, flash_attn, n_batch,
         moe_ff_per_token=moe_ff_per_token(facts), n_expert_used=facts.n_expert_used, attention=facts.kv_layers > 0,

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from app.predict.cpu_kernels import repacked_types
+from app.predict.memo import by_identity
 
 #: Weights llama.cpp uses in an op other than a matmul (llama-arch.cpp ``LLM_TENSOR_INFOS``): never offered to a
 #: matmul buffer type. Matched on the name's last parts (``blk.N.`` stripped).
@@ -74,6 +76,7 @@ class RepackedWeights:
         return "; ".join(parts)
 
 
+@lru_cache(maxsize=1 << 16)
 def _is_matmul_weight(name: str) -> bool:
     tail = name.split(".", 2)[2] if name.startswith("blk.") and name.count(".") >= 2 else name
     return not any(tail == n or tail.endswith("." + n) for n in NOT_MATMUL)
@@ -106,11 +109,20 @@ def amx_bytes(ggml_type: str, dims: tuple[int, ...]) -> int | None:
 
 def cpu_repack_bytes(ggml_type: str, dims: tuple[int, ...], flags: Iterable[str], plain_bytes: int) -> int | None:
     """The CPU_REPACK buffer's size for one weight (its own bytes), None when that buffer does not take it."""
-    have = set(flags)
-    if ggml_type not in repacked_types(have):
+    return _cpu_repack_size(ggml_type, dims, *_cpu_repack_rule(frozenset(flags)), plain_bytes)
+
+
+@lru_cache(maxsize=64)
+def _cpu_repack_rule(flags: frozenset[str]) -> tuple[frozenset[str], bool]:
+    """(the types CPU_REPACK takes on a CPU with ``flags``, whether the CPU is x86): asked once per CPU."""
+    return frozenset(repacked_types(flags)), bool(flags & _X86_REPACK_FLAGS)
+
+
+def _cpu_repack_size(ggml_type: str, dims: tuple[int, ...], repacked: frozenset[str], x86: bool,
+                     plain_bytes: int) -> int | None:
+    if ggml_type not in repacked:
         return None
     rows = dims[1]
-    x86 = bool(have & _X86_REPACK_FLAGS)
     multiple = 4 if (not x86 and ggml_type in _FOUR_ROW_TYPES) else 8
     return plain_bytes if rows % multiple == 0 else None
 
@@ -119,12 +131,19 @@ def repacked_weights(shapes: Mapping[str, tuple[str, tuple[int, ...]]], tensor_b
                      extra_buffers: Iterable[str], cpu_flags: Iterable[str],
                      on_host: Iterable[str] | None = None) -> RepackedWeights:
     """What repacking adds for the weights in host memory (``on_host``: their names, every weight when None) on a CPU
-    whose llama.cpp has ``extra_buffers`` (in the registry's order) and ``cpu_flags``."""
-    flags = tuple(cpu_flags)
-    buffers = tuple(extra_buffers)
-    host = None if on_host is None else set(on_host)
+    whose llama.cpp has ``extra_buffers`` (in the registry's order) and ``cpu_flags``. Worked out once per tensor
+    table and arguments (every prediction of a file on this CPU asks the same)."""
+    return _repacked_weights(shapes, tensor_bytes, tuple(extra_buffers), tuple(cpu_flags),
+                             None if on_host is None else frozenset(on_host))
+
+
+@by_identity(2)
+def _repacked_weights(shapes: Mapping[str, tuple[str, tuple[int, ...]]], tensor_bytes: Mapping[str, int],
+                      buffers: tuple[str, ...], flags: tuple[str, ...], host: frozenset[str] | None
+                      ) -> RepackedWeights:
     by_buffer: dict[str, int] = {}
     count: dict[str, int] = {}
+    repacked, x86 = _cpu_repack_rule(frozenset(flags))
     for name, (ggml_type, dims) in matmul_weights(shapes).items():
         source = "token_embd.weight" if name == TIED_OUTPUT else name
         if host is not None and source not in host and name not in host:
@@ -133,7 +152,7 @@ def repacked_weights(shapes: Mapping[str, tuple[str, tuple[int, ...]]], tensor_b
             if buf == "AMX":
                 size = amx_bytes(ggml_type, dims)
             elif buf == "CPU_REPACK":
-                size = cpu_repack_bytes(ggml_type, dims, flags, int(tensor_bytes.get(source, 0)))
+                size = _cpu_repack_size(ggml_type, dims, repacked, x86, int(tensor_bytes.get(source, 0)))
             else:
                 continue
             if size is not None:

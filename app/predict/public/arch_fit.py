@@ -43,8 +43,10 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from app.predict.ceilings.decode import decode_ceiling_tps
 from app.predict.ceilings.prefill import prefill_ceiling_tps, prefill_flops_per_token
@@ -361,6 +363,8 @@ def _nnls_normal(design: np.ndarray, rhs: np.ndarray, tol: float = 1e-10) -> np.
     a least squares of the whole design. The designs here are a few columns of scaled regressors and the fit solves
     thousands of them over the cross-validation's folds. Falls back to :func:`scaled_nnls` where a Gram block is
     singular."""
+    import numpy as np
+
     gram, proj = design.T @ design, design.T @ rhs
     n = design.shape[1]
     free = np.zeros(n, dtype=bool)
@@ -396,6 +400,8 @@ def _solve(
     (the machine fit's solver, :func:`fitted_model.scaled_nnls`). Returns (sum of squared relative residuals,
     coefficients) of the best subset.
     """
+    import numpy as np
+
     class_idx = [i for i, n in enumerate(names) if n.startswith("class:")]
     extra = [i for i, n in enumerate(names) if not n.startswith("class:")]
     best: tuple[float, dict[str, float]] | None = None
@@ -446,6 +452,8 @@ def _fit_once(
 def _fit_demands(
     phase: Phase, rows: Sequence[ReferenceResult], demands: Sequence[Demand],
 ) -> tuple[float, dict[str, float]] | None:
+    import numpy as np
+
     seconds = np.array([1.0 / measured_tps(r, phase) - d.known_s for r, d in zip(rows, demands, strict=True)])
     if np.any(seconds <= 0):
         return None  # the unfitted seconds alone exceed a measured time
@@ -457,6 +465,8 @@ def _fit_scaled(
 ) -> tuple[float, dict[str, float]] | None:
     """Coefficients of ``feats`` with each row divided by its ``seconds`` (a fit on relative time) and every
     column scaled to 1 for the solve (``_solve``; ``rhs`` default 1); (residual, coefficients) or None."""
+    import numpy as np
+
     names = sorted({k for f in feats for k in f}, key=lambda n: (not n.startswith("class:"), n))
     design = np.array([[f.get(n, 0.0) for n in names] for f in feats]) / seconds[:, None]
     scale = np.abs(design).max(axis=0)
@@ -475,6 +485,8 @@ def _fit_roofline(
     A class whose rows are all ALU-bound gets no coefficient of its own (it borrows its stand-in's, else the round
     ends the search). Returns (sum of squared relative residuals of the max form, coefficients) of the best round
     that leaves a row on the ALU side, else None."""
+    import numpy as np
+
     measured_s = np.array([1.0 / measured_tps(r, "decode") for r in rows])
     alu_bound: frozenset[int] = frozenset()
     best: tuple[float, dict[str, float]] | None = None

@@ -10,30 +10,29 @@ written is passed over silently: the fit is made again, never refused.
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 import platform
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-import numpy as np
-import platformdirs
-
 from app.atomic import replace_atomically
+from app.paths import cache_dir as _cache_folder
 
 _PREDICT_CODE_DIR = Path(__file__).resolve().parent.parent  # app/predict, its subpackages included
 T = TypeVar("T")
 
 
 def cache_dir() -> Path:
-    """Where cached fits go: ``GGUF_WORKBENCH_CACHE_DIR``, else the user cache folder of gguf-workbench."""
-    override = os.environ.get("GGUF_WORKBENCH_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir("gguf-workbench", appauthor=False))
+    """Where cached fits go: the cache folder (``app.paths.cache_dir``: ``GGUF_WORKBENCH_CACHE_DIR``, else the user
+    cache folder of gguf-workbench)."""
+    return _cache_folder()
 
 
 def fit_key(inputs: Iterable[Path]) -> str:
     """A hash of the ``inputs`` files (name and bytes), the code of app/predict, and the Python and numpy versions."""
+    import numpy as np  # the fit is made of numpy arrays: its version is part of the key
+
     h = hashlib.sha256(f"{platform.python_version()} numpy {np.__version__}".encode())
     for path in sorted(inputs):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
