@@ -23,7 +23,7 @@ from app.model.gguf_facts import GGUFFileError
 from app.model.gguf_http import DEFAULT_DEADLINE_S, DEFAULT_MAX_HEADER_BYTES, RemoteOptions, is_url, read_facts
 from app.model.library import scan_folder
 from app.model.lineage import KEY_REQUANTIZED_FROM, header_strings, requantized_from
-from app.predict.answer import Machine
+from app.predict.answer import Machine, with_power_state
 from app.predict.expected_quality import PREFERENCES
 from app.predict.profiles import HardwareProfile, ProfileError, with_given_ram
 from app.predict.questions import DEFAULT_MARGIN_BYTES, DEFAULT_N_CTX, Question
@@ -59,6 +59,8 @@ class ChooseRequest:
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     url_deadline_s: float = DEFAULT_DEADLINE_S  # the whole read of one URL (--url-timeout)
     ram_gib: float | None = None  # system RAM around the GPU (--ram); None: this machine's, or assumed
+    power_limit_w: float | None = None  # the GPU's power limit (--power-limit); None: the part's top, or NVML's
+    on_battery: bool = False  # a laptop on battery (--on-battery)
     prefer: str = DEFAULT_PREFER  # quality | balanced | speed (app.choose.expected_quality)
     margin_mib: float = DEFAULT_MARGIN_MIB  # GPU memory every placement leaves free (--margin)
 
@@ -181,6 +183,8 @@ def run_choose(req: ChooseRequest, *, scan: MachineScan | None = None, machine: 
                                    store_path=req.store_path)
     profile = _hardware(req.hw, machine)
     profile = with_given_ram(profile, req.ram_gib)
+    if req.power_limit_w is not None or req.on_battery:  # else as it is (this machine's: as NVML and psutil read it)
+        profile = with_power_state(profile, req.power_limit_w, req.on_battery or profile.on_battery)
     this = machine.is_this(profile)
     notes = [f"GPU profile chosen: {profile.name}" + ("" if this else "; nothing of this machine applies to it")
              ] if not this_asked else []

@@ -33,6 +33,7 @@ from app.choose.verdicts import kv_fits_text
 from app.cli.arg_types import add_margin_option, count, counts, finite, ram_gib_arg
 from app.cli.errors import EXIT_CANCELLED, EXIT_OK, UserError, print_line
 from app.cli.json_docs import json_text
+from app.cli.power_options import add_power_options
 from app.cli.url_options import add_url_options, max_header_bytes, url_deadline_s
 from app.model.gguf_http import is_url
 from app.model.library import MAX_FILES_PER_FOLDER
@@ -66,6 +67,7 @@ def add_choose_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                    help="prompt tokens for the TTFT (default: the context less the generated tokens)")
     p.add_argument("-n", "--n-gen", dest="n_gen", type=count(0, MAX_TOKENS), default=128,
                    help="generated tokens (default 128)")
+    add_power_options(p)
     add_url_options(p)
     p.add_argument("--measure", action="store_true",
                    help=f"measure on this machine, best quality first, until a file meets --min-decode-tps: short "
@@ -125,6 +127,7 @@ def _request(args: argparse.Namespace, n_ctx: int) -> ChooseRequest:
         max_header_bytes=max_header_bytes(args), url_deadline_s=url_deadline_s(args),
         ram_gib=getattr(args, "ram_gib", None),
         prefer=getattr(args, "prefer", "balanced"), margin_mib=getattr(args, "margin_mib", DEFAULT_MARGIN_MIB),
+        power_limit_w=getattr(args, "power_limit_w", None), on_battery=bool(getattr(args, "on_battery", False)),
     )
 
 
@@ -265,7 +268,7 @@ def format_report(r: ChooseReport) -> str:
     places = {id(c): placement_flags(c) for c in r.choices}
     pw = max([18, *map(len, places.values())])  # "-ngl 49 -ncmoe 30 q8_0" must not push the columns after it
     head = f"{'file':<34} {'type':<8} {'bpw':>5} {'MiB':>7}  {'fit':<7} {'placement':<{pw}} {'KV fits':<16} " \
-           f"{'memory GiB':>10}  {'TTFT ms':<24} {f'decode tok/s @{depth:,}':<24} {'empty cache':>11} " \
+           f"{'memory GiB':>10}  {'TTFT ms':<26} {f'decode tok/s @{depth:,}':<24} {'empty cache':>11} " \
            f"{'expected KLD':<16}"
     lines += [head, "-" * len(head)]
     for c in r.choices:
@@ -275,7 +278,7 @@ def format_report(r: ChooseReport) -> str:
         lines.append(
             f"{c.filename[:34]:<34} {c.file_type[:8]:<8} {c.bpw_text:>5} {c.size_bytes / 2**20:7.0f}  "
             f"{_FIT[c.status]:<7} {places[id(c)]:<{pw}} {kv_fits_text(c):<16} {c.memory_bytes / gib:10.2f}  "
-            f"{c.ttft_ms.text('{:.0f}'):<24} {c.decode_tps.text():<24} {empty} {kld:<16}")
+            f"{c.ttft_ms.text('{:,.0f}'):<26} {c.decode_tps.text():<24} {empty} {kld:<16}")
         extra = [c.placement, quality_text(c), measured_text(c),
                  f"requantized from {c.requantized_from}" if c.requantized_from else ""]
         lines.append("    " + "; ".join(e for e in extra if e))

@@ -93,6 +93,7 @@ def _add_run(sub: Any) -> None:
 
 
 def _add_predict(sub: Any) -> None:
+    from app.cli.power_options import add_power_options
     from app.cli.predict_cmd import backend_arg, build_arg, cmd_predict
     from app.cli.url_options import add_url_options
     from app.predict.questions import DEFAULT_N_CTX
@@ -123,6 +124,10 @@ def _add_predict(sub: Any) -> None:
                    help="MoE expert tensors of the first N layers in host memory: a count, all or half (default 0)")
     p.add_argument(*PARAM["no_kv_offload"].flags, dest="no_kv_offload", type=int, choices=(0, 1), default=0,
                    help="1: the KV cache in host memory (default 0)")
+    p.add_argument(*PARAM["no_op_offload"].flags, dest="no_op_offload", type=int, choices=(0, 1), default=0,
+                   help="1: host-held weights' ops stay on the CPU (llama-bench -nopo; default 0: a prompt's "
+                        "micro-batch moves them to the GPU)")
+    add_power_options(p)
     p.add_argument("-t", "--threads", dest="threads", type=int, default=0,
                    help="CPU threads the expected figures are for (default 0: all, as a run uses)")
     p.add_argument("--backend", type=backend_arg, default=None,

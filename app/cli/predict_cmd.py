@@ -9,6 +9,7 @@ from typing import Any
 from app.cli.arg_types import DEFAULT_MARGIN_MIB, check_threads
 from app.cli.errors import EXIT_OK, UserError, print_line
 from app.cli.json_docs import json_text
+from app.cli.power_options import power_state
 from app.cli.predict_json import v1_at_context_keys, v1_keys
 from app.cli.url_options import remote_options
 from app.model.gguf_http import read_facts
@@ -64,6 +65,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         profile = with_given_ram(profile, getattr(args, "ram_gib", None))
     except ValueError as e:
         raise UserError(str(e)) from None
+    profile = power_state(args, profile)  # --power-limit, --on-battery (PowerError: one line)
     machine = machine.with_public_setting(getattr(args, "backend", None), getattr(args, "build", None))
     for problem in (machine.fit_problem, machine.store_problem):
         if problem and this_machine:
@@ -71,7 +73,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     margin = int(getattr(args, "margin_mib", DEFAULT_MARGIN_MIB) * 2**20)
     settings = from_flags(args, margin)
     asked = Question(n_ctx=args.ctx, type_k=settings.type_k, type_v=settings.type_v, n_gpu_layers=args.n_gpu_layers,
-                     n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload, margin_bytes=margin,
+                     n_cpu_moe=settings.n_cpu_moe, no_kv_offload=settings.no_kv_offload,
+                     no_op_offload=settings.no_op_offload, margin_bytes=margin,
                      flash_attn=settings.flash_attn,  # -fa 0 asks the context's figure with flash attention off
                      n_threads=settings.n_threads, repack=settings.repack)
     question = asked.at_context()
@@ -175,7 +178,7 @@ def memory_per_device_lines(d: dict[str, Any]) -> list[str]:
     """One line per device: weights, KV cache and compute buffer, as llama.cpp's buffers split them."""
     mib = 2**20
     place = [f"-ncmoe {d['n_cpu_moe']}" if d.get("n_cpu_moe") else "",
-             "-nkvo 1" if d.get("no_kv_offload") else "",
+             "-nkvo 1" if d.get("no_kv_offload") else "", "-nopo 1" if d.get("no_op_offload") else "",
              f"-ot {d['tensor_buft_overrides']}" if d.get("tensor_buft_overrides", "none") != "none" else ""]
     lines = [f"  memory per device (-ngl {d['n_gpu_layers']}{''.join(' ' + p for p in place if p)}):"]
     for device, b in (d.get("memory_per_device") or {}).items():
@@ -226,6 +229,10 @@ def format_prediction(d: dict[str, Any], got: Answer, model_name: str, filename:
     lines.append(figure_line("from empty cache", got.decode_empty))
     if got.prefill is not None:
         lines.append(figure_line("prefill", got.prefill))
+    if got.ttft_ms is not None and got.prefill is not None:
+        t = got.ttft_ms
+        band = f" ({t.low:,.0f} to {t.high:,.0f})" if t.low is not None and t.high is not None else ""
+        lines.append(f"  {'TTFT':<17} {t.value:8,.0f} ms{band} {t.kind} (a {d['n_prompt']:,}-token prompt)")
     lines += source_lines(got.decode, got.decode_empty, got.prefill)
     if got.prefill is not None:
         sc = got.scenario()

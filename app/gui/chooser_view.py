@@ -79,13 +79,14 @@ from app.gui.chooser_jobs import (
     quantize_summary,
 )
 from app.gui.plots.pareto import MemoryBars, ParetoPlot, memory_explanation, pareto_explanation
+from app.gui.power_fields import PowerFields
 from app.gui.profile_order import sorted_names
 from app.gui.tasks import Tasks
 from app.gui.theme import set_role
 from app.gui.top_level import add_close_keys, fit_to_screen
 from app.paths import DataDirError
 from app.predict.expected_quality import EXCHANGE_KLD, PREFERENCES
-from app.predict.profiles import load_profiles
+from app.predict.profiles import HardwareProfile, load_profiles
 from app.predict.questions import DEFAULT_N_CTX
 from app.quality.plan import QualityPlan
 from app.quantize.plan import QuantizeItem
@@ -330,8 +331,10 @@ class ChooserView(QDialog):
         add_folder.clicked.connect(self.ask_folder)
         self.hw = QComboBox(self)
         self.hw.addItem(THIS_MACHINE_LABEL)
+        self._profiles: dict[str, HardwareProfile] = {}
         try:
-            self.hw.addItems(sorted_names(p.name for p in load_profiles()))  # as a person looks for a GPU
+            self._profiles = {p.name: p for p in load_profiles()}
+            self.hw.addItems(sorted_names(self._profiles))  # as a person looks for a GPU
         except ValueError:  # a broken user profile file: this machine still works
             pass
         self.ctx = QSpinBox(self)
@@ -368,6 +371,8 @@ class ChooserView(QDialog):
         self.margin.setToolTip("GPU memory (MiB) every placement leaves free, as llama.cpp's --fit-target (default "
                                "1024): a card filled to the last MiB fails to load or spills into shared memory "
                                "(choose --margin)")
+        # choose --power-limit, --on-battery: for a GPU named (this machine's GPU is at the state NVML and psutil read)
+        self.power_fields = PowerFields(self, self.mark_stale)
         self.choose_button = QPushButton("Choose", self)
         self.choose_button.setDefault(True)
         self.choose_button.clicked.connect(self.start_or_cancel)
@@ -385,6 +390,7 @@ class ChooserView(QDialog):
         self.hw.currentTextChanged.connect(lambda _t: self._enable_jobs())
         self.hw.currentTextChanged.connect(lambda t: self.ram.setEnabled(t != THIS_MACHINE_LABEL))
         self.ram.setEnabled(self.hw.currentText() != THIS_MACHINE_LABEL)
+        self.hw.currentTextChanged.connect(lambda t: self.power_fields.sync(self._profiles.get(t)))
         self.status = QLabel("", self)
         self.status.setWordWrap(True)
         src_row = QHBoxLayout()
@@ -396,12 +402,18 @@ class ChooserView(QDialog):
                                self.measure_button)):
             buttons.addWidget(b, i % 2, i // 2)
         src_row.addLayout(buttons)
-        opts = QHBoxLayout()
-        for label, w in (("GPU", self.hw), ("context", self.ctx), ("RAM GiB", self.ram),
-                         ("keep free MiB", self.margin), ("min tok/s", self.min_tps), ("max KLD", self.max_kld),
-                         ("prefer", self.prefer)):
-            opts.addWidget(QLabel(label, self))
-            opts.addWidget(w)
+        # the hardware (the GPU, its power state, the RAM beside it, the memory kept free), then what is asked of it:
+        # two rows (in one, the GPU's power fields made the window wider than a 1366-px laptop screen)
+        hardware, opts = QHBoxLayout(), QHBoxLayout()
+        for row, label, w in ((hardware, "GPU", self.hw), (hardware, "power", self.power_fields.power),
+                              (hardware, "", self.power_fields.battery), (hardware, "RAM GiB", self.ram),
+                              (hardware, "keep free MiB", self.margin), (opts, "context", self.ctx),
+                              (opts, "min tok/s", self.min_tps), (opts, "max KLD", self.max_kld),
+                              (opts, "prefer", self.prefer)):
+            if label:
+                row.addWidget(QLabel(label, self))
+            row.addWidget(w)
+        hardware.addStretch(1)
         opts.addWidget(self.choose_button)
         opts.addStretch(1)
         for w in (self.ctx, self.ram, self.margin, self.min_tps, self.max_kld):
@@ -411,6 +423,7 @@ class ChooserView(QDialog):
         self.sources.textChanged.connect(self.mark_stale)
         self.form = QFormLayout()
         self.form.addRow("Models", src_row)
+        self.form.addRow(hardware)
         self.form.addRow(opts)
         self.form.addRow(self.status)
 
@@ -439,7 +452,8 @@ class ChooserView(QDialog):
             store_path=self.store_path,  # this machine's RAM is what it has: the field is for a GPU named
             ram_gib=(max(self.ram.value(), RAM_GIB_RANGE[0]) if self.ram.value() and hw != THIS_MACHINE_LABEL
                      else None),
-            prefer=self.prefer.currentText(), margin_mib=self.margin.value())
+            prefer=self.prefer.currentText(), margin_mib=self.margin.value(),
+            power_limit_w=self.power_fields.watts(), on_battery=self.power_fields.on_battery())
 
     # ------------------------------------------------------------------------------------------ running
     @property

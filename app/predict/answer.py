@@ -43,28 +43,52 @@ from app.predict.ceilings.decode import (
     transfer_seconds_per_token,
 )
 from app.predict.ceilings.offload import Placement, split_weights
-from app.predict.ceilings.prefill import prefill_compute_doc
+from app.predict.ceilings.op_offload import (
+    OP_OFFLOAD_MIN_BATCH,
+    PCIE_SHARE_SOURCE,
+    micro_batches,
+    offload_traffic,
+    pcie_link,
+    transfer_seconds,
+)
+from app.predict.ceilings.prefill import attention_flops_per_token, prefill_compute_doc, prefill_flops_per_token
 from app.predict.hardware_context import backend_name
 from app.predict.machine import Machine, same_hardware
 from app.predict.machine_fit.crossing_fit import CrossingCost
 from app.predict.machine_fit.fitted_model import Expected, FittedExpectation
-from app.predict.machine_fit.split_expected import device_fraction, split_decode_expected
+from app.predict.machine_fit.split_expected import (
+    PrefillSplit,
+    device_fraction,
+    split_decode_expected,
+    split_prefill_expected,
+)
 from app.predict.machine_fit.store_efficiency import Efficiency, fitted_expectation, threads_for
 from app.predict.memory.buffers import compute_buffer_bytes_for, kv_alloc_bytes
 from app.predict.memory.fit import DEFAULT_GPU_OVERHEAD_BYTES, UNIFIED_USABLE_FRACTION, FitResult
 from app.predict.memory.host import HostEfficiency, host_memory_table
 from app.predict.memory_truth import MemoryCheck, dry_run_settings, memory_check, with_dry_run
+from app.predict.power import (
+    PowerError,
+    PowerScale,
+    lowest_power_w,
+    power_scale,
+    power_state_words,
+    power_sweeps,
+    scale_at,
+    top_power_w,
+    with_power_state,
+)
 from app.predict.prediction import Prediction, predict
 from app.predict.profiles import HardwareProfile
 from app.predict.public.arch_fit import BACKENDS, WorkShape, canonical_backend
 from app.predict.public.fit import PublicGpuModel, default_backend, public_expected, work_shape
 from app.predict.scenario import Scenario, scenario_time
-from app.predict.settings import PredictSettings, at_context, at_context_depth
+from app.predict.settings import PredictSettings, at_context, at_context_depth, placed_weights
 
 __all__ = ["BACKENDS", "DEFAULT_GPU_OVERHEAD_BYTES", "UNIFIED_USABLE_FRACTION", "Answer", "Figure", "FigureKind",
-           "Machine", "Measurement", "MemoryCheck", "PredictSettings", "Source", "answer", "at_context",
-           "at_context_depth", "canonical_backend", "kv_cache_bytes", "memory_by_context", "same_hardware",
-           "threads_for"]
+           "Machine", "Measurement", "MemoryCheck", "PowerError", "PredictSettings", "Source", "answer", "at_context",
+           "at_context_depth", "canonical_backend", "kv_cache_bytes", "lowest_power_w", "memory_by_context",
+           "same_hardware", "threads_for", "top_power_w", "with_power_state"]
 
 
 class FigureKind(StrEnum):
@@ -210,6 +234,10 @@ class _Inputs:
     crossing: CrossingCost | None = None  # a split's device crossing as this machine measured it (None: assumed)
     backend: str = ""
     build: str = ""
+    #: what the power state asked does to the public fit's figures (they assume the part's top power), and to this
+    #: machine's own (measured at the limit NVML read); None: nothing to scale (app/predict/power.py)
+    power_public: PowerScale | None = None
+    power_here: PowerScale | None = None
 
 
 def machine_backend(machine: Machine, profile: HardwareProfile, row_backends: str = "") -> str:
@@ -232,8 +260,9 @@ def _inputs(machine: Machine, profile: HardwareProfile, facts: ModelFacts, s: Pr
         label = "" if machine.public_build is not None else machine.build_label
         public = machine.public.for_setting(backend, machine.public_build, label)
     host_public = host_memory_table().efficiency() if profile.kind != "cpu" and not profile.is_unified else None
+    power_public = power_scale(profile)
     if not this:
-        return _Inputs(public=public, host_public=host_public)
+        return _Inputs(public=public, host_public=host_public, power_public=power_public)
     threads = threads_for(s.n_threads)
     backend = machine_backend(machine, profile, s.backends)
     # The fit is taken at the default thread count; the threads matter only where the CPU runs the layers (a full
@@ -250,7 +279,31 @@ def _inputs(machine: Machine, profile: HardwareProfile, facts: ModelFacts, s: Pr
     crossing = machine.fit.crossings.get(backend) if machine.fit is not None and profile.kind != "cpu" else None
     return _Inputs(fitted=fitted, efficiency=eff, efficiency_source=eff_source, efficiency_note=note, public=public,
                    host_fitted=host_fitted, host_public=host_public, crossing=crossing, backend=backend,
+                   power_public=power_public, power_here=_power_here(profile, power_public),
                    build=machine.fit.build if machine.fit is not None else "")
+
+
+def _power_here(profile: HardwareProfile, asked: PowerScale | None) -> PowerScale | None:
+    """What the power state asked does to this machine's own figures: they were measured at the limit NVML read
+    (``power_read_w``), so the asked state relative to that one (None where the two are the same); without a reading
+    they are taken as at the part's top, as the public fit's are."""
+    if profile.power_read_w is None or asked is None:
+        return asked if profile.power_read_w is None else None
+    read_w = min(max(profile.power_read_w, 1e-3), asked.top_w)
+    if abs(read_w - asked.watts) < 1e-9:
+        return None
+    return asked.relative_to(scale_at(profile, read_w, asked.top_w, power_sweeps()))
+
+
+def _powered(e: Expected | None, phase: str, scale: PowerScale | None) -> Expected | None:
+    """``e`` at the power state ``scale`` stands for (its value and each edge by their factor, the why appended)."""
+    if e is None or scale is None:
+        return e
+    value, low, high = scale.factor(phase)
+    if value == low == high == 1.0:
+        return e
+    return replace(e, value=e.value * value, low=e.low * low, high=e.high * high,
+                   source=f"{e.source}; power: {scale.words}")
 
 
 def facts_filename(facts: ModelFacts) -> str:
@@ -288,22 +341,32 @@ def capped_at_ceiling(fig: Figure | None, ceiling_tps: float, phase: str, notes:
     return replace(fig, value=ceiling_tps, low=low, high=high, source=source)
 
 
-def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
-                  src: _Inputs) -> tuple[Figure | None, str]:
-    """(the expected decode of a split placement, why there is none): the device's full-offload figure and the
-    host's own, both at ``s``'s request and depth, composed by the bytes each side reads, each extra crossing at
-    the cost this machine measured (else assumed)."""
+def _device_full_offload(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
+                         src: _Inputs) -> dict[str, Expected | None]:
+    """The device's expected figures with every layer on it, at ``s``'s request and depth, at the power state asked:
+    this machine's fit of that backend, else the public fit (phase -> figure, None where neither speaks)."""
     full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
-    device = src.fitted(facts, full).get("decode") if src.fitted is not None else None
-    if device is None and src.public is not None:
+    fitted = src.fitted(facts, full) if src.fitted is not None else {}
+    got: dict[str, Expected | None] = {p: _powered(fitted.get(p), p, src.power_here) for p in ("decode", "prefill")}
+    if any(e is None for e in got.values()) and src.public is not None:
         whole = split_weights(facts, facts.n_layer + 1, facts.tensor_bytes or None, Placement())
         ceiling = decode_ceiling_offload_tps(facts, whole, s.decode_depth, s.type_k, s.type_v or s.type_k,
                                              profile.peak_bandwidth_gbps, pred.cpu_bandwidth_gbps)
         full_pred = predict(facts, profile, full, cpu_bandwidth_gbps=pred.cpu_bandwidth_gbps,
                             tensor_bytes=facts.tensor_bytes or None)
-        got, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling, full_pred.prefill_ceiling_tps,
-                                 _work_shape(facts, s))
-        device = got.get("decode")
+        public, _ = public_expected(src.public, profile, facts, facts.n_layer + 1, ceiling,
+                                    full_pred.prefill_ceiling_tps, _work_shape(facts, s))
+        got = {p: got[p] or _powered(public.get(p), p, src.power_public) for p in ("decode", "prefill")}
+    return got
+
+
+def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
+                  src: _Inputs, device_full: Mapping[str, Expected | None]) -> tuple[Figure | None, str]:
+    """(the expected decode of a split placement, why there is none): the device's full-offload figure and the
+    host's own, both at ``s``'s request and depth, composed by the bytes each side reads, each extra crossing at
+    the cost this machine measured (else assumed)."""
+    full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
+    device = device_full.get("decode")
     host = src.host_fitted(facts, replace(full, n_gpu_layers=0)).get("decode") if src.host_fitted else None
     if host is None and src.host_public is not None:  # no CPU fit speaks for this host: the published CPU rows
         host = _host_public(facts, s, pred, src.host_public)
@@ -324,6 +387,66 @@ def _split_decode(facts: ModelFacts, profile: HardwareProfile, s: PredictSetting
     return Figure(composed.value, FigureKind.SPLIT, composed.low, composed.high,
                   Source(FigureKind.SPLIT, "split: device and host composed", detail, src.build),
                   int(s.decode_depth)), ""
+
+
+def _split_prefill(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, pred: Prediction,
+                   src: _Inputs, device_full: Mapping[str, Expected | None]) -> tuple[Figure | None, str]:
+    """(the expected prefill of a split placement, why there is none): the device's full-offload expected prefill
+    for its work, plus the time to move the host-held weights over PCIe once per micro-batch (llama.cpp's op
+    offload), the CPU's host-only prefill for the work it keeps (-nopo 1, -nkvo's attention, a micro-batch under
+    llama.cpp's minimum); app.predict.machine_fit.split_expected.split_prefill_expected composes them."""
+    full = replace(s, n_gpu_layers=999, n_cpu_moe=0, no_kv_offload=False, tensor_buft_overrides="none")
+    device = device_full.get("prefill")
+    host = src.host_fitted(facts, replace(full, n_gpu_layers=0)).get("prefill") if src.host_fitted else None
+    split, _placement, kv_on_gpu = placed_weights(facts, s, facts.tensor_bytes or None)
+    weights = split.cpu_read_bytes + split.gpu_read_bytes
+    weights_host = split.cpu_read_bytes / weights if weights > 0 else 0.0  # the CPU's share of the matmul work
+    n_embd_attn = facts.n_head * (facts.head_dim_k + facts.head_dim_v) // 2
+    n_swa = len(facts.swa_layers) if facts.swa_window else 0
+    attn = attention_flops_per_token(facts.kv_layers, n_embd_attn, s.depth + s.n_prompt / 2.0, n_swa, facts.swa_window)
+    total = prefill_flops_per_token(facts.n_params, s.n_prompt, facts.kv_layers, n_embd_attn, s.depth, n_swa,
+                                    facts.swa_window)
+    attn_host = attn / total if not kv_on_gpu and total > 0 else 0.0  # -nkvo: the attention runs on the CPU
+    offload = not s.no_op_offload
+    device_tokens = host_tokens = tail_tokens = 0.0
+    for b in micro_batches(s.n_prompt, s.n_ubatch):
+        moved = offload and b >= OP_OFFLOAD_MIN_BATCH
+        share = attn_host + (0.0 if moved else weights_host * (1.0 - attn_host))
+        host_tokens += b * share
+        device_tokens += b * (1.0 - share)
+        tail_tokens += b * share if offload and not moved and not attn_host else 0.0
+    traffic = offload_traffic(facts, split, s.type_k, s.type_v or s.type_k, kv_on_gpu=kv_on_gpu)
+    link = pcie_link(profile)
+    words: list[str] = []
+    transfer = (0.0, 0.0, 0.0)
+    if offload and traffic.moves_anything:
+        fig_gbps, least_gbps, most_gbps = link.copy_gbps()
+        transfer = tuple(transfer_seconds(traffic, s.n_prompt, s.n_ubatch, s.depth, g)  # type: ignore[assignment]
+                         for g in (fig_gbps, most_gbps, least_gbps))
+        ub = min(s.n_ubatch, s.n_prompt)
+        words.append(f"op offload: each micro-batch of up to {s.n_ubatch} tokens moves "
+                     f"{traffic.bytes_for(ub, s.depth + ub) / 1e9:,.2f} GB of host-held weights"
+                     + (" (the routed experts its tokens pick, all of them with routing spread evenly)"
+                        if traffic.expert_bytes else "")
+                     + f" over {link.describe()}, copied at {fig_gbps:.1f} GB/s ({least_gbps:.1f}-{most_gbps:.1f}: "
+                       f"{PCIE_SHARE_SOURCE}), after the device's compute")
+    elif not offload:
+        words.append(f"-nopo 1: the CPU computes its layers' share ({weights_host:.0%} of the weights read)")
+    if attn_host:
+        words.append(f"-nkvo 1: the CPU computes the attention ({attn_host:.0%} of the prompt's work)")
+    if host is None and host_tokens and tail_tokens >= host_tokens and src.host_public is not None:
+        stand_in = _host_public(facts, s, pred, src.host_public)
+        host = replace(stand_in, source=f"the CPU's decode stands in for its prefill of the last micro-batch, under "
+                                        f"llama.cpp's minimum of {OP_OFFLOAD_MIN_BATCH} tokens (a floor): "
+                                        f"{stand_in.source}")
+    parts = PrefillSplit(s.n_prompt, device_tokens, host_tokens, transfer, "; ".join(words))
+    composed = split_prefill_expected(device, host, parts)
+    if composed is None:
+        missing = [side for side, fig, work in (("the device with every layer on it", device, device_tokens),
+                                                ("the host CPU alone", host, host_tokens)) if work > 0 and fig is None]
+        return None, f"split placement: no expected prefill without an expected figure for {' and '.join(missing)}"
+    return Figure(composed.value, FigureKind.SPLIT, composed.low, composed.high,
+                  Source(FigureKind.SPLIT, "split: device, PCIe and host composed", composed.source, src.build)), ""
 
 
 def _work_shape(facts: ModelFacts, s: PredictSettings) -> WorkShape:
@@ -357,13 +480,21 @@ def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, p
         prefill = Figure(pred.prefill_ceiling_tps * src.efficiency.prefill, FigureKind.EFFICIENCY, source=eff_source)
     fitted: Mapping[str, Expected | None] = {}
     if pred.split:  # no one fit runs two devices: each side's own figure, composed
-        composed, why = _split_decode(facts, profile, s, pred, src)
+        device_full = _device_full_offload(facts, profile, s, pred, src)
+        composed, why = _split_decode(facts, profile, s, pred, src, device_full)
         if composed is not None:
             decode = composed
         elif decode is not None:
             why = ""  # the stored rows' efficiency speaks for the split
+        split_prefill, why_prefill = (_split_prefill(facts, profile, s, pred, src, device_full) if s.n_prompt
+                                      else (None, ""))
+        if split_prefill is not None:
+            prefill = split_prefill
+        elif why_prefill and prefill is None:
+            notes.append(why_prefill)
     else:
         fitted = src.fitted(facts, s) if src.fitted is not None else {}
+        fitted = {phase: _powered(e, phase, src.power_here) for phase, e in fitted.items()}
         name = f"this machine's fit ({src.backend})"
         if (fit_decode := fitted.get("decode")) is not None:
             decode = _figure(fit_decode, FigureKind.FIT, name, depth, src.build)
@@ -372,6 +503,7 @@ def _expected(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings, p
         if src.public is not None and profile.kind != "cpu" and src.efficiency is None and not any(fitted.values()):
             got, why = public_expected(src.public, profile, facts, pred.n_gpu_layers, pred.decode_ceiling_tps,
                                        pred.prefill_ceiling_tps, _work_shape(facts, s))
+            got = {phase: _powered(e, phase, src.power_public) for phase, e in got.items()}
             name = "public llama-bench fit"
             if (public_decode := got.get("decode")) is not None:
                 decode = _figure(public_decode, FigureKind.PUBLIC, name, depth)
@@ -499,12 +631,11 @@ def answer(facts: ModelFacts, profile: HardwareProfile, settings: PredictSetting
                      f"({host_memory.source})")
     if pred.fit.ran_out:
         notes.append(f"does not fit: it runs out of {pred.fit.ran_out}")
-    power = assumed_power_w(profile)
-    if power is not None and profile.power_limit_w:
-        low, high = profile.power_limit_w
-        notes.append(f"{profile.name} ships at {low:g}-{high:g} W: these figures assume {power:g} W, the top of its "
-                     "range; at a lower power limit compute-bound prefill runs slower (a row records the limit it "
-                     "ran at)")
+    scale = src.power_public
+    if scale is not None:
+        notes.append(f"power{f' ({profile.power_state_source})' if profile.power_state_source else ''}: {scale.words}")
+    elif words := power_state_words(profile):
+        notes.append(words)
     return Answer(profile=profile, settings=s, this_machine=this, prediction=pred, decode=decode,
                   decode_empty=decode_empty, prefill=prefill, ttft_ms=_ttft(prefill, s.n_prompt),
                   no_expected_decode=why if decode.kind == FigureKind.CEILING else "",
@@ -559,13 +690,6 @@ def host_ram(profile: HardwareProfile, machine: Machine) -> tuple[int | None, st
     usable = max(int(total - reserve), 0)
     return usable, (f"system RAM {total / GIB:.0f} GiB ({source}), less {reserve / GIB:.1f} GiB held back for the OS "
                     f"and other programs: {usable / GIB:.1f} GiB for the model")
-
-
-def assumed_power_w(profile: HardwareProfile) -> float | None:
-    """The GPU power an answer for ``profile`` assumes: its board power, else the top of a laptop part's range."""
-    if profile.kind == "cpu":
-        return None
-    return profile.tdp_w or (profile.power_limit_w[1] if profile.power_limit_w else None)
 
 
 def memory_by_context(facts: ModelFacts, settings: PredictSettings,

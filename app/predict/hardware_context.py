@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 from app.predict.ceilings.decode import DEFAULT_CPU_BANDWIDTH_GBPS
 from app.predict.detected_gpu import detected_gpu_profile
 from app.predict.memory.host import host_memory_table
+from app.predict.power import as_read
 from app.predict.profiles import GIB, HardwareProfile, ProfileError, cpu_profile, find_profile, load_profiles
 from app.telemetry.cpu_peaks import ComputeFigure
 from app.telemetry.machine import MachineScan, ProbeMode, scan_machine
@@ -87,6 +88,8 @@ def hardware_context(scan: MachineScan, profiles: list[HardwareProfile] | None =
     if not scan.gpus:
         return HardwareContext(cpu=cpu, note="no NVIDIA GPU found")
     gpu, why = detected_gpu_profile(scan.gpus[0], load_profiles() if profiles is None else profiles)
+    if gpu is not None:  # at the power state it runs in now (app.predict.power.as_read)
+        gpu = as_read(gpu, scan.gpu_power_limit_w, scan.power_source)
     return HardwareContext(cpu=cpu, gpu=gpu, note=why or f"GPU {scan.gpus[0].name}", gpu_problem=bool(why))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from app.model.facts import ModelFacts
 from app.predict.ceilings.decode import DEFAULT_CPU_BANDWIDTH_GBPS, decode_bytes, decode_ceiling_offload_tps
 from app.predict.ceilings.offload import WeightSplit
+from app.predict.ceilings.op_offload import offload_traffic, offloaded_tokens, pcie_link, transfer_seconds
 from app.predict.ceilings.prefill import matmul_params, prefill_ceiling_tps, prefill_compute_note, prefill_tflops
 from app.predict.device_split import DeviceSplit, SplitSettings, device_split, host_only_split
 from app.predict.memory.buffers import compute_buffer_bytes_for, kv_alloc_bytes
@@ -67,6 +68,10 @@ class Prediction:
     split: bool = False
     #: of kv_bytes, the recurrent state (Mamba, RWKV, a hybrid's recurrent layers): the same at any context
     state_bytes: int = 0
+    #: llama.cpp's op offload (-nopo 0): a prompt's micro-batch moves host-held weights to the GPU
+    op_offload: bool = True
+    #: bytes one full micro-batch of the prompt moves to the GPU with op offload (0: nothing, or -nopo 1)
+    prefill_offload_bytes: float = 0.0
 
     @property
     def decode_depth(self) -> float:
@@ -115,7 +120,8 @@ class Prediction:
             "decode_gpu_read_bytes": self.decode_gpu_read_bytes, "decode_host_read_bytes": self.decode_host_read_bytes,
             "decode_extra_crossings": self.decode_extra_crossings,
             "repacked_weight_bytes": self.repacked_weight_bytes, "repack": self.repack, "split": self.split,
-            "state_bytes": self.state_bytes,
+            "state_bytes": self.state_bytes, "no_op_offload": int(not self.op_offload),
+            "prefill_offload_bytes": self.prefill_offload_bytes,
         }
 
 
@@ -147,6 +153,33 @@ def _prefill_tps(
         prefill_tflops(profile, facts.file_type, s.repack), matmul_params(facts, split, tensor_bytes), s.n_prompt,
         facts.kv_layers, n_embd_attn, s.depth, n_swa, facts.swa_window,  # attention: the layers with a KV cache
     )
+
+
+def _prefill_with_link(facts: ModelFacts, profile: HardwareProfile, split: WeightSplit, s: PredictSettings,
+                       prefill_tps: float, offload_kqv: bool, notes: list[str]) -> tuple[float, float]:
+    """(the prefill ceiling of a split placement, the bytes a full micro-batch moves): with op offload each
+    micro-batch moves the host-held weights over the GPU's PCIe link (app/predict/ceilings/op_offload.py), counted
+    here at the link's full rate where the profile gives the link; -nopo 1 or an unknown link: compute only."""
+    if s.no_op_offload:
+        notes.append("-nopo 1: host-held weights' ops run on the CPU; the prefill ceiling takes the GPU's compute for "
+                     "every layer (a bound, not the CPU's rate)")
+        return prefill_tps, 0.0
+    traffic = offload_traffic(facts, split, s.type_k, s.type_v or s.type_k, kv_on_gpu=offload_kqv)
+    ub = min(max(s.n_ubatch, 1), max(s.n_prompt, 1))
+    moved = traffic.bytes_for(ub, s.depth + ub)
+    link = pcie_link(profile)
+    if not traffic.moves_anything or not s.n_prompt or not offloaded_tokens(s.n_prompt, s.n_ubatch):
+        return prefill_tps, moved if traffic.moves_anything else 0.0
+    if link.assumed:
+        notes.append("partial offload: prefill ceiling ignores copying host-held weights to the GPU (the profile "
+                     "gives no PCIe link)")
+        return prefill_tps, moved
+    least = transfer_seconds(traffic, s.n_prompt, s.n_ubatch, s.depth, link.raw_gbps, least=True)
+    seconds = s.n_prompt / prefill_tps + least
+    notes.append(f"partial offload: prefill ceiling counts each micro-batch of up to {s.n_ubatch} tokens moving at "
+                 f"least {traffic.bytes_for(ub, s.depth + ub, least=True) / 1e9:,.2f} GB of host-held weights over "
+                 f"{link.describe()} at the link's full rate")
+    return s.n_prompt / seconds, moved
 
 
 def host_repacked(facts: ModelFacts, profile: HardwareProfile, s: PredictSettings) -> RepackedWeights | None:
@@ -206,8 +239,9 @@ def predict(
     prefill_tps = _prefill_tps(facts, profile, split, s, tensor_bytes)
     # which CPU figure, and its source
     notes += [n for n in (prefill_compute_note(profile, facts.file_type, s.repack),) if n]
-    if not is_cpu and (0 < split.n_gpu_layers < facts.n_layer + 1 or split.n_tensors_overridden):
-        notes.append("partial offload: prefill ceiling ignores copying host-held weights to the GPU")
+    offload_bytes = 0.0
+    if not is_cpu and (split.n_gpu_layers < facts.n_layer + 1 or split.n_tensors_overridden):
+        prefill_tps, offload_bytes = _prefill_with_link(facts, profile, split, s, prefill_tps, offload_kqv, notes)
     cpu_share = min(host_ram_bytes / profile.vram_bytes, 1.0) if host_ram_bytes and profile.vram_bytes else 1.0
     fit = fit_check(
         facts, profile.vram_bytes, s.n_ctx, type_k, type_v, ngl, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
@@ -217,7 +251,8 @@ def predict(
         margin_bytes=0 if is_cpu or profile.is_unified else s.device_margin_bytes,
     )
     split_settings = SplitSettings(s.n_ctx, ngl, type_k, type_v, s.n_ubatch, s.flash_attn,
-                                   n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,
+                                   op_offload=not s.no_op_offload, n_cpu_moe=placement.n_cpu_moe,
+                                   no_kv_offload=not offload_kqv,
                                    tensor_buft_overrides=s.tensor_buft_overrides if not is_cpu else "none")
     memory = (host_only_split(facts, split_settings, tensor_bytes, repacked_bytes) if is_cpu
               else device_split(facts, split_settings, tensor_bytes))
@@ -238,6 +273,7 @@ def predict(
         notes=tuple(notes), device_memory=memory, n_cpu_moe=placement.n_cpu_moe, no_kv_offload=not offload_kqv,
         tensor_buft_overrides=split_settings.tensor_buft_overrides, decode_gpu_read_bytes=read.gpu_bytes,
         decode_host_read_bytes=read.host_bytes, decode_extra_crossings=read.extra_crossings, depth=s.depth,
-        repacked_weight_bytes=repacked_bytes, repack=s.repack,
+        repacked_weight_bytes=repacked_bytes, repack=s.repack, op_offload=not s.no_op_offload,
+        prefill_offload_bytes=offload_bytes,
         split=not is_cpu and (ngl < facts.n_layer + 1 or not placement.is_default or not offload_kqv),
     )

@@ -23,6 +23,13 @@ aliases                   [str]     optional other names, including the NVML dev
 notes                     str       optional
 architecture              str       optional GPU architecture ("Ada", "Ampere", "Apple silicon"...; default ""):
                                     the public-measurement fit (app/predict/public/fit.py) pools GPUs by it
+pcie_gen                  int       optional PCIe generation of the GPU's link (1-6): with pcie_lanes it bounds
+                                    prefill whenever weights live in system RAM (app/predict/ceilings/op_offload.py)
+pcie_lanes                int       optional lanes of that link (1, 2, 4, 8 or 16)
+pcie_source               str       where the link comes from (required with pcie_gen)
+boost_clock_mhz           [lo, hi]  optional boost clock at the bottom and the top of power_limit_w (a laptop
+                                    part's range as its maker lists it): how compute scales with the power limit
+                                    (app/predict/power.py); its source is said in ``source``
 ========================  ========  ==========================================================
 
 A user profile with the same name as a built-in one replaces it.
@@ -64,7 +71,14 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "notes": (str,),
     "architecture": (str,),
     "source_url": (str,),
+    "pcie_gen": (int,),
+    "pcie_lanes": (int,),
+    "pcie_source": (str,),
+    "boost_clock_mhz": (list,),
 }
+#: PCIe generations and lane counts a profile may give (PCI-SIG's generations 1-6; a GPU's link is x1 to x16).
+PCIE_GENERATIONS = (1, 2, 3, 4, 5, 6)
+PCIE_LANE_COUNTS = (1, 2, 4, 8, 16)
 #: A source_url: a web page, or one file of a public repository at one commit ("github:owner/repo@commit:path").
 SOURCE_URL_PATTERN = re.compile(r"https://[^\s/]+\.[^\s/]+(/\S*)?|github:[\w.-]+/[\w.-]+@[0-9a-f]{40}:\S+")
 MAX_SOURCE_URL_CHARS = 500
@@ -115,6 +129,22 @@ class HardwareProfile:
     host_ram_source: str = ""
     architecture: str = ""  # pools GPUs for the public-measurement fit; "" unknown
     source_url: str = ""  # the page (or repository file at a commit) the figures were read from; "" none
+    #: the GPU's PCIe link (generation, lanes) and where it comes from; None: not known
+    pcie_gen: int | None = None
+    pcie_lanes: int | None = None
+    pcie_source: str = ""
+    #: the boost clock (MHz) at the bottom and the top of ``power_limit_w`` (a laptop part's range)
+    boost_clock_mhz: tuple[float, float] | None = None
+    #: the power state a question asks for (``--power-limit W``, ``--on-battery``, the window's fields, or this
+    #: machine's NVML limit and psutil power source) and where it comes from; None/False: the part at the top of
+    #: its range (its board power), on AC (app/predict/power.py)
+    power_limit_set_w: float | None = None
+    on_battery: bool = False
+    power_state_source: str = ""
+    #: this machine's own GPU: the power limit NVML enforced and whether it ran on battery when it was looked at (its
+    #: fit and stored rows were measured so); None: not this machine's, or not read
+    power_read_w: float | None = None
+    battery_read: bool | None = None
 
     @property
     def is_laptop_part(self) -> bool:
@@ -147,6 +177,10 @@ class HardwareProfile:
             "power_limit_w": list(self.power_limit_w) if self.power_limit_w else None,
             "aliases": list(self.aliases), "source": self.source, "notes": self.notes, "path": self.path,
             "architecture": self.architecture, "source_url": self.source_url,
+            "pcie_gen": self.pcie_gen, "pcie_lanes": self.pcie_lanes, "pcie_source": self.pcie_source,
+            "boost_clock_mhz": list(self.boost_clock_mhz) if self.boost_clock_mhz else None,
+            "power_limit_set_w": self.power_limit_set_w, "on_battery": self.on_battery,
+            "power_state_source": self.power_state_source,
         }
 
 
@@ -204,6 +238,23 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
                                      for p in power)
         if not ok or power[0] > power[1]:
             raise ProfileError(f"{label}: power_limit_w must be [low, high] positive watts, got {power!r}")
+    pcie_gen, pcie_lanes = entry.get("pcie_gen"), entry.get("pcie_lanes")
+    if pcie_gen is not None and pcie_gen not in PCIE_GENERATIONS:
+        raise ProfileError(f"{label}: pcie_gen must be one of {', '.join(map(str, PCIE_GENERATIONS))}, "
+                           f"got {pcie_gen!r}")
+    if pcie_lanes is not None and pcie_lanes not in PCIE_LANE_COUNTS:
+        raise ProfileError(f"{label}: pcie_lanes must be one of {', '.join(map(str, PCIE_LANE_COUNTS))}, "
+                           f"got {pcie_lanes!r}")
+    pcie_source = entry.get("pcie_source", "").strip()
+    if (pcie_gen is None) != (pcie_lanes is None) or (pcie_gen is not None and not pcie_source):
+        raise ProfileError(f"{label}: pcie_gen, pcie_lanes and pcie_source go together (the link, where it is read)")
+    clock = entry.get("boost_clock_mhz")
+    if clock is not None:
+        ok = len(clock) == 2 and all(isinstance(c, int | float) and not isinstance(c, bool) and 1 <= c <= 1e5
+                                     for c in clock)
+        if not ok or clock[0] > clock[1] or power is None:
+            raise ProfileError(f"{label}: boost_clock_mhz must be [at the bottom, at the top] of power_limit_w in MHz, "
+                               f"got {clock!r}" + ("" if power is not None else " (no power_limit_w)"))
     profile = HardwareProfile(
         name=entry["name"].strip(), vendor=entry["vendor"], kind=entry["kind"], vram_gib=float(entry["vram_gib"]),
         memory_bus_bits=entry["memory_bus_bits"], memory_data_rate_gbps=float(entry["memory_data_rate_gbps"]),
@@ -213,6 +264,8 @@ def _check_entry(entry: object, where: str) -> HardwareProfile:
         power_limit_w=(float(power[0]), float(power[1])) if power else None,
         aliases=tuple(a.strip() for a in aliases), notes=entry.get("notes", ""), path=where,
         architecture=entry.get("architecture", "").strip(), source_url=entry.get("source_url", ""),
+        pcie_gen=pcie_gen, pcie_lanes=pcie_lanes, pcie_source=entry.get("pcie_source", ""),
+        boost_clock_mhz=(float(clock[0]), float(clock[1])) if clock else None,
     )
     if profile.kind != "unified":
         expected = profile.bus_bandwidth_gbps

@@ -48,8 +48,9 @@ def round_context(n_ctx: int) -> int:
 @dataclass(frozen=True)
 class Question:
     """What a user asked about one file on one piece of hardware: the context and KV-cache type, the placement
-    (``n_gpu_layers`` 999: all layers; ``n_cpu_moe``; ``no_kv_offload``), the request (``n_prompt`` then ``n_gen``
-    tokens), the device memory left free (``margin_bytes``), and the run's CPU threads and repacking."""
+    (``n_gpu_layers`` 999: all layers; ``n_cpu_moe``; ``no_kv_offload``; ``no_op_offload``), the request
+    (``n_prompt`` then ``n_gen`` tokens), the device memory left free (``margin_bytes``), and the run's CPU threads
+    and repacking."""
 
     n_ctx: int = DEFAULT_N_CTX
     type_k: str = "f16"
@@ -57,6 +58,9 @@ class Question:
     n_gpu_layers: int = 999
     n_cpu_moe: int = 0
     no_kv_offload: bool = False
+    #: -nopo 1: host-held weights' ops stay on the CPU (llama.cpp's op offload off; a split's prefill then has the
+    #: CPU compute its layers' share)
+    no_op_offload: bool = False
     #: the prompt of the asked request; None: the context full (the context less the output)
     n_prompt: int | None = None
     n_gen: int = DEFAULT_N_GEN
@@ -80,7 +84,7 @@ class Question:
         context."""
         s = self._placed(at_context(self.n_ctx, type_k=self.type_k, type_v=self.type_v,
                                     n_gpu_layers=self.n_gpu_layers, n_cpu_moe=self.n_cpu_moe,
-                                    no_kv_offload=self.no_kv_offload))
+                                    no_kv_offload=self.no_kv_offload, no_op_offload=self.no_op_offload))
         if self.n_prompt is not None or self.n_gen != s.n_gen:
             prompt = max(1, self.n_ctx - self.n_gen) if self.n_prompt is None else self.n_prompt
             s = replace(s, n_prompt=prompt, n_gen=self.n_gen)

@@ -51,7 +51,7 @@ def _threads_of(row: ResultRow) -> int:
 #: The field-table columns a test's settings are read from (:meth:`PredictSettings.from_test`)
 _SETTING_COLUMNS = ("n_prompt", "n_gen", "n_depth", "n_ctx", "n_gpu_layers", "type_k", "type_v", "n_ubatch",
                     "flash_attn", "flash_attn_effective", "repack", "n_cpu_moe", "no_kv_offload",
-                    "tensor_buft_overrides", "n_threads_effective", "n_threads", "backends")
+                    "tensor_buft_overrides", "n_threads_effective", "n_threads", "backends", "no_op_offload")
 
 
 def _setting_value(name: str, value: Any) -> Any:
@@ -102,6 +102,9 @@ class PredictSettings:
     tensor_buft_overrides: str = "none"
     n_threads: int = 0
     backends: str = ""
+    #: -nopo 1 (llama-bench --no-op-offload): host-held weights' ops stay on the CPU; 0, llama.cpp's default: a
+    #: prompt's micro-batch moves them to the GPU (app/predict/ceilings/op_offload.py)
+    no_op_offload: bool = False
     #: device memory a placement leaves free on a discrete GPU (a question's, like llama.cpp's --fit-target; a
     #: measured row's settings keep none: it ran as it ran)
     device_margin_bytes: int = 0
@@ -169,7 +172,7 @@ class PredictSettings:
             n_ubatch=row.n_ubatch or DEFAULT_N_UBATCH, flash_attn=flash_attn_enabled(fa),
             repack=_repack_of(row.repack), n_cpu_moe=row.n_cpu_moe or 0, no_kv_offload=bool(row.no_kv_offload),
             tensor_buft_overrides=row.tensor_buft_overrides or "none",
-            n_threads=_threads_of(row), backends=row.backends or "",
+            n_threads=_threads_of(row), backends=row.backends or "", no_op_offload=bool(row.no_op_offload),
         )
 
     @classmethod
@@ -187,19 +190,20 @@ class PredictSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PredictSettings:
-        """Settings from ``gguf-bench predict``'s arguments (--ctx, -ngl, -ncmoe, -nkvo, -ctk, -ctv, -p, -n, -d,
-        -fa, --repack, -t)."""
+        """Settings from ``gguf-bench predict``'s arguments (--ctx, -ngl, -ncmoe, -nkvo, -nopo, -ctk, -ctv, -p, -n,
+        -d, -fa, --repack, -t)."""
         return cls(
             n_ctx=args.ctx, n_gpu_layers=args.n_gpu_layers, type_k=args.type_k, type_v=args.type_v,
             n_prompt=args.n_prompt, n_gen=args.n_gen, depth=args.n_depth,
             flash_attn=flash_attn_enabled(args.flash_attn), repack=getattr(args, "repack", REPACK_AUTO),
             n_cpu_moe=getattr(args, "n_cpu_moe", 0), no_kv_offload=bool(getattr(args, "no_kv_offload", 0)),
-            n_threads=getattr(args, "threads", 0) or 0,
+            n_threads=getattr(args, "threads", 0) or 0, no_op_offload=bool(getattr(args, "no_op_offload", 0)),
         )
 
 
 def at_context(n_ctx: int, *, type_k: str = "f16", type_v: str | None = None, n_gpu_layers: int = 999,
-               n_ubatch: int = DEFAULT_N_UBATCH, n_cpu_moe: int = 0, no_kv_offload: bool = False) -> PredictSettings:
+               n_ubatch: int = DEFAULT_N_UBATCH, n_cpu_moe: int = 0, no_kv_offload: bool = False,
+               no_op_offload: bool = False) -> PredictSettings:
     """The one question every view answers for "this file on this hardware at this context" (the inspector, the
     chooser, the scenario panel at that length, ``predict``'s ``at_context``): a request that fills the context,
     a prompt of ``n_ctx`` − 128 then 128 generated tokens, flash attention on (what llama.cpp's auto picks where
@@ -208,7 +212,7 @@ def at_context(n_ctx: int, *, type_k: str = "f16", type_v: str | None = None, n_
     n_gen = min(AT_CONTEXT_GEN, max(n_ctx // 2, 1))
     return PredictSettings(n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, type_k=type_k, type_v=type_v,
                            n_prompt=max(n_ctx - n_gen, 1), n_gen=n_gen, depth=0, n_ubatch=n_ubatch, flash_attn=True,
-                           n_cpu_moe=n_cpu_moe, no_kv_offload=no_kv_offload)
+                           n_cpu_moe=n_cpu_moe, no_kv_offload=no_kv_offload, no_op_offload=no_op_offload)
 
 
 def at_context_depth(settings: PredictSettings) -> int:

@@ -15,7 +15,7 @@ from app.telemetry import nvml
 from app.telemetry.cpu_features import CpuFeatures, read_cpu_features
 from app.telemetry.cpu_peaks import CpuPeaks, derive_peaks
 from app.telemetry.cpu_probe import CpuProbe, load_cached_probe, probe_cpu
-from app.telemetry.host import machine_facts
+from app.telemetry.host import machine_facts, power_source
 from app.telemetry.repack_guard import RepackVerdict, ensure_verdict, remembered
 
 GIB = 2**30
@@ -45,6 +45,10 @@ class MachineScan:
     #: the repack crash guard's verdict for this CPU and llama.cpp build (whether repacked weights run here, and
     #: the CPU backend's extra buffer types); None when never checked
     repack: RepackVerdict | None = None
+    #: the power limit NVML enforces on the first GPU now (W), and what powers the machine ("ac", "battery"); None
+    #: where they cannot be read (no NVIDIA GPU, no battery)
+    gpu_power_limit_w: float | None = None
+    power_source: str | None = None
 
     def cpu_peaks(self) -> CpuPeaks | None:
         """This CPU's int8 and FMA peaks (or measured rooflines), from its features and the probe; None unprobed."""
@@ -124,5 +128,7 @@ def scan_machine(probe: ProbeMode | str = ProbeMode.NONE) -> MachineScan:
         features: CpuFeatures | None = read_cpu_features()
     except Exception:  # noqa: BLE001 - without features the probe's figure stands as a measured roofline
         features = None
+    gpus = _gpus()
+    limit = nvml.power_limits_w(0)[0] if gpus.get("gpus") else None
     return MachineScan(facts=machine_facts(), probe=cpu_probe, probe_error=error, cpu_features=features,
-                       repack=_repack_verdict(mode), **_gpus())
+                       repack=_repack_verdict(mode), gpu_power_limit_w=limit, power_source=power_source(), **gpus)

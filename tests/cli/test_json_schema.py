@@ -33,7 +33,7 @@ PREDICT_KEYS = (
     "decode_host_read_bytes", "decode_extra_crossings", "repacked_weight_bytes", "repack", "split", "state_bytes",
     "this_machine", "decode", "decode_empty", "prefill", "ttft_ms_figure", "no_expected_decode", "measured",
     "prefill_ceiling_kind", "prefill_ceiling_source", "at_context", "verdict", "request", "n_threads",
-    "threads_note", "ceiling_source", "inspector", *V1_KEYS,
+    "threads_note", "ceiling_source", "no_op_offload", "prefill_offload_bytes", "inspector", *V1_KEYS,
 )
 INSPECTOR_KEYS = ("model", "profile", "n_ctx", "flags", "verdict", "decode_depth", "rows", "facts", "notes")
 INSPECTOR_ROW_KEYS = ("label", "value", "band", "where", "source", "kind")

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.gui import theme
+from app.gui.power_fields import PowerFields
 from app.gui.predictions import PredictionService
 from app.model.facts import ModelFacts
 from app.model.kv_cache import REPORTED_CACHE_TYPES
@@ -43,7 +44,7 @@ class InspectorPanel(QWidget):
                                       "by a short probe), or any profile from the list")
         self.profile_combo.setMinimumContentsLength(18)
         self.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.profile_combo.currentIndexChanged.connect(lambda _i: self.profileChanged.emit())
+        self.profile_combo.currentIndexChanged.connect(self._profile_chosen)
         self.ram = QDoubleSpinBox(self)
         self.ram.setRange(0.0, 65536.0)
         self.ram.setDecimals(0)
@@ -68,14 +69,21 @@ class InspectorPanel(QWidget):
         self.ngl.setValue(999)
         self.ngl.setSpecialValueText("0 (CPU only)")
         self.ngl.setToolTip("GPU layers (-ngl); 999 = all")
+        # the GPU's power state (a laptop part's limit, on battery): part of the hardware the figures are for
+        self.power_fields = PowerFields(self, self.profileChanged.emit)
+        self.power, self.battery = self.power_fields.power, self.power_fields.battery
         for w in (self.ctx, self.ngl):
             w.valueChanged.connect(lambda _v: self.settingsChanged.emit())
         self.kv_type.currentIndexChanged.connect(lambda _i: self.settingsChanged.emit())
         form = QFormLayout()
         form.setContentsMargins(0, 0, 0, 0)
+        # the hardware, the RAM beside it and its GPU power state in one row (a row more pushed the figures below a
+        # laptop's fold)
         hw_row = QHBoxLayout()
-        hw_row.addWidget(self.profile_combo, 3)
-        hw_row.addWidget(self.ram, 2)
+        hw_row.addWidget(self.profile_combo, 6)
+        hw_row.addWidget(self.ram, 3)
+        hw_row.addWidget(self.power, 3)
+        hw_row.addWidget(self.battery, 0)
         form.addRow("Hardware", hw_row)
         # the context, the KV type and the GPU layers in one row: a row less above the figures, which a laptop's
         # screen shows whole only so (the layers' spin box says what it is: "-ngl 999")
@@ -118,10 +126,12 @@ class InspectorPanel(QWidget):
                       if p is not None and (p.name == current or current.endswith(p.name))), -1)
         self.profile_combo.setCurrentIndex(max(i, 0))
         self.profile_combo.blockSignals(False)
+        self._sync_power()
         self.profileChanged.emit()
 
     def current_profile(self) -> HardwareProfile | None:
-        """The profile chosen, with the system RAM given beside it (as ``predict --ram``)."""
+        """The profile chosen, with the system RAM given beside it (as ``predict --ram``), at the power state the GPU
+        power fields ask (as ``predict --power-limit``/``--on-battery``; as it is where they ask nothing)."""
         i = self.profile_combo.currentIndex()
         profile = self._profiles[i] if 0 <= i < len(self._profiles) else None
         # RAM beside a discrete GPU only (the one rule, with_given_ram): a CPU or unified memory holds the model in
@@ -129,7 +139,16 @@ class InspectorPanel(QWidget):
         self.ram.setEnabled(profile is not None and not profile.is_unified)
         if profile is not None and self.ram.value() > 0 and not profile.is_unified:
             profile = with_given_ram(profile, self.ram.value())
-        return profile
+        return self.power_fields.applied(profile)
+
+    def _profile_chosen(self, _index: int) -> None:
+        self._sync_power()  # before the answer asks current_profile()
+        self.profileChanged.emit()
+
+    def _sync_power(self) -> None:
+        """The power fields for the chosen profile (off for a CPU or unified memory)."""
+        i = self.profile_combo.currentIndex()
+        self.power_fields.sync(self._profiles[i] if 0 <= i < len(self._profiles) else None)
 
     def select_profile(self, query: str) -> bool:
         """Select the first profile whose label or name contains ``query`` (case-insensitive)."""

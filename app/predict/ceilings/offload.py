@@ -140,6 +140,10 @@ class WeightSplit:
     #: the host's weight buffer as llama.cpp logs it with mmap (its default): the file's span from the first to the
     #: last host tensor, GPU tensors between them included (src/llama-model-loader.cpp ``get_mapping_range``)
     cpu_mapped_bytes: int = 0
+    #: host-held tensors of the repeating layers (stored bytes): the routed experts, and the rest; what a prompt's
+    #: micro-batch moves to the GPU with op offload (app/predict/ceilings/op_offload.py)
+    cpu_layer_bytes: int = 0
+    cpu_expert_bytes: int = 0
 
     @property
     def first_gpu_layer(self) -> int:
@@ -269,6 +273,7 @@ def _split_weights(facts: ModelFacts, tensor_bytes: Mapping[str, int] | None, n_
     n_overridden = 0
     embd_matrix, embd_on_gpu = 0.0, False
     offset, host_first, host_last = 0.0, None, 0.0  # in file order (the tensor table's), alignment padding ignored
+    host_layer = {True: 0.0, False: 0.0}  # a repeating layer's host-held tensors: routed experts -> bytes
     default = placement.is_default
     for name, n in tensors:
         where, expert, dense_ffn, attn = _tensor_kind(name, facts.n_layer)
@@ -280,6 +285,8 @@ def _split_weights(facts: ModelFacts, tensor_bytes: Mapping[str, int] | None, n_
         if not on_gpu:
             host_first = offset if host_first is None else host_first
             host_last = offset + n
+            if isinstance(where, int):
+                host_layer[expert] += n
         offset += n
         stored[on_gpu] += n
         if where == "embd":  # one row per token: counted as 0 (a tied output layer reads it, below)
@@ -308,4 +315,5 @@ def _split_weights(facts: ModelFacts, tensor_bytes: Mapping[str, int] | None, n_
         layer_attn_on_gpu=tuple(attn_gpu), layer_experts_on_gpu=tuple(experts_gpu), layer_ffn_on_gpu=tuple(ffn_gpu),
         n_tensors_overridden=n_overridden,
         cpu_mapped_bytes=round(host_last - host_first) if exact and host_first is not None else round(stored[False]),
+        cpu_layer_bytes=round(host_layer[False]), cpu_expert_bytes=round(host_layer[True]),
     )
